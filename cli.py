@@ -1,0 +1,49 @@
+"""The ``swsim`` command. Each layer registers its own subcommands (``register(subparsers)`` in
+``asm/cli.py``, ``vm/cli.py``, ``hostlib/cli.py``); this module only dispatches and turns
+swsim errors into messages with exit status 1, never a traceback."""
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from .errors import SwsimError
+
+LAYERS = ("swsim.asm.cli", "swsim.vm.cli", "swsim.hostlib.cli")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="swsim", description="SW26010 core-group emulator, "
+                                     "assembler and DNN library")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    for name in LAYERS:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name != name:
+                raise
+            continue  # layer without commands yet
+        module.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except SwsimError as exc:
+        print(f"swsim: {exc}" if not str(exc).startswith(args.command) else str(exc),
+              file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("swsim: interrupted", file=sys.stderr)
+        return 130
+    except (OSError, ValueError) as exc:
+        print(f"swsim {args.command}: error: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
