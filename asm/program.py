@@ -40,6 +40,7 @@ class Symbol:
     binding: str = "local"    # "local" or "global"
     type: str = "notype"      # "func", "object", "notype"
     size: int = 0
+    source: Optional["SourceLine"] = None   # where it is defined (for diagnostics)
 
 
 @dataclass
@@ -50,6 +51,8 @@ class Relocation:
     symbol: str
     addend: int = 0
     annotation: str = ""      # e.g. "!gpdisp!3" as written in the source
+    target_section: Optional[str] = None    # set: target is this object's section + addend
+    source: Optional["SourceLine"] = None   # the statement that needs it (for diagnostics)
 
 
 @dataclass
@@ -57,6 +60,7 @@ class SourceLine:
     file: str
     line: int
     text: str
+    col: int = 1              # 1-based column of the statement (or operand) in ``text``
 
 
 @dataclass

@@ -1,0 +1,98 @@
+"""Assembler diagnostics: positioned messages, collected so that one run reports every error."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+from ..errors import SwsimError
+
+MAX_ERRORS = 50  # stop collecting after this many errors in one run
+
+
+@dataclass(frozen=True)
+class Origin:
+    """Where a statement comes from: ``text`` is the statement as assembled (comments removed,
+    macro arguments substituted); it starts at 0-based offset ``start`` of ``source``, the line
+    shown under a diagnostic (the physical line, or the expanded text inside a macro)."""
+    file: str
+    line: int
+    text: str
+    source: str
+    start: int = 0
+    note: str = ""  # e.g. "in expansion of macro 'm' at a.s:12"
+
+
+@dataclass(frozen=True)
+class Diagnostic:
+    file: str
+    line: int
+    col: int
+    message: str
+    source: str = ""      # the source line shown under the message
+    note: str = ""
+    severity: str = "error"
+
+    def __str__(self) -> str:
+        out = f"{self.file}:{self.line}:{self.col}: {self.severity}: {self.message}"
+        if self.source:
+            out += f"\n{self.source}\n{_caret_line(self.source, self.col)}"
+        if self.note:
+            out += f"\n{self.file}:{self.line}: note: {self.note}"
+        return out
+
+
+def _caret_line(source: str, col: int) -> str:
+    # Keep tabs so the caret lines up under tab-indented source.
+    prefix = "".join(c if c == "\t" else " " for c in source[:max(col - 1, 0)])
+    return prefix + "^"
+
+
+class AsmError(SwsimError):
+    """Bad assembler input; ``diagnostics`` lists every error found (up to MAX_ERRORS)."""
+
+    def __init__(self, diagnostics: list[Diagnostic]):
+        self.diagnostics = list(diagnostics)
+        super().__init__("\n".join(str(d) for d in self.diagnostics))
+
+
+class StatementError(Exception):
+    """Raised inside the assembler for one bad statement; ``col`` is relative to the
+    statement text (1-based), or None for the start of the statement."""
+
+    def __init__(self, message: str, col: Optional[int] = None):
+        super().__init__(message)
+        self.message = message
+        self.col = col
+
+
+class DiagnosticLog:
+    """Collects diagnostics; ``raise_if_errors`` turns them into one AsmError."""
+
+    def __init__(self) -> None:
+        self.diagnostics: list[Diagnostic] = []
+
+    @property
+    def full(self) -> bool:
+        return len(self.diagnostics) >= MAX_ERRORS
+
+    def error(self, origin: Optional[Origin], message: str, col: Optional[int] = None) -> None:
+        """Record an error at ``col`` (1-based, relative to ``origin.text``)."""
+        if self.full:
+            return
+        if origin is None:
+            self.diagnostics.append(Diagnostic("<link>", 0, 0, message))
+        else:
+            column = origin.start + (col if col else _first_non_blank(origin.text) + 1)
+            self.diagnostics.append(Diagnostic(origin.file, origin.line, column, message,
+                                               origin.source, origin.note))
+        if self.full:
+            self.diagnostics.append(Diagnostic(self.diagnostics[-1].file, 0, 0,
+                                               f"too many errors (limit {MAX_ERRORS}), stopping"))
+
+    def raise_if_errors(self) -> None:
+        if self.diagnostics:
+            raise AsmError(self.diagnostics)
+
+
+def _first_non_blank(text: str) -> int:
+    return len(text) - len(text.lstrip())

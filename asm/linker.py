@@ -1,0 +1,201 @@
+"""ObjectFiles -> one Program image: place sections, resolve symbols, apply relocations.
+
+Placement: code sections (in object order, then section order) from ``CODE_BASE``; initialised
+LDM sections then zeroed (.bss) ones from LDM address 0; main-memory data from ``MEM_BASE``.
+Sections of the same name from several objects are merged, each piece at its own alignment.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Optional
+
+import numpy as np
+
+from ..isa import CODE_BASE, LDM_BASE, MEM_BASE
+from ..isa.encoding import FIELDS, put_field
+from .assembler import DISP16, GP_OFFSET, GP_SYMBOL, NOP_WORD, split_hi_lo
+from .diagnostics import DiagnosticLog, Origin, StatementError
+from .program import (BSS, DATA, LDM, TEXT, ObjectFile, Program, Relocation, Section,
+                      SourceLine, Symbol)
+
+# Output regions: the section kinds placed one after another, and where they start.
+REGIONS = ((CODE_BASE, (TEXT,)), (LDM_BASE, (LDM, BSS)), (MEM_BASE, (DATA,)))
+
+
+def link(objects: list[ObjectFile]) -> Program:
+    return _Linker(objects).link()
+
+
+def _origin(source: Optional[SourceLine]) -> Optional[Origin]:
+    if source is None:
+        return None
+    start = source.col - 1
+    return Origin(source.file, source.line, source.text[start:], source.text, start)
+
+
+class _Linker:
+    def __init__(self, objects: list[ObjectFile]):
+        self.objects = objects
+        self.log = DiagnosticLog()
+        self.bases: dict[tuple[int, str], int] = {}   # (object index, section) -> address
+        self.output: dict[str, Section] = {}
+        self.globals: dict[str, Symbol] = {}
+
+    def link(self) -> Program:
+        for base, kinds in REGIONS:
+            self._place(base, kinds)
+        symbols = self._symbols()
+        for index, obj in enumerate(self.objects):
+            for reloc in obj.relocations:
+                try:
+                    self._apply(index, reloc)
+                except StatementError as exc:
+                    self.log.error(_origin(reloc.source), exc.message)
+        self.log.raise_if_errors()
+        return self._program(symbols)
+
+    def _place(self, base: int, kinds: tuple[str, ...]) -> None:
+        address = base
+        for kind in kinds:
+            names = dict.fromkeys(name for obj in self.objects
+                                  for name, section in obj.sections.items()
+                                  if section.kind == kind and _section_size(section))
+            for name in names:
+                out = self.output[name] = Section(name, kind)
+                for index, obj in enumerate(self.objects):
+                    piece = obj.sections.get(name)
+                    if piece is None or not _section_size(piece):
+                        continue
+                    padding = -address % piece.align
+                    if out.size:
+                        self._grow(out, padding)
+                    else:
+                        out.base = address + padding
+                    address += padding
+                    out.align = max(out.align, piece.align)
+                    self.bases[(index, name)] = address
+                    if kind != BSS:
+                        out.data += piece.data
+                    out.size += _section_size(piece)
+                    address += _section_size(piece)
+                    if kind == TEXT:  # code stays word aligned
+                        self._grow(out, -address % 4)
+                        address += -address % 4
+
+    @staticmethod
+    def _grow(section: Section, count: int) -> None:
+        if section.kind == TEXT and count % 4 == 0:
+            section.data += NOP_WORD.to_bytes(4, "little") * (count // 4)
+        elif section.kind != BSS:
+            section.data += bytes(count)
+        section.size += count
+
+    def _address(self, index: int, section: Optional[str], value: int) -> int:
+        return value if section is None else self.bases.get((index, section), 0) + value
+
+    def _symbols(self) -> dict[str, Symbol]:
+        """Every symbol at its final address: globals (duplicates refused, plus the linker's
+        _gp), then locals whose name is still free. Fills ``self.globals``."""
+        locals_ = {}
+        for index, obj in enumerate(self.objects):
+            for sym in obj.symbols.values():
+                final = replace(sym, value=self._address(index, sym.section, sym.value))
+                if sym.binding != "global":
+                    locals_.setdefault(sym.name, final)
+                elif sym.name in self.globals:
+                    first = self.globals[sym.name].source
+                    where = f" (first defined at {first.file}:{first.line})" if first else ""
+                    self.log.error(_origin(sym.source),
+                                   f"duplicate global symbol {sym.name}{where}")
+                else:
+                    self.globals[sym.name] = final
+        data = [s.base for s in self.output.values() if s.kind == DATA]
+        self.globals.setdefault(GP_SYMBOL, Symbol(GP_SYMBOL, None, min(data, default=MEM_BASE)
+                                                  + GP_OFFSET, "global"))
+        return {**{k: v for k, v in locals_.items() if k not in self.globals}, **self.globals}
+
+    def _target(self, index: int, reloc: Relocation) -> int:
+        if reloc.target_section is not None:
+            return self._address(index, reloc.target_section, reloc.addend)
+        if not reloc.symbol:
+            return reloc.addend  # an absolute address
+        own = self.objects[index].symbols.get(reloc.symbol)
+        if own is not None:
+            return self._address(index, own.section, own.value) + reloc.addend
+        if reloc.symbol not in self.globals:
+            raise StatementError(f"undefined symbol {reloc.symbol}")
+        return self.globals[reloc.symbol].value + reloc.addend
+
+    def _apply(self, index: int, reloc: Relocation) -> None:
+        target = self._target(index, reloc)
+        where = self._address(index, reloc.section, reloc.offset)
+        out = self.output[reloc.section]
+        at = where - out.base
+        if reloc.kind.startswith("gprel"):
+            target -= self.globals[GP_SYMBOL].value
+        if reloc.kind == "branch21":
+            self._patch(out, at, "disp21", self._branch(target, where))
+        elif reloc.kind in ("hi16", "gprel_hi16"):
+            self._patch(out, at, "disp16", split_hi_lo(target)[0])
+        elif reloc.kind in ("lo16", "gprel_lo16"):
+            self._patch(out, at, "disp16", split_hi_lo(target)[1])
+        elif reloc.kind in ("disp16", "gprel16"):
+            if not DISP16[0] <= target <= DISP16[1]:
+                raise StatementError(f"address {target:#x} of {reloc.symbol} does not fit a "
+                                     f"16-bit displacement ({DISP16[0]}..{DISP16[1]}); load "
+                                     "it with ldi (an ldih+ldi pair) first")
+            self._patch(out, at, "disp16", target)
+        else:  # abs32 / abs64 data
+            size = int(reloc.kind[3:]) // 8
+            if target >= 1 << (8 * size):
+                raise StatementError(f"address {target:#x} does not fit {size} bytes")
+            out.data[at:at + size] = target.to_bytes(size, "little")
+
+    def _branch(self, target: int, where: int) -> int:
+        text = [s for s in self.output.values() if s.kind == TEXT]
+        if not any(s.base <= target < s.base + s.size for s in text):
+            raise StatementError(f"branch target {target:#x} is not in the code")
+        displacement = (target - where - 4) // 4
+        low, high = -(1 << (FIELDS["disp21"][1] - 1)), (1 << (FIELDS["disp21"][1] - 1)) - 1
+        if target % 4 or not low <= displacement <= high:
+            raise StatementError(f"branch target {target:#x} out of reach (word displacement "
+                                 f"{displacement} not in {low}..{high})")
+        return displacement
+
+    @staticmethod
+    def _patch(section: Section, at: int, field: str, value: int) -> None:
+        low, width, _ = FIELDS[field]
+        word = int.from_bytes(section.data[at:at + 4], "little")
+        word = put_field(word & ~(((1 << width) - 1) << low), field, value)
+        section.data[at:at + 4] = word.to_bytes(4, "little")
+
+    def _program(self, symbols: dict[str, Symbol]) -> Program:
+        lines = {}
+        for index, obj in enumerate(self.objects):
+            for (section, offset), line in obj.lines.items():
+                lines[self._address(index, section, offset)] = line
+        return Program(
+            code=np.frombuffer(self._image(CODE_BASE, (TEXT,)), dtype="<u4").astype(np.uint32),
+            code_base=CODE_BASE,
+            ldm_image=self._image(LDM_BASE, (LDM, BSS)),
+            data_image=self._image(MEM_BASE, (DATA,)),
+            data_base=MEM_BASE,
+            symbols=symbols,
+            sections=list(self.output.values()),
+            relocations=[r for obj in self.objects for r in obj.relocations],
+            lines=lines,
+            stack_bytes=max((obj.stack_bytes for obj in self.objects), default=0),
+        )
+
+    def _image(self, base: int, kinds: tuple[str, ...]) -> bytes:
+        """The bytes of the sections of ``kinds`` from address ``base`` on (gaps zeroed)."""
+        out = bytearray()
+        for section in sorted((s for s in self.output.values() if s.kind in kinds),
+                              key=lambda s: s.base):
+            out += bytes(section.base - base - len(out))
+            out += section.data if section.kind != BSS else bytes(section.size)
+        return bytes(out)
+
+
+def _section_size(section: Section) -> int:
+    return section.size if section.kind == BSS else len(section.data)

@@ -1,0 +1,315 @@
+"""The statement grammar (lark, LALR) and the syntax tree the assembler works on.
+
+One statement is ``label: ... name operand, operand, ... !annotation!N``; comments and ``;``
+separators are removed before parsing (``split_statements``). Expressions use C operator
+precedence. A name in operand position stays a ``Sym`` here; whether it is a register alias
+(``sp``, ``a0``) or a symbol is decided later from the operand template.
+"""
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from typing import Optional, Union
+
+from lark import Lark, Token, Transformer, v_args
+from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, VisitError
+
+from ..isa import NUM_REGS, REG_ALIASES
+from .diagnostics import StatementError
+
+GRAMMAR = r"""
+start: label* (statement | assignment)?
+label: (NAME | INT) ":"
+assignment: NAME "=" expr
+statement: NAME operands? ANNOTATION*
+operands: operand ("," operand)*
+operand: expr                   -> op_expr
+       | expr "(" expr ")"      -> op_mem
+       | STRING                 -> op_str
+       | "@" NAME               -> op_type
+
+?expr: bor
+?bor: bxor | bor "|" bxor       -> or_
+?bxor: band | bxor "^" band     -> xor
+?band: shift | band "&" shift   -> and_
+?shift: sum | shift "<<" sum    -> shl
+      | shift ">>" sum          -> shr
+?sum: product | sum "+" product -> add
+    | sum "-" product           -> sub
+?product: unary | product "*" unary -> mul
+        | product "/" unary     -> div
+        | product "%" unary     -> mod
+?unary: atom | "-" unary        -> neg
+      | "+" unary               -> pos
+      | "~" unary               -> inv
+?atom: INT                      -> int_
+     | FLOAT                    -> float_
+     | CHAR                     -> char
+     | NAME                     -> sym
+     | REG                      -> reg
+     | "(" expr ")"             -> paren
+
+NAME: /[A-Za-z_.][A-Za-z0-9_.$]*/
+INT: /0[xX][0-9a-fA-F]+|0[bB][01]+|[0-9]+[bf]?/
+FLOAT.2: /[0-9]+\.[0-9]*([eE][+-]?[0-9]+)?|[0-9]+[eE][+-]?[0-9]+/
+CHAR: /'(\\.|[^\\'])'/
+REG: /\$[A-Za-z0-9_]+/
+STRING: /"(\\.|[^\\"])*"/
+ANNOTATION: /![A-Za-z_]+(![0-9]+)?/
+%ignore /[ \t\f\r]+/
+"""
+
+_PARSER = Lark(GRAMMAR, parser="lalr", propagate_positions=True, maybe_placeholders=False)
+
+
+# ---- syntax tree ----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Num:
+    value: int
+
+
+@dataclass(frozen=True)
+class Float:
+    value: float
+
+
+@dataclass(frozen=True)
+class Sym:
+    name: str
+
+
+@dataclass(frozen=True)
+class LocalRef:
+    """``1b`` / ``1f``: the nearest numeric label ``1:`` backward / forward."""
+    number: int
+    forward: bool
+
+
+@dataclass(frozen=True)
+class Reg:
+    number: int
+
+
+@dataclass(frozen=True)
+class Unary:
+    op: str
+    arg: "Expr"
+
+
+@dataclass(frozen=True)
+class Binary:
+    op: str
+    left: "Expr"
+    right: "Expr"
+
+
+@dataclass(frozen=True)
+class Paren:
+    """A parenthesised expression; kept so ``(rb)`` can be told from ``rb``."""
+    inner: "Expr"
+
+
+Expr = Union[Num, Float, Sym, LocalRef, Reg, Unary, Binary, Paren]
+
+
+@dataclass(frozen=True)
+class Operand:
+    kind: str                  # "expr", "mem" (disp(base)), "str", "type" (@name)
+    value: object              # Expr, str (for "str"/"type")
+    col: int                   # 1-based column in the statement text
+    text: str                  # the operand as written
+    base: Optional[Expr] = None  # "mem": the base register expression
+
+
+@dataclass(frozen=True)
+class Label:
+    name: str                  # symbol name, or the digits of a numeric label
+    numeric: bool
+    col: int
+
+
+@dataclass(frozen=True)
+class Statement:
+    labels: tuple[Label, ...]
+    name: Optional[str]        # mnemonic or directive (lower case), None for a label-only line
+    name_col: int
+    operands: tuple[Operand, ...]
+    annotations: tuple[tuple[str, int], ...]  # (text, col)
+
+
+def parse_register(text: str) -> Optional[int]:
+    """``$5``, ``$f5``, ``$sp``, ``sp`` -> register number; None if not a register name."""
+    name = text[1:] if text.startswith("$") else text
+    name = name.lower()
+    if text.startswith("$"):
+        digits = name[1:] if name.startswith("f") and name[1:].isdigit() else name
+        if digits.isdigit():
+            number = int(digits)
+            return number if number < NUM_REGS else None
+    return REG_ALIASES.get(name)
+
+
+def parse_int(text: str) -> Union[int, LocalRef]:
+    lower = text.lower()
+    if lower.startswith("0x"):
+        return int(lower, 16)
+    if lower.startswith("0b") and len(lower) > 2:
+        return int(lower[2:], 2)
+    if lower[-1] in "bf":
+        return LocalRef(int(lower[:-1]), lower[-1] == "f")
+    return int(lower, 10)
+
+
+def unquote(token: str) -> bytes:
+    """A string or character literal (C escapes) as bytes."""
+    try:
+        return ast.literal_eval("b" + token)
+    except (SyntaxError, ValueError) as exc:
+        raise StatementError(f"bad string literal {token}: {exc}") from None
+
+
+class _Build(Transformer):
+    def __init__(self, text: str):
+        super().__init__()
+        self.text = text
+
+    def _operand(self, meta, kind, value, base=None):
+        return Operand(kind, value, meta.column, self.text[meta.start_pos:meta.end_pos], base)
+
+    @v_args(meta=True)
+    def op_expr(self, meta, children):
+        return self._operand(meta, "expr", children[0])
+
+    @v_args(meta=True)
+    def op_mem(self, meta, children):
+        return self._operand(meta, "mem", children[0], children[1])
+
+    @v_args(meta=True)
+    def op_str(self, meta, children):
+        return self._operand(meta, "str", unquote(children[0]))
+
+    @v_args(meta=True)
+    def op_type(self, meta, children):
+        return self._operand(meta, "type", str(children[0]))
+
+    def operands(self, children):
+        return tuple(children)
+
+    def label(self, children):
+        tok = children[0]
+        return Label(str(tok), tok.type == "INT", tok.column)
+
+    def statement(self, children):
+        name = children[0]
+        operands = next((c for c in children[1:] if isinstance(c, tuple)), ())
+        notes = tuple((str(t), t.column) for t in children[1:] if isinstance(t, Token))
+        return Statement((), str(name).lower(), name.column, operands, notes)
+
+    @v_args(meta=True)
+    def assignment(self, meta, children):
+        """``name = expr`` is ``.set name, expr``."""
+        name, value = children
+        text = self.text[meta.start_pos:meta.end_pos]
+        value_at = text.index("=") + 1
+        value_at += len(text[value_at:]) - len(text[value_at:].lstrip())
+        operand = Operand("expr", value, meta.column + value_at, text[value_at:])
+        return Statement((), ".set", name.column,
+                         (Operand("expr", Sym(str(name)), name.column, str(name)), operand), ())
+
+    def start(self, children):
+        labels = tuple(c for c in children if isinstance(c, Label))
+        stmt = next((c for c in children if isinstance(c, Statement)), None)
+        if stmt is None:
+            return Statement(labels, None, 0, (), ())
+        return Statement(labels, stmt.name, stmt.name_col, stmt.operands, stmt.annotations)
+
+    # expressions
+    def int_(self, children):
+        value = parse_int(str(children[0]))
+        return value if isinstance(value, LocalRef) else Num(value)
+
+    def float_(self, children):
+        return Float(float(children[0]))
+
+    def char(self, children):
+        return Num(unquote(str(children[0]))[0])
+
+    def sym(self, children):
+        return Sym(str(children[0]))
+
+    def reg(self, children):
+        tok = children[0]
+        number = parse_register(str(tok))
+        if number is None:
+            raise StatementError(f"unknown register {tok} (registers are $0..$31, $f0..$f31 "
+                                 f"and software names like $sp, $a0)", tok.column)
+        return Reg(number)
+
+    def paren(self, children):
+        return Paren(children[0])
+
+    def neg(self, c): return Unary("-", c[0])
+    def pos(self, c): return c[0]
+    def inv(self, c): return Unary("~", c[0])
+    def or_(self, c): return Binary("|", *c)
+    def xor(self, c): return Binary("^", *c)
+    def and_(self, c): return Binary("&", *c)
+    def shl(self, c): return Binary("<<", *c)
+    def shr(self, c): return Binary(">>", *c)
+    def add(self, c): return Binary("+", *c)
+    def sub(self, c): return Binary("-", *c)
+    def mul(self, c): return Binary("*", *c)
+    def div(self, c): return Binary("/", *c)
+    def mod(self, c): return Binary("%", *c)
+
+
+def parse_statement(text: str) -> Statement:
+    """Parse one statement (no comments, no ``;``). Raises StatementError with a column."""
+    try:
+        tree = _PARSER.parse(text)
+        return _Build(text).transform(tree)
+    except VisitError as exc:
+        if isinstance(exc.orig_exc, StatementError):
+            raise exc.orig_exc from None
+        raise
+    except UnexpectedEOF:
+        raise StatementError("unexpected end of statement", len(text) + 1) from None
+    except UnexpectedCharacters as exc:
+        raise StatementError(f"unexpected character {text[exc.pos_in_stream]!r}",
+                             exc.column) from None
+    except UnexpectedInput as exc:
+        token = getattr(exc, "token", None)
+        if token is None or token.type == "$END":
+            raise StatementError("unexpected end of statement", len(text.rstrip()) + 1) from None
+        raise StatementError(f"unexpected {str(token)!r}", token.column) from None
+
+
+def split_statements(line: str) -> list[tuple[int, str]]:
+    """Remove ``#`` and ``//`` comments and split at ``;``, respecting string and character
+    literals. Returns (0-based start offset, text) of each non-empty statement."""
+    out: list[tuple[int, str]] = []
+    start = 0
+    i = 0
+    quote = None
+    while i < len(line):
+        c = line[i]
+        if quote:
+            if c == "\\":
+                i += 1
+            elif c == quote:
+                quote = None
+        elif c == '"' or (c == "'" and _starts_char_literal(line, i)):
+            quote = c
+        elif c == "#" or line.startswith("//", i):
+            break
+        elif c == ";":
+            out.append((start, line[start:i]))
+            start = i + 1
+        i += 1
+    out.append((start, line[start:i]))
+    return [(s, t) for s, t in out if t.strip()]
+
+
+def _starts_char_literal(line: str, i: int) -> bool:
+    return len(line) > i + 2 and (line[i + 2] == "'" or (line[i + 1] == "\\" and
+                                                         len(line) > i + 3))
