@@ -11,8 +11,10 @@ import os
 
 from .assembler import Assembler
 from .diagnostics import AsmError, Diagnostic
+from .disasm import disassemble, disassemble_word
 from .linker import link
 from .program import ObjectFile, Program
+from .swo import SwoError, load_program, save_program
 
 
 def assemble_object(text: str, filename: str = "<input>",
@@ -37,5 +39,6 @@ def _object_from_file(path: str, include_dirs: tuple[str, ...] = ()) -> ObjectFi
         return assemble_object(f.read(), os.fspath(path), include_dirs)
 
 
-__all__ = ["assemble", "assemble_file", "assemble_object", "link", "AsmError", "Diagnostic",
-           "Program", "ObjectFile"]
+__all__ = ["assemble", "assemble_file", "assemble_object", "link", "disassemble",
+           "disassemble_word", "AsmError", "Diagnostic", "Program", "ObjectFile", "save_program",
+           "load_program", "SwoError"]

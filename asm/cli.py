@@ -1,0 +1,90 @@
+"""``swsim asm`` and ``swsim disasm``."""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from . import _object_from_file, disassemble, link
+from .diagnostics import AsmError
+from .program import Program
+from .swo import load_program, save_program
+
+
+def register(subparsers) -> None:
+    asm = subparsers.add_parser("asm", help="assemble and link .s files into a .swo program")
+    asm.add_argument("sources", nargs="+", metavar="FILE.s")
+    asm.add_argument("-o", "--output", help="output .swo (default: first source with .swo)")
+    asm.add_argument("--listing", action="store_true",
+                     help="print address, words and source lines")
+    asm.add_argument("-I", dest="include_dirs", action="append", default=[], metavar="DIR",
+                     help="search DIR for .include files")
+    asm.set_defaults(func=_asm)
+
+    dis = subparsers.add_parser("disasm", help="disassemble a .swo (or a .s, assembled first)")
+    dis.add_argument("program", metavar="FILE")
+    dis.add_argument("-I", dest="include_dirs", action="append", default=[], metavar="DIR")
+    dis.set_defaults(func=_disasm)
+
+
+def _build(paths: list[str], include_dirs: list[str]) -> Program:
+    """Assemble every source (collecting all their errors) and link."""
+    objects, diagnostics = [], []
+    for path in paths:
+        try:
+            objects.append(_object_from_file(path, tuple(include_dirs)))
+        except AsmError as exc:
+            diagnostics.extend(exc.diagnostics)
+    if diagnostics:
+        raise AsmError(diagnostics)
+    return link(objects)
+
+
+def _report(exc: AsmError) -> int:
+    print(exc, file=sys.stderr)
+    count = sum(d.severity == "error" for d in exc.diagnostics)
+    print(f"{count} error{'s' if count != 1 else ''}", file=sys.stderr)
+    return 1
+
+
+def _asm(args: argparse.Namespace) -> int:
+    try:
+        program = _build(args.sources, args.include_dirs)
+    except AsmError as exc:
+        return _report(exc)
+    output = args.output or os.path.splitext(args.sources[0])[0] + ".swo"
+    save_program(program, output)
+    if args.listing:
+        print(listing(program))
+    return 0
+
+
+def _disasm(args: argparse.Namespace) -> int:
+    try:
+        if args.program.endswith(".swo"):
+            program = load_program(args.program)
+        else:
+            program = _build([args.program], args.include_dirs)
+    except AsmError as exc:
+        return _report(exc)
+    sys.stdout.write(disassemble(program))
+    return 0
+
+
+def listing(program: Program) -> str:
+    """Code address, word and the source statement it came from; then the data layout."""
+    out = ["address     word        source"]
+    previous = None
+    for index, word in enumerate(program.words):
+        address = program.code_base + 4 * index
+        line = program.lines.get(address)
+        where = "" if line is None or line == previous else \
+            f"{os.path.basename(line.file)}:{line.line}: {line.text.strip()}"
+        previous = line
+        out.append(f"{address:08x}    {word:08x}    {where}".rstrip())
+    for section in program.sections:
+        if section.kind != "text":
+            out.append(f"{section.base:08x}    {section.name} ({section.kind}, "
+                       f"{section.size} bytes)")
+    out.append(f"stack: {program.stack_bytes} bytes (largest .frame)")
+    return "\n".join(out)
