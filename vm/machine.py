@@ -1,0 +1,174 @@
+"""The host side (MACHINE.md §9): main memory, loading a program, spawning a kernel on a core
+group and turning the engine's result into a ``RunResult`` or a fault report."""
+from __future__ import annotations
+
+import difflib
+import importlib
+import numbers
+from typing import Callable, Iterable, Optional, Union
+
+import numpy as np
+
+from ..isa.table import REG_ALIASES
+from .config import VMConfig
+from .engine_api import STOP_CYCLE_LIMIT, STOP_DEADLOCK, EngineJob, EngineResult
+from .faults import CycleLimit, Deadlock, HostError, VMFault, instruction_at
+from .floats import double_to_bits
+from .memory import Memory
+from .results import RunResult
+
+ENGINES = {"c": "swsim.vm.cengine", "python": "swsim.vm.pyengine"}
+ARGUMENT_REGISTERS = [REG_ALIASES[f"a{i}"] for i in range(6)]
+STACK_POINTER, RETURN_ADDRESS = REG_ALIASES["sp"], REG_ALIASES["ra"]
+ARGUMENT_SLOT_BYTES = 8
+STACK_ALIGN = 32
+NUM_REGISTERS, LANES = 32, 4
+
+
+class Machine:
+    """One SW26010 chip: ``config.num_cgs`` core groups sharing main memory ``mem``."""
+
+    def __init__(self, config: Union[str, VMConfig] = "sw26010", **overrides):
+        if isinstance(config, VMConfig):
+            self.config = config.replace(**overrides) if overrides else config
+        else:
+            try:
+                self.config = VMConfig.preset(config, **overrides)
+            except (ValueError, TypeError) as exc:
+                raise HostError(str(exc)) from None
+        self.mem = Memory(self.config)
+        self.last_job: Optional[EngineJob] = None   # the last run's job: final regs and LDM
+
+    def run(self, program, entry: str = "kernel", args: Iterable = (), cg: int = 0,
+            cpes: Iterable[int] = None, max_cycles: Optional[int] = None, engine: str = "c",
+            trace: bool = False, progress: Optional[Callable[[int], None]] = None) -> RunResult:
+        """Spawn ``entry`` on ``cpes`` of core group ``cg`` and simulate until all halt.
+
+        ``args``: ints (passed as 64-bit two's complement), floats (their IEEE double bits)
+        or arrays previously given to ``mem.put`` (their address). ``max_cycles`` limits the
+        kernel cycles (spawn excluded). ``progress(cycle)`` is called now and then by the
+        Python engine. Raises ``VMFault``, ``Deadlock`` or ``CycleLimit`` (with ``.result``).
+        """
+        config = self.config
+        if isinstance(program, str):
+            from ..asm import assemble
+            program = assemble(program)
+        run_engine = self._engine(engine)
+        self._check_cg(cg)
+        spawned = self._spawn_set(range(config.num_cpes) if cpes is None else cpes)
+        entry_pc = self._entry_address(program, entry)
+        values = [self._argument(a, i) for i, a in enumerate(args)]
+        stack_args = values[len(ARGUMENT_REGISTERS):]
+        arg_area = -(-len(stack_args) * ARGUMENT_SLOT_BYTES // STACK_ALIGN) * STACK_ALIGN
+        self._check_ldm_fits(program, arg_area, len(stack_args))
+        if program.data_image:
+            self.mem.load_static(program.data_base, program.data_image)
+
+        regs = np.zeros((config.num_cpes, NUM_REGISTERS, LANES), dtype=np.uint64)
+        ldm = np.zeros((config.num_cpes, config.ldm_bytes), dtype=np.uint8)
+        sp = config.ldm_bytes - arg_area
+        image = np.frombuffer(program.ldm_image, dtype=np.uint8)
+        stack = np.array(stack_args, dtype=np.uint64).view(np.uint8)
+        for i in np.flatnonzero(spawned):
+            for reg, value in zip(ARGUMENT_REGISTERS, values):
+                regs[i, reg, 0] = value
+            regs[i, STACK_POINTER, 0] = sp
+            regs[i, RETURN_ADDRESS, 0] = config.code_base - 4
+            ldm[i, :len(image)] = image
+            ldm[i, sp:sp + len(stack)] = stack
+
+        job = EngineJob(config=config, code=np.asarray(program.code, dtype=np.uint32),
+                        spawned=spawned, entry_pc=entry_pc, regs=regs, ldm=ldm,
+                        mem=self.mem.view(), max_cycles=max_cycles, trace=trace)
+        raw = run_engine(job, progress) if engine == "python" else run_engine(job)
+        result = RunResult.from_engine(raw, cg, engine, config, np.flatnonzero(spawned))
+        self.last_job = job
+        if raw.stop is not None:
+            raise self._stop_error(raw, result, program, cg)
+        return result
+
+    # -- checks --------------------------------------------------------------------------------
+    @staticmethod
+    def _engine(name: str) -> Callable:
+        if name not in ENGINES:
+            raise HostError(f"unknown engine {name!r}; expected one of {sorted(ENGINES)}")
+        try:
+            module = importlib.import_module(ENGINES[name])
+        except ImportError as exc:
+            raise HostError(f"the {name!r} engine is not available ({exc}); "
+                            "use engine='python'") from None
+        return module.run
+
+    def _check_cg(self, cg) -> None:
+        if not isinstance(cg, numbers.Integral) or not 0 <= cg < self.config.num_cgs:
+            raise HostError(f"cg must be a core group number 0..{self.config.num_cgs - 1}, "
+                            f"got {cg!r}")
+
+    def _spawn_set(self, cpes) -> np.ndarray:
+        if isinstance(cpes, numbers.Integral) or isinstance(cpes, (str, bytes)):
+            raise HostError(f"cpes must be a collection of CPE ids such as range(8), "
+                            f"got {cpes!r}")
+        ids = list(cpes)
+        num = self.config.num_cpes
+        bad = [i for i in ids if not isinstance(i, numbers.Integral) or not 0 <= i < num]
+        if bad or not ids or len(set(ids)) != len(ids):
+            raise HostError(f"cpes must be distinct CPE ids 0..{num - 1} (at least one); "
+                            f"got {ids!r}")
+        spawned = np.zeros(num, dtype=bool)
+        spawned[ids] = True
+        return spawned
+
+    @staticmethod
+    def _entry_address(program, entry: str) -> int:
+        symbol = program.symbols.get(entry)
+        if symbol is None:
+            code_labels = [s.name for s in program.symbols.values()
+                           if program.code_base <= s.value < program.code_end]
+            close = difflib.get_close_matches(entry, code_labels, n=5, cutoff=0.5)
+            hint = f"; did you mean {', '.join(close)}?" if close else \
+                f"; code labels: {', '.join(sorted(code_labels)[:20]) or 'none'}"
+            raise HostError(f"unknown entry {entry!r}{hint}")
+        if not program.code_base <= symbol.value < program.code_end:
+            raise HostError(f"entry {entry!r} ({symbol.value:#x}) is not in the code image")
+        return symbol.value
+
+    def _argument(self, value, index: int) -> int:
+        if isinstance(value, (bool, np.bool_)):
+            raise HostError(f"argument {index}: booleans are not arguments; pass 0 or 1")
+        if isinstance(value, numbers.Integral):
+            value = int(value)
+            if not -(1 << 63) <= value < (1 << 64):
+                raise HostError(f"argument {index}: {value} does not fit 64 bits")
+            return value & ((1 << 64) - 1)
+        if isinstance(value, numbers.Real):
+            return double_to_bits(float(value))
+        if isinstance(value, np.ndarray):
+            return self.mem.address_of(value)
+        raise HostError(f"argument {index}: expected an int, a float or an array in memory, "
+                        f"got {type(value).__name__}")
+
+    def _check_ldm_fits(self, program, arg_area: int, stack_args: int) -> None:
+        need = len(program.ldm_image) + program.stack_bytes + arg_area
+        if need > self.config.ldm_bytes:
+            raise HostError(
+                f"the kernel does not fit in LDM: {len(program.ldm_image)} B of LDM data + "
+                f"{program.stack_bytes} B of stack + {arg_area} B for {stack_args} stack "
+                f"arguments = {need} B > {self.config.ldm_bytes} B (config.ldm_bytes)")
+
+    # -- stops ---------------------------------------------------------------------------------
+    def _stop_error(self, raw: EngineResult, result: RunResult, program, cg: int):
+        stop = raw.stop
+        if stop.kind in (STOP_DEADLOCK, STOP_CYCLE_LIMIT):
+            blocked = tuple((cpe, pc, reason, instruction_at(program, pc))
+                            for cpe, pc, reason in stop.blocked)
+            lines = [f"CG {cg}: {stop.message()} (cycle {stop.cycle})"]
+            lines += [f"  CPE {cpe:2d} pc {pc:#x} waits: {reason:<10} {text}"
+                      for cpe, pc, reason, text in blocked]
+            error = Deadlock if stop.kind == STOP_DEADLOCK else CycleLimit
+            return error("\n".join(lines), cg, stop, result, reason=stop.message(),
+                         blocked=blocked)
+        text = instruction_at(program, stop.pc)
+        report = (f"CG {cg}, CPE {stop.cpe}, pc {stop.pc:#x}, cycle {stop.cycle}: {text}\n"
+                  f"  fault: {stop.message()}")
+        return VMFault(report, cg, stop, result, cpe=stop.cpe, pc=stop.pc, instruction=text,
+                       reason=stop.message())

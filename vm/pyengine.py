@@ -1,0 +1,677 @@
+"""The pure-Python reference engine: ``run(job) -> EngineResult``.
+
+Written for clarity, not speed: it is the oracle the C core is checked against. It follows
+``docs/timing.md`` step by step — each cycle: events (DMA engine, register-communication
+deliveries, barrier releases), then issue on every CPE in id order, then counters. Cycles in
+which no CPE can issue and no event is due are skipped in one step (same counters).
+
+Instruction semantics live in ``semantics.py`` (one function per mnemonic); this module owns
+timing, memory paths, and everything shared between CPEs.
+"""
+from __future__ import annotations
+
+import math
+from collections import deque
+from dataclasses import dataclass
+from typing import Callable, Optional
+
+import numpy as np
+
+from ..isa import decode, dest_field, source_fields
+from ..isa.table import ZERO_REG
+from .engine_api import (CG_COUNTER_INDEX, CG_COUNTERS, CPE_COUNTER_INDEX, CPE_COUNTERS,
+                         STOP_CYCLE_LIMIT, STOP_DEADLOCK, STOP_KINDS, EngineJob, EngineResult,
+                         Stop)
+from .semantics import BROADCAST, MASK64, SEMANTICS, effective_address, words
+
+STOP_CODES = {name: code for code, (name, _) in STOP_KINDS.items()}
+PROGRESS_INTERVAL = 4096      # cycles between progress callbacks
+NEVER = math.inf
+RUNNING = "running"           # state of a CPE that issued in a cycle
+
+
+class Fault(Exception):
+    """Raised by a CPE before the faulting instruction has any effect."""
+
+    def __init__(self, kind: str, a: int = 0, b: int = 0):
+        super().__init__(kind)
+        self.code, self.a, self.b = STOP_CODES[kind], a, b
+
+
+# ---- decoded instructions -------------------------------------------------------------------
+class Op:
+    """One instruction word decoded once, with everything the issue rules ask about it."""
+    __slots__ = ("pc", "name", "fmt", "cls", "size", "ra", "rb", "rc", "r3", "lit", "literal",
+                 "disp", "lane", "imm8", "sources", "dest", "latency", "p0_only", "p1_only",
+                 "ends_group", "execute")
+
+    def __init__(self, pc: int, instr, fields: dict, literal: bool, config):
+        self.pc, self.name, self.fmt, self.cls, self.size = \
+            pc, instr.name, instr.fmt, instr.cls, instr.size
+        self.ra, self.rb, self.rc, self.r3 = (fields.get(f, ZERO_REG) for f in ("ra", "rb", "rc", "r3"))
+        self.lit, self.literal = fields.get("lit", 0), literal
+        self.disp = fields.get("disp16", fields.get("disp21", 0))
+        self.lane, self.imm8 = fields.get("lane", 0), fields.get("imm8", 0)
+        self.sources = tuple(fields[f] for f in source_fields(instr, literal)
+                             if fields[f] != ZERO_REG)
+        dest = dest_field(instr)
+        self.dest = fields[dest] if dest and fields[dest] != ZERO_REG else None
+        self.latency = config.latency(instr.latency)
+        self.p0_only, self.p1_only = instr.pipe == "P0", instr.pipe == "P1"
+        # After these the follower is not considered (timing.md "Issue rules").
+        self.ends_group = instr.cls in ("branch", "jump", "sync") or instr.name == "halt"
+        self.execute = SEMANTICS[instr.name]
+
+    def can_use(self, pipe: int) -> bool:
+        return not (self.p1_only if pipe == 0 else self.p0_only)
+
+
+def decode_program(code: np.ndarray, code_base: int, config) -> list[Optional[Op]]:
+    ops = []
+    for index, word in enumerate(code):
+        decoded = decode(int(word))
+        ops.append(None if decoded is None else Op(code_base + 4 * index, *decoded, config))
+    return ops
+
+
+# ---- register communication -----------------------------------------------------------------
+@dataclass
+class Transfer:
+    due: int
+    direction: str          # "row" or "col": which receive queue of the targets
+    targets: list
+    lanes: list
+
+
+# ---- the DMA engine -------------------------------------------------------------------------
+@dataclass
+class DmaRequest:
+    cpe: int
+    is_put: bool
+    targets: list           # CPEs whose LDM a get writes
+    pieces: list            # transactions: (memory address, bytes, LDM address)
+    reply: int              # LDM address of the reply word in the issuing CPE
+    issue: int
+    number: int = 0         # activation order
+    started: int = 0        # transactions started
+
+
+class DmaEngine:
+    """The CG's DMA engine (timing.md "DMA")."""
+
+    def __init__(self, engine: "Engine"):
+        self.engine = engine
+        config = engine.config
+        self.latency, self.active_limit = config.dma_latency, config.dma_active_requests
+        self.transaction_cycles = config.dma_transaction_cycles
+        self.waiting: deque[DmaRequest] = deque()
+        self.active: list[DmaRequest] = []
+        self.activations = 0
+        self.last_served = -1
+        self.in_progress = None  # (request, piece, bytes read by a put, completion cycle)
+
+    def submit(self, request: DmaRequest) -> None:
+        self.waiting.append(request)
+
+    def pending(self) -> bool:
+        return bool(self.waiting or self.active or self.in_progress)
+
+    def step(self, t: int) -> None:
+        if self.in_progress and self.in_progress[3] == t:
+            self._complete(t)
+        while self.waiting and len(self.active) < self.active_limit:
+            request = self.waiting.popleft()
+            self.engine.cpes[request.cpe].dma_waiting -= 1
+            request.number = self.activations
+            self.activations += 1
+            self.active.append(request)
+        if self.in_progress is None:
+            self._start_next(t)
+
+    def _startable(self, t: int) -> list[DmaRequest]:
+        return [r for r in self.active
+                if r.issue + self.latency <= t and r.started < len(r.pieces)]
+
+    def _start_next(self, t: int) -> None:
+        ready = self._startable(t)
+        if not ready:
+            return
+        after_last = [r for r in ready if r.number > self.last_served]
+        request = min(after_last or ready, key=lambda r: r.number)
+        self.last_served = request.number
+        piece = request.pieces[request.started]
+        request.started += 1
+        data = None
+        if request.is_put:       # a put reads LDM when its transaction starts
+            _, nbytes, ldm_address = piece
+            data = bytes(self.engine.ldm[request.cpe][ldm_address:ldm_address + nbytes])
+        self.in_progress = (request, piece, data, t + self.transaction_cycles)
+
+    def _complete(self, t: int) -> None:
+        request, (address, nbytes, ldm_address), data, _ = self.in_progress
+        self.in_progress = None
+        memory = self.engine.mem
+        offset = address - self.engine.mem_base
+        if request.is_put:
+            memory[offset:offset + nbytes] = data
+        else:
+            moved = bytes(memory[offset:offset + nbytes])
+            for target in request.targets:
+                self.engine.ldm[target][ldm_address:ldm_address + nbytes] = moved
+        if request.started == len(request.pieces):
+            reply = self.engine.ldm[request.cpe]
+            value = int.from_bytes(reply[request.reply:request.reply + 4], "little")
+            reply[request.reply:request.reply + 4] = ((value + 1) & 0xFFFFFFFF).to_bytes(4, "little")
+            self.active.remove(request)
+            if self.engine.spans is not None:
+                self.engine.spans.append((request.cpe, "dma", request.issue, t))
+
+    def next_event(self, t: int) -> float:
+        """Earliest cycle after ``t`` at which the engine may change something."""
+        times = [NEVER]
+        if self.in_progress:
+            times.append(self.in_progress[3])
+        elif self._startable_later():
+            times.append(max(t + 1, min(r.issue + self.latency for r in self.active
+                                        if r.started < len(r.pieces))))
+        if self.waiting and len(self.active) < self.active_limit:
+            times.append(t + 1)
+        return min(times)
+
+    def _startable_later(self) -> bool:
+        return any(r.started < len(r.pieces) for r in self.active)
+
+
+def dma_pieces(memory_address: int, size: int, block: int, stride: int, ldm_address: int,
+               transaction_bytes: int) -> list[tuple[int, int, int]]:
+    """Cut a (possibly strided) transfer into transactions at aligned transaction boundaries."""
+    pieces = []
+    block = block or size
+    address, remaining, ldm = memory_address, size, ldm_address
+    while remaining:
+        length = min(block, remaining)
+        start, end = address, address + length
+        while start < end:
+            cut = min(end, (start // transaction_bytes + 1) * transaction_bytes)
+            pieces.append((start, cut - start, ldm))
+            ldm += cut - start
+            start = cut
+        remaining -= length
+        address += length + stride
+    return pieces
+
+
+def dma_memory_end(memory_address: int, size: int, block: int, stride: int) -> int:
+    """One past the last main-memory byte a transfer touches."""
+    if not block:
+        return memory_address + size
+    blocks = -(-size // block)
+    return memory_address + (blocks - 1) * (block + stride) + size - (blocks - 1) * block
+
+
+# ---- one CPE (the ``cpu`` of semantics.py) --------------------------------------------------
+class Cpe:
+    def __init__(self, engine: "Engine", cpe_id: int, pc: int, regs: np.ndarray):
+        self.engine = engine
+        self.id = cpe_id
+        self.row, self.col = divmod(cpe_id, engine.config.mesh_cols)
+        self.regs = [[int(x) for x in reg] for reg in regs]
+        self.ready = [0] * len(self.regs)   # cycle at which each register can be read
+        self.pc = pc
+        self.halted = False
+        self.halt_cycle = -1
+        self.p0_busy_until = 0               # divide/sqrt in P0
+        self.global_free_at = 0              # next global access may issue
+        self.queues = {"row": deque(), "col": deque()}
+        self.sends: deque[Transfer] = deque()
+        self.dma_waiting = 0                 # requests in the engine's waiting FIFO
+        self.barrier_wait = False
+        self.counters = [0] * len(CPE_COUNTERS)
+        self.state = RUNNING                 # "running" or the stall reason of the last cycle
+        self.span_start = 0
+        # Scratch of the instruction being executed.
+        self.cycle = 0
+        self.next_pc = pc
+        self.result_ready: Optional[int] = None
+
+    # registers
+    def scalar(self, n: int) -> int:
+        return self.regs[n][0]
+
+    def vector(self, n: int) -> list:
+        return self.regs[n]
+
+    def set_scalar(self, n: int, value: int) -> None:
+        if n != ZERO_REG:
+            self.regs[n] = [value & MASK64] + self.regs[n][1:]
+
+    def set_vector(self, n: int, lanes) -> None:
+        if n != ZERO_REG:
+            self.regs[n] = [lane & MASK64 for lane in lanes]
+
+    # memory
+    def _check_aligned(self, address: int, size: int) -> None:
+        if address % size:
+            raise Fault("misaligned", address, size)
+
+    def _in_ldm(self, address: int, size: int) -> bool:
+        return address + size <= self.engine.config.ldm_bytes
+
+    def load(self, address: int, size: int) -> bytes:
+        self._check_aligned(address, size)
+        if self._in_ldm(address, size):
+            return bytes(self.engine.ldm[self.id][address:address + size])
+        offset = self.engine.memory_offset(address, size)
+        self.engine.global_access(self, is_load=True)
+        return bytes(self.engine.mem[offset:offset + size])
+
+    def load_local(self, address: int, size: int) -> bytes:
+        """LDM-only load of load-and-broadcast."""
+        self._check_aligned(address, size)
+        if self.engine.in_main_memory(address):
+            raise Fault("bcast_memory", address)
+        if not self._in_ldm(address, size):
+            raise Fault("access", address)
+        return bytes(self.engine.ldm[self.id][address:address + size])
+
+    def store(self, address: int, data: bytes) -> None:
+        size = len(data)
+        self._check_aligned(address, size)
+        if self._in_ldm(address, size):
+            self.engine.ldm[self.id][address:address + size] = data
+            return
+        offset = self.engine.memory_offset(address, size)
+        self.engine.global_access(self, is_load=False)
+        self.engine.mem[offset:offset + size] = data
+
+    # control
+    def jump(self, target: int) -> None:
+        if target == self.engine.exit_address:
+            self.halt()
+        self.next_pc = target
+
+    def halt(self) -> None:
+        self.halted = True
+        self.halt_cycle = self.cycle
+
+    # communication, barriers, DMA: shared state lives in the engine
+    def send(self, direction: str, n: int, lanes: list) -> None:
+        self.engine.send(self, direction, n, lanes)
+
+    def receive(self, direction: str) -> list:
+        return self.queues[direction].popleft()
+
+    def barrier(self, direction: str, mask: int) -> None:
+        self.engine.arrive(self, direction, mask)
+
+    def dma(self, descriptor: list, memory_address: int, ldm_address: int) -> None:
+        self.engine.request_dma(self, descriptor, memory_address, ldm_address)
+
+    def blocked_sends(self, t: int) -> int:
+        """Transfers due but not delivered (they occupy the send buffer)."""
+        count = 0
+        for transfer in self.sends:
+            if transfer.due > t:
+                break
+            count += 1
+        return count
+
+
+# ---- the engine -----------------------------------------------------------------------------
+class Engine:
+    def __init__(self, job: EngineJob, progress: Optional[Callable[[int], None]] = None):
+        config = self.config = job.config
+        self.job = job
+        self.progress = progress
+        self.code_base = config.code_base
+        self.exit_address = config.code_base - 4
+        self.mem_base = config.mem_base
+        self.mem = memoryview(job.mem)
+        self.mem_end = config.mem_base + len(job.mem)
+        self.ldm = [memoryview(job.ldm[i]) for i in range(config.num_cpes)]
+        self.ops = decode_program(job.code, config.code_base, config)
+        self.spawned = [bool(s) for s in job.spawned]
+        self.cpes = {i: Cpe(self, i, job.entry_pc, job.regs[i])
+                     for i in range(config.num_cpes) if self.spawned[i]}
+        self.order = sorted(self.cpes.values(), key=lambda c: c.id)
+        self.dma = DmaEngine(self)
+        self.barriers: dict[tuple, set] = {}
+        self.cg_counters = [0] * len(CG_COUNTERS)
+        self.interface_free = 0              # the CG memory interface (global accesses)
+        self.spans: Optional[list] = [] if job.trace else None
+        self.releases: list[tuple[int, list]] = []   # scheduled barrier releases
+        self._counter_index()
+
+    def _counter_index(self) -> None:
+        index = CPE_COUNTER_INDEX
+        self.valid_index = (index["p0_valid"], index["p1_valid"])
+        self.idle_index = {reason: (index[f"p0_idle_{reason}"], index[f"p1_idle_{reason}"])
+                           for reason in ("raw", "waw", "get_empty", "put_full", "dma_full",
+                                          "global", "barrier", "divide", "pairing", "finished")}
+
+    def count(self, name: str, amount: int = 1) -> None:
+        self.cg_counters[CG_COUNTER_INDEX[name]] += amount
+
+    # -- memory --------------------------------------------------------------------------------
+    def in_main_memory(self, address: int) -> bool:
+        return self.mem_base <= address < self.mem_end
+
+    def memory_offset(self, address: int, size: int) -> int:
+        if not (self.mem_base <= address and address + size <= self.mem_end):
+            raise Fault("access", address)
+        return address - self.mem_base
+
+    def global_access(self, cpe: Cpe, is_load: bool) -> None:
+        config = self.config
+        start = max(cpe.cycle, self.interface_free)
+        self.interface_free = start + config.gld_occupancy
+        if is_load:
+            cpe.global_free_at = cpe.result_ready = start + config.gld_latency
+            self.count("gld_count")
+        else:
+            cpe.global_free_at = start + config.gst_latency
+            self.count("gst_count")
+
+    # -- register communication ----------------------------------------------------------------
+    def line_of(self, cpe: Cpe, direction: str) -> list[int]:
+        """CPE ids of cpe's row (direction "row") or column, by position 0..7."""
+        cols = self.config.mesh_cols
+        if direction == "row":
+            return [cpe.row * cols + c for c in range(cols)]
+        return [r * cols + cpe.col for r in range(self.config.mesh_rows)]
+
+    def send(self, cpe: Cpe, direction: str, n: int, lanes: list) -> None:
+        line = self.line_of(cpe, direction)
+        if n > BROADCAST:
+            raise Fault("put_unspawned", n)
+        if n == BROADCAST:
+            targets = [i for i in line if i != cpe.id]
+        elif line[n] == cpe.id:
+            raise Fault("put_self", n)
+        else:
+            targets = [line[n]]
+        for target in targets:
+            if not self.spawned[target]:
+                raise Fault("put_unspawned", target)
+        cpe.sends.append(Transfer(cpe.cycle + self.config.rc_latency, direction, targets, lanes))
+        self.count("rc_transfers")
+
+    def deliver(self, t: int) -> None:
+        depth = self.config.rc_queue_depth
+        for cpe in self.order:
+            if cpe.sends and cpe.sends[0].due <= t and self._has_room(cpe.sends[0], depth):
+                transfer = cpe.sends.popleft()
+                for target in transfer.targets:
+                    self.cpes[target].queues[transfer.direction].append(transfer.lanes)
+                self.count("rc_deliveries", len(transfer.targets))
+
+    def _has_room(self, transfer: Transfer, depth: int) -> bool:
+        return all(len(self.cpes[target].queues[transfer.direction]) < depth
+                   for target in transfer.targets)
+
+    # -- barriers ------------------------------------------------------------------------------
+    def arrive(self, cpe: Cpe, direction: str, mask: int) -> None:
+        line = self.line_of(cpe, direction)
+        position = cpe.col if direction == "row" else cpe.row
+        if not mask >> position & 1:
+            raise Fault("barrier", mask, 0)
+        participants = [line[i] for i in range(len(line)) if mask >> i & 1]
+        if not all(self.spawned[p] for p in participants):
+            raise Fault("barrier", mask, 1)
+        key = (direction, line[0], mask)
+        arrived = self.barriers.setdefault(key, set())
+        arrived.add(cpe.id)
+        cpe.barrier_wait = True
+        if len(arrived) == len(participants):
+            del self.barriers[key]
+            self.releases.append((cpe.cycle + self.config.barrier_cycles, participants))
+
+    def release_barriers(self, t: int) -> None:
+        for release in [r for r in self.releases if r[0] == t]:
+            self.releases.remove(release)
+            for p in release[1]:
+                self.cpes[p].barrier_wait = False
+            self.count("barriers")
+
+    # -- DMA -----------------------------------------------------------------------------------
+    def request_dma(self, cpe: Cpe, descriptor: list, memory_address: int,
+                    ldm_address: int) -> None:
+        config = self.config
+        w = words(descriptor)
+        op, mode = w[0] & 0xF, w[0] >> 4
+        size, block, stride, reply = w[1], w[2], w[3], w[4]
+        mask = w[5] | w[6] << 32
+        problem = next((index for index, bad in enumerate((
+            lambda: op not in (0, 1),
+            lambda: mode not in (0, 1, 2),
+            lambda: op == 1 and mode != 0,
+            lambda: size == 0,
+            lambda: ldm_address + size > config.ldm_bytes,
+            lambda: memory_address < self.mem_base or
+            dma_memory_end(memory_address, size, block, stride) > self.mem_end,
+            lambda: reply % 4 or reply + 4 > config.ldm_bytes,
+            lambda: mode == 1 and mask == 0,
+        )) if bad()), None)
+        if problem is not None:
+            raise Fault("dma", 0, problem)
+        if mode == 0:
+            targets = [cpe.id]
+        elif mode == 1:
+            targets = [i for i in range(config.num_cpes) if mask >> i & 1]
+        else:
+            targets = self.line_of(cpe, "row")
+        pieces = dma_pieces(memory_address, size, block, stride, ldm_address,
+                            config.dma_transaction_bytes)
+        request = DmaRequest(cpe.id, op == 1, targets, pieces, reply, cpe.cycle)
+        self.dma.submit(request)
+        cpe.dma_waiting += 1
+        self.count("dma_requests")
+        self.count("dma_bytes_requested", size)
+        self.count("dma_transactions", len(pieces))
+        self.count("dma_bytes_moved", len(pieces) * config.dma_transaction_bytes)
+
+    # -- issue ---------------------------------------------------------------------------------
+    def fetch(self, cpe: Cpe) -> Op:
+        index = (cpe.pc - self.code_base) >> 2
+        if not (self.code_base <= cpe.pc and index < len(self.ops)) or cpe.pc & 3:
+            raise Fault("pc", cpe.pc)
+        op = self.ops[index]
+        if op is None:
+            raise Fault("undecodable", int(self.job.code[index]))
+        return op
+
+    def follower(self, op: Op) -> Optional[Op]:
+        index = (op.pc + 4 - self.code_base) >> 2
+        return self.ops[index] if index < len(self.ops) else None
+
+    def stall_reason(self, cpe: Cpe, op: Op, t: int) -> Optional[str]:
+        """The first readiness check ``op`` fails at cycle t (timing.md), or None if ready."""
+        ready = cpe.ready
+        if any(ready[r] > t for r in op.sources):
+            return "raw"
+        if op.dest is not None and ready[op.dest] > t:
+            return "waw"
+        if op.p0_only and cpe.p0_busy_until > t:
+            return "divide"
+        cls = op.cls
+        if cls == "get":
+            return None if cpe.queues[_QUEUE_OF[op.name]] else "get_empty"
+        if cls in ("put", "bcast_load"):
+            return "put_full" if cpe.blocked_sends(t) >= self.config.rc_send_depth else None
+        if cls == "dma":
+            return "dma_full" if cpe.dma_waiting >= self.config.dma_channel_depth else None
+        if cls in ("load", "store") and cpe.global_free_at > t and \
+                self.in_main_memory(effective_address(cpe, op)):
+            return "global"
+        return None
+
+    @staticmethod
+    def pairs(leader: Op, follower: Op) -> bool:
+        """Independent and a pipe left for the follower (readiness checked separately)."""
+        dest = leader.dest
+        if dest is not None and (dest in follower.sources or dest == follower.dest):
+            return False
+        if leader.p0_only:
+            return follower.can_use(1)
+        if leader.p1_only:
+            return follower.can_use(0)
+        return True
+
+    def execute(self, cpe: Cpe, op: Op, t: int) -> None:
+        cpe.cycle, cpe.next_pc, cpe.result_ready = t, op.pc + 4, None
+        try:
+            op.execute(cpe, op)
+        except Fault:
+            cpe.pc = op.pc
+            raise
+        if op.dest is not None:
+            cpe.ready[op.dest] = cpe.result_ready if cpe.result_ready is not None \
+                else t + op.latency
+        if op.cls == "fdiv":
+            cpe.p0_busy_until = t + op.latency
+        cpe.pc = cpe.next_pc
+
+    def issue(self, cpe: Cpe, t: int) -> tuple[str, int, int]:
+        """Apply the issue rules to one CPE at cycle t. Returns what to charge for the cycle:
+        (state, P0 counter index, P1 counter index); state is RUNNING if it issued."""
+        if cpe.barrier_wait:
+            return ("barrier", *self.idle_index["barrier"])
+        leader = self.fetch(cpe)
+        reason = self.stall_reason(cpe, leader, t)
+        if reason:
+            return (reason, *self.idle_index[reason])
+        follower = None if leader.ends_group else self.follower(leader)
+        follower_reason = self.stall_reason(cpe, follower, t) if follower else None
+        pairs = follower is not None and follower_reason is None and self.pairs(leader, follower)
+        if leader.p0_only or leader.p1_only:
+            leader_pipe = 0 if leader.p0_only else 1
+        else:
+            leader_pipe = 0 if pairs and follower.p1_only else 1
+        self.execute(cpe, leader, t)
+        if pairs:
+            self.execute(cpe, follower, t)
+        other = 1 - leader_pipe
+        charge = [0, 0]
+        charge[leader_pipe] = self.valid_index[leader_pipe]
+        charge[other] = self.valid_index[other] if pairs else \
+            self.idle_index[follower_reason or "pairing"][other]
+        return (RUNNING, *charge)
+
+    # -- counters and trace --------------------------------------------------------------------
+    def charge(self, cpe: Cpe, state: str, p0_index: int, p1_index: int, cycles: int,
+               t: int) -> None:
+        cpe.counters[p0_index] += cycles
+        cpe.counters[p1_index] += cycles
+        self.set_state(cpe, state, t)
+
+    def set_state(self, cpe: Cpe, state: str, t: int) -> None:
+        if state != cpe.state:
+            self.close_span(cpe, t)
+            cpe.state, cpe.span_start = state, t
+
+    def close_span(self, cpe: Cpe, t: int) -> None:
+        if self.spans is not None and t > cpe.span_start:
+            kind = "issue" if cpe.state == RUNNING else f"stall:{cpe.state}"
+            self.spans.append((cpe.id, kind, cpe.span_start, t))
+
+    # -- the cycle loop ------------------------------------------------------------------------
+    def run(self) -> EngineResult:
+        t = 0
+        max_cycles = self.job.max_cycles
+        next_progress = PROGRESS_INTERVAL
+        while True:
+            if max_cycles is not None and t >= max_cycles:
+                stop = Stop(STOP_CYCLE_LIMIT, -1, 0, t, a=max_cycles, blocked=self.blocked())
+                return self.result(t, stop)
+            self.dma.step(t)
+            self.deliver(t)
+            self.release_barriers(t)
+            running = [c for c in self.order if not c.halted]
+            charges = []
+            try:
+                for cpe in running:
+                    charges.append(self.issue(cpe, t))
+            except Fault as fault:   # the faulting cycle is not charged
+                return self.result(t, Stop(fault.code, cpe.id, cpe.pc, t, fault.a, fault.b))
+            for cpe, charge in zip(running, charges):
+                self.charge(cpe, *charge, 1, t)
+            if all(c.halted for c in self.order):
+                return self.result(t + 1, None)
+            if all(state != RUNNING for state, _, _ in charges):
+                skip_to = self.next_event(t)
+                if skip_to == NEVER:
+                    return self.result(t + 1, Stop(STOP_DEADLOCK, -1, 0, t,
+                                                   blocked=self.blocked()))
+                if max_cycles is not None:
+                    skip_to = min(skip_to, max_cycles)
+                for cpe, charge in zip(running, charges):
+                    self.charge(cpe, *charge, skip_to - t - 1, t + 1)
+                t = skip_to - 1
+            t += 1
+            if self.progress is not None and t >= next_progress:
+                self.progress(t)
+                next_progress = t + PROGRESS_INTERVAL
+
+    def next_event(self, t: int) -> float:
+        """Earliest cycle after t at which something can change, NEVER if nothing can
+        (timing.md "Deadlock" lists what counts)."""
+        times = [self.dma.next_event(t)]
+        depth = self.config.rc_queue_depth
+        for cpe in self.order:
+            for transfer in cpe.sends:
+                if transfer.due > t:
+                    times.append(transfer.due)
+                    break
+            if cpe.sends and cpe.sends[0].due <= t and self._has_room(cpe.sends[0], depth):
+                times.append(t + 1)
+            if not cpe.halted and not cpe.barrier_wait:
+                times.append(self.stall_end(cpe))
+        times.extend(release for release, _ in self.releases)
+        return min(times)
+
+    def stall_end(self, cpe: Cpe) -> float:
+        """When the current stall of a CPE ends, if that time is known."""
+        op = self.ops[(cpe.pc - self.code_base) >> 2]
+        return {
+            "raw": lambda: max(cpe.ready[r] for r in op.sources),
+            "waw": lambda: cpe.ready[op.dest],
+            "divide": lambda: cpe.p0_busy_until,
+            "global": lambda: cpe.global_free_at,
+        }.get(cpe.state, lambda: NEVER)()
+
+    def blocked(self) -> list:
+        return [(c.id, c.pc, c.state) for c in self.order if not c.halted]
+
+    def result(self, kernel_cycles: int, stop: Optional[Stop]) -> EngineResult:
+        num_cpes = self.config.num_cpes
+        counters = np.zeros((num_cpes, len(CPE_COUNTERS)), dtype=np.uint64)
+        pcs = np.zeros(num_cpes, dtype=np.uint64)
+        finished = self.idle_index["finished"]
+        active_index = CPE_COUNTER_INDEX["active_cycles"]
+        for cpe in self.order:
+            active = min(cpe.halt_cycle + 1, kernel_cycles) if cpe.halted else kernel_cycles
+            cpe.counters[active_index] = active
+            cpe.counters[finished[0]] += kernel_cycles - active
+            cpe.counters[finished[1]] += kernel_cycles - active
+            counters[cpe.id] = cpe.counters
+            pcs[cpe.id] = cpe.pc & MASK64
+            self.job.regs[cpe.id] = np.array(cpe.regs, dtype=np.uint64)
+            self.close_span(cpe, active)
+        spans = None
+        if self.spans is not None:
+            for request in [*self.dma.waiting, *self.dma.active]:   # never completed
+                self.spans.append((request.cpe, "dma", request.issue, kernel_cycles))
+            spans = sorted(self.spans, key=lambda s: (s[0], s[2], s[1]))
+        return EngineResult(kernel_cycles, counters, np.array(self.cg_counters, dtype=np.uint64),
+                            pcs, stop, spans)
+
+
+_QUEUE_OF = {"getr": "row", "getc": "col"}
+
+
+def run(job: EngineJob, progress: Optional[Callable[[int], None]] = None) -> EngineResult:
+    """Run ``job`` to the end (all spawned CPEs halted) or to a stop; arrays updated in place.
+
+    ``progress``, if given, is called with the current cycle every few thousand cycles.
+    """
+    return Engine(job, progress).run()
