@@ -1,0 +1,1 @@
+"""Benchmarks: commands that measure and print tables (never timed tests)."""

@@ -1,0 +1,183 @@
+"""`swsim bench fidelity`: measure every row of MACHINE.md §11 that needs no full GEMM with the
+micro-benchmark kernels in ``kernels/fidelity.s`` (and ``kernels/gemm_kloop.s``), and print each
+next to its published value.
+
+Rates are measured as differences of two run lengths (n2 - n1 repetitions), so start-up costs
+(spawn, the first DMA, pipeline fill) cancel out; bytes are counted from what each kernel is known
+to move, not taken from the emulator's own counters.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Optional
+
+import numpy as np
+
+from ...vm import Machine
+from ...kernels import program
+
+
+@dataclass
+class Row:
+    quantity: str
+    published: Optional[float]
+    measured: float
+    unit: str
+    note: str = ""
+
+    @property
+    def error_pct(self) -> Optional[float]:
+        if not self.published:
+            return None
+        return 100.0 * (self.measured - self.published) / self.published
+
+
+def _run(engine, name, entry, args, cpes, machine=None, **kw):
+    m = machine or Machine()
+    res = m.run(program(name), entry=entry, args=args, cpes=range(cpes), engine=engine, **kw)
+    return m, res
+
+
+def rc_latency(engine):
+    m = Machine()
+    out = m.mem.put(np.zeros(2, np.int64))
+    _run(engine, "fidelity.s", "rc_latency", [out], 2, machine=m)
+    put_stamp, get_stamp = m.mem.get(out, (2,), np.int64)
+    # putr issues one cycle after its rtc, getr one cycle before the rtc that follows it
+    return [Row("register communication latency (putr -> getr)", 11,
+                float((get_stamp - 1) - (put_stamp + 1)), "cycles")]
+
+
+def rc_bandwidth(engine):
+    clock = Machine().config.clock_hz
+    rows = []
+    for entry, published, transfers_per_iter, label in [
+            ("rc_p2p", 2549, 64 * 16, "point-to-point (each CPE puts and gets alternately)"),
+            ("rc_bcast", 4461, 8 * 7 * 16, "broadcast (one row sender, 7 receivers per row)")]:
+        cycles = [_run(engine, "fidelity.s", entry, [n], 64)[1].kernel_cycles for n in (4, 12)]
+        bytes_moved = transfers_per_iter * 32 * (12 - 4)
+        rows.append(Row(f"register communication bandwidth per CG, {label}", published,
+                        bytes_moved / ((cycles[1] - cycles[0]) / clock) / 1e9, "GB/s",
+                        "bytes delivered into receive queues; one P1 slot per CPE per cycle"))
+    return rows
+
+
+def _dma_stream(engine, cpes, request_bytes, requests, block=0, stride=0):
+    """Cycles (per CPE) of `requests` gets of `request_bytes` each, blocks/stride as given."""
+    m = Machine()
+    per_request = request_bytes if block == 0 else request_bytes // block * (block + stride)
+    cpe_step = per_request * requests
+    src = m.mem.put(np.zeros(cpe_step * cpes, np.uint8))
+    out = m.mem.put(np.zeros(cpes, np.int64))
+    m.run(program("fidelity.s"), entry="dma_stream",
+          args=[src, cpe_step, request_bytes, requests, per_request, block, stride, out],
+          cpes=range(cpes), engine=engine)
+    return m.mem.get(out, (cpes,), np.int64), m.config
+
+
+def dma_bandwidth(engine):
+    cycles, config = _dma_stream(engine, 64, 16384, 4)
+    total = 64 * 16384 * 4
+    return [Row("DMA bandwidth per CG, 64 CPEs, 16 KiB aligned contiguous gets", 30.94,
+                total / (cycles.max() / config.clock_hz) / 1e9, "GB/s")]
+
+
+def dma_latency(engine):
+    sizes = np.array([128, 512, 1024, 2048, 4096])
+    cycles = np.array([_dma_stream(engine, 1, int(s), 1)[0][0] for s in sizes], float)
+    slope, intercept = np.polyfit(sizes / 128, cycles, 1)
+    return [Row("DMA start-up latency (intercept of time vs size, incl. reply polling)", 200,
+                float(intercept), "cycles", f"slope {slope:.2f} cycles per 128-B transaction")]
+
+
+def strided_model_cycles(config, block, stride, total, cpes):
+    """Thesis eq. 3-2: T = T_latency + sum(block + waste) / (PEAK_BW / #CPE), 30.94 GB/s."""
+    peak_bytes_per_cycle = 30.94e9 / config.clock_hz
+    seg = config.dma_transaction_bytes
+    moved, address = 0, 0
+    for _ in range(total // block):
+        first, last = address // seg, (address + block - 1) // seg
+        moved += (last - first + 1) * seg
+        address += block + stride
+    return config.dma_latency + moved / (peak_bytes_per_cycle / cpes)
+
+
+def dma_strided(engine):
+    rows = []
+    total = 8192
+    for block in (32, 64, 128, 256, 512, 1024, 2048):
+        cycles, config = _dma_stream(engine, 64, total, 1, block=block, stride=block)
+        measured = 64 * total / (cycles.max() / config.clock_hz) / 1e9
+        model = 64 * total / (strided_model_cycles(config, block, block, total, 64)
+                              / config.clock_hz) / 1e9
+        rows.append(Row(f"strided DMA bandwidth, block {block} B, stride {block} B (vs eq. 3-2)",
+                        model, measured, "GB/s"))
+    return rows
+
+
+def global_access(engine):
+    rows = []
+    for with_store, published, label in [(0, 177, "gld latency"),
+                                         (1, 278, "gld + gst latency")]:
+        spans = []
+        for loads in (8, 40):
+            m = Machine()
+            cell = m.mem.put(np.zeros(4, np.int64))
+            out = m.mem.put(np.zeros(1, np.int64))
+            _run(engine, "fidelity.s", "gld_chain", [cell, loads, with_store, out], 1, machine=m)
+            spans.append(int(m.mem.get(out, (1,), np.int64)[0]))
+        rows.append(Row(label, published, (spans[1] - spans[0]) / 32, "cycles"))
+    m = Machine()
+    cycles = []
+    for loads in (20, 60):
+        src = m.mem.put(np.zeros(64 * 4, np.float64))
+        cycles.append(_run(engine, "fidelity.s", "gld_stream", [src, loads], 64,
+                           machine=m)[1].kernel_cycles)
+    bandwidth = 64 * 32 * 40 / ((cycles[1] - cycles[0]) / m.config.clock_hz) / 1e9
+    rows.append(Row("gld bandwidth per CG (64 CPEs, 32-byte loads)", 3.0, bandwidth, "GB/s",
+                    "published: ~3 GB/s"))
+    return rows
+
+
+def barrier(engine):
+    cycles = [_run(engine, "fidelity.s", "barriers", [n], 64)[1].kernel_cycles for n in (4, 20)]
+    return [Row("barrier (synr / sync, all 64 CPEs)", 14, (cycles[1] - cycles[0]) / 32,
+                "cycles", "published: at least 14")]
+
+
+def gemm_inner_loop(engine):
+    per_iter = []
+    for k in (16, 48):
+        m = Machine()
+        a = m.mem.put(np.zeros((8, k + 1, 16)))
+        b = m.mem.put(np.zeros((8, k + 1, 4)))
+        out = m.mem.put(np.zeros((64, 80)))
+        _run(engine, "gemm_kloop.s", "gemm_kloop", [k, a, b, out], 64, machine=m)
+        per_iter.append(m.mem.get(out, (64, 80), np.int64)[:, 64])
+    slowest = float(np.max((per_iter[1] - per_iter[0]) / 32))
+    return [Row("GEMM inner loop, 16 vmad, all four roles (slowest CPE)", 16, slowest,
+                "cycles/iteration", "EE = 16 / this")]
+
+
+MEASUREMENTS: list[Callable] = [rc_latency, rc_bandwidth, dma_bandwidth, dma_latency,
+                                dma_strided, global_access, barrier, gemm_inner_loop]
+
+
+def run(engine: str = "c") -> list[Row]:
+    rows: list[Row] = []
+    for measure in MEASUREMENTS:
+        rows.extend(measure(engine))
+    return rows
+
+
+def format_table(rows: list[Row]) -> str:
+    header = ("quantity", "published", "swsim", "unit", "error %")
+    body = [(r.quantity, "-" if r.published is None else f"{r.published:.4g}",
+             f"{r.measured:.4g}", r.unit,
+             "-" if r.error_pct is None else f"{r.error_pct:+.1f}") for r in rows]
+    widths = [max(len(str(x[i])) for x in [header, *body]) for i in range(5)]
+    lines = ["  ".join(str(c).ljust(w) for c, w in zip(header, widths))]
+    lines.append("  ".join("-" * w for w in widths))
+    lines += ["  ".join(str(c).ljust(w) for c, w in zip(row, widths)) for row in body]
+    notes = [f"- {r.quantity}: {r.note}" for r in rows if r.note]
+    return "\n".join(lines + ([""] + notes if notes else []))

@@ -1,0 +1,42 @@
+# Workloads of `swsim bench speed` (the DMA-bound one is dma_stream in fidelity.s).
+
+	.set	noreorder
+	.text
+
+# vmad_comm(iters): every CPE runs `iters` iterations of 16 independent vmads on P0 while P1
+# broadcasts one register along the row (putr 8) and takes the 7 broadcasts of its row mates
+# (getr x 7): 16 cycles and 26 instructions per iteration once the row is in step.
+	.globl	vmad_comm
+	.ent	vmad_comm
+vmad_comm:
+	.irp	r, 8, 9, 10, 11, 12, 13, 14, 15, 17, 18, 19, 20, 21, 22, 23, 24
+	vcpyf	$31, $\r
+	.endr
+1:	vmad	$0, $4, $8, $8
+	putr	$1, 8
+	vmad	$0, $4, $9, $9
+	getr	$2
+	vmad	$0, $4, $10, $10
+	getr	$2
+	vmad	$0, $4, $11, $11
+	getr	$2
+	vmad	$0, $4, $12, $12
+	getr	$2
+	vmad	$0, $4, $13, $13
+	getr	$2
+	vmad	$0, $4, $14, $14
+	getr	$2
+	vmad	$0, $4, $15, $15
+	getr	$2
+	vmad	$0, $4, $17, $17
+	subl	$16, 1, $16
+	vmad	$0, $4, $18, $18
+	vmad	$0, $4, $19, $19
+	vmad	$0, $4, $20, $20
+	vmad	$0, $4, $21, $21
+	vmad	$0, $4, $22, $22
+	vmad	$0, $4, $23, $23
+	vmad	$0, $4, $24, $24
+	bgt	$16, 1b
+	ret
+	.end	vmad_comm
