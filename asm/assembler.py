@@ -168,9 +168,10 @@ class Assembler:
         word = origin.text.split(None, 1)[0].lower() if origin.text.strip() else ""
         if word in RAW_DIRECTIVES:
             return
-        stmt = self._resolve_local_refs(parse_statement(origin.text))
+        stmt = parse_statement(origin.text)
         for label in stmt.labels:
             self._define_label(label, origin)
+        stmt = self._bind_references(stmt)
         self.here = (self.section, self._size(self.section))
         if stmt.name is None:
             return
@@ -209,8 +210,16 @@ class Assembler:
                 if old.source else ""
             raise StatementError(f"symbol {name} is already defined{where}", col)
 
-    def _resolve_local_refs(self, stmt: Statement) -> Statement:
+    def _bind_references(self, stmt: Statement) -> Statement:
+        """Resolve what depends on the statement's position: numeric label references, and
+        (in instructions and data) ``.set`` symbols, which take their value at this point."""
+        freeze = stmt.name is not None and (not stmt.name.startswith(".") or
+                                            stmt.name in DATA_SIZES or stmt.name in FLOAT_FORMATS)
+
         def resolve(expr, op):
+            if isinstance(expr, Sym) and freeze:
+                sym = self.symbols.get(expr.name)
+                return Num(sym.value) if sym and sym.type == "equ" and not sym.section else expr
             if isinstance(expr, LocalRef):
                 count = self.numeric_defs.get(expr.number, 0)
                 if expr.forward:
@@ -693,7 +702,7 @@ class Assembler:
         if op.kind == "expr" and isinstance(op.value, Paren) and \
                 self._register_number(Operand("expr", op.value.inner, 0, "")) is not None:
             return Num(0), Operand("expr", op.value.inner, op.col, op.text)
-        if op.kind == "expr":
+        if op.kind == "expr" and not self._is_register(op):
             return op.value, None
         raise StatementError(f"expected a memory operand disp(rb), got {op.text!r}", op.col)
 
@@ -710,7 +719,7 @@ class Assembler:
                 else:
                     literal = True
                     values["lit"] = self._check_range(self._absolute(
-                        op, what=EXPECTED[template]), *LITERAL, "literal", op.col)
+                        op, what=EXPECTED[template]), *LITERAL, "literal operand", op.col)
             elif template == "disp(rb)":
                 disp, base = self._memory(op)
                 values["rb"] = ZERO_REG if base is None else self._register(base, "rb", instr)
@@ -731,7 +740,8 @@ class Assembler:
                 field = "disp16" if template == "hint" else ("lane" if template == "lane"
                                                               else "imm8")
                 values[field] = self._check_range(self._absolute(op, what=EXPECTED[template]),
-                                                  *IMMEDIATE_RANGES[template], template, op.col)
+                                                  *IMMEDIATE_RANGES[template],
+                                                  f"operand '{template}'", op.col)
         return values, literal
 
     def _displacement(self, instr: Instr, disp, op: Operand, offset: int,

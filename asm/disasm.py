@@ -21,7 +21,8 @@ def format_instruction(word: int, address: Optional[int] = None,
     """``mnemonic\\toperands`` for a word, or None if it does not round-trip.
 
     Branch targets use ``label_at(target)`` if that names a label, else ``.+N`` (needs
-    ``address``); ``code_range`` (start, end) bounds where a branch may go.
+    ``address``); a branch may go to ``code_range`` (start, end), both included (the end of
+    the code is a valid label).
     """
     decoded = decode(word)
     if decoded is None:
@@ -45,7 +46,7 @@ def format_instruction(word: int, address: Optional[int] = None,
                 parts.append(f".{offset:+d}")
                 continue
             target = address + offset
-            if code_range is not None and not code_range[0] <= target < code_range[1]:
+            if code_range is not None and not code_range[0] <= target <= code_range[1]:
                 return None
             parts.append(label_at(target) or f".{offset:+d}")
         else:  # lane, n, mask, hint

@@ -153,7 +153,7 @@ class _Linker:
 
     def _branch(self, target: int, where: int) -> int:
         text = [s for s in self.output.values() if s.kind == TEXT]
-        if not any(s.base <= target < s.base + s.size for s in text):
+        if not any(s.base <= target <= s.base + s.size for s in text):
             raise StatementError(f"branch target {target:#x} is not in the code")
         displacement = (target - where - 4) // 4
         low, high = -(1 << (FIELDS["disp21"][1] - 1)), (1 << (FIELDS["disp21"][1] - 1)) - 1
