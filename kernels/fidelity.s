@@ -30,9 +30,13 @@ rc_latency:
 	ret
 	.end	rc_latency
 
-# P2P_LOOP target: put to column `target` of this row and get from the row queue, 16 pairs per
-# iteration, $16 iterations.
+# P2P_LOOP target: put to column `target` of this row and get from the row queue. The gets lag
+# the puts by 6 transfers (12 cycles > the 11-cycle latency), so neither side waits: 16 puts and
+# 16 gets per iteration, $16 iterations.
 	.macro	P2P_LOOP target
+	.rept	6
+	putr	$2, \target
+	.endr
 1:
 	.rept	16
 	putr	$2, \target
@@ -40,6 +44,9 @@ rc_latency:
 	.endr
 	subl	$16, 1, $16
 	bne	$16, 1b
+	.rept	6
+	getr	$3
+	.endr
 	ret
 	.endm
 
@@ -160,12 +167,15 @@ gld_stream:
 	ret
 	.end	gld_stream
 
-# barriers(n): n whole-array barriers (synr 0xff then sync 0xff).
+# barriers(n): 16 n whole-array barriers (synr 0xff then sync 0xff; 32 n barriers in all).
 	.globl	barriers
 	.ent	barriers
 barriers:
-1:	synr	0xff
+1:
+	.rept	16
+	synr	0xff
 	sync	0xff
+	.endr
 	subl	$16, 1, $16
 	bgt	$16, 1b
 	ret
