@@ -1,0 +1,160 @@
+"""The C core engine: runs an ``EngineJob`` with the cycle loop of ``vm/core`` (docs/timing.md).
+
+The job's numpy arrays are handed to C by pointer and modified in place; counters, the stop
+and trace spans come back in an ``EngineResult`` identical to the Python reference engine's.
+"""
+from __future__ import annotations
+
+import time
+from typing import Optional
+
+import numpy as np
+
+from ..isa.table import LATENCY_CLASSES
+from ._core import ffi, lib
+from .engine_api import (CG_COUNTERS, CPE_COUNTERS, STALL_REASONS, STOP_CYCLE_LIMIT,
+                         STOP_DEADLOCK, EngineJob, EngineResult, Stop)
+
+# A run without max_cycles still ends: skipping makes even this many cycles cheap to reach.
+NO_LIMIT_CYCLES = 1 << 62
+
+_ERRORS = {-1: "configuration outside the C core's limits (mesh <= 8x8, LDM <= 1 MiB, "
+               "positive depths and transaction sizes)",
+           -2: "out of host memory",
+           -3: "internal bound violated in the C core"}
+
+
+def _check_build() -> None:
+    """The C enums are written in the order of engine_api; refuse to run if they drift."""
+    reasons = tuple(ffi.string(lib.swsim_reason_name(i)).decode()
+                    for i in range(lib.SWSIM_NUM_REASONS))
+    if reasons != STALL_REASONS or len(CPE_COUNTERS) != lib.SWSIM_NUM_CPE_COUNTERS \
+            or len(CG_COUNTERS) != lib.SWSIM_NUM_CG_COUNTERS \
+            or lib.swsim_num_latency_classes() != len(LATENCY_CLASSES):
+        raise ImportError("swsim.vm._core is out of date with engine_api / the ISA table; "
+                          "rebuild it (pip install -e .)")
+
+
+_check_build()
+
+SPAN_KINDS = {lib.SWSIM_SPAN_ISSUE: "issue", lib.SWSIM_SPAN_DMA: "dma",
+              **{1 + i: f"stall:{r}" for i, r in enumerate(STALL_REASONS)}}
+
+
+def _config_struct(job: EngineJob, skip: bool, keep):
+    cfg = job.config
+    latency = np.array([cfg.latency(name) for name in LATENCY_CLASSES], dtype=np.int64)
+    keep.append(latency)
+    c = ffi.new("SwConfig *")
+    for name in ("mesh_rows", "mesh_cols", "ldm_bytes", "mem_base", "code_base",
+                 "gld_latency", "gst_latency", "gld_occupancy", "dma_latency",
+                 "dma_transaction_bytes", "dma_transaction_cycles", "dma_active_requests",
+                 "dma_channel_depth", "rc_latency", "rc_queue_depth", "rc_send_depth",
+                 "barrier_cycles"):
+        setattr(c, name, int(getattr(cfg, name)))
+    c.mem_bytes = int(job.mem.size)
+    c.latency = ffi.cast("int64_t *", ffi.from_buffer(latency))
+    c.num_latency_classes = len(latency)
+    c.max_cycles = NO_LIMIT_CYCLES if job.max_cycles is None else int(job.max_cycles)
+    c.trace = bool(job.trace)
+    c.skip = bool(skip)
+    return c
+
+
+def _buffer(array: np.ndarray, dtype, shape, name: str, keep):
+    if array.dtype != dtype or array.shape != shape or not array.flags.c_contiguous \
+            or not array.flags.writeable:
+        raise ValueError(f"job.{name} must be a writeable C-contiguous {np.dtype(dtype).name} "
+                         f"array of shape {shape}, got {array.dtype} {array.shape}")
+    if array.size == 0:   # cffi needs a non-empty buffer; the core never touches it
+        array = np.zeros(1, dtype)
+    keep.append(array)
+    return ffi.from_buffer(array)
+
+
+def _job_struct(job: EngineJob, keep):
+    cfg = job.config
+    n = cfg.num_cpes
+    code = np.ascontiguousarray(job.code, dtype=np.uint32)
+    spawned = np.ascontiguousarray(job.spawned, dtype=np.uint8)
+    if spawned.shape != (n,):
+        raise ValueError(f"job.spawned must have shape ({n},)")
+    keep.extend([code, spawned])
+    j = ffi.new("SwJob *")
+    j.code = ffi.cast("uint32_t *", ffi.from_buffer(code if code.size else np.zeros(1, np.uint32)))
+    j.code_words = int(code.size)
+    j.spawned = ffi.cast("uint8_t *", ffi.from_buffer(spawned))
+    j.entry_pc = int(job.entry_pc)
+    j.regs = ffi.cast("uint64_t *", _buffer(job.regs, np.uint64, (n, 32, 4), "regs", keep))
+    j.ldm = ffi.cast("uint8_t *", _buffer(job.ldm, np.uint8, (n, cfg.ldm_bytes), "ldm", keep))
+    j.mem = ffi.cast("uint8_t *", _buffer(job.mem, np.uint8, (job.mem.size,), "mem", keep))
+    return j
+
+
+def _stop(result, job: EngineJob, n: int) -> Optional[Stop]:
+    if result.stop_kind == 0:
+        return None
+    blocked = []
+    if result.stop_kind in (STOP_DEADLOCK, STOP_CYCLE_LIMIT):
+        for cpe in range(n):
+            state = result.last_state[cpe]
+            if job.spawned[cpe] and state != STALL_REASONS.index("finished"):
+                reason = "running" if state == lib.SWSIM_STATE_RUNNING else STALL_REASONS[state]
+                blocked.append((cpe, int(result.pcs[cpe]), reason))
+    return Stop(kind=result.stop_kind, cpe=result.stop_cpe, pc=int(result.stop_pc),
+                cycle=int(result.stop_cycle), a=int(result.stop_a), b=int(result.stop_b),
+                blocked=blocked)
+
+
+def _spans(result) -> list:
+    raw = ffi.buffer(result.spans, result.num_spans * ffi.sizeof("SwSpan"))
+    records = np.frombuffer(raw, dtype=np.dtype([("cpe", "<i4"), ("kind", "<i4"),
+                                                 ("start", "<i8"), ("end", "<i8")]))
+    spans = [(int(r["cpe"]), SPAN_KINDS[int(r["kind"])], int(r["start"]), int(r["end"]))
+             for r in records]
+    spans.sort(key=lambda s: (s[0], s[2], s[1]))
+    return spans
+
+
+def run(job: EngineJob, skip: bool = True) -> EngineResult:
+    """Run ``job`` to its end. ``skip=False`` steps every cycle (a debugging aid: skipping
+    never changes a result)."""
+    n = job.config.num_cpes
+    keep: list = []   # arrays whose memory C uses must outlive the call
+    config = _config_struct(job, skip, keep)
+    job_struct = _job_struct(job, keep)
+    result = ffi.new("SwResult *")
+    status = lib.swsim_run(config, job_struct, result)
+    try:
+        if status != 0:
+            raise (MemoryError if status == -2 else ValueError)(_ERRORS.get(status, status))
+        return EngineResult(
+            kernel_cycles=int(result.kernel_cycles),
+            cpe_counters=np.frombuffer(ffi.buffer(result.cpe_counters), dtype=np.uint64)
+            [:n * len(CPE_COUNTERS)].reshape(n, len(CPE_COUNTERS)).copy(),
+            cg_counters=np.array(list(result.cg_counters), dtype=np.uint64),
+            pcs=np.array(list(result.pcs[0:n]), dtype=np.uint64),
+            stop=_stop(result, job, n),
+            spans=_spans(result) if job.trace else None,
+        )
+    finally:
+        lib.swsim_free_result(result)
+
+
+def measure_speed(job: EngineJob, repeat: int = 3) -> dict:
+    """Simulated instructions (valid pipe slots) and cycles per host second for ``job`` (best
+    of ``repeat`` runs, each on a fresh copy of the job's arrays)."""
+    best = None
+    for _ in range(repeat):
+        fresh = EngineJob(config=job.config, code=job.code, spawned=job.spawned,
+                          entry_pc=job.entry_pc, regs=job.regs.copy(), ldm=job.ldm.copy(),
+                          mem=job.mem.copy(), max_cycles=job.max_cycles, trace=False)
+        start = time.perf_counter()
+        result = run(fresh)
+        elapsed = time.perf_counter() - start
+        best = elapsed if best is None else min(best, elapsed)
+    valid = CPE_COUNTERS.index("p0_valid"), CPE_COUNTERS.index("p1_valid")
+    instructions = int(result.cpe_counters[:, list(valid)].sum())
+    return {"seconds": best, "instructions": instructions, "kernel_cycles": result.kernel_cycles,
+            "instructions_per_second": instructions / best,
+            "cycles_per_second": result.kernel_cycles / best}

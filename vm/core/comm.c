@@ -1,0 +1,154 @@
+/* Register communication (docs/timing.md "Register communication"): per-sender transfer
+ * FIFOs, row/column receive queues, deliveries in phase 1(b). */
+#include <stdlib.h>
+#include <string.h>
+#include "core.h"
+
+int comm_init(Sim *s)
+{
+    /* A put issues only while fewer than rc_send_depth transfers are blocked, and at most one
+     * put issues per cycle (P1 only), so a FIFO never holds more than the blocked transfers
+     * plus those still travelling (one per cycle of rc_latency). */
+    s->fifo_capacity = s->cfg.rc_send_depth + s->cfg.rc_latency + 2;
+    for (int i = 0; i < s->num_cpes; i++) {
+        Cpe *c = &s->cpes[i];
+        c->fifo = calloc((size_t)s->fifo_capacity, sizeof(Transfer));
+        for (int q = 0; q < 2; q++)
+            c->queues[q].entries = calloc((size_t)s->cfg.rc_queue_depth,
+                                          sizeof *c->queues[q].entries);
+        if (!c->fifo || !c->queues[0].entries || !c->queues[1].entries)
+            return SWSIM_ERROR_MEMORY;
+    }
+    return 0;
+}
+
+/* The CPEs a put (or load-and-broadcast) along the row (column = 0) or column reaches;
+ * n = 8 means every other CPE of the line. Returns 0 or a fault. */
+int put_targets(const Sim *s, const Cpe *c, int column, uint64_t n, uint64_t *targets,
+                Fault *fault)
+{
+    int64_t line_length = column ? s->cfg.mesh_rows : s->cfg.mesh_cols;
+    int64_t own_position = column ? c->row : c->col;
+    uint64_t mask = 0;
+    for (int64_t k = 0; k < line_length; k++) {
+        if (n == 8 ? k != own_position : (uint64_t)k == n) {
+            int64_t id = column ? k * s->cfg.mesh_cols + c->col : c->row * s->cfg.mesh_cols + k;
+            mask |= UINT64_C(1) << id;
+        }
+    }
+    if (n > 8 || (n < 8 && (int64_t)n >= line_length)) {
+        fault->kind = STOP_PUT_UNSPAWNED;
+        fault->a = n;
+        return fault->kind;
+    }
+    if (n < 8 && (int64_t)n == own_position) {
+        fault->kind = STOP_PUT_SELF;
+        fault->a = n;
+        return fault->kind;
+    }
+    uint64_t unspawned = mask & ~s->spawned_mask;
+    if (unspawned) {
+        fault->kind = STOP_PUT_UNSPAWNED;
+        fault->a = (uint64_t)__builtin_ctzll(unspawned);
+        return fault->kind;
+    }
+    *targets = mask;
+    return 0;
+}
+
+static Transfer *fifo_at(const Sim *s, const Cpe *c, int64_t k)
+{
+    return &c->fifo[(c->fifo_head + k) % s->fifo_capacity];
+}
+
+/* Transfers that are due but still waiting for room: they occupy the send buffer. */
+int comm_send_blocked(const Sim *s, const Cpe *c, int64_t t)
+{
+    int blocked = 0;
+    while (blocked < c->fifo_count && fifo_at(s, c, blocked)->due <= t)
+        blocked++;
+    return blocked;
+}
+
+void comm_send(Sim *s, Cpe *c, int column, uint64_t targets, const uint64_t *value, int64_t t)
+{
+    /* The capacity bound of comm_init makes an overflow impossible; refuse rather than
+     * corrupt memory if that reasoning were ever wrong. */
+    if (c->fifo_count >= s->fifo_capacity) {
+        s->error = SWSIM_ERROR_INTERNAL;
+        return;
+    }
+    Transfer *tr = fifo_at(s, c, c->fifo_count++);
+    tr->due = t + s->cfg.rc_latency;
+    tr->targets = targets;
+    tr->column = column;
+    memcpy(tr->value, value, sizeof tr->value);
+    s->cg[CG_RC_TRANSFERS]++;
+}
+
+static int queues_have_room(const Sim *s, uint64_t targets, int column)
+{
+    for (; targets; targets &= targets - 1) {
+        const Cpe *target = &s->cpes[__builtin_ctzll(targets)];
+        if (target->queues[column].count >= s->cfg.rc_queue_depth)
+            return 0;
+    }
+    return 1;
+}
+
+/* Phase 1(b): in CPE id order each sender delivers at most the head of its FIFO. */
+void comm_deliver(Sim *s, int64_t t)
+{
+    for (int i = 0; i < s->num_cpes; i++) {
+        Cpe *c = &s->cpes[i];
+        if (c->fifo_count == 0)
+            continue;
+        Transfer *head = fifo_at(s, c, 0);
+        if (head->due > t || !queues_have_room(s, head->targets, head->column))
+            continue;
+        for (uint64_t m = head->targets; m; m &= m - 1) {
+            ReceiveQueue *q = &s->cpes[__builtin_ctzll(m)].queues[head->column];
+            memcpy(q->entries[(q->head + q->count) % s->cfg.rc_queue_depth], head->value,
+                   sizeof head->value);
+            q->count++;
+            s->cg[CG_RC_DELIVERIES]++;
+        }
+        c->fifo_head = (c->fifo_head + 1) % s->fifo_capacity;
+        c->fifo_count--;
+    }
+}
+
+/* The next cycle > t at which a delivery may happen: t + 1 if a sender's head is due and has
+ * room now (each sender delivers one transfer per cycle), else the next due time. */
+int64_t comm_next_event(const Sim *s, int64_t t)
+{
+    int64_t next = TIME_NEVER;
+    for (int i = 0; i < s->num_cpes; i++) {
+        const Cpe *c = &s->cpes[i];
+        if (c->fifo_count == 0)
+            continue;
+        const Transfer *head = fifo_at(s, c, 0);
+        if (head->due <= t && queues_have_room(s, head->targets, head->column))
+            return t + 1;
+        for (int64_t k = 0; k < c->fifo_count; k++) {
+            int64_t due = fifo_at(s, c, k)->due;
+            if (due > t) {
+                if (due < next)
+                    next = due;
+                break;
+            }
+        }
+    }
+    return next;
+}
+
+/* Pops the oldest entry of a receive queue (the caller checked it is not empty); the
+ * pointer stays valid until the next delivery. */
+const uint64_t *comm_receive(const Sim *s, Cpe *c, int column)
+{
+    ReceiveQueue *q = &c->queues[column];
+    const uint64_t *entry = q->entries[q->head];
+    q->head = (q->head + 1) % s->cfg.rc_queue_depth;
+    q->count--;
+    return entry;
+}

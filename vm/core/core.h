@@ -1,0 +1,194 @@
+/* Internal state of the C core: decoded instructions, CPEs, the CG's shared units. */
+#ifndef SWSIM_CORE_H
+#define SWSIM_CORE_H
+#include <stdint.h>
+#include <stddef.h>
+#include "core_api.h"
+#include "isa_tables.h"
+
+/* Stall reasons, in the order of engine_api.STALL_REASONS (checked by vm/cengine.py). */
+enum {
+    REASON_RAW, REASON_WAW, REASON_GET_EMPTY, REASON_PUT_FULL, REASON_DMA_FULL,
+    REASON_GLOBAL, REASON_BARRIER, REASON_DIVIDE, REASON_PAIRING, REASON_FINISHED,
+    NO_STALL = -1
+};
+
+/* Counter columns, in the order of engine_api.CPE_COUNTERS. */
+#define COUNTER_VALID(pipe) (pipe)
+#define COUNTER_IDLE(pipe, reason) (2 + (pipe) * SWSIM_NUM_REASONS + (reason))
+#define COUNTER_ACTIVE (2 + 2 * SWSIM_NUM_REASONS)
+
+enum { CG_DMA_REQUESTS, CG_DMA_BYTES_REQUESTED, CG_DMA_TRANSACTIONS, CG_DMA_BYTES_MOVED,
+       CG_RC_TRANSFERS, CG_RC_DELIVERIES, CG_GLD_COUNT, CG_GST_COUNT, CG_BARRIERS };
+
+/* Stop kinds, the keys of engine_api.STOP_KINDS. */
+enum { STOP_NONE = 0, STOP_ACCESS = 1, STOP_MISALIGNED = 2, STOP_UNDECODABLE = 3, STOP_PC = 4,
+       STOP_DMA = 5, STOP_PUT_UNSPAWNED = 6, STOP_PUT_SELF = 7, STOP_BARRIER = 8,
+       STOP_BCAST_MEMORY = 9, STOP_DEADLOCK = 100, STOP_CYCLE_LIMIT = 101 };
+
+#define PIPE_P0 1
+#define PIPE_P1 2
+#define TIME_NEVER INT64_MAX
+
+/* Register slots: $31 reads from ZERO_SLOT (always 0, never written) and writes go to
+ * DISCARD_SLOT, so operand access needs no test for $31. */
+enum { ZERO_SLOT = 32, DISCARD_SLOT = 33, NUM_SLOTS = 34 };
+
+/* One code word, decoded once before the run. */
+typedef struct {
+    uint16_t id;           /* I_* (I_INVALID: undecodable) */
+    uint8_t cls;           /* CLS_* */
+    uint8_t pipes;         /* PIPE_P0 | PIPE_P1 */
+    uint8_t ra, rb, rc, r3; /* operand slots of the register fields */
+    uint8_t dest;          /* slot written (DISCARD_SLOT if none) */
+    uint8_t waw_slot;      /* slot checked for WAW (ZERO_SLOT if none) */
+    uint8_t num_sources;
+    uint8_t sources[3];    /* slots checked for RAW */
+    uint8_t literal;       /* rb is replaced by the immediate */
+    uint8_t size;          /* bytes accessed by loads/stores */
+    uint8_t ends_group;    /* branch, jump, halt or barrier: no follower is considered */
+    uint32_t reads_mask;   /* registers 0..30 read */
+    uint32_t dest_mask;    /* register 0..30 written, or 0 */
+    int64_t latency;       /* cycles until the result is readable (from the configuration) */
+    uint64_t imm;          /* literal / sign-extended displacement / lane / n / mask */
+    uint32_t word;
+} Instr;
+
+/* A register-communication transfer waiting in its sender's FIFO. */
+typedef struct {
+    int64_t due;
+    uint64_t targets;      /* CPE id bit mask */
+    int column;            /* 0: row queues, 1: column queues */
+    uint64_t value[SWSIM_LANES];
+} Transfer;
+
+/* A bounded ring of 256-bit receive-queue entries. */
+typedef struct {
+    uint64_t (*entries)[SWSIM_LANES];
+    int64_t head, count;
+} ReceiveQueue;
+
+typedef struct {
+    /* architectural state, hot in the issue loop */
+    uint64_t regs[NUM_SLOTS][SWSIM_LANES];
+    int64_t ready[NUM_SLOTS];
+    uint64_t pc;
+    int64_t p0_busy_until;     /* divide/sqrt occupancy of P0 */
+    int64_t global_free;       /* next global access may issue at this cycle */
+    int64_t wait_until;        /* barrier: TIME_NEVER until every participant arrived */
+    int running;
+    int id, row, col;
+    uint8_t *ldm;
+    uint64_t counters[SWSIM_NUM_CPE_COUNTERS];
+    int last_state;            /* stall reason of the last charged cycle or RUNNING */
+    int charged[2];            /* counters charged to P0 and P1 in the last cycle */
+    int64_t halt_cycle;
+
+    /* register communication */
+    Transfer *fifo;            /* ring of fifo_capacity */
+    int64_t fifo_head, fifo_count;
+    ReceiveQueue queues[2];    /* row, column */
+    int dma_waiting;           /* requests of this CPE not yet accepted by the engine */
+
+    /* spin-loop fixed-point detection (see engine.c) */
+    int dirty;                 /* a side effect or a changed register since the last mark */
+    int armed;                 /* the snapshot below was taken at the last mark */
+    int confirmed;             /* the last two marks saw the same state */
+    uint64_t mark_pc;
+    int64_t mark_cycle, window_start, period;
+    int64_t ldm_changed;       /* last cycle an event wrote this CPE's LDM */
+    int64_t snap_ready[NUM_SLOTS + 2];
+    uint64_t snap_counters[SWSIM_NUM_CPE_COUNTERS];
+    uint64_t period_delta[SWSIM_NUM_CPE_COUNTERS];
+
+    /* trace */
+    int span_kind;             /* open span kind, -1 if none */
+    int64_t span_start;
+} Cpe;
+
+typedef struct {
+    int cpe;
+    int put;                   /* 0 get (memory -> LDM), 1 put */
+    uint64_t targets;          /* CPEs whose LDM a get writes */
+    int64_t issue;
+    uint64_t mem_offset, ldm_addr, size, block, stride, reply;
+    uint64_t handed;           /* bytes already in started transactions */
+    uint64_t number;           /* activation number (round robin order) */
+} DmaRequest;
+
+typedef struct {
+    DmaRequest *pool;          /* free slots have cpe == -1 */
+    int64_t pool_size;
+    int64_t *waiting;          /* ring of pool indices, issue order */
+    int64_t waiting_head, waiting_count;
+    int64_t *active;           /* pool indices in activation order */
+    int64_t active_count;
+    uint64_t next_number, last_served;
+    int served_any;
+    int64_t current;           /* pool index of the transaction in progress, -1 if none */
+    int64_t current_done;      /* its completion cycle */
+    uint64_t current_mem, current_ldm, current_bytes;
+    uint8_t *put_buffer;       /* bytes a put transaction read at its start */
+} DmaEngine;
+
+typedef struct {
+    SwConfig cfg;
+    const SwJob *job;
+    SwResult *result;
+    int num_cpes;
+    uint64_t ldm_bytes;
+    uint64_t spawned_mask;
+    Instr *code;
+    int64_t code_words;
+    int64_t latency[NUM_LATENCY_CLASSES];
+    Cpe *cpes;
+    uint64_t *cg;              /* result->cg_counters */
+    int64_t fifo_capacity;
+    int64_t interface_free;    /* the CG memory interface takes the next global access */
+    DmaEngine dma;
+    /* barriers: arrivals per (row/column, line, mask); pending release times */
+    uint8_t *barrier_arrived;
+    int64_t releases[SWSIM_MAX_CPES];
+    int num_releases;
+    int64_t spans_capacity;
+    int error;                 /* SWSIM_ERROR_* once something went wrong in the host */
+} Sim;
+
+/* Why an instruction faulted: filled by the unit that detected it. */
+typedef struct {
+    int kind;
+    uint64_t a;
+    int64_t b;
+} Fault;
+
+/* decode.c */
+void decode_word(uint32_t word, const int64_t *latency, Instr *out);
+
+/* comm.c */
+int comm_init(Sim *s);
+int put_targets(const Sim *s, const Cpe *c, int column, uint64_t n, uint64_t *targets,
+                Fault *fault);
+int comm_send_blocked(const Sim *s, const Cpe *c, int64_t t);
+void comm_send(Sim *s, Cpe *c, int column, uint64_t targets, const uint64_t *value, int64_t t);
+void comm_deliver(Sim *s, int64_t t);
+int64_t comm_next_event(const Sim *s, int64_t t);
+const uint64_t *comm_receive(const Sim *s, Cpe *c, int column);
+
+/* dma.c */
+int dma_init(Sim *s);
+int dma_request(Sim *s, Cpe *c, const uint64_t *descriptor, uint64_t mem_addr,
+                uint64_t ldm_addr, int64_t t, Fault *fault);
+void dma_step(Sim *s, int64_t t);
+int64_t dma_next_event(const Sim *s, int64_t t);
+void dma_close_spans(Sim *s, int64_t end);
+
+/* barrier.c */
+int barrier_init(Sim *s);
+int barrier_arrive(Sim *s, Cpe *c, int column, uint64_t mask, int64_t t, Fault *fault);
+void barrier_release(Sim *s, int64_t t);
+int64_t barrier_next_event(const Sim *s, int64_t t);
+
+/* engine.c */
+void emit_span(Sim *s, int cpe, int kind, int64_t start, int64_t end);
+
+#endif

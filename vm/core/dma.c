@@ -1,0 +1,251 @@
+/* The CG's DMA engine (docs/timing.md "DMA"): a waiting FIFO, at most dma_active_requests
+ * active requests served round robin, one 128-byte transaction in progress at a time. */
+#include <stdlib.h>
+#include <string.h>
+#include "core.h"
+
+enum { DMA_GET = 0, DMA_PUT = 1 };
+enum { MODE_PE = 0, MODE_BCAST = 1, MODE_ROW = 2 };
+/* Indices of engine_api.DMA_PROBLEMS. */
+enum { BAD_OP, BAD_MODE, PUT_BROADCAST, SIZE_ZERO, LDM_RANGE, MEM_RANGE, BAD_REPLY,
+       EMPTY_MASK };
+
+int dma_init(Sim *s)
+{
+    DmaEngine *e = &s->dma;
+    e->pool_size = (int64_t)s->num_cpes * s->cfg.dma_channel_depth + s->cfg.dma_active_requests;
+    e->pool = calloc((size_t)e->pool_size + 1, sizeof *e->pool);
+    e->waiting = calloc((size_t)e->pool_size + 1, sizeof *e->waiting);
+    e->active = calloc((size_t)s->cfg.dma_active_requests + 1, sizeof *e->active);
+    e->put_buffer = malloc((size_t)s->cfg.dma_transaction_bytes);
+    if (!e->pool || !e->waiting || !e->active || !e->put_buffer)
+        return SWSIM_ERROR_MEMORY;
+    for (int64_t i = 0; i < e->pool_size; i++)
+        e->pool[i].cpe = -1;
+    e->current = -1;
+    return 0;
+}
+
+static uint64_t descriptor_word(const uint64_t *descriptor, int k)
+{
+    return (descriptor[k / 2] >> (32 * (k % 2))) & 0xFFFFFFFFu;
+}
+
+static uint64_t block_length(const DmaRequest *r)
+{
+    return r->block ? r->block : r->size;
+}
+
+/* Number of transactions: each block is cut at transaction-size aligned boundaries. */
+static uint64_t count_transactions(const Sim *s, const DmaRequest *r)
+{
+    uint64_t block = block_length(r), segment = (uint64_t)s->cfg.dma_transaction_bytes;
+    uint64_t count = 0;
+    for (uint64_t done = 0; done < r->size; done += block) {
+        uint64_t start = s->cfg.mem_base + r->mem_offset + done / block * (block + r->stride);
+        uint64_t length = r->size - done < block ? r->size - done : block;
+        count += (start % segment + length + segment - 1) / segment;
+    }
+    return count;
+}
+
+static int check_request(const Sim *s, const Cpe *c, const uint64_t *descriptor,
+                         uint64_t mem_addr, uint64_t ldm_addr, DmaRequest *r)
+{
+    uint64_t w0 = descriptor_word(descriptor, 0);
+    uint64_t op = w0 & 0xF, mode = w0 >> 4;
+    r->size = descriptor_word(descriptor, 1);
+    r->block = descriptor_word(descriptor, 2);
+    r->stride = descriptor_word(descriptor, 3);
+    r->reply = descriptor_word(descriptor, 4);
+    r->ldm_addr = ldm_addr;
+    r->put = op == DMA_PUT;
+    if (op > DMA_PUT)
+        return BAD_OP;
+    if (mode > MODE_ROW)
+        return BAD_MODE;
+    if (r->put && mode != MODE_PE)
+        return PUT_BROADCAST;
+    if (r->size == 0)
+        return SIZE_ZERO;
+    if (ldm_addr > s->ldm_bytes || r->size > s->ldm_bytes - ldm_addr)
+        return LDM_RANGE;
+    /* size <= ldm_bytes <= 1 MiB here, so the footprint below cannot overflow */
+    uint64_t block = block_length(r);
+    uint64_t blocks = (r->size + block - 1) / block;
+    uint64_t footprint = (blocks - 1) * (block + r->stride) + (r->size - (blocks - 1) * block);
+    if (mem_addr < s->cfg.mem_base || mem_addr - s->cfg.mem_base > s->cfg.mem_bytes
+        || footprint > s->cfg.mem_bytes - (mem_addr - s->cfg.mem_base))
+        return MEM_RANGE;
+    r->mem_offset = mem_addr - s->cfg.mem_base;
+    if (r->reply % 4 != 0 || r->reply > s->ldm_bytes - 4)
+        return BAD_REPLY;
+    uint64_t all_cpes = s->num_cpes == 64 ? ~UINT64_C(0) : (UINT64_C(1) << s->num_cpes) - 1;
+    if (mode == MODE_BCAST) {
+        r->targets = (descriptor_word(descriptor, 5) | descriptor_word(descriptor, 6) << 32)
+                     & all_cpes;
+        if (!r->targets)
+            return EMPTY_MASK;
+    } else if (mode == MODE_ROW) {
+        r->targets = ((UINT64_C(1) << s->cfg.mesh_cols) - 1) << (c->row * s->cfg.mesh_cols);
+    } else {
+        r->targets = UINT64_C(1) << c->id;
+    }
+    return -1;
+}
+
+/* Issue of a dma instruction: check it and append it to the waiting FIFO. */
+int dma_request(Sim *s, Cpe *c, const uint64_t *descriptor, uint64_t mem_addr,
+                uint64_t ldm_addr, int64_t t, Fault *fault)
+{
+    DmaEngine *e = &s->dma;
+    DmaRequest request = {0};
+    int problem = check_request(s, c, descriptor, mem_addr, ldm_addr, &request);
+    if (problem >= 0) {
+        fault->kind = STOP_DMA;
+        fault->a = 0;
+        fault->b = problem;
+        return fault->kind;
+    }
+    int64_t slot = 0;
+    while (slot < e->pool_size && e->pool[slot].cpe >= 0)
+        slot++;
+    if (slot == e->pool_size) {   /* impossible by the channel-depth stall; never corrupt */
+        s->error = SWSIM_ERROR_INTERNAL;
+        return 0;
+    }
+    request.cpe = c->id;
+    request.issue = t;
+    e->pool[slot] = request;
+    e->waiting[(e->waiting_head + e->waiting_count++) % e->pool_size] = slot;
+    c->dma_waiting++;
+    uint64_t transactions = count_transactions(s, &request);
+    s->cg[CG_DMA_REQUESTS]++;
+    s->cg[CG_DMA_BYTES_REQUESTED] += request.size;
+    s->cg[CG_DMA_TRANSACTIONS] += transactions;
+    s->cg[CG_DMA_BYTES_MOVED] += transactions * (uint64_t)s->cfg.dma_transaction_bytes;
+    return 0;
+}
+
+static int is_ready(const Sim *s, const DmaRequest *r, int64_t t)
+{
+    return r->handed < r->size && r->issue + s->cfg.dma_latency <= t;
+}
+
+static void finish_transaction(Sim *s, int64_t t)
+{
+    DmaEngine *e = &s->dma;
+    DmaRequest *r = &e->pool[e->current];
+    if (r->put) {
+        memcpy(s->job->mem + e->current_mem, e->put_buffer, e->current_bytes);
+    } else {
+        for (uint64_t m = r->targets; m; m &= m - 1) {
+            Cpe *target = &s->cpes[__builtin_ctzll(m)];
+            memcpy(target->ldm + e->current_ldm, s->job->mem + e->current_mem, e->current_bytes);
+            target->ldm_changed = t;
+        }
+    }
+    e->current = -1;
+    if (r->handed < r->size)
+        return;
+    Cpe *issuer = &s->cpes[r->cpe];
+    uint8_t *reply = issuer->ldm + r->reply;   /* little-endian 32-bit add, mod 2^32 */
+    uint32_t value = (uint32_t)reply[0] | (uint32_t)reply[1] << 8 | (uint32_t)reply[2] << 16
+                     | (uint32_t)reply[3] << 24;
+    value++;
+    for (int k = 0; k < 4; k++)
+        reply[k] = (uint8_t)(value >> (8 * k));
+    issuer->ldm_changed = t;
+    if (s->cfg.trace)
+        emit_span(s, r->cpe, SWSIM_SPAN_DMA, r->issue, t);
+    int64_t k = 0;
+    while (e->active[k] != r - e->pool)
+        k++;
+    memmove(&e->active[k], &e->active[k + 1], (size_t)(e->active_count - k - 1) * sizeof *e->active);
+    e->active_count--;
+    r->cpe = -1;
+}
+
+static void start_transaction(Sim *s, int64_t index, int64_t t)
+{
+    DmaEngine *e = &s->dma;
+    DmaRequest *r = &e->pool[index];
+    uint64_t block = block_length(r), segment = (uint64_t)s->cfg.dma_transaction_bytes;
+    uint64_t offset_in_block = r->handed % block;
+    uint64_t mem = r->mem_offset + r->handed / block * (block + r->stride) + offset_in_block;
+    uint64_t bytes = block - offset_in_block;
+    uint64_t to_boundary = segment - (s->cfg.mem_base + mem) % segment;
+    if (to_boundary < bytes)
+        bytes = to_boundary;
+    if (r->size - r->handed < bytes)
+        bytes = r->size - r->handed;
+    e->current = index;
+    e->current_mem = mem;
+    e->current_ldm = r->ldm_addr + r->handed;
+    e->current_bytes = bytes;
+    e->current_done = t + s->cfg.dma_transaction_cycles;
+    if (r->put)
+        memcpy(e->put_buffer, s->cpes[r->cpe].ldm + e->current_ldm, bytes);
+    r->handed += bytes;
+    e->last_served = r->number;
+    e->served_any = 1;
+}
+
+/* Phase 1(a) of cycle t. */
+void dma_step(Sim *s, int64_t t)
+{
+    DmaEngine *e = &s->dma;
+    if (e->current >= 0 && e->current_done <= t)
+        finish_transaction(s, t);
+    while (e->active_count < s->cfg.dma_active_requests && e->waiting_count > 0) {
+        int64_t index = e->waiting[e->waiting_head];
+        e->waiting_head = (e->waiting_head + 1) % e->pool_size;
+        e->waiting_count--;
+        e->pool[index].number = e->next_number++;
+        e->active[e->active_count++] = index;
+        s->cpes[e->pool[index].cpe].dma_waiting--;
+    }
+    if (e->current >= 0)
+        return;
+    /* round robin: the first ready request numbered after the last served, else the first */
+    int64_t chosen = -1;
+    for (int64_t k = 0; k < e->active_count; k++) {
+        const DmaRequest *r = &e->pool[e->active[k]];
+        if (!is_ready(s, r, t))
+            continue;
+        if (chosen < 0)
+            chosen = e->active[k];
+        if (e->served_any && r->number > e->last_served) {
+            chosen = e->active[k];
+            break;
+        }
+    }
+    if (chosen >= 0)
+        start_transaction(s, chosen, t);
+}
+
+/* The next cycle > t at which dma_step may change something. */
+int64_t dma_next_event(const Sim *s, int64_t t)
+{
+    const DmaEngine *e = &s->dma;
+    if (e->current >= 0)
+        return e->current_done > t ? e->current_done : t + 1;
+    if (e->waiting_count > 0 && e->active_count < s->cfg.dma_active_requests)
+        return t + 1;
+    int64_t next = TIME_NEVER;
+    for (int64_t k = 0; k < e->active_count; k++) {
+        const DmaRequest *r = &e->pool[e->active[k]];
+        int64_t start = r->issue + s->cfg.dma_latency;
+        if (r->handed < r->size)
+            next = start > t ? (start < next ? start : next) : t + 1;
+    }
+    return next;
+}
+
+/* Trace spans of requests that never completed end with the run. */
+void dma_close_spans(Sim *s, int64_t end)
+{
+    for (int64_t i = 0; i < s->dma.pool_size; i++)
+        if (s->dma.pool[i].cpe >= 0)
+            emit_span(s, s->dma.pool[i].cpe, SWSIM_SPAN_DMA, s->dma.pool[i].issue, end);
+}

@@ -1,0 +1,774 @@
+/* The cycle loop of a core group (docs/timing.md): events, issue, counters, stops, trace
+ * spans, and skipping of idle time and of spin loops at a fixed point. */
+#include <stdlib.h>
+#include <string.h>
+#include "core.h"
+#include "semantics.h"
+
+static const char *const REASON_NAMES[SWSIM_NUM_REASONS] = {
+    "raw", "waw", "get_empty", "put_full", "dma_full", "global", "barrier", "divide",
+    "pairing", "finished"};
+
+const char *swsim_reason_name(int32_t reason)
+{
+    return reason >= 0 && reason < SWSIM_NUM_REASONS ? REASON_NAMES[reason] : "";
+}
+
+/* ---- trace spans -------------------------------------------------------------------------- */
+
+void emit_span(Sim *s, int cpe, int kind, int64_t start, int64_t end)
+{
+    SwResult *r = s->result;
+    if (end <= start || s->error)
+        return;
+    if (r->num_spans == s->spans_capacity) {
+        int64_t capacity = s->spans_capacity ? 2 * s->spans_capacity : 1024;
+        SwSpan *grown = realloc(r->spans, (size_t)capacity * sizeof *grown);
+        if (!grown) {
+            s->error = SWSIM_ERROR_MEMORY;
+            return;
+        }
+        r->spans = grown;
+        s->spans_capacity = capacity;
+    }
+    r->spans[r->num_spans++] = (SwSpan){cpe, kind, start, end};
+}
+
+/* Extends the CPE's open span with cycle t's state, or closes it and opens a new one. */
+static void trace_cycle(Sim *s, Cpe *c, int kind, int64_t t)
+{
+    if (kind == c->span_kind)
+        return;
+    if (c->span_kind >= 0)
+        emit_span(s, c->id, c->span_kind, c->span_start, t);
+    c->span_kind = kind;
+    c->span_start = t;
+}
+
+static void trace_close(Sim *s, Cpe *c, int64_t end)
+{
+    if (c->span_kind >= 0)
+        emit_span(s, c->id, c->span_kind, c->span_start, end);
+    c->span_kind = -1;
+}
+
+/* ---- addresses ---------------------------------------------------------------------------- */
+
+static inline int in_main_memory(const Sim *s, uint64_t addr)
+{
+    return addr >= s->cfg.mem_base && addr - s->cfg.mem_base < s->cfg.mem_bytes;
+}
+
+static inline uint64_t effective_address(const Cpe *c, const Instr *in)
+{
+    return c->regs[in->rb][0] + in->imm;
+}
+
+/* Host pointer of an access of `size` bytes at addr, after the checks of docs/timing.md
+ * (alignment, then for load-and-broadcast main memory, then range); NULL on a fault. */
+static uint8_t *resolve(const Sim *s, const Cpe *c, uint64_t addr, int size, int ldm_only,
+                        Fault *fault)
+{
+    fault->a = addr;
+    fault->b = size;
+    if (addr & (uint64_t)(size - 1)) {
+        fault->kind = STOP_MISALIGNED;
+        return NULL;
+    }
+    int global = in_main_memory(s, addr);
+    if (global && ldm_only) {
+        fault->kind = STOP_BCAST_MEMORY;
+        return NULL;
+    }
+    if (addr < s->ldm_bytes && (uint64_t)size <= s->ldm_bytes - addr)
+        return c->ldm + addr;
+    if (global && (uint64_t)size <= s->cfg.mem_bytes - (addr - s->cfg.mem_base))
+        return s->job->mem + (addr - s->cfg.mem_base);
+    fault->kind = STOP_ACCESS;
+    return NULL;
+}
+
+/* A main-memory access through the CG's memory interface; returns its start cycle. */
+static int64_t start_global_access(Sim *s, Cpe *c, int is_load, int64_t t)
+{
+    int64_t start = t > s->interface_free ? t : s->interface_free;
+    s->interface_free = start + s->cfg.gld_occupancy;
+    c->global_free = start + (is_load ? s->cfg.gld_latency : s->cfg.gst_latency);
+    s->cg[is_load ? CG_GLD_COUNT : CG_GST_COUNT]++;
+    c->dirty = 1;
+    return start;
+}
+
+/* ---- execution ---------------------------------------------------------------------------- */
+
+static int execute_load(Sim *s, Cpe *c, const Instr *in, int64_t t, Fault *fault)
+{
+    uint64_t addr = effective_address(c, in);
+    const uint8_t *p = resolve(s, c, addr, in->size, 0, fault);
+    if (!p)
+        return EXEC_FAULT;
+    uint64_t value[SWSIM_LANES];
+    int lanes = load_value(in->id, p, value);
+    int64_t ready = t + in->latency;
+    if (in_main_memory(s, addr))
+        ready = start_global_access(s, c, 1, t) + s->cfg.gld_latency;
+    write_lanes(c, in->dest, value, lanes, ready);
+    return EXEC_NEXT;
+}
+
+static int execute_store(Sim *s, Cpe *c, const Instr *in, int64_t t, Fault *fault)
+{
+    uint64_t addr = effective_address(c, in);
+    uint8_t *p = resolve(s, c, addr, in->size, 0, fault);
+    if (!p)
+        return EXEC_FAULT;
+    store_value(in->id, c->regs[in->ra], p, in->size);
+    if (in_main_memory(s, addr))
+        start_global_access(s, c, 0, t);
+    c->dirty = 1;
+    return EXEC_NEXT;
+}
+
+static int execute_bcast_load(Sim *s, Cpe *c, const Instr *in, int64_t t, Fault *fault)
+{
+    const uint8_t *p = resolve(s, c, effective_address(c, in), in->size, 1, fault);
+    if (!p)
+        return EXEC_FAULT;
+    int column = in->id == I_VLDC || in->id == I_LDDEC;
+    uint64_t targets, value[SWSIM_LANES];
+    if (put_targets(s, c, column, 8, &targets, fault))
+        return EXEC_FAULT;
+    load_value(in->id, p, value);
+    write_lanes(c, in->dest, value, SWSIM_LANES, t + in->latency);
+    comm_send(s, c, column, targets, value, t);
+    c->dirty = 1;
+    return EXEC_NEXT;
+}
+
+static int execute_communication(Sim *s, Cpe *c, const Instr *in, int64_t t, Fault *fault)
+{
+    int column = in->id == I_PUTC || in->id == I_GETC || in->id == I_SYNC;
+    uint64_t targets;
+    c->dirty = 1;
+    switch (in->cls) {
+    case CLS_PUT:
+        if (put_targets(s, c, column, in->imm, &targets, fault))
+            return EXEC_FAULT;
+        comm_send(s, c, column, targets, c->regs[in->ra], t);
+        return EXEC_NEXT;
+    case CLS_GET:
+        write_lanes(c, in->dest, comm_receive(s, c, column), SWSIM_LANES, t + in->latency);
+        return EXEC_NEXT;
+    case CLS_SYNC:
+        return barrier_arrive(s, c, column, in->imm, t, fault) ? EXEC_FAULT : EXEC_NEXT;
+    default:   /* CLS_DMA */
+        return dma_request(s, c, c->regs[in->ra], c->regs[in->rb][0], c->regs[in->rc][0], t,
+                           fault) ? EXEC_FAULT : EXEC_NEXT;
+    }
+}
+
+static int branch_taken(const Cpe *c, const Instr *in)
+{
+    uint64_t v = c->regs[in->ra][0];
+    double d = as_double(v);
+    switch (in->id) {
+    case I_BR: case I_BSR: return 1;
+    case I_BEQ: return v == 0;
+    case I_BNE: return v != 0;
+    case I_BLT: return (int64_t)v < 0;
+    case I_BLE: return (int64_t)v <= 0;
+    case I_BGT: return (int64_t)v > 0;
+    case I_BGE: return (int64_t)v >= 0;
+    case I_BLBC: return !(v & 1);
+    case I_BLBS: return (int)(v & 1);
+    case I_FBEQ: return d == 0.0;
+    case I_FBNE: return !(d == 0.0);
+    case I_FBLT: return d < 0.0;
+    case I_FBLE: return d <= 0.0;
+    case I_FBGT: return d > 0.0;
+    default: return d >= 0.0;   /* I_FBGE */
+    }
+}
+
+static int execute_control(Sim *s, Cpe *c, const Instr *in, int64_t t)
+{
+    uint64_t target;
+    if (in->cls == CLS_JUMP) {
+        target = c->regs[in->rb][0] & ~UINT64_C(3);   /* read before the link is written */
+    } else {
+        if (!branch_taken(c, in))
+            return EXEC_NEXT;
+        target = c->pc + 4 + in->imm * 4;
+    }
+    write_scalar(c, in, c->pc + 4, t + in->latency);
+    c->pc = target;
+    return target == s->cfg.code_base - 4 ? EXEC_HALT : EXEC_JUMP;
+}
+
+static int execute_misc(Sim *s, Cpe *c, const Instr *in, int64_t t)
+{
+    switch (in->id) {
+    case I_RTC:
+        c->dirty = 1;
+        write_scalar(c, in, (uint64_t)t, t + in->latency);
+        return EXEC_NEXT;
+    case I_RCID:
+        write_scalar(c, in, (uint64_t)c->id, t + in->latency);
+        return EXEC_NEXT;
+    case I_HALT:
+        c->pc += 4;
+        return EXEC_HALT;
+    default:   /* I_MEMB: memory is sequentially consistent here */
+        return EXEC_NEXT;
+    }
+}
+
+/* Applies an instruction at issue. EXEC_NEXT leaves the pc to the caller; the others set it. */
+static inline int execute(Sim *s, Cpe *c, const Instr *in, int64_t t, Fault *fault)
+{
+    switch (in->cls) {
+    case CLS_ALU: case CLS_IMUL:
+        write_scalar(c, in, integer_result(c, in), t + in->latency);
+        return EXEC_NEXT;
+    case CLS_VALU:
+        vector_integer(c, in, t);
+        return EXEC_NEXT;
+    case CLS_FP:
+        float_instruction(c, in, t);
+        return EXEC_NEXT;
+    case CLS_FDIV:
+        float_instruction(c, in, t);
+        c->p0_busy_until = t + in->latency;
+        return EXEC_NEXT;
+    case CLS_FMISC:
+        write_scalar(c, in, float_misc_result(c, in), t + in->latency);
+        return EXEC_NEXT;
+    case CLS_SHUFFLE:
+        shuffle_instruction(c, in, t);
+        return EXEC_NEXT;
+    case CLS_LOAD:
+        return execute_load(s, c, in, t, fault);
+    case CLS_STORE:
+        return execute_store(s, c, in, t, fault);
+    case CLS_BCAST_LOAD:
+        return execute_bcast_load(s, c, in, t, fault);
+    case CLS_PUT: case CLS_GET: case CLS_SYNC: case CLS_DMA:
+        return execute_communication(s, c, in, t, fault);
+    case CLS_BRANCH: case CLS_JUMP:
+        return execute_control(s, c, in, t);
+    default:
+        return execute_misc(s, c, in, t);
+    }
+}
+
+/* ---- issue rules -------------------------------------------------------------------------- */
+
+/* The first failing readiness check of docs/timing.md "Issue rules", or NO_STALL. */
+static inline int stall_reason(const Sim *s, const Cpe *c, const Instr *in, int64_t t)
+{
+    for (int k = 0; k < in->num_sources; k++)
+        if (c->ready[in->sources[k]] > t)
+            return REASON_RAW;
+    if (c->ready[in->waw_slot] > t)
+        return REASON_WAW;
+    if (in->pipes == PIPE_P0 && c->p0_busy_until > t)
+        return REASON_DIVIDE;
+    switch (in->cls) {
+    case CLS_GET:
+        return c->queues[in->id == I_GETC].count == 0 ? REASON_GET_EMPTY : NO_STALL;
+    case CLS_PUT: case CLS_BCAST_LOAD:
+        return comm_send_blocked(s, c, t) >= s->cfg.rc_send_depth ? REASON_PUT_FULL : NO_STALL;
+    case CLS_DMA:
+        return c->dma_waiting >= s->cfg.dma_channel_depth ? REASON_DMA_FULL : NO_STALL;
+    case CLS_LOAD: case CLS_STORE:
+        return c->global_free > t && in_main_memory(s, effective_address(c, in))
+               ? REASON_GLOBAL : NO_STALL;
+    default:
+        return NO_STALL;
+    }
+}
+
+/* The cycle > t at which a stalled leader's timed stall (raw, waw, divide, global, barrier
+ * release) may end, or TIME_NEVER if only another unit's event can end it. */
+static int64_t wake_time(const Sim *s, const Cpe *c, int64_t t)
+{
+    if (c->wait_until > t)
+        return c->wait_until;
+    const Instr *in = &s->code[(c->pc - s->cfg.code_base) / 4];
+    int64_t next = TIME_NEVER;
+    int64_t times[6];
+    int n = 0;
+    for (int k = 0; k < in->num_sources; k++)
+        times[n++] = c->ready[in->sources[k]];
+    times[n++] = c->ready[in->waw_slot];
+    if (in->pipes == PIPE_P0)
+        times[n++] = c->p0_busy_until;
+    if ((in->cls == CLS_LOAD || in->cls == CLS_STORE)
+        && in_main_memory(s, effective_address(c, in)))
+        times[n++] = c->global_free;
+    for (int k = 0; k < n; k++)
+        if (times[k] > t && times[k] < next)
+            next = times[k];
+    return next;
+}
+
+static inline int can_pair(const Instr *leader, const Instr *follower)
+{
+    if ((follower->reads_mask | follower->dest_mask) & leader->dest_mask)
+        return 0;
+    if (leader->pipes == PIPE_P0)
+        return (follower->pipes & PIPE_P1) != 0;
+    if (leader->pipes == PIPE_P1)
+        return (follower->pipes & PIPE_P0) != 0;
+    return 1;
+}
+
+static inline int leader_pipe(const Instr *leader, const Instr *follower)
+{
+    if (leader->pipes == PIPE_P0)
+        return 0;
+    if (leader->pipes == PIPE_P1)
+        return 1;
+    return follower && follower->pipes == PIPE_P1 ? 0 : 1;
+}
+
+static inline void charge(Cpe *c, int p0_counter, int p1_counter, int state)
+{
+    c->counters[p0_counter]++;
+    c->counters[p1_counter]++;
+    c->charged[0] = p0_counter;
+    c->charged[1] = p1_counter;
+    c->counters[COUNTER_ACTIVE]++;
+    c->last_state = state;
+}
+
+static void record_fault(Sim *s, const Cpe *c, const Fault *fault, int64_t t)
+{
+    SwResult *r = s->result;
+    r->stop_kind = fault->kind;
+    r->stop_cpe = c->id;
+    r->stop_pc = c->pc;
+    r->stop_cycle = t;
+    r->stop_a = fault->a;
+    r->stop_b = fault->b;
+}
+
+/* ---- spin-loop fixed points ----------------------------------------------------------------
+ * At a taken backward branch the CPE marks its loop head. If two consecutive iterations ran
+ * without a side effect or a changed register value, and the timing state relative to the
+ * mark is the same, the CPE is at a fixed point: until an event changes its LDM, every
+ * further iteration repeats the same counters (period_delta) in `period` cycles. */
+
+static void relative_timing(const Cpe *c, int64_t t, int64_t *out)
+{
+    int64_t now = t + 1;   /* the next issue is at t + 1: earlier times are all equivalent */
+    for (int r = 0; r < ISA_ZERO_REG; r++)
+        out[r] = c->ready[r] > now ? c->ready[r] - now : 0;
+    out[ISA_ZERO_REG] = c->p0_busy_until > now ? c->p0_busy_until - now : 0;
+    out[ISA_ZERO_REG + 1] = c->global_free > now ? c->global_free - now : 0;
+}
+
+static void mark_loop_head(Cpe *c, int64_t t)
+{
+    if (c->dirty || c->mark_pc != c->pc) {
+        c->mark_pc = c->pc;
+        c->armed = c->confirmed = c->dirty = 0;
+        c->mark_cycle = t;
+        return;
+    }
+    int64_t timing[NUM_SLOTS + 2];
+    relative_timing(c, t, timing);
+    c->confirmed = c->armed
+                   && memcmp(timing, c->snap_ready, (ISA_ZERO_REG + 2) * sizeof *timing) == 0;
+    if (c->confirmed) {
+        c->window_start = c->mark_cycle;
+        c->period = t - c->mark_cycle;
+        for (int k = 0; k < SWSIM_NUM_CPE_COUNTERS; k++)
+            c->period_delta[k] = c->counters[k] - c->snap_counters[k];
+    }
+    memcpy(c->snap_ready, timing, sizeof timing);
+    memcpy(c->snap_counters, c->counters, sizeof c->counters);
+    c->armed = 1;
+    c->mark_cycle = t;
+}
+
+static inline int at_fixed_point(const Cpe *c)
+{
+    return c->confirmed && !c->dirty && c->ldm_changed <= c->window_start;
+}
+
+/* ---- one CPE, one cycle ------------------------------------------------------------------- */
+
+enum { ISSUED_NOTHING = 0, ISSUED = 1, FAULTED = -1 };
+
+static int issue(Sim *s, Cpe *c, int64_t t)
+{
+    if (c->wait_until > t) {
+        charge(c, COUNTER_IDLE(0, REASON_BARRIER), COUNTER_IDLE(1, REASON_BARRIER),
+               REASON_BARRIER);
+        return ISSUED_NOTHING;
+    }
+    Fault fault = {0};
+    uint64_t offset = c->pc - s->cfg.code_base, index = offset / 4;
+    if (offset % 4 || index >= (uint64_t)s->code_words) {
+        fault = (Fault){STOP_PC, c->pc, 0};
+        record_fault(s, c, &fault, t);
+        return FAULTED;
+    }
+    const Instr *leader = &s->code[index];
+    if (leader->id == I_INVALID) {
+        fault = (Fault){STOP_UNDECODABLE, leader->word, 0};
+        record_fault(s, c, &fault, t);
+        return FAULTED;
+    }
+    int reason = stall_reason(s, c, leader, t);
+    if (reason != NO_STALL) {
+        charge(c, COUNTER_IDLE(0, reason), COUNTER_IDLE(1, reason), reason);
+        return ISSUED_NOTHING;
+    }
+    const Instr *follower = NULL;
+    int follower_reason = REASON_PAIRING;
+    if (!leader->ends_group && index + 1 < (uint64_t)s->code_words
+        && s->code[index + 1].id != I_INVALID) {
+        const Instr *next = &s->code[index + 1];
+        int next_reason = stall_reason(s, c, next, t);
+        if (next_reason != NO_STALL)
+            follower_reason = next_reason;
+        else if (can_pair(leader, next))
+            follower = next;
+    }
+    int pipe = leader_pipe(leader, follower);
+    uint64_t pc = c->pc;
+    int outcome = execute(s, c, leader, t, &fault);
+    if (outcome == EXEC_NEXT) {
+        c->pc += 4;
+        if (follower) {
+            outcome = execute(s, c, follower, t, &fault);
+            if (outcome == EXEC_NEXT)
+                c->pc += 4;
+        }
+    }
+    if (outcome == EXEC_FAULT) {
+        record_fault(s, c, &fault, t);
+        return FAULTED;
+    }
+    int other = pipe ^ 1;
+    int other_counter = follower ? COUNTER_VALID(other) : COUNTER_IDLE(other, follower_reason);
+    charge(c, pipe == 0 ? COUNTER_VALID(0) : other_counter,
+           pipe == 1 ? COUNTER_VALID(1) : other_counter, SWSIM_STATE_RUNNING);
+    if (outcome == EXEC_HALT) {
+        c->running = 0;
+        c->halt_cycle = t;
+    } else if (outcome == EXEC_JUMP && c->pc <= pc + 4) {
+        mark_loop_head(c, t);
+    }
+    return ISSUED;
+}
+
+/* ---- skipping ----------------------------------------------------------------------------- */
+
+static int64_t next_unit_event(const Sim *s, int64_t t)
+{
+    int64_t next = dma_next_event(s, t);
+    int64_t comm = comm_next_event(s, t), barrier = barrier_next_event(s, t);
+    if (comm < next)
+        next = comm;
+    return barrier < next ? barrier : next;
+}
+
+/* Charges `cycles` more cycles like the CPE's last one (a stall with last_state). */
+static void repeat_stall(Cpe *c, int64_t cycles)
+{
+    c->counters[COUNTER_IDLE(0, c->last_state)] += (uint64_t)cycles;
+    c->counters[COUNTER_IDLE(1, c->last_state)] += (uint64_t)cycles;
+    c->counters[COUNTER_ACTIVE] += (uint64_t)cycles;
+}
+
+/* Advances a CPE at a fixed point by `cycles`, a multiple of its period. */
+static void repeat_period(Cpe *c, int64_t t, int64_t cycles)
+{
+    uint64_t periods = (uint64_t)(cycles / c->period);
+    for (int k = 0; k < SWSIM_NUM_CPE_COUNTERS; k++) {
+        c->counters[k] += periods * c->period_delta[k];
+        c->snap_counters[k] += periods * c->period_delta[k];
+    }
+    for (int r = 0; r < NUM_SLOTS; r++)
+        if (c->ready[r] > t)
+            c->ready[r] += cycles;
+    if (c->p0_busy_until > t)
+        c->p0_busy_until += cycles;
+    if (c->global_free > t)
+        c->global_free += cycles;
+    c->mark_cycle += cycles;
+    c->window_start += cycles;
+}
+
+static int64_t gcd(int64_t a, int64_t b)
+{
+    while (b) {
+        int64_t r = a % b;
+        a = b;
+        b = r;
+    }
+    return a;
+}
+
+/* After cycle t: if every running CPE either stalls on something only an event or a known
+ * time can end, or spins at a fixed point, jump ahead by a whole number of the spin periods
+ * to just before the next event. Returns the cycles skipped. */
+static int64_t skip_ahead(Sim *s, const int *running, int num_running, int issued_any,
+                          int64_t t)
+{
+    int64_t horizon = next_unit_event(s, t), common_period = 1;
+    if (s->cfg.max_cycles < horizon)
+        horizon = s->cfg.max_cycles;
+    for (int k = 0; k < num_running; k++) {
+        const Cpe *c = &s->cpes[running[k]];
+        if (issued_any && at_fixed_point(c)) {
+            common_period = common_period / gcd(common_period, c->period) * c->period;
+            if (common_period > horizon - t)
+                return 0;
+        } else if (c->last_state == SWSIM_STATE_RUNNING) {
+            return 0;
+        } else {
+            int64_t wake = wake_time(s, c, t);
+            if (wake < horizon)
+                horizon = wake;
+        }
+    }
+    int64_t cycles = (horizon - 1 - t) / common_period * common_period;
+    if (cycles <= 0)
+        return 0;
+    for (int k = 0; k < num_running; k++) {
+        Cpe *c = &s->cpes[running[k]];
+        if (issued_any && at_fixed_point(c))
+            repeat_period(c, t, cycles);
+        else
+            repeat_stall(c, cycles);
+    }
+    return cycles;
+}
+
+/* ---- the run ------------------------------------------------------------------------------ */
+
+static void stop_with_report(Sim *s, int kind, int64_t cycle)
+{
+    SwResult *r = s->result;
+    r->stop_kind = kind;
+    r->stop_cpe = -1;
+    r->stop_pc = 0;
+    r->stop_cycle = cycle;
+    r->stop_a = kind == STOP_CYCLE_LIMIT ? (uint64_t)s->cfg.max_cycles : 0;
+}
+
+/* Takes back cycle t's charges of the CPEs that issued before a fault in that cycle. */
+static void uncharge_cycle(Sim *s, const int *running, int count)
+{
+    for (int k = 0; k < count; k++) {
+        Cpe *c = &s->cpes[running[k]];
+        c->counters[c->charged[0]]--;
+        c->counters[c->charged[1]]--;
+        c->counters[COUNTER_ACTIVE]--;
+    }
+}
+
+static int64_t run_cycles(Sim *s)
+{
+    int running[SWSIM_MAX_CPES], num_running = 0;
+    for (int i = 0; i < s->num_cpes; i++)
+        if (s->cpes[i].running)
+            running[num_running++] = i;
+    if (num_running == 0)
+        return 0;
+    for (int64_t t = 0;; t++) {
+        if (t >= s->cfg.max_cycles) {
+            stop_with_report(s, STOP_CYCLE_LIMIT, s->cfg.max_cycles);
+            return s->cfg.max_cycles;
+        }
+        dma_step(s, t);
+        comm_deliver(s, t);
+        barrier_release(s, t);
+        int issued_any = 0;
+        for (int k = 0; k < num_running; k++) {
+            Cpe *c = &s->cpes[running[k]];
+            int issued = issue(s, c, t);
+            if (issued == FAULTED) {
+                uncharge_cycle(s, running, k);
+                return t;
+            }
+            issued_any |= issued;
+        }
+        if (s->error)
+            return t;
+        int still_running = 0;
+        for (int k = 0; k < num_running; k++) {
+            Cpe *c = &s->cpes[running[k]];
+            if (s->cfg.trace)
+                trace_cycle(s, c, c->last_state == SWSIM_STATE_RUNNING
+                                  ? SWSIM_SPAN_ISSUE : 1 + c->last_state, t);
+            if (c->running)
+                running[still_running++] = running[k];
+            else if (s->cfg.trace)
+                trace_close(s, c, t + 1);
+        }
+        num_running = still_running;
+        if (num_running == 0)
+            return t + 1;
+        if (!issued_any && next_unit_event(s, t) == TIME_NEVER) {
+            int64_t wake = TIME_NEVER;
+            for (int k = 0; k < num_running && wake == TIME_NEVER; k++)
+                wake = wake_time(s, &s->cpes[running[k]], t);
+            if (wake == TIME_NEVER) {
+                stop_with_report(s, STOP_DEADLOCK, t);
+                return t + 1;
+            }
+        }
+        if (s->cfg.skip && !(issued_any && s->cfg.trace))
+            t += skip_ahead(s, running, num_running, issued_any, t);
+    }
+}
+
+static int config_is_valid(const SwConfig *cfg, const SwJob *job)
+{
+    const int64_t *lat = cfg->latency;
+    for (int k = 0; k < cfg->num_latency_classes; k++)
+        if (lat[k] < 0)
+            return 0;
+    return cfg->num_latency_classes == NUM_LATENCY_CLASSES
+           && cfg->mesh_rows >= 1 && cfg->mesh_rows <= SWSIM_MAX_MESH_SIDE
+           && cfg->mesh_cols >= 1 && cfg->mesh_cols <= SWSIM_MAX_MESH_SIDE
+           && cfg->ldm_bytes >= 32 && cfg->ldm_bytes <= SWSIM_MAX_LDM_BYTES
+           && cfg->mem_base + cfg->mem_bytes >= cfg->mem_base && cfg->code_base >= 4
+           && job->code_words >= 0 && cfg->max_cycles >= 0
+           && cfg->gld_latency >= 0 && cfg->gst_latency >= 0 && cfg->gld_occupancy >= 0
+           && cfg->dma_latency >= 0 && cfg->dma_transaction_cycles >= 1
+           && cfg->dma_transaction_bytes >= 1 && cfg->dma_transaction_bytes <= SWSIM_MAX_LDM_BYTES
+           && cfg->dma_active_requests >= 1 && cfg->dma_active_requests <= SWSIM_MAX_CPES
+           && cfg->dma_channel_depth >= 1 && cfg->dma_channel_depth <= 1024
+           && cfg->rc_latency >= 0 && cfg->rc_latency <= 1 << 20
+           && cfg->rc_queue_depth >= 1 && cfg->rc_queue_depth <= 1 << 20
+           && cfg->rc_send_depth >= 1 && cfg->rc_send_depth <= 1 << 20
+           && cfg->barrier_cycles >= 0;
+}
+
+static void init_cpe(Sim *s, Cpe *c, int id)
+{
+    const SwJob *job = s->job;
+    c->id = id;
+    c->row = id / (int)s->cfg.mesh_cols;
+    c->col = id % (int)s->cfg.mesh_cols;
+    c->ldm = job->ldm + (size_t)id * s->ldm_bytes;
+    c->running = job->spawned[id] != 0;
+    c->pc = job->entry_pc;
+    memcpy(c->regs, job->regs + (size_t)id * SWSIM_NUM_REGS * SWSIM_LANES,
+           ISA_ZERO_REG * sizeof c->regs[0]);
+    c->last_state = SWSIM_STATE_RUNNING;
+    c->halt_cycle = -1;
+    c->span_kind = -1;
+    c->mark_pc = UINT64_MAX;
+    c->ldm_changed = -1;
+}
+
+static int init_sim(Sim *s)
+{
+    s->num_cpes = (int)(s->cfg.mesh_rows * s->cfg.mesh_cols);
+    s->ldm_bytes = (uint64_t)s->cfg.ldm_bytes;
+    s->cg = s->result->cg_counters;
+    memcpy(s->latency, s->cfg.latency, sizeof s->latency);
+    s->cpes = calloc((size_t)s->num_cpes, sizeof *s->cpes);
+    s->code_words = s->job->code_words;
+    s->code = calloc((size_t)s->code_words + 1, sizeof *s->code);
+    if (!s->cpes || !s->code)
+        return SWSIM_ERROR_MEMORY;
+    for (int64_t i = 0; i < s->code_words; i++)
+        decode_word(s->job->code[i], s->latency, &s->code[i]);
+    for (int i = 0; i < s->num_cpes; i++) {
+        init_cpe(s, &s->cpes[i], i);
+        if (s->cpes[i].running)
+            s->spawned_mask |= UINT64_C(1) << i;
+    }
+    int status = comm_init(s);
+    if (!status)
+        status = dma_init(s);
+    if (!status)
+        status = barrier_init(s);
+    return status;
+}
+
+static void free_sim(Sim *s)
+{
+    if (s->cpes)
+        for (int i = 0; i < s->num_cpes; i++) {
+            free(s->cpes[i].fifo);
+            free(s->cpes[i].queues[0].entries);
+            free(s->cpes[i].queues[1].entries);
+        }
+    free(s->cpes);
+    free(s->code);
+    free(s->dma.pool);
+    free(s->dma.waiting);
+    free(s->dma.active);
+    free(s->dma.put_buffer);
+    free(s->barrier_arrived);
+}
+
+/* Results: counters (finished cycles of halted CPEs), pcs, registers, open trace spans. */
+static void finish_run(Sim *s, int64_t kernel_cycles)
+{
+    SwResult *r = s->result;
+    r->kernel_cycles = kernel_cycles;
+    for (int i = 0; i < s->num_cpes; i++) {
+        Cpe *c = &s->cpes[i];
+        if (!s->job->spawned[i])
+            continue;
+        if (!c->running) {
+            int64_t finished = kernel_cycles - (c->halt_cycle + 1);
+            if (finished > 0) {
+                c->counters[COUNTER_IDLE(0, REASON_FINISHED)] += (uint64_t)finished;
+                c->counters[COUNTER_IDLE(1, REASON_FINISHED)] += (uint64_t)finished;
+            }
+            c->last_state = REASON_FINISHED;
+        }
+        if (s->cfg.trace)
+            trace_close(s, c, kernel_cycles);
+        memcpy(&r->cpe_counters[i * SWSIM_NUM_CPE_COUNTERS], c->counters, sizeof c->counters);
+        r->last_state[i] = c->last_state;
+        r->pcs[i] = c->pc;
+        memcpy(s->job->regs + (size_t)i * SWSIM_NUM_REGS * SWSIM_LANES, c->regs,
+               ISA_ZERO_REG * sizeof c->regs[0]);
+    }
+    if (s->cfg.trace)
+        dma_close_spans(s, kernel_cycles);
+}
+
+int swsim_run(const SwConfig *config, const SwJob *job, SwResult *result)
+{
+    memset(result, 0, sizeof *result);
+    if (!config_is_valid(config, job))
+        return result->status = SWSIM_ERROR_CONFIG;
+    Sim sim = {0};
+    sim.cfg = *config;
+    sim.job = job;
+    sim.result = result;
+    sim.dma.current = -1;
+    int status = init_sim(&sim);
+    if (!status) {
+        int64_t kernel_cycles = run_cycles(&sim);
+        finish_run(&sim, kernel_cycles);
+        status = sim.error;
+    }
+    free_sim(&sim);
+    if (status) {
+        free(result->spans);
+        result->spans = NULL;
+        result->num_spans = 0;
+    }
+    return result->status = status;
+}
+
+void swsim_free_result(SwResult *result)
+{
+    free(result->spans);
+    result->spans = NULL;
+    result->num_spans = 0;
+}

@@ -1,0 +1,424 @@
+/* Instruction semantics (docs/semantics.md), included by engine.c so that the issue loop can
+ * inline them. Every case computes its result from the decoded operand slots and writes it
+ * with the ready time of docs/timing.md. */
+#ifndef SWSIM_SEMANTICS_H
+#define SWSIM_SEMANTICS_H
+#include <math.h>
+#include <string.h>
+#include "core.h"
+
+#if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "the core reads LDM and memory images as little-endian host integers"
+#endif
+
+#define CANONICAL_NAN64 UINT64_C(0x7FF8000000000000)
+#define CANONICAL_NAN32 UINT32_C(0x7FC00000)
+#define DOUBLE_TWO UINT64_C(0x4000000000000000)
+
+enum ExecOutcome { EXEC_NEXT, EXEC_JUMP, EXEC_HALT, EXEC_FAULT };
+
+/* ---- bits and floats -------------------------------------------------------------------- */
+
+static inline double as_double(uint64_t bits)
+{
+    double d;
+    memcpy(&d, &bits, sizeof d);
+    return d;
+}
+
+static inline uint64_t double_bits(double d)   /* float results: NaN is canonical */
+{
+    uint64_t bits;
+    if (d != d)
+        return CANONICAL_NAN64;
+    memcpy(&bits, &d, sizeof bits);
+    return bits;
+}
+
+static inline float single_of_bits(uint32_t bits)
+{
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}
+
+static inline uint32_t single_bits(float f)     /* NaN is canonical */
+{
+    uint32_t bits;
+    if (f != f)
+        return CANONICAL_NAN32;
+    memcpy(&bits, &f, sizeof bits);
+    return bits;
+}
+
+static inline float to_single(uint64_t bits)    /* a lane rounded to binary32 */
+{
+    return (float)as_double(bits);
+}
+
+static inline uint64_t sext32(uint64_t v)
+{
+    return (uint64_t)(int64_t)(int32_t)(uint32_t)v;
+}
+
+static inline uint64_t shift_right_arithmetic(uint64_t v, unsigned count)
+{
+    return (int64_t)v < 0 ? ~(~v >> count) : v >> count;
+}
+
+enum FpOp { FP_ADD, FP_SUB, FP_MUL, FP_DIV, FP_SQRT, FP_MA, FP_MS, FP_NMA, FP_NMS };
+
+static inline uint64_t fp_double(int op, uint64_t a_bits, uint64_t b_bits, uint64_t c_bits)
+{
+    double a = as_double(a_bits), b = as_double(b_bits), c = as_double(c_bits);
+    switch (op) {
+    case FP_ADD: return double_bits(a + b);
+    case FP_SUB: return double_bits(a - b);
+    case FP_MUL: return double_bits(a * b);
+    case FP_DIV: return double_bits(a / b);
+    case FP_SQRT: return double_bits(sqrt(b));
+    case FP_MA: return double_bits(fma(a, b, c));
+    case FP_MS: return double_bits(fma(a, b, -c));
+    case FP_NMA: return double_bits(fma(-a, b, c));
+    default: return double_bits(fma(-a, b, -c));
+    }
+}
+
+/* Single precision: operands rounded to binary32, one binary32 operation, widened exactly. */
+static inline uint64_t fp_single(int op, uint64_t a_bits, uint64_t b_bits, uint64_t c_bits)
+{
+    float a = to_single(a_bits), b = to_single(b_bits), c = to_single(c_bits), r;
+    switch (op) {
+    case FP_ADD: r = a + b; break;
+    case FP_SUB: r = a - b; break;
+    case FP_MUL: r = a * b; break;
+    case FP_DIV: r = a / b; break;
+    case FP_SQRT: r = sqrtf(b); break;
+    case FP_MA: r = fmaf(a, b, c); break;
+    case FP_MS: r = fmaf(a, b, -c); break;
+    case FP_NMA: r = fmaf(-a, b, c); break;
+    default: r = fmaf(-a, b, -c); break;
+    }
+    return double_bits((double)r);
+}
+
+/* ---- register writes -------------------------------------------------------------------- */
+
+/* Writes the low `lanes` lanes of a slot (1: scalar, upper lanes preserved; 4: full). A
+ * changed value marks the CPE dirty for spin-loop detection. */
+static inline void write_lanes(Cpe *c, int slot, const uint64_t *value, int lanes, int64_t ready)
+{
+    uint64_t *reg = c->regs[slot], changed = 0;
+    for (int i = 0; i < lanes; i++) {
+        changed |= reg[i] ^ value[i];
+        reg[i] = value[i];
+    }
+    c->dirty |= changed != 0;
+    c->ready[slot] = ready;
+}
+
+static inline void write_scalar(Cpe *c, const Instr *in, uint64_t value, int64_t ready)
+{
+    write_lanes(c, in->dest, &value, 1, ready);
+}
+
+static inline uint64_t operand_b(const Cpe *c, const Instr *in)
+{
+    return in->literal ? in->imm : c->regs[in->rb][0];
+}
+
+/* ---- integer ---------------------------------------------------------------------------- */
+
+static inline int select_condition(int id, int64_t v)
+{
+    switch (id) {
+    case I_SELEQ: return v == 0;
+    case I_SELGE: return v >= 0;
+    case I_SELGT: return v > 0;
+    case I_SELLE: return v <= 0;
+    case I_SELLT: return v < 0;
+    default: return v != 0;   /* I_SELNE */
+    }
+}
+
+/* Scalar integer results (classes alu and imul). */
+static inline uint64_t integer_result(const Cpe *c, const Instr *in)
+{
+    uint64_t a = c->regs[in->ra][0], b = operand_b(c, in);
+    switch (in->id) {
+    case I_ADDW: return sext32(a + b);
+    case I_SUBW: return sext32(a - b);
+    case I_S4ADDW: return sext32(a * 4 + b);
+    case I_S4SUBW: return sext32(a * 4 - b);
+    case I_S8ADDW: return sext32(a * 8 + b);
+    case I_S8SUBW: return sext32(a * 8 - b);
+    case I_ADDL: return a + b;
+    case I_SUBL: return a - b;
+    case I_S4ADDL: return a * 4 + b;
+    case I_S4SUBL: return a * 4 - b;
+    case I_S8ADDL: return a * 8 + b;
+    case I_S8SUBL: return a * 8 - b;
+    case I_CMPEQ: return a == b;
+    case I_CMPLT: return (int64_t)a < (int64_t)b;
+    case I_CMPLE: return (int64_t)a <= (int64_t)b;
+    case I_CMPULT: return a < b;
+    case I_CMPULE: return a <= b;
+    case I_AND: return a & b;
+    case I_BIC: return a & ~b;
+    case I_BIS: return a | b;
+    case I_ORNOT: return a | ~b;
+    case I_XOR: return a ^ b;
+    case I_EQV: return ~(a ^ b);
+    case I_SLL: return a << (b & 63);
+    case I_SRL: return a >> (b & 63);
+    case I_SRA: return shift_right_arithmetic(a, (unsigned)(b & 63));
+    case I_MULW: return sext32(a * b);
+    case I_MULL: return a * b;
+    case I_UMULH: return (uint64_t)(((unsigned __int128)a * b) >> 64);
+    case I_LDI: return b + in->imm;
+    case I_LDIH: return b + (in->imm << 16);
+    default:   /* select */
+        return select_condition(in->id, (int64_t)a) ? b : c->regs[in->r3][0];
+    }
+}
+
+static inline uint32_t word_lane(const uint64_t *v, int i)
+{
+    return (uint32_t)(v[i / 2] >> (32 * (i % 2)));
+}
+
+static inline void set_word_lane(uint64_t *v, int i, uint32_t w)
+{
+    int shift = 32 * (i % 2);
+    v[i / 2] = (v[i / 2] & ~(UINT64_C(0xFFFFFFFF) << shift)) | (uint64_t)w << shift;
+}
+
+static inline void vector_integer(Cpe *c, const Instr *in, int64_t t)
+{
+    const uint64_t *a = c->regs[in->ra], *b = c->regs[in->rb];
+    uint64_t out[SWSIM_LANES];
+    if (in->id == I_VADDL || in->id == I_VSUBL) {
+        for (int i = 0; i < SWSIM_LANES; i++) {
+            uint64_t y = in->literal ? in->imm : b[i];
+            out[i] = in->id == I_VADDL ? a[i] + y : a[i] - y;
+        }
+    } else {
+        uint32_t count = (uint32_t)(in->literal ? in->imm : b[0]) & 31;
+        for (int i = 0; i < 2 * SWSIM_LANES; i++) {
+            uint32_t x = word_lane(a, i), y = in->literal ? (uint32_t)in->imm : word_lane(b, i);
+            uint32_t r;
+            switch (in->id) {
+            case I_VADDW: r = x + y; break;
+            case I_VSUBW: r = x - y; break;
+            case I_VSLLW: r = x << count; break;
+            case I_VSRLW: r = x >> count; break;
+            default: r = (uint32_t)shift_right_arithmetic(sext32(x), count); break;
+            }
+            set_word_lane(out, i, r);
+        }
+    }
+    write_lanes(c, in->dest, out, SWSIM_LANES, t + in->latency);
+}
+
+/* ---- floating point --------------------------------------------------------------------- */
+
+/* Float arithmetic on 1 (scalar) or 4 lanes; single selects binary32. */
+static inline void float_arith(Cpe *c, const Instr *in, int op, int single, int lanes, int64_t t)
+{
+    const uint64_t *a = c->regs[in->ra], *b = c->regs[in->rb], *r3 = c->regs[in->r3];
+    uint64_t out[SWSIM_LANES];
+    for (int i = 0; i < lanes; i++)
+        out[i] = single ? fp_single(op, a[i], b[i], r3[i]) : fp_double(op, a[i], b[i], r3[i]);
+    write_lanes(c, in->dest, out, lanes, t + in->latency);
+}
+
+static inline void float_instruction(Cpe *c, const Instr *in, int64_t t)
+{
+    enum { D = 0, S = 1, SCALAR = 1, VECTOR = SWSIM_LANES };
+    switch (in->id) {
+    case I_FADDS: float_arith(c, in, FP_ADD, S, SCALAR, t); break;
+    case I_FADDD: float_arith(c, in, FP_ADD, D, SCALAR, t); break;
+    case I_FSUBS: float_arith(c, in, FP_SUB, S, SCALAR, t); break;
+    case I_FSUBD: float_arith(c, in, FP_SUB, D, SCALAR, t); break;
+    case I_FMULS: float_arith(c, in, FP_MUL, S, SCALAR, t); break;
+    case I_FMULD: float_arith(c, in, FP_MUL, D, SCALAR, t); break;
+    case I_FDIVS: float_arith(c, in, FP_DIV, S, SCALAR, t); break;
+    case I_FDIVD: float_arith(c, in, FP_DIV, D, SCALAR, t); break;
+    case I_FSQRTS: float_arith(c, in, FP_SQRT, S, SCALAR, t); break;
+    case I_FSQRTD: float_arith(c, in, FP_SQRT, D, SCALAR, t); break;
+    case I_FMAS: float_arith(c, in, FP_MA, S, SCALAR, t); break;
+    case I_FMAD: float_arith(c, in, FP_MA, D, SCALAR, t); break;
+    case I_FMSS: float_arith(c, in, FP_MS, S, SCALAR, t); break;
+    case I_FMSD: float_arith(c, in, FP_MS, D, SCALAR, t); break;
+    case I_FNMAS: float_arith(c, in, FP_NMA, S, SCALAR, t); break;
+    case I_FNMAD: float_arith(c, in, FP_NMA, D, SCALAR, t); break;
+    case I_FNMSS: float_arith(c, in, FP_NMS, S, SCALAR, t); break;
+    case I_FNMSD: float_arith(c, in, FP_NMS, D, SCALAR, t); break;
+    case I_VADDS: float_arith(c, in, FP_ADD, S, VECTOR, t); break;
+    case I_VADDD: float_arith(c, in, FP_ADD, D, VECTOR, t); break;
+    case I_VSUBS: float_arith(c, in, FP_SUB, S, VECTOR, t); break;
+    case I_VSUBD: float_arith(c, in, FP_SUB, D, VECTOR, t); break;
+    case I_VMULS: float_arith(c, in, FP_MUL, S, VECTOR, t); break;
+    case I_VMULD: float_arith(c, in, FP_MUL, D, VECTOR, t); break;
+    case I_VDIVS: float_arith(c, in, FP_DIV, S, VECTOR, t); break;
+    case I_VDIVD: float_arith(c, in, FP_DIV, D, VECTOR, t); break;
+    case I_VSQRTS: float_arith(c, in, FP_SQRT, S, VECTOR, t); break;
+    case I_VSQRTD: float_arith(c, in, FP_SQRT, D, VECTOR, t); break;
+    case I_VMAS: float_arith(c, in, FP_MA, S, VECTOR, t); break;
+    case I_VMAD: float_arith(c, in, FP_MA, D, VECTOR, t); break;
+    case I_VMSS: float_arith(c, in, FP_MS, S, VECTOR, t); break;
+    case I_VMSD: float_arith(c, in, FP_MS, D, VECTOR, t); break;
+    case I_VNMAS: float_arith(c, in, FP_NMA, S, VECTOR, t); break;
+    case I_VNMAD: float_arith(c, in, FP_NMA, D, VECTOR, t); break;
+    case I_VNMSS: float_arith(c, in, FP_NMS, S, VECTOR, t); break;
+    default: float_arith(c, in, FP_NMS, D, VECTOR, t); break;   /* I_VNMSD */
+    }
+}
+
+static inline uint64_t float_compare(int id, double a, double b)
+{
+    int result;
+    switch (id) {
+    case I_FCMPEQ: result = a == b; break;
+    case I_FCMPLE: result = a <= b; break;
+    case I_FCMPLT: result = a < b; break;
+    default: result = a != a || b != b; break;   /* I_FCMPUN */
+    }
+    return result ? DOUBLE_TWO : 0;
+}
+
+static inline uint64_t double_to_long(double d)
+{
+    /* NaN or out of range: 2^63, as the integer indefinite */
+    if (!(d >= -9223372036854775808.0 && d < 9223372036854775808.0))
+        return UINT64_C(1) << 63;
+    return (uint64_t)(int64_t)d;
+}
+
+#define SIGN_BIT (UINT64_C(1) << 63)
+#define SIGN_EXPONENT_BITS UINT64_C(0xFFF0000000000000)
+
+/* Scalar float compare/convert/move (class fmisc). */
+static inline uint64_t float_misc_result(const Cpe *c, const Instr *in)
+{
+    uint64_t a = c->regs[in->ra][0], b = c->regs[in->rb][0];
+    switch (in->id) {
+    case I_FCVTSD: return double_bits(as_double(b));
+    case I_FCVTDS: return double_bits((double)to_single(b));
+    case I_FCVTDL: return double_to_long(as_double(b));
+    case I_FCVTLD: return double_bits((double)(int64_t)b);
+    case I_FCPYS: return (a & SIGN_BIT) | (b & ~SIGN_BIT);
+    case I_FCPYSE: return (a & SIGN_EXPONENT_BITS) | (b & ~SIGN_EXPONENT_BITS);
+    case I_FCPYSN: return (~a & SIGN_BIT) | (b & ~SIGN_BIT);
+    case I_FIMOVS: return sext32(single_bits(to_single(a)));
+    case I_IFMOVS: return double_bits((double)single_of_bits((uint32_t)a));
+    case I_FIMOVD: case I_IFMOVD: return a;
+    default: return float_compare(in->id, as_double(a), as_double(b));
+    }
+}
+
+/* ---- lanes and shuffles ----------------------------------------------------------------- */
+
+static inline void shuffle_instruction(Cpe *c, const Instr *in, int64_t t)
+{
+    const uint64_t *a = c->regs[in->ra], *b = c->regs[in->rb];
+    uint64_t out[SWSIM_LANES], selector = c->regs[in->r3][0];
+    int lanes = SWSIM_LANES;
+    switch (in->id) {
+    case I_VINSW:
+        memcpy(out, b, sizeof out);
+        set_word_lane(out, (int)(in->imm & 7), (uint32_t)a[0]);
+        break;
+    case I_VINSF:
+        memcpy(out, b, sizeof out);
+        out[in->imm & 3] = a[0];
+        break;
+    case I_VEXTW:
+        out[0] = sext32(word_lane(a, (int)(in->imm & 7)));
+        lanes = 1;
+        break;
+    case I_VEXTF:
+        out[0] = a[in->imm & 3];
+        lanes = 1;
+        break;
+    case I_VCPYW:
+        for (int i = 0; i < 2 * SWSIM_LANES; i++)
+            set_word_lane(out, i, (uint32_t)a[0]);
+        break;
+    case I_VCPYF:
+        for (int i = 0; i < SWSIM_LANES; i++)
+            out[i] = a[0];
+        break;
+    case I_VSHFF:
+        for (int i = 0; i < SWSIM_LANES; i++) {
+            unsigned s = (unsigned)(selector >> (4 * i)) & 7;
+            out[i] = s < 4 ? a[s] : b[s - 4];
+        }
+        break;
+    default:   /* I_VSHFW */
+        for (int i = 0; i < 2 * SWSIM_LANES; i++) {
+            int s = (int)(selector >> (4 * i)) & 15;
+            set_word_lane(out, i, s < 8 ? word_lane(a, s) : word_lane(b, s - 8));
+        }
+        break;
+    }
+    write_lanes(c, in->dest, out, lanes, t + in->latency);
+}
+
+/* ---- loads and stores ------------------------------------------------------------------- */
+
+static inline uint64_t load_bits(const uint8_t *p, int bytes)
+{
+    uint64_t v = 0;
+    memcpy(&v, p, (size_t)bytes);
+    return v;
+}
+
+static inline uint64_t widen_single(uint64_t bits)
+{
+    return double_bits((double)single_of_bits((uint32_t)bits));
+}
+
+/* The value a load (or load-and-broadcast) puts in its destination; returns the lanes it
+ * writes (1: scalar). */
+static inline int load_value(int id, const uint8_t *p, uint64_t *out)
+{
+    switch (id) {
+    case I_LDBU: out[0] = load_bits(p, 1); return 1;
+    case I_LDHU: out[0] = load_bits(p, 2); return 1;
+    case I_LDW: out[0] = sext32(load_bits(p, 4)); return 1;
+    case I_LDL: out[0] = load_bits(p, 8); return 1;
+    case I_FLDS: out[0] = widen_single(load_bits(p, 4)); return 1;
+    case I_FLDD: out[0] = double_bits(as_double(load_bits(p, 8))); return 1;
+    case I_VLDS:
+        for (int i = 0; i < SWSIM_LANES; i++)
+            out[i] = widen_single(load_bits(p + 4 * i, 4));
+        return SWSIM_LANES;
+    case I_LDSE:
+        out[0] = out[1] = out[2] = out[3] = widen_single(load_bits(p, 4));
+        return SWSIM_LANES;
+    case I_LDDE: case I_LDDER: case I_LDDEC:
+        out[0] = out[1] = out[2] = out[3] = double_bits(as_double(load_bits(p, 8)));
+        return SWSIM_LANES;
+    default:   /* I_VLDD, I_VLDR, I_VLDC */
+        memcpy(out, p, 32);
+        return SWSIM_LANES;
+    }
+}
+
+static inline void store_value(int id, const uint64_t *v, uint8_t *p, int size)
+{
+    uint32_t singles[SWSIM_LANES];
+    switch (id) {
+    case I_FSTS: case I_VSTS:
+        for (int i = 0; i < size / 4; i++)
+            singles[i] = single_bits(to_single(v[i]));
+        memcpy(p, singles, (size_t)size);
+        break;
+    default:   /* stb sth stw stl fstd vstd: the low bytes, unchanged */
+        memcpy(p, v, (size_t)size);
+        break;
+    }
+}
+
+#endif
