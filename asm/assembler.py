@@ -65,13 +65,13 @@ def section_kind(name: str, flags: str = "", type_: str = "") -> str:
     return DATA
 
 
-def split_hi_lo(value: int) -> tuple[int, int]:
+def split_hi_lo(value: int, col: Optional[int] = None) -> tuple[int, int]:
     """(hi, lo) with (hi << 16) + sext16(lo) == value: the carry-correct ldih/ldi split."""
     lo = ((value & 0xFFFF) ^ 0x8000) - 0x8000
     hi = (value - lo) >> 16
     if not DISP16[0] <= hi <= DISP16[1]:
         raise StatementError(f"value {value:#x} does not fit 32 bits signed "
-                             f"(an ldih+ldi pair reaches -0x80008000..0x7fff7fff)")
+                             f"(an ldih+ldi pair reaches -0x80008000..0x7fff7fff)", col)
     return hi, lo
 
 
@@ -363,7 +363,7 @@ class Assembler:
         offset = self._size(section)
         if section.kind == BSS:
             if fill:
-                raise StatementError(f"{section.name} holds no data (nobits); only zero fill")
+                raise _nobits_error(section)
             section.size += count
         elif section.kind == TEXT and fill == 0 and count % 4 == 0 and offset % 4 == 0:
             section.data += NOP_WORD.to_bytes(4, "little") * (count // 4)
@@ -372,7 +372,11 @@ class Assembler:
         return offset
 
     def _write(self, offset: int, data: bytes) -> None:
-        self.here[0].data[offset:offset + len(data)] = data
+        section = self.here[0]
+        if section.kind != BSS:
+            section.data[offset:offset + len(data)] = data
+        elif any(data):
+            raise _nobits_error(section)
 
     def _relocate(self, offset: int, kind: str, value: Value, col: int,
                   annotation: str = "") -> None:
@@ -776,7 +780,7 @@ class Assembler:
         rb = ZERO_REG if base is None or annotation else self._register(base, "rb", ldi)
         value = self._value(disp, operands[1].col, False)
         if value.absolute:
-            hi, lo = split_hi_lo(self._integer(value.offset, operands[1].col))
+            hi, lo = split_hi_lo(self._integer(value.offset, operands[1].col), operands[1].col)
         else:
             hi = lo = 0
             self._relocate(offset, "hi16", value, operands[1].col, annotation)
@@ -797,6 +801,10 @@ class Assembler:
         return ObjectFile(self.filename, self.sections, symbols, self.relocations, self.lines,
                           self.stack_bytes)
 
+
+
+def _nobits_error(section: Section) -> StatementError:
+    return StatementError(f"{section.name} holds no data (nobits); only zeros can go there")
 
 
 def _did_you_mean(name: str, candidates) -> str:
