@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Optional
 
+from ..asm.disasm import format_instruction
 from ..errors import SwsimError
-from ..isa import decode
 
 
 class HostError(SwsimError):
@@ -37,37 +37,14 @@ class CycleLimit(RunStopped):
     """The run reached its ``max_cycles``."""
 
 
-def format_instruction(word: int, pc: int) -> str:
-    """Assembly text of one instruction word at ``pc`` (``.word`` if it does not decode)."""
-    decoded = decode(word)
-    if decoded is None:
-        return f".word {word:#010x}"
-    instr, fields, literal = decoded
-
-    def operand(template: str) -> str:
-        if template in ("ra", "rb", "rc", "r3"):
-            return f"${fields[template]}"
-        if template == "rb|lit":
-            return str(fields["lit"]) if literal else f"${fields['rb']}"
-        if template == "disp(rb)":
-            return f"{fields['disp16']}(${fields['rb']})"
-        if template == "(rb)":
-            return f"(${fields['rb']})"
-        if template == "label":
-            return f"{pc + 4 + 4 * fields['disp21']:#x}"
-        return str(fields[{"hint": "disp16", "n": "imm8", "mask": "imm8"}.get(template,
-                                                                            template)])
-
-    operands = ", ".join(operand(t) for t in instr.operands)
-    return f"{instr.name} {operands}".strip()
-
-
 def instruction_at(program, pc: int) -> str:
     """Text of the program's instruction at ``pc``, with its source line when known."""
     index = (pc - program.code_base) // 4
     if not 0 <= index < len(program.code) or pc % 4:
         return "(outside the code image)"
-    text = format_instruction(int(program.code[index]), pc)
+    word = int(program.code[index])
+    text = format_instruction(word, pc, program.symbol_at) or f".word {word:#010x}"
+    text = text.replace("\t", " ")
     source = program.lines.get(pc) if program.lines else None
     if source is not None:
         text += f"    [{source.file}:{source.line}]"
