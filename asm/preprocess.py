@@ -90,9 +90,11 @@ class Preprocessor:
         try:
             if word == ".macro":
                 self._define_macro(origin, args_at)
-            elif word in (".endm", ".endr", ".exitm"):
+            elif word in (".endm", ".endr"):
                 raise StatementError(f"{word} without a matching "
-                                     f"{'.macro' if word != '.endr' else '.rept/.irp'}")
+                                     f"{'.macro' if word == '.endm' else '.rept/.irp'}")
+            elif word == ".exitm":
+                raise StatementError(".exitm is not supported (use .if inside the macro)")
             elif word in _REPEATS:
                 self._repeat(origin, word, args_at)
             elif word == ".include":

@@ -8,6 +8,7 @@ precedence. A name in operand position stays a ``Sym`` here; whether it is a reg
 from __future__ import annotations
 
 import ast
+import functools
 from dataclasses import dataclass
 from typing import Optional, Union
 
@@ -263,6 +264,7 @@ class _Build(Transformer):
     def mod(self, c): return Binary("%", *c)
 
 
+@functools.lru_cache(maxsize=1 << 16)  # unrolled code repeats statements; results are immutable
 def parse_statement(text: str) -> Statement:
     """Parse one statement (no comments, no ``;``). Raises StatementError with a column."""
     try:
