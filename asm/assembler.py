@@ -16,7 +16,8 @@ import struct
 from dataclasses import dataclass, replace
 from typing import Callable, Optional, Union
 
-from ..isa import BY_NAME, PSEUDO_INSTRUCTIONS, ZERO_REG, Instr, encode, field_range
+from ..isa import (BY_NAME, PSEUDO_INSTRUCTIONS, ZERO_REG, Instr, encode, field_range,
+                   operand_fields)
 from .diagnostics import DiagnosticLog, Origin, StatementError
 from .preprocess import Preprocessor
 from .program import BSS, DATA, LDM, TEXT, ObjectFile, Relocation, Section, SourceLine, Symbol
@@ -164,7 +165,6 @@ class Assembler:
             self.log.error(origin, exc.message, exc.col)
 
     def _pass1(self, origin: Origin) -> None:
-        self.here = (self.section, self._size(self.section))
         word = origin.text.split(None, 1)[0].lower() if origin.text.strip() else ""
         if word in RAW_DIRECTIVES:
             return
@@ -578,7 +578,7 @@ class Assembler:
                                  f"{self.section.name}; use .text)", stmt.name_col)
         instr, operands = self._expand_pseudo(stmt)
         if len(operands) != len(instr.operands):
-            raise StatementError(self._usage(instr, stmt, len(operands)),
+            raise StatementError(self._usage(instr, len(operands)),
                                  operands[len(instr.operands)].col
                                  if len(operands) > len(instr.operands) else stmt.name_col)
         annotation = self._annotation(stmt, instr)
@@ -603,11 +603,10 @@ class Assembler:
             # mov imm, rc -> ldi rc, imm
             return BY_NAME["ldi"], tuple(reversed(operands))
         template = PSEUDO_TEMPLATES.get(name)
-        if template is not None and (real is None or len(operands) != len(real.operands)):
+        if template is not None:
             params, expansion = template
             if len(operands) != len(params):
-                raise StatementError(f"{name} expects {len(params)} operand"
-                                     f"{'s' if len(params) != 1 else ''}: "
+                raise StatementError(f"{name} expects {_count(len(params), 'operand')}: "
                                      f"{PSEUDO_INSTRUCTIONS[name].split('->')[0].strip()}",
                                      stmt.name_col)
             actual = dict(zip(params, operands))
@@ -622,10 +621,9 @@ class Assembler:
         return real, operands
 
     @staticmethod
-    def _usage(instr: Instr, stmt: Statement, got: int) -> str:
-        return (f"{instr.name} takes {len(instr.operands)} operand"
-                f"{'s' if len(instr.operands) != 1 else ''}, got {got}; expected: "
-                f"{instr.name} {instr.syntax}".rstrip())
+    def _usage(instr: Instr, got: int) -> str:
+        return (f"{instr.name} takes {_count(len(instr.operands), 'operand')}, got {got}; "
+                f"expected: {instr.name} {instr.syntax}".rstrip())
 
     def _annotation(self, stmt: Statement, instr: Instr) -> str:
         """Check the relocation annotation (at most one) against the instruction."""
@@ -741,8 +739,7 @@ class Assembler:
                 self._relocate(offset, "branch21", target, op.col)
                 values["disp21"] = 0
             else:  # lane, n, mask, hint
-                field = "disp16" if template == "hint" else ("lane" if template == "lane"
-                                                              else "imm8")
+                (field,) = operand_fields(template)
                 values[field] = self._check_range(self._absolute(op, what=EXPECTED[template]),
                                                   *IMMEDIATE_RANGES[template],
                                                   f"operand '{template}'", op.col)
@@ -801,6 +798,10 @@ class Assembler:
         return ObjectFile(self.filename, self.sections, symbols, self.relocations, self.lines,
                           self.stack_bytes)
 
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}{'s' if number != 1 else ''}"
 
 
 def _nobits_error(section: Section) -> StatementError:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from ..isa import decode, encode
+from ..isa import decode, encode, operand_fields
 from .assembler import IMMEDIATE_RANGES
 from .program import BSS, LDM, TEXT, Program, Section
 
@@ -50,8 +50,8 @@ def format_instruction(word: int, address: Optional[int] = None,
                 return None
             parts.append(label_at(target) or f".{offset:+d}")
         else:  # lane, n, mask, hint
-            value = values["disp16" if template == "hint" else
-                           "lane" if template == "lane" else "imm8"]
+            (field,) = operand_fields(template)
+            value = values[field]
             low, high = IMMEDIATE_RANGES[template]
             if not low <= value <= high:
                 return None

@@ -55,7 +55,7 @@ def instruction(draw, labels):
             label = draw(st.sampled_from(labels))
             parts.append(label)
         else:
-            field = {"hint": "disp16", "lane": "lane"}.get(template, "imm8")
+            (field,) = isa.operand_fields(template)
             values[field] = draw(st.integers(*IMMEDIATE_RANGES[template]))
             parts.append(draw(number_text(values[field])))
     return f"{instr.name} {', '.join(parts)}", instr, values, literal, label
