@@ -127,6 +127,19 @@ def test_data_directives():
     assert program.data_image == expected
 
 
+def test_data_directive_aliases():
+    program = assemble("\t.data\n\t.hword 1\n\t.int 2\n\t.single 0.5\n\t.ident \"x\"\n"
+                       "\t.eflag 48\n")
+    assert program.data_image == struct.pack("<hif", 1, 2, 0.5)
+
+
+def test_section_flags_decide_the_kind():
+    program = assemble('\t.section .mycode, "ax"\n\tnop\n\t.section .lots, "aw", @nobits\n'
+                       '\t.skip 8\n\t.section .tables, "a"\n\t.byte 1\n')
+    assert [(s.name, s.kind) for s in program.sections] == [
+        (".mycode", "text"), (".lots", "bss"), (".tables", "data")]
+
+
 def test_addresses_in_data():
     program = assemble("\t.text\nf:\tnop\n\t.data\n\t.word f\n\t.quad g + 8\ng:\n")
     assert program.data_image[:4] == isa.CODE_BASE.to_bytes(4, "little")

@@ -155,3 +155,13 @@ def test_cli_errors_exit_1_without_traceback(tmp_path, capsys):
 def test_top_level_exports():
     for name in ("assemble", "assemble_file", "link", "disassemble", "AsmError", "Program"):
         assert getattr(swsim, name) is getattr(swsim.asm, name)
+
+
+def test_disassembly_reassembles_data_sections_and_symbols():
+    program = assemble(COMPILER_OUTPUT + '\t.data\nd:\t.quad 5, d\n\t.rodata\nr:\t.ascii "a long'
+                       ' enough string"\nrend:\n\t.ldm\n\t.align 5\nl:\t.byte 1\n')
+    again = assemble(disassemble(program))
+    assert (again.words, again.ldm_image, again.data_image) == \
+        (program.words, program.ldm_image, program.data_image)
+    assert {k: v.value for k, v in again.symbols.items()} == \
+        {k: v.value for k, v in program.symbols.items()}
