@@ -788,6 +788,8 @@ class Assembler:
 
     # ---- result ---------------------------------------------------------------------------
     def _object_file(self) -> ObjectFile:
+        for section in self.sections.values():
+            section.size = self._size(section)
         symbols = {}
         for name, sym in self.symbols.items():
             if ":" in name:

@@ -59,12 +59,12 @@ class _Linker:
         for kind in kinds:
             names = dict.fromkeys(name for obj in self.objects
                                   for name, section in obj.sections.items()
-                                  if section.kind == kind and _section_size(section))
+                                  if section.kind == kind and section.size)
             for name in names:
                 out = self.output[name] = Section(name, kind)
                 for index, obj in enumerate(self.objects):
                     piece = obj.sections.get(name)
-                    if piece is None or not _section_size(piece):
+                    if piece is None or not piece.size:
                         continue
                     padding = -address % piece.align
                     if out.size:
@@ -76,8 +76,8 @@ class _Linker:
                     self.bases[(index, name)] = address
                     if kind != BSS:
                         out.data += piece.data
-                    out.size += _section_size(piece)
-                    address += _section_size(piece)
+                    out.size += piece.size
+                    address += piece.size
                     if kind == TEXT:  # code stays word aligned
                         self._grow(out, -address % 4)
                         address += -address % 4
@@ -195,7 +195,3 @@ class _Linker:
             out += bytes(section.base - base - len(out))
             out += section.data if section.kind != BSS else bytes(section.size)
         return bytes(out)
-
-
-def _section_size(section: Section) -> int:
-    return section.size if section.kind == BSS else len(section.data)
