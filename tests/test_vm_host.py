@@ -1,0 +1,252 @@
+"""Host API (Machine, memory, spawn ABI, results), faults, deadlock and the cycle limit."""
+import json
+
+import numpy as np
+import pytest
+
+import swsim
+from swsim import isa
+from swsim.errors import SwsimError
+from swsim.vm import CycleLimit, Deadlock, HostError, Machine, VMFault
+from vm_helpers import PROLOGUE, lanes, reg, run
+
+
+# ---- memory ---------------------------------------------------------------------------------
+def test_put_get_round_trip_and_alignment():
+    m = Machine()
+    a = m.mem.put(np.arange(3, dtype=np.int8))
+    b = m.mem.put(np.ones((2, 3), dtype=np.float32))
+    assert a == m.config.mem_base + m.config.static_data_bytes
+    assert b % 128 == 0 and b >= a + 3
+    np.testing.assert_array_equal(m.mem.get(b, (2, 3), np.float32), np.ones((2, 3)))
+
+
+def test_memory_outside_allocations_is_refused():
+    m = Machine()
+    a = m.mem.put(np.zeros(4, dtype=np.int64))
+    with pytest.raises(HostError, match="outside allocated main memory"):
+        m.mem.get(a, (5,), np.int64)
+    with pytest.raises(HostError, match="mem_limit"):
+        Machine(mem_limit=1 << 20).mem.alloc(2 << 20)
+
+
+def test_kernel_reads_and_writes_main_memory():
+    m = Machine()
+    a = m.mem.put(np.array([5, 0], dtype=np.int64))
+    run("""
+        ldl $1, 0($16)
+        addl $1, $1, $1
+        stl $1, 8($16)
+        halt
+    """, args=[a], machine=m)
+    assert list(m.mem.get(a, (2,), np.int64)) == [5, 10]
+
+
+def test_program_static_data_is_placed_at_data_base():
+    program = swsim.assemble(PROLOGUE + """
+        ldi $1, table
+        ldl $2, 8($1)
+        halt
+    .data
+    table: .quad 11, 22
+    """)
+    m = Machine()
+    m.mem.put(np.zeros(1))
+    m.run(program, cpes=[0], engine="python")
+    assert reg(m, 2) == 22
+
+
+# ---- spawn ABI ------------------------------------------------------------------------------
+def test_arguments_in_registers_and_on_the_stack():
+    m = Machine()
+    array = np.zeros(4)
+    address = m.mem.put(array)
+    res, m = run("""
+        ldl $1, 0($30)          # 7th argument
+        ldl $2, 8($30)          # 8th argument
+        halt
+    """, args=[array, -1, 2.5, 3, 4, 5, 6, 7], machine=m, cpes=[0, 9])
+    for cpe in (0, 9):
+        assert [reg(m, r, cpe) for r in range(16, 22)] == \
+            [address, (1 << 64) - 1, 0x4004000000000000, 3, 4, 5]
+        assert (reg(m, 1, cpe), reg(m, 2, cpe)) == (6, 7)
+        assert reg(m, 30, cpe) == m.config.ldm_bytes - 32      # 2 slots, 32-byte aligned
+        assert reg(m, 26, cpe) == m.config.code_base - 4
+
+
+def test_ldm_image_is_copied_to_every_spawned_cpe():
+    res, m = run("""
+        ldl $1, value($31)
+        halt
+    .section .ldm
+    value: .quad 42
+    """, cpes=[3, 60])
+    assert reg(m, 1, 3) == reg(m, 1, 60) == 42
+
+
+def test_image_too_large_for_ldm_is_refused():
+    with pytest.raises(HostError, match="does not fit in LDM"):
+        run("halt\n.section .ldm\n.space 70000\n")
+    with pytest.raises(HostError, match="does not fit in LDM"):
+        run("halt\n.section .ldm\n.space 65500\n", args=range(20))
+
+
+@pytest.mark.parametrize("call, message", [
+    (dict(entry="kernl"), "did you mean kernel"),
+    (dict(args=[np.zeros(3)]), "array not in memory; use m.mem.put"),
+    (dict(args=["x"]), "expected an int"),
+    (dict(cpes=[64]), "CPE ids 0..63"),
+    (dict(cpes=[]), "at least one"),
+    (dict(cpes=[1, 1]), "distinct"),
+    (dict(cpes=8), "collection of CPE ids"),
+    (dict(cg=4), "core group number 0..3"),
+    (dict(engine="java"), "unknown engine"),
+])
+def test_wrong_host_calls_raise_clear_errors(call, message):
+    program = swsim.assemble(PROLOGUE + "halt\n")
+    options = {"cpes": [0], "engine": "python", **call}
+    with pytest.raises(HostError, match=message) as info:
+        Machine().run(program, **options)
+    assert isinstance(info.value, SwsimError)
+
+
+def test_configuration_overrides_and_presets():
+    assert Machine(ldm_bytes=128 * 1024).config.ldm_bytes == 128 * 1024
+    assert Machine("sw26010pro").config.num_cgs == 6
+    with pytest.raises(HostError, match="unknown configuration parameter"):
+        Machine(ldm_size=1)
+    res, _ = run("halt", machine=Machine("sw26010pro"), cg=5)
+    assert res.cg == 5
+
+
+# ---- results --------------------------------------------------------------------------------
+def test_result_times_summary_and_json():
+    res, _ = run("addl $1, 1, $1\n halt", cpes=range(64))      # one cycle: addl P0, halt P1
+    assert res.cycles == res.kernel_cycles + 2000
+    assert res.seconds == pytest.approx(res.cycles / 1.45e9)
+    assert res.cpe[63].ee == 1.0 and res.ee_mesh().shape == (8, 8)
+    assert "EE per CPE" in res.summary() and "kernel" in res.summary()
+    data = json.loads(json.dumps(res.to_dict()))
+    assert data["cycles"] == res.cycles and len(data["cpes"]) == 64
+
+
+def test_runs_are_deterministic():
+    body = """
+        rcid $1
+        mull $1, $1, $2
+        putr $2, 8
+        getr $3
+        getr $4
+        halt
+    """
+    first, m1 = run(body.replace("getr $4\n", "") + "", cpes=range(8))
+    second, m2 = run(body.replace("getr $4\n", "") + "", cpes=range(8))
+    assert first.to_dict() == second.to_dict()
+    np.testing.assert_array_equal(m1.last_job.regs, m2.last_job.regs)
+
+
+# ---- faults ---------------------------------------------------------------------------------
+@pytest.mark.parametrize("body, cpes, kind, text", [
+    ("ldi $1, 3($31)\n ldl $2, 4($1)", [0], "misaligned", "ldl $2, 4($1)"),
+    ("ldih $1, 0x2000($31)\n ldl $2, 0($1)", [0], "access", "ldl $2, 0($1)"),
+    ("ldi $1, 0x100($31)\n vldr $2, 0($1)", [0], "put_unspawned", "vldr"),
+    (".word 0", [0], "undecodable", ".word 0x00000000"),
+    ("nop", [0], "pc", "outside the code image"),
+    ("putr $1, 1", [0], "put_unspawned", "putr $1, 1"),
+    ("putr $1, 0", [0], "put_self", "putr $1, 0"),
+    (f".word {isa.encode(isa.BY_NAME['putc'], {'ra': 1, 'imm8': 9}):#x}", [0], "put_unspawned",
+     ".word"),                                      # n = 9 only from a hand-made word
+    ("synr 2", [0, 1], "barrier", "synr 2"),
+    ("synr 5", [0], "barrier", "synr 5"),
+    ("dma $31, $31, $31", [0], "dma", "dma"),
+])
+def test_faults_stop_the_run_with_a_report(body, cpes, kind, text):
+    with pytest.raises(VMFault) as info:
+        run(body + "\n" + ("halt" if kind != "pc" else ""), cpes=cpes)
+    fault = info.value
+    assert fault.stop.name == kind
+    assert text in fault.instruction
+    assert f"CPE {fault.cpe}" in str(fault) and fault.reason in str(fault)
+    assert fault.result is not None and fault.result.kernel_cycles == fault.cycle
+
+
+def test_load_and_broadcast_from_main_memory_faults():
+    m = Machine()
+    a = m.mem.put(np.zeros(4))
+    with pytest.raises(VMFault, match="LDM only"):
+        run("vldr $2, 0($16)\n halt", args=[a], machine=m, cpes=range(8))
+
+
+@pytest.mark.parametrize("descriptor, problem", [
+    ("2, 64, 0, 0, 32, 0, 0, 0", "bad op"),
+    ("0x30, 64, 0, 0, 32, 0, 0, 0", "bad mode"),
+    ("0x11, 64, 0, 0, 32, 1, 0, 0", "put in BCAST/ROW"),
+    ("0, 0, 0, 0, 32, 0, 0, 0", "size is 0"),
+    ("0, 65536, 0, 0, 32, 0, 0, 0", "LDM range"),
+    ("0, 64, 0, 0, 34, 0, 0, 0", "reply word"),
+    ("0x10, 64, 0, 0, 32, 0, 0, 0", "mask is empty"),
+])
+def test_bad_dma_requests_fault(descriptor, problem):
+    m = Machine()
+    a = m.mem.put(np.zeros(64))
+    with pytest.raises(VMFault, match=problem):
+        run(f"""
+            vldd $4, 0($31)
+            ldi $5, 64($31)
+            dma $4, $16, $5
+            halt
+        .section .ldm
+            .word {descriptor}
+        """, args=[a], machine=m)
+
+
+def test_dma_outside_main_memory_faults():
+    with pytest.raises(VMFault, match="memory range outside main memory"):
+        run("""
+            vldd $4, 0($31)
+            dma $4, $31, $31
+            halt
+        .section .ldm
+            .word 0, 64, 0, 0, 32, 0, 0, 0
+        """)
+
+
+def test_deadlock_lists_every_blocked_cpe():
+    with pytest.raises(Deadlock) as info:
+        run("""
+            rcid $1
+            beq $1, wait
+            synr 0xff
+        wait:
+            getr $2
+            halt
+        """, cpes=range(8))
+    blocked = info.value.blocked
+    assert [b[0] for b in blocked] == list(range(8))
+    assert blocked[0][2] == "get_empty" and blocked[1][2] == "barrier"
+    assert "getr $2" in str(info.value)
+    assert info.value.result.kernel_cycles == info.value.cycle + 1
+
+
+def test_cycle_limit():
+    with pytest.raises(CycleLimit) as info:
+        run("""
+        loop:
+            br $31, loop
+        """, max_cycles=1000)
+    assert info.value.cycle == 1000
+    assert info.value.result.kernel_cycles == 1000
+    assert info.value.blocked[0][:3] == (0, 0x1000_0000, "running")
+
+
+def test_a_long_wait_is_skipped_but_counted():
+    # c0 fdivd; c1..c33 raw, skipped in one step but charged; c34 faddd with halt
+    res, _ = run("fdivd $1, $2, $3\n faddd $3, $3, $4\n halt", cpes=range(64))
+    assert res.kernel_cycles == 35
+    assert all(s.p0_idle["raw"] == 33 for s in res.cpe.values())
+
+
+def test_trace_spans_and_lanes_api():
+    res, m = run("vcpyf $31, $1\n halt", trace=True)
+    assert res.spans == [(0, "issue", 0, 1)]
+    assert lanes(m, 1) == [0, 0, 0, 0]
