@@ -1,4 +1,6 @@
 """Whole programs: compiler output, the kernels, linking, the .swo format and the CLI."""
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -8,7 +10,8 @@ from swsim.asm import (assemble, assemble_object, disassemble, link, load_progra
                        save_program)
 from swsim.asm.swo import SwoError, program_bytes, program_from_bytes
 from swsim.cli import main
-from swsim.kernels import KERNEL_DIR
+
+KERNEL_DIR = Path(__file__).resolve().parents[1] / "kernels"
 
 COMPILER_OUTPUT = """\
 	.set noreorder
