@@ -1,0 +1,164 @@
+"""``swsim run`` (run a kernel on one core group) and ``swsim config`` (the parameter table)."""
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+import numpy as np
+
+from .config import PARAMETERS, PRESETS, VMConfig, markdown_table
+from .faults import HostError
+
+PROGRESS_AFTER_SECONDS = 2.0
+
+
+def register(subparsers) -> None:
+    run = subparsers.add_parser("run", help="assemble (or load) a kernel and run it on a CG")
+    run.add_argument("program", metavar="KERNEL", help="assembly source (.s) or program (.swo)")
+    run.add_argument("--entry", default="kernel", help="entry label (default: kernel)")
+    run.add_argument("--cpes", type=int, default=64, metavar="N", help="spawn CPEs 0..N-1")
+    run.add_argument("--cg", type=int, default=0, help="core group (default 0)")
+    run.add_argument("--arg", action="append", default=[], metavar="VALUE",
+                     help="argument: an int, a float, or @file.npy (copied to main memory, "
+                          "its address passed); repeat for each argument")
+    run.add_argument("--dump", action="append", default=[], metavar="ADDR:SHAPE:DTYPE:FILE",
+                     help="after the run save memory to FILE.npy; ADDR a number or argN, "
+                          "SHAPE like 64x64")
+    run.add_argument("--max-cycles", type=int, default=None, metavar="N")
+    run.add_argument("--stats", action="store_true", help="per-CG summary and EE mesh")
+    run.add_argument("--json", action="store_true", help="the statistics as JSON")
+    run.add_argument("--trace", metavar="FILE.json", help="write a Perfetto/Chrome trace")
+    run.add_argument("--engine", choices=("c", "python"), default="c")
+    run.add_argument("--config", default="sw26010", choices=sorted(PRESETS), metavar="PRESET")
+    run.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                     help="override a configuration parameter")
+    run.add_argument("--progress", action="store_true",
+                     help="show a progress bar even when stderr is not a terminal")
+    run.add_argument("-I", dest="include_dirs", action="append", default=[], metavar="DIR")
+    run.set_defaults(func=_run)
+
+    config = subparsers.add_parser("config", help="print the machine parameters")
+    config.add_argument("--preset", choices=sorted(PRESETS), default=None)
+    config.add_argument("--markdown", action="store_true", help="the table of docs/config.md")
+    config.set_defaults(func=_config)
+
+
+# ---- swsim run ------------------------------------------------------------------------------
+def _run(args) -> int:
+    from ..asm import assemble_file
+    from ..asm.swo import load_program
+    from .machine import Machine
+    from .trace import write_trace
+
+    machine = Machine(args.config, **dict(_override(s, args.config) for s in args.set))
+    program = load_program(args.program) if args.program.endswith(".swo") else \
+        assemble_file(args.program, tuple(args.include_dirs))
+    values = [_argument(text, machine) for text in args.arg]
+    progress = _ProgressBar(args.max_cycles, args.progress or sys.stderr.isatty())
+    try:
+        result = machine.run(program, entry=args.entry, args=values, cg=args.cg,
+                             cpes=range(args.cpes), max_cycles=args.max_cycles,
+                             engine=args.engine, trace=bool(args.trace), progress=progress)
+    finally:
+        progress.close()
+    for spec in args.dump:
+        _dump(spec, machine, values)
+    if args.trace:
+        write_trace(result, args.trace)
+    if args.json:
+        print(json.dumps(result.to_dict(), indent=2))
+    elif args.stats:
+        print(result.summary())
+    else:
+        print(f"{result.cycles} cycles ({result.kernel_cycles} kernel + "
+              f"{machine.config.spawn_cycles} spawn), {result.seconds * 1e6:.3f} us, "
+              f"mean EE {result.ee:.1%}")
+    return 0
+
+
+def _override(text: str, preset: str) -> tuple[str, object]:
+    name, sep, value = text.partition("=")
+    defaults = VMConfig.preset(preset).as_dict()
+    if not sep or name not in defaults:
+        raise HostError(f"--set expects NAME=VALUE with a parameter of `swsim config`, "
+                        f"got {text!r}")
+    try:
+        return name, float(value) if isinstance(defaults[name], float) else int(value, 0)
+    except ValueError:
+        raise HostError(f"--set {name}: {value!r} is not a number") from None
+
+
+def _argument(text: str, machine):
+    if text.startswith("@"):
+        return machine.mem.put(np.load(text[1:]))
+    for parse in (lambda t: int(t, 0), float):
+        try:
+            return parse(text)
+        except ValueError:
+            pass
+    raise HostError(f"--arg {text!r}: expected an int, a float or @file.npy")
+
+
+def _dump(spec: str, machine, values) -> None:
+    try:
+        address, shape, dtype, path = spec.split(":")
+        if address.startswith("arg"):
+            address = values[int(address[3:])]
+        else:
+            address = int(address, 0)
+        dims = tuple(int(d) for d in shape.replace(",", "x").split("x") if d)
+        np.save(path, machine.mem.get(address, dims, np.dtype(dtype)))
+    except (ValueError, IndexError, TypeError) as exc:
+        raise HostError(f"--dump {spec!r}: expected ADDR:SHAPE:DTYPE:FILE ({exc})") from None
+
+
+class _ProgressBar:
+    """A tqdm bar on stderr that appears only once a run has taken a few seconds."""
+
+    def __init__(self, total, enabled: bool):
+        self.total, self.enabled = total, enabled
+        self.started = time.monotonic()
+        self.bar = None
+
+    def __call__(self, cycle: int) -> None:
+        if not self.enabled:
+            return
+        if self.bar is None and time.monotonic() - self.started > PROGRESS_AFTER_SECONDS:
+            from tqdm import tqdm
+            self.bar = tqdm(total=self.total, unit="cycle", unit_scale=True, file=sys.stderr,
+                            desc="simulating")
+        if self.bar is not None:
+            self.bar.update(cycle - self.bar.n)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+# ---- swsim config ---------------------------------------------------------------------------
+CONFIG_DOC_HEADER = """# Configuration parameters
+
+Every size and timing constant of the emulated core group (`swsim.vm.config`), generated by
+`swsim config --markdown` — do not edit by hand. Defaults are the `sw26010` preset; `(pro: …)`
+shows the `sw26010pro` value where it differs. Sources: **pub** published measurement,
+**spec** fixed by MACHINE.md, **choice** swsim's choice. Override any of them with
+`Machine(name=value)` or `swsim run --set name=value`.
+
+"""
+
+
+def config_doc() -> str:
+    """The text of docs/config.md."""
+    return CONFIG_DOC_HEADER + markdown_table() + "\n"
+
+
+def _config(args) -> int:
+    if args.markdown:
+        print(config_doc(), end="")
+        return 0
+    values = VMConfig.preset(args.preset or "sw26010").as_dict()
+    for p in PARAMETERS:
+        value = hex(values[p.name]) if p.unit == "addr" else values[p.name]
+        print(f"{p.name:<24} {value!s:>14} {p.unit:<6} {p.meaning}")
+    return 0
