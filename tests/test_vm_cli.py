@@ -36,7 +36,7 @@ def test_run_with_array_argument_dump_json_and_trace(tmp_path, capsys):
     report = json.loads(capsys.readouterr().out)
     assert report["kernel_cycles"] == 103     # ldl c0 (ready c100), addl c100, stl c101, halt c102
     assert list(np.load(out)) == [42, 0]
-    events = json.load(open(trace))["traceEvents"]
+    events = json.loads(trace.read_text())["traceEvents"]
     assert {e["ph"] for e in events} == {"M", "X"}
 
 

@@ -337,22 +337,10 @@ def test_returning_from_the_entry_halts():
 
 
 # ---- the exact float helpers ----------------------------------------------------------------
-finite = st.floats(allow_nan=False, allow_infinity=False, width=64)
-
-
-@settings(max_examples=300, deadline=None)
-@given(finite, finite, finite)
-def test_double_fma_is_correctly_rounded(a, b, c):
-    exact = Fraction(a) * Fraction(b) + Fraction(c)
-    got = floats.fma(a, b, c)
-    if exact == 0:
-        assert got == 0.0
-    elif abs(exact) >= Fraction(2) ** 1024 * (1 - Fraction(1, 2 ** 54)):   # rounds to inf
-        assert got == (math.inf if exact > 0 else -math.inf)
-    elif abs(exact) >= Fraction(sys.float_info.max):     # Fraction -> float raises here
-        assert got == (1 if exact > 0 else -1) * sys.float_info.max
-    else:
-        assert got == float(exact)
+def nearest_double(exact: Fraction) -> float:
+    if abs(exact) >= Fraction(sys.float_info.max):       # Fraction -> float raises here
+        return math.copysign(sys.float_info.max, exact.numerator)
+    return float(exact)
 
 
 def nearest_single(exact: Fraction) -> float:
@@ -367,17 +355,26 @@ def nearest_single(exact: Fraction) -> float:
     return float(best)
 
 
-singles = st.floats(allow_nan=False, allow_infinity=False, width=32)
+def assert_rounded_once(got: float, exact: Fraction, emax: int, precision: int, nearest):
+    """``got`` is ``exact`` rounded to nearest even (zero: +0 since the test values are not
+    both zeros of one sign; beyond the largest finite value + half an ulp: infinity)."""
+    if exact == 0:
+        assert got == 0.0
+    elif abs(exact) >= Fraction(2) ** (emax + 1) * (1 - Fraction(1, 2 ** (precision + 1))):
+        assert got == (math.inf if exact > 0 else -math.inf)
+    else:
+        assert got == nearest(exact)
 
 
 @settings(max_examples=300, deadline=None)
-@given(singles, singles, singles)
+@given(*[st.floats(allow_nan=False, allow_infinity=False, width=64)] * 3)
+def test_double_fma_is_correctly_rounded(a, b, c):
+    assert_rounded_once(floats.fma(a, b, c), Fraction(a) * Fraction(b) + Fraction(c),
+                        1023, 53, nearest_double)
+
+
+@settings(max_examples=300, deadline=None)
+@given(*[st.floats(allow_nan=False, allow_infinity=False, width=32)] * 3)
 def test_single_fma_is_rounded_once(a, b, c):
-    exact = Fraction(a) * Fraction(b) + Fraction(c)
-    got = floats.fma_single(a, b, c)
-    if exact == 0:
-        assert got == 0.0
-    elif abs(exact) >= Fraction(2) ** 128 * (1 - Fraction(1, 2 ** 25)):     # rounds to inf
-        assert got == (math.inf if exact > 0 else -math.inf)
-    else:
-        assert got == nearest_single(exact)
+    assert_rounded_once(floats.fma_single(a, b, c), Fraction(a) * Fraction(b) + Fraction(c),
+                        127, 24, nearest_single)
