@@ -70,9 +70,9 @@ static uint8_t *resolve(const Sim *s, const Cpe *c, uint64_t addr, int size, int
                         Fault *fault)
 {
     fault->a = addr;
-    fault->b = size;
     if (addr & (uint64_t)(size - 1)) {
         fault->kind = STOP_MISALIGNED;
+        fault->b = size;
         return NULL;
     }
     int global = in_main_memory(s, addr);
@@ -519,23 +519,32 @@ static int64_t gcd(int64_t a, int64_t b)
 static int64_t skip_ahead(Sim *s, const int *running, int num_running, int issued_any,
                           int64_t t)
 {
-    int64_t horizon = next_unit_event(s, t), common_period = 1;
-    if (s->cfg.max_cycles < horizon)
-        horizon = s->cfg.max_cycles;
+    int64_t common_period = 1;
+    int spinning = 0;
     for (int k = 0; k < num_running; k++) {
         const Cpe *c = &s->cpes[running[k]];
         if (issued_any && at_fixed_point(c)) {
             common_period = common_period / gcd(common_period, c->period) * c->period;
-            if (common_period > horizon - t)
+            if (common_period > s->cfg.max_cycles)
                 return 0;
+            spinning = 1;
         } else if (c->last_state == SWSIM_STATE_RUNNING) {
             return 0;
-        } else {
+        }
+    }
+    int64_t horizon = next_unit_event(s, t);
+    for (int k = 0; k < num_running; k++) {
+        const Cpe *c = &s->cpes[running[k]];
+        if (!(issued_any && at_fixed_point(c))) {
             int64_t wake = wake_time(s, c, t);
             if (wake < horizon)
                 horizon = wake;
         }
     }
+    if (horizon == TIME_NEVER && !spinning)
+        return 0;   /* nothing will ever change: cycle t + 1 reports the deadlock */
+    if (s->cfg.max_cycles < horizon)
+        horizon = s->cfg.max_cycles;
     int64_t cycles = (horizon - 1 - t) / common_period * common_period;
     if (cycles <= 0)
         return 0;

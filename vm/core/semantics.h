@@ -222,17 +222,33 @@ static inline void vector_integer(Cpe *c, const Instr *in, int64_t t)
 
 /* ---- floating point --------------------------------------------------------------------- */
 
-/* Float arithmetic on 1 (scalar) or 4 lanes; single selects binary32. */
+/* Float arithmetic on 1 (scalar) or 4 lanes; single selects binary32. Lane i of the result
+ * depends only on lane i of the operands, so it is written in place even if a source is the
+ * destination (no temporary: storing lanes one by one and reloading them as a vector would
+ * stall store forwarding in this hottest path). */
 static inline void float_arith(Cpe *c, const Instr *in, int op, int single, int lanes, int64_t t)
 {
     const uint64_t *a = c->regs[in->ra], *b = c->regs[in->rb], *r3 = c->regs[in->r3];
-    uint64_t out[SWSIM_LANES];
-    for (int i = 0; i < lanes; i++)
-        out[i] = single ? fp_single(op, a[i], b[i], r3[i]) : fp_double(op, a[i], b[i], r3[i]);
-    write_lanes(c, in->dest, out, lanes, t + in->latency);
+    uint64_t *dest = c->regs[in->dest], changed = 0;
+    for (int i = 0; i < lanes; i++) {
+        uint64_t r = single ? fp_single(op, a[i], b[i], r3[i]) : fp_double(op, a[i], b[i], r3[i]);
+        changed |= dest[i] ^ r;
+        dest[i] = r;
+    }
+    c->dirty |= changed != 0;
+    c->ready[in->dest] = t + in->latency;
 }
 
-static inline void float_instruction(Cpe *c, const Instr *in, int64_t t)
+/* fma() through libm costs a call per lane; a clone compiled for FMA hardware (chosen once
+ * at load time, same IEEE results) computes it inline. */
+#if defined(__GNUC__) && defined(__x86_64__) && defined(__ELF__)
+#define HARDWARE_FMA_CLONE __attribute__((target_clones("fma", "default")))
+#else
+#define HARDWARE_FMA_CLONE
+#endif
+
+HARDWARE_FMA_CLONE
+static void float_instruction(Cpe *c, const Instr *in, int64_t t)
 {
     enum { D = 0, S = 1, SCALAR = 1, VECTOR = SWSIM_LANES };
     switch (in->id) {
