@@ -339,7 +339,7 @@ def test_returning_from_the_entry_halts():
 # ---- the exact float helpers ----------------------------------------------------------------
 def nearest_double(exact: Fraction) -> float:
     if abs(exact) >= Fraction(sys.float_info.max):       # Fraction -> float raises here
-        return math.copysign(sys.float_info.max, exact.numerator)
+        return sys.float_info.max if exact > 0 else -sys.float_info.max
     return float(exact)
 
 
