@@ -115,14 +115,17 @@ void comm_deliver(Sim *s, int64_t t)
         if (head->due > t || !queues_have_room(s, head->targets, head->column))
             continue;
         for (uint64_t m = head->targets; m; m &= m - 1) {
-            ReceiveQueue *q = &s->cpes[__builtin_ctzll(m)].queues[head->column];
+            Cpe *target = &s->cpes[__builtin_ctzll(m)];
+            ReceiveQueue *q = &target->queues[head->column];
             memcpy(q->entries[ring_index(q->head, q->count, s->cfg.rc_queue_depth)], head->value,
                    sizeof head->value);
             q->count++;
+            target->sleep_until = t;   /* a get may be ready now */
             s->cg[CG_RC_DELIVERIES]++;
         }
         c->fifo_head = ring_index(c->fifo_head, 1, s->fifo_capacity);
         c->fifo_count--;
+        c->sleep_until = t;            /* a put may find room now */
     }
 }
 

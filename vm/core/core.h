@@ -76,6 +76,9 @@ typedef struct {
     int64_t p0_busy_until;     /* divide/sqrt occupancy of P0 */
     int64_t global_free;       /* next global access may issue at this cycle */
     int64_t wait_until;        /* barrier: TIME_NEVER until every participant arrived */
+    int64_t sleep_until;       /* the leader's stall (last_state) cannot end before this:
+                                  a known time, or TIME_NEVER until a delivery or DMA
+                                  activation wakes the CPE */
     int running;
     int id, row, col;
     uint8_t *ldm;
@@ -145,6 +148,7 @@ typedef struct {
     uint64_t *cg;              /* result->cg_counters */
     int64_t fifo_capacity;
     int64_t interface_free;    /* the CG memory interface takes the next global access */
+    int halted_this_cycle;
     DmaEngine dma;
     /* barriers: arrivals per (row/column, line, mask); pending release times */
     uint8_t *barrier_arrived;

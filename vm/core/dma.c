@@ -203,7 +203,9 @@ void dma_step(Sim *s, int64_t t)
         e->waiting_count--;
         e->pool[index].number = e->next_number++;
         e->active[e->active_count++] = index;
-        s->cpes[e->pool[index].cpe].dma_waiting--;
+        Cpe *issuer = &s->cpes[e->pool[index].cpe];
+        issuer->dma_waiting--;
+        issuer->sleep_until = t;   /* a dma may find room in the channel now */
     }
     if (e->current >= 0)
         return;

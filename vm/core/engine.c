@@ -401,11 +401,15 @@ static inline int at_fixed_point(const Cpe *c)
 
 enum { ISSUED_NOTHING = 0, ISSUED = 1, FAULTED = -1 };
 
-static int issue(Sim *s, Cpe *c, int64_t t)
+static inline int issue(Sim *s, Cpe *c, int64_t t)
 {
     if (c->wait_until > t) {
         charge(c, COUNTER_IDLE(0, REASON_BARRIER), COUNTER_IDLE(1, REASON_BARRIER),
                REASON_BARRIER);
+        return ISSUED_NOTHING;
+    }
+    if (c->sleep_until > t) {
+        charge(c, COUNTER_IDLE(0, c->last_state), COUNTER_IDLE(1, c->last_state), c->last_state);
         return ISSUED_NOTHING;
     }
     Fault fault = {0};
@@ -424,6 +428,7 @@ static int issue(Sim *s, Cpe *c, int64_t t)
     int reason = stall_reason(s, c, leader, t);
     if (reason != NO_STALL) {
         charge(c, COUNTER_IDLE(0, reason), COUNTER_IDLE(1, reason), reason);
+        c->sleep_until = wake_time(s, c, t);
         return ISSUED_NOTHING;
     }
     const Instr *follower = NULL;
@@ -459,6 +464,7 @@ static int issue(Sim *s, Cpe *c, int64_t t)
     if (outcome == EXEC_HALT) {
         c->running = 0;
         c->halt_cycle = t;
+        s->halted_this_cycle = 1;
     } else if (outcome == EXEC_JUMP && c->pc <= pc + 4) {
         mark_loop_head(c, t);
     }
@@ -609,20 +615,24 @@ static int64_t run_cycles(Sim *s)
         }
         if (s->error)
             return t;
-        int still_running = 0;
-        for (int k = 0; k < num_running; k++) {
-            Cpe *c = &s->cpes[running[k]];
-            if (s->cfg.trace)
+        if (s->cfg.trace)
+            for (int k = 0; k < num_running; k++) {
+                Cpe *c = &s->cpes[running[k]];
                 trace_cycle(s, c, c->last_state == SWSIM_STATE_RUNNING
                                   ? SWSIM_SPAN_ISSUE : 1 + c->last_state, t);
-            if (c->running)
-                running[still_running++] = running[k];
-            else if (s->cfg.trace)
-                trace_close(s, c, t + 1);
+                if (!c->running)
+                    trace_close(s, c, t + 1);
+            }
+        if (s->halted_this_cycle) {
+            int still_running = 0;
+            for (int k = 0; k < num_running; k++)
+                if (s->cpes[running[k]].running)
+                    running[still_running++] = running[k];
+            num_running = still_running;
+            s->halted_this_cycle = 0;
+            if (num_running == 0)
+                return t + 1;
         }
-        num_running = still_running;
-        if (num_running == 0)
-            return t + 1;
         if (!issued_any && next_unit_event(s, t) == TIME_NEVER) {
             int64_t wake = TIME_NEVER;
             for (int k = 0; k < num_running && wake == TIME_NEVER; k++)

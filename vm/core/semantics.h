@@ -239,16 +239,7 @@ static inline void float_arith(Cpe *c, const Instr *in, int op, int single, int 
     c->ready[in->dest] = t + in->latency;
 }
 
-/* fma() through libm costs a call per lane; a clone compiled for FMA hardware (chosen once
- * at load time, same IEEE results) computes it inline. */
-#if defined(__GNUC__) && defined(__x86_64__) && defined(__ELF__)
-#define HARDWARE_FMA_CLONE __attribute__((target_clones("fma", "default")))
-#else
-#define HARDWARE_FMA_CLONE
-#endif
-
-HARDWARE_FMA_CLONE
-static void float_instruction(Cpe *c, const Instr *in, int64_t t)
+static inline void float_instruction(Cpe *c, const Instr *in, int64_t t)
 {
     enum { D = 0, S = 1, SCALAR = 1, VECTOR = SWSIM_LANES };
     switch (in->id) {
