@@ -1,0 +1,458 @@
+# The LDM GEMM primitive (Fang 2019, ch. 4): C += A x B on matrices distributed over the 64
+# LDMs in 8 x 8 non-overlapping blocks. docs/gemm.md describes the algorithm and the variants.
+#
+# Every CPE (i, j) holds block (i, j) of A, B and C (Mb = M/8, Nb = N/8, Kb = K/8). All 64 CPEs
+# call the same entry at the same time. In 8 steps t, CPE (i, t) broadcasts its A block along
+# row i and CPE (t, j) its B block along column j; every CPE adds A(i, t) B(t, j) to its C block.
+# The register tile is 16 elements of the *vector* operand (4 vector registers) x 4 splatted
+# values of the *splat* operand, accumulated in 16 registers; its inner loop is the thesis'
+# 16-cycle schedule (kernels/gemm_kloop.s): one vmad per cycle on P0, fetches on P1.
+#
+# Layouts (all blocks k-major, i.e. the K dimension is the slowest):
+#   A block: Kb x Mb (element (m, k) at A + (k*Mb + m)*es), B block: Kb x Nb (N contiguous).
+#   gemm_prim_nm_*: C block stored Nb x Mb (C^T row-major, M contiguous). The vector operand is A
+#       (vldr/getr along rows), the splat operand B (lddec/getc along columns).
+#       Mb multiple of 16, Nb multiple of 4.
+#   gemm_prim_mn_*: C block stored Mb x Nb (row-major, N contiguous). The vector operand is B
+#       (vldc/getc along columns), the splat operand A (ldder/getr along rows).
+#       Nb multiple of 16, Mb multiple of 4.
+# Precision suffix: _d double; _s1 single, load + put in the loop (strategy 1); _s2 single,
+# converted to double in LDM around the _d primitive (strategy 2, needs a work area).
+#
+# Arguments: a0 = A, a1 = B, a2 = C (LDM addresses; 32-byte aligned, 16 for _s1), a3 = Mb,
+# a4 = Nb, a5 = Kb (>= 1); _s2 also 0($sp) = LDM work area of 8*(Kb*Mb + Kb*Nb + Mb*Nb) bytes,
+# 32-byte aligned. Preserves $9-$15, $26 (returns with ret), $30, $31; clobbers the rest.
+#
+# Internally the operands are V (vector, Vb elements per k) and S (splat, Sb per k); C is stored
+# Sb x Vb. Loop registers: $24 V pointer, $25 S pointer, $26 V stride (Vb*es = also the C stride
+# between splat columns), $27 k counter, $28 S stride, $29 C tile; $0-$3 the V vectors,
+# $4-$7 the S splats, $8-$23 the accumulators (register 8+c is the vmad of cycle c).
+
+	.set	noreorder
+	.text
+
+# Frame of the double / strategy-1 primitives (sp-relative, 32-byte aligned).
+	F_SAVED = 0           # $9..$15, 32 bytes each
+	F_RA = 224
+	F_VBASE = 232
+	F_SBASE = 240
+	F_CBASE = 248
+	F_VEND = 256          # V + Vb*es: end of a row of tiles
+	F_SEND = 264          # S + Sb*es: end of the tiles
+	F_KM1 = 272           # Kb - 1: iterations of the steady loop
+	F_STEP = 280          # t
+	F_VCOORD = 288        # this CPE sends V at step t iff F_VCOORD == t (j or i)
+	F_SCOORD = 296        # ... sends S iff F_SCOORD == t
+	F_VTILE = 304         # V pointer of the current tile
+	F_STILE = 312         # S pointer of the current tile
+	F_CROWSKIP = 320      # 3 * V stride: C from the end of a row of tiles to the next row
+	FRAME = 352
+
+# ---- Instruction choice, from GEMM_DIR (0: V along rows, 1: V along columns) and GEMM_SINGLE
+# (0 double, 1 single with strategy 1; GEMM_ES is the element size), set by GEMM_ENTRY. ----
+
+# FETCHV reg, vec, send: vector `vec` (0..3) of the tile for this k; senders load it (and with
+# doubles broadcast it in the same instruction), receivers take it from their queue.
+	.macro	FETCHV reg, vec, send
+	.if \send
+	.if GEMM_SINGLE
+	vlds	\reg, \vec*16($24)
+	.elseif GEMM_DIR
+	vldc	\reg, \vec*32($24)
+	.else
+	vldr	\reg, \vec*32($24)
+	.endif
+	.elseif GEMM_DIR
+	getc	\reg
+	.else
+	getr	\reg
+	.endif
+	.endm
+
+# FETCHS reg, n, send: the splat of value `n` (0..3) of the tile for this k.
+	.macro	FETCHS reg, n, send
+	.if \send
+	.if GEMM_SINGLE
+	ldse	\reg, \n*4($25)
+	.elseif GEMM_DIR
+	ldder	\reg, \n*8($25)
+	.else
+	lddec	\reg, \n*8($25)
+	.endif
+	.elseif GEMM_DIR
+	getr	\reg
+	.else
+	getc	\reg
+	.endif
+	.endm
+
+# SENDV / SENDS reg, send: strategy 1 only: single precision has no load-and-broadcast, so the
+# sender puts the loaded register separately (at least 4 cycles after the load).
+	.macro	SENDV reg, send
+	.if \send & GEMM_SINGLE
+	.if GEMM_DIR
+	putc	\reg, 8
+	.else
+	putr	\reg, 8
+	.endif
+	.endif
+	.endm
+	.macro	SENDS reg, send
+	.if \send & GEMM_SINGLE
+	.if GEMM_DIR
+	putr	\reg, 8
+	.else
+	putc	\reg, 8
+	.endif
+	.endif
+	.endm
+
+# BUMP ptr, stride, send: the next k (only senders read their block).
+	.macro	BUMP ptr, stride, send
+	.if \send
+	addl	\ptr, \stride, \ptr
+	.endif
+	.endm
+
+# CACC op, reg, p0, p1, p2, p3: load or store accumulator `reg` (8..23) from/to its place in
+# the C tile; p0..p3 point at the tile's 4 splat columns. Cycle c = reg - 8 accumulates vector
+# (c & 1) + 2 (c >> 3) times splat (c >> 1) & 3.
+	.macro	CACC op, reg, p0, p1, p2, p3
+	CACC_OFF = (((\reg - 8) & 1) + 2 * ((\reg - 8) >> 3)) * 4 * GEMM_ES
+	CACC_COL = ((\reg - 8) >> 1) & 3
+	.if CACC_COL & 2
+	.if CACC_COL & 1
+	CVEC	\op, \reg, \p3
+	.else
+	CVEC	\op, \reg, \p2
+	.endif
+	.elseif CACC_COL & 1
+	CVEC	\op, \reg, \p1
+	.else
+	CVEC	\op, \reg, \p0
+	.endif
+	.endm
+	.macro	CVEC op, reg, ptr
+	.if GEMM_SINGLE
+	\op\()s	$\reg, CACC_OFF(\ptr)
+	.else
+	\op\()d	$\reg, CACC_OFF(\ptr)
+	.endif
+	.endm
+
+# KBODY vs, ss, last, loop: one k of the register tile (thesis listing 4.1, schedule of
+# kernels/gemm_kloop.s). A2, A3, B3 are fetched for this k; A0, A1, B0, B1, B2 for the next one.
+# last = 1 is the peeled final k: no next-k fetches; its free P1 slots start storing the
+# accumulators whose last vmad has completed (7 cycles), through column pointers
+# $29, $24, $25, $27 computed in slots 4-6.
+	.macro	KBODY vs, ss, last, loop
+	SENDV	$0, \vs               # strategy 1: put what the previous k fetched
+	SENDV	$1, \vs
+	SENDS	$4, \ss
+	SENDS	$5, \ss
+	SENDS	$6, \ss
+	vmad	$0, $4, $8, $8        # 0  C00
+	vmad	$1, $4, $9, $9        # 1  C10
+	FETCHS	$7, 3, \ss            #    B3 (this k)
+	vmad	$0, $5, $10, $10      # 2  C01
+	FETCHV	$2, 2, \vs            #    A2 (this k)
+	vmad	$1, $5, $11, $11      # 3  C11
+	FETCHV	$3, 3, \vs            #    A3 (this k)
+	vmad	$0, $6, $12, $12      # 4  C02
+	.if \last
+	addl	$29, $26, $24         #    C column 1
+	.else
+	BUMP	$24, $26, \vs
+	.endif
+	vmad	$1, $6, $13, $13      # 5  C12
+	.if \last
+	addl	$24, $26, $25         #    C column 2
+	.else
+	BUMP	$25, $28, \ss
+	.endif
+	vmad	$0, $7, $14, $14      # 6  C03
+	SENDS	$7, \ss
+	.if \last
+	addl	$25, $26, $27         #    C column 3
+	.endif
+	vmad	$1, $7, $15, $15      # 7  C13
+	.if \last
+	CACC	vst, 8, $29, $24, $25, $27
+	.else
+	FETCHV	$0, 0, \vs            #    A0 (next k)
+	.endif
+	vmad	$2, $4, $16, $16      # 8  C20
+	.if \last
+	CACC	vst, 9, $29, $24, $25, $27
+	.else
+	subl	$27, 1, $27
+	.endif
+	vmad	$3, $4, $17, $17      # 9  C30
+	.if \last
+	CACC	vst, 10, $29, $24, $25, $27
+	.else
+	FETCHV	$1, 1, \vs            #    A1 (next k)
+	.endif
+	vmad	$2, $5, $18, $18      # 10 C21
+	SENDV	$2, \vs
+	.if \last
+	CACC	vst, 11, $29, $24, $25, $27
+	.endif
+	vmad	$3, $5, $19, $19      # 11 C31
+	.if \last
+	CACC	vst, 12, $29, $24, $25, $27
+	.else
+	FETCHS	$4, 0, \ss            #    B0 (next k)
+	.endif
+	vmad	$2, $6, $20, $20      # 12 C22
+	SENDV	$3, \vs
+	.if \last
+	CACC	vst, 13, $29, $24, $25, $27
+	.endif
+	vmad	$3, $6, $21, $21      # 13 C32
+	.if \last
+	CACC	vst, 14, $29, $24, $25, $27
+	.else
+	FETCHS	$5, 1, \ss            #    B1 (next k)
+	.endif
+	vmad	$2, $7, $22, $22      # 14 C23
+	.if \last
+	CACC	vst, 15, $29, $24, $25, $27
+	.else
+	FETCHS	$6, 2, \ss            #    B2 (next k)
+	.endif
+	vmad	$3, $7, $23, $23      # 15 C33
+	.if \last
+	.irp	r, 16, 17, 18, 19, 20, 21, 22, 23
+	CACC	vst, \r, $29, $24, $25, $27
+	.endr
+	.else
+	bgt	$27, \loop
+	.endif
+	.endm
+
+# PROLOGUE_FETCH vs, ss, sending: the fetches of k = 0 done before the loop, those of the
+# streams this CPE sends (sending = 1) or receives (sending = 0). Senders send before loading
+# C (their receivers are waiting), receivers load C before waiting for data.
+	.macro	PROLOGUE_FETCH vs, ss, sending
+	.if 1 - (\vs ^ \sending)
+	FETCHV	$0, 0, \vs
+	FETCHV	$1, 1, \vs
+	.endif
+	.if 1 - (\ss ^ \sending)
+	FETCHS	$4, 0, \ss
+	FETCHS	$5, 1, \ss
+	FETCHS	$6, 2, \ss
+	.endif
+	.endm
+
+# ROLE_TILES vs, ss: one step for a CPE that sends V (vs) / S (ss): every C register tile,
+# V tiles inner. Entered with F_VTILE = V, F_STILE = S, $29 = C.
+	.macro	ROLE_TILES vs, ss
+.Ltile\@:
+	ldl	$24, F_VTILE($sp)
+	ldl	$25, F_STILE($sp)
+	ldl	$27, F_KM1($sp)
+	addl	$29, $26, $2          # C splat columns 1..3 (these registers are fetched later)
+	addl	$2, $26, $3
+	addl	$3, $26, $7
+	PROLOGUE_FETCH \vs, \ss, 1
+	.irp	r, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23
+	CACC	vld, \r, $29, $2, $3, $7
+	.endr
+	PROLOGUE_FETCH \vs, \ss, 0
+	ble	$27, .Llast\@
+.Lk\@:
+	KBODY	\vs, \ss, 0, .Lk\@
+.Llast\@:
+	KBODY	\vs, \ss, 1
+	# Next tile: V tiles along the row of tiles, then the next row (4 splat columns down).
+	ldl	$24, F_VTILE($sp)
+	ldl	$25, F_VEND($sp)
+	ldi	$29, 16 * GEMM_ES($29)
+	ldi	$24, 16 * GEMM_ES($24)
+	stl	$24, F_VTILE($sp)
+	cmpeq	$24, $25, $25
+	beq	$25, .Ltile\@
+	ldl	$24, F_VBASE($sp)
+	ldl	$25, F_STILE($sp)
+	ldl	$27, F_SEND($sp)
+	ldl	$1, F_CROWSKIP($sp)
+	stl	$24, F_VTILE($sp)
+	ldi	$25, 4 * GEMM_ES($25)
+	stl	$25, F_STILE($sp)
+	addl	$29, $1, $29
+	cmpeq	$25, $27, $27
+	beq	$27, .Ltile\@
+	.endm
+
+# GEMM_BODY: the whole primitive for the current GEMM_DIR / GEMM_ES, with $16 = V, $17 = S,
+# $18 = C, $19 = Vb, $20 = Sb, $21 = Kb.
+	.macro	GEMM_BODY
+	ldi	$sp, -FRAME($sp)
+	.irp	r, 9, 10, 11, 12, 13, 14, 15
+	vstd	$\r, F_SAVED + 32 * (\r - 9)($sp)
+	.endr
+	stl	$26, F_RA($sp)
+	stl	$16, F_VBASE($sp)
+	stl	$17, F_SBASE($sp)
+	stl	$18, F_CBASE($sp)
+	sll	$19, 3 - GEMM_SINGLE, $26   # V stride (bytes per k)
+	sll	$20, 3 - GEMM_SINGLE, $28   # S stride
+	addl	$16, $26, $1
+	stl	$1, F_VEND($sp)
+	addl	$17, $28, $1
+	stl	$1, F_SEND($sp)
+	subl	$21, 1, $1
+	stl	$1, F_KM1($sp)
+	addl	$26, $26, $1
+	addl	$1, $26, $1
+	stl	$1, F_CROWSKIP($sp)
+	rcid	$1
+	srl	$1, 3, $2             # row i
+	and	$1, 7, $3             # column j
+	.if GEMM_DIR                  # V = B comes along the column from row t: send iff i == t
+	stl	$2, F_VCOORD($sp)
+	stl	$3, F_SCOORD($sp)
+	.else                         # V = A comes along the row from column t: send iff j == t
+	stl	$3, F_VCOORD($sp)
+	stl	$2, F_SCOORD($sp)
+	.endif
+	stl	$31, F_STEP($sp)
+.Lstep\@:
+	ldl	$1, F_STEP($sp)
+	ldl	$2, F_VCOORD($sp)
+	ldl	$3, F_SCOORD($sp)
+	ldl	$4, F_VBASE($sp)
+	ldl	$5, F_SBASE($sp)
+	ldl	$29, F_CBASE($sp)
+	stl	$4, F_VTILE($sp)
+	stl	$5, F_STILE($sp)
+	cmpeq	$2, $1, $2
+	cmpeq	$3, $1, $3
+	bne	$2, .Lvsend\@
+	bne	$3, .Lrecv_send\@
+	ROLE_TILES 0, 0
+	br	.Lstep_done\@
+.Lrecv_send\@:
+	ROLE_TILES 0, 1
+	br	.Lstep_done\@
+.Lvsend\@:
+	bne	$3, .Lsend_send\@
+	ROLE_TILES 1, 0
+	br	.Lstep_done\@
+.Lsend_send\@:
+	ROLE_TILES 1, 1
+.Lstep_done\@:
+	ldl	$1, F_STEP($sp)
+	addl	$1, 1, $1
+	stl	$1, F_STEP($sp)
+	cmplt	$1, 8, $1
+	bne	$1, .Lstep\@
+	.irp	r, 9, 10, 11, 12, 13, 14, 15
+	vldd	$\r, F_SAVED + 32 * (\r - 9)($sp)
+	.endr
+	ldl	$26, F_RA($sp)
+	ldi	$sp, FRAME($sp)
+	ret
+	.endm
+
+# GEMM_ENTRY name, dir, es: a primitive with the (A, B, C, Mb, Nb, Kb) arguments.
+	.macro	GEMM_ENTRY name, dir, single
+	GEMM_DIR = \dir
+	GEMM_SINGLE = \single
+	GEMM_ES = 8 - 4 * \single
+	.globl	\name
+	.ent	\name
+\name:
+	.if \dir                     # V = B, S = A, Vb = Nb, Sb = Mb
+	mov	$16, $1
+	mov	$17, $16
+	mov	$1, $17
+	mov	$19, $1
+	mov	$20, $19
+	mov	$1, $20
+	.endif
+	GEMM_BODY
+	.end	\name
+	.endm
+
+	GEMM_ENTRY gemm_prim_nm_d, 0, 0
+	GEMM_ENTRY gemm_prim_mn_d, 1, 0
+	GEMM_ENTRY gemm_prim_nm_s1, 0, 1
+	GEMM_ENTRY gemm_prim_mn_s1, 1, 1
+
+# ---- Strategy 2: single precision converted to double in LDM ----
+
+# CONVERT src, dst, count, load, lstep, store, sstep: copy `count` elements (a register, a
+# multiple of 4; clobbered, as are src and dst) converting with load/store, 4 vectors per
+# iteration while at least 16 remain, then one. Temporaries $1-$4.
+	.macro	CONVERT src, dst, count, load, lstep, store, sstep
+	br	2f
+1:	\load	$1, 0(\src)
+	\load	$2, \lstep(\src)
+	\load	$3, 2*\lstep(\src)
+	\load	$4, 3*\lstep(\src)
+	ldi	\src, 4*\lstep(\src)
+	subl	\count, 16, \count
+	\store	$1, 0(\dst)
+	\store	$2, \sstep(\dst)
+	\store	$3, 2*\sstep(\dst)
+	\store	$4, 3*\sstep(\dst)
+	ldi	\dst, 4*\sstep(\dst)
+2:	cmplt	\count, 16, $1
+	beq	$1, 1b
+	br	4f
+3:	\load	$1, 0(\src)
+	ldi	\src, \lstep(\src)
+	subl	\count, 4, \count
+	\store	$1, 0(\dst)
+	ldi	\dst, \sstep(\dst)
+4:	bgt	\count, 3b
+	.endm
+
+# Frame of the strategy-2 wrappers.
+	S2_RA = 0
+	S2_C32 = 8
+	S2_C64 = 16
+	S2_CCOUNT = 24        # Mb * Nb
+	S2_ARGS = 32          # the callee has no stack arguments
+	S2_FRAME = 64
+
+# GEMM_S2_ENTRY name, double_entry: widen A, B, C into the work area, run the double
+# primitive there, narrow C back.
+	.macro	GEMM_S2_ENTRY name, double_entry
+	.globl	\name
+	.ent	\name
+\name:
+	ldl	$22, 0($sp)           # work area
+	ldi	$sp, -S2_FRAME($sp)
+	stl	$26, S2_RA($sp)
+	stl	$18, S2_C32($sp)
+	mull	$21, $19, $23         # Kb * Mb
+	mov	$22, $24              # A64
+	CONVERT	$16, $22, $23, vlds, 16, vstd, 32
+	mov	$22, $25              # B64
+	mull	$21, $20, $23         # Kb * Nb
+	CONVERT	$17, $22, $23, vlds, 16, vstd, 32
+	stl	$22, S2_C64($sp)      # C64
+	mull	$19, $20, $23
+	stl	$23, S2_CCOUNT($sp)
+	mov	$22, $27
+	CONVERT	$18, $22, $23, vlds, 16, vstd, 32
+	mov	$24, $16
+	mov	$25, $17
+	mov	$27, $18
+	bsr	$26, \double_entry
+	ldl	$16, S2_C64($sp)
+	ldl	$17, S2_C32($sp)
+	ldl	$18, S2_CCOUNT($sp)
+	CONVERT	$16, $17, $18, vldd, 32, vsts, 16
+	ldl	$26, S2_RA($sp)
+	ldi	$sp, S2_FRAME($sp)
+	ret
+	.end	\name
+	.endm
+
+	GEMM_S2_ENTRY gemm_prim_nm_s2, gemm_prim_nm_d
+	GEMM_S2_ENTRY gemm_prim_mn_s2, gemm_prim_mn_d
