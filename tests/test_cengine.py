@@ -435,3 +435,8 @@ def test_agrees_with_the_python_engine():
     _same(pyengine.run(jobs[0]), cengine.run(jobs[1]))
     for name in ("regs", "ldm", "mem"):
         np.testing.assert_array_equal(getattr(jobs[0], name), getattr(jobs[1], name))
+
+
+def test_measure_speed_reports_the_run():
+    speed = cengine.measure_speed(make_job(DMA_SPIN, cpes=4, mem_bytes=64 * 4096), repeat=1)
+    assert speed["instructions"] > 0 and speed["instructions_per_second"] > 0

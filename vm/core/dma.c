@@ -82,10 +82,10 @@ static int check_request(const Sim *s, const Cpe *c, const uint64_t *descriptor,
         return BAD_REPLY;
     uint64_t all_cpes = s->num_cpes == 64 ? ~UINT64_C(0) : (UINT64_C(1) << s->num_cpes) - 1;
     if (mode == MODE_BCAST) {
-        r->targets = (descriptor_word(descriptor, 5) | descriptor_word(descriptor, 6) << 32)
-                     & all_cpes;
-        if (!r->targets)
+        uint64_t mask = descriptor_word(descriptor, 5) | descriptor_word(descriptor, 6) << 32;
+        if (!mask)
             return EMPTY_MASK;
+        r->targets = mask & all_cpes;   /* bits of CPEs outside the mesh name no LDM */
     } else if (mode == MODE_ROW) {
         r->targets = ((UINT64_C(1) << s->cfg.mesh_cols) - 1) << (c->row * s->cfg.mesh_cols);
     } else {
