@@ -34,19 +34,19 @@
 # Frame of the double / strategy-1 primitives (sp-relative, 32-byte aligned).
 	F_SAVED = 0           # $9..$15, 32 bytes each
 	F_RA = 224
-	F_VBASE = 232
-	F_SBASE = 240
-	F_CBASE = 248
-	F_VEND = 256          # V + Vb*es: end of a row of tiles
-	F_SEND = 264          # S + Sb*es: end of the tiles
-	F_KM1 = 272           # Kb - 1: iterations of the steady loop
-	F_STEP = 280          # t
-	F_VCOORD = 288        # this CPE sends V at step t iff F_VCOORD == t (j or i)
-	F_SCOORD = 296        # ... sends S iff F_SCOORD == t
-	F_VTILE = 304         # V pointer of the current tile
-	F_STILE = 312         # S pointer of the current tile
-	F_CROWSKIP = 320      # 3 * V stride: C from the end of a row of tiles to the next row
-	FRAME = 352
+	F_CBASE = 232
+	F_SBASE = 264
+	F_STEP = 240          # t
+	F_VCOORD = 248        # this CPE sends V at step t iff F_VCOORD == t (j or i)
+	F_SCOORD = 256        # ... sends S iff F_SCOORD == t
+	FRAME = 288
+
+# The tile loops keep their state in the upper 64-bit lanes of the loop's stride and C
+# registers (vextf / vinsf issue on P0, which is idle between tiles, beside the P1 loads and
+# stores of C; the loop's scalar instructions only read and write lane 0):
+#   $26: V stride | Kb - 1 | V end (V + Vb*es) | 3 * V stride (C: end of a tile row -> next)
+#   $28: S stride | S tile | S end (S + Sb*es) | V
+#   $29: C tile   | V tile
 
 # ---- Instruction choice, from GEMM_DIR (0: V along rows, 1: V along columns) and GEMM_SINGLE
 # (0 double, 1 single with strategy 1; GEMM_ES is the element size), set by GEMM_ENTRY. ----
@@ -142,9 +142,9 @@
 
 # KBODY vs, ss, last, loop: one k of the register tile (thesis listing 4.1, schedule of
 # kernels/gemm_kloop.s). A2, A3, B3 are fetched for this k; A0, A1, B0, B1, B2 for the next one.
-# last = 1 is the peeled final k: no next-k fetches; its free P1 slots start storing the
-# accumulators whose last vmad has completed (7 cycles), through column pointers
-# $29, $24, $25, $27 computed in slots 4-6.
+# last = 1 is the peeled final k: no next-k fetches; its free P1 slots store the accumulators
+# whose last vmad has completed (7 cycles) through column pointers $29, $24, $25, $27 computed
+# in slots 4-6; ROLE_TILES stores the other 7.
 	.macro	KBODY vs, ss, last, loop
 	SENDV	$0, \vs               # strategy 1: put what the previous k fetched
 	SENDV	$1, \vs
@@ -223,9 +223,7 @@
 	.endif
 	vmad	$3, $7, $23, $23      # 15 C33
 	.if \last
-	.irp	r, 16, 17, 18, 19, 20, 21, 22, 23
-	CACC	vst, \r, $29, $24, $25, $27
-	.endr
+	CACC	vst, 16, $29, $24, $25, $27
 	.else
 	bgt	$27, \loop
 	.endif
@@ -247,14 +245,14 @@
 	.endm
 
 # ROLE_TILES vs, ss: one step for a CPE that sends V (vs) / S (ss): every C register tile,
-# V tiles inner. Entered with F_VTILE = V, F_STILE = S, $29 = C.
+# V tiles inner. Entered with the tile state ($28, $29 lane 1) at the first tile.
 	.macro	ROLE_TILES vs, ss
 .Ltile\@:
-	ldl	$24, F_VTILE($sp)
-	ldl	$25, F_STILE($sp)
-	ldl	$27, F_KM1($sp)
+	vextf	$29, 1, $24           # V tile
 	addl	$29, $26, $2          # C splat columns 1..3 (these registers are fetched later)
+	vextf	$28, 1, $25           # S tile
 	addl	$2, $26, $3
+	vextf	$26, 1, $27           # Kb - 1
 	addl	$3, $26, $7
 	PROLOGUE_FETCH \vs, \ss, 1
 	.irp	r, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23
@@ -266,24 +264,33 @@
 	KBODY	\vs, \ss, 0, .Lk\@
 .Llast\@:
 	KBODY	\vs, \ss, 1
-	# Next tile: V tiles along the row of tiles, then the next row (4 splat columns down).
-	ldl	$24, F_VTILE($sp)
-	ldl	$25, F_VEND($sp)
+	# The last 7 stores, each paired with a P0 step to the next tile along the row of tiles
+	# ($0-$3 are free after the last vmad).
+	CACC	vst, 17, $29, $24, $25, $27
+	vextf	$29, 1, $0            # V tile
+	CACC	vst, 18, $29, $24, $25, $27
+	vextf	$26, 2, $1            # V end
+	CACC	vst, 19, $29, $24, $25, $27
+	ldi	$0, 16 * GEMM_ES($0)
+	CACC	vst, 20, $29, $24, $25, $27
 	ldi	$29, 16 * GEMM_ES($29)
-	ldi	$24, 16 * GEMM_ES($24)
-	stl	$24, F_VTILE($sp)
-	cmpeq	$24, $25, $25
-	beq	$25, .Ltile\@
-	ldl	$24, F_VBASE($sp)
-	ldl	$25, F_STILE($sp)
-	ldl	$27, F_SEND($sp)
-	ldl	$1, F_CROWSKIP($sp)
-	stl	$24, F_VTILE($sp)
-	ldi	$25, 4 * GEMM_ES($25)
-	stl	$25, F_STILE($sp)
-	addl	$29, $1, $29
-	cmpeq	$25, $27, $27
-	beq	$27, .Ltile\@
+	CACC	vst, 21, $29, $24, $25, $27
+	cmpeq	$0, $1, $1
+	CACC	vst, 22, $29, $24, $25, $27
+	vinsf	$0, $29, 1, $29
+	CACC	vst, 23, $29, $24, $25, $27
+	vextf	$28, 3, $0            # V
+	beq	$1, .Ltile\@
+	# Next row of tiles: 4 splat columns further.
+	vextf	$28, 1, $1            # S tile
+	vextf	$28, 2, $2            # S end
+	vextf	$26, 3, $3            # 3 * V stride
+	vinsf	$0, $29, 1, $29       # V tile = V
+	ldi	$1, 4 * GEMM_ES($1)
+	addl	$29, $3, $29
+	vinsf	$1, $28, 1, $28
+	cmpeq	$1, $2, $2
+	beq	$2, .Ltile\@
 	.endm
 
 # GEMM_BODY: the whole primitive for the current GEMM_DIR / GEMM_ES, with $16 = V, $17 = S,
@@ -294,20 +301,20 @@
 	vstd	$\r, F_SAVED + 32 * (\r - 9)($sp)
 	.endr
 	stl	$26, F_RA($sp)
-	stl	$16, F_VBASE($sp)
-	stl	$17, F_SBASE($sp)
 	stl	$18, F_CBASE($sp)
+	stl	$17, F_SBASE($sp)
 	sll	$19, 3 - GEMM_SINGLE, $26   # V stride (bytes per k)
 	sll	$20, 3 - GEMM_SINGLE, $28   # S stride
-	addl	$16, $26, $1
-	stl	$1, F_VEND($sp)
-	addl	$17, $28, $1
-	stl	$1, F_SEND($sp)
 	subl	$21, 1, $1
-	stl	$1, F_KM1($sp)
+	vinsf	$1, $26, 1, $26
+	addl	$16, $26, $1
+	vinsf	$1, $26, 2, $26       # V end
 	addl	$26, $26, $1
 	addl	$1, $26, $1
-	stl	$1, F_CROWSKIP($sp)
+	vinsf	$1, $26, 3, $26       # 3 * V stride
+	addl	$17, $28, $1
+	vinsf	$1, $28, 2, $28       # S end
+	vinsf	$16, $28, 3, $28      # V
 	rcid	$1
 	srl	$1, 3, $2             # row i
 	and	$1, 7, $3             # column j
@@ -323,11 +330,11 @@
 	ldl	$1, F_STEP($sp)
 	ldl	$2, F_VCOORD($sp)
 	ldl	$3, F_SCOORD($sp)
-	ldl	$4, F_VBASE($sp)
-	ldl	$5, F_SBASE($sp)
 	ldl	$29, F_CBASE($sp)
-	stl	$4, F_VTILE($sp)
-	stl	$5, F_STILE($sp)
+	ldl	$5, F_SBASE($sp)
+	vextf	$28, 3, $4
+	vinsf	$4, $29, 1, $29       # V tile = V
+	vinsf	$5, $28, 1, $28       # S tile = S
 	cmpeq	$2, $1, $2
 	cmpeq	$3, $1, $3
 	bne	$2, .Lvsend\@
