@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from collections import deque
 from dataclasses import dataclass
-from typing import Callable, Optional
+from typing import Callable, NamedTuple, Optional
 
 import numpy as np
 
@@ -72,6 +72,73 @@ def decode_program(code: np.ndarray, code_base: int, config) -> list[Optional[Op
         decoded = decode(int(word))
         ops.append(None if decoded is None else Op(code_base + 4 * index, *decoded, config))
     return ops
+
+
+# ---- the issue rules ------------------------------------------------------------------------
+class IssueState:
+    """What readiness depends on besides the structural conditions: register ready times and
+    the divide unit. A CPE is one; ``hostlib.analyze`` drives another through a loop body."""
+
+    def __init__(self, num_regs: int):
+        self.ready = [0] * num_regs          # cycle at which each register can be read
+        self.p0_busy_until = 0               # divide/sqrt in P0
+
+    def register_stall(self, op: Op, t: int) -> Optional[str]:
+        """Readiness checks 1-3 of timing.md (raw, waw, divide), or None if they pass."""
+        ready = self.ready
+        if any(ready[r] > t for r in op.sources):
+            return "raw"
+        if op.dest is not None and ready[op.dest] > t:
+            return "waw"
+        if op.p0_only and self.p0_busy_until > t:
+            return "divide"
+        return None
+
+    def record_issue(self, op: Op, t: int, result_ready: Optional[int] = None) -> None:
+        """``op`` issued at t: its destination is readable at t + latency (or at
+        ``result_ready``, e.g. a global load), a divide keeps P0 busy as long."""
+        if op.dest is not None:
+            self.ready[op.dest] = result_ready if result_ready is not None else t + op.latency
+        if op.cls == "fdiv":
+            self.p0_busy_until = t + op.latency
+
+
+class IssueGroup(NamedTuple):
+    """What one cycle's issue step does (timing.md "Issue rules")."""
+    stall: Optional[str]               # the leader is not ready: nothing issues, for this reason
+    leader_pipe: int = 0
+    follower: Optional[Op] = None      # issues on the other pipe
+    idle_reason: str = "pairing"       # charged to the other pipe when no follower issues
+
+
+def pairs(leader: Op, follower: Op) -> bool:
+    """Independent and a pipe left for the follower (readiness checked separately)."""
+    dest = leader.dest
+    if dest is not None and (dest in follower.sources or dest == follower.dest):
+        return False
+    if leader.p0_only:
+        return follower.can_use(1)
+    if leader.p1_only:
+        return follower.can_use(0)
+    return True
+
+
+def plan_issue(leader: Op, next_op: Optional[Op],
+               stall_reason: Callable[[Op], Optional[str]]) -> IssueGroup:
+    """Apply the issue rules to ``leader`` and the instruction after it in program order
+    (None if there is none); ``stall_reason(op)`` is op's readiness at this cycle."""
+    reason = stall_reason(leader)
+    if reason:
+        return IssueGroup(reason)
+    follower = None if leader.ends_group else next_op
+    follower_reason = stall_reason(follower) if follower else None
+    if follower is None or follower_reason or not pairs(leader, follower):
+        follower = None
+    if leader.p0_only or leader.p1_only:
+        leader_pipe = 0 if leader.p0_only else 1
+    else:
+        leader_pipe = 0 if follower is not None and follower.p1_only else 1
+    return IssueGroup(None, leader_pipe, follower, follower_reason or "pairing")
 
 
 # ---- register communication -----------------------------------------------------------------
@@ -210,17 +277,16 @@ def dma_memory_end(memory_address: int, size: int, block: int, stride: int) -> i
 
 
 # ---- one CPE (the ``cpu`` of semantics.py) --------------------------------------------------
-class Cpe:
+class Cpe(IssueState):
     def __init__(self, engine: "Engine", cpe_id: int, pc: int, regs: np.ndarray):
+        super().__init__(len(regs))
         self.engine = engine
         self.id = cpe_id
         self.row, self.col = divmod(cpe_id, engine.config.mesh_cols)
         self.regs = [[int(x) for x in reg] for reg in regs]
-        self.ready = [0] * len(self.regs)   # cycle at which each register can be read
         self.pc = pc
         self.halted = False
         self.halt_cycle = -1
-        self.p0_busy_until = 0               # divide/sqrt in P0
         self.global_free_at = 0              # next global access may issue
         self.queues = {"row": deque(), "col": deque()}
         self.sends: deque[Transfer] = deque()
@@ -486,13 +552,9 @@ class Engine:
 
     def stall_reason(self, cpe: Cpe, op: Op, t: int) -> Optional[str]:
         """The first readiness check ``op`` fails at cycle t (timing.md), or None if ready."""
-        ready = cpe.ready
-        if any(ready[r] > t for r in op.sources):
-            return "raw"
-        if op.dest is not None and ready[op.dest] > t:
-            return "waw"
-        if op.p0_only and cpe.p0_busy_until > t:
-            return "divide"
+        reason = cpe.register_stall(op, t)
+        if reason:
+            return reason
         cls = op.cls
         if cls == "get":
             return None if cpe.queues[_QUEUE_OF[op.name]] else "get_empty"
@@ -505,18 +567,6 @@ class Engine:
             return "global"
         return None
 
-    @staticmethod
-    def pairs(leader: Op, follower: Op) -> bool:
-        """Independent and a pipe left for the follower (readiness checked separately)."""
-        dest = leader.dest
-        if dest is not None and (dest in follower.sources or dest == follower.dest):
-            return False
-        if leader.p0_only:
-            return follower.can_use(1)
-        if leader.p1_only:
-            return follower.can_use(0)
-        return True
-
     def execute(self, cpe: Cpe, op: Op, t: int) -> None:
         cpe.cycle, cpe.next_pc, cpe.result_ready = t, op.pc + 4, None
         try:
@@ -524,11 +574,7 @@ class Engine:
         except Fault:
             cpe.pc = op.pc
             raise
-        if op.dest is not None:
-            cpe.ready[op.dest] = cpe.result_ready if cpe.result_ready is not None \
-                else t + op.latency
-        if op.cls == "fdiv":
-            cpe.p0_busy_until = t + op.latency
+        cpe.record_issue(op, t, cpe.result_ready)
         cpe.pc = cpe.next_pc
 
     def issue(self, cpe: Cpe, t: int) -> tuple[str, int, int]:
@@ -537,24 +583,18 @@ class Engine:
         if cpe.barrier_wait:
             return ("barrier", *self.idle_index["barrier"])
         leader = self.fetch(cpe)
-        reason = self.stall_reason(cpe, leader, t)
-        if reason:
-            return (reason, *self.idle_index[reason])
-        follower = None if leader.ends_group else self.follower(leader)
-        follower_reason = self.stall_reason(cpe, follower, t) if follower else None
-        pairs = follower is not None and follower_reason is None and self.pairs(leader, follower)
-        if leader.p0_only or leader.p1_only:
-            leader_pipe = 0 if leader.p0_only else 1
-        else:
-            leader_pipe = 0 if pairs and follower.p1_only else 1
+        group = plan_issue(leader, self.follower(leader),
+                           lambda op: self.stall_reason(cpe, op, t))
+        if group.stall:
+            return (group.stall, *self.idle_index[group.stall])
         self.execute(cpe, leader, t)
-        if pairs:
-            self.execute(cpe, follower, t)
-        other = 1 - leader_pipe
+        if group.follower:
+            self.execute(cpe, group.follower, t)
+        leader_pipe, other = group.leader_pipe, 1 - group.leader_pipe
         charge = [0, 0]
         charge[leader_pipe] = self.valid_index[leader_pipe]
-        charge[other] = self.valid_index[other] if pairs else \
-            self.idle_index[follower_reason or "pairing"][other]
+        charge[other] = self.valid_index[other] if group.follower else \
+            self.idle_index[group.idle_reason][other]
         return (RUNNING, *charge)
 
     # -- counters and trace --------------------------------------------------------------------
