@@ -87,6 +87,7 @@ void comm_send(Sim *s, Cpe *c, int column, uint64_t targets, const uint64_t *val
         return;
     }
     Transfer *tr = fifo_at(s, c, c->fifo_count++);
+    s->senders |= UINT64_C(1) << c->id;
     tr->due = t + s->cfg.rc_latency;
     tr->targets = targets;
     tr->column = column;
@@ -107,10 +108,8 @@ static int queues_have_room(const Sim *s, uint64_t targets, int column)
 /* Phase 1(b): in CPE id order each sender delivers at most the head of its FIFO. */
 void comm_deliver(Sim *s, int64_t t)
 {
-    for (int i = 0; i < s->num_cpes; i++) {
-        Cpe *c = &s->cpes[i];
-        if (c->fifo_count == 0)
-            continue;
+    for (uint64_t senders = s->senders; senders; senders &= senders - 1) {
+        Cpe *c = &s->cpes[__builtin_ctzll(senders)];   /* ascending ids */
         Transfer *head = fifo_at(s, c, 0);
         if (head->due > t || !queues_have_room(s, head->targets, head->column))
             continue;
@@ -124,7 +123,8 @@ void comm_deliver(Sim *s, int64_t t)
             s->cg[CG_RC_DELIVERIES]++;
         }
         c->fifo_head = ring_index(c->fifo_head, 1, s->fifo_capacity);
-        c->fifo_count--;
+        if (--c->fifo_count == 0)
+            s->senders &= ~(UINT64_C(1) << c->id);
         c->sleep_until = t;            /* a put may find room now */
     }
 }
@@ -134,10 +134,8 @@ void comm_deliver(Sim *s, int64_t t)
 int64_t comm_next_event(const Sim *s, int64_t t)
 {
     int64_t next = TIME_NEVER;
-    for (int i = 0; i < s->num_cpes; i++) {
-        const Cpe *c = &s->cpes[i];
-        if (c->fifo_count == 0)
-            continue;
+    for (uint64_t senders = s->senders; senders; senders &= senders - 1) {
+        const Cpe *c = &s->cpes[__builtin_ctzll(senders)];
         const Transfer *head = fifo_at(s, c, 0);
         if (head->due <= t && queues_have_room(s, head->targets, head->column))
             return t + 1;

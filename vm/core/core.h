@@ -147,6 +147,7 @@ typedef struct {
     Cpe *cpes;
     uint64_t *cg;              /* result->cg_counters */
     int64_t fifo_capacity;
+    uint64_t senders;          /* CPEs whose transfer FIFO is not empty */
     int64_t interface_free;    /* the CG memory interface takes the next global access */
     int halted_this_cycle;
     DmaEngine dma;

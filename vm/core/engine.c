@@ -224,6 +224,7 @@ static int execute_misc(Sim *s, Cpe *c, const Instr *in, int64_t t)
 }
 
 /* Applies an instruction at issue. EXEC_NEXT leaves the pc to the caller; the others set it. */
+__attribute__((always_inline))
 static inline int execute(Sim *s, Cpe *c, const Instr *in, int64_t t, Fault *fault)
 {
     switch (in->cls) {
