@@ -15,27 +15,9 @@ PROGRESS_AFTER_SECONDS = 2.0
 
 def register(subparsers) -> None:
     run = subparsers.add_parser("run", help="assemble (or load) a kernel and run it on a CG")
-    run.add_argument("program", metavar="KERNEL", help="assembly source (.s) or program (.swo)")
-    run.add_argument("--entry", default="kernel", help="entry label (default: kernel)")
-    run.add_argument("--cpes", type=int, default=64, metavar="N", help="spawn CPEs 0..N-1")
-    run.add_argument("--cg", type=int, default=0, help="core group (default 0)")
-    run.add_argument("--arg", action="append", default=[], metavar="VALUE",
-                     help="argument: an int, a float, or @file.npy (copied to main memory, "
-                          "its address passed); repeat for each argument")
-    run.add_argument("--dump", action="append", default=[], metavar="ADDR:SHAPE:DTYPE:FILE",
-                     help="after the run save memory to FILE.npy; ADDR a number or argN, "
-                          "SHAPE like 64x64")
-    run.add_argument("--max-cycles", type=int, default=None, metavar="N")
+    add_run_arguments(run)
     run.add_argument("--stats", action="store_true", help="per-CG summary and EE mesh")
     run.add_argument("--json", action="store_true", help="the statistics as JSON")
-    run.add_argument("--trace", metavar="FILE.json", help="write a Perfetto/Chrome trace")
-    run.add_argument("--engine", choices=("c", "python"), default="c")
-    run.add_argument("--config", default="sw26010", choices=sorted(PRESETS), metavar="PRESET")
-    run.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
-                     help="override a configuration parameter")
-    run.add_argument("--progress", action="store_true",
-                     help="show a progress bar even when stderr is not a terminal")
-    run.add_argument("-I", dest="include_dirs", action="append", default=[], metavar="DIR")
     run.set_defaults(func=_run)
 
     config = subparsers.add_parser("config", help="print the machine parameters")
@@ -45,7 +27,47 @@ def register(subparsers) -> None:
 
 
 # ---- swsim run ------------------------------------------------------------------------------
+def add_run_arguments(parser) -> None:
+    """The arguments that say what to run: `swsim run`'s, also used by higher layers'
+    commands that run a kernel (`swsim report`)."""
+    parser.add_argument("program", metavar="KERNEL",
+                        help="assembly source (.s) or program (.swo)")
+    parser.add_argument("--entry", default="kernel", help="entry label (default: kernel)")
+    parser.add_argument("--cpes", type=int, default=64, metavar="N", help="spawn CPEs 0..N-1")
+    parser.add_argument("--cg", type=int, default=0, help="core group (default 0)")
+    parser.add_argument("--arg", action="append", default=[], metavar="VALUE",
+                        help="argument: an int, a float, or @file.npy (copied to main memory, "
+                             "its address passed); repeat for each argument")
+    parser.add_argument("--dump", action="append", default=[], metavar="ADDR:SHAPE:DTYPE:FILE",
+                        help="after the run save memory to FILE.npy; ADDR a number or argN, "
+                             "SHAPE like 64x64")
+    parser.add_argument("--max-cycles", type=int, default=None, metavar="N")
+    parser.add_argument("--trace", metavar="FILE.json", help="write a Perfetto/Chrome trace")
+    parser.add_argument("--engine", choices=("c", "python"), default="c")
+    parser.add_argument("--config", default="sw26010", choices=sorted(PRESETS), metavar="PRESET")
+    parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                        help="override a configuration parameter")
+    parser.add_argument("--progress", action="store_true",
+                        help="show a progress bar even when stderr is not a terminal")
+    parser.add_argument("-I", dest="include_dirs", action="append", default=[], metavar="DIR")
+
+
 def _run(args) -> int:
+    machine, result = run_from_args(args)
+    if args.json:
+        print(json.dumps(result.to_dict(), indent=2))
+    elif args.stats:
+        print(result.summary())
+    else:
+        print(f"{result.cycles} cycles ({result.kernel_cycles} kernel + "
+              f"{machine.config.spawn_cycles} spawn), {result.seconds * 1e6:.3f} us, "
+              f"mean EE {result.ee:.1%}")
+    return 0
+
+
+def run_from_args(args):
+    """Run what the arguments of ``add_run_arguments`` say: (Machine, RunResult), after the
+    dumps and the trace are written."""
     from ..asm import assemble_file
     from ..asm.swo import load_program
     from .machine import Machine
@@ -66,15 +88,7 @@ def _run(args) -> int:
         _dump(spec, machine, values)
     if args.trace:
         write_trace(result, args.trace)
-    if args.json:
-        print(json.dumps(result.to_dict(), indent=2))
-    elif args.stats:
-        print(result.summary())
-    else:
-        print(f"{result.cycles} cycles ({result.kernel_cycles} kernel + "
-              f"{machine.config.spawn_cycles} spawn), {result.seconds * 1e6:.3f} us, "
-              f"mean EE {result.ee:.1%}")
-    return 0
+    return machine, result
 
 
 def _override(text: str, preset: str) -> tuple[str, object]:
