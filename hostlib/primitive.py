@@ -28,7 +28,7 @@ VECTOR_TILE, SPLAT_TILE = 16, 4
 # "put" = strategy 1 (vlds/ldse + putr/putc in the inner loop). docs/gemm.md has the numbers.
 F32_STRATEGIES = {"convert": "_s2", "put": "_s1"}
 DEFAULT_F32_STRATEGY = "convert"
-STACK_RESERVE = 1024          # driver, primitive and strategy-2 frames (64 + 352 + 64) + slack
+STACK_RESERVE = 512           # frames: driver 64 + strategy-2 wrapper 64 + primitive 288
 JOB_FIELDS = ("a_mem", "b_mem", "c_mem", "a_ldm", "b_ldm", "c_ldm", "work_ldm",
               "a_bytes", "b_bytes", "c_bytes", "mb", "nb", "kb")
 JOB_BYTES = 128

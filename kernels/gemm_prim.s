@@ -35,10 +35,10 @@
 	F_SAVED = 0           # $9..$15, 32 bytes each
 	F_RA = 224
 	F_CBASE = 232
-	F_SBASE = 264
-	F_STEP = 240          # t
-	F_VCOORD = 248        # this CPE sends V at step t iff F_VCOORD == t (j or i)
-	F_SCOORD = 256        # ... sends S iff F_SCOORD == t
+	F_SBASE = 240
+	F_STEP = 248          # t
+	F_VCOORD = 256        # this CPE sends V at step t iff F_VCOORD == t (j or i)
+	F_SCOORD = 264        # ... sends S iff F_SCOORD == t
 	FRAME = 288
 
 # The tile loops keep their state in the upper 64-bit lanes of the loop's stride and C
@@ -297,6 +297,7 @@
 # $18 = C, $19 = Vb, $20 = Sb, $21 = Kb.
 	.macro	GEMM_BODY
 	ldi	$sp, -FRAME($sp)
+	.frame	$30, FRAME, $26, 0
 	.irp	r, 9, 10, 11, 12, 13, 14, 15
 	vstd	$\r, F_SAVED + 32 * (\r - 9)($sp)
 	.endr
@@ -364,7 +365,7 @@
 	ret
 	.endm
 
-# GEMM_ENTRY name, dir, es: a primitive with the (A, B, C, Mb, Nb, Kb) arguments.
+# GEMM_ENTRY name, dir, single: a primitive with the (A, B, C, Mb, Nb, Kb) arguments.
 	.macro	GEMM_ENTRY name, dir, single
 	GEMM_DIR = \dir
 	GEMM_SINGLE = \single
@@ -434,6 +435,7 @@
 \name:
 	ldl	$22, 0($sp)           # work area
 	ldi	$sp, -S2_FRAME($sp)
+	.frame	$30, S2_FRAME, $26, 0
 	stl	$26, S2_RA($sp)
 	stl	$18, S2_C32($sp)
 	mull	$21, $19, $23         # Kb * Mb
