@@ -1,8 +1,12 @@
-"""Host-library commands: `swsim bench ...`."""
+"""Host-library commands: `swsim bench ...`, `swsim analyze` (steady-state loop analysis) and
+`swsim report` (run a kernel as `swsim run` does, then report on the run)."""
 from __future__ import annotations
 
 import json
 from dataclasses import asdict
+
+from ..vm.cli import add_run_arguments, run_from_args
+from ..vm.config import PRESETS, VMConfig
 
 
 def register(subparsers) -> None:
@@ -22,6 +26,33 @@ def register(subparsers) -> None:
     speed.add_argument("--json", action="store_true")
     speed.set_defaults(func=_speed)
 
+    analyze = subparsers.add_parser("analyze", help="steady-state cycles per iteration of a "
+                                    "loop under the issue rules (like llvm-mca)")
+    analyze.add_argument("program", metavar="KERNEL", help="assembly source (.s) or program (.swo)")
+    analyze.add_argument("--loop", required=True, metavar="LABEL|LINE",
+                         help="the loop head: a label, or a source line (numeric labels), "
+                              "optionally FILE:LINE")
+    analyze.add_argument("--iterations", type=int, default=20, metavar="N",
+                         help="iterations to simulate (default 20)")
+    analyze.add_argument("--entry", metavar="NAME", help="look for the loop in this function")
+    analyze.add_argument("--instance", type=int, default=1, metavar="K",
+                         help="the Kth loop when the line is expanded several times (macros)")
+    analyze.add_argument("--config", default="sw26010", choices=sorted(PRESETS),
+                         metavar="PRESET")
+    analyze.add_argument("--json", action="store_true")
+    analyze.add_argument("-I", dest="include_dirs", action="append", default=[], metavar="DIR")
+    analyze.set_defaults(func=_analyze)
+
+    report = subparsers.add_parser("report", help="run a kernel (arguments of `swsim run`) "
+                                   "and report EE, idle reasons, DMA, GFLOPS and a roofline")
+    add_run_arguments(report)
+    report.add_argument("--flops", type=float, metavar="N",
+                        help="floating-point operations the run performs (the VM does not "
+                             "count them; without it an upper bound is shown)")
+    report.add_argument("--roofline", metavar="FILE.png", help="write the roofline plot")
+    report.add_argument("--json", action="store_true")
+    report.set_defaults(func=_report)
+
 
 def _fidelity(args) -> int:
     from .bench import fidelity
@@ -40,4 +71,26 @@ def _speed(args) -> int:
         print(json.dumps([{**asdict(r), "mips": r.mips} for r in rows], indent=2))
     else:
         print(speed.format_table(rows))
+    return 0
+
+
+def _analyze(args) -> int:
+    from ..asm import assemble_file
+    from ..asm.swo import load_program
+    from .analyze import analyze_loop
+    program = load_program(args.program) if args.program.endswith(".swo") else \
+        assemble_file(args.program, tuple(args.include_dirs))
+    analysis = analyze_loop(program, args.loop, args.iterations, VMConfig.preset(args.config),
+                            args.entry, args.instance, source_file=args.program)
+    print(json.dumps(analysis.to_dict(), indent=2) if args.json else analysis)
+    return 0
+
+
+def _report(args) -> int:
+    from .report import run_report
+    _, result = run_from_args(args)
+    report = run_report(result, args.flops)
+    if args.roofline:
+        report.roofline_png(args.roofline)
+    print(json.dumps(report.to_dict(), indent=2) if args.json else report)
     return 0
