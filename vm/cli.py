@@ -105,7 +105,10 @@ def _override(text: str, preset: str) -> tuple[str, object]:
 
 def _argument(text: str, machine):
     if text.startswith("@"):
-        return machine.mem.put(np.load(text[1:]))
+        try:
+            return machine.mem.put(np.load(text[1:]))
+        except (OSError, ValueError, EOFError) as exc:   # EOFError: an empty file
+            raise HostError(f"--arg {text!r}: not a .npy file ({exc})") from None
     for parse in (lambda t: int(t, 0), float):
         try:
             return parse(text)
