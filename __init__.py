@@ -5,7 +5,7 @@ Layers (each imports only the ones before it): ``isa`` (the instruction table) �
 (assembler, linker, disassembler) ← ``vm`` (the core-group emulator) ← ``kernels`` /
 ``hostlib`` (assembly kernels and the host library).
 """
-from .errors import SwsimError
+from swsim.errors import SwsimError  # absolute: pytest may import this file from the checkout root
 
 __version__ = "0.1.0"
 
