@@ -1,6 +1,6 @@
-"""`swsim bench fidelity`: measure every row of MACHINE.md §11 that needs no full GEMM with the
-micro-benchmark kernels in ``kernels/fidelity.s`` (and ``kernels/gemm_kloop.s``), and print each
-next to its published value.
+"""`swsim bench fidelity`: measure every row of MACHINE.md §11 with the micro-benchmark kernels in
+``kernels/fidelity.s``, the GEMM inner loop of ``kernels/gemm_kloop.s`` and the LDM GEMM
+primitive (``kernels/gemm_prim.s``), and print each next to its published value.
 
 Rates are measured as differences of two run lengths (n2 - n1 repetitions), so start-up costs
 (spawn, the first DMA, pipeline fill) cancel out; bytes are counted from what each kernel is known
@@ -15,6 +15,7 @@ import numpy as np
 
 from ...vm import Machine
 from ...kernels import program
+from ..primitive import ldm_gemm
 
 
 @dataclass
@@ -162,8 +163,19 @@ def gemm_inner_loop(engine):
                 "cycles/iteration", "EE = 16 / this")]
 
 
+def gemm_primitive(engine):
+    # The best block shape of the primitive's sweep (docs/gemm.md): 16 x 4 x 384 per CPE.
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((8 * 16, 8 * 384)), rng.standard_normal((8 * 384, 8 * 4))
+    _, stats = ldm_gemm(a, b, layout="nm", engine=engine)
+    return [Row("LDM GEMM primitive, best case (blocks 16 x 4 x 384 per CPE, double)", 722.95,
+                stats.gflops, "GFLOPS", f"{100 * stats.efficiency:.1f}% of the "
+                f"{stats.peak_gflops:.1f} GFLOPS CG peak; thesis 97.3%")]
+
+
 MEASUREMENTS: list[Callable] = [rc_latency, rc_bandwidth, dma_bandwidth, dma_latency,
-                                dma_strided, global_access, barrier, gemm_inner_loop]
+                                dma_strided, global_access, barrier, gemm_inner_loop,
+                                gemm_primitive]
 
 
 def run(engine: str = "c") -> list[Row]:
@@ -175,7 +187,7 @@ def run(engine: str = "c") -> list[Row]:
 
 def format_table(rows: list[Row]) -> str:
     header = ("quantity", "published", "swsim", "unit", "error %")
-    body = [(r.quantity, "-" if r.published is None else f"{r.published:.4g}",
+    body = [(r.quantity, "-" if r.published is None else f"{r.published:.6g}",
              f"{r.measured:.4g}", r.unit,
              "-" if r.error_pct is None else f"{r.error_pct:+.1f}") for r in rows]
     widths = [max(len(str(x[i])) for x in [header, *body]) for i in range(5)]
