@@ -1,7 +1,7 @@
 """Steady-state analysis of a loop body under the issue rules: the SW26010 counterpart of
 llvm-mca (docs/analysis.md).
 
-The loop is the code from its head (a label, or a source line for numeric labels) to the first
+The loop is the code from its head (a label, or a source line for numeric labels) to the last
 backward branch that targets it. The body is issued again and again on one CPE by the reference
 engine's own issue rules (``vm.pyengine.plan_issue`` and ``IssueState``) in an ideal
 environment: every structural condition holds, loads take their LDM latency, forward branches
@@ -78,7 +78,7 @@ def find_loop(program: Program, loop: str, config: Optional[VMConfig] = None,
                                                                program.code_end)
     loop_heads = {_branch_target(op): op.pc for op in ops
                   if op is not None and op.cls == "branch" and _branch_target(op) <= op.pc
-                  and low <= _branch_target(op) < high}   # head -> first branch back to it
+                  and low <= _branch_target(op) < high}   # head -> last branch back to it
     notes = []
     if loop in program.symbols:
         heads, name = [program.symbols[loop].value], loop
@@ -212,13 +212,12 @@ class _Issuer:
             return idle, idle
         slots = [None, None]
         slots[group.leader_pipe] = Slot(position % n, position // n)
-        follower = position + 1
+        after = position + 1
         if group.follower:
-            slots[1 - group.leader_pipe] = Slot(follower % n, follower // n)
+            slots[1 - group.leader_pipe] = Slot(after % n, after // n)
         elif group.idle_reason != "pairing":
             slots[1 - group.leader_pipe] = Slot(
-                reason=group.idle_reason,
-                detail=self._stall_detail(follower, group.idle_reason, t))
+                reason=group.idle_reason, detail=self._stall_detail(after, group.idle_reason, t))
         else:
             slots[1 - group.leader_pipe] = Slot(reason="pairing",
                                                 detail=self._pairing_detail(position))

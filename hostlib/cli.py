@@ -7,6 +7,7 @@ from dataclasses import asdict
 
 from ..vm.cli import add_run_arguments, run_from_args
 from ..vm.config import PRESETS, VMConfig
+from .analyze import DEFAULT_ITERATIONS, analyze_loop
 
 
 def register(subparsers) -> None:
@@ -32,8 +33,8 @@ def register(subparsers) -> None:
     analyze.add_argument("--loop", required=True, metavar="LABEL|LINE",
                          help="the loop head: a label, or a source line (numeric labels), "
                               "optionally FILE:LINE")
-    analyze.add_argument("--iterations", type=int, default=20, metavar="N",
-                         help="iterations to simulate (default 20)")
+    analyze.add_argument("--iterations", type=int, default=DEFAULT_ITERATIONS, metavar="N",
+                         help=f"iterations to simulate (default {DEFAULT_ITERATIONS})")
     analyze.add_argument("--entry", metavar="NAME", help="look for the loop in this function")
     analyze.add_argument("--instance", type=int, default=1, metavar="K",
                          help="the Kth loop when the line is expanded several times (macros)")
@@ -77,7 +78,6 @@ def _speed(args) -> int:
 def _analyze(args) -> int:
     from ..asm import assemble_file
     from ..asm.swo import load_program
-    from .analyze import analyze_loop
     program = load_program(args.program) if args.program.endswith(".swo") else \
         assemble_file(args.program, tuple(args.include_dirs))
     analysis = analyze_loop(program, args.loop, args.iterations, VMConfig.preset(args.config),
