@@ -7,9 +7,9 @@
 # send/receive x column send/receive) run the same 16-cycle schedule: one vmad per cycle on P0,
 # the 8 fetches (load-and-broadcast or get), 2 pointer updates, the counter and the branch on P1.
 #
-# Schedule (cycle: vmad C[m][n] = A_m * B_n + C[m][n]; P1 fetch slots). A register is reloaded
-# after its last use in the iteration and >= 4 cycles before its first use in the next one:
-#   A2, A3, B3 are fetched for the current k (slots 1-3), A0, A1, B0, B1, B2 for k + 1.
+# The schedule is KBODY of gemm_kbody.inc, shared with the LDM GEMM primitive: a register is
+# reloaded after its last use in the iteration and >= 4 cycles before its first use in the next
+# one; A2, A3, B3 are fetched for the current k (slots 1-3), A0, A1, B0, B1, B2 for k + 1.
 #
 # Arguments: a0 = K (iterations, >= 1), a1 = A_all (memory, 8 x (K+1) x 16 doubles),
 #            a2 = B_all (memory, 8 x (K+1) x 4 doubles), a3 = out (memory, 64 x 640 bytes:
@@ -26,65 +26,24 @@
 	A_LDM = 0x400         # the A tile ((K+1) x 128 bytes, K <= 191)
 	B_LDM = 0x6400        # the B tile ((K+1) x 32 bytes)
 
-# FETCHA reg, off: row operand (vector). Row senders load and broadcast, receivers get.
-	.macro	FETCHA reg, off, send
-	.if \send
-	vldr	\reg, \off($24)
-	.else
-	getr	\reg
-	.endif
-	.endm
-# FETCHB reg, off: column operand (splatted double).
-	.macro	FETCHB reg, off, send
-	.if \send
-	lddec	\reg, \off($25)
-	.else
-	getc	\reg
-	.endif
-	.endm
-	.macro	BUMP reg, bytes, send
-	.if \send
-	ldi	\reg, \bytes(\reg)
-	.endif
-	.endm
+	GEMM_DIR = 0          # the vector operand A comes along rows (vldr / getr)
+	GEMM_SINGLE = 0
+	GEMM_ES = 8
+	.include "gemm_kbody.inc"
 
-# One role's loop: rs / cs = 1 if this CPE sends along the row / column.
+# One role's loop: rs / cs = 1 if this CPE sends along the row / column. The loop registers are
+# those of KBODY: $24 / $25 A / B pointers, $26 / $28 their strides per k, $27 the counter.
 	.macro	KLOOP rs, cs
-	FETCHA	$0, 0, \rs            # prologue: the operands of k = 0 fetched by the loop's
-	FETCHA	$1, 32, \rs           # "next k" slots
-	FETCHB	$4, 0, \cs
-	FETCHB	$5, 8, \cs
-	FETCHB	$6, 16, \cs
+	# The operands of k = 0, fetched as the loop's "next k" slots do. Every role takes them
+	# before the timer starts, so the loop time excludes the wait for the senders' DMA.
+	FETCHV	$0, 0, \rs
+	FETCHV	$1, 1, \rs
+	FETCHS	$4, 0, \cs
+	FETCHS	$5, 1, \cs
+	FETCHS	$6, 2, \cs
 	rtc	$29
-1:
-	vmad	$0, $4, $8, $8        # 0  C00
-	vmad	$1, $4, $9, $9        # 1  C10
-	FETCHB	$7, 24, \cs           #    B3 (this k)
-	vmad	$0, $5, $10, $10      # 2  C01
-	FETCHA	$2, 64, \rs           #    A2 (this k)
-	vmad	$1, $5, $11, $11      # 3  C11
-	FETCHA	$3, 96, \rs           #    A3 (this k)
-	vmad	$0, $6, $12, $12      # 4  C02
-	BUMP	$24, 128, \rs
-	vmad	$1, $6, $13, $13      # 5  C12
-	BUMP	$25, 32, \cs
-	vmad	$0, $7, $14, $14      # 6  C03
-	vmad	$1, $7, $15, $15      # 7  C13
-	FETCHA	$0, 0, \rs            #    A0 (next k)
-	vmad	$2, $4, $16, $16      # 8  C20
-	subl	$27, 1, $27
-	vmad	$3, $4, $17, $17      # 9  C30
-	FETCHA	$1, 32, \rs           #    A1 (next k)
-	vmad	$2, $5, $18, $18      # 10 C21
-	vmad	$3, $5, $19, $19      # 11 C31
-	FETCHB	$4, 0, \cs            #    B0 (next k)
-	vmad	$2, $6, $20, $20      # 12 C22
-	vmad	$3, $6, $21, $21      # 13 C32
-	FETCHB	$5, 8, \cs            #    B1 (next k)
-	vmad	$2, $7, $22, $22      # 14 C23
-	FETCHB	$6, 16, \cs           #    B2 (next k)
-	vmad	$3, $7, $23, $23      # 15 C33
-	bgt	$27, 1b
+kloop_\rs\()\cs:                # e.g. swsim analyze kernels/gemm_kloop.s --loop kloop_00
+	KBODY	\rs, \cs, 0, kloop_\rs\()\cs
 	rtc	$28
 	br	$31, .Ldone
 	.endm
@@ -97,6 +56,7 @@ gemm_kloop:
 	.frame	$30, 32, $26, 0
 	mov	$16, $27              # K
 	stl	$19, 0($sp)           # out (needed after the loop; $19 is an accumulator)
+	stl	$26, 8($sp)           # ra ($26 is the loop's A stride)
 	rcid	$28
 	and	$28, 7, $0            # column j
 	srl	$28, 3, $1            # row i
@@ -122,6 +82,8 @@ gemm_kloop:
 .Lno_b:
 	ldi	$24, A_LDM
 	ldi	$25, B_LDM
+	ldi	$26, 128              # A: 16 doubles per k
+	ldi	$28, 32               # B: 4 doubles per k
 	.irp	r, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23
 	vcpyf	$31, $\r
 	.endr
@@ -153,6 +115,7 @@ gemm_kloop:
 	MAKE_DESC $5, 1, 640, REPLY
 	ldi	$6, C_LDM
 	DMA_WAIT $5, $3, $6, REPLY
+	ldl	$26, 8($sp)
 	ldi	$sp, 32($sp)
 	ret
 	.end	gemm_kloop
