@@ -99,10 +99,17 @@ class Report:
         return self.peak_gflops * len(self.result.cpe) / self.config.num_cpes
 
     @property
+    def dram_bytes(self) -> int:
+        """Bytes the memory moved: DMA transactions, and one transaction per global load or
+        store (each costs a whole 128-byte transaction however few bytes it uses, §3)."""
+        counters = self.result.counters
+        global_accesses = counters["gld_count"] + counters["gst_count"]
+        return counters["dma_bytes_moved"] + global_accesses * self.config.dma_transaction_bytes
+
+    @property
     def intensity(self) -> float:
-        """Arithmetic intensity: flops per DRAM byte moved by DMA (inf without DMA)."""
-        moved = self.result.counters["dma_bytes_moved"]
-        return self.effective_flops / moved if moved else math.inf
+        """Arithmetic intensity: flops per DRAM byte moved (inf without DRAM traffic)."""
+        return self.effective_flops / self.dram_bytes if self.dram_bytes else math.inf
 
     @property
     def ridge_intensity(self) -> float:
@@ -160,6 +167,8 @@ class Report:
             f"{self.t_dma_seconds * clock:.0f} cycles; T_compute = busiest CPE's #P0_cycle = "
             f"{self.compute_cycles} cycles",
             f"  RBW/MBW memory->LDM (eq. 3-5) = T_DMA / T_compute = {self.rbw_mbw_memory:.2f}",
+            f"Global accesses: {counters['gld_count']} loads, {counters['gst_count']} stores "
+            f"({self.config.dma_transaction_bytes} B of memory traffic each)",
         ]
         if self.flops is None:
             lines.append(f"Flops: not given (--flops); ceiling {self.config.flops_per_cycle} x "
@@ -173,7 +182,7 @@ class Report:
             lines.append("  arithmetic intensity: no DRAM traffic")
         else:
             side = "memory" if self.intensity < self.ridge_intensity else "compute"
-            lines.append(f"  arithmetic intensity = flops / DRAM bytes moved = "
+            lines.append(f"  arithmetic intensity = flops / {self.dram_bytes} DRAM bytes moved = "
                          f"{self.intensity:.2f} flop/B (ridge {self.ridge_intensity:.1f}: "
                          f"{side}-bound side)")
         return "\n".join(lines)

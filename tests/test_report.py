@@ -95,3 +95,15 @@ def test_cli_report_bad_input_exits_1(capsys, argv, message):
     assert main(["report", str(source_path("axpy.s")), "--cpes", "1", *argv]) == 1
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err
+
+
+def test_global_accesses_count_as_whole_memory_transactions():
+    # axpy on x, y in main memory: each of the 16 vector steps loads x and y and stores y with
+    # global accesses, each costing one 128-byte transaction (MACHINE.md §3).
+    m = swsim.Machine()
+    x, y = m.mem.put(np.arange(64.0)), m.mem.put(np.ones(64))
+    res = m.run(program("axpy.s"), entry="axpy", args=[64, x, y, 2.0], cpes=range(1))
+    report = run_report(res, flops=128)
+    assert (res.counters["gld_count"], res.counters["gst_count"]) == (32, 16)
+    assert report.dram_bytes == 48 * 128
+    assert report.intensity == pytest.approx(128 / (48 * 128))
