@@ -18,6 +18,12 @@ int comm_init(Sim *s)
                                           sizeof *c->queues[q].entries);
         if (!c->fifo || !c->queues[0].entries || !c->queues[1].entries)
             return SWSIM_ERROR_MEMORY;
+        for (int column = 0; column < 2; column++)
+            for (uint64_t n = 0; n <= 8; n++) {
+                Fault fault = {0};
+                c->put_fault[column][n] = (int8_t)put_targets(s, c, column, n,
+                                                              &c->put_mask[column][n], &fault);
+            }
     }
     return 0;
 }
@@ -95,14 +101,9 @@ void comm_send(Sim *s, Cpe *c, int column, uint64_t targets, const uint64_t *val
     s->cg[CG_RC_TRANSFERS]++;
 }
 
-static int queues_have_room(const Sim *s, uint64_t targets, int column)
+static inline int queues_have_room(const Sim *s, uint64_t targets, int column)
 {
-    for (; targets; targets &= targets - 1) {
-        const Cpe *target = &s->cpes[__builtin_ctzll(targets)];
-        if (target->queues[column].count >= s->cfg.rc_queue_depth)
-            return 0;
-    }
-    return 1;
+    return !(targets & s->full_queues[column]);
 }
 
 /* Phase 1(b): in CPE id order each sender delivers at most the head of its FIFO. */
@@ -118,7 +119,8 @@ void comm_deliver(Sim *s, int64_t t)
             ReceiveQueue *q = &target->queues[head->column];
             memcpy(q->entries[ring_index(q->head, q->count, s->cfg.rc_queue_depth)], head->value,
                    sizeof head->value);
-            q->count++;
+            if (++q->count == s->cfg.rc_queue_depth)
+                s->full_queues[head->column] |= UINT64_C(1) << target->id;
             target->sleep_until = t;   /* a get may be ready now */
             s->cg[CG_RC_DELIVERIES]++;
         }
@@ -153,11 +155,12 @@ int64_t comm_next_event(const Sim *s, int64_t t)
 
 /* Pops the oldest entry of a receive queue (the caller checked it is not empty); the
  * pointer stays valid until the next delivery. */
-const uint64_t *comm_receive(const Sim *s, Cpe *c, int column)
+const uint64_t *comm_receive(Sim *s, Cpe *c, int column)
 {
     ReceiveQueue *q = &c->queues[column];
     const uint64_t *entry = q->entries[q->head];
     q->head = ring_index(q->head, 1, s->cfg.rc_queue_depth);
     q->count--;
+    s->full_queues[column] &= ~(UINT64_C(1) << c->id);
     return entry;
 }

@@ -26,13 +26,36 @@ enum { STOP_NONE = 0, STOP_ACCESS = 1, STOP_MISALIGNED = 2, STOP_UNDECODABLE = 3
        STOP_DMA = 5, STOP_PUT_UNSPAWNED = 6, STOP_PUT_SELF = 7, STOP_BARRIER = 8,
        STOP_BCAST_MEMORY = 9, STOP_DEADLOCK = 100, STOP_CYCLE_LIMIT = 101 };
 
+/* The cycle loop is compiled twice on x86-64 (glibc ifunc picks one at load time): for
+ * hosts with FMA (and AVX), where fma() of the vector FMA instructions inlines to one hardware FMA
+ * instruction (correctly rounded, as the C library's fma), and for the baseline. */
+#if defined(__x86_64__) && defined(__linux__) && defined(__GLIBC__) && defined(__has_attribute)
+#if __has_attribute(target_clones)
+#define HOT_LOOP_CLONES __attribute__((target_clones("fma", "default")))
+#endif
+#endif
+#ifndef HOT_LOOP_CLONES
+#define HOT_LOOP_CLONES
+#endif
+
 #define PIPE_P0 1
 #define PIPE_P1 2
 #define TIME_NEVER INT64_MAX
 
 /* Register slots: $31 reads from ZERO_SLOT (always 0, never written) and writes go to
- * DISCARD_SLOT, so operand access needs no test for $31. */
-enum { ZERO_SLOT = 32, DISCARD_SLOT = 33, NUM_SLOTS = 34 };
+ * DISCARD_SLOT, so operand access needs no test for $31. The ready time of BUSY_SLOT is the
+ * cycle P0 is free of a divide/sqrt (it has no register value), so that one scan of ready
+ * times covers the raw, waw and divide checks. */
+enum { ZERO_SLOT = 32, DISCARD_SLOT = 33, BUSY_SLOT = 34, NUM_SLOTS = 35 };
+
+/* Instr.flags */
+enum {
+    F_INVALID = 1,         /* undecodable word */
+    F_STRUCTURAL = 2,      /* get, put, load-and-broadcast, dma, load, store: a class check */
+    F_CONSIDER_NEXT = 4,   /* the word after it is considered as a follower */
+    F_PAIRS_NEXT = 8,      /* ... and pairs with it whenever it is ready */
+};
+#define NUM_CHECKS 5
 
 /* One code word, decoded once before the run. */
 typedef struct {
@@ -47,6 +70,10 @@ typedef struct {
     uint8_t literal;       /* rb is replaced by the immediate */
     uint8_t size;          /* bytes accessed by loads/stores */
     uint8_t ends_group;    /* branch, jump, halt or barrier: no follower is considered */
+    uint8_t flags;         /* F_* (the follower flags are set once the whole code is decoded) */
+    uint8_t checks[NUM_CHECKS]; /* slots whose ready time must be <= t to issue: the sources,
+                                   the WAW slot, BUSY_SLOT if P0-only; padded with ZERO_SLOT */
+    uint8_t pipe_alone;    /* the leader's pipe when it issues alone (paired: both valid) */
     uint32_t reads_mask;   /* registers 0..30 read */
     uint32_t dest_mask;    /* register 0..30 written, or 0 */
     int64_t latency;       /* cycles until the result is readable (from the configuration) */
@@ -71,9 +98,8 @@ typedef struct {
 typedef struct {
     /* architectural state, hot in the issue loop */
     uint64_t regs[NUM_SLOTS][SWSIM_LANES];
-    int64_t ready[NUM_SLOTS];
+    int64_t ready[NUM_SLOTS];  /* ready[BUSY_SLOT]: divide/sqrt occupancy of P0 */
     uint64_t pc;
-    int64_t p0_busy_until;     /* divide/sqrt occupancy of P0 */
     int64_t global_free;       /* next global access may issue at this cycle */
     int64_t wait_until;        /* barrier: TIME_NEVER until every participant arrived */
     int64_t sleep_until;       /* the leader's stall (last_state) cannot end before this:
@@ -91,6 +117,8 @@ typedef struct {
     Transfer *fifo;            /* ring of fifo_capacity */
     int64_t fifo_head, fifo_count;
     ReceiveQueue queues[2];    /* row, column */
+    uint64_t put_mask[2][9];   /* targets of a put along the row/column with n = 0..8 */
+    int8_t put_fault[2][9];    /* ... or the fault kind of that put (0: none) */
     int dma_waiting;           /* requests of this CPE not yet accepted by the engine */
 
     /* spin-loop fixed-point detection (see engine.c) */
@@ -148,6 +176,7 @@ typedef struct {
     uint64_t *cg;              /* result->cg_counters */
     int64_t fifo_capacity;
     uint64_t senders;          /* CPEs whose transfer FIFO is not empty */
+    uint64_t full_queues[2];   /* CPEs whose row / column receive queue is full */
     int64_t interface_free;    /* the CG memory interface takes the next global access */
     int halted_this_cycle;
     DmaEngine dma;
@@ -177,7 +206,7 @@ int comm_send_blocked(const Sim *s, const Cpe *c, int64_t t);
 void comm_send(Sim *s, Cpe *c, int column, uint64_t targets, const uint64_t *value, int64_t t);
 void comm_deliver(Sim *s, int64_t t);
 int64_t comm_next_event(const Sim *s, int64_t t);
-const uint64_t *comm_receive(const Sim *s, Cpe *c, int column);
+const uint64_t *comm_receive(Sim *s, Cpe *c, int column);
 
 /* dma.c */
 int dma_init(Sim *s);

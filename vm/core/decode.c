@@ -34,8 +34,10 @@ void decode_word(uint32_t word, const int64_t *latency, Instr *out)
     memset(out, 0, sizeof *out);
     out->word = word;
     const DecodeEntry *e = lookup_entry(word);
-    if (!e)
-        return;   /* id stays I_INVALID */
+    if (!e) {
+        out->flags = F_INVALID;   /* id stays I_INVALID */
+        return;
+    }
     out->id = e->id;
     out->cls = e->cls;
     out->pipes = e->pipes;
@@ -64,6 +66,23 @@ void decode_word(uint32_t word, const int64_t *latency, Instr *out)
             continue;
         out->sources[out->num_sources++] = (uint8_t)reg;
         out->reads_mask |= UINT32_C(1) << reg;
+    }
+    /* the slots of the raw, waw and divide checks, each once */
+    int n = 0;
+    for (int k = 0; k < out->num_sources; k++)
+        out->checks[n++] = out->sources[k];
+    if (out->waw_slot != ZERO_SLOT && !(out->reads_mask & out->dest_mask))
+        out->checks[n++] = out->waw_slot;
+    if (out->pipes == PIPE_P0)
+        out->checks[n++] = BUSY_SLOT;
+    while (n < NUM_CHECKS)
+        out->checks[n++] = ZERO_SLOT;
+    switch (out->cls) {
+    case CLS_GET: case CLS_PUT: case CLS_BCAST_LOAD: case CLS_DMA: case CLS_LOAD: case CLS_STORE:
+        out->flags |= F_STRUCTURAL;
+        break;
+    default:
+        break;
     }
 }
 

@@ -136,8 +136,11 @@ static int execute_bcast_load(Sim *s, Cpe *c, const Instr *in, int64_t t, Fault 
         return EXEC_FAULT;
     int column = in->id == I_VLDC || in->id == I_LDDEC;
     uint64_t targets, value[SWSIM_LANES];
-    if (put_targets(s, c, column, 8, &targets, fault))
+    if (c->put_fault[column][8]) {
+        put_targets(s, c, column, 8, &targets, fault);
         return EXEC_FAULT;
+    }
+    targets = c->put_mask[column][8];
     load_value(in->id, p, value);
     write_lanes(c, in->dest, value, SWSIM_LANES, t + in->latency);
     comm_send(s, c, column, targets, value, t);
@@ -152,9 +155,11 @@ static int execute_communication(Sim *s, Cpe *c, const Instr *in, int64_t t, Fau
     c->dirty = 1;
     switch (in->cls) {
     case CLS_PUT:
-        if (put_targets(s, c, column, in->imm, &targets, fault))
+        if (in->imm > 8 || c->put_fault[column][in->imm]) {
+            put_targets(s, c, column, in->imm, &targets, fault);
             return EXEC_FAULT;
-        comm_send(s, c, column, targets, c->regs[in->ra], t);
+        }
+        comm_send(s, c, column, c->put_mask[column][in->imm], c->regs[in->ra], t);
         return EXEC_NEXT;
     case CLS_GET:
         write_lanes(c, in->dest, comm_receive(s, c, column), SWSIM_LANES, t + in->latency);
@@ -227,19 +232,17 @@ static int execute_misc(Sim *s, Cpe *c, const Instr *in, int64_t t)
 __attribute__((always_inline))
 static inline int execute(Sim *s, Cpe *c, const Instr *in, int64_t t, Fault *fault)
 {
+    switch (in->id) {   /* float arithmetic, the most frequent, in the same jump */
+    FLOAT_ARITH_CASES(c, in, t)
+    default:
+        break;
+    }
     switch (in->cls) {
     case CLS_ALU: case CLS_IMUL:
         write_scalar(c, in, integer_result(c, in), t + in->latency);
         return EXEC_NEXT;
     case CLS_VALU:
         vector_integer(c, in, t);
-        return EXEC_NEXT;
-    case CLS_FP:
-        float_instruction(c, in, t);
-        return EXEC_NEXT;
-    case CLS_FDIV:
-        float_instruction(c, in, t);
-        c->p0_busy_until = t + in->latency;
         return EXEC_NEXT;
     case CLS_FMISC:
         write_scalar(c, in, float_misc_result(c, in), t + in->latency);
@@ -265,14 +268,14 @@ static inline int execute(Sim *s, Cpe *c, const Instr *in, int64_t t, Fault *fau
 /* ---- issue rules -------------------------------------------------------------------------- */
 
 /* The first failing readiness check of docs/timing.md "Issue rules", or NO_STALL. */
-static inline int stall_reason(const Sim *s, const Cpe *c, const Instr *in, int64_t t)
+static int stall_reason_in_full(const Sim *s, const Cpe *c, const Instr *in, int64_t t)
 {
     for (int k = 0; k < in->num_sources; k++)
         if (c->ready[in->sources[k]] > t)
             return REASON_RAW;
     if (c->ready[in->waw_slot] > t)
         return REASON_WAW;
-    if (in->pipes == PIPE_P0 && c->p0_busy_until > t)
+    if (in->pipes == PIPE_P0 && c->ready[BUSY_SLOT] > t)
         return REASON_DIVIDE;
     switch (in->cls) {
     case CLS_GET:
@@ -289,6 +292,21 @@ static inline int stall_reason(const Sim *s, const Cpe *c, const Instr *in, int6
     }
 }
 
+/* The same, with a branch-free test of the ready times first: in the common case every
+ * checked slot is ready (ready <= t, so every t - ready is >= 0) and there is no class
+ * check. Ready times are in [0, TIME_NEVER], so t - ready cannot overflow. */
+__attribute__((always_inline))
+static inline int stall_reason(const Sim *s, const Cpe *c, const Instr *in, int64_t t)
+{
+    const int64_t *ready = c->ready;
+    const uint8_t *k = in->checks;
+    int64_t late = (t - ready[k[0]]) | (t - ready[k[1]]) | (t - ready[k[2]]) | (t - ready[k[3]])
+                   | (t - ready[k[4]]);
+    if (__builtin_expect(late >= 0 && !(in->flags & F_STRUCTURAL), 1))
+        return NO_STALL;
+    return stall_reason_in_full(s, c, in, t);
+}
+
 /* The cycle > t at which a stalled leader's timed stall (raw, waw, divide, global, barrier
  * release) may end, or TIME_NEVER if only another unit's event can end it. */
 static int64_t wake_time(const Sim *s, const Cpe *c, int64_t t)
@@ -303,7 +321,7 @@ static int64_t wake_time(const Sim *s, const Cpe *c, int64_t t)
         times[n++] = c->ready[in->sources[k]];
     times[n++] = c->ready[in->waw_slot];
     if (in->pipes == PIPE_P0)
-        times[n++] = c->p0_busy_until;
+        times[n++] = c->ready[BUSY_SLOT];
     if ((in->cls == CLS_LOAD || in->cls == CLS_STORE)
         && in_main_memory(s, effective_address(c, in)))
         times[n++] = c->global_free;
@@ -365,7 +383,7 @@ static void relative_timing(const Cpe *c, int64_t t, int64_t *out)
     int64_t now = t + 1;   /* the next issue is at t + 1: earlier times are all equivalent */
     for (int r = 0; r < ISA_ZERO_REG; r++)
         out[r] = c->ready[r] > now ? c->ready[r] - now : 0;
-    out[ISA_ZERO_REG] = c->p0_busy_until > now ? c->p0_busy_until - now : 0;
+    out[ISA_ZERO_REG] = c->ready[BUSY_SLOT] > now ? c->ready[BUSY_SLOT] - now : 0;
     out[ISA_ZERO_REG + 1] = c->global_free > now ? c->global_free - now : 0;
 }
 
@@ -402,6 +420,7 @@ static inline int at_fixed_point(const Cpe *c)
 
 enum { ISSUED_NOTHING = 0, ISSUED = 1, FAULTED = -1 };
 
+__attribute__((always_inline))
 static inline int issue(Sim *s, Cpe *c, int64_t t)
 {
     if (c->wait_until > t) {
@@ -414,14 +433,15 @@ static inline int issue(Sim *s, Cpe *c, int64_t t)
         return ISSUED_NOTHING;
     }
     Fault fault = {0};
-    uint64_t offset = c->pc - s->cfg.code_base, index = offset / 4;
-    if (offset % 4 || index >= (uint64_t)s->code_words) {
+    /* the word index, or a huge number if pc is misaligned (the low bits rotate to the top) */
+    uint64_t offset = c->pc - s->cfg.code_base, index = offset >> 2 | offset << 62;
+    if (index >= (uint64_t)s->code_words) {
         fault = (Fault){STOP_PC, c->pc, 0};
         record_fault(s, c, &fault, t);
         return FAULTED;
     }
     const Instr *leader = &s->code[index];
-    if (leader->id == I_INVALID) {
+    if (leader->flags & F_INVALID) {
         fault = (Fault){STOP_UNDECODABLE, leader->word, 0};
         record_fault(s, c, &fault, t);
         return FAULTED;
@@ -432,18 +452,16 @@ static inline int issue(Sim *s, Cpe *c, int64_t t)
         c->sleep_until = wake_time(s, c, t);
         return ISSUED_NOTHING;
     }
+    /* the follower (docs/timing.md "Issue rules"); pairing and pipes precomputed per word */
     const Instr *follower = NULL;
     int follower_reason = REASON_PAIRING;
-    if (!leader->ends_group && index + 1 < (uint64_t)s->code_words
-        && s->code[index + 1].id != I_INVALID) {
-        const Instr *next = &s->code[index + 1];
-        int next_reason = stall_reason(s, c, next, t);
+    if (leader->flags & F_CONSIDER_NEXT) {
+        int next_reason = stall_reason(s, c, leader + 1, t);
         if (next_reason != NO_STALL)
             follower_reason = next_reason;
-        else if (can_pair(leader, next))
-            follower = next;
+        else if (leader->flags & F_PAIRS_NEXT)
+            follower = leader + 1;
     }
-    int pipe = leader_pipe(leader, follower);
     uint64_t pc = c->pc;
     int outcome = execute(s, c, leader, t, &fault);
     if (outcome == EXEC_NEXT) {
@@ -458,10 +476,14 @@ static inline int issue(Sim *s, Cpe *c, int64_t t)
         record_fault(s, c, &fault, t);
         return FAULTED;
     }
-    int other = pipe ^ 1;
-    int other_counter = follower ? COUNTER_VALID(other) : COUNTER_IDLE(other, follower_reason);
-    charge(c, pipe == 0 ? COUNTER_VALID(0) : other_counter,
-           pipe == 1 ? COUNTER_VALID(1) : other_counter, SWSIM_STATE_RUNNING);
+    if (follower) {
+        charge(c, COUNTER_VALID(0), COUNTER_VALID(1), SWSIM_STATE_RUNNING);
+    } else {
+        int pipe = leader->pipe_alone;
+        int idle = COUNTER_IDLE(pipe ^ 1, follower_reason);
+        charge(c, pipe == 0 ? COUNTER_VALID(0) : idle, pipe == 1 ? COUNTER_VALID(1) : idle,
+               SWSIM_STATE_RUNNING);
+    }
     if (outcome == EXEC_HALT) {
         c->running = 0;
         c->halt_cycle = t;
@@ -499,11 +521,9 @@ static void repeat_period(Cpe *c, int64_t t, int64_t cycles)
         c->counters[k] += periods * c->period_delta[k];
         c->snap_counters[k] += periods * c->period_delta[k];
     }
-    for (int r = 0; r < NUM_SLOTS; r++)
+    for (int r = 0; r < NUM_SLOTS; r++)   /* BUSY_SLOT included */
         if (c->ready[r] > t)
             c->ready[r] += cycles;
-    if (c->p0_busy_until > t)
-        c->p0_busy_until += cycles;
     if (c->global_free > t)
         c->global_free += cycles;
     c->mark_cycle += cycles;
@@ -588,6 +608,7 @@ static void uncharge_cycle(Sim *s, const int *running, int count)
     }
 }
 
+HOT_LOOP_CLONES
 static int64_t run_cycles(Sim *s)
 {
     int running[SWSIM_MAX_CPES], num_running = 0;
@@ -601,10 +622,15 @@ static int64_t run_cycles(Sim *s)
             stop_with_report(s, STOP_CYCLE_LIMIT, s->cfg.max_cycles);
             return s->cfg.max_cycles;
         }
-        dma_step(s, t);
-        comm_deliver(s, t);
-        barrier_release(s, t);
-        int issued_any = 0;
+        if (s->dma.current >= 0 || s->dma.active_count || s->dma.waiting_count)
+            dma_step(s, t);
+        if (s->senders)
+            comm_deliver(s, t);
+        if (s->num_releases)
+            barrier_release(s, t);
+        /* issued_any: some CPE issued; issued_unconfirmed: one that is not at a confirmed
+         * spin fixed point issued, so this cycle cannot start a skip */
+        int issued_any = 0, issued_unconfirmed = 0;
         for (int k = 0; k < num_running; k++) {
             Cpe *c = &s->cpes[running[k]];
             int issued = issue(s, c, t);
@@ -613,6 +639,7 @@ static int64_t run_cycles(Sim *s)
                 return t;
             }
             issued_any |= issued;
+            issued_unconfirmed |= issued & !c->confirmed;
         }
         if (s->error)
             return t;
@@ -643,7 +670,7 @@ static int64_t run_cycles(Sim *s)
                 return t + 1;
             }
         }
-        if (s->cfg.skip && !(issued_any && s->cfg.trace))
+        if (s->cfg.skip && !issued_unconfirmed && !(issued_any && s->cfg.trace))
             t += skip_ahead(s, running, num_running, issued_any, t);
     }
 }
@@ -702,6 +729,16 @@ static int init_sim(Sim *s)
         return SWSIM_ERROR_MEMORY;
     for (int64_t i = 0; i < s->code_words; i++)
         decode_word(s->job->code[i], s->latency, &s->code[i]);
+    for (int64_t i = 0; i < s->code_words; i++) {
+        Instr *in = &s->code[i], *next = &s->code[i + 1];
+        in->pipe_alone = (uint8_t)leader_pipe(in, NULL);
+        if (in->id == I_INVALID || in->ends_group || i + 1 == s->code_words
+            || next->id == I_INVALID)
+            continue;
+        in->flags |= F_CONSIDER_NEXT;
+        if (can_pair(in, next))
+            in->flags |= F_PAIRS_NEXT;
+    }
     for (int i = 0; i < s->num_cpes; i++) {
         init_cpe(s, &s->cpes[i], i);
         if (s->cpes[i].running)

@@ -68,6 +68,7 @@ static inline uint64_t shift_right_arithmetic(uint64_t v, unsigned count)
 
 enum FpOp { FP_ADD, FP_SUB, FP_MUL, FP_DIV, FP_SQRT, FP_MA, FP_MS, FP_NMA, FP_NMS };
 
+__attribute__((always_inline))
 static inline uint64_t fp_double(int op, uint64_t a_bits, uint64_t b_bits, uint64_t c_bits)
 {
     double a = as_double(a_bits), b = as_double(b_bits), c = as_double(c_bits);
@@ -85,6 +86,7 @@ static inline uint64_t fp_double(int op, uint64_t a_bits, uint64_t b_bits, uint6
 }
 
 /* Single precision: operands rounded to binary32, one binary32 operation, widened exactly. */
+__attribute__((always_inline))
 static inline uint64_t fp_single(int op, uint64_t a_bits, uint64_t b_bits, uint64_t c_bits)
 {
     float a = to_single(a_bits), b = to_single(b_bits), c = to_single(c_bits), r;
@@ -222,65 +224,67 @@ static inline void vector_integer(Cpe *c, const Instr *in, int64_t t)
 
 /* ---- floating point --------------------------------------------------------------------- */
 
-/* Float arithmetic on 1 (scalar) or 4 lanes; single selects binary32. Lane i of the result
- * depends only on lane i of the operands, so it is written in place even if a source is the
- * destination (no temporary: storing lanes one by one and reloading them as a vector would
- * stall store forwarding in this hottest path). */
+/* Float arithmetic on 1 (scalar) or 4 lanes; single selects binary32. All lanes are computed
+ * before any is written, as a source may be the destination; the loops have a constant trip
+ * count and unroll, so the lanes stay in registers. A divide or sqrt (class fdiv) keeps P0
+ * busy until its result is ready. */
+__attribute__((always_inline))
 static inline void float_arith(Cpe *c, const Instr *in, int op, int single, int lanes, int64_t t)
 {
     const uint64_t *a = c->regs[in->ra], *b = c->regs[in->rb], *r3 = c->regs[in->r3];
-    uint64_t *dest = c->regs[in->dest], changed = 0;
+    uint64_t *dest = c->regs[in->dest], r[SWSIM_LANES], changed = 0;
+#pragma GCC unroll 4
+    for (int i = 0; i < lanes; i++)
+        r[i] = single ? fp_single(op, a[i], b[i], r3[i]) : fp_double(op, a[i], b[i], r3[i]);
+#pragma GCC unroll 4
     for (int i = 0; i < lanes; i++) {
-        uint64_t r = single ? fp_single(op, a[i], b[i], r3[i]) : fp_double(op, a[i], b[i], r3[i]);
-        changed |= dest[i] ^ r;
-        dest[i] = r;
+        changed |= dest[i] ^ r[i];
+        dest[i] = r[i];
     }
     c->dirty |= changed != 0;
     c->ready[in->dest] = t + in->latency;
+    if (op == FP_DIV || op == FP_SQRT)
+        c->ready[BUSY_SLOT] = t + in->latency;
 }
 
-static inline void float_instruction(Cpe *c, const Instr *in, int64_t t)
-{
-    enum { D = 0, S = 1, SCALAR = 1, VECTOR = SWSIM_LANES };
-    switch (in->id) {
-    case I_FADDS: float_arith(c, in, FP_ADD, S, SCALAR, t); break;
-    case I_FADDD: float_arith(c, in, FP_ADD, D, SCALAR, t); break;
-    case I_FSUBS: float_arith(c, in, FP_SUB, S, SCALAR, t); break;
-    case I_FSUBD: float_arith(c, in, FP_SUB, D, SCALAR, t); break;
-    case I_FMULS: float_arith(c, in, FP_MUL, S, SCALAR, t); break;
-    case I_FMULD: float_arith(c, in, FP_MUL, D, SCALAR, t); break;
-    case I_FDIVS: float_arith(c, in, FP_DIV, S, SCALAR, t); break;
-    case I_FDIVD: float_arith(c, in, FP_DIV, D, SCALAR, t); break;
-    case I_FSQRTS: float_arith(c, in, FP_SQRT, S, SCALAR, t); break;
-    case I_FSQRTD: float_arith(c, in, FP_SQRT, D, SCALAR, t); break;
-    case I_FMAS: float_arith(c, in, FP_MA, S, SCALAR, t); break;
-    case I_FMAD: float_arith(c, in, FP_MA, D, SCALAR, t); break;
-    case I_FMSS: float_arith(c, in, FP_MS, S, SCALAR, t); break;
-    case I_FMSD: float_arith(c, in, FP_MS, D, SCALAR, t); break;
-    case I_FNMAS: float_arith(c, in, FP_NMA, S, SCALAR, t); break;
-    case I_FNMAD: float_arith(c, in, FP_NMA, D, SCALAR, t); break;
-    case I_FNMSS: float_arith(c, in, FP_NMS, S, SCALAR, t); break;
-    case I_FNMSD: float_arith(c, in, FP_NMS, D, SCALAR, t); break;
-    case I_VADDS: float_arith(c, in, FP_ADD, S, VECTOR, t); break;
-    case I_VADDD: float_arith(c, in, FP_ADD, D, VECTOR, t); break;
-    case I_VSUBS: float_arith(c, in, FP_SUB, S, VECTOR, t); break;
-    case I_VSUBD: float_arith(c, in, FP_SUB, D, VECTOR, t); break;
-    case I_VMULS: float_arith(c, in, FP_MUL, S, VECTOR, t); break;
-    case I_VMULD: float_arith(c, in, FP_MUL, D, VECTOR, t); break;
-    case I_VDIVS: float_arith(c, in, FP_DIV, S, VECTOR, t); break;
-    case I_VDIVD: float_arith(c, in, FP_DIV, D, VECTOR, t); break;
-    case I_VSQRTS: float_arith(c, in, FP_SQRT, S, VECTOR, t); break;
-    case I_VSQRTD: float_arith(c, in, FP_SQRT, D, VECTOR, t); break;
-    case I_VMAS: float_arith(c, in, FP_MA, S, VECTOR, t); break;
-    case I_VMAD: float_arith(c, in, FP_MA, D, VECTOR, t); break;
-    case I_VMSS: float_arith(c, in, FP_MS, S, VECTOR, t); break;
-    case I_VMSD: float_arith(c, in, FP_MS, D, VECTOR, t); break;
-    case I_VNMAS: float_arith(c, in, FP_NMA, S, VECTOR, t); break;
-    case I_VNMAD: float_arith(c, in, FP_NMA, D, VECTOR, t); break;
-    case I_VNMSS: float_arith(c, in, FP_NMS, S, VECTOR, t); break;
-    default: float_arith(c, in, FP_NMS, D, VECTOR, t); break;   /* I_VNMSD */
-    }
-}
+/* The float arithmetic instructions (classes fp and fdiv), as cases of a switch on the id. */
+#define FLOAT_ARITH_CASES(c, in, t) \
+    case I_FADDS: float_arith(c, in, FP_ADD, 1, 1, t); return EXEC_NEXT; \
+    case I_FADDD: float_arith(c, in, FP_ADD, 0, 1, t); return EXEC_NEXT; \
+    case I_FSUBS: float_arith(c, in, FP_SUB, 1, 1, t); return EXEC_NEXT; \
+    case I_FSUBD: float_arith(c, in, FP_SUB, 0, 1, t); return EXEC_NEXT; \
+    case I_FMULS: float_arith(c, in, FP_MUL, 1, 1, t); return EXEC_NEXT; \
+    case I_FMULD: float_arith(c, in, FP_MUL, 0, 1, t); return EXEC_NEXT; \
+    case I_FDIVS: float_arith(c, in, FP_DIV, 1, 1, t); return EXEC_NEXT; \
+    case I_FDIVD: float_arith(c, in, FP_DIV, 0, 1, t); return EXEC_NEXT; \
+    case I_FSQRTS: float_arith(c, in, FP_SQRT, 1, 1, t); return EXEC_NEXT; \
+    case I_FSQRTD: float_arith(c, in, FP_SQRT, 0, 1, t); return EXEC_NEXT; \
+    case I_FMAS: float_arith(c, in, FP_MA, 1, 1, t); return EXEC_NEXT; \
+    case I_FMAD: float_arith(c, in, FP_MA, 0, 1, t); return EXEC_NEXT; \
+    case I_FMSS: float_arith(c, in, FP_MS, 1, 1, t); return EXEC_NEXT; \
+    case I_FMSD: float_arith(c, in, FP_MS, 0, 1, t); return EXEC_NEXT; \
+    case I_FNMAS: float_arith(c, in, FP_NMA, 1, 1, t); return EXEC_NEXT; \
+    case I_FNMAD: float_arith(c, in, FP_NMA, 0, 1, t); return EXEC_NEXT; \
+    case I_FNMSS: float_arith(c, in, FP_NMS, 1, 1, t); return EXEC_NEXT; \
+    case I_FNMSD: float_arith(c, in, FP_NMS, 0, 1, t); return EXEC_NEXT; \
+    case I_VADDS: float_arith(c, in, FP_ADD, 1, SWSIM_LANES, t); return EXEC_NEXT; \
+    case I_VADDD: float_arith(c, in, FP_ADD, 0, SWSIM_LANES, t); return EXEC_NEXT; \
+    case I_VSUBS: float_arith(c, in, FP_SUB, 1, SWSIM_LANES, t); return EXEC_NEXT; \
+    case I_VSUBD: float_arith(c, in, FP_SUB, 0, SWSIM_LANES, t); return EXEC_NEXT; \
+    case I_VMULS: float_arith(c, in, FP_MUL, 1, SWSIM_LANES, t); return EXEC_NEXT; \
+    case I_VMULD: float_arith(c, in, FP_MUL, 0, SWSIM_LANES, t); return EXEC_NEXT; \
+    case I_VDIVS: float_arith(c, in, FP_DIV, 1, SWSIM_LANES, t); return EXEC_NEXT; \
+    case I_VDIVD: float_arith(c, in, FP_DIV, 0, SWSIM_LANES, t); return EXEC_NEXT; \
+    case I_VSQRTS: float_arith(c, in, FP_SQRT, 1, SWSIM_LANES, t); return EXEC_NEXT; \
+    case I_VSQRTD: float_arith(c, in, FP_SQRT, 0, SWSIM_LANES, t); return EXEC_NEXT; \
+    case I_VMAS: float_arith(c, in, FP_MA, 1, SWSIM_LANES, t); return EXEC_NEXT; \
+    case I_VMAD: float_arith(c, in, FP_MA, 0, SWSIM_LANES, t); return EXEC_NEXT; \
+    case I_VMSS: float_arith(c, in, FP_MS, 1, SWSIM_LANES, t); return EXEC_NEXT; \
+    case I_VMSD: float_arith(c, in, FP_MS, 0, SWSIM_LANES, t); return EXEC_NEXT; \
+    case I_VNMAS: float_arith(c, in, FP_NMA, 1, SWSIM_LANES, t); return EXEC_NEXT; \
+    case I_VNMAD: float_arith(c, in, FP_NMA, 0, SWSIM_LANES, t); return EXEC_NEXT; \
+    case I_VNMSS: float_arith(c, in, FP_NMS, 1, SWSIM_LANES, t); return EXEC_NEXT; \
+    case I_VNMSD: float_arith(c, in, FP_NMS, 0, SWSIM_LANES, t); return EXEC_NEXT;
 
 static inline uint64_t float_compare(int id, double a, double b)
 {
