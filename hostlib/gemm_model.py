@@ -1,0 +1,220 @@
+"""Performance model and blocking choice for swGEMM (thesis §4.2.3).
+
+The time of one run of kernels/swgemm.s is predicted from
+- DMA: thesis eq. 3-1/3-2, T = T_latency + (size + waste) / (PEAK_BW / #CPE), with the waste of
+  every strided block counted against the 128-byte transactions it touches;
+- compute: thesis eq. 4-2, T_primitive = a K + b K M / (vecM x 4) + c K M N / 4 + d, for one
+  primitive call on M = 8 Mb, N = 8 Nb, K = 8 Kb, fitted by least squares against VM
+  measurements (``fit_primitive``; the stored coefficients say when and on how many samples),
+  plus the CPE work around it (packing, C scaling: per-element costs, ``calibrate_overheads``);
+- overlap (§3.2.2): the primitive communicates, so nothing overlaps unless double buffered;
+  swGEMM double buffers A and B and fetches C ahead, so a step costs max(compute, DMA) and only
+  the first fetch and the last write stay exposed.
+``choose`` returns the feasible blocking (LDM: double buffers + C + packing buffers + stack)
+with the smallest predicted time.
+"""
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from typing import NamedTuple, Optional
+
+import numpy as np
+
+from ..kernels import program
+from ..vm.config import VMConfig
+
+MESH = 8
+KERNEL = "swgemm.s"
+STACK_RESERVE = 512           # driver frame 32 + primitive 288 + argument area, rounded up
+# Block grids the model searches (per CPE): Mb multiple of 4, Nb of 16 (the primitive's
+# register tile, "mn" layout); Kb multiple of 4 (vector packing of transposed operands).
+MB_GRID = (4, 8, 12, 16, 24, 32, 48, 64, 96, 128)
+NB_GRID = (16, 32, 48, 64, 96, 128)
+KB_GRID = (4, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256)
+
+
+class Blocking(NamedTuple):
+    mb: int
+    nb: int
+    kb: int
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One kernel run: C (m x n, row-major) = alpha A B + beta C, A stored K x M (or M x K if
+    a_transposed) with lda elements per memory row, B stored K x N (or N x K)."""
+    m: int
+    n: int
+    k: int
+    itemsize: int
+    a_transposed: bool = False
+    b_transposed: bool = False
+    has_beta: bool = False
+    lda: Optional[int] = None
+    ldb: Optional[int] = None
+
+    @property
+    def lda_(self) -> int:
+        return self.lda or (self.k if self.a_transposed else self.m)
+
+    @property
+    def ldb_(self) -> int:
+        return self.ldb or (self.k if self.b_transposed else self.n)
+
+
+def _ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def _align32(n: int) -> int:
+    return _ceil_div(n, 32) * 32
+
+
+def block_counts(problem: Problem, blocking: Blocking) -> tuple:
+    """CG blocks along M, N, K (at least one along K, even for an empty product)."""
+    return (_ceil_div(problem.m, MESH * blocking.mb), _ceil_div(problem.n, MESH * blocking.nb),
+            max(1, _ceil_div(problem.k, MESH * blocking.kb)))
+
+
+def needs_packing(problem: Problem, blocking: Blocking) -> tuple:
+    """Whether A and B ever need the packed buffer: f32, transposed, or partial (or, for an
+    empty product, empty) blocks."""
+    k_partial = problem.k % (MESH * blocking.kb) != 0 or problem.k == 0
+    a = (problem.itemsize == 4 or problem.a_transposed or k_partial
+         or problem.m % (MESH * blocking.mb) != 0)
+    b = (problem.itemsize == 4 or problem.b_transposed or k_partial
+         or problem.n % (MESH * blocking.nb) != 0)
+    return a, b
+
+
+def ldm_layout(problem: Problem, blocking: Blocking, ldm_bytes: int = 65536) -> Optional[dict]:
+    """LDM addresses of the kernel's buffers, or None if they do not fit beside the stack."""
+    mb, nb, kb = blocking
+    if mb % 4 or nb % 16 or kb < 1 or mb < 4:
+        return None
+    es = problem.itemsize
+    pack_a, pack_b = needs_packing(problem, blocking)
+    address = _align32(program(KERNEL).address_of("swgemm_ldm_end"))
+    layout = {}
+
+    def take(nbytes):
+        nonlocal address
+        start, address = address, address + _align32(nbytes)
+        return start
+
+    layout["c_ldm"] = take(mb * nb * 8)
+    layout["c_out"] = take(mb * nb * es)
+    layout["c_in"] = take(mb * nb * es) if problem.has_beta else 0
+    layout["a_raw"] = (take(kb * mb * es), take(kb * mb * es))
+    layout["b_raw"] = (take(kb * nb * es), take(kb * nb * es))
+    layout["a_pack"] = take(kb * mb * 8) if pack_a else 0
+    layout["b_pack"] = take(kb * nb * 8) if pack_b else 0
+    if address + STACK_RESERVE > ldm_bytes:
+        return None
+    return layout
+
+
+def candidates(problem: Problem, ldm_bytes: int = 65536) -> list:
+    """Every feasible blocking of the grids, without blocks larger than the problem needs."""
+    max_mb = _ceil_div(_ceil_div(problem.m, MESH), 4) * 4
+    max_nb = _ceil_div(_ceil_div(problem.n, MESH), 16) * 16
+    max_kb = _ceil_div(_ceil_div(max(problem.k, 1), MESH), 4) * 4
+
+    def grid(values, largest):
+        return sorted({min(v, largest) for v in values})
+
+    return [Blocking(mb, nb, kb) for mb, nb, kb in itertools.product(
+        grid(MB_GRID, max_mb), grid(NB_GRID, max_nb), grid(KB_GRID, max_kb))
+        if ldm_layout(problem, Blocking(mb, nb, kb), ldm_bytes) is not None]
+
+
+# ---- compute: eq. 4-2 ----------------------------------------------------------------------
+# T_primitive(cycles) = a K + b K M / (vecM x 4) + c K M N / 4 + d with M = 8 Mb, N = 8 Nb,
+# K = 8 Kb, vecM = 16 — placeholder until fitted.
+PRIMITIVE_COEFFICIENTS = (0.0, 0.0, 1 / 32, 0.0)
+VEC_M = 16
+
+
+def primitive_features(mb, nb, kb) -> np.ndarray:
+    m, n, k = MESH * np.asarray(mb, float), MESH * np.asarray(nb, float), \
+        MESH * np.asarray(kb, float)
+    return np.stack([k, k * m / (VEC_M * 4), k * m * n / 4, np.ones_like(k)], axis=-1)
+
+
+def primitive_cycles(mb, nb, kb, coefficients=PRIMITIVE_COEFFICIENTS) -> float:
+    return float(primitive_features(mb, nb, kb) @ np.asarray(coefficients))
+
+
+# CPE cycles per element of the work around the primitive (rough until calibrated).
+PACK_CYCLES = {"natural_d": 0.0, "natural_s": 0.75, "transposed": 2.5}
+FINISH_CYCLES, ZERO_CYCLES, STEP_CYCLES = 1.5, 0.25, 400.0
+
+
+# ---- DMA: eq. 3-1 / 3-2 --------------------------------------------------------------------
+def operand_transactions(rows, cols, r, l, ld_bytes, es, transposed, swap,
+                         segment: int = 128) -> int:
+    """128-byte transactions of the 64 CPEs' DMAs of the first CG block of an operand (rows x
+    cols logical, per-CPE block r x l): each CPE moves its valid part, one strided block per
+    memory row, and every block costs the segments it touches (eq. 3-2's waste)."""
+    i, j = np.divmod(np.arange(MESH * MESH), MESH)
+    r0, c0 = ((j, i) if swap else (i, j))
+    r0, c0 = r0 * r, c0 * l
+    rv, cv = np.clip(rows - r0, 0, r), np.clip(cols - c0, 0, l)
+    if transposed:      # memory rows are the logical columns
+        r0, c0, rv, cv = c0, r0, cv, rv
+    line = np.arange(max(r, l))[None, :]
+    valid = (line < rv[:, None]) & (cv[:, None] > 0)
+    starts = (r0[:, None] + line) * ld_bytes + (c0 * es)[:, None]
+    ends = starts + (cv * es)[:, None] - 1
+    return int(np.sum((ends // segment - starts // segment + 1) * valid))
+
+
+def dma_cycles(nbytes_moved: float, config: VMConfig) -> float:
+    """Eq. 3-1 for the 64 CPEs together: T_latency + bytes / PEAK_BW, PEAK_BW being the
+    configured engine rate (one 128-byte transaction per 6 cycles = 30.94 GB/s)."""
+    peak_bytes_per_cycle = config.dma_transaction_bytes / config.dma_transaction_cycles
+    return config.dma_latency + nbytes_moved / peak_bytes_per_cycle
+
+
+def predict(problem: Problem, blocking: Blocking, config: VMConfig = None,
+            coefficients=PRIMITIVE_COEFFICIENTS) -> float:
+    """Predicted kernel cycles of one swgemm run."""
+    config = config or VMConfig.preset()
+    mb, nb, kb = blocking
+    es, seg = problem.itemsize, config.dma_transaction_bytes
+    n_m, n_n, n_k = block_counts(problem, blocking)
+    k = problem.k
+    a_moved = seg * operand_transactions(k, problem.m, kb, mb, problem.lda_ * es, es,
+                                         problem.a_transposed, True)
+    b_moved = seg * operand_transactions(k, problem.n, kb, nb, problem.ldb_ * es, es,
+                                         problem.b_transposed, False)
+    c_moved = seg * operand_transactions(problem.m, problem.n, mb, nb, problem.n * es, es,
+                                         False, False) * (2 if problem.has_beta else 1)
+    # A changes every step unless K has one block and only N advances; B likewise.
+    a_loads = n_m * n_k if n_k == 1 else n_m * n_n * n_k
+    b_loads = n_n if (n_k == 1 and n_n == 1) else n_m * n_n * n_k
+    steps = n_m * n_n * n_k
+    pack_a, pack_b = needs_packing(problem, blocking)
+
+    def pack_cost(transposed):
+        kind = "transposed" if transposed else ("natural_s" if es == 4 else "natural_d")
+        return PACK_CYCLES[kind]
+
+    compute = (steps * (primitive_cycles(mb, nb, kb, coefficients) + STEP_CYCLES)
+               + a_loads * pack_a * pack_cost(problem.a_transposed) * kb * mb
+               + b_loads * pack_b * pack_cost(problem.b_transposed) * kb * nb
+               + n_m * n_n * (FINISH_CYCLES + ZERO_CYCLES) * mb * nb)
+    dma_per_step = dma_cycles((a_moved * a_loads + b_moved * b_loads
+                               + c_moved * n_m * n_n) / steps, config)
+    exposed = dma_cycles(a_moved + b_moved, config) + dma_cycles(c_moved, config)
+    return steps * max(compute / steps, dma_per_step) + exposed
+
+
+def choose(problem: Problem, config: VMConfig = None) -> Blocking:
+    """The feasible blocking with the smallest predicted time."""
+    config = config or VMConfig.preset()
+    options = candidates(problem, config.ldm_bytes)
+    if not options:
+        raise ValueError(f"no blocking fits in LDM for {problem}")
+    return min(options, key=lambda b: predict(problem, b, config))

@@ -1,0 +1,110 @@
+"""swGEMM (hostlib/gemm.py, kernels/swgemm.s): results equal numpy for every shape, layout,
+transpose, precision and alpha/beta; only the valid data moves (padding lives in LDM);
+blocking comes from the model and must fit in LDM."""
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from swsim.hostlib import gemm_model
+from swsim.hostlib.gemm import JOB_BYTES, gemm
+from swsim.hostlib.gemm_model import Blocking, Problem
+
+# 1, primes, and sizes just below and above the block multiples (4, 16, 32, 128 ...).
+SIZES = [1, 2, 3, 7, 15, 16, 17, 31, 33, 64, 100, 129]
+
+
+def reference(A, B, C, alpha, beta, trans_a, trans_b):
+    op_a = (A.T if trans_a else A).astype(np.float64)
+    op_b = (B.T if trans_b else B).astype(np.float64)
+    product = alpha * op_a @ op_b
+    scale = np.abs(alpha) * np.abs(op_a) @ np.abs(op_b)
+    if C is not None:
+        product = product + beta * C.astype(np.float64)
+        scale = scale + np.abs(beta * C.astype(np.float64))
+    return product, scale
+
+
+def check(A, B, C=None, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, **kw):
+    result, stats = gemm(A, B, C, alpha, beta, trans_a, trans_b, **kw)
+    expected, scale = reference(A, B, C, alpha, beta, trans_a, trans_b)
+    k = A.shape[0] if trans_a else A.shape[1]
+    # a few roundings of the dtype per accumulated product, relative to the sum of |terms|
+    tolerance = 4 * np.finfo(A.dtype).eps * (k + 2) * scale + np.finfo(A.dtype).tiny
+    assert result.dtype == A.dtype and result.shape == expected.shape
+    assert np.all(np.abs(result - expected) <= tolerance), np.max(np.abs(result - expected))
+    return result, stats
+
+
+def matrix(rng, rows, cols, dtype, order):
+    return np.asarray(rng.standard_normal((rows, cols)), dtype, order=order)
+
+
+@settings(max_examples=40, deadline=None)
+@given(m=st.sampled_from(SIZES), n=st.sampled_from(SIZES), k=st.sampled_from(SIZES),
+       dtype=st.sampled_from([np.float32, np.float64]), trans_a=st.booleans(),
+       trans_b=st.booleans(), orders=st.tuples(*[st.sampled_from("CF")] * 3),
+       alpha=st.sampled_from([1.0, -0.5, 2.0, 0.0]), beta=st.sampled_from([0.0, 1.0, 0.75]),
+       with_c=st.booleans(), seed=st.integers(0, 2**16))
+def test_equals_numpy(m, n, k, dtype, trans_a, trans_b, orders, alpha, beta, with_c, seed):
+    rng = np.random.default_rng(seed)
+    A = matrix(rng, *((k, m) if trans_a else (m, k)), dtype, orders[0])
+    B = matrix(rng, *((n, k) if trans_b else (k, n)), dtype, orders[1])
+    C = matrix(rng, m, n, dtype, orders[2]) if with_c else None
+    check(A, B, C, alpha, beta, trans_a, trans_b)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_several_blocks_along_every_dimension(dtype):
+    # 3 x 2 x 3 CG blocks with partial blocks at every far edge, beta read and scaled.
+    rng = np.random.default_rng(3)
+    A, B, C = (matrix(rng, 100, 70, dtype, "C"), matrix(rng, 70, 200, dtype, "F"),
+               matrix(rng, 100, 200, dtype, "C"))
+    _, stats = check(A, B, C, 1.5, -2.0, blocking=(4, 16, 4))
+    assert stats.blocking == Blocking(4, 16, 4)
+
+
+def test_result_keeps_the_layout_of_c():
+    rng = np.random.default_rng(4)
+    A, B = matrix(rng, 33, 17, np.float64, "C"), matrix(rng, 17, 31, np.float64, "C")
+    for order in "CF":
+        result, stats = check(A, B, matrix(rng, 33, 31, np.float64, order), beta=1.0)
+        assert result.flags[f"{order}_CONTIGUOUS"]
+        assert stats.swapped == (order == "F")
+
+
+def test_only_the_valid_data_is_moved():
+    # One CG block per dimension, all partial: the DMA requests exactly A, B and C once (and
+    # C once more as input), plus the job record: the padding never leaves LDM.
+    rng = np.random.default_rng(5)
+    m, n, k = 29, 45, 23
+    A, B, C = (matrix(rng, m, k, np.float64, "C"), matrix(rng, k, n, np.float64, "C"),
+               matrix(rng, m, n, np.float64, "C"))
+    _, stats = check(A, B, C, beta=1.0, blocking=(4, 16, 4))
+    assert stats.run.counters["dma_bytes_requested"] == 64 * JOB_BYTES + 8 * (
+        m * k + k * n + 2 * m * n)
+
+
+def test_non_contiguous_input_is_accepted():
+    rng = np.random.default_rng(6)
+    A = matrix(rng, 40, 30, np.float64, "C")[::2, ::3]
+    B = matrix(rng, 10, 24, np.float32, "C").astype(np.float64)
+    check(A, B)
+
+
+def test_bad_arguments_are_refused():
+    a = np.zeros((3, 4))
+    with pytest.raises(ValueError, match="op\\(A\\) is 3 x 4"):
+        gemm(a, np.zeros((5, 2)))
+    with pytest.raises(ValueError, match="float32 or both float64"):
+        gemm(a, np.zeros((4, 2), np.float32))
+    with pytest.raises(ValueError, match="C must be 3 x 2"):
+        gemm(a, np.zeros((4, 2)), np.zeros((2, 3)))
+    with pytest.raises(ValueError, match="does not fit in LDM"):
+        gemm(a, np.zeros((4, 2)), blocking=(128, 128, 128))
+
+
+def test_model_choice_fits_and_beats_the_smallest_blocking():
+    problem = Problem(m=512, n=512, k=512, itemsize=8, a_transposed=True)
+    chosen = gemm_model.choose(problem)
+    assert gemm_model.ldm_layout(problem, chosen) is not None
+    assert gemm_model.predict(problem, chosen) < gemm_model.predict(problem, Blocking(4, 16, 4))
