@@ -108,3 +108,20 @@ def test_model_choice_fits_and_beats_the_smallest_blocking():
     chosen = gemm_model.choose(problem)
     assert gemm_model.ldm_layout(problem, chosen) is not None
     assert gemm_model.predict(problem, chosen) < gemm_model.predict(problem, Blocking(4, 16, 4))
+
+
+def test_primitive_fit_is_reproducible_on_a_small_sample():
+    shapes = [(16, 16, 8), (8, 32, 16), (16, 32, 8), (32, 16, 16), (8, 16, 32), (16, 16, 32),
+              (4, 32, 32)]
+    coefficients, mean_error, samples = gemm_model.fit_primitive(shapes)
+    assert samples == len(shapes) and mean_error < 0.03
+    for shape in shapes:
+        refit = gemm_model.primitive_cycles(*shape, coefficients=coefficients)
+        assert refit == pytest.approx(gemm_model.primitive_cycles(*shape), rel=0.05)
+
+
+def test_model_predicts_a_run_within_ten_percent():
+    rng = np.random.default_rng(7)
+    A, B = matrix(rng, 128, 256, np.float64, "F"), matrix(rng, 256, 128, np.float64, "C")
+    _, stats = check(A, B)
+    assert stats.predicted_cycles == pytest.approx(stats.kernel_cycles, rel=0.1)
