@@ -95,6 +95,8 @@ void comm_send(Sim *s, Cpe *c, int column, uint64_t targets, const uint64_t *val
     Transfer *tr = fifo_at(s, c, c->fifo_count++);
     s->senders |= UINT64_C(1) << c->id;
     tr->due = t + s->cfg.rc_latency;
+    if (tr->due < s->deliver_at)
+        s->deliver_at = tr->due;
     tr->targets = targets;
     tr->column = column;
     memcpy(tr->value, value, sizeof tr->value);
@@ -129,6 +131,15 @@ void comm_deliver(Sim *s, int64_t t)
             s->senders &= ~(UINT64_C(1) << c->id);
         c->sleep_until = t;            /* a put may find room now */
     }
+    /* The next cycle a delivery may happen: t + 1 if a due head waits for room (a get may
+     * free it), else the earliest due head (due times grow along each FIFO). */
+    s->deliver_at = TIME_NEVER;
+    for (uint64_t senders = s->senders; senders; senders &= senders - 1) {
+        int64_t due = fifo_at(s, &s->cpes[__builtin_ctzll(senders)], 0)->due;
+        int64_t next = due > t ? due : t + 1;
+        if (next < s->deliver_at)
+            s->deliver_at = next;
+    }
 }
 
 /* The next cycle > t at which a delivery may happen: t + 1 if a sender's head is due and has
@@ -153,14 +164,3 @@ int64_t comm_next_event(const Sim *s, int64_t t)
     return next;
 }
 
-/* Pops the oldest entry of a receive queue (the caller checked it is not empty); the
- * pointer stays valid until the next delivery. */
-const uint64_t *comm_receive(Sim *s, Cpe *c, int column)
-{
-    ReceiveQueue *q = &c->queues[column];
-    const uint64_t *entry = q->entries[q->head];
-    q->head = ring_index(q->head, 1, s->cfg.rc_queue_depth);
-    q->count--;
-    s->full_queues[column] &= ~(UINT64_C(1) << c->id);
-    return entry;
-}

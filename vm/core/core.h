@@ -96,21 +96,27 @@ typedef struct {
 } ReceiveQueue;
 
 typedef struct {
-    /* architectural state, hot in the issue loop */
-    uint64_t regs[NUM_SLOTS][SWSIM_LANES];
-    int64_t ready[NUM_SLOTS];  /* ready[BUSY_SLOT]: divide/sqrt occupancy of P0 */
-    uint64_t pc;
-    int64_t global_free;       /* next global access may issue at this cycle */
+    /* hot in the issue loop: one cache line of scalars, then ready times and counters
+     * (the loop prefetches these lines of the next CPEs, see engine.c) */
     int64_t wait_until;        /* barrier: TIME_NEVER until every participant arrived */
     int64_t sleep_until;       /* the leader's stall (last_state) cannot end before this:
                                   a known time, or TIME_NEVER until a delivery or DMA
                                   activation wakes the CPE */
-    int running;
-    int id, row, col;
-    uint8_t *ldm;
-    uint64_t counters[SWSIM_NUM_CPE_COUNTERS];
+    uint64_t pc;
     int last_state;            /* stall reason of the last charged cycle or RUNNING */
     int charged[2];            /* counters charged to P0 and P1 in the last cycle */
+    int running;
+    int dirty;                 /* spin-loop detection: a side effect or a changed register
+                                  since the last mark */
+    int confirmed;             /* spin-loop detection: the last two marks saw the same state */
+    int id;
+    int64_t ready[NUM_SLOTS];  /* ready[BUSY_SLOT]: divide/sqrt occupancy of P0 */
+    uint64_t counters[SWSIM_NUM_CPE_COUNTERS];
+    /* architectural state */
+    uint64_t regs[NUM_SLOTS][SWSIM_LANES];
+    int64_t global_free;       /* next global access may issue at this cycle */
+    int row, col;
+    uint8_t *ldm;
     int64_t halt_cycle;
 
     /* register communication */
@@ -121,10 +127,8 @@ typedef struct {
     int8_t put_fault[2][9];    /* ... or the fault kind of that put (0: none) */
     int dma_waiting;           /* requests of this CPE not yet accepted by the engine */
 
-    /* spin-loop fixed-point detection (see engine.c) */
-    int dirty;                 /* a side effect or a changed register since the last mark */
+    /* spin-loop fixed-point detection (see engine.c; dirty and confirmed above) */
     int armed;                 /* the snapshot below was taken at the last mark */
-    int confirmed;             /* the last two marks saw the same state */
     uint64_t mark_pc;
     int64_t mark_cycle, window_start, period;
     int64_t ldm_changed;       /* last cycle an event wrote this CPE's LDM */
@@ -135,7 +139,7 @@ typedef struct {
     /* trace */
     int span_kind;             /* open span kind, -1 if none */
     int64_t span_start;
-} Cpe;
+} __attribute__((aligned(64))) Cpe;
 
 typedef struct {
     int cpe;
@@ -177,6 +181,7 @@ typedef struct {
     int64_t fifo_capacity;
     uint64_t senders;          /* CPEs whose transfer FIFO is not empty */
     uint64_t full_queues[2];   /* CPEs whose row / column receive queue is full */
+    int64_t deliver_at;        /* no delivery can happen before this cycle */
     int64_t interface_free;    /* the CG memory interface takes the next global access */
     int halted_this_cycle;
     DmaEngine dma;
@@ -206,7 +211,6 @@ int comm_send_blocked(const Sim *s, const Cpe *c, int64_t t);
 void comm_send(Sim *s, Cpe *c, int column, uint64_t targets, const uint64_t *value, int64_t t);
 void comm_deliver(Sim *s, int64_t t);
 int64_t comm_next_event(const Sim *s, int64_t t);
-const uint64_t *comm_receive(Sim *s, Cpe *c, int column);
 
 /* dma.c */
 int dma_init(Sim *s);
@@ -221,6 +225,19 @@ int barrier_init(Sim *s);
 int barrier_arrive(Sim *s, Cpe *c, int column, uint64_t mask, int64_t t, Fault *fault);
 void barrier_release(Sim *s, int64_t t);
 int64_t barrier_next_event(const Sim *s, int64_t t);
+
+/* Pops the oldest entry of a receive queue (the caller checked it is not empty); the
+ * pointer stays valid until the next delivery. */
+static inline const uint64_t *comm_receive(Sim *s, Cpe *c, int column)
+{
+    ReceiveQueue *q = &c->queues[column];
+    const uint64_t *entry = q->entries[q->head];
+    if (++q->head == s->cfg.rc_queue_depth)
+        q->head = 0;
+    q->count--;
+    s->full_queues[column] &= ~(UINT64_C(1) << c->id);
+    return entry;
+}
 
 /* engine.c */
 void emit_span(Sim *s, int cpe, int kind, int64_t start, int64_t end);

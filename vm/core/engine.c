@@ -161,9 +161,6 @@ static int execute_communication(Sim *s, Cpe *c, const Instr *in, int64_t t, Fau
         }
         comm_send(s, c, column, c->put_mask[column][in->imm], c->regs[in->ra], t);
         return EXEC_NEXT;
-    case CLS_GET:
-        write_lanes(c, in->dest, comm_receive(s, c, column), SWSIM_LANES, t + in->latency);
-        return EXEC_NEXT;
     case CLS_SYNC:
         return barrier_arrive(s, c, column, in->imm, t, fault) ? EXEC_FAULT : EXEC_NEXT;
     default:   /* CLS_DMA */
@@ -256,7 +253,12 @@ static inline int execute(Sim *s, Cpe *c, const Instr *in, int64_t t, Fault *fau
         return execute_store(s, c, in, t, fault);
     case CLS_BCAST_LOAD:
         return execute_bcast_load(s, c, in, t, fault);
-    case CLS_PUT: case CLS_GET: case CLS_SYNC: case CLS_DMA:
+    case CLS_GET:
+        write_lanes(c, in->dest, comm_receive(s, c, in->id == I_GETC), SWSIM_LANES,
+                    t + in->latency);
+        c->dirty = 1;
+        return EXEC_NEXT;
+    case CLS_PUT: case CLS_SYNC: case CLS_DMA:
         return execute_communication(s, c, in, t, fault);
     case CLS_BRANCH: case CLS_JUMP:
         return execute_control(s, c, in, t);
@@ -267,16 +269,9 @@ static inline int execute(Sim *s, Cpe *c, const Instr *in, int64_t t, Fault *fau
 
 /* ---- issue rules -------------------------------------------------------------------------- */
 
-/* The first failing readiness check of docs/timing.md "Issue rules", or NO_STALL. */
-static int stall_reason_in_full(const Sim *s, const Cpe *c, const Instr *in, int64_t t)
+/* The structural check (rule 4 of docs/timing.md "Issue rules"), or NO_STALL. */
+static inline int structural_reason(const Sim *s, const Cpe *c, const Instr *in, int64_t t)
 {
-    for (int k = 0; k < in->num_sources; k++)
-        if (c->ready[in->sources[k]] > t)
-            return REASON_RAW;
-    if (c->ready[in->waw_slot] > t)
-        return REASON_WAW;
-    if (in->pipes == PIPE_P0 && c->ready[BUSY_SLOT] > t)
-        return REASON_DIVIDE;
     switch (in->cls) {
     case CLS_GET:
         return c->queues[in->id == I_GETC].count == 0 ? REASON_GET_EMPTY : NO_STALL;
@@ -292,6 +287,19 @@ static int stall_reason_in_full(const Sim *s, const Cpe *c, const Instr *in, int
     }
 }
 
+/* The first failing readiness check of docs/timing.md "Issue rules", or NO_STALL. */
+static int stall_reason_in_full(const Sim *s, const Cpe *c, const Instr *in, int64_t t)
+{
+    for (int k = 0; k < in->num_sources; k++)
+        if (c->ready[in->sources[k]] > t)
+            return REASON_RAW;
+    if (c->ready[in->waw_slot] > t)
+        return REASON_WAW;
+    if (in->pipes == PIPE_P0 && c->ready[BUSY_SLOT] > t)
+        return REASON_DIVIDE;
+    return structural_reason(s, c, in, t);
+}
+
 /* The same, with a branch-free test of the ready times first: in the common case every
  * checked slot is ready (ready <= t, so every t - ready is >= 0) and there is no class
  * check. Ready times are in [0, TIME_NEVER], so t - ready cannot overflow. */
@@ -302,9 +310,9 @@ static inline int stall_reason(const Sim *s, const Cpe *c, const Instr *in, int6
     const uint8_t *k = in->checks;
     int64_t late = (t - ready[k[0]]) | (t - ready[k[1]]) | (t - ready[k[2]]) | (t - ready[k[3]])
                    | (t - ready[k[4]]);
-    if (__builtin_expect(late >= 0 && !(in->flags & F_STRUCTURAL), 1))
-        return NO_STALL;
-    return stall_reason_in_full(s, c, in, t);
+    if (__builtin_expect(late < 0, 0))
+        return stall_reason_in_full(s, c, in, t);
+    return in->flags & F_STRUCTURAL ? structural_reason(s, c, in, t) : NO_STALL;
 }
 
 /* The cycle > t at which a stalled leader's timed stall (raw, waw, divide, global, barrier
@@ -494,6 +502,32 @@ static inline int issue(Sim *s, Cpe *c, int64_t t)
     return ISSUED;
 }
 
+/* ---- prefetching ---------------------------------------------------------------------------
+ * The state of 64 CPEs does not fit in the L1 cache, and each CPE's issue step is a chain of
+ * dependent loads (pc, instruction, ready times, registers). While one CPE issues, the loop
+ * fetches the hot lines of the CPE two ahead and the operand registers of the next one. */
+
+static inline void prefetch_state(const Cpe *c)
+{
+    const char *p = (const char *)c, *end = (const char *)(c->counters + SWSIM_NUM_CPE_COUNTERS);
+    for (; p < end; p += 64)
+        __builtin_prefetch(p);
+}
+
+static inline void prefetch_operands(const Sim *s, const Cpe *c)
+{
+    uint64_t offset = c->pc - s->cfg.code_base, index = offset >> 2 | offset << 62;
+    if (index >= (uint64_t)s->code_words)
+        return;
+    const Instr *in = &s->code[index];   /* code_words + 1 entries: in + 1 exists */
+    for (int k = 0; k < 2; k++, in++) {
+        __builtin_prefetch(c->regs[in->ra]);
+        __builtin_prefetch(c->regs[in->rb]);
+        __builtin_prefetch(c->regs[in->r3]);
+        __builtin_prefetch(c->regs[in->dest], 1);
+    }
+}
+
 /* ---- skipping ----------------------------------------------------------------------------- */
 
 static int64_t next_unit_event(const Sim *s, int64_t t)
@@ -624,7 +658,7 @@ static int64_t run_cycles(Sim *s)
         }
         if (s->dma.current >= 0 || s->dma.active_count || s->dma.waiting_count)
             dma_step(s, t);
-        if (s->senders)
+        if (s->senders && t >= s->deliver_at)
             comm_deliver(s, t);
         if (s->num_releases)
             barrier_release(s, t);
@@ -633,6 +667,10 @@ static int64_t run_cycles(Sim *s)
         int issued_any = 0, issued_unconfirmed = 0;
         for (int k = 0; k < num_running; k++) {
             Cpe *c = &s->cpes[running[k]];
+            if (k + 2 < num_running)
+                prefetch_state(&s->cpes[running[k + 2]]);
+            if (k + 1 < num_running)
+                prefetch_operands(s, &s->cpes[running[k + 1]]);
             int issued = issue(s, c, t);
             if (issued == FAULTED) {
                 uncharge_cycle(s, running, k);
@@ -722,7 +760,9 @@ static int init_sim(Sim *s)
     s->ldm_bytes = (uint64_t)s->cfg.ldm_bytes;
     s->cg = s->result->cg_counters;
     memcpy(s->latency, s->cfg.latency, sizeof s->latency);
-    s->cpes = calloc((size_t)s->num_cpes, sizeof *s->cpes);
+    s->cpes = aligned_alloc(_Alignof(Cpe), (size_t)s->num_cpes * sizeof *s->cpes);
+    if (s->cpes)
+        memset(s->cpes, 0, (size_t)s->num_cpes * sizeof *s->cpes);
     s->code_words = s->job->code_words;
     s->code = calloc((size_t)s->code_words + 1, sizeof *s->code);
     if (!s->cpes || !s->code)
@@ -808,6 +848,7 @@ int swsim_run(const SwConfig *config, const SwJob *job, SwResult *result)
     sim.job = job;
     sim.result = result;
     sim.dma.current = -1;
+    sim.deliver_at = TIME_NEVER;
     int status = init_sim(&sim);
     if (!status) {
         int64_t kernel_cycles = run_cycles(&sim);

@@ -68,42 +68,6 @@ static inline uint64_t shift_right_arithmetic(uint64_t v, unsigned count)
 
 enum FpOp { FP_ADD, FP_SUB, FP_MUL, FP_DIV, FP_SQRT, FP_MA, FP_MS, FP_NMA, FP_NMS };
 
-__attribute__((always_inline))
-static inline uint64_t fp_double(int op, uint64_t a_bits, uint64_t b_bits, uint64_t c_bits)
-{
-    double a = as_double(a_bits), b = as_double(b_bits), c = as_double(c_bits);
-    switch (op) {
-    case FP_ADD: return double_bits(a + b);
-    case FP_SUB: return double_bits(a - b);
-    case FP_MUL: return double_bits(a * b);
-    case FP_DIV: return double_bits(a / b);
-    case FP_SQRT: return double_bits(sqrt(b));
-    case FP_MA: return double_bits(fma(a, b, c));
-    case FP_MS: return double_bits(fma(a, b, -c));
-    case FP_NMA: return double_bits(fma(-a, b, c));
-    default: return double_bits(fma(-a, b, -c));
-    }
-}
-
-/* Single precision: operands rounded to binary32, one binary32 operation, widened exactly. */
-__attribute__((always_inline))
-static inline uint64_t fp_single(int op, uint64_t a_bits, uint64_t b_bits, uint64_t c_bits)
-{
-    float a = to_single(a_bits), b = to_single(b_bits), c = to_single(c_bits), r;
-    switch (op) {
-    case FP_ADD: r = a + b; break;
-    case FP_SUB: r = a - b; break;
-    case FP_MUL: r = a * b; break;
-    case FP_DIV: r = a / b; break;
-    case FP_SQRT: r = sqrtf(b); break;
-    case FP_MA: r = fmaf(a, b, c); break;
-    case FP_MS: r = fmaf(a, b, -c); break;
-    case FP_NMA: r = fmaf(-a, b, c); break;
-    default: r = fmaf(-a, b, -c); break;
-    }
-    return double_bits((double)r);
-}
-
 /* ---- register writes -------------------------------------------------------------------- */
 
 /* Writes the low `lanes` lanes of a slot (1: scalar, upper lanes preserved; 4: full). A
@@ -111,6 +75,7 @@ static inline uint64_t fp_single(int op, uint64_t a_bits, uint64_t b_bits, uint6
 static inline void write_lanes(Cpe *c, int slot, const uint64_t *value, int lanes, int64_t ready)
 {
     uint64_t *reg = c->regs[slot], changed = 0;
+#pragma GCC unroll 4
     for (int i = 0; i < lanes; i++) {
         changed |= reg[i] ^ value[i];
         reg[i] = value[i];
@@ -224,24 +189,71 @@ static inline void vector_integer(Cpe *c, const Instr *in, int64_t t)
 
 /* ---- floating point --------------------------------------------------------------------- */
 
+/* One lane of a float operation, as the double it produces (not yet canonical): single
+ * precision rounds the operands to binary32, does one binary32 operation and widens the
+ * result exactly (a binary32 NaN widens to a NaN, canonical once double_bits applies). */
+__attribute__((always_inline))
+static inline double fp_lane(int op, int single, uint64_t a_bits, uint64_t b_bits,
+                             uint64_t c_bits)
+{
+    if (single) {
+        float a = to_single(a_bits), b = to_single(b_bits), c = to_single(c_bits);
+        switch (op) {
+        case FP_ADD: return a + b;
+        case FP_SUB: return a - b;
+        case FP_MUL: return a * b;
+        case FP_DIV: return a / b;
+        case FP_SQRT: return sqrtf(b);
+        case FP_MA: return fmaf(a, b, c);
+        case FP_MS: return fmaf(a, b, -c);
+        case FP_NMA: return fmaf(-a, b, c);
+        default: return fmaf(-a, b, -c);
+        }
+    }
+    double a = as_double(a_bits), b = as_double(b_bits), c = as_double(c_bits);
+    switch (op) {
+    case FP_ADD: return a + b;
+    case FP_SUB: return a - b;
+    case FP_MUL: return a * b;
+    case FP_DIV: return a / b;
+    case FP_SQRT: return sqrt(b);
+    case FP_MA: return fma(a, b, c);
+    case FP_MS: return fma(a, b, -c);
+    case FP_NMA: return fma(-a, b, c);
+    default: return fma(-a, b, -c);
+    }
+}
+
+/* Four lanes as one vector value: the compiler keeps them in one (AVX) or two (SSE2)
+ * registers, and the four fma() of a vector FMA become one vector instruction where the
+ * host has FMA. Same per-lane results as fp_lane + double_bits. */
+typedef double LanesD __attribute__((vector_size(32), aligned(8)));
+typedef int64_t LanesI __attribute__((vector_size(32), aligned(8)));
+
 /* Float arithmetic on 1 (scalar) or 4 lanes; single selects binary32. All lanes are computed
- * before any is written, as a source may be the destination; the loops have a constant trip
- * count and unroll, so the lanes stay in registers. A divide or sqrt (class fdiv) keeps P0
- * busy until its result is ready. */
+ * before any is written, as a source may be the destination. A divide or sqrt (class fdiv)
+ * keeps P0 busy until its result is ready. */
 __attribute__((always_inline))
 static inline void float_arith(Cpe *c, const Instr *in, int op, int single, int lanes, int64_t t)
 {
     const uint64_t *a = c->regs[in->ra], *b = c->regs[in->rb], *r3 = c->regs[in->r3];
-    uint64_t *dest = c->regs[in->dest], r[SWSIM_LANES], changed = 0;
-#pragma GCC unroll 4
-    for (int i = 0; i < lanes; i++)
-        r[i] = single ? fp_single(op, a[i], b[i], r3[i]) : fp_double(op, a[i], b[i], r3[i]);
-#pragma GCC unroll 4
-    for (int i = 0; i < lanes; i++) {
-        changed |= dest[i] ^ r[i];
-        dest[i] = r[i];
+    uint64_t *dest = c->regs[in->dest];
+    if (lanes == 1) {
+        uint64_t r = double_bits(fp_lane(op, single, a[0], b[0], r3[0]));
+        c->dirty |= dest[0] != r;
+        dest[0] = r;
+    } else {
+        LanesD result;
+        for (int i = 0; i < SWSIM_LANES; i++)
+            result[i] = fp_lane(op, single, a[i], b[i], r3[i]);
+        LanesI bits, old, nan = result != result;
+        memcpy(&bits, &result, sizeof bits);
+        bits = (bits & ~nan) | (nan & (int64_t)CANONICAL_NAN64);
+        memcpy(&old, dest, sizeof old);
+        memcpy(dest, &bits, sizeof bits);
+        LanesI changed = old ^ bits;
+        c->dirty |= (changed[0] | changed[1] | changed[2] | changed[3]) != 0;
     }
-    c->dirty |= changed != 0;
     c->ready[in->dest] = t + in->latency;
     if (op == FP_DIV || op == FP_SQRT)
         c->ready[BUSY_SLOT] = t + in->latency;
