@@ -7,6 +7,6 @@ SUBPACKAGES = ["isa", "asm", "vm", "kernels", "hostlib"]
 setup(
     packages=["swsim"] + [f"swsim.{p}" for p in SUBPACKAGES],
     package_dir={"swsim": "."},
-    package_data={"swsim.kernels": ["*.s", "*.inc"], "swsim.vm": ["*.c", "*.h"]},
+    package_data={"swsim.kernels": ["*.s", "*.inc"], "swsim.vm": ["core/*.c", "core/*.h"]},
     cffi_modules=["vm/build_core.py:ffibuilder"],
 )

@@ -415,6 +415,42 @@ def test_spin_loop_is_fast_forwarded_exactly():
     _same(cengine.run(a, skip=False), cengine.run(b, skip=True))
 
 
+@pytest.mark.parametrize("skip", [False, True])
+@pytest.mark.parametrize("step", [1, 100])
+def test_runs_in_steps_give_the_same_results(monkeypatch, skip, step):
+    monkeypatch.setattr(cengine, "PROGRESS_CYCLES", step)
+    jobs = [make_job(DMA_SPIN, cpes=16, trace=True, mem_bytes=64 * 4096) for _ in range(2)]
+    cycles = []
+    whole = cengine.run(jobs[0], skip=skip)
+    stepped = cengine.run(jobs[1], skip=skip, progress=cycles.append)
+    _same(whole, stepped)
+    for name in ("regs", "ldm", "mem"):
+        np.testing.assert_array_equal(getattr(jobs[0], name), getattr(jobs[1], name))
+    assert cycles and cycles == sorted(cycles) and cycles[-1] <= whole.kernel_cycles
+    if not skip:
+        assert cycles == list(range(step, step * (len(cycles) + 1), step))
+
+
+def test_a_failing_progress_callback_stops_the_run(monkeypatch):
+    monkeypatch.setattr(cengine, "PROGRESS_CYCLES", 10)
+
+    def interrupt(cycle):
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        cengine.run(make_job(DMA_SPIN, cpes=4, mem_bytes=64 * 4096), progress=interrupt)
+
+
+def test_machine_reports_progress_of_c_runs(monkeypatch):
+    monkeypatch.setattr(cengine, "PROGRESS_CYCLES", 50)
+    machine = swsim.Machine()
+    program = swsim.assemble(".text\n.globl k\nk:\nldi $1, 300\n1: subl $1, 1, $1\n"
+                             "bgt $1, 1b\nhalt\n")
+    cycles = []
+    result = machine.run(program, entry="k", cpes=range(1), engine="c", progress=cycles.append)
+    assert cycles[:2] == [50, 100] and result.kernel_cycles > 300
+
+
 def test_runs_are_deterministic():
     results = [cengine.run(make_job(DMA_SPIN, cpes=64, mem_bytes=64 * 4096, trace=True))
                for _ in range(2)]

@@ -6,7 +6,7 @@ and trace spans come back in an ``EngineResult`` identical to the Python referen
 from __future__ import annotations
 
 import time
-from typing import Optional
+from typing import Callable, Optional
 
 import numpy as np
 
@@ -21,7 +21,8 @@ NO_LIMIT_CYCLES = 1 << 62
 _ERRORS = {-1: "configuration outside the C core's limits (mesh <= 8x8, LDM <= 1 MiB, "
                "positive depths and transaction sizes)",
            -2: "out of host memory",
-           -3: "internal bound violated in the C core"}
+           -3: "internal bound violated in the C core",
+           -4: "the C core's run was released before it ended"}
 
 
 def _check_build() -> None:
@@ -116,15 +117,25 @@ def _spans(result) -> list:
     return spans
 
 
-def run(job: EngineJob, skip: bool = True) -> EngineResult:
+# Cycles simulated between two progress callbacks (a few milliseconds of a 64-CPE run).
+PROGRESS_CYCLES = 1 << 16
+
+
+def run(job: EngineJob, skip: bool = True,
+        progress: Optional[Callable[[int], None]] = None) -> EngineResult:
     """Run ``job`` to its end. ``skip=False`` steps every cycle (a debugging aid: skipping
-    never changes a result)."""
+    never changes a result). ``progress``, if given, is called with the current cycle every
+    ``PROGRESS_CYCLES`` simulated cycles or so (the run proceeds in steps that return to
+    Python; the results are those of a single step)."""
     n = job.config.num_cpes
     keep: list = []   # arrays whose memory C uses must outlive the call
     config = _config_struct(job, skip, keep)
     job_struct = _job_struct(job, keep)
     result = ffi.new("SwResult *")
-    status = lib.swsim_run(config, job_struct, result)
+    if progress is None:
+        status = lib.swsim_run(config, job_struct, result)
+    else:
+        status = _run_in_steps(config, job_struct, result, progress)
     try:
         if status != 0:
             raise (MemoryError if status == -2 else ValueError)(_ERRORS.get(status, status))
@@ -139,6 +150,18 @@ def run(job: EngineJob, skip: bool = True) -> EngineResult:
         )
     finally:
         lib.swsim_free_result(result)
+
+
+def _run_in_steps(config, job_struct, result, progress) -> int:
+    sim = lib.swsim_start(config, job_struct, result)
+    if sim == ffi.NULL:
+        return result.status
+    try:
+        while not lib.swsim_advance(sim, lib.swsim_cycle(sim) + PROGRESS_CYCLES):
+            progress(int(lib.swsim_cycle(sim)))
+    finally:
+        status = lib.swsim_finish(sim)   # releases the run even if progress raised
+    return status
 
 
 def measure_speed(job: EngineJob, repeat: int = 3) -> dict:

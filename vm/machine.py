@@ -46,8 +46,8 @@ class Machine:
 
         ``args``: ints (passed as 64-bit two's complement), floats (their IEEE double bits)
         or arrays previously given to ``mem.put`` (their address). ``max_cycles`` limits the
-        kernel cycles (spawn excluded). ``progress(cycle)`` is called now and then by the
-        Python engine. Raises ``VMFault``, ``Deadlock`` or ``CycleLimit`` (with ``.result``).
+        kernel cycles (spawn excluded). ``progress(cycle)`` is called now and then by
+        either engine. Raises ``VMFault``, ``Deadlock`` or ``CycleLimit`` (with ``.result``).
         """
         config = self.config
         if isinstance(program, str):
@@ -80,7 +80,7 @@ class Machine:
         job = EngineJob(config=config, code=np.asarray(program.code, dtype=np.uint32),
                         spawned=spawned, entry_pc=entry_pc, regs=regs, ldm=ldm,
                         mem=self.mem.view(), max_cycles=max_cycles, trace=trace)
-        raw = run_engine(job, progress) if engine == "python" else run_engine(job)
+        raw = run_engine(job, progress=progress)
         result = RunResult.from_engine(raw, cg, engine, config, np.flatnonzero(spawned))
         self.last_job = job
         if raw.stop is not None:

@@ -182,6 +182,9 @@ typedef struct {
     uint64_t senders;          /* CPEs whose transfer FIFO is not empty */
     uint64_t full_queues[2];   /* CPEs whose row / column receive queue is full */
     int64_t deliver_at;        /* no delivery can happen before this cycle */
+    int running[SWSIM_MAX_CPES]; /* ids of the CPEs still running, between steps of a run */
+    int num_running;
+    int64_t next_cycle;        /* the first cycle not simulated yet */
     int64_t interface_free;    /* the CG memory interface takes the next global access */
     int halted_this_cycle;
     DmaEngine dma;

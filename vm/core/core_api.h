@@ -80,6 +80,17 @@ typedef struct {
 } SwDecoded;
 
 int swsim_run(const SwConfig *config, const SwJob *job, SwResult *result);
+
+/* The same run in steps (for progress reports): swsim_start prepares it (NULL on an error,
+ * in result->status); swsim_advance simulates up to (not including) cycle `horizon`, or to
+ * the end, and returns 1 once the run ended; swsim_cycle is the next cycle to simulate (the
+ * kernel cycles once ended); swsim_finish releases the run and returns the status (results
+ * are complete only if the run ended). Any sequence of horizons gives swsim_run's results. */
+typedef struct SwSim SwSim;
+SwSim *swsim_start(const SwConfig *config, const SwJob *job, SwResult *result);
+int32_t swsim_advance(SwSim *sim, int64_t horizon);
+int64_t swsim_cycle(const SwSim *sim);
+int32_t swsim_finish(SwSim *sim);
 void swsim_free_result(SwResult *result);
 void swsim_decode_word(uint32_t word, SwDecoded *out);
 const char *swsim_instruction_name(int32_t id);
@@ -91,6 +102,7 @@ enum {
     SWSIM_ERROR_CONFIG = -1,     /* configuration outside the core's compile-time limits */
     SWSIM_ERROR_MEMORY = -2,     /* the host could not allocate run state or trace spans */
     SWSIM_ERROR_INTERNAL = -3,   /* a bound the core relies on was broken (a bug) */
+    SWSIM_ERROR_UNFINISHED = -4, /* swsim_finish before the run ended */
 };
 
 #endif

@@ -642,16 +642,25 @@ static void uncharge_cycle(Sim *s, const int *running, int count)
     }
 }
 
+/* Simulates the cycles from s->next_cycle on. Returns the kernel cycles once the run ended,
+ * or RUN_PAUSED before the first cycle >= horizon (to be resumed by another call: the loop
+ * keeps no state of its own between cycles, so pausing changes nothing). */
+enum { RUN_PAUSED = -1 };
+
 HOT_LOOP_CLONES
-static int64_t run_cycles(Sim *s)
+static int64_t run_cycles(Sim *s, int64_t horizon)
 {
-    int running[SWSIM_MAX_CPES], num_running = 0;
-    for (int i = 0; i < s->num_cpes; i++)
-        if (s->cpes[i].running)
-            running[num_running++] = i;
+    int running[SWSIM_MAX_CPES], num_running = s->num_running;
+    memcpy(running, s->running, sizeof running);
     if (num_running == 0)
         return 0;
-    for (int64_t t = 0;; t++) {
+    for (int64_t t = s->next_cycle;; t++) {
+        if (t >= horizon) {
+            memcpy(s->running, running, sizeof running);
+            s->num_running = num_running;
+            s->next_cycle = t;
+            return RUN_PAUSED;
+        }
         if (t >= s->cfg.max_cycles) {
             stop_with_report(s, STOP_CYCLE_LIMIT, s->cfg.max_cycles);
             return s->cfg.max_cycles;
@@ -781,8 +790,10 @@ static int init_sim(Sim *s)
     }
     for (int i = 0; i < s->num_cpes; i++) {
         init_cpe(s, &s->cpes[i], i);
-        if (s->cpes[i].running)
+        if (s->cpes[i].running) {
             s->spawned_mask |= UINT64_C(1) << i;
+            s->running[s->num_running++] = i;
+        }
     }
     int status = comm_init(s);
     if (!status)
@@ -838,30 +849,80 @@ static void finish_run(Sim *s, int64_t kernel_cycles)
         dma_close_spans(s, kernel_cycles);
 }
 
-int swsim_run(const SwConfig *config, const SwJob *job, SwResult *result)
+/* ---- the public interface: a run in one call, or in steps up to cycle horizons ---------- */
+
+struct SwSim {
+    Sim sim;
+    int ended;
+};
+
+SwSim *swsim_start(const SwConfig *config, const SwJob *job, SwResult *result)
 {
     memset(result, 0, sizeof *result);
-    if (!config_is_valid(config, job))
-        return result->status = SWSIM_ERROR_CONFIG;
-    Sim sim = {0};
-    sim.cfg = *config;
-    sim.job = job;
-    sim.result = result;
-    sim.dma.current = -1;
-    sim.deliver_at = TIME_NEVER;
-    int status = init_sim(&sim);
-    if (!status) {
-        int64_t kernel_cycles = run_cycles(&sim);
-        finish_run(&sim, kernel_cycles);
-        status = sim.error;
+    if (!config_is_valid(config, job)) {
+        result->status = SWSIM_ERROR_CONFIG;
+        return NULL;
     }
-    free_sim(&sim);
+    SwSim *handle = calloc(1, sizeof *handle);
+    if (!handle) {
+        result->status = SWSIM_ERROR_MEMORY;
+        return NULL;
+    }
+    Sim *s = &handle->sim;
+    s->cfg = *config;
+    s->job = job;
+    s->result = result;
+    s->dma.current = -1;
+    s->deliver_at = TIME_NEVER;
+    int status = init_sim(s);
+    s->cfg.latency = s->latency;   /* init_sim copied it: the caller's array may go */
+    if (status) {
+        free_sim(s);
+        free(handle);
+        result->status = status;
+        return NULL;
+    }
+    return handle;
+}
+
+int32_t swsim_advance(SwSim *handle, int64_t horizon)
+{
+    if (!handle->ended) {
+        int64_t kernel_cycles = run_cycles(&handle->sim, horizon);
+        if (kernel_cycles != RUN_PAUSED) {
+            finish_run(&handle->sim, kernel_cycles);
+            handle->ended = 1;
+        }
+    }
+    return handle->ended;
+}
+
+int64_t swsim_cycle(const SwSim *handle)
+{
+    return handle->ended ? handle->sim.result->kernel_cycles : handle->sim.next_cycle;
+}
+
+int32_t swsim_finish(SwSim *handle)
+{
+    SwResult *result = handle->sim.result;
+    int status = handle->ended ? handle->sim.error : SWSIM_ERROR_UNFINISHED;
+    free_sim(&handle->sim);
+    free(handle);
     if (status) {
         free(result->spans);
         result->spans = NULL;
         result->num_spans = 0;
     }
     return result->status = status;
+}
+
+int swsim_run(const SwConfig *config, const SwJob *job, SwResult *result)
+{
+    SwSim *handle = swsim_start(config, job, result);
+    if (!handle)
+        return result->status;
+    swsim_advance(handle, TIME_NEVER);
+    return swsim_finish(handle);
 }
 
 void swsim_free_result(SwResult *result)
