@@ -451,6 +451,50 @@ def test_machine_reports_progress_of_c_runs(monkeypatch):
     assert cycles[:2] == [50, 100] and result.kernel_cycles > 300
 
 
+# Each CPE streams `requests` gets of 2 KiB into LDM 0x1000 (reply word 0x10), then spins
+# until a word inside the buffer (0x1000 + WATCH) is non-zero, then on the reply count.
+DMA_STREAM = """
+    rcid $10
+    ldi $1, 2048
+    vinsw $1, $31, 1, $2
+    ldi $3, 0x10
+    vinsw $3, $2, 4, $2
+    ldih $4, 0x4000($31)
+    sll $10, 13, $11
+    addl $4, $11, $4
+    ldi $5, 0x1000
+    ldi $8, REQUESTS
+1:  dma $2, $4, $5
+    ldi $9, 2048($4)
+    bis $9, $9, $4
+    ldi $9, 2048($5)
+    bis $9, $9, $5
+    subl $8, 1, $8
+    bgt $8, 1b
+2:  ldw $6, WATCH($31)
+    beq $6, 2b
+3:  ldw $6, 0x10($31)
+    cmpeq $6, REQUESTS, $7
+    beq $7, 3b
+    halt
+"""
+
+
+@pytest.mark.parametrize("watch", [0x1000, 0x1000 + 2048 + 700, 0x1000 + 4 * 2048 - 4])
+def test_dma_runs_ahead_exactly(watch):
+    body = DMA_STREAM.replace("REQUESTS", "4").replace("WATCH", str(watch))
+    jobs = [make_job(body, cpes=16, mem_bytes=64 * 8192) for _ in range(3)]
+    for job in jobs:
+        job.mem[:] = np.arange(job.mem.size) % 251 + 1   # every word of the buffer non-zero
+    stepped, skipped = cengine.run(jobs[0], skip=False), cengine.run(jobs[1], skip=True)
+    assert stepped.stop is None
+    _same(stepped, skipped)
+    for name in ("regs", "ldm", "mem"):
+        np.testing.assert_array_equal(getattr(jobs[0], name), getattr(jobs[1], name))
+    pyengine = pytest.importorskip("swsim.vm.pyengine")
+    _same(pyengine.run(jobs[2]), skipped)
+
+
 def test_runs_are_deterministic():
     results = [cengine.run(make_job(DMA_SPIN, cpes=64, mem_bytes=64 * 4096, trace=True))
                for _ in range(2)]

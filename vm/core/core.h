@@ -56,6 +56,7 @@ enum {
     F_PAIRS_NEXT = 8,      /* ... and pairs with it whenever it is ready */
 };
 #define NUM_CHECKS 5
+#define MAX_WATCHED_READS 4
 
 /* One code word, decoded once before the run. */
 typedef struct {
@@ -131,7 +132,10 @@ typedef struct {
     int armed;                 /* the snapshot below was taken at the last mark */
     uint64_t mark_pc;
     int64_t mark_cycle, window_start, period;
-    int64_t ldm_changed;       /* last cycle an event wrote this CPE's LDM */
+    int64_t ldm_changed;       /* last cycle an event wrote LDM bytes the loop reads */
+    int num_reads;             /* LDM ranges loaded since the loop head was last reset */
+    int reads_overflow;        /* ... more than MAX_WATCHED_READS: every write counts */
+    uint64_t read_start[MAX_WATCHED_READS], read_end[MAX_WATCHED_READS];
     int64_t snap_ready[NUM_SLOTS + 2];
     uint64_t snap_counters[SWSIM_NUM_CPE_COUNTERS];
     uint64_t period_delta[SWSIM_NUM_CPE_COUNTERS];
@@ -221,6 +225,8 @@ int dma_request(Sim *s, Cpe *c, const uint64_t *descriptor, uint64_t mem_addr,
                 uint64_t ldm_addr, int64_t t, Fault *fault);
 void dma_step(Sim *s, int64_t t);
 int64_t dma_next_event(const Sim *s, int64_t t);
+int64_t dma_quiet_until(Sim *s, int64_t t, int64_t limit);
+void dma_advance(Sim *s, int64_t t, int64_t end);
 void dma_close_spans(Sim *s, int64_t end);
 
 /* barrier.c */
@@ -240,6 +246,25 @@ static inline const uint64_t *comm_receive(Sim *s, Cpe *c, int column)
     q->count--;
     s->full_queues[column] &= ~(UINT64_C(1) << c->id);
     return entry;
+}
+
+/* Spin-loop fixed points (engine.c) depend on the LDM bytes the loop loads: an event that
+ * writes LDM notes the write here, and it counts only if it overlaps a range loaded since the
+ * loop head was last reset. */
+static inline int ldm_write_is_watched(const Cpe *c, uint64_t addr, uint64_t bytes)
+{
+    if (c->reads_overflow)
+        return 1;
+    for (int k = 0; k < c->num_reads; k++)
+        if (addr < c->read_end[k] && c->read_start[k] < addr + bytes)
+            return 1;
+    return 0;
+}
+
+static inline void note_ldm_write(Cpe *c, uint64_t addr, uint64_t bytes, int64_t t)
+{
+    if (ldm_write_is_watched(c, addr, bytes))
+        c->ldm_changed = t;
 }
 
 /* engine.c */

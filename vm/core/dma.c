@@ -142,7 +142,7 @@ static void finish_transaction(Sim *s, int64_t t)
         for (uint64_t m = r->targets; m; m &= m - 1) {
             Cpe *target = &s->cpes[__builtin_ctzll(m)];
             memcpy(target->ldm + e->current_ldm, s->job->mem + e->current_mem, e->current_bytes);
-            target->ldm_changed = t;
+            note_ldm_write(target, e->current_ldm, e->current_bytes, t);
         }
     }
     e->current = -1;
@@ -155,7 +155,7 @@ static void finish_transaction(Sim *s, int64_t t)
     value++;
     for (int k = 0; k < 4; k++)
         reply[k] = (uint8_t)(value >> (8 * k));
-    issuer->ldm_changed = t;
+    note_ldm_write(issuer, r->reply, 4, t);
     if (s->cfg.trace)
         emit_span(s, r->cpe, SWSIM_SPAN_DMA, r->issue, t);
     int64_t k = 0;
@@ -166,7 +166,7 @@ static void finish_transaction(Sim *s, int64_t t)
     r->cpe = -1;
 }
 
-static void start_transaction(Sim *s, int64_t index, int64_t t)
+static void start_transaction(Sim *s, int64_t index, int64_t t, int dry)
 {
     DmaEngine *e = &s->dma;
     DmaRequest *r = &e->pool[index];
@@ -184,19 +184,24 @@ static void start_transaction(Sim *s, int64_t index, int64_t t)
     e->current_ldm = r->ldm_addr + r->handed;
     e->current_bytes = bytes;
     e->current_done = t + s->cfg.dma_transaction_cycles;
-    if (r->put)
+    if (r->put && !dry)
         memcpy(e->put_buffer, s->cpes[r->cpe].ldm + e->current_ldm, bytes);
     r->handed += bytes;
     e->last_served = r->number;
     e->served_any = 1;
 }
 
-/* Phase 1(a) of cycle t. */
-void dma_step(Sim *s, int64_t t)
+/* Phase 1(a) of cycle t. A dry step (run-ahead planning, see dma_quiet_until) moves no bytes
+ * and never completes a request. */
+static void step(Sim *s, int64_t t, int dry)
 {
     DmaEngine *e = &s->dma;
-    if (e->current >= 0 && e->current_done <= t)
-        finish_transaction(s, t);
+    if (e->current >= 0 && e->current_done <= t) {
+        if (dry)
+            e->current = -1;
+        else
+            finish_transaction(s, t);
+    }
     while (e->active_count < s->cfg.dma_active_requests && e->waiting_count > 0) {
         int64_t index = e->waiting[e->waiting_head];
         e->waiting_head = (e->waiting_head + 1) % e->pool_size;
@@ -223,7 +228,12 @@ void dma_step(Sim *s, int64_t t)
         }
     }
     if (chosen >= 0)
-        start_transaction(s, chosen, t);
+        start_transaction(s, chosen, t, dry);
+}
+
+void dma_step(Sim *s, int64_t t)
+{
+    step(s, t, 0);
 }
 
 /* The next cycle > t at which dma_step may change something. */
@@ -250,4 +260,68 @@ void dma_close_spans(Sim *s, int64_t end)
     for (int64_t i = 0; i < s->dma.pool_size; i++)
         if (s->dma.pool[i].cpe >= 0)
             emit_span(s, s->dma.pool[i].cpe, SWSIM_SPAN_DMA, s->dma.pool[i].issue, end);
+}
+
+/* ---- running ahead while every CPE waits --------------------------------------------------
+ * While skipping (engine.c), the CPEs are stalled until a known time or an event, or repeat a
+ * spin loop at a fixed point, which has no side effects and depends only on its registers and
+ * on the LDM bytes it loads. dma_step at a cycle x is then invisible to them unless it
+ *   - completes a request: the reply word changes and an active slot frees (which activates
+ *     a waiting request and may end a dma_full stall; a trace span ends),
+ *   - activates a waiting request,
+ *   - completes a get transaction that writes LDM bytes a running CPE's loop has loaded.
+ * Everything else it does (start a transaction, read the LDM bytes of a put, write main memory
+ * or LDM bytes no loop reads) changes nothing the CPEs see before the skip ends, and it only
+ * depends on the engine's own state and on x. So the engine can take all those steps within
+ * the skip, at the same cycles and in the same order as stepping would: the same bytes land at
+ * the same places, and the counters of the CPEs are unaffected. */
+
+static int observable_at(const Sim *s, int64_t x)
+{
+    const DmaEngine *e = &s->dma;
+    if (e->waiting_count > 0 && e->active_count < s->cfg.dma_active_requests)
+        return 1;
+    if (e->current < 0 || e->current_done > x)
+        return 0;   /* only a transaction start */
+    const DmaRequest *r = &e->pool[e->current];
+    if (r->handed >= r->size)
+        return 1;
+    if (r->put)
+        return 0;
+    for (uint64_t m = r->targets; m; m &= m - 1) {
+        const Cpe *c = &s->cpes[__builtin_ctzll(m)];
+        if (c->running && ldm_write_is_watched(c, e->current_ldm, e->current_bytes))
+            return 1;
+    }
+    return 0;
+}
+
+/* The first cycle in (t, limit) at which the engine does something observable (above), or
+ * `limit`. Plans with dry steps and leaves the engine as it was. */
+int64_t dma_quiet_until(Sim *s, int64_t t, int64_t limit)
+{
+    DmaEngine *e = &s->dma, saved = *e;
+    uint64_t handed[SWSIM_MAX_CPES];
+    for (int64_t k = 0; k < e->active_count; k++)
+        handed[k] = e->pool[e->active[k]].handed;
+    int64_t horizon = limit;
+    for (int64_t x = dma_next_event(s, t); x < limit; x = dma_next_event(s, x)) {
+        if (observable_at(s, x)) {
+            horizon = x;
+            break;
+        }
+        step(s, x, 1);
+    }
+    for (int64_t k = 0; k < e->active_count; k++)
+        e->pool[e->active[k]].handed = handed[k];
+    *e = saved;
+    return horizon;
+}
+
+/* Takes the engine's steps at the cycles in (t, end], all unobservable (end is before
+ * dma_quiet_until's horizon). */
+void dma_advance(Sim *s, int64_t t, int64_t end)
+{
+    for (int64_t x = dma_next_event(s, t); x <= end; x = dma_next_event(s, x))
+        step(s, x, 0);
 }

@@ -101,6 +101,20 @@ static int64_t start_global_access(Sim *s, Cpe *c, int is_load, int64_t t)
 
 /* ---- execution ---------------------------------------------------------------------------- */
 
+/* Notes an LDM range a load read, for the spin-loop fixed points (note_ldm_write). */
+static inline void record_read(Cpe *c, uint64_t addr, uint64_t size)
+{
+    for (int k = 0; k < c->num_reads; k++)
+        if (c->read_start[k] == addr && c->read_end[k] == addr + size)
+            return;
+    if (c->num_reads == MAX_WATCHED_READS) {
+        c->reads_overflow = 1;
+        return;
+    }
+    c->read_start[c->num_reads] = addr;
+    c->read_end[c->num_reads++] = addr + size;
+}
+
 static int execute_load(Sim *s, Cpe *c, const Instr *in, int64_t t, Fault *fault)
 {
     uint64_t addr = effective_address(c, in);
@@ -112,6 +126,8 @@ static int execute_load(Sim *s, Cpe *c, const Instr *in, int64_t t, Fault *fault
     int64_t ready = t + in->latency;
     if (in_main_memory(s, addr))
         ready = start_global_access(s, c, 1, t) + s->cfg.gld_latency;
+    else
+        record_read(c, addr, in->size);
     write_lanes(c, in->dest, value, lanes, ready);
     return EXEC_NEXT;
 }
@@ -401,6 +417,7 @@ static void mark_loop_head(Cpe *c, int64_t t)
         c->mark_pc = c->pc;
         c->armed = c->confirmed = c->dirty = 0;
         c->mark_cycle = t;
+        c->num_reads = c->reads_overflow = 0;
         return;
     }
     int64_t timing[NUM_SLOTS + 2];
@@ -593,7 +610,9 @@ static int64_t skip_ahead(Sim *s, const int *running, int num_running, int issue
             return 0;
         }
     }
-    int64_t horizon = next_unit_event(s, t);
+    int64_t horizon = comm_next_event(s, t), barrier = barrier_next_event(s, t);
+    if (barrier < horizon)
+        horizon = barrier;
     for (int k = 0; k < num_running; k++) {
         const Cpe *c = &s->cpes[running[k]];
         if (!(issued_any && at_fixed_point(c))) {
@@ -602,6 +621,8 @@ static int64_t skip_ahead(Sim *s, const int *running, int num_running, int issue
                 horizon = wake;
         }
     }
+    /* the DMA engine runs ahead through the transactions no CPE can observe (dma.c) */
+    horizon = dma_quiet_until(s, t, horizon);
     if (horizon == TIME_NEVER && !spinning)
         return 0;   /* nothing will ever change: cycle t + 1 reports the deadlock */
     if (s->cfg.max_cycles < horizon)
@@ -609,6 +630,7 @@ static int64_t skip_ahead(Sim *s, const int *running, int num_running, int issue
     int64_t cycles = (horizon - 1 - t) / common_period * common_period;
     if (cycles <= 0)
         return 0;
+    dma_advance(s, t, t + cycles);
     for (int k = 0; k < num_running; k++) {
         Cpe *c = &s->cpes[running[k]];
         if (issued_any && at_fixed_point(c))
