@@ -27,6 +27,13 @@ def register(subparsers) -> None:
     speed.add_argument("--json", action="store_true")
     speed.set_defaults(func=_speed)
 
+    gemm = which.add_parser("gemm", help="swGEMM: thesis §4.3 experiments in miniature")
+    gemm.add_argument("--quick", action="store_true", help="smaller sizes (about a minute)")
+    gemm.add_argument("--only", type=int, action="append", metavar="N",
+                      help="run only experiment N (1-5; repeatable)")
+    gemm.add_argument("--engine", choices=("c", "python"), default="c")
+    gemm.set_defaults(func=_gemm)
+
     analyze = subparsers.add_parser("analyze", help="steady-state cycles per iteration of a "
                                     "loop under the issue rules (like llvm-mca)")
     analyze.add_argument("program", metavar="KERNEL", help="assembly source (.s) or program (.swo)")
@@ -62,6 +69,12 @@ def _fidelity(args) -> int:
         print(json.dumps([{**asdict(r), "error_pct": r.error_pct} for r in rows], indent=2))
     else:
         print(fidelity.format_table(rows))
+    return 0
+
+
+def _gemm(args) -> int:
+    from .bench import gemm
+    print(gemm.format_report(gemm.run(quick=args.quick, engine=args.engine, only=args.only)))
     return 0
 
 

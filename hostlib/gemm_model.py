@@ -116,18 +116,16 @@ def ldm_layout(problem: Problem, blocking: Blocking, ldm_bytes: int = 65536) -> 
     return layout
 
 
-def candidates(problem: Problem, ldm_bytes: int = 65536) -> list:
-    """Every feasible blocking of the grids, without blocks larger than the problem needs."""
-    max_mb = _ceil_div(_ceil_div(problem.m, MESH), 4) * 4
-    max_nb = _ceil_div(_ceil_div(problem.n, MESH), 16) * 16
-    max_kb = _ceil_div(_ceil_div(max(problem.k, 1), MESH), 4) * 4
-
-    def grid(values, largest):
-        return sorted({min(v, largest) for v in values})
-
-    return [Blocking(mb, nb, kb) for mb, nb, kb in itertools.product(
-        grid(MB_GRID, max_mb), grid(NB_GRID, max_nb), grid(KB_GRID, max_kb))
-        if ldm_layout(problem, Blocking(mb, nb, kb), ldm_bytes) is not None]
+def candidates(problem: Problem, ldm_bytes: int = 65536,
+               grids=(MB_GRID, NB_GRID, KB_GRID)) -> list:
+    """Every feasible blocking of the (Mb, Nb, Kb) grids, without blocks larger than the
+    problem needs."""
+    largest = (_ceil_div(_ceil_div(problem.m, MESH), 4) * 4,
+               _ceil_div(_ceil_div(problem.n, MESH), 16) * 16,
+               _ceil_div(_ceil_div(max(problem.k, 1), MESH), 4) * 4)
+    clipped = [sorted({min(v, top) for v in grid}) for grid, top in zip(grids, largest)]
+    return [Blocking(*b) for b in itertools.product(*clipped)
+            if ldm_layout(problem, Blocking(*b), ldm_bytes) is not None]
 
 
 # ---- compute: eq. 4-2 ----------------------------------------------------------------------
@@ -236,10 +234,11 @@ def predict(problem: Problem, blocking: Blocking, config: VMConfig = None,
     return steps * max(compute / steps, dma_per_step) + exposed
 
 
-def choose(problem: Problem, config: VMConfig = None) -> Blocking:
-    """The feasible blocking with the smallest predicted time."""
+def choose(problem: Problem, config: VMConfig = None, options=None) -> Blocking:
+    """The feasible blocking (of `options`, default ``candidates``) with the smallest
+    predicted time."""
     config = config or VMConfig.preset()
-    options = candidates(problem, config.ldm_bytes)
+    options = candidates(problem, config.ldm_bytes) if options is None else options
     if not options:
         raise ValueError(f"no blocking fits in LDM for {problem}")
     return min(options, key=lambda b: predict(problem, b, config))

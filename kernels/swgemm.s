@@ -90,35 +90,38 @@ swgemm_ldm_end:
 
 # ---- leaf routines: arguments in $16.., clobber $0-$8, $16-$25, $27-$29, keep $9-$15 --------
 
+# SLOT_ADDRESS op, slot: slot <- the address of slot `slot` of operand record `op`.
+	.macro	SLOT_ADDRESS op, slot
+	mull	\slot, SLOT_BYTES, \slot
+	addl	\op, \slot, \slot
+	addl	\slot, O_SLOT, \slot
+	.endm
+
+# EXTENT size, offset, total, index, first, valid: along one dimension of the operand record
+# $16, this CPE's first element of CG block `index` and how many of its `size` are valid,
+# clamp(total - first, 0, size). Temporaries $1, $3.
+	.macro	EXTENT size, offset, total, index, first, valid
+	ldl	$1, \size($16)
+	sll	$1, 3, \first
+	mull	\index, \first, \first
+	ldl	$3, \offset($16)
+	addl	\first, $3, \first
+	ldl	$3, \total($16)
+	subl	$3, \first, \valid
+	sellt	\valid, 0, \valid, \valid
+	cmplt	\valid, $1, $3
+	seleq	$3, $1, \valid, \valid
+	.endm
+
 # locate(op $16, rb $17, cb $18, slot $19): the geometry of CG block (rb, cb) for this CPE
 # into the slot: valid rows rv = clamp(rows - r0, 0, R), cols likewise, and the strided DMA
 # that moves exactly the valid part (natural: rv memory rows of cv elements; transposed: cv
 # rows of rv), landing contiguous in LDM.
 	.ent	locate
 locate:
-	mull	$19, SLOT_BYTES, $19
-	addl	$16, $19, $19
-	addl	$19, O_SLOT, $19      # slot
-	ldl	$1, O_R($16)
-	sll	$1, 3, $2
-	mull	$17, $2, $2
-	ldl	$3, O_ROWOFF($16)
-	addl	$2, $3, $2            # r0
-	ldl	$3, O_ROWS($16)
-	subl	$3, $2, $4
-	sellt	$4, 0, $4, $4
-	cmplt	$4, $1, $3
-	seleq	$3, $1, $4, $4        # rv
-	ldl	$1, O_L($16)
-	sll	$1, 3, $5
-	mull	$18, $5, $5
-	ldl	$3, O_COLOFF($16)
-	addl	$5, $3, $5            # c0
-	ldl	$3, O_COLS($16)
-	subl	$3, $5, $6
-	sellt	$6, 0, $6, $6
-	cmplt	$6, $1, $3
-	seleq	$3, $1, $6, $6        # cv
+	SLOT_ADDRESS $16, $19
+	EXTENT	O_R, O_ROWOFF, O_ROWS, $17, $2, $4      # r0, rv
+	EXTENT	O_L, O_COLOFF, O_COLS, $18, $5, $6      # c0, cv
 	stl	$4, SL_RV($19)
 	stl	$6, SL_CV($19)
 	ldl	$7, JOB + J_ES($31)
@@ -151,9 +154,7 @@ locate:
 # issue(op $16, slot $17, direction $18: 0 get, 1 put): the slot's DMA (none if it is empty).
 	.ent	issue
 issue:
-	mull	$17, SLOT_BYTES, $17
-	addl	$16, $17, $17
-	addl	$17, O_SLOT, $17
+	SLOT_ADDRESS $16, $17
 	ldl	$1, SL_SIZE($17)
 	beq	$1, 1f
 	ldl	$2, SL_ISSUED($17)
@@ -176,9 +177,7 @@ issue:
 # await(op $16, slot $17): spin until every DMA issued with the slot's reply word is done.
 	.ent	await
 await:
-	mull	$17, SLOT_BYTES, $17
-	addl	$16, $17, $17
-	addl	$17, O_SLOT, $17
+	SLOT_ADDRESS $16, $17
 	ldl	$1, SL_ISSUED($17)
 1:	ldw	$2, SL_REPLY($17)
 	cmplt	$2, $1, $2
@@ -201,9 +200,7 @@ await:
 	.ent	pack
 pack:
 	ldl	$1, O_CUR($16)
-	mull	$1, SLOT_BYTES, $1
-	addl	$16, $1, $1
-	addl	$1, O_SLOT, $1
+	SLOT_ADDRESS $16, $1
 	ldl	$18, SL_RV($1)
 	ldl	$19, SL_CV($1)
 	ldl	$2, SL_RAW($1)
@@ -244,6 +241,28 @@ pack:
 # row pitch (bytes). Vector loops where the rows keep vector alignment, scalar otherwise
 # (boundary blocks only).
 
+# COPY_SCALAR sload, es, rows, length, step, row_step: for each of `rows` raw rows ($16, $21
+# bytes apart), copy `length` elements to the packed block ($17) `step` bytes apart, the next
+# row's first `row_step` bytes further; returns. The boundary-block path of both copies.
+	.macro	COPY_SCALAR sload, es, rows, length, step, row_step
+.Lrow\@:
+	mov	$16, $23
+	mov	$17, $24
+	mov	\length, $29
+.Lelem\@:
+	\sload	$1, 0($23)
+	ldi	$23, \es($23)
+	subl	$29, 1, $29
+	fstd	$1, 0($24)
+	addl	$24, \step, $24
+	bgt	$29, .Lelem\@
+	addl	$16, $21, $16
+	addl	$17, \row_step, $17
+	subl	\rows, 1, \rows
+	bgt	\rows, .Lrow\@
+	ret
+	.endm
+
 # PACK_NATURAL name, shift, es, sload, vload: raw rows of cv elements -> packed rows.
 	.macro	PACK_NATURAL name, shift, es, sload, vload
 	.ent	\name
@@ -268,21 +287,8 @@ pack:
 	bgt	$18, .Lvrow\@
 	ret
 .Lscalar\@:
-	mov	$16, $23
-	mov	$17, $24
-	mov	$19, $25
-.Lselem\@:
-	\sload	$1, 0($23)
-	ldi	$23, \es($23)
-	subl	$25, 1, $25
-	fstd	$1, 0($24)
-	ldi	$24, 8($24)
-	bgt	$25, .Lselem\@
-	addl	$16, $21, $16
-	addl	$17, $20, $17
-	subl	$18, 1, $18
-	bgt	$18, .Lscalar\@
-	ret
+	ldi	$0, 8
+	COPY_SCALAR \sload, \es, $18, $19, $0, $20
 	.end	\name
 	.endm
 
@@ -325,21 +331,8 @@ pack:
 	bgt	$19, .Lvrow\@
 	ret
 .Lscalar\@:
-	mov	$16, $23
-	mov	$17, $24
-	mov	$18, $29
-.Lselem\@:
-	\sload	$1, 0($23)
-	ldi	$23, \es($23)
-	subl	$29, 1, $29
-	fstd	$1, 0($24)
-	addl	$24, $20, $24
-	bgt	$29, .Lselem\@
-	addl	$16, $21, $16
-	ldi	$17, 8($17)
-	subl	$19, 1, $19
-	bgt	$19, .Lscalar\@
-	ret
+	ldi	$0, 8
+	COPY_SCALAR \sload, \es, $19, $18, $20, $0
 	.end	\name
 	.endm
 
@@ -374,7 +367,7 @@ finish:
 1:	ldl	$2, JOB + J_HAS_BETA($31)
 	ldl	$3, JOB + J_ES($31)
 	cmpeq	$3, 8, $3
-	and	$20, 15, $4
+	and	$20, 3, $4
 	bne	$4, 3f
 	bne	$2, 4f
 	bne	$3, finish_vector_d
@@ -389,9 +382,11 @@ finish:
 2:	ret
 	.end	finish
 
-# FINISH_VECTOR name, shift, es, vload, vstore, beta: rows of cv % 16 == 0 elements, 16 per
-# iteration (4 independent chains hide the load and multiply latencies).
-	.macro	FINISH_VECTOR name, shift, es, vload, vstore, beta
+# FINISH name, shift, es, load, store, beta, vector: the rows of the valid part. vector = 1:
+# rows of cv % 4 == 0 elements, 16 per iteration (4 independent chains hide the load and
+# multiply latencies), then 4 at a time (load/store: vlds/vsts or vldd/vstd); vector = 0: any
+# cv, one element at a time (flds/fsts or fldd/fstd).
+	.macro	FINISH name, shift, es, load, store, beta, vector
 	.ent	\name
 \name:
 	sll	$20, \shift, $22      # raw row bytes
@@ -400,16 +395,18 @@ finish:
 	mov	$17, $24
 	mov	$18, $25
 	mov	$20, $27
-.Lvec\@:
+	.if	\vector
+	br	.Lcheck16\@
+.Lvec16\@:
 	vldd	$1, 0($23)
 	vldd	$2, 32($23)
 	vldd	$3, 64($23)
 	vldd	$4, 96($23)
 	.if	\beta
-	\vload	$5, 0($24)
-	\vload	$6, 4*\es($24)
-	\vload	$7, 8*\es($24)
-	\vload	$28, 12*\es($24)
+	\load	$5, 0($24)
+	\load	$6, 4*\es($24)
+	\load	$7, 8*\es($24)
+	\load	$28, 12*\es($24)
 	ldi	$24, 16*\es($24)
 	.endif
 	vmuld	$1, $0, $1
@@ -424,44 +421,46 @@ finish:
 	.endif
 	ldi	$23, 128($23)
 	subl	$27, 16, $27
-	\vstore	$1, 0($25)
-	\vstore	$2, 4*\es($25)
-	\vstore	$3, 8*\es($25)
-	\vstore	$4, 12*\es($25)
+	\store	$1, 0($25)
+	\store	$2, 4*\es($25)
+	\store	$3, 8*\es($25)
+	\store	$4, 12*\es($25)
 	ldi	$25, 16*\es($25)
-	bgt	$27, .Lvec\@
-	addl	$16, $21, $16
-	addl	$17, $22, $17
-	addl	$18, $22, $18
-	subl	$19, 1, $19
-	bgt	$19, .Lrow\@
-	ret
-	.end	\name
-	.endm
-
-# FINISH_SCALAR name, shift, es, sload, sstore, beta: any cv, one element at a time.
-	.macro	FINISH_SCALAR name, shift, es, sload, sstore, beta
-	.ent	\name
-\name:
-	sll	$20, \shift, $22
-.Lrow\@:
-	mov	$16, $23
-	mov	$17, $24
-	mov	$18, $25
-	mov	$20, $27
+.Lcheck16\@:
+	cmplt	$27, 16, $1
+	beq	$1, .Lvec16\@
+	br	.Lcheck4\@
+.Lvec4\@:
+	vldd	$1, 0($23)
+	.if	\beta
+	\load	$5, 0($24)
+	ldi	$24, 4*\es($24)
+	.endif
+	vmuld	$1, $0, $1
+	.if	\beta
+	vmad	$5, $8, $1, $1
+	.endif
+	ldi	$23, 32($23)
+	subl	$27, 4, $27
+	\store	$1, 0($25)
+	ldi	$25, 4*\es($25)
+.Lcheck4\@:
+	bgt	$27, .Lvec4\@
+	.else
 .Lelem\@:
 	fldd	$1, 0($23)
 	fmuld	$1, $0, $1
 	.if	\beta
-	\sload	$2, 0($24)
+	\load	$2, 0($24)
 	ldi	$24, \es($24)
 	fmad	$2, $8, $1, $1
 	.endif
 	ldi	$23, 8($23)
 	subl	$27, 1, $27
-	\sstore	$1, 0($25)
+	\store	$1, 0($25)
 	ldi	$25, \es($25)
 	bgt	$27, .Lelem\@
+	.endif
 	addl	$16, $21, $16
 	addl	$17, $22, $17
 	addl	$18, $22, $18
@@ -471,14 +470,14 @@ finish:
 	.end	\name
 	.endm
 
-	FINISH_VECTOR finish_vector_d, 3, 8, vldd, vstd, 0
-	FINISH_VECTOR finish_vector_s, 2, 4, vlds, vsts, 0
-	FINISH_VECTOR finish_vector_beta_d, 3, 8, vldd, vstd, 1
-	FINISH_VECTOR finish_vector_beta_s, 2, 4, vlds, vsts, 1
-	FINISH_SCALAR finish_scalar_d, 3, 8, fldd, fstd, 0
-	FINISH_SCALAR finish_scalar_s, 2, 4, flds, fsts, 0
-	FINISH_SCALAR finish_scalar_beta_d, 3, 8, fldd, fstd, 1
-	FINISH_SCALAR finish_scalar_beta_s, 2, 4, flds, fsts, 1
+	FINISH	finish_vector_d, 3, 8, vldd, vstd, 0, 1
+	FINISH	finish_vector_s, 2, 4, vlds, vsts, 0, 1
+	FINISH	finish_vector_beta_d, 3, 8, vldd, vstd, 1, 1
+	FINISH	finish_vector_beta_s, 2, 4, vlds, vsts, 1, 1
+	FINISH	finish_scalar_d, 3, 8, fldd, fstd, 0, 0
+	FINISH	finish_scalar_s, 2, 4, flds, fsts, 0, 0
+	FINISH	finish_scalar_beta_d, 3, 8, fldd, fstd, 1, 0
+	FINISH	finish_scalar_beta_s, 2, 4, flds, fsts, 1, 0
 
 # ---- the driver ----------------------------------------------------------------------------
 # Loop state in the registers the primitive preserves: $9 mB, $10 nB, $11 kB (this step),
