@@ -125,3 +125,11 @@ def test_model_predicts_a_run_within_ten_percent():
     A, B = matrix(rng, 128, 256, np.float64, "F"), matrix(rng, 256, 128, np.float64, "C")
     _, stats = check(A, B)
     assert stats.predicted_cycles == pytest.approx(stats.kernel_cycles, rel=0.1)
+
+
+def test_bench_padding_experiment_reports_beside_the_thesis():
+    from swsim.hostlib.bench import gemm as bench
+    experiments = bench.run(quick=True, only=[5])
+    report = bench.format_report(experiments)
+    assert "5. lightweight padding" in report and "< 5%" in report and "host time" in report
+    assert len(experiments[0].details) == len(bench.PADDING_SIZES_QUICK)
