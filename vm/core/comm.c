@@ -111,26 +111,33 @@ static inline int queues_have_room(const Sim *s, uint64_t targets, int column)
 /* Phase 1(b): in CPE id order each sender delivers at most the head of its FIFO. */
 void comm_deliver(Sim *s, int64_t t)
 {
+    const int64_t depth = s->cfg.rc_queue_depth;
+    uint64_t deliveries = 0;
     for (uint64_t senders = s->senders; senders; senders &= senders - 1) {
         Cpe *c = &s->cpes[__builtin_ctzll(senders)];   /* ascending ids */
-        Transfer *head = fifo_at(s, c, 0);
-        if (head->due > t || !queues_have_room(s, head->targets, head->column))
+        const Transfer *head = fifo_at(s, c, 0);
+        const int column = head->column;
+        const uint64_t targets = head->targets;
+        if (head->due > t || !queues_have_room(s, targets, column))
             continue;
-        for (uint64_t m = head->targets; m; m &= m - 1) {
+        uint64_t value[SWSIM_LANES], became_full = 0;
+        memcpy(value, head->value, sizeof value);
+        for (uint64_t m = targets; m; m &= m - 1) {
             Cpe *target = &s->cpes[__builtin_ctzll(m)];
-            ReceiveQueue *q = &target->queues[head->column];
-            memcpy(q->entries[ring_index(q->head, q->count, s->cfg.rc_queue_depth)], head->value,
-                   sizeof head->value);
-            if (++q->count == s->cfg.rc_queue_depth)
-                s->full_queues[head->column] |= UINT64_C(1) << target->id;
+            ReceiveQueue *q = &target->queues[column];
+            memcpy(q->entries[ring_index(q->head, q->count, depth)], value, sizeof value);
+            if (++q->count == depth)
+                became_full |= m & -m;
             target->sleep_until = t;   /* a get may be ready now */
-            s->cg[CG_RC_DELIVERIES]++;
         }
+        s->full_queues[column] |= became_full;
+        deliveries += (uint64_t)__builtin_popcountll(targets);
         c->fifo_head = ring_index(c->fifo_head, 1, s->fifo_capacity);
         if (--c->fifo_count == 0)
             s->senders &= ~(UINT64_C(1) << c->id);
         c->sleep_until = t;            /* a put may find room now */
     }
+    s->cg[CG_RC_DELIVERIES] += deliveries;
     /* The next cycle a delivery may happen: t + 1 if a due head waits for room (a get may
      * free it), else the earliest due head (due times grow along each FIFO). */
     s->deliver_at = TIME_NEVER;
