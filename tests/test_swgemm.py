@@ -1,4 +1,4 @@
-"""swGEMM (hostlib/gemm.py, kernels/swgemm.s): results equal numpy for every shape, layout,
+"""swGEMM (hostlib/swgemm.py, kernels/swgemm.s): results equal numpy for every shape, layout,
 transpose, precision and alpha/beta; only the valid data moves (padding lives in LDM);
 blocking comes from the model and must fit in LDM."""
 import numpy as np
@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from swsim.hostlib import gemm_model
-from swsim.hostlib.gemm import JOB_BYTES, gemm
+from swsim.hostlib.swgemm import JOB_BYTES, gemm
 from swsim.hostlib.gemm_model import Blocking, Problem
 
 # 1, primes, and sizes just below and above the block multiples (4, 16, 32, 128 ...).

@@ -21,7 +21,7 @@ from typing import Optional
 import numpy as np
 
 from .. import gemm_model, primitive
-from ..gemm import gemm
+from ..swgemm import gemm
 from ..gemm_model import Blocking, Problem
 
 # Blocking grid searched by experiments 2 and 3 (the model chooses within the same grid).
