@@ -26,12 +26,19 @@ enum { STOP_NONE = 0, STOP_ACCESS = 1, STOP_MISALIGNED = 2, STOP_UNDECODABLE = 3
        STOP_DMA = 5, STOP_PUT_UNSPAWNED = 6, STOP_PUT_SELF = 7, STOP_BARRIER = 8,
        STOP_BCAST_MEMORY = 9, STOP_DEADLOCK = 100, STOP_CYCLE_LIMIT = 101 };
 
-/* The cycle loop is compiled twice on x86-64 (glibc ifunc picks one at load time): for
- * hosts with FMA (and AVX), where fma() of the vector FMA instructions inlines to one hardware FMA
- * instruction (correctly rounded, as the C library's fma), and for the baseline. */
+/* The cycle loop is compiled several times on x86-64 (glibc ifunc picks one at load time):
+ * for hosts with AVX2 + FMA (x86-64-v3: 256-bit integer vector operations for the NaN and
+ * change tests of the vector float instructions, popcnt, BMI), for hosts with FMA (and AVX),
+ * where fma() of the vector FMA instructions inlines to one hardware FMA instruction
+ * (correctly rounded, as the C library's fma), and for the baseline. Floating-point results
+ * are the same in every clone (-ffp-contract=off: no contraction anywhere). */
 #if defined(__x86_64__) && defined(__linux__) && defined(__GLIBC__) && defined(__has_attribute)
 #if __has_attribute(target_clones)
+#if (defined(__clang__) && __clang_major__ >= 14) || (!defined(__clang__) && __GNUC__ >= 11)
+#define HOT_LOOP_CLONES __attribute__((target_clones("arch=x86-64-v3", "fma", "default")))
+#else
 #define HOT_LOOP_CLONES __attribute__((target_clones("fma", "default")))
+#endif
 #endif
 #endif
 #ifndef HOT_LOOP_CLONES
