@@ -8,7 +8,8 @@ import sys
 from . import _object_from_file, disassemble, link
 from .diagnostics import AsmError
 from .program import Program
-from .swo import load_program, save_program
+from .swo import MAGIC, load_program, save_program
+from ..errors import SwsimError
 
 
 def register(subparsers) -> None:
@@ -60,9 +61,13 @@ def _asm(args: argparse.Namespace) -> int:
 
 
 def _disasm(args: argparse.Namespace) -> int:
+    with open(args.program, "rb") as f:
+        head = f.read(4096)
     try:
-        if args.program.endswith(".swo"):
+        if args.program.endswith(".swo") or head.startswith(MAGIC):
             program = load_program(args.program)
+        elif b"\0" in head:
+            raise SwsimError(f"{args.program}: neither a .swo program nor assembly source")
         else:
             program = _build([args.program], args.include_dirs)
     except AsmError as exc:

@@ -29,7 +29,7 @@ def register(subparsers) -> None:
 
     gemm = which.add_parser("gemm", help="swGEMM: thesis §4.3 experiments in miniature")
     gemm.add_argument("--quick", action="store_true", help="smaller sizes (about a minute)")
-    gemm.add_argument("--only", type=int, action="append", metavar="N",
+    gemm.add_argument("--only", type=int, action="append", metavar="N", choices=range(1, 6),
                       help="run only experiment N (1-5; repeatable)")
     gemm.add_argument("--engine", choices=("c", "python"), default="c")
     gemm.set_defaults(func=_gemm)

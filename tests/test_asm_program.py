@@ -153,6 +153,9 @@ def test_cli_errors_exit_1_without_traceback(tmp_path, capsys):
     (tmp_path / "x.swo").write_bytes(b"junk")
     assert main(["disasm", str(tmp_path / "x.swo")]) == 1
     assert "bad magic number" in capsys.readouterr().err
+    (tmp_path / "x.npy").write_bytes(b"\x93NUMPY\x01\x00v\x00")
+    assert main(["disasm", str(tmp_path / "x.npy")]) == 1
+    assert "neither a .swo program nor assembly source" in capsys.readouterr().err
 
 
 def test_top_level_exports():
