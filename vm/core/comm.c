@@ -129,9 +129,9 @@ void comm_deliver(Sim *s, int64_t t)
             if (++q->count == depth)
                 became_full |= m & -m;
             target->sleep_until = t;   /* a get may be ready now */
+            deliveries++;
         }
         s->full_queues[column] |= became_full;
-        deliveries += (uint64_t)__builtin_popcountll(targets);
         c->fifo_head = ring_index(c->fifo_head, 1, s->fifo_capacity);
         if (--c->fifo_count == 0)
             s->senders &= ~(UINT64_C(1) << c->id);

@@ -375,13 +375,14 @@ static inline int leader_pipe(const Instr *leader, const Instr *follower)
     return follower && follower->pipes == PIPE_P1 ? 0 : 1;
 }
 
+/* active_cycles is not counted here: it is the CPE's halt cycle + 1, or the kernel cycles
+ * if it never halted (finish_run). */
 static inline void charge(Cpe *c, int p0_counter, int p1_counter, int state)
 {
     c->counters[p0_counter]++;
     c->counters[p1_counter]++;
     c->charged[0] = p0_counter;
     c->charged[1] = p1_counter;
-    c->counters[COUNTER_ACTIVE]++;
     c->last_state = state;
 }
 
@@ -561,7 +562,6 @@ static void repeat_stall(Cpe *c, int64_t cycles)
 {
     c->counters[COUNTER_IDLE(0, c->last_state)] += (uint64_t)cycles;
     c->counters[COUNTER_IDLE(1, c->last_state)] += (uint64_t)cycles;
-    c->counters[COUNTER_ACTIVE] += (uint64_t)cycles;
 }
 
 /* Advances a CPE at a fixed point by `cycles`, a multiple of its period. */
@@ -597,6 +597,13 @@ static int64_t gcd(int64_t a, int64_t b)
 static int64_t skip_ahead(Sim *s, const int *running, int num_running, int issued_any,
                           int64_t t)
 {
+    /* a delivery or barrier release in the next cycle: nothing to skip (the common case
+     * of a cycle in which every CPE waits for a delivery) */
+    int64_t horizon = comm_next_event(s, t), barrier = barrier_next_event(s, t);
+    if (barrier < horizon)
+        horizon = barrier;
+    if (horizon <= t + 1)
+        return 0;
     int64_t common_period = 1;
     int spinning = 0;
     for (int k = 0; k < num_running; k++) {
@@ -610,9 +617,6 @@ static int64_t skip_ahead(Sim *s, const int *running, int num_running, int issue
             return 0;
         }
     }
-    int64_t horizon = comm_next_event(s, t), barrier = barrier_next_event(s, t);
-    if (barrier < horizon)
-        horizon = barrier;
     for (int k = 0; k < num_running; k++) {
         const Cpe *c = &s->cpes[running[k]];
         if (!(issued_any && at_fixed_point(c))) {
@@ -660,7 +664,6 @@ static void uncharge_cycle(Sim *s, const int *running, int count)
         Cpe *c = &s->cpes[running[k]];
         c->counters[c->charged[0]]--;
         c->counters[c->charged[1]]--;
-        c->counters[COUNTER_ACTIVE]--;
     }
 }
 
@@ -851,6 +854,10 @@ static void finish_run(Sim *s, int64_t kernel_cycles)
         Cpe *c = &s->cpes[i];
         if (!s->job->spawned[i])
             continue;
+        /* a halt in the cycle of a fault was taken back (uncharge_cycle) */
+        int64_t active = c->running || c->halt_cycle >= kernel_cycles ? kernel_cycles
+                                                                      : c->halt_cycle + 1;
+        c->counters[COUNTER_ACTIVE] = (uint64_t)active;
         if (!c->running) {
             int64_t finished = kernel_cycles - (c->halt_cycle + 1);
             if (finished > 0) {

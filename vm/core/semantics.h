@@ -249,10 +249,12 @@ static inline void float_arith(Cpe *c, const Instr *in, int op, int single, int 
         LanesI bits, old, nan = result != result;
         memcpy(&bits, &result, sizeof bits);
         bits = (bits & ~nan) | (nan & (int64_t)CANONICAL_NAN64);
-        memcpy(&old, dest, sizeof old);
+        if (!c->dirty) {   /* in a loop doing work, an earlier write set it already */
+            memcpy(&old, dest, sizeof old);
+            LanesI changed = old ^ bits;
+            c->dirty = (changed[0] | changed[1] | changed[2] | changed[3]) != 0;
+        }
         memcpy(dest, &bits, sizeof bits);
-        LanesI changed = old ^ bits;
-        c->dirty |= (changed[0] | changed[1] | changed[2] | changed[3]) != 0;
     }
     c->ready[in->dest] = t + in->latency;
     if (op == FP_DIV || op == FP_SQRT)
