@@ -104,8 +104,8 @@ typedef struct {
 } ReceiveQueue;
 
 typedef struct {
-    /* hot in the issue loop: one cache line of scalars, then ready times and counters
-     * (the loop prefetches these lines of the next CPEs, see engine.c) */
+    /* hot in the issue loop: one cache line of scalars, then ready times and counters (no
+     * software prefetch of the next CPEs: measured slower than the hardware prefetchers) */
     int64_t wait_until;        /* barrier: TIME_NEVER until every participant arrived */
     int64_t sleep_until;       /* the leader's stall (last_state) cannot end before this:
                                   a known time, or TIME_NEVER until a delivery or DMA

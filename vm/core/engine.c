@@ -520,32 +520,6 @@ static inline int issue(Sim *s, Cpe *c, int64_t t)
     return ISSUED;
 }
 
-/* ---- prefetching ---------------------------------------------------------------------------
- * The state of 64 CPEs does not fit in the L1 cache, and each CPE's issue step is a chain of
- * dependent loads (pc, instruction, ready times, registers). While one CPE issues, the loop
- * fetches the hot lines of the CPE two ahead and the operand registers of the next one. */
-
-static inline void prefetch_state(const Cpe *c)
-{
-    const char *p = (const char *)c, *end = (const char *)(c->counters + SWSIM_NUM_CPE_COUNTERS);
-    for (; p < end; p += 64)
-        __builtin_prefetch(p);
-}
-
-static inline void prefetch_operands(const Sim *s, const Cpe *c)
-{
-    uint64_t offset = c->pc - s->cfg.code_base, index = offset >> 2 | offset << 62;
-    if (index >= (uint64_t)s->code_words)
-        return;
-    const Instr *in = &s->code[index];   /* code_words + 1 entries: in + 1 exists */
-    for (int k = 0; k < 2; k++, in++) {
-        __builtin_prefetch(c->regs[in->ra]);
-        __builtin_prefetch(c->regs[in->rb]);
-        __builtin_prefetch(c->regs[in->r3]);
-        __builtin_prefetch(c->regs[in->dest], 1);
-    }
-}
-
 /* ---- skipping ----------------------------------------------------------------------------- */
 
 static int64_t next_unit_event(const Sim *s, int64_t t)
@@ -701,10 +675,6 @@ static int64_t run_cycles(Sim *s, int64_t horizon)
         int issued_any = 0, issued_unconfirmed = 0;
         for (int k = 0; k < num_running; k++) {
             Cpe *c = &s->cpes[running[k]];
-            if (k + 2 < num_running)
-                prefetch_state(&s->cpes[running[k + 2]]);
-            if (k + 1 < num_running)
-                prefetch_operands(s, &s->cpes[running[k + 1]]);
             int issued = issue(s, c, t);
             if (issued == FAULTED) {
                 uncharge_cycle(s, running, k);
