@@ -61,6 +61,7 @@ enum {
     F_STRUCTURAL = 2,      /* get, put, load-and-broadcast, dma, load, store: a class check */
     F_CONSIDER_NEXT = 4,   /* the word after it is considered as a follower */
     F_PAIRS_NEXT = 8,      /* ... and pairs with it whenever it is ready */
+    F_MORE_CHECKS = 16,    /* checks[3] or checks[4] is not ZERO_SLOT */
 };
 #define NUM_CHECKS 5
 #define MAX_WATCHED_READS 4
@@ -177,6 +178,13 @@ typedef struct {
     uint8_t *put_buffer;       /* bytes a put transaction read at its start */
 } DmaEngine;
 
+/* Why an instruction faulted: filled by the unit that detected it. */
+typedef struct {
+    int kind;
+    uint64_t a;
+    int64_t b;
+} Fault;
+
 typedef struct {
     SwConfig cfg;
     const SwJob *job;
@@ -205,14 +213,10 @@ typedef struct {
     int num_releases;
     int64_t spans_capacity;
     int error;                 /* SWSIM_ERROR_* once something went wrong in the host */
+    Fault fault;               /* the issue step's fault: zero until the fault that ends the
+                                  run (only fault paths set kind and b; each sets a) */
 } Sim;
 
-/* Why an instruction faulted: filled by the unit that detected it. */
-typedef struct {
-    int kind;
-    uint64_t a;
-    int64_t b;
-} Fault;
 
 /* decode.c */
 void decode_word(uint32_t word, const int64_t *latency, Instr *out);

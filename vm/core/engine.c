@@ -324,8 +324,9 @@ static inline int stall_reason(const Sim *s, const Cpe *c, const Instr *in, int6
 {
     const int64_t *ready = c->ready;
     const uint8_t *k = in->checks;
-    int64_t late = (t - ready[k[0]]) | (t - ready[k[1]]) | (t - ready[k[2]]) | (t - ready[k[3]])
-                   | (t - ready[k[4]]);
+    int64_t late = (t - ready[k[0]]) | (t - ready[k[1]]) | (t - ready[k[2]]);
+    if (in->flags & F_MORE_CHECKS)   /* most instructions check at most 3 slots */
+        late |= (t - ready[k[3]]) | (t - ready[k[4]]);
     if (__builtin_expect(late < 0, 0))
         return stall_reason_in_full(s, c, in, t);
     return in->flags & F_STRUCTURAL ? structural_reason(s, c, in, t) : NO_STALL;
@@ -458,18 +459,18 @@ static inline int issue(Sim *s, Cpe *c, int64_t t)
         charge(c, COUNTER_IDLE(0, c->last_state), COUNTER_IDLE(1, c->last_state), c->last_state);
         return ISSUED_NOTHING;
     }
-    Fault fault = {0};
+    Fault *fault = &s->fault;
     /* the word index, or a huge number if pc is misaligned (the low bits rotate to the top) */
     uint64_t offset = c->pc - s->cfg.code_base, index = offset >> 2 | offset << 62;
     if (index >= (uint64_t)s->code_words) {
-        fault = (Fault){STOP_PC, c->pc, 0};
-        record_fault(s, c, &fault, t);
+        *fault = (Fault){STOP_PC, c->pc, 0};
+        record_fault(s, c, fault, t);
         return FAULTED;
     }
     const Instr *leader = &s->code[index];
     if (leader->flags & F_INVALID) {
-        fault = (Fault){STOP_UNDECODABLE, leader->word, 0};
-        record_fault(s, c, &fault, t);
+        *fault = (Fault){STOP_UNDECODABLE, leader->word, 0};
+        record_fault(s, c, fault, t);
         return FAULTED;
     }
     int reason = stall_reason(s, c, leader, t);
@@ -489,17 +490,17 @@ static inline int issue(Sim *s, Cpe *c, int64_t t)
             follower = leader + 1;
     }
     uint64_t pc = c->pc;
-    int outcome = execute(s, c, leader, t, &fault);
+    int outcome = execute(s, c, leader, t, fault);
     if (outcome == EXEC_NEXT) {
         c->pc += 4;
         if (follower) {
-            outcome = execute(s, c, follower, t, &fault);
+            outcome = execute(s, c, follower, t, fault);
             if (outcome == EXEC_NEXT)
                 c->pc += 4;
         }
     }
     if (outcome == EXEC_FAULT) {
-        record_fault(s, c, &fault, t);
+        record_fault(s, c, fault, t);
         return FAULTED;
     }
     if (follower) {
@@ -651,6 +652,9 @@ static int64_t run_cycles(Sim *s, int64_t horizon)
 {
     int running[SWSIM_MAX_CPES], num_running = s->num_running;
     memcpy(running, s->running, sizeof running);
+    Cpe *cpe[SWSIM_MAX_CPES];   /* &s->cpes[running[k]], without the multiply */
+    for (int k = 0; k < num_running; k++)
+        cpe[k] = &s->cpes[running[k]];
     if (num_running == 0)
         return 0;
     for (int64_t t = s->next_cycle;; t++) {
@@ -674,7 +678,7 @@ static int64_t run_cycles(Sim *s, int64_t horizon)
          * spin fixed point issued, so this cycle cannot start a skip */
         int issued_any = 0, issued_unconfirmed = 0;
         for (int k = 0; k < num_running; k++) {
-            Cpe *c = &s->cpes[running[k]];
+            Cpe *c = cpe[k];
             int issued = issue(s, c, t);
             if (issued == FAULTED) {
                 uncharge_cycle(s, running, k);
@@ -696,8 +700,10 @@ static int64_t run_cycles(Sim *s, int64_t horizon)
         if (s->halted_this_cycle) {
             int still_running = 0;
             for (int k = 0; k < num_running; k++)
-                if (s->cpes[running[k]].running)
+                if (cpe[k]->running) {
+                    cpe[still_running] = cpe[k];
                     running[still_running++] = running[k];
+                }
             num_running = still_running;
             s->halted_this_cycle = 0;
             if (num_running == 0)
@@ -773,6 +779,21 @@ static int init_sim(Sim *s)
         return SWSIM_ERROR_MEMORY;
     for (int64_t i = 0; i < s->code_words; i++)
         decode_word(s->job->code[i], s->latency, &s->code[i]);
+    /* Without a divide or sqrt in the code, P0 is never busy: the divide check can go. */
+    int has_divide = 0;
+    for (int64_t i = 0; i < s->code_words; i++)
+        has_divide |= s->code[i].cls == CLS_FDIV;
+    for (int64_t i = 0; i < s->code_words; i++) {
+        Instr *in = &s->code[i];
+        int n = 0;
+        for (int k = 0; k < NUM_CHECKS; k++)
+            if (in->checks[k] != ZERO_SLOT && (has_divide || in->checks[k] != BUSY_SLOT))
+                in->checks[n++] = in->checks[k];
+        while (n < NUM_CHECKS)
+            in->checks[n++] = ZERO_SLOT;
+        if (in->checks[3] != ZERO_SLOT)
+            in->flags |= F_MORE_CHECKS;
+    }
     for (int64_t i = 0; i < s->code_words; i++) {
         Instr *in = &s->code[i], *next = &s->code[i + 1];
         in->pipe_alone = (uint8_t)leader_pipe(in, NULL);
