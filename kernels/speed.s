@@ -3,12 +3,57 @@
 	.set	noreorder
 	.text
 
-# vmad_comm(iters): every CPE runs `iters` iterations of 16 independent vmads on P0 while P1
+# Both loops: every CPE runs `iters` (>= 1) iterations of 16 independent vmads on P0 while P1
 # broadcasts one register along the row (putr 8) and takes the 7 broadcasts of its row mates
-# (getr x 7): 16 cycles and 26 instructions per iteration once the row is in step.
+# (getr x 7): 26 instructions per iteration.
+
+# vmad_comm: software-pipelined, the getrs of iteration i take the broadcasts of iteration
+# i - 1 (one putr primes the loop, 7 getrs drain it), so the row runs in step at 16 cycles per
+# iteration and 100% EE, as a GEMM inner loop does.
 	.globl	vmad_comm
 	.ent	vmad_comm
 vmad_comm:
+	.irp	r, 8, 9, 10, 11, 12, 13, 14, 15, 17, 18, 19, 20, 21, 22, 23, 24
+	vcpyf	$31, $\r
+	.endr
+	putr	$1, 8
+1:	vmad	$0, $4, $8, $8
+	putr	$1, 8
+	vmad	$0, $4, $9, $9
+	vmad	$0, $4, $10, $10
+	getr	$2
+	vmad	$0, $4, $11, $11
+	vmad	$0, $4, $12, $12
+	getr	$2
+	vmad	$0, $4, $13, $13
+	vmad	$0, $4, $14, $14
+	getr	$2
+	vmad	$0, $4, $15, $15
+	vmad	$0, $4, $17, $17
+	getr	$2
+	vmad	$0, $4, $18, $18
+	vmad	$0, $4, $19, $19
+	getr	$2
+	vmad	$0, $4, $20, $20
+	vmad	$0, $4, $21, $21
+	getr	$2
+	vmad	$0, $4, $22, $22
+	subl	$16, 1, $16
+	vmad	$0, $4, $23, $23
+	getr	$2
+	vmad	$0, $4, $24, $24
+	bgt	$16, 1b
+	.rept	7
+	getr	$2
+	.endr
+	ret
+	.end	vmad_comm
+
+# vmad_comm_unpipelined: the getrs take the broadcasts of the same iteration, so every
+# iteration waits for the register-communication latency: 25 cycles per iteration, 64% EE.
+	.globl	vmad_comm_unpipelined
+	.ent	vmad_comm_unpipelined
+vmad_comm_unpipelined:
 	.irp	r, 8, 9, 10, 11, 12, 13, 14, 15, 17, 18, 19, 20, 21, 22, 23, 24
 	vcpyf	$31, $\r
 	.endr
@@ -39,4 +84,4 @@ vmad_comm:
 	vmad	$0, $4, $24, $24
 	bgt	$16, 1b
 	ret
-	.end	vmad_comm
+	.end	vmad_comm_unpipelined

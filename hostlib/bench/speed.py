@@ -1,7 +1,9 @@
 """`swsim bench speed`: simulated instructions per host second, one host thread.
 
-Workloads: (a) 64 CPEs running a register-communicating vmad loop (``kernels/speed.s``) and
-(b) a DMA-bound streaming kernel whose CPEs spin on their reply word (``dma_stream`` in
+Workloads: (a) 64 CPEs running a register-communicating vmad loop (``vmad_comm`` in
+``kernels/speed.s``: in step at 100% EE, as a GEMM inner loop), also in its unpipelined form
+that waits for the communication latency every iteration (36% of the cycles stalled, which the
+engine steps more cheaply than issuing ones), and (b) a DMA-bound streaming kernel whose CPEs spin on their reply word (``dma_stream`` in
 ``kernels/fidelity.s``), on the C engine; then the Python reference engine and the C engine on
 the same smaller case of (a), and their ratio. Each measurement is the median of `repeats`
 runs; simulated instructions are the issued instructions of all CPEs (P0 + P1 valid).
@@ -43,8 +45,8 @@ def _timed(engine, repeats, prepare):
     return instructions, res.kernel_cycles, statistics.median(times)
 
 
-def vmad_comm(iters):
-    return lambda: (Machine(), program("speed.s"), "vmad_comm", [iters], 64)
+def vmad_comm(iters, entry="vmad_comm"):
+    return lambda: (Machine(), program("speed.s"), entry, [iters], 64)
 
 
 def dma_streaming(requests_per_cpe, request_bytes=16384):
@@ -61,6 +63,8 @@ def dma_streaming(requests_per_cpe, request_bytes=16384):
 def run(repeats: int = 3, scale: float = 1.0) -> list[SpeedRow]:
     cases = [
         ("(a) 64 CPEs, vmad + putr/getr loop", "c", vmad_comm(int(40000 * scale))),
+        ("(a) unpipelined: stalls on rc latency", "c",
+         vmad_comm(int(40000 * scale), "vmad_comm_unpipelined")),
         ("(b) 64 CPEs, DMA streaming + spin-wait", "c", dma_streaming(max(1, int(16 * scale)))),
         ("(a) small: 64 CPEs, 200 iterations", "python", vmad_comm(200)),
         ("(a) small: 64 CPEs, 200 iterations", "c", vmad_comm(200)),
