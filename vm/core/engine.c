@@ -269,9 +269,9 @@ static inline int execute(Sim *s, Cpe *c, const Instr *in, int64_t t, Fault *fau
         return execute_store(s, c, in, t, fault);
     case CLS_BCAST_LOAD:
         return execute_bcast_load(s, c, in, t, fault);
-    case CLS_GET:
-        write_lanes(c, in->dest, comm_receive(s, c, in->id == I_GETC), SWSIM_LANES,
-                    t + in->latency);
+    case CLS_GET:   /* a get is a side effect: no test for a changed value */
+        memcpy(c->regs[in->dest], comm_receive(s, c, in->id == I_GETC), sizeof c->regs[0]);
+        c->ready[in->dest] = t + in->latency;
         c->dirty = 1;
         return EXEC_NEXT;
     case CLS_PUT: case CLS_SYNC: case CLS_DMA:
@@ -642,6 +642,16 @@ static void uncharge_cycle(Sim *s, const int *running, int count)
     }
 }
 
+/* Whether a CPE that is not at a confirmed spin fixed point issued in this cycle (which then
+ * cannot start a skip); asked after the cycle, stopping at the first such CPE. */
+static int issued_unconfirmed(Cpe *const *cpe, int num_running)
+{
+    for (int k = 0; k < num_running; k++)
+        if (cpe[k]->last_state == SWSIM_STATE_RUNNING && !cpe[k]->confirmed)
+            return 1;
+    return 0;
+}
+
 /* Simulates the cycles from s->next_cycle on. Returns the kernel cycles once the run ended,
  * or RUN_PAUSED before the first cycle >= horizon (to be resumed by another call: the loop
  * keeps no state of its own between cycles, so pausing changes nothing). */
@@ -674,19 +684,17 @@ static int64_t run_cycles(Sim *s, int64_t horizon)
             comm_deliver(s, t);
         if (s->num_releases)
             barrier_release(s, t);
-        /* issued_any: some CPE issued; issued_unconfirmed: one that is not at a confirmed
-         * spin fixed point issued, so this cycle cannot start a skip */
-        int issued_any = 0, issued_unconfirmed = 0;
+        int issued_any = 0;
         for (int k = 0; k < num_running; k++) {
-            Cpe *c = cpe[k];
-            int issued = issue(s, c, t);
+            int issued = issue(s, cpe[k], t);
             if (issued == FAULTED) {
                 uncharge_cycle(s, running, k);
                 return t;
             }
             issued_any |= issued;
-            issued_unconfirmed |= issued & !c->confirmed;
         }
+        int may_skip = s->cfg.skip
+                       && !(issued_any && (s->cfg.trace || issued_unconfirmed(cpe, num_running)));
         if (s->error)
             return t;
         if (s->cfg.trace)
@@ -718,7 +726,7 @@ static int64_t run_cycles(Sim *s, int64_t horizon)
                 return t + 1;
             }
         }
-        if (s->cfg.skip && !issued_unconfirmed && !(issued_any && s->cfg.trace))
+        if (may_skip)
             t += skip_ahead(s, running, num_running, issued_any, t);
     }
 }
