@@ -62,8 +62,10 @@ enum {
     F_CONSIDER_NEXT = 4,   /* the word after it is considered as a follower */
     F_PAIRS_NEXT = 8,      /* ... and pairs with it whenever it is ready */
     F_MORE_CHECKS = 16,    /* checks[3] or checks[4] is not ZERO_SLOT */
+    F_GROUP_CHECKS = 32,   /* group_checks holds the union of its checks and the next word's */
 };
 #define NUM_CHECKS 5
+#define NUM_GROUP_CHECKS 4
 #define MAX_WATCHED_READS 4
 
 /* One code word, decoded once before the run. */
@@ -82,6 +84,7 @@ typedef struct {
     uint8_t flags;         /* F_* (the follower flags are set once the whole code is decoded) */
     uint8_t checks[NUM_CHECKS]; /* slots whose ready time must be <= t to issue: the sources,
                                    the WAW slot, BUSY_SLOT if P0-only; padded with ZERO_SLOT */
+    uint8_t group_checks[NUM_GROUP_CHECKS]; /* see F_GROUP_CHECKS */
     uint8_t pipe_alone;    /* the leader's pipe when it issues alone (paired: both valid) */
     uint32_t reads_mask;   /* registers 0..30 read */
     uint32_t dest_mask;    /* register 0..30 written, or 0 */

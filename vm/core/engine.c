@@ -320,6 +320,12 @@ static int stall_reason_in_full(const Sim *s, const Cpe *c, const Instr *in, int
  * checked slot is ready (ready <= t, so every t - ready is >= 0) and there is no class
  * check. Ready times are in [0, TIME_NEVER], so t - ready cannot overflow. */
 __attribute__((always_inline))
+static inline int class_reason(const Sim *s, const Cpe *c, const Instr *in, int64_t t)
+{
+    return in->flags & F_STRUCTURAL ? structural_reason(s, c, in, t) : NO_STALL;
+}
+
+__attribute__((always_inline))
 static inline int stall_reason(const Sim *s, const Cpe *c, const Instr *in, int64_t t)
 {
     const int64_t *ready = c->ready;
@@ -329,7 +335,17 @@ static inline int stall_reason(const Sim *s, const Cpe *c, const Instr *in, int6
         late |= (t - ready[k[3]]) | (t - ready[k[4]]);
     if (__builtin_expect(late < 0, 0))
         return stall_reason_in_full(s, c, in, t);
-    return in->flags & F_STRUCTURAL ? structural_reason(s, c, in, t) : NO_STALL;
+    return class_reason(s, c, in, t);
+}
+
+/* Whether the leader and the word after it both pass their ready-time checks, tested at once
+ * on the union of their slots (F_GROUP_CHECKS). */
+__attribute__((always_inline))
+static inline int group_ready(const Cpe *c, const Instr *leader, int64_t t)
+{
+    const int64_t *ready = c->ready;
+    const uint8_t *k = leader->group_checks;
+    return ((t - ready[k[0]]) | (t - ready[k[1]]) | (t - ready[k[2]]) | (t - ready[k[3]])) >= 0;
 }
 
 /* The cycle > t at which a stalled leader's timed stall (raw, waw, divide, global, barrier
@@ -473,21 +489,31 @@ static inline int issue(Sim *s, Cpe *c, int64_t t)
         record_fault(s, c, fault, t);
         return FAULTED;
     }
-    int reason = stall_reason(s, c, leader, t);
+    /* the leader's reason, then that of the word after it (docs/timing.md "Issue rules");
+     * pairing and pipes precomputed per word */
+    const Instr *next = leader + 1;
+    int reason, next_reason = NO_STALL;
+    if ((leader->flags & F_GROUP_CHECKS) && group_ready(c, leader, t)) {
+        reason = class_reason(s, c, leader, t);
+        if (reason == NO_STALL)
+            next_reason = class_reason(s, c, next, t);
+    } else {
+        reason = stall_reason(s, c, leader, t);
+        if (reason == NO_STALL && (leader->flags & F_CONSIDER_NEXT))
+            next_reason = stall_reason(s, c, next, t);
+    }
     if (reason != NO_STALL) {
         charge(c, COUNTER_IDLE(0, reason), COUNTER_IDLE(1, reason), reason);
         c->sleep_until = wake_time(s, c, t);
         return ISSUED_NOTHING;
     }
-    /* the follower (docs/timing.md "Issue rules"); pairing and pipes precomputed per word */
     const Instr *follower = NULL;
     int follower_reason = REASON_PAIRING;
     if (leader->flags & F_CONSIDER_NEXT) {
-        int next_reason = stall_reason(s, c, leader + 1, t);
         if (next_reason != NO_STALL)
             follower_reason = next_reason;
         else if (leader->flags & F_PAIRS_NEXT)
-            follower = leader + 1;
+            follower = next;
     }
     uint64_t pc = c->pc;
     int outcome = execute(s, c, leader, t, fault);
@@ -731,6 +757,27 @@ static int64_t run_cycles(Sim *s, int64_t horizon)
     }
 }
 
+/* Fills leader->group_checks with the union of the ready-time slots of the leader and the
+ * word after it, if it has at most NUM_GROUP_CHECKS slots (padded with ZERO_SLOT). */
+static int group_checks(Instr *leader, const Instr *next)
+{
+    uint8_t *group = leader->group_checks;
+    int n = 0;
+    const Instr *pair[2] = {leader, next};
+    for (int i = 0; i < 2; i++)
+        for (int k = 0; k < NUM_CHECKS && pair[i]->checks[k] != ZERO_SLOT; k++) {
+            uint8_t slot = pair[i]->checks[k];
+            if (memchr(group, slot, (size_t)n))
+                continue;
+            if (n == NUM_GROUP_CHECKS)
+                return 0;
+            group[n++] = slot;
+        }
+    while (n < NUM_GROUP_CHECKS)
+        group[n++] = ZERO_SLOT;
+    return 1;
+}
+
 static int config_is_valid(const SwConfig *cfg, const SwJob *job)
 {
     const int64_t *lat = cfg->latency;
@@ -811,6 +858,8 @@ static int init_sim(Sim *s)
         in->flags |= F_CONSIDER_NEXT;
         if (can_pair(in, next))
             in->flags |= F_PAIRS_NEXT;
+        if (group_checks(in, next))
+            in->flags |= F_GROUP_CHECKS;
     }
     for (int i = 0; i < s->num_cpes; i++) {
         init_cpe(s, &s->cpes[i], i);
