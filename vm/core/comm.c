@@ -10,14 +10,14 @@ int comm_init(Sim *s)
      * put issues per cycle (P1 only), so a FIFO never holds more than the blocked transfers
      * plus those still travelling (one per cycle of rc_latency). */
     s->fifo_capacity = s->cfg.rc_send_depth + s->cfg.rc_latency + 2;
+    s->fifos = calloc((size_t)(s->num_cpes * s->fifo_capacity), sizeof *s->fifos);
+    s->queue_entries = calloc((size_t)(2 * s->num_cpes * s->cfg.rc_queue_depth),
+                              sizeof *s->queue_entries);
+    if (!s->fifos || !s->queue_entries)
+        return SWSIM_ERROR_MEMORY;
     for (int i = 0; i < s->num_cpes; i++) {
         Cpe *c = &s->cpes[i];
-        c->fifo = calloc((size_t)s->fifo_capacity, sizeof(Transfer));
-        for (int q = 0; q < 2; q++)
-            c->queues[q].entries = calloc((size_t)s->cfg.rc_queue_depth,
-                                          sizeof *c->queues[q].entries);
-        if (!c->fifo || !c->queues[0].entries || !c->queues[1].entries)
-            return SWSIM_ERROR_MEMORY;
+        s->head_due[i] = TIME_NEVER;
         for (int column = 0; column < 2; column++)
             for (uint64_t n = 0; n <= 8; n++) {
                 Fault fault = {0};
@@ -26,6 +26,12 @@ int comm_init(Sim *s)
             }
     }
     return 0;
+}
+
+void comm_free(Sim *s)
+{
+    free(s->fifos);
+    free(s->queue_entries);
 }
 
 /* The CPEs a put (or load-and-broadcast) along the row (column = 0) or column reaches;
@@ -70,36 +76,48 @@ static inline int64_t ring_index(int64_t head, int64_t k, int64_t capacity)
     return i >= capacity ? i - capacity : i;
 }
 
-static Transfer *fifo_at(const Sim *s, const Cpe *c, int64_t k)
+static Transfer *fifo_at(const Sim *s, int id, int64_t k)
 {
-    return &c->fifo[ring_index(c->fifo_head, k, s->fifo_capacity)];
+    return &s->fifos[id * s->fifo_capacity + ring_index(s->fifo_head[id], k, s->fifo_capacity)];
 }
 
 /* Transfers that are due but still waiting for room: they occupy the send buffer. */
 int comm_send_blocked(const Sim *s, const Cpe *c, int64_t t)
 {
+    if (s->head_due[c->id] > t)
+        return 0;
     int blocked = 0;
-    while (blocked < c->fifo_count && fifo_at(s, c, blocked)->due <= t)
+    while (blocked < s->fifo_count[c->id] && fifo_at(s, c->id, blocked)->due <= t)
         blocked++;
     return blocked;
+}
+
+static void load_head(Sim *s, int id)
+{
+    const Transfer *head = fifo_at(s, id, 0);
+    s->head_due[id] = head->due;
+    s->head_targets[id] = head->targets;
+    s->head_column[id] = (uint8_t)head->column;
 }
 
 void comm_send(Sim *s, Cpe *c, int column, uint64_t targets, const uint64_t *value, int64_t t)
 {
     /* The capacity bound of comm_init makes an overflow impossible; refuse rather than
      * corrupt memory if that reasoning were ever wrong. */
-    if (c->fifo_count >= s->fifo_capacity) {
+    if (s->fifo_count[c->id] >= s->fifo_capacity) {
         s->error = SWSIM_ERROR_INTERNAL;
         return;
     }
-    Transfer *tr = fifo_at(s, c, c->fifo_count++);
-    s->senders |= UINT64_C(1) << c->id;
+    Transfer *tr = fifo_at(s, c->id, s->fifo_count[c->id]++);
     tr->due = t + s->cfg.rc_latency;
     if (tr->due < s->deliver_at)
         s->deliver_at = tr->due;
     tr->targets = targets;
     tr->column = column;
     memcpy(tr->value, value, sizeof tr->value);
+    if (s->fifo_count[c->id] == 1)
+        load_head(s, c->id);
+    s->senders |= UINT64_C(1) << c->id;
     s->cg[CG_RC_TRANSFERS]++;
 }
 
@@ -114,35 +132,41 @@ void comm_deliver(Sim *s, int64_t t)
     const int64_t depth = s->cfg.rc_queue_depth;
     uint64_t deliveries = 0;
     for (uint64_t senders = s->senders; senders; senders &= senders - 1) {
-        Cpe *c = &s->cpes[__builtin_ctzll(senders)];   /* ascending ids */
-        const Transfer *head = fifo_at(s, c, 0);
-        const int column = head->column;
-        const uint64_t targets = head->targets;
-        if (head->due > t || !queues_have_room(s, targets, column))
+        const int id = __builtin_ctzll(senders);   /* ascending ids */
+        const int column = s->head_column[id];
+        const uint64_t targets = s->head_targets[id];
+        if (s->head_due[id] > t || !queues_have_room(s, targets, column))
             continue;
         uint64_t value[SWSIM_LANES], became_full = 0;
-        memcpy(value, head->value, sizeof value);
+        memcpy(value, fifo_at(s, id, 0)->value, sizeof value);
+        int32_t *queue_head = s->queue_head[column], *queue_count = s->queue_count[column];
+        uint64_t (*entries)[SWSIM_LANES] = s->queue_entries + column * s->num_cpes * depth;
         for (uint64_t m = targets; m; m &= m - 1) {
-            Cpe *target = &s->cpes[__builtin_ctzll(m)];
-            ReceiveQueue *q = &target->queues[column];
-            memcpy(q->entries[ring_index(q->head, q->count, depth)], value, sizeof value);
-            if (++q->count == depth)
+            const int target = __builtin_ctzll(m);
+            memcpy(entries[target * depth + ring_index(queue_head[target], queue_count[target],
+                                                       depth)],
+                   value, sizeof value);
+            if (++queue_count[target] == depth)
                 became_full |= m & -m;
-            target->sleep_until = t;   /* a get may be ready now */
-            deliveries++;
+            s->cpes[target].sleep_until = t;   /* a get may be ready now */
         }
+        deliveries += (uint64_t)__builtin_popcountll(targets);
         s->full_queues[column] |= became_full;
-        c->fifo_head = ring_index(c->fifo_head, 1, s->fifo_capacity);
-        if (--c->fifo_count == 0)
-            s->senders &= ~(UINT64_C(1) << c->id);
-        c->sleep_until = t;            /* a put may find room now */
+        s->fifo_head[id] = (int32_t)ring_index(s->fifo_head[id], 1, s->fifo_capacity);
+        if (--s->fifo_count[id] == 0) {
+            s->senders &= ~(UINT64_C(1) << id);
+            s->head_due[id] = TIME_NEVER;
+        } else {
+            load_head(s, id);
+        }
+        s->cpes[id].sleep_until = t;            /* a put may find room now */
     }
     s->cg[CG_RC_DELIVERIES] += deliveries;
     /* The next cycle a delivery may happen: t + 1 if a due head waits for room (a get may
      * free it), else the earliest due head (due times grow along each FIFO). */
     s->deliver_at = TIME_NEVER;
     for (uint64_t senders = s->senders; senders; senders &= senders - 1) {
-        int64_t due = fifo_at(s, &s->cpes[__builtin_ctzll(senders)], 0)->due;
+        int64_t due = s->head_due[__builtin_ctzll(senders)];
         int64_t next = due > t ? due : t + 1;
         if (next < s->deliver_at)
             s->deliver_at = next;
@@ -155,12 +179,11 @@ int64_t comm_next_event(const Sim *s, int64_t t)
 {
     int64_t next = TIME_NEVER;
     for (uint64_t senders = s->senders; senders; senders &= senders - 1) {
-        const Cpe *c = &s->cpes[__builtin_ctzll(senders)];
-        const Transfer *head = fifo_at(s, c, 0);
-        if (head->due <= t && queues_have_room(s, head->targets, head->column))
+        const int id = __builtin_ctzll(senders);
+        if (s->head_due[id] <= t && queues_have_room(s, s->head_targets[id], s->head_column[id]))
             return t + 1;
-        for (int64_t k = 0; k < c->fifo_count; k++) {
-            int64_t due = fifo_at(s, c, k)->due;
+        for (int64_t k = 0; k < s->fifo_count[id]; k++) {
+            int64_t due = fifo_at(s, id, k)->due;
             if (due > t) {
                 if (due < next)
                     next = due;
@@ -170,4 +193,3 @@ int64_t comm_next_event(const Sim *s, int64_t t)
     }
     return next;
 }
-

@@ -101,12 +101,6 @@ typedef struct {
     uint64_t value[SWSIM_LANES];
 } Transfer;
 
-/* A bounded ring of 256-bit receive-queue entries. */
-typedef struct {
-    uint64_t (*entries)[SWSIM_LANES];
-    int64_t head, count;
-} ReceiveQueue;
-
 typedef struct {
     /* hot in the issue loop: one cache line of scalars, then ready times and counters (no
      * software prefetch of the next CPEs: measured slower than the hardware prefetchers) */
@@ -131,10 +125,7 @@ typedef struct {
     uint8_t *ldm;
     int64_t halt_cycle;
 
-    /* register communication */
-    Transfer *fifo;            /* ring of fifo_capacity */
-    int64_t fifo_head, fifo_count;
-    ReceiveQueue queues[2];    /* row, column */
+    /* register communication (the FIFO and receive queues are in Sim) */
     uint64_t put_mask[2][9];   /* targets of a put along the row/column with n = 0..8 */
     int8_t put_fault[2][9];    /* ... or the fault kind of that put (0: none) */
     int dma_waiting;           /* requests of this CPE not yet accepted by the engine */
@@ -200,8 +191,19 @@ typedef struct {
     int64_t latency[NUM_LATENCY_CLASSES];
     Cpe *cpes;
     uint64_t *cg;              /* result->cg_counters */
+    /* register communication (comm.c), in arrays by CPE id so that a delivery scan and a
+     * delivery's appends touch a few dense lines rather than each CPE's own */
+    Transfer *fifos;           /* a ring of fifo_capacity transfers per CPE */
     int64_t fifo_capacity;
+    int32_t fifo_head[SWSIM_MAX_CPES], fifo_count[SWSIM_MAX_CPES];
+    int64_t head_due[SWSIM_MAX_CPES];        /* the FIFO head's due, TIME_NEVER if empty */
+    uint64_t head_targets[SWSIM_MAX_CPES];   /* ... its targets */
+    uint8_t head_column[SWSIM_MAX_CPES];     /* ... and queue */
     uint64_t senders;          /* CPEs whose transfer FIFO is not empty */
+    uint64_t (*queue_entries)[SWSIM_LANES]; /* a ring of rc_queue_depth per receive queue:
+                                               queue (column, id) is number column * num_cpes
+                                               + id */
+    int32_t queue_head[2][SWSIM_MAX_CPES], queue_count[2][SWSIM_MAX_CPES];
     uint64_t full_queues[2];   /* CPEs whose row / column receive queue is full */
     int64_t deliver_at;        /* no delivery can happen before this cycle */
     int running[SWSIM_MAX_CPES]; /* ids of the CPEs still running, between steps of a run */
@@ -226,6 +228,7 @@ void decode_word(uint32_t word, const int64_t *latency, Instr *out);
 
 /* comm.c */
 int comm_init(Sim *s);
+void comm_free(Sim *s);
 int put_targets(const Sim *s, const Cpe *c, int column, uint64_t n, uint64_t *targets,
                 Fault *fault);
 int comm_send_blocked(const Sim *s, const Cpe *c, int64_t t);
@@ -253,13 +256,19 @@ int64_t barrier_next_event(const Sim *s, int64_t t);
  * pointer stays valid until the next delivery. */
 static inline const uint64_t *comm_receive(Sim *s, Cpe *c, int column)
 {
-    ReceiveQueue *q = &c->queues[column];
-    const uint64_t *entry = q->entries[q->head];
-    if (++q->head == s->cfg.rc_queue_depth)
-        q->head = 0;
-    q->count--;
+    int32_t *head = &s->queue_head[column][c->id];
+    const uint64_t *entry = s->queue_entries[(column * (int64_t)s->num_cpes + c->id)
+                                             * s->cfg.rc_queue_depth + *head];
+    if (++*head == s->cfg.rc_queue_depth)
+        *head = 0;
+    s->queue_count[column][c->id]--;
     s->full_queues[column] &= ~(UINT64_C(1) << c->id);
     return entry;
+}
+
+static inline int comm_queue_empty(const Sim *s, const Cpe *c, int column)
+{
+    return s->queue_count[column][c->id] == 0;
 }
 
 /* Spin-loop fixed points (engine.c) depend on the LDM bytes the loop loads: an event that

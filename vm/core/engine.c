@@ -290,7 +290,7 @@ static inline int structural_reason(const Sim *s, const Cpe *c, const Instr *in,
 {
     switch (in->cls) {
     case CLS_GET:
-        return c->queues[in->id == I_GETC].count == 0 ? REASON_GET_EMPTY : NO_STALL;
+        return comm_queue_empty(s, c, in->id == I_GETC) ? REASON_GET_EMPTY : NO_STALL;
     case CLS_PUT: case CLS_BCAST_LOAD:
         return comm_send_blocked(s, c, t) >= s->cfg.rc_send_depth ? REASON_PUT_FULL : NO_STALL;
     case CLS_DMA:
@@ -878,12 +878,7 @@ static int init_sim(Sim *s)
 
 static void free_sim(Sim *s)
 {
-    if (s->cpes)
-        for (int i = 0; i < s->num_cpes; i++) {
-            free(s->cpes[i].fifo);
-            free(s->cpes[i].queues[0].entries);
-            free(s->cpes[i].queues[1].entries);
-        }
+    comm_free(s);
     free(s->cpes);
     free(s->code);
     free(s->dma.pool);
