@@ -143,15 +143,21 @@ void comm_deliver(Sim *s, int64_t t)
         uint64_t (*entries)[SWSIM_LANES] = s->queue_entries + column * s->num_cpes * depth;
         for (uint64_t m = targets; m; m &= m - 1) {
             const int target = __builtin_ctzll(m);
-            memcpy(entries[target * depth + ring_index(queue_head[target], queue_count[target],
-                                                       depth)],
+            const int32_t count = queue_count[target];
+            memcpy(entries[target * depth + ring_index(queue_head[target], count, depth)],
                    value, sizeof value);
-            if (++queue_count[target] == depth)
+            /* a get stalls on an empty queue only: later appends find the CPE awake */
+            if (count == 0)
+                s->cpes[target].sleep_until = t;
+            if (count + 1 == depth)
                 became_full |= m & -m;
-            s->cpes[target].sleep_until = t;   /* a get may be ready now */
+            queue_count[target] = count + 1;
         }
         deliveries += (uint64_t)__builtin_popcountll(targets);
         s->full_queues[column] |= became_full;
+        /* a put stalls only while rc_send_depth transfers are blocked */
+        if (s->fifo_count[id] >= s->cfg.rc_send_depth)
+            s->cpes[id].sleep_until = t;
         s->fifo_head[id] = (int32_t)ring_index(s->fifo_head[id], 1, s->fifo_capacity);
         if (--s->fifo_count[id] == 0) {
             s->senders &= ~(UINT64_C(1) << id);
@@ -159,7 +165,6 @@ void comm_deliver(Sim *s, int64_t t)
         } else {
             load_head(s, id);
         }
-        s->cpes[id].sleep_until = t;            /* a put may find room now */
     }
     s->cg[CG_RC_DELIVERIES] += deliveries;
     /* The next cycle a delivery may happen: t + 1 if a due head waits for room (a get may
