@@ -15,6 +15,7 @@ int comm_init(Sim *s)
                               sizeof *s->queue_entries);
     if (!s->fifos || !s->queue_entries)
         return SWSIM_ERROR_MEMORY;
+    s->next_due = TIME_NEVER;
     for (int i = 0; i < s->num_cpes; i++) {
         Cpe *c = &s->cpes[i];
         s->head_due[i] = TIME_NEVER;
@@ -110,13 +111,16 @@ void comm_send(Sim *s, Cpe *c, int column, uint64_t targets, const uint64_t *val
     }
     Transfer *tr = fifo_at(s, c->id, s->fifo_count[c->id]++);
     tr->due = t + s->cfg.rc_latency;
-    if (tr->due < s->deliver_at)
-        s->deliver_at = tr->due;
     tr->targets = targets;
     tr->column = column;
     memcpy(tr->value, value, sizeof tr->value);
-    if (s->fifo_count[c->id] == 1)
+    if (s->fifo_count[c->id] == 1) {   /* a new head (the others wait for their head) */
         load_head(s, c->id);
+        if (tr->due < s->next_due)
+            s->next_due = tr->due;
+        if (tr->due < s->deliver_at)
+            s->deliver_at = tr->due;
+    }
     s->senders |= UINT64_C(1) << c->id;
     s->cg[CG_RC_TRANSFERS]++;
 }
@@ -126,16 +130,34 @@ static inline int queues_have_room(const Sim *s, uint64_t targets, int column)
     return !(targets & s->full_queues[column]);
 }
 
+/* Adds the senders whose head is due by t to due_senders; next_due becomes the earliest due
+ * of the others. */
+static void collect_due_heads(Sim *s, int64_t t)
+{
+    int64_t next = TIME_NEVER;
+    for (uint64_t m = s->senders & ~s->due_senders; m; m &= m - 1) {
+        const int64_t due = s->head_due[__builtin_ctzll(m)];
+        if (due <= t)
+            s->due_senders |= m & -m;
+        else if (due < next)
+            next = due;
+    }
+    s->next_due = next;
+}
+
 /* Phase 1(b): in CPE id order each sender delivers at most the head of its FIFO. */
 void comm_deliver(Sim *s, int64_t t)
 {
+    if (t >= s->next_due)
+        collect_due_heads(s, t);
     const int64_t depth = s->cfg.rc_queue_depth;
-    uint64_t deliveries = 0;
-    for (uint64_t senders = s->senders; senders; senders &= senders - 1) {
-        const int id = __builtin_ctzll(senders);   /* ascending ids */
+    uint64_t deliveries = 0, due_behind = 0;
+    for (uint64_t due = s->due_senders; due; due &= due - 1) {
+        const int id = __builtin_ctzll(due);   /* ascending ids */
+        const uint64_t sender = due & -due;
         const int column = s->head_column[id];
         const uint64_t targets = s->head_targets[id];
-        if (s->head_due[id] > t || !queues_have_room(s, targets, column))
+        if (!queues_have_room(s, targets, column))
             continue;
         uint64_t value[SWSIM_LANES], became_full = 0;
         memcpy(value, fifo_at(s, id, 0)->value, sizeof value);
@@ -160,22 +182,25 @@ void comm_deliver(Sim *s, int64_t t)
             s->cpes[id].sleep_until = t;
         s->fifo_head[id] = (int32_t)ring_index(s->fifo_head[id], 1, s->fifo_capacity);
         if (--s->fifo_count[id] == 0) {
-            s->senders &= ~(UINT64_C(1) << id);
+            s->senders &= ~sender;
+            s->due_senders &= ~sender;
             s->head_due[id] = TIME_NEVER;
+            continue;
+        }
+        load_head(s, id);
+        if (s->head_due[id] <= t) {
+            due_behind = 1;
         } else {
-            load_head(s, id);
+            s->due_senders &= ~sender;
+            if (s->head_due[id] < s->next_due)
+                s->next_due = s->head_due[id];
         }
     }
     s->cg[CG_RC_DELIVERIES] += deliveries;
-    /* The next cycle a delivery may happen: t + 1 if a due head waits for room (a get may
-     * free it), else the earliest due head (due times grow along each FIFO). */
-    s->deliver_at = TIME_NEVER;
-    for (uint64_t senders = s->senders; senders; senders &= senders - 1) {
-        int64_t due = s->head_due[__builtin_ctzll(senders)];
-        int64_t next = due > t ? due : t + 1;
-        if (next < s->deliver_at)
-            s->deliver_at = next;
-    }
+    /* A due head that found no room waits for a get to pop one of its full target queues
+     * (comm_receive); otherwise the next delivery is the next cycle for a due transfer that
+     * was behind a delivered one, else when the next head becomes due. */
+    s->deliver_at = due_behind ? t + 1 : s->next_due;
 }
 
 /* The next cycle > t at which a delivery may happen: t + 1 if a sender's head is due and has

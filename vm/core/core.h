@@ -200,6 +200,8 @@ typedef struct {
     uint64_t head_targets[SWSIM_MAX_CPES];   /* ... its targets */
     uint8_t head_column[SWSIM_MAX_CPES];     /* ... and queue */
     uint64_t senders;          /* CPEs whose transfer FIFO is not empty */
+    uint64_t due_senders;      /* ... and whose head was found due (by comm_deliver) */
+    int64_t next_due;          /* no head of the other senders is due before this cycle */
     uint64_t (*queue_entries)[SWSIM_LANES]; /* a ring of rc_queue_depth per receive queue:
                                                queue (column, id) is number column * num_cpes
                                                + id */
@@ -262,7 +264,11 @@ static inline const uint64_t *comm_receive(Sim *s, Cpe *c, int column)
     if (++*head == s->cfg.rc_queue_depth)
         *head = 0;
     s->queue_count[column][c->id]--;
-    s->full_queues[column] &= ~(UINT64_C(1) << c->id);
+    const uint64_t bit = UINT64_C(1) << c->id;
+    if (s->full_queues[column] & bit) {
+        s->full_queues[column] &= ~bit;
+        s->deliver_at = 0;   /* a head waiting for room in this queue may deliver next cycle */
+    }
     return entry;
 }
 
