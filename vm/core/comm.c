@@ -168,14 +168,15 @@ void comm_deliver(Sim *s, int64_t t)
             const int32_t count = queue_count[target];
             memcpy(entries[target * depth + ring_index(queue_head[target], count, depth)],
                    value, sizeof value);
-            /* a get stalls on an empty queue only: later appends find the CPE awake */
-            if (count == 0)
-                s->cpes[target].sleep_until = t;
             if (count + 1 == depth)
                 became_full |= m & -m;
             queue_count[target] = count + 1;
         }
+        /* a get stalls on an empty queue only: later appends find the CPE awake */
+        for (uint64_t m = targets & ~s->nonempty_queues[column]; m; m &= m - 1)
+            s->cpes[__builtin_ctzll(m)].sleep_until = t;
         deliveries += (uint64_t)__builtin_popcountll(targets);
+        s->nonempty_queues[column] |= targets;
         s->full_queues[column] |= became_full;
         /* a put stalls only while rc_send_depth transfers are blocked */
         if (s->fifo_count[id] >= s->cfg.rc_send_depth)

@@ -206,7 +206,8 @@ typedef struct {
                                                queue (column, id) is number column * num_cpes
                                                + id */
     int32_t queue_head[2][SWSIM_MAX_CPES], queue_count[2][SWSIM_MAX_CPES];
-    uint64_t full_queues[2];   /* CPEs whose row / column receive queue is full */
+    uint64_t nonempty_queues[2]; /* CPEs whose row / column receive queue is not empty */
+    uint64_t full_queues[2];   /* ... is full */
     int64_t deliver_at;        /* no delivery can happen before this cycle */
     int running[SWSIM_MAX_CPES]; /* ids of the CPEs still running, between steps of a run */
     int num_running;
@@ -263,8 +264,9 @@ static inline const uint64_t *comm_receive(Sim *s, Cpe *c, int column)
                                              * s->cfg.rc_queue_depth + *head];
     if (++*head == s->cfg.rc_queue_depth)
         *head = 0;
-    s->queue_count[column][c->id]--;
     const uint64_t bit = UINT64_C(1) << c->id;
+    if (--s->queue_count[column][c->id] == 0)
+        s->nonempty_queues[column] &= ~bit;
     if (s->full_queues[column] & bit) {
         s->full_queues[column] &= ~bit;
         s->deliver_at = 0;   /* a head waiting for room in this queue may deliver next cycle */
@@ -274,7 +276,7 @@ static inline const uint64_t *comm_receive(Sim *s, Cpe *c, int column)
 
 static inline int comm_queue_empty(const Sim *s, const Cpe *c, int column)
 {
-    return s->queue_count[column][c->id] == 0;
+    return !(s->nonempty_queues[column] >> c->id & 1);
 }
 
 /* Spin-loop fixed points (engine.c) depend on the LDM bytes the loop loads: an event that
