@@ -145,7 +145,12 @@ static void collect_due_heads(Sim *s, int64_t t)
     s->next_due = next;
 }
 
+/* A receive-queue entry as one value: kept in a register and appended with one 32-byte store
+ * where the host has AVX (an array went through the stack in two 16-byte halves). */
+typedef uint64_t Entry __attribute__((vector_size(32), aligned(8)));
+
 /* Phase 1(b): in CPE id order each sender delivers at most the head of its FIFO. */
+HOT_LOOP_CLONES
 void comm_deliver(Sim *s, int64_t t)
 {
     if (t >= s->next_due)
@@ -159,15 +164,16 @@ void comm_deliver(Sim *s, int64_t t)
         const uint64_t targets = s->head_targets[id];
         if (!queues_have_room(s, targets, column))
             continue;
-        uint64_t value[SWSIM_LANES], became_full = 0;
-        memcpy(value, fifo_at(s, id, 0)->value, sizeof value);
+        uint64_t became_full = 0;
+        Entry value;
+        memcpy(&value, fifo_at(s, id, 0)->value, sizeof value);
         int32_t *queue_head = s->queue_head[column], *queue_count = s->queue_count[column];
         uint64_t (*entries)[SWSIM_LANES] = s->queue_entries + column * s->num_cpes * depth;
         for (uint64_t m = targets; m; m &= m - 1) {
             const int target = __builtin_ctzll(m);
             const int32_t count = queue_count[target];
             memcpy(entries[target * depth + ring_index(queue_head[target], count, depth)],
-                   value, sizeof value);
+                   &value, sizeof value);
             if (count + 1 == depth)
                 became_full |= m & -m;
             queue_count[target] = count + 1;
