@@ -269,7 +269,8 @@ static inline const uint64_t *comm_receive(Sim *s, Cpe *c, int column)
         s->nonempty_queues[column] &= ~bit;
     if (s->full_queues[column] & bit) {
         s->full_queues[column] &= ~bit;
-        s->deliver_at = 0;   /* a head waiting for room in this queue may deliver next cycle */
+        if (s->due_senders)   /* a due head waiting for room may deliver next cycle */
+            s->deliver_at = 0;
     }
     return entry;
 }
