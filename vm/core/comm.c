@@ -217,9 +217,14 @@ int64_t comm_next_event(const Sim *s, int64_t t)
     int64_t next = TIME_NEVER;
     for (uint64_t senders = s->senders; senders; senders &= senders - 1) {
         const int id = __builtin_ctzll(senders);
-        if (s->head_due[id] <= t && queues_have_room(s, s->head_targets[id], s->head_column[id]))
+        if (s->head_due[id] > t) {
+            if (s->head_due[id] < next)
+                next = s->head_due[id];
+            continue;
+        }
+        if (queues_have_room(s, s->head_targets[id], s->head_column[id]))
             return t + 1;
-        for (int64_t k = 0; k < s->fifo_count[id]; k++) {
+        for (int64_t k = 1; k < s->fifo_count[id]; k++) {
             int64_t due = fifo_at(s, id, k)->due;
             if (due > t) {
                 if (due < next)
