@@ -85,9 +85,9 @@ static Transfer *fifo_at(const Sim *s, int id, int64_t k)
 /* Transfers that are due but still waiting for room: they occupy the send buffer. */
 int comm_send_blocked(const Sim *s, const Cpe *c, int64_t t)
 {
-    if (s->head_due[c->id] > t)
+    if (s->head_due[c->id] > t)   /* TIME_NEVER if the FIFO is empty */
         return 0;
-    int blocked = 0;
+    int blocked = 1;
     while (blocked < s->fifo_count[c->id] && fifo_at(s, c->id, blocked)->due <= t)
         blocked++;
     return blocked;
