@@ -9,7 +9,7 @@ import sys
 
 from .errors import SwsimError
 
-LAYERS = ("swsim.asm.cli", "swsim.vm.cli", "swsim.hostlib.cli")
+LAYERS = ("swsim.asm.cli", "swsim.vm.cli", "swsim.hostlib.tools.cli")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,9 +1,9 @@
 """The host library: what users call from Python on top of the VM's public API.
 
-``gemm(A, B, C=None, alpha=1, beta=0, trans_a=False, trans_b=False)`` is swGEMM (``swgemm``);
-``primitive`` drives the LDM GEMM primitive; ``analyze`` and ``report`` are the timing tools;
-``bench`` holds the benchmark commands.
+Subpackages, each importing only those before it: ``runtime`` (Kernel, launch, LDM planning,
+Stats) <- ``blas`` (``gemm`` = swGEMM, its model, the LDM GEMM primitive, the baseline GEMM);
+``tools`` (analyze, report, bench, the CLI) sit on top. ``swsim.hostlib.gemm`` is swGEMM.
 """
-from .swgemm import gemm
+from .blas import gemm
 
 __all__ = ["gemm"]

@@ -1,7 +1,11 @@
-"""Hand-written assembly kernels shipped with swsim (installed as package data).
+"""Hand-written assembly kernels shipped with swsim (installed as package data), in folders by
+family: ``gemm/`` (the GEMM inner loop, the LDM GEMM primitive, swGEMM, the baseline GEMM),
+``bench/`` (micro-benchmarks), ``examples/`` and ``include/`` (macro and constant headers).
 
-``source_path(name)`` is the path of a kernel source; ``program(name)`` assembles it once and
-caches the Program.
+Kernels reuse each other through the linker: a kernel that calls another's entries is linked
+with its object (``program("gemm/swgemm.s", "gemm/gemm_prim.s")``); only ``.inc`` headers are
+``.include``-d. ``source_path(name)`` is the path of a source (relative to this folder);
+``program(*names)`` assembles each source once and links the objects, cached.
 """
 from __future__ import annotations
 
@@ -14,12 +18,23 @@ KERNEL_DIR = Path(__file__).resolve().parent
 def source_path(name: str) -> Path:
     path = KERNEL_DIR / name
     if not path.is_file():
-        known = ", ".join(sorted(p.name for p in KERNEL_DIR.glob("*.s")))
+        known = ", ".join(sorted(str(p.relative_to(KERNEL_DIR)) for p in KERNEL_DIR.rglob("*.s")))
         raise FileNotFoundError(f"no kernel {name!r} in {KERNEL_DIR} (known: {known})")
     return path
 
 
 @functools.lru_cache(maxsize=None)
-def program(name: str):
-    from ..asm import assemble_file
-    return assemble_file(str(source_path(name)))
+def object_file(name: str):
+    """The assembled object of one kernel source."""
+    from ..asm import assemble_object
+    path = source_path(name)
+    return assemble_object(path.read_text(encoding="utf-8"), str(path))
+
+
+@functools.lru_cache(maxsize=None)
+def program(*names: str):
+    """The Program linking the objects of `names`, in this order."""
+    from ..asm import link
+    if not names:
+        raise ValueError("program() needs at least one kernel source")
+    return link([object_file(name) for name in names])

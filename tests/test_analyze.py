@@ -9,7 +9,7 @@ import pytest
 
 import swsim
 from swsim.cli import main
-from swsim.hostlib.analyze import AnalysisError, analyze_loop
+from swsim.hostlib.tools.analyze import AnalysisError, analyze_loop
 from swsim.kernels import program, source_path
 
 LOOPS = """
@@ -39,7 +39,7 @@ divide:
 # The first vmad of KBODY in kernels/gemm_kbody.inc: the line starts the loops of all four
 # roles of kernels/gemm_kloop.s (macro expansions, told apart by --instance).
 GEMM_LOOP_LINE = "gemm_kbody.inc:%d" % next(
-    n for n, text in enumerate(source_path("gemm_kbody.inc").read_text().splitlines(), 1)
+    n for n, text in enumerate(source_path("gemm/gemm_kbody.inc").read_text().splitlines(), 1)
     if "# 0  C00" in text)
 
 
@@ -59,7 +59,7 @@ def assert_consistent(analysis):
 @pytest.mark.parametrize("instance, p1_valid", [(1, 12), (2, 11), (3, 11), (4, 10)])
 def test_gemm_inner_loop_is_16_cycles_at_full_efficiency(instance, p1_valid):
     # The four roles (row send/receive x column send/receive) are four expansions of the line.
-    a = analyze_loop(program("gemm_kloop.s"), GEMM_LOOP_LINE, instance=instance)
+    a = analyze_loop(program("gemm/gemm_kloop.s"), GEMM_LOOP_LINE, instance=instance)
     assert len(a.loop.body) == 16 + p1_valid
     assert a.converged and a.cycles_per_iteration == 16
     assert a.ee == 1.0 and a.p0_valid == 16 and a.p1_valid == p1_valid
@@ -74,7 +74,7 @@ def test_axpy_stalls_on_load_use_and_store_use():
     # c0 vldd $2 (P1; vldd $3 needs P1 too), c1 vldd $3, c2-4 vmad waits for $3 (ready c5),
     # c5 vmad + addl, c6 subl (vstd waits for $3 until c12), c12 vstd + addl, c13 bne:
     # 14 cycles; the next vldd $3 waits for vmad's $3 (WAW), ready at c12: no extra stall.
-    a = analyze_loop(program("axpy.s"), "17", source_file=str(source_path("axpy.s")))
+    a = analyze_loop(program("examples/axpy.s"), "17", source_file=str(source_path("examples/axpy.s")))
     assert a.cycles_per_iteration == 14 and a.p0_valid == 2 and a.p1_valid == 6
     assert a.p0_idle == {"raw": 10, "pairing": 2} and a.p1_idle == {"raw": 8}
     bounds = {b.name: b.cycles for b in a.bounds}
@@ -91,10 +91,10 @@ def test_axpy_analysis_matches_the_engine():
     # the analysis says.
     def kernel_cycles(vectors):
         m = swsim.Machine()
-        return m.run(program("axpy.s"), entry="axpy", args=[4 * vectors, 0, 8192, 1.5],
+        return m.run(program("examples/axpy.s"), entry="axpy", args=[4 * vectors, 0, 8192, 1.5],
                      cpes=[0]).kernel_cycles
     per_iteration = (kernel_cycles(30) - kernel_cycles(10)) / 20
-    assert per_iteration == analyze_loop(program("axpy.s"), "axpy.s:17").cycles_per_iteration
+    assert per_iteration == analyze_loop(program("examples/axpy.s"), "axpy.s:17").cycles_per_iteration
 
 
 def test_dependent_vmads_are_bound_by_the_recurrence(loops):
@@ -156,7 +156,7 @@ def test_bad_loops_are_reported(loops, loop, options, message):
 
 def test_a_label_without_a_backward_branch_is_reported():
     with pytest.raises(AnalysisError, match=r"no backward branch to \.Ldone"):
-        analyze_loop(program("gemm_kloop.s"), ".Ldone")
+        analyze_loop(program("gemm/gemm_kloop.s"), ".Ldone")
 
 
 def test_entry_limits_the_search_to_one_function(loops):
@@ -166,7 +166,7 @@ def test_entry_limits_the_search_to_one_function(loops):
 
 
 def test_cli_json(capsys):
-    status = main(["analyze", str(source_path("gemm_kloop.s")), "--loop", GEMM_LOOP_LINE,
+    status = main(["analyze", str(source_path("gemm/gemm_kloop.s")), "--loop", GEMM_LOOP_LINE,
                    "--instance", "2", "--json"])
     assert status == 0
     report = json.loads(capsys.readouterr().out)
@@ -188,7 +188,7 @@ def test_cli_json(capsys):
      f"--instance 9: line {GEMM_LOOP_LINE} starts 4 loops"),
 ])
 def test_cli_bad_input_exits_1_with_a_message(capsys, argv, message):
-    assert main(["analyze", str(source_path("gemm_kloop.s")), *argv]) == 1
+    assert main(["analyze", str(source_path("gemm/gemm_kloop.s")), *argv]) == 1
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err
 

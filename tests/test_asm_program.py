@@ -65,7 +65,7 @@ def test_compiler_output_assembles():
 
 
 def test_axpy_kernel():
-    program = swsim.assemble_file(str(KERNEL_DIR / "axpy.s"))
+    program = swsim.assemble_file(str(KERNEL_DIR / "examples" / "axpy.s"))
     assert program.symbols["axpy"].binding == "global"
     names = [isa.decode(w)[0].name for w in program.words]
     assert {"vldd", "vmad", "vstd", "bne", "ret"} <= set(names)

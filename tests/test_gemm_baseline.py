@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from swsim.hostlib.baseline import baseline_gemm
+from swsim.hostlib.blas.baseline import baseline_gemm
 
 
 @pytest.mark.parametrize("m, n, k, tile", [

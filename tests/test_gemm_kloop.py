@@ -18,7 +18,7 @@ def run_kloop(k, engine="c", seed=0):
     m = Machine()
     a, b = m.mem.put(a_all), m.mem.put(b_all)
     out = m.mem.put(np.zeros((64, 80)))
-    res = m.run(program("gemm_kloop.s"), entry="gemm_kloop", args=[k, a, b, out],
+    res = m.run(program("gemm/gemm_kloop.s"), entry="gemm_kloop", args=[k, a, b, out],
                 cpes=range(64), engine=engine)
     raw = m.mem.get(out, (64, 80), np.float64)
     return a_all, b_all, raw, raw.view(np.int64)[:, 64], res

@@ -4,7 +4,7 @@ cycle; runs are deterministic and both engines agree."""
 import numpy as np
 import pytest
 
-from swsim.hostlib.primitive import (MESH, fits, format_table, ldm_gemm, ldm_layout, sweep,
+from swsim.hostlib.blas.primitive import (MESH, fits, format_table, ldm_gemm, ldm_layout, sweep,
                                      tolerance)
 
 

@@ -1,4 +1,4 @@
-"""``swsim.hostlib.report``: the post-run report, its formulas, the roofline PNG and
+"""``swsim.hostlib.tools.report``: the post-run report, its formulas, the roofline PNG and
 ``swsim report``."""
 import json
 
@@ -7,7 +7,7 @@ import pytest
 
 import swsim
 from swsim.cli import main
-from swsim.hostlib.report import run_report
+from swsim.hostlib.tools.report import run_report
 from swsim.kernels import program, source_path
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -21,7 +21,7 @@ def gemm_run():
     a = m.mem.put(np.ones((8, K + 1, 16)))
     b = m.mem.put(np.ones((8, K + 1, 4)))
     out = m.mem.put(np.zeros((64, 80)))
-    return m.run(program("gemm_kloop.s"), entry="gemm_kloop", args=[K, a, b, out])
+    return m.run(program("gemm/gemm_kloop.s"), entry="gemm_kloop", args=[K, a, b, out])
 
 
 GEMM_FLOPS = 64 * K * 16 * 8     # per CPE and k: 16 vmads of 4 lanes x 2 flops
@@ -76,7 +76,7 @@ def test_roofline_png(gemm_run, tmp_path):
 
 def test_cli_report_without_dram_traffic(tmp_path, capsys):
     roofline = tmp_path / "axpy.png"
-    status = main(["report", str(source_path("axpy.s")), "--entry", "axpy", "--cpes", "2",
+    status = main(["report", str(source_path("examples/axpy.s")), "--entry", "axpy", "--cpes", "2",
                    "--arg", "16", "--arg", "0", "--arg", "1024", "--arg", "1.5",
                    "--flops", "64", "--roofline", str(roofline), "--json"])
     assert status == 0
@@ -92,7 +92,7 @@ def test_cli_report_without_dram_traffic(tmp_path, capsys):
     (["--entry", "axpy", "--arg", "@/dev/null"], "not a .npy file"),
 ])
 def test_cli_report_bad_input_exits_1(capsys, argv, message):
-    assert main(["report", str(source_path("axpy.s")), "--cpes", "1", *argv]) == 1
+    assert main(["report", str(source_path("examples/axpy.s")), "--cpes", "1", *argv]) == 1
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err
 
@@ -102,7 +102,7 @@ def test_global_accesses_count_as_whole_memory_transactions():
     # global accesses, each costing one 128-byte transaction (MACHINE.md §3).
     m = swsim.Machine()
     x, y = m.mem.put(np.arange(64.0)), m.mem.put(np.ones(64))
-    res = m.run(program("axpy.s"), entry="axpy", args=[64, x, y, 2.0], cpes=range(1))
+    res = m.run(program("examples/axpy.s"), entry="axpy", args=[64, x, y, 2.0], cpes=range(1))
     report = run_report(res, flops=128)
     assert (res.counters["gld_count"], res.counters["gst_count"]) == (32, 16)
     assert report.dram_bytes == 48 * 128

@@ -1,13 +1,16 @@
-"""swGEMM (hostlib/swgemm.py, kernels/swgemm.s): results equal numpy for every shape, layout,
+"""swGEMM (hostlib/blas/swgemm.py, kernels/gemm/swgemm.s): results equal numpy for every shape, layout,
 transpose, precision and alpha/beta; only the valid data moves (padding lives in LDM);
 blocking comes from the model and must fit in LDM."""
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from swsim.hostlib import gemm_model
-from swsim.hostlib.swgemm import JOB_BYTES, gemm
-from swsim.hostlib.gemm_model import Blocking, Problem
+from swsim import Machine
+from swsim.hostlib import gemm
+from swsim.hostlib.blas import gemm_model
+from swsim.hostlib.blas.gemm_model import KERNEL, Blocking, Problem
+
+CONFIG = Machine().config
 
 # 1, primes, and sizes just below and above the block multiples (4, 16, 32, 128 ...).
 SIZES = [1, 2, 3, 7, 15, 16, 17, 31, 33, 64, 100, 129]
@@ -80,7 +83,7 @@ def test_only_the_valid_data_is_moved():
     A, B, C = (matrix(rng, m, k, np.float64, "C"), matrix(rng, k, n, np.float64, "C"),
                matrix(rng, m, n, np.float64, "C"))
     _, stats = check(A, B, C, beta=1.0, blocking=(4, 16, 4))
-    assert stats.run.counters["dma_bytes_requested"] == 64 * JOB_BYTES + 8 * (
+    assert stats.run.counters["dma_bytes_requested"] == 64 * KERNEL.symbol("JOB_BYTES") + 8 * (
         m * k + k * n + 2 * m * n)
 
 
@@ -105,9 +108,10 @@ def test_bad_arguments_are_refused():
 
 def test_model_choice_fits_and_beats_the_smallest_blocking():
     problem = Problem(m=512, n=512, k=512, itemsize=8, a_transposed=True)
-    chosen = gemm_model.choose(problem)
-    assert gemm_model.ldm_layout(problem, chosen) is not None
-    assert gemm_model.predict(problem, chosen) < gemm_model.predict(problem, Blocking(4, 16, 4))
+    chosen = gemm_model.choose(problem, CONFIG)
+    assert gemm_model.ldm_layout(problem, chosen, CONFIG) is not None
+    assert (gemm_model.predict(problem, chosen, CONFIG)
+            < gemm_model.predict(problem, Blocking(4, 16, 4), CONFIG))
 
 
 def test_primitive_fit_is_reproducible_on_a_small_sample():
@@ -128,7 +132,7 @@ def test_model_predicts_a_run_within_ten_percent():
 
 
 def test_bench_padding_experiment_reports_beside_the_thesis():
-    from swsim.hostlib.bench import gemm as bench
+    from swsim.hostlib.tools.bench import gemm as bench
     experiments = bench.run(quick=True, only=[5])
     report = bench.format_report(experiments)
     assert "5. lightweight padding" in report and "< 5%" in report and "host time" in report

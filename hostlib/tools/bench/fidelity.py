@@ -13,9 +13,9 @@ from typing import Callable, Optional
 
 import numpy as np
 
-from ...vm import Machine
-from ...kernels import program
-from ..primitive import ldm_gemm
+from ....vm import Machine
+from ....kernels import program
+from ...blas.primitive import ldm_gemm
 
 
 @dataclass
@@ -42,7 +42,7 @@ def _run(engine, name, entry, args, cpes, machine=None, **kw):
 def rc_latency(engine):
     m = Machine()
     out = m.mem.put(np.zeros(2, np.int64))
-    _run(engine, "fidelity.s", "rc_latency", [out], 2, machine=m)
+    _run(engine, "bench/fidelity.s", "rc_latency", [out], 2, machine=m)
     put_stamp, get_stamp = m.mem.get(out, (2,), np.int64)
     # putr issues one cycle after its rtc, getr one cycle before the rtc that follows it
     return [Row("register communication latency (putr -> getr)", 11,
@@ -56,7 +56,7 @@ def rc_bandwidth(engine):
             ("rc_p2p", 2549, 64 * 16, "point-to-point (CPE pairs exchange, puts and gets "
                                       "alternate)"),
             ("rc_bcast", 4461, 8 * 7 * 16, "broadcast (one row sender, 7 receivers per row)")]:
-        cycles = [_run(engine, "fidelity.s", entry, [n], 64)[1].kernel_cycles for n in (4, 12)]
+        cycles = [_run(engine, "bench/fidelity.s", entry, [n], 64)[1].kernel_cycles for n in (4, 12)]
         bytes_moved = transfers_per_iter * 32 * (12 - 4)
         rows.append(Row(f"register communication bandwidth per CG, {label}", published,
                         bytes_moved / ((cycles[1] - cycles[0]) / clock) / 1e9, "GB/s",
@@ -73,7 +73,7 @@ def _dma_stream(engine, cpes, request_bytes, requests, block=0, stride=0):
     cpe_step = per_request * requests
     src = m.mem.put(np.zeros(cpe_step * cpes, np.uint8))
     out = m.mem.put(np.zeros(cpes, np.int64))
-    m.run(program("fidelity.s"), entry="dma_stream",
+    m.run(program("bench/fidelity.s"), entry="dma_stream",
           args=[src, cpe_step, request_bytes, requests, per_request, block, stride, out],
           cpes=range(cpes), engine=engine)
     return m.mem.get(out, (cpes,), np.int64), m.config
@@ -128,14 +128,14 @@ def global_access(engine):
             m = Machine()
             cell = m.mem.put(np.zeros(4, np.int64))
             out = m.mem.put(np.zeros(1, np.int64))
-            _run(engine, "fidelity.s", "gld_chain", [cell, loads, with_store, out], 1, machine=m)
+            _run(engine, "bench/fidelity.s", "gld_chain", [cell, loads, with_store, out], 1, machine=m)
             spans.append(int(m.mem.get(out, (1,), np.int64)[0]))
         rows.append(Row(label, published, (spans[1] - spans[0]) / 32, "cycles"))
     m = Machine()
     cycles = []
     for loads in (20, 60):
         src = m.mem.put(np.zeros(64 * 4, np.float64))
-        cycles.append(_run(engine, "fidelity.s", "gld_stream", [src, loads], 64,
+        cycles.append(_run(engine, "bench/fidelity.s", "gld_stream", [src, loads], 64,
                            machine=m)[1].kernel_cycles)
     bandwidth = 64 * 32 * 40 / ((cycles[1] - cycles[0]) / m.config.clock_hz) / 1e9
     rows.append(Row("gld bandwidth per CG (64 CPEs, 32-byte loads)", 3.0, bandwidth, "GB/s",
@@ -144,7 +144,7 @@ def global_access(engine):
 
 
 def barrier(engine):
-    cycles = [_run(engine, "fidelity.s", "barriers", [n], 64)[1].kernel_cycles for n in (4, 20)]
+    cycles = [_run(engine, "bench/fidelity.s", "barriers", [n], 64)[1].kernel_cycles for n in (4, 20)]
     return [Row("barrier (synr / sync, all 64 CPEs)", 14, (cycles[1] - cycles[0]) / (32 * 16),
                 "cycles", "published: at least 14")]
 
@@ -156,7 +156,7 @@ def gemm_inner_loop(engine):
         a = m.mem.put(np.zeros((8, k + 1, 16)))
         b = m.mem.put(np.zeros((8, k + 1, 4)))
         out = m.mem.put(np.zeros((64, 80)))
-        _run(engine, "gemm_kloop.s", "gemm_kloop", [k, a, b, out], 64, machine=m)
+        _run(engine, "gemm/gemm_kloop.s", "gemm_kloop", [k, a, b, out], 64, machine=m)
         per_iter.append(m.mem.get(out, (64, 80), np.int64)[:, 64])
     slowest = float(np.max((per_iter[1] - per_iter[0]) / 32))
     return [Row("GEMM inner loop, 16 vmad, all four roles (slowest CPE)", 16, slowest,

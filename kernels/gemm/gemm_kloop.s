@@ -48,7 +48,7 @@ kloop_\rs\()\cs:                # e.g. swsim analyze kernels/gemm_kloop.s --loop
 	br	$31, .Ldone
 	.endm
 
-	.include "dma.inc"
+	.include "../include/dma.inc"
 
 	.ent	gemm_kloop
 gemm_kloop:
@@ -66,8 +66,8 @@ gemm_kloop:
 	sll	$2, 7, $3             # (K+1) * 128 bytes
 	mull	$1, $3, $4
 	addl	$17, $4, $4           # &A_all[i]
-	MAKE_DESC $5, 0, 0, REPLY
-	vinsw	$3, $5, 1, $5         # size = (K+1) * 128
+	MAKE_DESC $5, DMA_GET, 0, REPLY
+	vinsw	$3, $5, DESC_SIZE, $5 # size = (K+1) * 128
 	ldi	$6, A_LDM
 	DMA_WAIT $5, $4, $6, REPLY
 .Lno_a:
@@ -75,8 +75,8 @@ gemm_kloop:
 	sll	$2, 5, $3             # (K+1) * 32 bytes
 	mull	$0, $3, $4
 	addl	$18, $4, $4           # &B_all[j]
-	MAKE_DESC $5, 0, 0, REPLY
-	vinsw	$3, $5, 1, $5
+	MAKE_DESC $5, DMA_GET, 0, REPLY
+	vinsw	$3, $5, DESC_SIZE, $5
 	ldi	$6, B_LDM
 	DMA_WAIT $5, $4, $6, REPLY
 .Lno_b:
@@ -112,7 +112,7 @@ gemm_kloop:
 	mull	$28, $2, $2
 	ldl	$3, 0($sp)
 	addl	$3, $2, $3            # &out[id]
-	MAKE_DESC $5, 1, 640, REPLY
+	MAKE_DESC $5, DMA_PUT, 640, REPLY
 	ldi	$6, C_LDM
 	DMA_WAIT $5, $3, $6, REPLY
 	ldl	$26, 8($sp)

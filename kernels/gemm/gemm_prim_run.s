@@ -8,8 +8,8 @@
 # Block b of CPE id lives in main memory at X_mem + id * X_bytes.
 
 	.set	noreorder
-	.include "gemm_prim.s"
-	.include "dma.inc"
+	.include "gemm_prim.inc"
+	.include "../include/dma.inc"
 
 	J_A_MEM = 0
 	J_B_MEM = 8
@@ -35,6 +35,8 @@ JOB:	.skip	RUN_JOB_BYTES
 gemm_run_ldm_end:
 
 	RUN_FRAME = 64        # 0: the primitive's stack argument, 32: ra, 40: primitive, 48: out
+	.globl	gemm_prim_run_stack   # the stack of the call chain, for the host's LDM plan
+	gemm_prim_run_stack = RUN_FRAME + GEMM_PRIM_STACK
 
 	.text
 # BLOCK_DMA op, field: get/put this CPE's block `field` (A, B or C) without waiting;
@@ -46,7 +48,7 @@ gemm_run_ldm_end:
 	mull	$1, $2, $5
 	addl	$3, $5, $3
 	MAKE_DESC $6, \op, 0, REPLY
-	vinsw	$2, $6, 1, $6
+	vinsw	$2, $6, DESC_SIZE, $6
 	dma	$6, $3, $4
 	.endm
 
@@ -65,14 +67,14 @@ gemm_prim_run:
 	stl	$26, 32($sp)
 	stl	$16, 40($sp)
 	stl	$18, 48($sp)
-	MAKE_DESC $6, 0, RUN_JOB_BYTES, REPLY
+	MAKE_DESC $6, DMA_GET, RUN_JOB_BYTES, REPLY
 	ldi	$4, JOB
 	DMA_WAIT $6, $17, $4, REPLY
 	rcid	$1
 	stw	$31, REPLY($31)
-	BLOCK_DMA 0, A
-	BLOCK_DMA 0, B
-	BLOCK_DMA 0, C
+	BLOCK_DMA DMA_GET, A
+	BLOCK_DMA DMA_GET, B
+	BLOCK_DMA DMA_GET, C
 	WAIT_REPLY 3
 	ldl	$16, JOB + J_A_LDM($31)
 	ldl	$17, JOB + J_B_LDM($31)
@@ -92,11 +94,11 @@ gemm_prim_run:
 	stl	$1, TIMES + 8($31)
 	rcid	$1
 	stw	$31, REPLY($31)
-	BLOCK_DMA 1, C
+	BLOCK_DMA DMA_PUT, C
 	ldl	$3, 48($sp)
 	sll	$1, 4, $2
 	addl	$3, $2, $3            # &out[id]
-	MAKE_DESC $6, 1, 16, REPLY
+	MAKE_DESC $6, DMA_PUT, 16, REPLY
 	ldi	$4, TIMES
 	dma	$6, $3, $4
 	WAIT_REPLY 2

@@ -12,55 +12,13 @@ op(B)^T op(A)^T; without C the orientation with the smaller predicted time is us
 """
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 
 import numpy as np
 
-from ..kernels import program
-from ..vm import Machine
+from ...vm import Machine
 from . import gemm_model
-from .gemm_model import Blocking, Problem
-
-KERNEL = "swgemm.s"
-ENTRY = "swgemm"
-# Job record offsets (kernels/swgemm.s J_* / O_* / SL_*), in bytes.
-JOB_BYTES = 992
-JOB = {"es": 0, "mb": 8, "nb": 16, "kb": 24, "nm": 32, "nn": 40, "nk": 48, "alpha": 56,
-       "beta": 64, "has_beta": 72, "c_ldm": 80}
-OPERAND_OFFSETS = {"A": 128, "B": 416, "C": 704}
-OPERAND = {"base": 0, "ldb": 8, "trans": 16, "rows": 24, "cols": 32, "r": 40, "l": 48,
-           "swap": 56, "pack": 64, "cur": 88}
-SLOT_OFFSET, SLOT_BYTES, SLOT_RAW = 120, 80, 56
-
-
-@dataclass
-class GemmStats:
-    """What one gemm() call did on the VM."""
-    m: int
-    n: int
-    k: int
-    dtype: str
-    blocking: Blocking
-    swapped: bool             # computed as C^T = op(B)^T op(A)^T
-    kernel_cycles: int        # spawn excluded
-    clock_hz: float
-    peak_gflops: float
-    predicted_cycles: float   # the model's estimate for this blocking
-    host_seconds: float
-    run: object               # the VM's RunResult (counters, per-CPE statistics)
-
-    @property
-    def seconds(self) -> float:
-        return self.kernel_cycles / self.clock_hz
-
-    @property
-    def gflops(self) -> float:
-        return 2 * self.m * self.n * self.k / self.seconds / 1e9
-
-    @property
-    def efficiency(self) -> float:
-        return self.gflops / self.peak_gflops
+from .gemm_model import KERNEL, Blocking, Problem
 
 
 @dataclass
@@ -119,13 +77,17 @@ def _problem(a_km: _Stored, b_kn: _Stored, m, n, k, dtype, has_beta) -> Problem:
 
 def gemm(A, B, C=None, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, *, engine="c",
          blocking=None, machine=None):
-    """alpha op(A) op(B) + beta C on the VM; returns (result, GemmStats).
+    """alpha op(A) op(B) + beta C on the VM; returns (result, Stats).
 
     A, B (and C) are 2-D float32 or float64 numpy arrays, row- or column-major; op(X) is X.T
     when trans_x. Without C the result is alpha op(A) op(B). The result has C's layout (or the
     one the model found faster when C is None). `blocking` = (Mb, Nb, Kb) per CPE overrides the
-    model's choice (Mb a multiple of 4, Nb of 16).
+    model's choice (Mb a multiple of 4, Nb of 16). The blocking is chosen for `machine`'s
+    configuration (default: a new ``Machine()``). The Stats' details: m, n, k, dtype,
+    blocking, swapped (computed as C^T = op(B)^T op(A)^T), predicted_cycles.
     """
+    machine = machine or Machine()
+    config = machine.config
     dtype, op_a, op_b, c_mem = _operands(A, B, C, trans_a, trans_b)
     m, k = op_a.shape
     n = op_b.shape[1]
@@ -142,74 +104,60 @@ def gemm(A, B, C=None, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, *, eng
     for swapped, a_km, b_kn, c in plans:
         mm, nn = (n, m) if swapped else (m, n)
         problem = _problem(a_km, b_kn, mm, nn, k_product, dtype, has_beta)
-        chosen = Blocking(*blocking) if blocking is not None else gemm_model.choose(problem)
-        choices.append((gemm_model.predict(problem, chosen), swapped, a_km, b_kn, c, problem,
+        chosen = (Blocking(*blocking) if blocking is not None
+                  else gemm_model.choose(problem, config))
+        choices.append((gemm_model.predict(problem, chosen, config), swapped, a_km, b_kn, c, problem,
                         chosen))
     predicted, swapped, a_km, b_kn, c, problem, chosen = min(choices, key=lambda c: c[0])
-    return _run(problem, chosen, a_km, b_kn, c, alpha, beta, dtype, engine,
-                machine or Machine(), swapped, predicted, k)
+    return _run(problem, chosen, a_km, b_kn, c, alpha, beta, dtype, engine, machine, swapped,
+                predicted, k)
 
 
 def _run(problem, blocking, a_km, b_kn, c, alpha, beta, dtype, engine, machine, swapped,
          predicted, k):
-    layout = gemm_model.ldm_layout(problem, blocking, machine.config.ldm_bytes)
+    layout = gemm_model.ldm_layout(problem, blocking, machine.config)
     if layout is None:
         raise ValueError(f"blocking {blocking} does not fit in LDM for {problem}")
     mem = machine.mem
     a_addr, b_addr = mem.put(a_km.array), mem.put(b_kn.array)
-    out_shape = (problem.m, problem.n)
     c_addr = mem.put(c.array) if c is not None else mem.alloc(
         problem.m * problem.n * problem.itemsize)
-    job = _job(problem, blocking, layout, (a_addr, b_addr, c_addr), alpha, beta)
-    job_addr = mem.put(job)
-
-    start = time.perf_counter()
-    res = machine.run(program(KERNEL), entry=ENTRY, args=[job_addr], engine=engine)
-    host_seconds = time.perf_counter() - start
-
-    result = mem.get(c_addr, out_shape, dtype)
-    if swapped:
-        result = result.T
-    config = machine.config
-    stats = GemmStats(problem.n if swapped else problem.m, problem.m if swapped else problem.n,
-                      k, np.dtype(dtype).name, blocking, swapped, res.kernel_cycles,
-                      config.clock_hz, config.peak_gflops_cg, predicted, host_seconds, res)
-    return result, stats
+    job = _job(problem, blocking, layout, (a_addr, b_addr, c_addr), alpha, beta, machine.config)
+    (m, n) = (problem.n, problem.m) if swapped else (problem.m, problem.n)
+    stats = KERNEL.launch(machine, [mem.put(job)], flops=2 * m * n * k,
+                          engine=engine,
+                          details=dict(m=m, n=n, k=k, dtype=np.dtype(dtype).name,
+                                       blocking=blocking, swapped=swapped,
+                                       predicted_cycles=predicted))
+    result = mem.get(c_addr, (problem.m, problem.n), dtype)
+    return (result.T if swapped else result), stats
 
 
-def _job(problem: Problem, blocking: Blocking, layout: dict, addresses, alpha, beta):
-    """The int64 job record kernels/swgemm.s reads."""
-    words = np.zeros(JOB_BYTES // 8, np.int64)
-
-    def put(offset, value):
-        words[offset // 8] = value
-
+def _job(problem: Problem, blocking: Blocking, layout: dict, addresses, alpha, beta, config):
+    """The int64 job record kernels/gemm/swgemm.s reads: its J_* fields, the operand
+    records (O_*) and their slots (SL_*)."""
+    job = KERNEL.record("J_", "JOB_BYTES")
+    operand, slot = KERNEL.record("O_", "OP_BYTES"), KERNEL.record("SL_", "SLOT_BYTES")
     es = problem.itemsize
-    counts = gemm_model.block_counts(problem, blocking)
-    for name, value in [("es", es), ("mb", blocking.mb), ("nb", blocking.nb),
-                        ("kb", blocking.kb), ("nm", counts[0]), ("nn", counts[1]),
-                        ("nk", counts[2]), ("has_beta", int(problem.has_beta)),
-                        ("c_ldm", layout["c_ldm"])]:
-        put(JOB[name], value)
-    put(JOB["alpha"], np.float64(alpha).view(np.int64))
-    put(JOB["beta"], np.float64(beta).view(np.int64))
+    n_m, n_n, n_k = gemm_model.block_counts(problem, blocking, config)
+    words = job.new(es=es, mb=blocking.mb, nb=blocking.nb, kb=blocking.kb, nm=n_m, nn=n_n,
+                    nk=n_k, alpha=float(alpha), beta=float(beta),
+                    has_beta=int(problem.has_beta), cldm=layout["c_ldm"])
     k = problem.k
     a_addr, b_addr, c_addr = addresses
-    records = {
+    operands = {
         # name: base, ld (elements), transposed, rows, cols, R, L, swap, raw slots, pack
-        "A": (a_addr, problem.lda, problem.a_transposed, k, problem.m, blocking.kb,
+        "a": (a_addr, problem.lda, problem.a_transposed, k, problem.m, blocking.kb,
               blocking.mb, 1, layout["a_raw"], layout["a_pack"]),
-        "B": (b_addr, problem.ldb, problem.b_transposed, k, problem.n, blocking.kb,
+        "b": (b_addr, problem.ldb, problem.b_transposed, k, problem.n, blocking.kb,
               blocking.nb, 0, layout["b_raw"], layout["b_pack"]),
-        "C": (c_addr, problem.n, False, problem.m, problem.n, blocking.mb, blocking.nb, 0,
+        "c": (c_addr, problem.n, False, problem.m, problem.n, blocking.mb, blocking.nb, 0,
               (layout["c_in"], layout["c_out"]), 0),
     }
-    for name, (base, ld, trans, rows, cols, r, l, swap, raws, pack) in records.items():
-        op = OPERAND_OFFSETS[name]
-        for field, value in [("base", base), ("ldb", ld * es), ("trans", int(trans)),
-                             ("rows", rows), ("cols", cols), ("r", r), ("l", l),
-                             ("swap", swap), ("pack", pack), ("cur", 1)]:
-            put(op + OPERAND[field], value)
-        for slot, raw in enumerate(raws):
-            put(op + SLOT_OFFSET + slot * SLOT_BYTES + SLOT_RAW, raw)
+    for name, (base, ld, trans, rows, cols, r, l, swap, raws, pack) in operands.items():
+        op = job.offset(f"op_{name}")
+        operand.write(words, op, base=base, ldb=ld * es, trans=int(trans), rows=rows,
+                      cols=cols, r=r, l=l, swap=swap, pack=pack, cur=1)
+        for index, raw in enumerate(raws):
+            slot.write(words, op + operand.offset("slot") + index * slot.nbytes, raw=raw)
     return words

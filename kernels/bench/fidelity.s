@@ -4,7 +4,7 @@
 
 	.set	noreorder
 	.text
-	.include "dma.inc"
+	.include "../include/dma.inc"
 
 	REPLY = 0             # DMA reply word
 	DMA_BUF = 0x80        # DMA buffer in LDM (up to 32 KiB)
@@ -102,13 +102,13 @@ dma_stream:
 	rcid	$1
 	mull	$1, $17, $2
 	addl	$16, $2, $2           # this CPE's first memory address
-	vinsw	$31, $31, 0, $6       # w0: get, PE mode
-	vinsw	$18, $6, 1, $6        # w1: size
-	vinsw	$21, $6, 2, $6        # w2: block
+	vinsw	$31, $31, DESC_OP, $6 # get, PE mode
+	vinsw	$18, $6, DESC_SIZE, $6
+	vinsw	$21, $6, DESC_BLOCK, $6
 	ldl	$7, 0($sp)
-	vinsw	$7, $6, 3, $6         # w3: stride
+	vinsw	$7, $6, DESC_STRIDE, $6
 	ldi	$7, REPLY
-	vinsw	$7, $6, 4, $6         # w4: reply word
+	vinsw	$7, $6, DESC_REPLY, $6
 	stw	$31, REPLY($31)
 	mov	$19, $3
 	ldi	$10, DMA_BUF

@@ -17,13 +17,13 @@ import re
 from dataclasses import dataclass, field
 from typing import Optional
 
-from ..asm.disasm import disassemble_word, format_instruction
-from ..asm.program import TEXT, Program
-from ..errors import SwsimError
-from ..isa import NUM_REGS
-from ..vm.config import VMConfig
-from ..vm.engine_api import STALL_REASONS
-from ..vm.pyengine import IssueState, Op, decode_program, plan_issue
+from ...asm.disasm import disassemble_word, format_instruction
+from ...asm.program import TEXT, Program
+from ...errors import SwsimError
+from ...isa import NUM_REGS
+from ...vm.config import VMConfig
+from ...vm.engine_api import STALL_REASONS
+from ...vm.pyengine import IssueState, Op, decode_program, plan_issue
 
 DEFAULT_ITERATIONS = 20
 RECURRENCE_ITERATIONS = 64     # unrolled iterations of the dependency graph (see _recurrence)

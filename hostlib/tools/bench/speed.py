@@ -16,8 +16,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...kernels import program
-from ...vm import Machine
+from ....kernels import program
+from ....vm import Machine
 
 
 @dataclass
@@ -46,7 +46,7 @@ def _timed(engine, repeats, prepare):
 
 
 def vmad_comm(iters, entry="vmad_comm"):
-    return lambda: (Machine(), program("speed.s"), entry, [iters], 64)
+    return lambda: (Machine(), program("bench/speed.s"), entry, [iters], 64)
 
 
 def dma_streaming(requests_per_cpe, request_bytes=16384):
@@ -55,7 +55,7 @@ def dma_streaming(requests_per_cpe, request_bytes=16384):
         cpe_step = request_bytes * requests_per_cpe
         src = m.mem.put(np.zeros(64 * cpe_step, np.uint8))
         out = m.mem.put(np.zeros(64, np.int64))
-        return (m, program("fidelity.s"), "dma_stream",
+        return (m, program("bench/fidelity.s"), "dma_stream",
                 [src, cpe_step, request_bytes, requests_per_cpe, request_bytes, 0, 0, out], 64)
     return prepare
 

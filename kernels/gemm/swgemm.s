@@ -1,5 +1,5 @@
 # swGEMM (Fang 2019, §4.2): C = alpha A B + beta C on matrices in main memory, driven by the
-# CPEs around the LDM GEMM primitive gemm_prim_mn_d (kernels/gemm_prim.s). docs/gemm.md
+# CPEs around the LDM GEMM primitive gemm_prim_mn_d (gemm_prim.s, linked beside it). docs/gemm.md
 # ("swGEMM") describes the algorithm; hostlib/swgemm.py prepares the job.
 #
 # The host reduces every call to one product C (M x N) += A (M x K) B (K x N) whose C is
@@ -24,10 +24,12 @@
 # on the CPE), so nothing of O(M K) is ever copied.
 #
 # Argument: a0 = the job in main memory (JOB_BYTES, int64 fields J_* and the operand
-# records O_* below). Stack: this frame + the primitive's 288 bytes.
+# records O_* below). Stack: swgemm_stack (this frame + the primitive's).
 
 	.set	noreorder
-	.include "gemm_prim.s"
+	.include "gemm_prim.inc"
+	.include "../include/dma.inc"
+	.include "../include/convert.inc"
 
 # ---- the job -------------------------------------------------------------------------------
 	J_ES = 0              # element size in memory: 4 or 8
@@ -77,6 +79,8 @@
 	SL_REPLY = 64         # reply word (the engine counts completions)
 
 	SW_FRAME = 32         # 0: ra
+	.globl	swgemm_stack          # the stack of the call chain, for the host's LDM plan
+	swgemm_stack = SW_FRAME + GEMM_PRIM_FRAME
 
 	.ldm
 	.align	5
@@ -160,14 +164,14 @@ issue:
 	ldl	$2, SL_ISSUED($17)
 	addl	$2, 1, $2
 	stl	$2, SL_ISSUED($17)
-	vinsw	$18, $31, 0, $3
-	vinsw	$1, $3, 1, $3
+	vinsw	$18, $31, DESC_OP, $3
+	vinsw	$1, $3, DESC_SIZE, $3
 	ldl	$2, SL_BLK($17)
-	vinsw	$2, $3, 2, $3
+	vinsw	$2, $3, DESC_BLOCK, $3
 	ldl	$2, SL_STRIDE($17)
-	vinsw	$2, $3, 3, $3
+	vinsw	$2, $3, DESC_STRIDE, $3
 	addl	$17, SL_REPLY, $2
-	vinsw	$2, $3, 4, $3
+	vinsw	$2, $3, DESC_REPLY, $3
 	ldl	$4, SL_ADDR($17)
 	ldl	$5, SL_RAW($17)
 	dma	$3, $4, $5
@@ -536,9 +540,9 @@ swgemm:
 	stl	$26, 0($sp)
 	stw	$31, JOB_REPLY($31)
 	ldi	$1, JOB_BYTES
-	vinsw	$1, $31, 1, $2        # get, contiguous
+	vinsw	$1, $31, DESC_SIZE, $2 # get, contiguous
 	ldi	$1, JOB_REPLY
-	vinsw	$1, $2, 4, $2
+	vinsw	$1, $2, DESC_REPLY, $2
 	ldi	$3, JOB
 	dma	$2, $16, $3
 1:	ldw	$1, JOB_REPLY($31)

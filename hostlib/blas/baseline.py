@@ -8,36 +8,16 @@ row-major) and picks the tile size; every flop runs on the CPEs.
 """
 from __future__ import annotations
 
-import time
-from dataclasses import dataclass
-
 import numpy as np
 
-from ..kernels import program
-from ..vm import Machine
+from ...vm import Machine
+from ..runtime import Kernel
 
-KERNEL = "gemm_baseline.s"
-ENTRY = "gemm_baseline"
+KERNEL = Kernel(("gemm/gemm_baseline.s",), entry="gemm_baseline", ldm_end="baseline_ldm_end")
+KERNEL_ARGS = 9                 # A, B, C, M, N, K, Mt, Nt, Kc
 MICRO_M, MICRO_N = 4, 16        # the kernel's register block: M and N must be multiples
 TILE_LIMITS = (128, 256)        # largest Mt, Nt tried
-STACK_RESERVE = 64              # the spawn's argument area on top of LDM
 MIN_CHUNK_K = 16                # smallest K chunk worth a pair of DMAs
-
-
-@dataclass
-class BaselineStats:
-    m: int
-    n: int
-    k: int
-    tile: tuple                 # (Mt, Nt, Kc)
-    kernel_cycles: int
-    clock_hz: float
-    host_seconds: float
-    run: object                 # the VM's RunResult
-
-    @property
-    def gflops(self) -> float:
-        return 2 * self.m * self.n * self.k * self.clock_hz / self.kernel_cycles / 1e9
 
 
 def _chunk_k(mt, nt, k, ldm_free):
@@ -45,10 +25,13 @@ def _chunk_k(mt, nt, k, ldm_free):
     return min(k, (ldm_free - 8 * mt * nt) // (8 * (mt + nt)))
 
 
-def choose_tile(m, n, k, ldm_free, cpes=64):
+def choose_tile(m, n, k, ldm_free, config):
     """(Mt, Nt, Kc): the tile with the least estimated time, rounds of tiles per CPE times
     each tile's vmad cycles (Mt Nt / 4 per k) plus its share of the DMA stream (Mt + Nt
-    doubles per k at one 64th of 21.3 bytes per cycle per active CPE)."""
+    doubles per k, the CG's DMA bytes per cycle shared by the active CPEs)."""
+    cpes = config.num_cpes
+    dma_bytes_per_cycle = config.dma_transaction_bytes / config.dma_transaction_cycles
+
     def divisors(size, step, limit):
         return [t for t in range(step, min(size, limit) + 1, step) if size % t == 0]
 
@@ -60,17 +43,18 @@ def choose_tile(m, n, k, ldm_free, cpes=64):
                 continue
             tiles = (m // mt) * (n // nt)
             rounds, active = -(-tiles // cpes), min(tiles, cpes)
-            cost = rounds * (mt * nt / 4 + 8 * (mt + nt) * active / 21.3)
+            cost = rounds * (mt * nt / 4 + 8 * (mt + nt) * active / dma_bytes_per_cycle)
             if best is None or cost < best[0]:
                 best = (cost, (mt, nt, -(-k // -(-k // kc))))   # equal chunks
     return best[1]
 
 
 def baseline_gemm(A, B, *, engine="c", machine=None, tile=None):
-    """A (M x K) @ B (K x N) on the VM in double precision; returns (C, BaselineStats).
+    """A (M x K) @ B (K x N) on the VM in double precision; returns (C, Stats).
 
     M must be a multiple of 4 and N of 16 (the kernel's 4 x 16 register block, no padding).
-    `tile` = (Mt, Nt, Kc) overrides the choice of ``choose_tile``.
+    `tile` = (Mt, Nt, Kc) overrides the choice of ``choose_tile``. Details of the Stats: m, n,
+    k, tile.
     """
     A, B = np.asarray(A), np.asarray(B)
     if A.dtype != np.float64 or B.dtype != np.float64 or A.ndim != 2 or B.ndim != 2:
@@ -83,9 +67,8 @@ def baseline_gemm(A, B, *, engine="c", machine=None, tile=None):
         raise ValueError(f"the baseline needs M a multiple of {MICRO_M}, N of {MICRO_N} and "
                          f"K >= 1, got M, N, K = {m}, {n}, {k}")
     machine = machine or Machine()
-    ldm_free = (machine.config.ldm_bytes - STACK_RESERVE
-                - program(KERNEL).address_of("baseline_ldm_end"))
-    mt, nt, kc = tile or choose_tile(m, n, k, ldm_free)
+    ldm_free = KERNEL.arena(machine.config.ldm_bytes, KERNEL_ARGS).free
+    mt, nt, kc = tile or choose_tile(m, n, k, ldm_free, machine.config)
     fits = 1 <= kc == _chunk_k(mt, nt, kc, ldm_free)
     if m % mt or n % nt or mt % MICRO_M or nt % MICRO_N or not fits:
         raise ValueError(f"tile (Mt, Nt, Kc) = {(mt, nt, kc)} does not divide {m} x {n} into "
@@ -95,10 +78,6 @@ def baseline_gemm(A, B, *, engine="c", machine=None, tile=None):
     a_km = mem.put(np.ascontiguousarray(A.T))   # free when A is column-major (A.T row-major)
     b_kn = mem.put(np.ascontiguousarray(B))
     c = mem.alloc(m * n * 8)
-    start = time.perf_counter()
-    res = machine.run(program(KERNEL), entry=ENTRY,
-                      args=[a_km, b_kn, c, m, n, k, mt, nt, kc], engine=engine)
-    host_seconds = time.perf_counter() - start
-    stats = BaselineStats(m, n, k, (mt, nt, kc), res.kernel_cycles, machine.config.clock_hz,
-                          host_seconds, res)
+    stats = KERNEL.launch(machine, [a_km, b_kn, c, m, n, k, mt, nt, kc], flops=2 * m * n * k,
+                          engine=engine, details=dict(m=m, n=n, k=k, tile=(mt, nt, kc)))
     return mem.get(c, (m, n), np.float64), stats

@@ -12,8 +12,8 @@ import math
 from dataclasses import dataclass
 from typing import Optional
 
-from ..vm.engine_api import STALL_REASONS
-from ..vm.results import RunResult
+from ...vm.engine_api import STALL_REASONS
+from ...vm.results import RunResult
 
 
 @dataclass

@@ -1,7 +1,7 @@
 """Host driver for the LDM GEMM primitive (``kernels/gemm_prim.s``, docs/gemm.md).
 
 ``ldm_gemm(A, B, C)`` cuts the numpy matrices into the 8 x 8 blocks the primitive expects,
-lays each block out as the chosen kernel variant wants it, runs ``kernels/gemm_prim_run.s``
+lays each block out as the chosen kernel variant wants it, runs ``kernels/gemm/gemm_prim_run.s``
 (DMA the blocks into the 64 LDMs, barrier, the primitive between two ``rtc``, DMA C back) and
 returns ``C + A @ B`` computed on the VM together with the primitive's cycles and GFLOPS.
 numpy only prepares the inputs and reassembles C: every flop runs on the VM.
@@ -11,15 +11,19 @@ numpy only prepares the inputs and reassembles C: every flop runs on the VM.
 from __future__ import annotations
 
 import itertools
-import time
 from dataclasses import dataclass
 
 import numpy as np
 
-from ..kernels import program
-from ..vm import Machine
+from ...vm import Machine
+from ...vm.config import VMConfig
+from ..runtime import Kernel
 
-MESH = 8
+# The driver linked with the primitive; its job record is the J_* symbols of gemm_prim_run.s.
+KERNEL = Kernel(("gemm/gemm_prim.s", "gemm/gemm_prim_run.s"), entry="gemm_prim_run",
+                ldm_end="gemm_run_ldm_end", stack="gemm_prim_run_stack")
+KERNEL_ARGS = 3               # the primitive's address, the job, the timing output
+MESH = 8                      # the primitive's 8 steps: an 8 x 8 mesh of blocks
 # C block layout -> (kernel name stem, vectorised dimension). "mn": C block stored Mb x Nb
 # (row-major), B is the vector operand; "nm": C block stored Nb x Mb, A is the vector operand.
 LAYOUTS = {"mn": "gemm_prim_mn", "nm": "gemm_prim_nm"}
@@ -28,40 +32,7 @@ VECTOR_TILE, SPLAT_TILE = 16, 4
 # "put" = strategy 1 (vlds/ldse + putr/putc in the inner loop). docs/gemm.md has the numbers.
 F32_STRATEGIES = {"convert": "_s2", "put": "_s1"}
 DEFAULT_F32_STRATEGY = "convert"
-STACK_RESERVE = 512           # frames: driver 64 + strategy-2 wrapper 64 + primitive 288
-JOB_FIELDS = ("a_mem", "b_mem", "c_mem", "a_ldm", "b_ldm", "c_ldm", "work_ldm",
-              "a_bytes", "b_bytes", "c_bytes", "mb", "nb", "kb")
-JOB_BYTES = 128
-
-
-@dataclass
-class PrimitiveStats:
-    """Timing of one primitive call (the distribution DMA excluded)."""
-    mb: int
-    nb: int
-    kb: int
-    layout: str
-    dtype: str
-    engine: str
-    cycles: int               # last CPE's return - the common start after the barrier
-    flops: int
-    clock_hz: float
-    peak_gflops: float
-    ee_min: float             # lowest per-CPE execution efficiency over the whole run
-    kernel_cycles: int        # the whole run, distribution included
-    host_seconds: float
-
-    @property
-    def gflops(self) -> float:
-        return self.flops / (self.cycles / self.clock_hz) / 1e9
-
-    @property
-    def efficiency(self) -> float:
-        return self.gflops / self.peak_gflops
-
-
-def _ceil32(n: int) -> int:
-    return -(-n // 32) * 32
+DEFAULT_CONFIG = VMConfig.preset()
 
 
 def check_shape(mb: int, nb: int, kb: int, layout: str = "mn") -> None:
@@ -77,28 +48,29 @@ def check_shape(mb: int, nb: int, kb: int, layout: str = "mn") -> None:
 
 
 def ldm_layout(mb: int, nb: int, kb: int, dtype=np.float64, f32_strategy=DEFAULT_F32_STRATEGY,
-               ldm_bytes: int = 65536) -> dict:
+               config: VMConfig = DEFAULT_CONFIG) -> dict:
     """LDM addresses of the blocks (and the strategy-2 work area); raises ValueError if they
     do not fit next to the driver's data and the stack."""
     itemsize = np.dtype(dtype).itemsize
     sizes = {"a": kb * mb * itemsize, "b": kb * nb * itemsize, "c": mb * nb * itemsize}
-    address = _ceil32(program("gemm_prim_run.s").address_of("gemm_run_ldm_end"))
+    arena = KERNEL.arena(config.ldm_bytes, KERNEL_ARGS)
     layout = {}
     for name in ("a", "b", "c"):
-        layout[f"{name}_ldm"], layout[f"{name}_bytes"] = address, sizes[name]
-        address += _ceil32(sizes[name])
-    layout["work_ldm"] = address
+        layout[f"{name}_ldm"], layout[f"{name}_bytes"] = arena.take(sizes[name]), sizes[name]
+    layout["work_ldm"] = arena.take(0)
     if itemsize == 4 and f32_strategy == "convert":
-        address += 8 * (kb * mb + kb * nb + mb * nb)
-    if address + STACK_RESERVE > ldm_bytes:
+        arena.take(8 * (kb * mb + kb * nb + mb * nb))
+    if not arena.fits:
         raise ValueError(f"blocks Mb={mb}, Nb={nb}, Kb={kb} ({np.dtype(dtype).name}) need "
-                         f"{address + STACK_RESERVE} bytes of LDM, more than {ldm_bytes}")
+                         f"{arena.address + KERNEL.stack_bytes(KERNEL_ARGS)} bytes "
+                         f"of LDM, more than {config.ldm_bytes}")
     return layout
 
 
-def fits(mb, nb, kb, dtype=np.float64, f32_strategy=DEFAULT_F32_STRATEGY) -> bool:
+def fits(mb, nb, kb, dtype=np.float64, f32_strategy=DEFAULT_F32_STRATEGY,
+         config: VMConfig = DEFAULT_CONFIG) -> bool:
     try:
-        ldm_layout(mb, nb, kb, dtype, f32_strategy)
+        ldm_layout(mb, nb, kb, dtype, f32_strategy, config)
     except ValueError:
         return False
     return True
@@ -129,13 +101,20 @@ def kernel_name(layout: str, dtype, f32_strategy: str = DEFAULT_F32_STRATEGY) ->
     return LAYOUTS[layout] + F32_STRATEGIES[f32_strategy]
 
 
-def ldm_gemm(A, B, C=None, engine="c", layout="mn", f32_strategy=DEFAULT_F32_STRATEGY):
-    """C + A @ B on the VM's LDM GEMM primitive; returns (C, PrimitiveStats).
+def ldm_gemm(A, B, C=None, engine="c", layout="mn", f32_strategy=DEFAULT_F32_STRATEGY, *,
+             machine=None):
+    """C + A @ B on the VM's LDM GEMM primitive; returns (C, Stats).
 
     A is M x K, B is K x N, C (default zeros) M x N, all float64 or all float32; M, N, K are
     multiples of 8 and the blocks (M/8, N/8, K/8) suit `layout` (see ``check_shape``) and fit
-    in LDM. `layout` picks the kernel variant (the C block's storage order in LDM).
+    in LDM. `layout` picks the kernel variant (the C block's storage order in LDM). The
+    Stats' `cycles` are the primitive's (last CPE's return - the common start after the
+    barrier; the distribution DMA excluded); details: mb, nb, kb, layout, dtype, engine.
     """
+    machine = machine or Machine()
+    if machine.config.num_cpes != MESH * MESH:
+        raise ValueError(f"the primitive needs {MESH} x {MESH} CPEs, the machine has "
+                         f"{machine.config.mesh_rows} x {machine.config.mesh_cols}")
     A, B = np.asarray(A), np.asarray(B)
     dtype = A.dtype
     if dtype not in (np.float64, np.float32) or B.dtype != dtype:
@@ -147,36 +126,26 @@ def ldm_gemm(A, B, C=None, engine="c", layout="mn", f32_strategy=DEFAULT_F32_STR
                          "M x N with M, N, K multiples of 8")
     mb, nb, kb = m // MESH, n // MESH, k // MESH
     check_shape(mb, nb, kb, layout)
-    job = ldm_layout(mb, nb, kb, dtype, f32_strategy)
+    job = ldm_layout(mb, nb, kb, dtype, f32_strategy, machine.config)
     c_transposed = layout == "nm"
 
-    machine = Machine()
-    prog = program("gemm_prim_run.s")
-    job["a_mem"] = machine.mem.put(_blocks(A, mb, kb, transpose=True))
-    job["b_mem"] = machine.mem.put(_blocks(B, kb, nb, transpose=False))
-    job["c_mem"] = c_mem = machine.mem.put(_blocks(C, mb, nb, transpose=c_transposed))
-    job.update(mb=mb, nb=nb, kb=kb)
-    words = np.zeros(JOB_BYTES // 8, np.int64)
-    words[:len(JOB_FIELDS)] = [job[f] for f in JOB_FIELDS]
-    job_mem = machine.mem.put(words)
-    out = machine.mem.put(np.zeros((MESH * MESH, 2), np.int64))
-    primitive = prog.address_of(kernel_name(layout, dtype, f32_strategy))
+    mem = machine.mem
+    job["a_mem"] = mem.put(_blocks(A, mb, kb, transpose=True))
+    job["b_mem"] = mem.put(_blocks(B, kb, nb, transpose=False))
+    job["c_mem"] = c_mem = mem.put(_blocks(C, mb, nb, transpose=c_transposed))
+    job_mem = mem.put(KERNEL.record("J_", "RUN_JOB_BYTES").new(mb=mb, nb=nb, kb=kb, **job))
+    out = mem.put(np.zeros((MESH * MESH, 2), np.int64))
+    primitive = KERNEL.symbol(kernel_name(layout, dtype, f32_strategy))
 
-    start = time.perf_counter()
-    res = machine.run(prog, entry="gemm_prim_run", args=[primitive, job_mem, out],
-                      engine=engine)
-    host_seconds = time.perf_counter() - start
+    def primitive_cycles(_):
+        times = mem.get(out, (MESH * MESH, 2), np.int64)
+        return times[:, 1].max() - times[:, 0].min()
 
-    times = machine.mem.get(out, (MESH * MESH, 2), np.int64)
-    result = _unblock(machine.mem.get(c_mem, (MESH * MESH, mb * nb), dtype), mb, nb,
-                      c_transposed)
-    config = machine.config
-    stats = PrimitiveStats(mb, nb, kb, layout, dtype.name, engine,
-                           cycles=int(times[:, 1].max() - times[:, 0].min()),
-                           flops=2 * m * n * k, clock_hz=config.clock_hz,
-                           peak_gflops=config.peak_gflops_cg,
-                           ee_min=min(s.ee for s in res.cpe.values()),
-                           kernel_cycles=res.kernel_cycles, host_seconds=host_seconds)
+    stats = KERNEL.launch(machine, [primitive, job_mem, out], flops=2 * m * n * k,
+                          engine=engine, cycles=primitive_cycles,
+                          details=dict(mb=mb, nb=nb, kb=kb, layout=layout, dtype=dtype.name,
+                                       engine=engine))
+    result = _unblock(mem.get(c_mem, (MESH * MESH, mb * nb), dtype), mb, nb, c_transposed)
     return result, stats
 
 
@@ -188,11 +157,11 @@ SWEEP_KB = (1, 4, 8, 16, 32, 64, 96, 128, 192, 256)
 
 @dataclass
 class SweepResult:
-    rows: list                # PrimitiveStats, in sweep order
+    rows: list                # Stats of ldm_gemm, in sweep order
     threshold_gflops: float = 500.0
 
     @property
-    def best(self) -> PrimitiveStats:
+    def best(self):
         return max(self.rows, key=lambda s: s.gflops)
 
     @property

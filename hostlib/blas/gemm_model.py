@@ -11,8 +11,9 @@ The time of one run of kernels/swgemm.s is predicted from
 - overlap (§3.2.2): the primitive communicates, so nothing overlaps unless double buffered;
   swGEMM double buffers A and B and fetches C ahead, so a step costs max(compute, DMA) and only
   the first fetch and the last write stay exposed.
-``choose`` returns the feasible blocking (LDM: double buffers + C + packing buffers + stack)
-with the smallest predicted time.
+``choose`` returns the feasible blocking (LDM: double buffers + C + packing buffers + the
+stack the kernel declares) with the smallest predicted time. Every function takes the machine's
+configuration (LDM size, mesh, DMA rates).
 """
 from __future__ import annotations
 
@@ -22,12 +23,12 @@ from typing import NamedTuple, Optional
 
 import numpy as np
 
-from ..kernels import program
-from ..vm.config import VMConfig
+from ...vm.config import VMConfig
+from ..runtime import Kernel
 
-MESH = 8
-KERNEL = "swgemm.s"
-STACK_RESERVE = 512           # driver frame 32 + primitive 288 + argument area, rounded up
+KERNEL = Kernel(("gemm/gemm_prim.s", "gemm/swgemm.s"), entry="swgemm",
+                ldm_end="swgemm_ldm_end", stack="swgemm_stack")
+KERNEL_ARGS = 1               # the job record's address
 # Block grids the model searches (per CPE): Mb multiple of 4, Nb of 16 (the primitive's
 # register tile, "mn" layout); Kb multiple of 4 (vector packing of transposed operands).
 MB_GRID = (4, 8, 12, 16, 24, 32, 48, 64, 96, 128)
@@ -68,42 +69,43 @@ def _ceil_div(a: int, b: int) -> int:
     return -(-a // b)
 
 
-def _align32(n: int) -> int:
-    return _ceil_div(n, 32) * 32
+def mesh(config: VMConfig) -> int:
+    """CPEs along each side of the (square) mesh the kernel's 8 x 8 blocks are spread on."""
+    if config.mesh_rows != config.mesh_cols:
+        raise ValueError(f"swGEMM needs a square CPE mesh, the config has "
+                         f"{config.mesh_rows} x {config.mesh_cols}")
+    return config.mesh_rows
 
 
-def block_counts(problem: Problem, blocking: Blocking) -> tuple:
+def block_counts(problem: Problem, blocking: Blocking, config: VMConfig) -> tuple:
     """CG blocks along M, N, K (at least one along K, even for an empty product)."""
-    return (_ceil_div(problem.m, MESH * blocking.mb), _ceil_div(problem.n, MESH * blocking.nb),
-            max(1, _ceil_div(problem.k, MESH * blocking.kb)))
+    side = mesh(config)
+    return (_ceil_div(problem.m, side * blocking.mb), _ceil_div(problem.n, side * blocking.nb),
+            max(1, _ceil_div(problem.k, side * blocking.kb)))
 
 
-def needs_packing(problem: Problem, blocking: Blocking) -> tuple:
+def needs_packing(problem: Problem, blocking: Blocking, config: VMConfig) -> tuple:
     """Whether A and B ever need the packed buffer: f32, transposed, or partial (or, for an
     empty product, empty) blocks."""
-    k_partial = problem.k % (MESH * blocking.kb) != 0 or problem.k == 0
+    side = mesh(config)
+    k_partial = problem.k % (side * blocking.kb) != 0 or problem.k == 0
     a = (problem.itemsize == 4 or problem.a_transposed or k_partial
-         or problem.m % (MESH * blocking.mb) != 0)
+         or problem.m % (side * blocking.mb) != 0)
     b = (problem.itemsize == 4 or problem.b_transposed or k_partial
-         or problem.n % (MESH * blocking.nb) != 0)
+         or problem.n % (side * blocking.nb) != 0)
     return a, b
 
 
-def ldm_layout(problem: Problem, blocking: Blocking, ldm_bytes: int = 65536) -> Optional[dict]:
+def ldm_layout(problem: Problem, blocking: Blocking, config: VMConfig) -> Optional[dict]:
     """LDM addresses of the kernel's buffers, or None if they do not fit beside the stack."""
     mb, nb, kb = blocking
     if mb % 4 or nb % 16 or kb < 1 or mb < 4:
         return None
     es = problem.itemsize
-    pack_a, pack_b = needs_packing(problem, blocking)
-    address = _align32(program(KERNEL).address_of("swgemm_ldm_end"))
+    pack_a, pack_b = needs_packing(problem, blocking, config)
+    arena = KERNEL.arena(config.ldm_bytes, KERNEL_ARGS)
+    take = arena.take
     layout = {}
-
-    def take(nbytes):
-        nonlocal address
-        start, address = address, address + _align32(nbytes)
-        return start
-
     layout["c_ldm"] = take(mb * nb * 8)
     layout["c_out"] = take(mb * nb * es)
     layout["c_in"] = take(mb * nb * es) if problem.has_beta else 0
@@ -111,21 +113,19 @@ def ldm_layout(problem: Problem, blocking: Blocking, ldm_bytes: int = 65536) -> 
     layout["b_raw"] = (take(kb * nb * es), take(kb * nb * es))
     layout["a_pack"] = take(kb * mb * 8) if pack_a else 0
     layout["b_pack"] = take(kb * nb * 8) if pack_b else 0
-    if address + STACK_RESERVE > ldm_bytes:
-        return None
-    return layout
+    return layout if arena.fits else None
 
 
-def candidates(problem: Problem, ldm_bytes: int = 65536,
-               grids=(MB_GRID, NB_GRID, KB_GRID)) -> list:
+def candidates(problem: Problem, config: VMConfig, grids=(MB_GRID, NB_GRID, KB_GRID)) -> list:
     """Every feasible blocking of the (Mb, Nb, Kb) grids, without blocks larger than the
     problem needs."""
-    largest = (_ceil_div(_ceil_div(problem.m, MESH), 4) * 4,
-               _ceil_div(_ceil_div(problem.n, MESH), 16) * 16,
-               _ceil_div(_ceil_div(max(problem.k, 1), MESH), 4) * 4)
+    side = mesh(config)
+    largest = (_ceil_div(_ceil_div(problem.m, side), 4) * 4,
+               _ceil_div(_ceil_div(problem.n, side), 16) * 16,
+               _ceil_div(_ceil_div(max(problem.k, 1), side), 4) * 4)
     clipped = [sorted({min(v, top) for v in grid}) for grid, top in zip(grids, largest)]
     return [Blocking(*b) for b in itertools.product(*clipped)
-            if ldm_layout(problem, Blocking(*b), ldm_bytes) is not None]
+            if ldm_layout(problem, Blocking(*b), config) is not None]
 
 
 # ---- compute: eq. 4-2 ----------------------------------------------------------------------
@@ -137,14 +137,16 @@ def candidates(problem: Problem, ldm_bytes: int = 65536,
 VEC_M = 16
 FIT_SHAPES = tuple((mb, nb, kb) for mb in (4, 8, 16, 32, 64) for nb in (16, 32, 64)
                    for kb in (4, 8, 16, 32, 64))
-# fit_primitive() on the FIT_SHAPES that fit in LDM (71 samples), C engine, 2026-11-22:
+# fit_primitive() on the FIT_SHAPES that fit in LDM (71 samples), C engine, preset sw26010
+# (its 8 x 8 mesh: FIT_MESH), 2026-11-22:
 PRIMITIVE_COEFFICIENTS = (-0.354442, 0.352092, 0.0155711, 483.569, 4.36505)
 PRIMITIVE_FIT_SAMPLES = 71
 PRIMITIVE_FIT_MEAN_ERROR = 0.0089
+FIT_MESH = 8
 
 
 def primitive_features(mb, nb, kb) -> np.ndarray:
-    m, n, k = (MESH * np.asarray(x, float) for x in (mb, nb, kb))
+    m, n, k = (FIT_MESH * np.asarray(x, float) for x in (mb, nb, kb))
     return np.stack([k, k * m / (VEC_M * 4), k * m * n / 4, np.ones_like(k), m * n / 64],
                     axis=-1)
 
@@ -176,11 +178,12 @@ FINISH_CYCLES, ZERO_CYCLES, STEP_CYCLES = 1.5, 0.25, 400.0
 
 # ---- DMA: eq. 3-1 / 3-2 --------------------------------------------------------------------
 def operand_transactions(rows, cols, r, l, ld_bytes, es, transposed, swap,
-                         segment: int = 128) -> int:
-    """128-byte transactions of the 64 CPEs' DMAs of the first CG block of an operand (rows x
-    cols logical, per-CPE block r x l): each CPE moves its valid part, one strided block per
+                         config: VMConfig) -> int:
+    """Transactions of the CPEs' DMAs of the first CG block of an operand (rows x cols
+    logical, per-CPE block r x l): each CPE moves its valid part, one strided block per
     memory row, and every block costs the segments it touches (eq. 3-2's waste)."""
-    i, j = np.divmod(np.arange(MESH * MESH), MESH)
+    side, segment = mesh(config), config.dma_transaction_bytes
+    i, j = np.divmod(np.arange(side * side), side)
     r0, c0 = ((j, i) if swap else (i, j))
     r0, c0 = r0 * r, c0 * l
     rv, cv = np.clip(rows - r0, 0, r), np.clip(cols - c0, 0, l)
@@ -200,25 +203,24 @@ def dma_cycles(nbytes_moved: float, config: VMConfig) -> float:
     return config.dma_latency + nbytes_moved / peak_bytes_per_cycle
 
 
-def predict(problem: Problem, blocking: Blocking, config: VMConfig = None,
+def predict(problem: Problem, blocking: Blocking, config: VMConfig,
             coefficients=PRIMITIVE_COEFFICIENTS) -> float:
     """Predicted kernel cycles of one swgemm run."""
-    config = config or VMConfig.preset()
     mb, nb, kb = blocking
     es, seg = problem.itemsize, config.dma_transaction_bytes
-    n_m, n_n, n_k = block_counts(problem, blocking)
+    n_m, n_n, n_k = block_counts(problem, blocking, config)
     k = problem.k
     a_moved = seg * operand_transactions(k, problem.m, kb, mb, problem.lda_ * es, es,
-                                         problem.a_transposed, True)
+                                         problem.a_transposed, True, config)
     b_moved = seg * operand_transactions(k, problem.n, kb, nb, problem.ldb_ * es, es,
-                                         problem.b_transposed, False)
+                                         problem.b_transposed, False, config)
     c_moved = seg * operand_transactions(problem.m, problem.n, mb, nb, problem.n * es, es,
-                                         False, False) * (2 if problem.has_beta else 1)
+                                         False, False, config) * (2 if problem.has_beta else 1)
     # A changes every step unless K has one block and only N advances; B likewise.
     a_loads = n_m * n_k if n_k == 1 else n_m * n_n * n_k
     b_loads = n_n if (n_k == 1 and n_n == 1) else n_m * n_n * n_k
     steps = n_m * n_n * n_k
-    pack_a, pack_b = needs_packing(problem, blocking)
+    pack_a, pack_b = needs_packing(problem, blocking, config)
 
     def pack_cost(transposed):
         kind = "transposed" if transposed else ("natural_s" if es == 4 else "natural_d")
@@ -234,11 +236,10 @@ def predict(problem: Problem, blocking: Blocking, config: VMConfig = None,
     return steps * max(compute / steps, dma_per_step) + exposed
 
 
-def choose(problem: Problem, config: VMConfig = None, options=None) -> Blocking:
+def choose(problem: Problem, config: VMConfig, options=None) -> Blocking:
     """The feasible blocking (of `options`, default ``candidates``) with the smallest
     predicted time."""
-    config = config or VMConfig.preset()
-    options = candidates(problem, config.ldm_bytes) if options is None else options
+    options = candidates(problem, config) if options is None else options
     if not options:
         raise ValueError(f"no blocking fits in LDM for {problem}")
     return min(options, key=lambda b: predict(problem, b, config))

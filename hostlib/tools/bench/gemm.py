@@ -20,14 +20,17 @@ from typing import Optional
 
 import numpy as np
 
-from .. import gemm_model, primitive
-from ..baseline import baseline_gemm
-from ..swgemm import gemm
-from ..gemm_model import Blocking, Problem
+from ....vm import Machine
+from ....vm.config import VMConfig
+from ...blas import gemm_model, primitive
+from ...blas.baseline import baseline_gemm
+from ...blas.gemm_model import Blocking, Problem
+from ...blas.swgemm import gemm
 
 # Blocking grid searched by experiments 2 and 3 (the model chooses within the same grid).
 BENCH_GRIDS = ((4, 8, 16, 32, 64), (16, 32, 64), (8, 16, 32, 64))
 DTYPE = np.float32
+CONFIG = VMConfig.preset()    # the machine every run uses and the model plans for
 
 
 @dataclass
@@ -56,10 +59,11 @@ def _operands(m, n, k, seed=0):
 
 def _run(m, n, k, blocking: Optional[Blocking] = None, engine="c", fixed_c=True):
     """One gemm in the bench layout (C row-major, not read; without `fixed_c` the model also
-    picks the orientation, C or C^T); returns its GemmStats."""
+    picks the orientation, C or C^T); returns its Stats."""
     a_km, b = _operands(m, n, k)
     c = np.zeros((m, n), DTYPE) if fixed_c else None
-    result, stats = gemm(a_km, b, c, trans_a=True, blocking=blocking, engine=engine)
+    result, stats = gemm(a_km, b, c, trans_a=True, blocking=blocking, engine=engine,
+                         machine=Machine(CONFIG))
     expected = a_km.T.astype(np.float64) @ b
     assert np.allclose(result, expected, rtol=0, atol=1e-4 * k), "gemm disagrees with numpy"
     return stats
@@ -90,7 +94,7 @@ def primitive_sweep(quick: bool, engine="c") -> Experiment:
 def blockings(quick: bool, engine="c") -> Experiment:
     size = 256 if quick else 384
     problem = _problem(size, size, size)
-    options = gemm_model.candidates(problem, grids=BENCH_GRIDS)
+    options = gemm_model.candidates(problem, CONFIG, grids=BENCH_GRIDS)
     exp = Experiment("2. every feasible blocking of one GEMM, worst to best",
                      f"M = N = K = {size} (thesis: 1024), {len(options)} blockings of "
                      f"Mb {BENCH_GRIDS[0]} x Nb {BENCH_GRIDS[1]} x Kb {BENCH_GRIDS[2]}")
@@ -120,10 +124,10 @@ def model_choice(quick: bool, engine="c") -> Experiment:
     losses = []
     for m, n, k in shapes:
         problem = _problem(m, n, k)
-        options = gemm_model.candidates(problem, grids=BENCH_GRIDS)
+        options = gemm_model.candidates(problem, CONFIG, grids=BENCH_GRIDS)
         cycles = {b: _run(m, n, k, b, engine).kernel_cycles for b in options}
         best = min(cycles, key=cycles.get)
-        chosen = gemm_model.choose(problem, options=options)
+        chosen = gemm_model.choose(problem, CONFIG, options=options)
         losses.append(1 - cycles[best] / cycles[chosen])
         exp.details.append(f"({m}, {n}, {k}): {len(options)} blockings, best {tuple(best)}, "
                            f"model {tuple(chosen)}, loss {100 * losses[-1]:.1f}%")
@@ -151,8 +155,8 @@ def skinny(quick: bool, engine="c") -> Experiment:
     for m, n, k in shapes:
         a_km, b = (x.astype(np.float64) for x in _operands(m, n, k))
         expected = a_km.T @ b
-        result, fast = gemm(a_km, b, trans_a=True, engine=engine)
-        base_result, base = baseline_gemm(a_km.T, b, engine=engine)
+        result, fast = gemm(a_km, b, trans_a=True, engine=engine, machine=Machine(CONFIG))
+        base_result, base = baseline_gemm(a_km.T, b, engine=engine, machine=Machine(CONFIG))
         for name, c in (("swGEMM", result), ("baseline", base_result)):
             assert np.allclose(c, expected, rtol=0, atol=1e-12 * k), f"{name} disagrees"
         swgemm_gflops.append(fast.gflops)
@@ -181,7 +185,7 @@ def padding(quick: bool, engine="c") -> Experiment:
                      "against the block-multiple size it pads to, same blocking")
     overheads = []
     for m, n, k in sizes:
-        chosen = gemm_model.choose(_problem(m, n, k))
+        chosen = gemm_model.choose(_problem(m, n, k), CONFIG)
         padded = tuple(-(-x // (8 * b)) * 8 * b for x, b in zip((m, n, k), chosen))
         ragged, aligned = _run(m, n, k, chosen, engine), _run(*padded, chosen, engine)
         overheads.append(ragged.kernel_cycles / aligned.kernel_cycles - 1)

@@ -29,6 +29,8 @@
 # $4-$7 the S splats, $8-$23 the accumulators (register 8+c is the vmad of cycle c).
 
 	.set	noreorder
+	.include "gemm_prim.inc"
+	.include "../include/convert.inc"
 	.text
 
 # Frame of the double / strategy-1 primitives (sp-relative, 32-byte aligned).
@@ -39,7 +41,7 @@
 	F_STEP = 248          # t
 	F_VCOORD = 256        # this CPE sends V at step t iff F_VCOORD == t (j or i)
 	F_SCOORD = 264        # ... sends S iff F_SCOORD == t
-	FRAME = 288
+	FRAME = GEMM_PRIM_FRAME
 
 # The tile loops keep their state in the upper 64-bit lanes of the loop's stride and C
 # registers (vextf / vinsf issue on P0, which is idle between tiles, beside the P1 loads and
@@ -197,34 +199,7 @@
 	GEMM_ENTRY gemm_prim_nm_s1, 0, 1
 	GEMM_ENTRY gemm_prim_mn_s1, 1, 1
 
-# ---- Strategy 2: single precision converted to double in LDM ----
-
-# CONVERT src, dst, count, load, lstep, store, sstep: copy `count` elements (a register, a
-# multiple of 4; clobbered, as are src and dst) converting with load/store, 4 vectors per
-# iteration while at least 16 remain, then one. Temporaries $1-$4.
-	.macro	CONVERT src, dst, count, load, lstep, store, sstep
-	br	2f
-1:	\load	$1, 0(\src)
-	\load	$2, \lstep(\src)
-	\load	$3, 2*\lstep(\src)
-	\load	$4, 3*\lstep(\src)
-	ldi	\src, 4*\lstep(\src)
-	subl	\count, 16, \count
-	\store	$1, 0(\dst)
-	\store	$2, \sstep(\dst)
-	\store	$3, 2*\sstep(\dst)
-	\store	$4, 3*\sstep(\dst)
-	ldi	\dst, 4*\sstep(\dst)
-2:	cmplt	\count, 16, $1
-	beq	$1, 1b
-	br	4f
-3:	\load	$1, 0(\src)
-	ldi	\src, \lstep(\src)
-	subl	\count, 4, \count
-	\store	$1, 0(\dst)
-	ldi	\dst, \sstep(\dst)
-4:	bgt	\count, 3b
-	.endm
+# ---- Strategy 2: single precision converted to double in LDM (CONVERT: convert.inc) ----
 
 # Frame of the strategy-2 wrappers.
 	S2_RA = 0
@@ -232,7 +207,7 @@
 	S2_C64 = 16
 	S2_CCOUNT = 24        # Mb * Nb
 	S2_ARGS = 32          # the callee has no stack arguments
-	S2_FRAME = 64
+	S2_FRAME = GEMM_PRIM_S2_FRAME
 
 # GEMM_S2_ENTRY name, double_entry: widen A, B, C into the work area, run the double
 # primitive there, narrow C back.

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from dataclasses import asdict
 
-from ..vm.cli import add_run_arguments, run_from_args
-from ..vm.config import PRESETS, VMConfig
+from ...vm.cli import add_run_arguments, run_from_args
+from ...vm.config import PRESETS, VMConfig
 from .analyze import DEFAULT_ITERATIONS, analyze_loop
 
 
@@ -89,8 +89,8 @@ def _speed(args) -> int:
 
 
 def _analyze(args) -> int:
-    from ..asm import assemble_file
-    from ..asm.swo import load_program
+    from ...asm import assemble_file
+    from ...asm.swo import load_program
     program = load_program(args.program) if args.program.endswith(".swo") else \
         assemble_file(args.program, tuple(args.include_dirs))
     analysis = analyze_loop(program, args.loop, args.iterations, VMConfig.preset(args.config),

@@ -1,0 +1,134 @@
+"""``Kernel``: one assembly kernel as the host sees it, everything read from the kernel itself.
+
+A kernel is the objects it links (``kernels.program``), an entry, the LDM symbol from which the
+host may place buffers, the global symbol giving the stack of its call chain, and the job
+records it reads, whose field offsets and sizes are the absolute symbols of its source
+(e.g. ``J_MB = 8`` and ``JOB_BYTES = 992`` in ``kernels/gemm/swgemm.s``): nothing of the
+kernel's layout is restated in Python.
+"""
+from __future__ import annotations
+
+import functools
+import time
+from dataclasses import dataclass
+from typing import Optional
+
+import numpy as np
+
+from ...errors import SwsimError
+from ...kernels import program
+from ...vm.machine import ARGUMENT_REGISTERS, ARGUMENT_SLOT_BYTES, STACK_ALIGN
+from .stats import Stats
+
+LDM_ALIGN = 32                # buffers start at 32-byte (vector) boundaries
+
+
+def align(nbytes: int, to: int = LDM_ALIGN) -> int:
+    return -(-nbytes // to) * to
+
+
+class Record:
+    """A job-record layout: the absolute symbols ``PREFIX<FIELD>`` of a program (field name in
+    lower case -> byte offset) and the record size ``size_symbol``."""
+
+    def __init__(self, prog, prefix: str, size_symbol: str):
+        self.prefix = prefix
+        self.offsets = {name[len(prefix):].lower(): sym.value
+                        for name, sym in prog.symbols.items()
+                        if name.startswith(prefix) and sym.section is None}
+        if not self.offsets:
+            raise SwsimError(f"the kernel defines no record fields {prefix}*")
+        self.nbytes = prog.address_of(size_symbol)
+
+    def offset(self, field: str) -> int:
+        try:
+            return self.offsets[field]
+        except KeyError:
+            raise SwsimError(f"record {self.prefix}* has no field {field!r} (fields: "
+                             f"{', '.join(sorted(self.offsets))})") from None
+
+    def write(self, words: np.ndarray, at: int = 0, /, **values) -> None:
+        """Store int64 fields into `words` (int64 words) for the record starting at byte `at`;
+        a float value is stored as its IEEE double bits."""
+        for field, value in values.items():
+            if isinstance(value, (float, np.floating)):
+                value = np.float64(value).view(np.int64)
+            words[(at + self.offset(field)) // 8] = value
+
+    def new(self, **values) -> np.ndarray:
+        """A zeroed record (int64 words) with `values` written."""
+        words = np.zeros(self.nbytes // 8, np.int64)
+        self.write(words, **values)
+        return words
+
+
+class LdmArena:
+    """LDM planning: buffers taken upward from `start`, 32-byte aligned, below `limit`."""
+
+    def __init__(self, start: int, limit: int):
+        self.address = align(start)
+        self.limit = limit
+
+    def take(self, nbytes: int) -> int:
+        start = self.address
+        self.address += align(nbytes)
+        return start
+
+    @property
+    def free(self) -> int:
+        return self.limit - self.address
+
+    @property
+    def fits(self) -> bool:
+        return self.address <= self.limit
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """`sources` (kernel files, linked in this order), `entry`, the LDM symbol `ldm_end` from
+    which the host places buffers and the global absolute symbol `stack` holding the bytes of
+    stack the deepest call chain takes (none: the kernel keeps no frames)."""
+    sources: tuple
+    entry: str
+    ldm_end: str
+    stack: Optional[str] = None
+
+    @property
+    def program(self):
+        return program(*self.sources)
+
+    def symbol(self, name: str) -> int:
+        return self.program.address_of(name)
+
+    def record(self, prefix: str, size_symbol: str) -> Record:
+        return _record(self.sources, prefix, size_symbol)
+
+    def stack_bytes(self, nargs: int) -> int:
+        """LDM the run takes at the top: the declared stack and the spawn's argument area
+        (the VM's ABI: arguments past the registers, 8 bytes each, 32-byte aligned)."""
+        stack_args = max(0, nargs - len(ARGUMENT_REGISTERS))
+        area = align(stack_args * ARGUMENT_SLOT_BYTES, STACK_ALIGN)
+        return area + (self.symbol(self.stack) if self.stack else 0)
+
+    def arena(self, ldm_bytes: int, nargs: int) -> LdmArena:
+        """The LDM free for the host's buffers, between the kernel's data and its stack."""
+        return LdmArena(self.symbol(self.ldm_end), ldm_bytes - self.stack_bytes(nargs))
+
+    def launch(self, machine, args, *, flops: int, engine: str = "c", details=None,
+               cycles=None) -> Stats:
+        """Run the entry on every CPE of `machine` and time it. `cycles(result)` gives the
+        timed region when the kernel times itself (default: the whole kernel)."""
+        start = time.perf_counter()
+        res = machine.run(self.program, entry=self.entry, args=list(args), engine=engine)
+        host_seconds = time.perf_counter() - start
+        config = machine.config
+        return Stats(flops=flops,
+                     cycles=res.kernel_cycles if cycles is None else int(cycles(res)),
+                     kernel_cycles=res.kernel_cycles, clock_hz=config.clock_hz,
+                     peak_gflops=config.peak_gflops_cg, host_seconds=host_seconds, run=res,
+                     details=dict(details or {}))
+
+
+@functools.lru_cache(maxsize=None)
+def _record(sources: tuple, prefix: str, size_symbol: str) -> Record:
+    return Record(program(*sources), prefix, size_symbol)
