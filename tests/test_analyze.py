@@ -12,6 +12,8 @@ from swsim.cli import main
 from swsim.hostlib.tools.analyze import AnalysisError, analyze_loop
 from swsim.kernels import program, source_path
 
+AXPY = "examples/axpy.s"
+
 LOOPS = """
     .text
 chain:
@@ -74,7 +76,7 @@ def test_axpy_stalls_on_load_use_and_store_use():
     # c0 vldd $2 (P1; vldd $3 needs P1 too), c1 vldd $3, c2-4 vmad waits for $3 (ready c5),
     # c5 vmad + addl, c6 subl (vstd waits for $3 until c12), c12 vstd + addl, c13 bne:
     # 14 cycles; the next vldd $3 waits for vmad's $3 (WAW), ready at c12: no extra stall.
-    a = analyze_loop(program("examples/axpy.s"), "17", source_file=str(source_path("examples/axpy.s")))
+    a = analyze_loop(program(AXPY), "17", source_file=str(source_path(AXPY)))
     assert a.cycles_per_iteration == 14 and a.p0_valid == 2 and a.p1_valid == 6
     assert a.p0_idle == {"raw": 10, "pairing": 2} and a.p1_idle == {"raw": 8}
     bounds = {b.name: b.cycles for b in a.bounds}
@@ -91,10 +93,10 @@ def test_axpy_analysis_matches_the_engine():
     # the analysis says.
     def kernel_cycles(vectors):
         m = swsim.Machine()
-        return m.run(program("examples/axpy.s"), entry="axpy", args=[4 * vectors, 0, 8192, 1.5],
+        return m.run(program(AXPY), entry="axpy", args=[4 * vectors, 0, 8192, 1.5],
                      cpes=[0]).kernel_cycles
     per_iteration = (kernel_cycles(30) - kernel_cycles(10)) / 20
-    assert per_iteration == analyze_loop(program("examples/axpy.s"), "axpy.s:17").cycles_per_iteration
+    assert per_iteration == analyze_loop(program(AXPY), "axpy.s:17").cycles_per_iteration
 
 
 def test_dependent_vmads_are_bound_by_the_recurrence(loops):

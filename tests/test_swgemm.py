@@ -1,5 +1,5 @@
-"""swGEMM (hostlib/blas/swgemm.py, kernels/gemm/swgemm.s): results equal numpy for every shape, layout,
-transpose, precision and alpha/beta; only the valid data moves (padding lives in LDM);
+"""swGEMM (hostlib/blas/swgemm.py, kernels/gemm/swgemm.s): results equal numpy for every shape,
+layout, transpose, precision and alpha/beta; only the valid data moves (padding lives in LDM);
 blocking comes from the model and must fit in LDM."""
 import numpy as np
 import pytest

@@ -153,3 +153,54 @@ def markdown_table() -> str:
             value = f"{value} (pro: {pro})"
         rows.append(f"| `{p.name}` | {value} | {p.unit} | {p.meaning} | {p.source} |")
     return "\n".join(rows)
+
+
+# ---- Published measurements of the real chip ------------------------------------------------
+# The figures the emulator is compared with (``swsim bench fidelity``, ``swsim bench gemm``),
+# written once. ``target``: MACHINE.md §11 names it as a fidelity target (tests/test_fidelity.py
+# holds the emulator to it); otherwise it is reported beside the emulator's value only.
+@dataclass(frozen=True)
+class Published:
+    value: float
+    unit: str
+    source: str
+    target: bool = True
+
+
+PUBLISHED: dict[str, Published] = {
+    "rc_latency": Published(11, "cycle", "thesis (Fang) §3.1: register communication, put -> get"),
+    "rc_p2p_bandwidth": Published(
+        2549, "GB/s", "thesis §3.1, aggregate point-to-point; most likely whole-chip (4 CG) "
+        "figures (MACHINE.md §11)", target=False),
+    "rc_bcast_bandwidth": Published(4461, "GB/s", "thesis §3.1, aggregate broadcast; as the "
+                                    "point-to-point figure", target=False),
+    "dma_bandwidth": Published(30.94, "GB/s", "thesis §3.2: measured PEAK_BW per CG, 64 CPEs, "
+                               "large aligned contiguous transfers (eq. 3-1)"),
+    "dma_latency": Published(200, "cycle", "thesis §3.2: T_latency of a DMA request (eq. 3-1)"),
+    "gld_latency": Published(177, "cycle", "thesis §3.1: gld"),
+    "gld_gst_latency": Published(278, "cycle", "thesis §3.1: gld + gst"),
+    "gld_bandwidth": Published(3.0, "GB/s", "thesis §3.1: about 3 GB/s per CG"),
+    "barrier": Published(14, "cycle", "thesis §3.1: at least 14 cycles"),
+    "gemm_inner_loop": Published(16, "cycle/iteration", "thesis §4.1.3, listing 4.1: 16 vmad "
+                                 "in 16 cycles (EE 100%)"),
+    "gemm_primitive_best": Published(722.95, "GFLOPS", "thesis §4.3: LDM GEMM primitive, best "
+                                     "of 1505 block shapes, 97.3% of 742.4"),
+    # thesis §4.3, reported beside `swsim bench gemm`'s scaled-down experiments
+    "gemm_primitive_best_share": Published(97.3, "%", "thesis §4.3: of the 742.4 GFLOPS CG "
+                                           "peak", target=False),
+    "gemm_primitive_sets": Published(1505, "", "thesis §4.3: block shapes swept", target=False),
+    "gemm_primitive_above_500": Published(76.1, "%", "thesis §4.3: share of the swept shapes "
+                                          "above 500 GFLOPS", target=False),
+    "gemm_blockings_feasible": Published(81, "", "thesis §4.2.3: feasible blockings of "
+                                         "M = N = K = 1024", target=False),
+    "gemm_blockings_worst": Published(66.83, "GFLOPS", "thesis §4.2.3: the worst of them",
+                                      target=False),
+    "gemm_blockings_best": Published(363.59, "GFLOPS", "thesis §4.2.3: the best of them",
+                                     target=False),
+    "gemm_model_loss": Published(1, "%", "thesis §4.3: the model's blocking against brute "
+                                 "force, mean error below this", target=False),
+    "swgemm_speedup_over_xmath": Published(3.02, "x", "thesis §4.3: mean speed-up over the "
+                                           "vendor BLAS on the skinny shapes", target=False),
+    "gemm_padding_time": Published(5, "%", "thesis §4.2.4: padding time below this share",
+                                   target=False),
+}

@@ -198,7 +198,8 @@ def operand_transactions(rows, cols, r, l, ld_bytes, es, transposed, swap,
 
 def dma_cycles(nbytes_moved: float, config: VMConfig) -> float:
     """Eq. 3-1 for the 64 CPEs together: T_latency + bytes / PEAK_BW, PEAK_BW being the
-    configured engine rate (one 128-byte transaction per 6 cycles = 30.94 GB/s)."""
+    configured engine rate (sw26010: one 128-byte transaction per 6 cycles, 30.93 GB/s,
+    the published 30.94 GB/s in whole cycles)."""
     peak_bytes_per_cycle = config.dma_transaction_bytes / config.dma_transaction_cycles
     return config.dma_latency + nbytes_moved / peak_bytes_per_cycle
 

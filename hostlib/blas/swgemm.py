@@ -106,8 +106,8 @@ def gemm(A, B, C=None, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, *, eng
         problem = _problem(a_km, b_kn, mm, nn, k_product, dtype, has_beta)
         chosen = (Blocking(*blocking) if blocking is not None
                   else gemm_model.choose(problem, config))
-        choices.append((gemm_model.predict(problem, chosen, config), swapped, a_km, b_kn, c, problem,
-                        chosen))
+        choices.append((gemm_model.predict(problem, chosen, config), swapped, a_km, b_kn, c,
+                        problem, chosen))
     predicted, swapped, a_km, b_kn, c, problem, chosen = min(choices, key=lambda c: c[0])
     return _run(problem, chosen, a_km, b_kn, c, alpha, beta, dtype, engine, machine, swapped,
                 predicted, k)
