@@ -1,8 +1,9 @@
-"""The baseline GEMM of `swsim bench gemm` experiment 4 (kernels/gemm_baseline.s)."""
+"""The baseline GEMM of `swsim bench gemm` experiment 4 (kernels/gemm/gemm_baseline.s)."""
 import numpy as np
 import pytest
 
-from swsim.hostlib.blas.baseline import baseline_gemm
+from swsim import Machine
+from swsim.hostlib.blas.baseline import KERNEL, KERNEL_ARGS, baseline_gemm, choose_tile
 
 
 @pytest.mark.parametrize("m, n, k, tile", [
@@ -16,7 +17,20 @@ def test_equals_numpy(m, n, k, tile):
     A, B = rng.standard_normal((m, k)), rng.standard_normal((k, n))
     C, stats = baseline_gemm(A, B, tile=tile)
     assert np.allclose(C, A @ B, rtol=0, atol=1e-13 * k)
-    assert stats.kernel_cycles > 0 and stats.gflops > 0
+    config = Machine().config
+    free = KERNEL.arena(config.ldm_bytes, KERNEL_ARGS).free
+    assert stats.tile == (tile or choose_tile(m, n, k, free, config))
+    assert stats.flops == 2 * m * n * k and stats.cycles == stats.run.kernel_cycles
+    assert stats.gflops == pytest.approx(2 * m * n * k / (stats.run.kernel_cycles
+                                                          / config.clock_hz) / 1e9)
+
+
+def test_python_engine_agrees_with_c_engine():
+    rng = np.random.default_rng(1)
+    A, B = rng.standard_normal((8, 3)), rng.standard_normal((3, 16))
+    (c_py, s_py), (c_c, s_c) = (baseline_gemm(A, B, engine=e) for e in ("python", "c"))
+    np.testing.assert_array_equal(c_py, c_c)
+    assert s_py.kernel_cycles == s_c.kernel_cycles
 
 
 def test_bad_shapes_are_refused():
