@@ -1,5 +1,5 @@
 """The ``swsim`` command. Each layer registers its own subcommands (``register(subparsers)`` in
-``asm/cli.py``, ``vm/cli.py``, ``hostlib/cli.py``); this module only dispatches and turns
+``asm/cli.py``, ``vm/cli.py``, ``hostlib/tools/cli.py``); this module only dispatches and turns
 swsim errors into messages with exit status 1, never a traceback."""
 from __future__ import annotations
 

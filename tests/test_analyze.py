@@ -38,8 +38,8 @@ divide:
     bgt   $27, divide
     ret
 """
-# The first vmad of KBODY in kernels/gemm_kbody.inc: the line starts the loops of all four
-# roles of kernels/gemm_kloop.s (macro expansions, told apart by --instance).
+# The first vmad of KBODY in kernels/gemm/gemm_kbody.inc: the line starts the loops of all four
+# roles of kernels/gemm/gemm_kloop.s (macro expansions, told apart by --instance).
 GEMM_LOOP_LINE = "gemm_kbody.inc:%d" % next(
     n for n, text in enumerate(source_path("gemm/gemm_kbody.inc").read_text().splitlines(), 1)
     if "# 0  C00" in text)

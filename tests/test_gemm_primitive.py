@@ -1,4 +1,4 @@
-"""The LDM GEMM primitive (kernels/gemm_prim.s) through its host driver: results equal numpy for
+"""The LDM GEMM primitive (kernels/gemm/gemm_prim.s) through its host driver: results equal numpy for
 both C layouts, both single-precision strategies and Kb = 1; the inner loop issues one vmad per
 cycle; runs are deterministic and both engines agree."""
 import numpy as np

@@ -1,5 +1,5 @@
 """The baseline GEMM of `swsim bench gemm` experiment 4: ``baseline_gemm(A, B)`` = A B in double
-precision on the VM with ``kernels/gemm_baseline.s``, the straightforward algorithm the issue
+precision on the VM with ``kernels/gemm/gemm_baseline.s``, the straightforward algorithm the issue
 defines (each CPE computes whole output tiles, fetching its A and B panels by DMA, with no
 register communication). docs/gemm.md ("Baseline GEMM") describes it.
 

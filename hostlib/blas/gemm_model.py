@@ -1,6 +1,6 @@
 """Performance model and blocking choice for swGEMM (thesis §4.2.3).
 
-The time of one run of kernels/swgemm.s is predicted from
+The time of one run of kernels/gemm/swgemm.s is predicted from
 - DMA: thesis eq. 3-1/3-2, T = T_latency + (size + waste) / (PEAK_BW / #CPE), with the waste of
   every strided block counted against the 128-byte transactions it touches;
 - compute: thesis eq. 4-2, T_primitive = a K + b K M / (vecM x 4) + c K M N / 4 + d, for one
@@ -157,7 +157,7 @@ def primitive_cycles(mb, nb, kb, coefficients=PRIMITIVE_COEFFICIENTS) -> float:
 
 def fit_primitive(shapes=FIT_SHAPES, engine="c"):
     """Least-squares fit of the eq. 4-2 coefficients to the primitive's cycles measured on the
-    VM (hostlib/primitive.py) for the `shapes` that fit in LDM. Returns (coefficients, mean
+    VM (hostlib/blas/primitive.py) for the `shapes` that fit in LDM. Returns (coefficients, mean
     relative error, number of samples)."""
     from .primitive import fits, sweep
     shapes = [s for s in shapes if fits(*s)]
@@ -171,7 +171,7 @@ def fit_primitive(shapes=FIT_SHAPES, engine="c"):
 
 # CPE cycles per element of the work around the primitive: packing an A or B element (none
 # for a full natural f64 block, used in place), zeroing and finishing (alpha C + beta C_in) a
-# C element, and the driver's bookkeeping per step (kernels/swgemm.s).
+# C element, and the driver's bookkeeping per step (kernels/gemm/swgemm.s).
 PACK_CYCLES = {"natural_d": 0.0, "natural_s": 0.75, "transposed": 2.5}
 FINISH_CYCLES, ZERO_CYCLES, STEP_CYCLES = 1.5, 0.25, 400.0
 

@@ -1,4 +1,4 @@
-"""Host driver for the LDM GEMM primitive (``kernels/gemm_prim.s``, docs/gemm.md).
+"""Host driver for the LDM GEMM primitive (``kernels/gemm/gemm_prim.s``, docs/gemm.md).
 
 ``ldm_gemm(A, B, C)`` cuts the numpy matrices into the 8 x 8 blocks the primitive expects,
 lays each block out as the chosen kernel variant wants it, runs ``kernels/gemm/gemm_prim_run.s``

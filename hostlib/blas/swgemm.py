@@ -2,7 +2,7 @@
 
 The host only prepares memory: it copies the operands into simulated main memory as they are
 (row- or column-major, no padding, no transposed copy), chooses the blocking with the
-performance model (``gemm_model``), writes a job record and spawns ``kernels/swgemm.s`` once.
+performance model (``gemm_model``), writes a job record and spawns ``kernels/gemm/swgemm.s`` once.
 Every flop, the alpha/beta scaling, transpositions, f32<->f64 conversion and zero padding run
 on the CPEs. docs/gemm.md ("swGEMM") describes the kernel.
 

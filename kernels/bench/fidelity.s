@@ -1,6 +1,6 @@
 # Micro-benchmarks for the fidelity table (MACHINE.md §11), run by `swsim bench fidelity`.
 # Each entry measures one published quantity with rtc stamps or whole-run cycle counts; the
-# host side (hostlib/bench/fidelity.py) turns them into the numbers it prints.
+# host side (hostlib/tools/bench/fidelity.py) turns them into the numbers it prints.
 
 	.set	noreorder
 	.text

@@ -3,7 +3,7 @@
 # itself (tiles dealt round-robin over the 64 CPEs): for each K chunk it fetches the A and B
 # panels it needs with two DMAs, waits for them, and runs a register-blocked vmad loop over
 # 4 x 16 micro-tiles; then it writes the tile out. No register communication, no double
-# buffering. docs/gemm.md ("Baseline GEMM") has the measurements; hostlib/baseline.py the host.
+# buffering. docs/gemm.md ("Baseline GEMM") has the measurements; hostlib/blas/baseline.py the host.
 #
 # Arguments: a0 = A (K x M, k-major: element (k, m) at A + (k M + m) 8), a1 = B (K x N,
 # row-major), a2 = C (M x N, row-major), a3 = M, a4 = N, a5 = K; on the stack Mt, Nt, Kc.

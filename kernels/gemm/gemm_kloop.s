@@ -42,7 +42,7 @@
 	FETCHS	$5, 1, \cs
 	FETCHS	$6, 2, \cs
 	rtc	$29
-kloop_\rs\()\cs:                # e.g. swsim analyze kernels/gemm_kloop.s --loop kloop_00
+kloop_\rs\()\cs:                # e.g. swsim analyze kernels/gemm/gemm_kloop.s --loop kloop_00
 	KBODY	\rs, \cs, 0, kloop_\rs\()\cs
 	rtc	$28
 	br	$31, .Ldone

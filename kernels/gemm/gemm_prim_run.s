@@ -1,4 +1,4 @@
-# Host-driver kernel for the LDM GEMM primitive (hostlib/primitive.py): DMA every CPE's A, B and
+# Host-driver kernel for the LDM GEMM primitive (hostlib/blas/primitive.py): DMA every CPE's A, B and
 # C blocks from main memory into LDM, line the 64 CPEs up with a barrier, call the primitive
 # between two rtc reads, DMA C back.
 #

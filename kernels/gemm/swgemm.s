@@ -1,6 +1,6 @@
 # swGEMM (Fang 2019, §4.2): C = alpha A B + beta C on matrices in main memory, driven by the
 # CPEs around the LDM GEMM primitive gemm_prim_mn_d (gemm_prim.s, linked beside it). docs/gemm.md
-# ("swGEMM") describes the algorithm; hostlib/swgemm.py prepares the job.
+# ("swGEMM") describes the algorithm; hostlib/blas/swgemm.py prepares the job.
 #
 # The host reduces every call to one product C (M x N) += A (M x K) B (K x N) whose C is
 # stored row-major in memory. Each operand X is seen as a logical matrix of rows x cols that

@@ -1,7 +1,7 @@
 """`swsim bench gemm`: thesis §4.3 in miniature. Each experiment prints its simulated sizes and
 the host time it took, then rows of (quantity, thesis value, swsim value, note).
 
-1. the LDM primitive's GFLOPS over a sweep of block sizes (hostlib/primitive.py);
+1. the LDM primitive's GFLOPS over a sweep of block sizes (hostlib/blas/primitive.py);
 2. every feasible blocking of one mid-size GEMM, worst to best;
 3. the model's blocking against the brute-force best over several shapes;
 4. the skinny GEMP/GEPB shapes of listing 4.4, scaled down;
@@ -148,7 +148,7 @@ def model_choice(quick: bool, engine="c") -> Experiment:
 
 
 def skinny(quick: bool, engine="c") -> Experiment:
-    """swGEMM against the baseline GEMM (hostlib/baseline.py), both in double precision on the
+    """swGEMM against the baseline GEMM (hostlib/blas/baseline.py), both in double precision on the
     same inputs: the baseline kernel is double only."""
     ms = (1024,) if quick else (1024, 2048)
     ns = (64, 256) if quick else (64, 128, 256, 512)

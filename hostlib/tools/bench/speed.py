@@ -1,10 +1,10 @@
 """`swsim bench speed`: simulated instructions per host second, one host thread.
 
 Workloads: (a) 64 CPEs running a register-communicating vmad loop (``vmad_comm`` in
-``kernels/speed.s``: in step at 100% EE, as a GEMM inner loop), also in its unpipelined form
+``kernels/bench/speed.s``: in step at 100% EE, as a GEMM inner loop), also in its unpipelined form
 that waits for the communication latency every iteration (36% of the cycles stalled, which the
 engine steps more cheaply than issuing ones), and (b) a DMA-bound streaming kernel whose CPEs spin on their reply word (``dma_stream`` in
-``kernels/fidelity.s``), on the C engine; then the Python reference engine and the C engine on
+``kernels/bench/fidelity.s``), on the C engine; then the Python reference engine and the C engine on
 the same smaller case of (a), and their ratio. Each measurement is the median of `repeats`
 runs; simulated instructions are the issued instructions of all CPEs (P0 + P1 valid).
 """
