@@ -169,7 +169,8 @@ class SweepResult:
         return sum(s.gflops > self.threshold_gflops for s in self.rows) / len(self.rows)
 
 
-def sweep_shapes(mbs=SWEEP_MB, nbs=SWEEP_NB, kbs=SWEEP_KB, layout="mn", dtype=np.float64):
+def sweep_shapes(mbs=SWEEP_MB, nbs=SWEEP_NB, kbs=SWEEP_KB, layout="mn", dtype=np.float64,
+                 config: VMConfig = DEFAULT_CONFIG):
     """The (Mb, Nb, Kb) combinations of the grids that suit `layout` and fit in LDM."""
     shapes = []
     for mb, nb, kb in itertools.product(mbs, nbs, kbs):
@@ -177,21 +178,23 @@ def sweep_shapes(mbs=SWEEP_MB, nbs=SWEEP_NB, kbs=SWEEP_KB, layout="mn", dtype=np
             check_shape(mb, nb, kb, layout)
         except ValueError:
             continue
-        if fits(mb, nb, kb, dtype):
+        if fits(mb, nb, kb, dtype, config=config):
             shapes.append((mb, nb, kb))
     return shapes
 
 
-def sweep(shapes=None, layout="mn", dtype=np.float64, engine="c", seed=0,
-          check=True) -> SweepResult:
-    """GFLOPS of the primitive for each block shape (default: ``sweep_shapes()``). With
-    `check`, every result is compared with numpy."""
+def sweep(shapes=None, layout="mn", dtype=np.float64, engine="c", seed=0, check=True,
+          config: VMConfig = DEFAULT_CONFIG) -> SweepResult:
+    """GFLOPS of the primitive for each block shape (default: ``sweep_shapes()``) on machines
+    of `config`. With `check`, every result is compared with numpy."""
     rng = np.random.default_rng(seed)
     rows = []
-    for mb, nb, kb in (sweep_shapes(layout=layout, dtype=dtype) if shapes is None else shapes):
+    if shapes is None:
+        shapes = sweep_shapes(layout=layout, dtype=dtype, config=config)
+    for mb, nb, kb in shapes:
         A = rng.standard_normal((MESH * mb, MESH * kb)).astype(dtype)
         B = rng.standard_normal((MESH * kb, MESH * nb)).astype(dtype)
-        C, stats = ldm_gemm(A, B, engine=engine, layout=layout)
+        C, stats = ldm_gemm(A, B, engine=engine, layout=layout, machine=Machine(config))
         if check:
             np.testing.assert_allclose(C, A.astype(np.float64) @ B, **tolerance(dtype, kb))
         rows.append(stats)
