@@ -188,7 +188,11 @@ class Report:
         return "\n".join(lines)
 
     def roofline_png(self, path: str) -> None:
-        """Write a roofline plot: the CG's compute peak, the DMA bandwidth roof and the run."""
+        """Write the roofline plot (``roofline_figure``) as a PNG."""
+        self.roofline_figure().savefig(path)
+
+    def roofline_figure(self):
+        """The roofline plot: the CG's compute peak, the DMA bandwidth roof and the run."""
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
 
@@ -218,7 +222,7 @@ class Report:
         figure.suptitle(f"Roofline, one core group ({len(self.result.cpe)} CPEs, "
                         f"{self.result.kernel_cycles} kernel cycles)")
         figure.tight_layout()
-        figure.savefig(path)
+        return figure
 
 
 def run_report(result: RunResult, flops: Optional[float] = None) -> Report:
