@@ -16,16 +16,14 @@ import struct
 from dataclasses import dataclass, replace
 from typing import Callable, Optional, Union
 
-from ..isa import (BY_NAME, PSEUDO_INSTRUCTIONS, ZERO_REG, Instr, encode, field_range,
-                   operand_fields)
+from ..isa import (BY_NAME, IMMEDIATE_RANGES, PSEUDO_INSTRUCTIONS, ZERO_REG, Instr, encode,
+                   field_range, operand_fields)
 from .diagnostics import DiagnosticLog, Origin, StatementError
 from .preprocess import Preprocessor
 from .program import BSS, DATA, LDM, TEXT, ObjectFile, Relocation, Section, SourceLine, Symbol
 from .syntax import (Binary, Float, LocalRef, Num, Operand, Paren, Reg, Statement, Sym, Unary,
                      parse_register, parse_statement)
 
-# Immediate operand templates: the values the assembler accepts (MACHINE.md §4).
-IMMEDIATE_RANGES = {"lane": (0, 7), "n": (0, 8), "mask": (0, 255), "hint": field_range("disp16")}
 DISP16 = field_range("disp16")
 LITERAL = field_range("lit")
 
