@@ -49,8 +49,7 @@ void decode_word(uint32_t word, const int64_t *latency, Instr *out)
     out->size = e->size;
     out->latency = latency[e->latency_class];
     out->imm = e->imm_field >= 0 ? field_value(word, e->imm_field) : 0;
-    out->ends_group = e->cls == CLS_BRANCH || e->cls == CLS_JUMP || e->cls == CLS_SYNC
-                      || e->id == I_HALT;
+    out->ends_group = e->ends_group;
     out->dest = DISCARD_SLOT;
     out->waw_slot = ZERO_SLOT;
     if (e->dest_field >= 0) {

@@ -5,10 +5,6 @@
 #include "core.h"
 #include "semantics.h"
 
-static const char *const REASON_NAMES[SWSIM_NUM_REASONS] = {
-    "raw", "waw", "get_empty", "put_full", "dma_full", "global", "barrier", "divide",
-    "pairing", "finished"};
-
 const char *swsim_reason_name(int32_t reason)
 {
     return reason >= 0 && reason < SWSIM_NUM_REASONS ? REASON_NAMES[reason] : "";
@@ -780,12 +776,11 @@ static int group_checks(Instr *leader, const Instr *next)
 
 static int config_is_valid(const SwConfig *cfg, const SwJob *job)
 {
-    const int64_t *lat = cfg->latency;
-    for (int k = 0; k < cfg->num_latency_classes; k++)
+    const int64_t lat[NUM_LATENCY_CLASSES] = SWSIM_CONFIG_LATENCIES(cfg);
+    for (int k = 0; k < NUM_LATENCY_CLASSES; k++)
         if (lat[k] < 0)
             return 0;
-    return cfg->num_latency_classes == NUM_LATENCY_CLASSES
-           && cfg->mesh_rows >= 1 && cfg->mesh_rows <= SWSIM_MAX_MESH_SIDE
+    return cfg->mesh_rows >= 1 && cfg->mesh_rows <= SWSIM_MAX_MESH_SIDE
            && cfg->mesh_cols >= 1 && cfg->mesh_cols <= SWSIM_MAX_MESH_SIDE
            && cfg->ldm_bytes >= 32 && cfg->ldm_bytes <= SWSIM_MAX_LDM_BYTES
            && cfg->mem_base + cfg->mem_bytes >= cfg->mem_base && cfg->code_base >= 4
@@ -824,7 +819,8 @@ static int init_sim(Sim *s)
     s->num_cpes = (int)(s->cfg.mesh_rows * s->cfg.mesh_cols);
     s->ldm_bytes = (uint64_t)s->cfg.ldm_bytes;
     s->cg = s->result->cg_counters;
-    memcpy(s->latency, s->cfg.latency, sizeof s->latency);
+    const int64_t latency[NUM_LATENCY_CLASSES] = SWSIM_CONFIG_LATENCIES(&s->cfg);
+    memcpy(s->latency, latency, sizeof s->latency);
     s->cpes = aligned_alloc(_Alignof(Cpe), (size_t)s->num_cpes * sizeof *s->cpes);
     if (s->cpes)
         memset(s->cpes, 0, (size_t)s->num_cpes * sizeof *s->cpes);
@@ -947,7 +943,6 @@ SwSim *swsim_start(const SwConfig *config, const SwJob *job, SwResult *result)
     s->dma.current = -1;
     s->deliver_at = TIME_NEVER;
     int status = init_sim(s);
-    s->cfg.latency = s->latency;   /* init_sim copied it: the caller's array may go */
     if (status) {
         free_sim(s);
         free(handle);
