@@ -27,7 +27,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 CORE_DIR = os.path.join(HERE, "core")
 ROOT = os.path.join(HERE, os.pardir)
 C_SOURCES = ["decode.c", "comm.c", "dma.c", "barrier.c", "engine.c"]
-COMPILE_ARGS = ["-O2", "-std=c11", "-Wall", "-Wextra", "-Wno-unused-parameter",
+COMPILE_ARGS = ["-O2", "-std=c11", "-Wall", "-Wextra", "-Wno-unused-parameter", "-Werror=switch",
                 "-ffp-contract=off", "-fno-math-errno"]
 
 
@@ -82,7 +82,7 @@ def generate_header(table):
     out.append(_enum("LAT_", table.LATENCY_CLASSES, "NUM_LATENCY_CLASSES"))
     out.append("enum InstrId { I_INVALID = 0, "
                + ", ".join(f"I_{c_name(i.name)} = {k + 1}" for k, i in enumerate(instrs))
-               + f", NUM_INSTRUCTIONS = {len(instrs) + 1} }};\n\n")
+               + f" }};\nenum {{ NUM_INSTRUCTIONS = {len(instrs) + 1} }};\n\n")
     out.append(f"#define ISA_ZERO_REG {table.ZERO_REG}\n\n")
     out.append("typedef struct { uint8_t low, width, is_signed; } FieldSpec;\n")
     out.append("static const FieldSpec FIELD_SPECS[NUM_FIELDS] = {\n")

@@ -47,7 +47,7 @@ typedef struct {
 /* Static facts about one instruction word, for tests of the generated decoder. */
 typedef struct {
     int32_t id;                  /* 0: undecodable */
-    int32_t literal, format, cls, pipes, latency_class, size;
+    int32_t literal, format, cls, pipes, latency_class, size, ends_group;
     int32_t dest;                /* destination register, -1 if none */
     int32_t num_sources;
     int32_t sources[3];          /* source register numbers */

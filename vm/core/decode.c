@@ -101,6 +101,7 @@ void swsim_decode_word(uint32_t word, SwDecoded *out)
     out->pipes = e->pipes;
     out->latency_class = e->latency_class;
     out->size = e->size;
+    out->ends_group = e->ends_group;
     if (e->dest_field >= 0)
         out->dest = (int32_t)field_value(word, e->dest_field);
     out->num_sources = e->num_sources;
