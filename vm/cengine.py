@@ -12,7 +12,7 @@ import numpy as np
 
 from ..isa.table import LATENCY_CLASSES
 from ._core import ffi, lib
-from .config import ENGINE_PARAMETERS
+from .config import ENGINE_PARAMETERS, PARAMETERS
 from .engine_api import (CG_COUNTERS, CPE_COUNTERS, SPAN_KINDS, STALL_REASONS, STOP_CYCLE_LIMIT,
                          STOP_DEADLOCK, EngineJob, EngineResult, Stop)
 
@@ -26,21 +26,19 @@ _ERRORS = {-1: "configuration outside the C core's limits (mesh <= 8x8, LDM <= 1
            -4: "the C core's run was released before it ended"}
 
 
-# Fields of SwConfig that are not configuration parameters (see _config_struct).
-RUN_FIELDS = ("mem_bytes", "max_cycles", "trace", "skip")
-
-
 def _check_build() -> None:
     """The C core's enums and SwConfig are generated from engine_defs, the configuration and
     the ISA table at build time; refuse to run a build made from other definitions."""
     reasons = tuple(ffi.string(lib.swsim_reason_name(i)).decode()
                     for i in range(lib.SWSIM_NUM_REASONS))
     fields = tuple(name for name, _ in ffi.typeof("SwConfig").fields)
+    parameters, run_fields = fields[:len(ENGINE_PARAMETERS)], fields[len(ENGINE_PARAMETERS):]
     if reasons != STALL_REASONS or len(CPE_COUNTERS) != lib.SWSIM_NUM_CPE_COUNTERS \
             or len(CG_COUNTERS) != lib.SWSIM_NUM_CG_COUNTERS \
             or lib.SWSIM_SPAN_DMA != SPAN_KINDS.index("dma") \
             or lib.swsim_num_latency_classes() != len(LATENCY_CLASSES) \
-            or fields != ENGINE_PARAMETERS + RUN_FIELDS:
+            or parameters != ENGINE_PARAMETERS \
+            or any(p.name in run_fields for p in PARAMETERS):
         raise ImportError("swsim.vm._core is out of date with engine_defs / the configuration "
                           "/ the ISA table; rebuild it (pip install -e .)")
 

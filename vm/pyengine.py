@@ -20,8 +20,8 @@ import numpy as np
 
 from ..isa.table import ZERO_REG
 from .engine_api import (CG_COUNTER_INDEX, CG_COUNTERS, CPE_COUNTER_INDEX, CPE_COUNTERS,
-                         STOP_CYCLE_LIMIT, STOP_DEADLOCK, STOP_KINDS, EngineJob, EngineResult,
-                         Stop)
+                         STALL_REASONS, STOP_CYCLE_LIMIT, STOP_DEADLOCK, STOP_KINDS, EngineJob,
+                         EngineResult, Stop)
 from .issue import IssueState, Op, decode_program, plan_issue
 from .semantics import BROADCAST, MASK64, effective_address, words
 
@@ -310,8 +310,7 @@ class Engine:
         index = CPE_COUNTER_INDEX
         self.valid_index = (index["p0_valid"], index["p1_valid"])
         self.idle_index = {reason: (index[f"p0_idle_{reason}"], index[f"p1_idle_{reason}"])
-                           for reason in ("raw", "waw", "get_empty", "put_full", "dma_full",
-                                          "global", "barrier", "divide", "pairing", "finished")}
+                           for reason in STALL_REASONS}
 
     def count(self, name: str, amount: int = 1) -> None:
         self.cg_counters[CG_COUNTER_INDEX[name]] += amount
