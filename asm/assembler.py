@@ -27,13 +27,19 @@ from .syntax import (Binary, Float, LocalRef, Num, Operand, Paren, Reg, Statemen
 DISP16 = field_range("disp16")
 LITERAL = field_range("lit")
 
+
+def _span(low_high) -> str:
+    return f"{low_high[0]}..{low_high[1]}"
+
+
 EXPECTED = {  # what an operand template wants, for "expected ..." messages
     "ra": "a register", "rb": "a register", "rc": "a register", "r3": "a register",
-    "rb|lit": "a register or an 8-bit literal (0..255)",
+    "rb|lit": f"a register or an 8-bit literal ({_span(LITERAL)})",
     "disp(rb)": "a memory operand disp(rb)", "(rb)": "a register in parentheses, e.g. ($26)",
     "label": "a branch target (label or address)", "hint": "a jump hint number",
-    "lane": "a lane number 0..7", "n": "a target number 0..8 (8: broadcast)",
-    "mask": "an 8-bit CPE mask 0..255",
+    "lane": f"a lane number {_span(IMMEDIATE_RANGES['lane'])}",
+    "n": f"a target number {_span(IMMEDIATE_RANGES['n'])} (8: broadcast)",
+    "mask": f"an 8-bit CPE mask {_span(IMMEDIATE_RANGES['mask'])}",
 }
 
 # Relocation annotations (docs/asm.md "Relocation annotations").
