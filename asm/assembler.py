@@ -16,26 +16,30 @@ import struct
 from dataclasses import dataclass, replace
 from typing import Callable, Optional, Union
 
-from ..isa import (BY_NAME, PSEUDO_INSTRUCTIONS, ZERO_REG, Instr, encode, field_range,
-                   operand_fields)
+from ..isa import (BY_NAME, IMMEDIATE_RANGES, PSEUDO_INSTRUCTIONS, ZERO_REG, Instr, encode,
+                   field_range, operand_fields)
 from .diagnostics import DiagnosticLog, Origin, StatementError
 from .preprocess import Preprocessor
 from .program import BSS, DATA, LDM, TEXT, ObjectFile, Relocation, Section, SourceLine, Symbol
 from .syntax import (Binary, Float, LocalRef, Num, Operand, Paren, Reg, Statement, Sym, Unary,
                      parse_register, parse_statement)
 
-# Immediate operand templates: the values the assembler accepts (MACHINE.md §4).
-IMMEDIATE_RANGES = {"lane": (0, 7), "n": (0, 8), "mask": (0, 255), "hint": field_range("disp16")}
 DISP16 = field_range("disp16")
 LITERAL = field_range("lit")
 
+
+def _span(low_high) -> str:
+    return f"{low_high[0]}..{low_high[1]}"
+
+
 EXPECTED = {  # what an operand template wants, for "expected ..." messages
     "ra": "a register", "rb": "a register", "rc": "a register", "r3": "a register",
-    "rb|lit": "a register or an 8-bit literal (0..255)",
+    "rb|lit": f"a register or an 8-bit literal ({_span(LITERAL)})",
     "disp(rb)": "a memory operand disp(rb)", "(rb)": "a register in parentheses, e.g. ($26)",
     "label": "a branch target (label or address)", "hint": "a jump hint number",
-    "lane": "a lane number 0..7", "n": "a target number 0..8 (8: broadcast)",
-    "mask": "an 8-bit CPE mask 0..255",
+    "lane": f"a lane number {_span(IMMEDIATE_RANGES['lane'])}",
+    "n": f"a target number {_span(IMMEDIATE_RANGES['n'])} (8: broadcast)",
+    "mask": f"an 8-bit CPE mask {_span(IMMEDIATE_RANGES['mask'])}",
 }
 
 # Relocation annotations (docs/asm.md "Relocation annotations").

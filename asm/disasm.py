@@ -1,67 +1,19 @@
 """Program -> assembly text that reassembles to the same words, bit for bit.
 
-Operands are printed from the ISA table's syntax templates. A word that no instruction encodes,
-or whose unused bits are not canonical, or whose operands the assembler would refuse (e.g.
-``putr $1, 200``), or whose branch leaves the code, is printed as ``.word 0x...`` so that the
-round trip still holds.
+Each code word is printed by ``swsim.isa.disasm.format_instruction`` (``.word 0x...`` if it is
+not an instruction there, so that the round trip still holds), with the program's labels as
+branch targets; the data sections follow as bytes.
 """
 from __future__ import annotations
 
 from typing import Optional
 
-from ..isa import decode, encode, operand_fields
-from .assembler import IMMEDIATE_RANGES
+from ..isa.disasm import disassemble_word, format_instruction
 from .program import BSS, LDM, TEXT, Program, Section
 
+__all__ = ["disassemble", "disassemble_word", "format_instruction"]
+
 BYTES_PER_LINE = 16
-
-
-def format_instruction(word: int, address: Optional[int] = None,
-                       label_at=lambda address: None, code_range=None) -> Optional[str]:
-    """``mnemonic\\toperands`` for a word, or None if it does not round-trip.
-
-    Branch targets use ``label_at(target)`` if that names a label, else ``.+N`` (needs
-    ``address``); a branch may go to ``code_range`` (start, end), both included (the end of
-    the code is a valid label).
-    """
-    decoded = decode(word)
-    if decoded is None:
-        return None
-    instr, values, literal = decoded
-    if encode(instr, values, literal) != word:
-        return None  # bits outside the operand fields are set
-    parts = []
-    for template in instr.operands:
-        if template in ("ra", "rb", "rc", "r3"):
-            parts.append(f"${values[template]}")
-        elif template == "rb|lit":
-            parts.append(str(values["lit"]) if literal else f"${values['rb']}")
-        elif template == "disp(rb)":
-            parts.append(f"{values['disp16']}(${values['rb']})")
-        elif template == "(rb)":
-            parts.append(f"(${values['rb']})")
-        elif template == "label":
-            offset = 4 + 4 * values["disp21"]
-            if address is None:
-                parts.append(f".{offset:+d}")
-                continue
-            target = address + offset
-            if code_range is not None and not code_range[0] <= target <= code_range[1]:
-                return None
-            parts.append(label_at(target) or f".{offset:+d}")
-        else:  # lane, n, mask, hint
-            (field,) = operand_fields(template)
-            value = values[field]
-            low, high = IMMEDIATE_RANGES[template]
-            if not low <= value <= high:
-                return None
-            parts.append(str(value))
-    return f"{instr.name}\t{', '.join(parts)}" if parts else instr.name
-
-
-def disassemble_word(word: int, address: Optional[int] = None) -> str:
-    """One word as text (``.word 0x...`` if it is not an instruction)."""
-    return format_instruction(word, address) or f".word\t{word:#010x}"
 
 
 def disassemble(program: Program) -> str:

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 from typing import Optional
 
-from .table import FIELDS, FORMATS, INSTRUCTIONS, UNUSED_REGISTER, Instr, register_fields
+from .table import (FIELDS, FORMATS, INSTRUCTIONS, UNUSED_REGISTER, Instr, field_range,
+                    operand_fields, register_fields)
 
 
 def get_field(word: int, name: str) -> int:
@@ -12,12 +13,6 @@ def get_field(word: int, name: str) -> int:
     if signed and value >> (width - 1):
         value -= 1 << width
     return value
-
-
-def field_range(name: str) -> tuple[int, int]:
-    """Inclusive range of values a field can hold."""
-    _, width, signed = FIELDS[name]
-    return (-(1 << (width - 1)), (1 << (width - 1)) - 1) if signed else (0, (1 << width) - 1)
 
 
 def put_field(word: int, name: str, value: int) -> int:
@@ -117,16 +112,6 @@ def decode(word: int) -> Optional[tuple[Instr, dict[str, int], bool]]:
         for name in operand_fields(op, literal):
             values[name] = get_field(word, name)
     return instr, values, literal
-
-
-def operand_fields(operand: str, literal: bool = False) -> list[str]:
-    """Fields an operand template occupies in the word."""
-    return {
-        "ra": ["ra"], "rb": ["rb"], "rc": ["rc"], "r3": ["r3"],
-        "rb|lit": ["lit"] if literal else ["rb"],
-        "disp(rb)": ["disp16", "rb"], "(rb)": ["rb"], "hint": ["disp16"],
-        "label": ["disp21"], "lane": ["lane"], "n": ["imm8"], "mask": ["imm8"],
-    }[operand]
 
 
 __all__ = ["encode", "decode", "lookup", "get_field", "put_field", "field_range",

@@ -136,6 +136,12 @@ class Instr:
     def pipes(self) -> tuple[int, ...]:
         return {"P0": (0,), "P1": (1,), "P01": (0, 1)}[self.pipe]
 
+    @property
+    def ends_group(self) -> bool:
+        """No follower issues beside it (docs/timing.md "Issue rules"): it changes the pc or
+        waits for other CPEs."""
+        return self.cls in ("branch", "jump", "sync") or self.name == "halt"
+
 
 # Semantic classes and what the VM must know about them.
 CLASSES = {
@@ -427,6 +433,40 @@ PSEUDO_INSTRUCTIONS = {
 # Derived facts (computed from the rows above, never written twice)
 # --------------------------------------------------------------------------------------------
 _WRITES_RA = {"load", "bcast_load", "get"}  # classes whose destination is the ra field
+
+
+def field_range(name: str) -> tuple[int, int]:
+    """Inclusive range of values a field can hold."""
+    _, width, signed = FIELDS[name]
+    return (-(1 << (width - 1)), (1 << (width - 1)) - 1) if signed else (0, (1 << width) - 1)
+
+
+# Immediate operand templates: the values the assembler accepts (MACHINE.md §4) and the
+# disassembler prints.
+IMMEDIATE_RANGES: dict[str, tuple[int, int]] = {
+    "lane": (0, 7), "n": (0, 8), "mask": (0, 255), "hint": field_range("disp16")}
+
+
+def operand_fields(operand: str, literal: bool = False) -> list[str]:
+    """Fields an operand template occupies in the word."""
+    return {
+        "ra": ["ra"], "rb": ["rb"], "rc": ["rc"], "r3": ["r3"],
+        "rb|lit": ["lit"] if literal else ["rb"],
+        "disp(rb)": ["disp16", "rb"], "(rb)": ["rb"], "hint": ["disp16"],
+        "label": ["disp21"], "lane": ["lane"], "n": ["imm8"], "mask": ["imm8"],
+    }[operand]
+
+
+def immediate_field(instr: Instr, literal: bool = False) -> Optional[str]:
+    """The field whose value the instruction uses as its immediate operand (the literal, the
+    displacement, the branch offset, the lane, n or mask), or None. A jump's hint is not used."""
+    for operand in instr.operands:
+        if operand == "rb|lit" and not literal:
+            continue
+        fields = [f for f in operand_fields(operand, literal) if f not in ("ra", "rb", "rc", "r3")]
+        if fields and operand != "hint":
+            return fields[0]
+    return None
 
 
 def register_fields(instr: Instr) -> list[str]:

@@ -5,7 +5,7 @@ from hypothesis import given, settings
 
 from swsim import isa
 from swsim.asm import assemble, disassemble
-from swsim.asm.assembler import IMMEDIATE_RANGES
+from swsim.isa import IMMEDIATE_RANGES
 from swsim.asm.disasm import disassemble_word
 
 CODE_BASE = isa.CODE_BASE

@@ -63,8 +63,8 @@ def _operand(draw, instr, op, global_ok):
     raise AssertionError(op)
 
 
-def straight_instruction(draw, global_ok=True) -> str:
-    instr = draw(st.sampled_from(STRAIGHT))
+def straight_instruction(draw, global_ok=True, only=None) -> str:
+    instr = only or draw(st.sampled_from(STRAIGHT))
     ops = [_operand(draw, instr, op, global_ok) for op in instr.operands]
     return f"\t{instr.name}\t{', '.join(ops)}" if ops else f"\t{instr.name}"
 

@@ -1,31 +1,61 @@
 """cffi build script of the VM's C core (run by the normal install through setup.py).
 
-The decoder tables are generated here from ``isa/table.py`` (loaded by file path, so the build
-does not need the swsim package to be importable) into ``isa_tables.h`` in a temporary build
-directory; the C sources in ``vm/core`` include it. ``python vm/build_core.py --header DIR``
-writes only the header (for manual builds, e.g. with sanitizers).
+Two headers are generated here into a temporary build directory, which the C sources in
+``vm/core`` include:
+
+- ``isa_tables.h``: the decoder tables, from ``isa/table.py``;
+- ``engine_defs.h`` (public, included by ``core_api.h`` and also given to cffi's cdef): the
+  array sizes and span kinds of ``vm/engine_defs.py`` and the configuration struct
+  ``SwConfig``, one field per parameter of ``vm/config.py`` the engines read (``Param.engine``);
+- ``engine_enums.h`` (internal): the C core's enums of stall reasons, counters, stop kinds and
+  DMA/barrier problems from ``vm/engine_defs.py``.
+
+The Python definitions are loaded by file path as modules of a stand-in package, so the build
+does not need the swsim package to be importable (``vm/config.py`` may import only
+``isa/table.py``). ``python vm/build_core.py --header DIR`` writes only the headers (for manual
+builds, e.g. with sanitizers).
 """
 import importlib.util
 import os
 import sys
 import tempfile
+import types
 
 from cffi import FFI
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CORE_DIR = os.path.join(HERE, "core")
-TABLE_PATH = os.path.join(HERE, os.pardir, "isa", "table.py")
+ROOT = os.path.join(HERE, os.pardir)
 C_SOURCES = ["decode.c", "comm.c", "dma.c", "barrier.c", "engine.c"]
-COMPILE_ARGS = ["-O2", "-std=c11", "-Wall", "-Wextra", "-Wno-unused-parameter",
+# -Werror=switch: the C core's dispatch over the instruction ids must have every case.
+COMPILE_ARGS = ["-O2", "-std=c11", "-Wall", "-Wextra", "-Wno-unused-parameter", "-Werror=switch",
                 "-ffp-contract=off", "-fno-math-errno"]
+BUILD_PACKAGE = "_swsim_build"   # the stand-in package of the definitions loaded by path
+
+
+def _load(relative_path):
+    """A module of the package loaded by file path, as a module of BUILD_PACKAGE."""
+    name = ".".join([BUILD_PACKAGE, *relative_path[:-len(".py")].split("/")])
+    if name in sys.modules:
+        return sys.modules[name]
+    for parent in [".".join(name.split(".")[:k]) for k in range(1, name.count(".") + 1)]:
+        if parent not in sys.modules:   # empty packages, so relative imports resolve
+            sys.modules[parent] = types.ModuleType(parent)
+            sys.modules[parent].__path__ = []
+    spec = importlib.util.spec_from_file_location(name, os.path.join(ROOT, relative_path))
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses look the module up while building classes
+    spec.loader.exec_module(module)
+    return module
 
 
 def load_isa_table():
-    spec = importlib.util.spec_from_file_location("swsim_isa_table_for_build", TABLE_PATH)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look the module up while building classes
-    spec.loader.exec_module(module)
-    return module
+    return _load("isa/table.py")
+
+
+def load_definitions():
+    """(ISA table, engine definitions, configuration) modules."""
+    return load_isa_table(), _load("vm/engine_defs.py"), _load("vm/config.py")
 
 
 def c_name(name):
@@ -35,20 +65,6 @@ def c_name(name):
 def _enum(prefix, names, count_name):
     items = ", ".join(f"{prefix}{c_name(n)} = {i}" for i, n in enumerate(names))
     return f"enum {{ {items}, {count_name} = {len(names)} }};\n"
-
-
-def _immediate_field(instr, literal):
-    """The field whose value an instruction uses as its immediate operand, or None."""
-    for op in instr.operands:
-        if op == "rb|lit" and literal:
-            return "lit"
-        if op == "disp(rb)":
-            return "disp16"
-        if op in ("label", "lane"):
-            return {"label": "disp21", "lane": "lane"}[op]
-        if op in ("n", "mask"):
-            return "imm8"
-    return None
 
 
 def generate_header(table):
@@ -63,9 +79,9 @@ def generate_header(table):
     out.append(_enum("FMT_", formats, "NUM_FORMATS"))
     out.append(_enum("CLS_", classes, "NUM_CLASSES"))
     out.append(_enum("LAT_", table.LATENCY_CLASSES, "NUM_LATENCY_CLASSES"))
-    out.append("enum { I_INVALID = 0, "
+    out.append("enum InstrId { I_INVALID = 0, "
                + ", ".join(f"I_{c_name(i.name)} = {k + 1}" for k, i in enumerate(instrs))
-               + f", NUM_INSTRUCTIONS = {len(instrs) + 1} }};\n\n")
+               + f" }};\nenum {{ NUM_INSTRUCTIONS = {len(instrs) + 1} }};\n\n")
     out.append(f"#define ISA_ZERO_REG {table.ZERO_REG}\n\n")
     out.append("typedef struct { uint8_t low, width, is_signed; } FieldSpec;\n")
     out.append("static const FieldSpec FIELD_SPECS[NUM_FIELDS] = {\n")
@@ -93,7 +109,7 @@ def generate_header(table):
 
     out.append("typedef struct {\n"
                "    uint8_t opcode; uint16_t func; uint16_t id; uint8_t literal;\n"
-               "    uint8_t format, cls, pipes, latency_class, size;\n"
+               "    uint8_t format, cls, pipes, latency_class, size, ends_group;\n"
                "    int8_t dest_field, imm_field, num_sources, source_fields[3];\n"
                "} DecodeEntry;\n")
     out.append(f"#define NUM_DECODE_ENTRIES {len(entries)}\n")
@@ -102,13 +118,13 @@ def generate_header(table):
         dest = table.dest_field(instr)
         sources = table.source_fields(instr, literal)
         assert len(sources) <= 3, instr.name
-        imm = _immediate_field(instr, literal)
+        imm = table.immediate_field(instr, literal)
         pipes = sum(1 << p for p in instr.pipes)
         source_list = ", ".join(f"FIELD_{c_name(f)}" for f in sources) or "0"
         out.append(
             f"    {{0x{opcode:02x}, 0x{func:x}, I_{c_name(instr.name)}, {int(literal)}, "
             f"FMT_{c_name(instr.fmt)}, CLS_{c_name(instr.cls)}, {pipes}, "
-            f"LAT_{c_name(instr.latency)}, {instr.size}, "
+            f"LAT_{c_name(instr.latency)}, {instr.size}, {int(instr.ends_group)}, "
             f"{f'FIELD_{c_name(dest)}' if dest else -1}, "
             f"{f'FIELD_{c_name(imm)}' if imm else -1}, {len(sources)}, {{{source_list}}}}},\n")
     out.append("};\n\n")
@@ -117,16 +133,106 @@ def generate_header(table):
     return "".join(out)
 
 
+def _c_type(param):
+    if isinstance(param.default, float):
+        return "double"
+    return "uint64_t" if param.unit == "addr" else "int64_t"
+
+
+# Fields of SwConfig that describe one run rather than the machine (set by vm/cengine.py).
+RUN_FIELDS = (("uint64_t", "mem_bytes", "bytes of main memory from mem_base"),
+              ("int64_t", "max_cycles", "stop after this many cycles"),
+              ("int32_t", "trace", "record trace spans"),
+              ("int32_t", "skip", "skip idle time and spin loops (0: step every cycle)"))
+
+
+def _counter_macros(defs):
+    """COUNTER_VALID(pipe), COUNTER_IDLE(pipe, reason), COUNTER_ACTIVE: the columns of
+    CPE_COUNTERS, checked to be the linear layout the macros compute."""
+    index, reasons = defs.CPE_COUNTER_INDEX, defs.STALL_REASONS
+    valid, idle = index["p0_valid"], index[f"p0_idle_{reasons[0]}"]
+    for pipe in (0, 1):
+        assert index[f"p{pipe}_valid"] == valid + pipe
+        for k, reason in enumerate(reasons):
+            assert index[f"p{pipe}_idle_{reason}"] == idle + pipe * len(reasons) + k
+    return (f"#define COUNTER_VALID(pipe) ({valid} + (pipe))\n"
+            f"#define COUNTER_IDLE(pipe, reason) ({idle} + (pipe) * SWSIM_NUM_REASONS + (reason))\n"
+            f"#define COUNTER_ACTIVE {index['active_cycles']}\n")
+
+
+def generate_engine_public(table, defs, config):
+    """engine_defs.h, included by core_api.h (and given to cffi's cdef): sizes, span kinds
+    and SwConfig."""
+    out = [f"#define SWSIM_MAX_CPES {defs.MAX_CPES}\n",
+           f"#define SWSIM_MAX_MESH_SIDE {defs.MAX_MESH_SIDE}\n",
+           f"#define SWSIM_MAX_LDM_BYTES {defs.MAX_LDM_BYTES}\n",
+           f"#define SWSIM_NUM_REGS {table.NUM_REGS}\n",
+           f"#define SWSIM_LANES {defs.LANES}\n",
+           f"#define SWSIM_NUM_REASONS {len(defs.STALL_REASONS)}\n",
+           f"#define SWSIM_NUM_CPE_COUNTERS {len(defs.CPE_COUNTERS)}\n",
+           f"#define SWSIM_NUM_CG_COUNTERS {len(defs.CG_COUNTERS)}\n",
+           f"#define SWSIM_SPAN_ISSUE {defs.SPAN_KINDS.index('issue')}\n",
+           f"#define SWSIM_SPAN_DMA {defs.SPAN_KINDS.index('dma')}\n",
+           f"#define SWSIM_STATE_RUNNING {defs.STATE_RUNNING}\n\n",
+           "typedef struct {\n"]
+    for param in config.PARAMETERS:
+        if param.engine:
+            out.append(f"    {_c_type(param)} {param.name};  /* {param.meaning} */\n")
+    for c_type, name, meaning in RUN_FIELDS:
+        out.append(f"    {c_type} {name};  /* {meaning} */\n")
+    out.append("} SwConfig;\n")
+    return "".join(out)
+
+
+def generate_engine_private(table, defs, config):
+    """engine_enums.h, included by core.h: the C core's enums of the engines' shared names."""
+    assert defs.SPAN_KINDS[1:-1] == tuple(f"stall:{r}" for r in defs.STALL_REASONS)
+    by_name = {p.name: p for p in config.PARAMETERS}
+    for name in table.LATENCY_CLASSES:
+        assert by_name[f"lat_{name}"].engine, name
+    stops = {name: code for code, (name, _) in defs.STOP_KINDS.items()}
+    out = [_enum("REASON_", defs.STALL_REASONS, "NUM_REASONS"),
+           "static const char *const REASON_NAMES[NUM_REASONS] = {"
+           + ", ".join(f'"{r}"' for r in defs.STALL_REASONS) + "};\n",
+           _counter_macros(defs),
+           _enum("CG_", defs.CG_COUNTERS, "NUM_CG_COUNTERS"),
+           "enum { STOP_NONE = 0, "
+           + ", ".join(f"STOP_{c_name(n)} = {code}" for n, code in stops.items()) + " };\n",
+           _enum("DMA_", [name for name, _ in defs.DMA_PROBLEMS], "NUM_DMA_PROBLEMS"),
+           _enum("BARRIER_", [name for name, _ in defs.BARRIER_PROBLEMS],
+                 "NUM_BARRIER_PROBLEMS"),
+           "/* The latency of each class, in LATENCY_CLASSES order, from a SwConfig. */\n"
+           "#define SWSIM_CONFIG_LATENCIES(cfg) {"
+           + ", ".join(f"(cfg)->lat_{name}" for name in table.LATENCY_CLASSES) + "}\n"]
+    return "".join(out)
+
+
+def _header(guard, body):
+    return ("/* Generated by vm/build_core.py from vm/engine_defs.py, vm/config.py and "
+            f"isa/table.py: do not edit. */\n#ifndef {guard}\n#define {guard}\n"
+            f"#include <stdint.h>\n\n{body}\n#endif\n")
+
+
 def write_header(directory):
+    table, defs, config = load_definitions()
     os.makedirs(directory, exist_ok=True)
-    with open(os.path.join(directory, "isa_tables.h"), "w") as f:
-        f.write(generate_header(load_isa_table()))
+    headers = {
+        "isa_tables.h": generate_header(table),
+        "engine_defs.h": _header("SWSIM_ENGINE_DEFS_H",
+                                 generate_engine_public(table, defs, config)),
+        "engine_enums.h": _header("SWSIM_ENGINE_ENUMS_H",
+                                  generate_engine_private(table, defs, config)),
+    }
+    for name, text in headers.items():
+        with open(os.path.join(directory, name), "w") as f:
+            f.write(text)
 
 
 with open(os.path.join(CORE_DIR, "core_api.h")) as _api:
     # The public API header is plain declarations between the markers, which cffi parses.
     _API_TEXT = _api.read()
-_CDEF = _API_TEXT.split("/* cdef-begin */")[1].split("/* cdef-end */")[0]
+_CDEF = (generate_engine_public(*load_definitions())
+         + _API_TEXT.split("/* cdef-begin */")[1].split("/* cdef-end */")[0])
 
 _GENERATED_DIR = tempfile.mkdtemp(prefix="swsim_core_")
 write_header(_GENERATED_DIR)

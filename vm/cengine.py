@@ -12,7 +12,8 @@ import numpy as np
 
 from ..isa.table import LATENCY_CLASSES
 from ._core import ffi, lib
-from .engine_api import (CG_COUNTERS, CPE_COUNTERS, STALL_REASONS, STOP_CYCLE_LIMIT,
+from .config import ENGINE_PARAMETERS, PARAMETERS
+from .engine_api import (CG_COUNTERS, CPE_COUNTERS, SPAN_KINDS, STALL_REASONS, STOP_CYCLE_LIMIT,
                          STOP_DEADLOCK, EngineJob, EngineResult, Stop)
 
 # A run without max_cycles still ends: skipping makes even this many cycles cheap to reach.
@@ -26,36 +27,33 @@ _ERRORS = {-1: "configuration outside the C core's limits (mesh <= 8x8, LDM <= 1
 
 
 def _check_build() -> None:
-    """The C enums are written in the order of engine_api; refuse to run if they drift."""
+    """The C core's enums and SwConfig are generated from engine_defs, the configuration and
+    the ISA table at build time; refuse to run a build made from other definitions."""
     reasons = tuple(ffi.string(lib.swsim_reason_name(i)).decode()
                     for i in range(lib.SWSIM_NUM_REASONS))
+    fields = tuple(name for name, _ in ffi.typeof("SwConfig").fields)
+    parameters, run_fields = fields[:len(ENGINE_PARAMETERS)], fields[len(ENGINE_PARAMETERS):]
     if reasons != STALL_REASONS or len(CPE_COUNTERS) != lib.SWSIM_NUM_CPE_COUNTERS \
             or len(CG_COUNTERS) != lib.SWSIM_NUM_CG_COUNTERS \
-            or lib.swsim_num_latency_classes() != len(LATENCY_CLASSES):
-        raise ImportError("swsim.vm._core is out of date with engine_api / the ISA table; "
-                          "rebuild it (pip install -e .)")
+            or lib.SWSIM_SPAN_DMA != SPAN_KINDS.index("dma") \
+            or lib.swsim_num_latency_classes() != len(LATENCY_CLASSES) \
+            or parameters != ENGINE_PARAMETERS \
+            or any(p.name in run_fields for p in PARAMETERS):
+        raise ImportError("swsim.vm._core is out of date with engine_defs / the configuration "
+                          "/ the ISA table; rebuild it (pip install -e .)")
 
 
 _check_build()
 
-SPAN_KINDS = {lib.SWSIM_SPAN_ISSUE: "issue", lib.SWSIM_SPAN_DMA: "dma",
-              **{1 + i: f"stall:{r}" for i, r in enumerate(STALL_REASONS)}}
 
-
-def _config_struct(job: EngineJob, skip: bool, keep):
+def _config_struct(job: EngineJob, skip: bool):
+    """SwConfig: every parameter the engines read, by name, and the run's fields."""
     cfg = job.config
-    latency = np.array([cfg.latency(name) for name in LATENCY_CLASSES], dtype=np.int64)
-    keep.append(latency)
     c = ffi.new("SwConfig *")
-    for name in ("mesh_rows", "mesh_cols", "ldm_bytes", "mem_base", "code_base",
-                 "gld_latency", "gst_latency", "gld_occupancy", "dma_latency",
-                 "dma_transaction_bytes", "dma_transaction_cycles", "dma_active_requests",
-                 "dma_channel_depth", "rc_latency", "rc_queue_depth", "rc_send_depth",
-                 "barrier_cycles"):
-        setattr(c, name, int(getattr(cfg, name)))
+    for name in ENGINE_PARAMETERS:
+        value = getattr(cfg, name)
+        setattr(c, name, value if isinstance(value, float) else int(value))
     c.mem_bytes = int(job.mem.size)
-    c.latency = ffi.cast("int64_t *", ffi.from_buffer(latency))
-    c.num_latency_classes = len(latency)
     c.max_cycles = NO_LIMIT_CYCLES if job.max_cycles is None else int(job.max_cycles)
     c.trace = bool(job.trace)
     c.skip = bool(skip)
@@ -129,7 +127,7 @@ def run(job: EngineJob, skip: bool = True,
     Python; the results are those of a single step)."""
     n = job.config.num_cpes
     keep: list = []   # arrays whose memory C uses must outlive the call
-    config = _config_struct(job, skip, keep)
+    config = _config_struct(job, skip)
     job_struct = _job_struct(job, keep)
     result = ffi.new("SwResult *")
     if progress is None:

@@ -14,46 +14,10 @@ from typing import Optional
 import numpy as np
 
 from .config import VMConfig
-
-# Why a pipe was idle in a cycle (docs/timing.md "Counters"); the order is the counter order.
-STALL_REASONS = ("raw", "waw", "get_empty", "put_full", "dma_full", "global", "barrier",
-                 "divide", "pairing", "finished")
-
-# Per-CPE counters, columns of EngineResult.cpe_counters.
-CPE_COUNTERS = (
-    "p0_valid", "p1_valid",
-    *(f"p0_idle_{r}" for r in STALL_REASONS),
-    *(f"p1_idle_{r}" for r in STALL_REASONS),
-    "active_cycles",   # cycles up to and including the CPE's halt
-)
-CPE_COUNTER_INDEX = {name: i for i, name in enumerate(CPE_COUNTERS)}
-
-# Per-CG counters, entries of EngineResult.cg_counters.
-CG_COUNTERS = ("dma_requests", "dma_bytes_requested", "dma_transactions", "dma_bytes_moved",
-               "rc_transfers", "rc_deliveries", "gld_count", "gst_count", "barriers")
-CG_COUNTER_INDEX = {name: i for i, name in enumerate(CG_COUNTERS)}
-
-# Why a run stopped early. Each code has a message template over the stop's (a, b) values.
-STOP_KINDS = {
-    1: ("access", "address {a:#x} is outside this CPE's LDM and main memory"),
-    2: ("misaligned", "{b}-byte access at {a:#x} is not {b}-byte aligned"),
-    3: ("undecodable", "undecodable instruction word {a:#010x}"),
-    4: ("pc", "pc {a:#x} is outside the code image"),
-    5: ("dma", "bad DMA request: {detail}"),
-    6: ("put_unspawned", "register communication to CPE {a}, which is not spawned"),
-    7: ("put_self", "register communication to itself (n = {a})"),
-    8: ("barrier", "barrier mask {a:#04x}: {detail}"),
-    9: ("bcast_memory", "load-and-broadcast from main memory address {a:#x} (LDM only)"),
-    100: ("deadlock", "deadlock: every running CPE waits for something that cannot happen"),
-    101: ("cycle_limit", "cycle limit of {a} cycles reached"),
-}
-# Details for kinds 5 and 8, indexed by b.
-DMA_PROBLEMS = ("bad op (must be 0 get or 1 put)", "bad mode (must be 0 PE, 1 BCAST, 2 ROW)",
-                "put in BCAST/ROW mode", "size is 0", "LDM range outside LDM",
-                "memory range outside main memory", "reply word not 4-byte aligned in LDM",
-                "broadcast mask is empty")
-BARRIER_PROBLEMS = ("the issuing CPE is not in the mask", "a participant is not spawned")
-STOP_DEADLOCK, STOP_CYCLE_LIMIT = 100, 101
+# The enums the engines share (the C core's are generated from the same module).
+from .engine_defs import (BARRIER_PROBLEMS, CG_COUNTER_INDEX, CG_COUNTERS,  # noqa: F401
+                          CPE_COUNTER_INDEX, CPE_COUNTERS, DMA_PROBLEMS, SPAN_KINDS,
+                          STALL_REASONS, STOP_CYCLE_LIMIT, STOP_DEADLOCK, STOP_KINDS)
 
 
 @dataclass
@@ -86,9 +50,9 @@ class Stop:
     def message(self) -> str:
         detail = ""
         if self.kind == 5:
-            detail = DMA_PROBLEMS[self.b]
+            detail = DMA_PROBLEMS[self.b][1]
         elif self.kind == 8:
-            detail = BARRIER_PROBLEMS[self.b]
+            detail = BARRIER_PROBLEMS[self.b][1]
         return STOP_KINDS[self.kind][1].format(a=self.a, b=self.b, detail=detail)
 
 

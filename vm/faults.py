@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from ..asm.disasm import format_instruction
+from ..isa.disasm import format_instruction
 from ..errors import SwsimError
 
 

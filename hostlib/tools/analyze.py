@@ -3,7 +3,7 @@ llvm-mca (docs/analysis.md).
 
 The loop is the code from its head (a label, or a source line for numeric labels) to the last
 backward branch that targets it. The body is issued again and again on one CPE by the reference
-engine's own issue rules (``vm.pyengine.plan_issue`` and ``IssueState``) in an ideal
+engine's own issue rules (``vm.issue.plan_issue`` and ``IssueState``) in an ideal
 environment: every structural condition holds, loads take their LDM latency, forward branches
 fall through and the backward branch is taken. From the simulated cycles come the steady-state
 time per iteration, P0/P1 use, EE, the thesis' RBW/MBW for LDM -> registers (eq. 3-4) and a
@@ -17,13 +17,13 @@ import re
 from dataclasses import dataclass, field
 from typing import Optional
 
-from ...asm.disasm import disassemble_word, format_instruction
 from ...asm.program import TEXT, Program
 from ...errors import SwsimError
 from ...isa import NUM_REGS
+from ...isa.disasm import disassemble_word, format_instruction
 from ...vm.config import VMConfig
 from ...vm.engine_api import STALL_REASONS
-from ...vm.pyengine import IssueState, Op, decode_program, plan_issue
+from ...vm.issue import IssueState, Op, decode_program, plan_issue
 
 DEFAULT_ITERATIONS = 20
 RECURRENCE_ITERATIONS = 64     # unrolled iterations of the dependency graph (see _recurrence)

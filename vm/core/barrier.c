@@ -3,8 +3,6 @@
 #include <stdlib.h>
 #include "core.h"
 
-enum { NOT_IN_MASK = 0, PARTICIPANT_UNSPAWNED = 1 };   /* engine_api.BARRIER_PROBLEMS */
-
 int barrier_init(Sim *s)
 {
     s->barrier_arrived = calloc(2 * SWSIM_MAX_MESH_SIDE * 256, 1);
@@ -32,12 +30,12 @@ int barrier_arrive(Sim *s, Cpe *c, int column, uint64_t mask, int64_t t, Fault *
     fault->a = mask;
     if (!(mask >> position & 1)) {
         fault->kind = STOP_BARRIER;
-        fault->b = NOT_IN_MASK;
+        fault->b = BARRIER_NOT_IN_MASK;
         return fault->kind;
     }
     if (any_unspawned) {
         fault->kind = STOP_BARRIER;
-        fault->b = PARTICIPANT_UNSPAWNED;
+        fault->b = BARRIER_PARTICIPANT_UNSPAWNED;
         return fault->kind;
     }
     if (s->num_releases == SWSIM_MAX_CPES) {   /* impossible: each pending release holds a

@@ -5,26 +5,11 @@
 #include <stddef.h>
 #include "core_api.h"
 #include "isa_tables.h"
+#include "engine_enums.h"
 
-/* Stall reasons, in the order of engine_api.STALL_REASONS (checked by vm/cengine.py). */
-enum {
-    REASON_RAW, REASON_WAW, REASON_GET_EMPTY, REASON_PUT_FULL, REASON_DMA_FULL,
-    REASON_GLOBAL, REASON_BARRIER, REASON_DIVIDE, REASON_PAIRING, REASON_FINISHED,
-    NO_STALL = -1
-};
-
-/* Counter columns, in the order of engine_api.CPE_COUNTERS. */
-#define COUNTER_VALID(pipe) (pipe)
-#define COUNTER_IDLE(pipe, reason) (2 + (pipe) * SWSIM_NUM_REASONS + (reason))
-#define COUNTER_ACTIVE (2 + 2 * SWSIM_NUM_REASONS)
-
-enum { CG_DMA_REQUESTS, CG_DMA_BYTES_REQUESTED, CG_DMA_TRANSACTIONS, CG_DMA_BYTES_MOVED,
-       CG_RC_TRANSFERS, CG_RC_DELIVERIES, CG_GLD_COUNT, CG_GST_COUNT, CG_BARRIERS };
-
-/* Stop kinds, the keys of engine_api.STOP_KINDS. */
-enum { STOP_NONE = 0, STOP_ACCESS = 1, STOP_MISALIGNED = 2, STOP_UNDECODABLE = 3, STOP_PC = 4,
-       STOP_DMA = 5, STOP_PUT_UNSPAWNED = 6, STOP_PUT_SELF = 7, STOP_BARRIER = 8,
-       STOP_BCAST_MEMORY = 9, STOP_DEADLOCK = 100, STOP_CYCLE_LIMIT = 101 };
+/* Stall reasons (REASON_*), counter columns (COUNTER_*), CG counters (CG_*), stop kinds
+ * (STOP_*) and DMA/barrier problems are generated from vm/engine_defs.py in engine_enums.h. */
+enum { NO_STALL = -1 };
 
 /* The cycle loop is compiled several times on x86-64 (glibc ifunc picks one at load time):
  * for hosts with AVX2 + FMA (x86-64-v3: 256-bit integer vector operations for the NaN and

@@ -1,40 +1,15 @@
 /* Public interface of the swsim C core (docs/timing.md, vm/engine_api.py).
  *
  * The text between the cdef markers is also given to cffi's cdef, so it holds only plain
- * declarations. Python (vm/cengine.py) fills SwConfig from the VMConfig and SwJob with
- * pointers into the job's numpy arrays, which swsim_run modifies in place. */
+ * declarations; the generated public part of engine_defs.h goes before it. Python
+ * (vm/cengine.py) fills SwConfig from the VMConfig and SwJob with pointers into the job's
+ * numpy arrays, which swsim_run modifies in place. */
 #ifndef SWSIM_CORE_API_H
 #define SWSIM_CORE_API_H
 #include <stdint.h>
+#include "engine_defs.h"   /* generated: SWSIM_* sizes, span kinds and SwConfig */
 
 /* cdef-begin */
-#define SWSIM_MAX_CPES 64
-#define SWSIM_MAX_MESH_SIDE 8
-#define SWSIM_MAX_LDM_BYTES 1048576
-#define SWSIM_NUM_REGS 32
-#define SWSIM_LANES 4
-#define SWSIM_NUM_REASONS 10
-#define SWSIM_NUM_CPE_COUNTERS 23
-#define SWSIM_NUM_CG_COUNTERS 9
-#define SWSIM_SPAN_ISSUE 0
-#define SWSIM_SPAN_DMA 11
-#define SWSIM_STATE_RUNNING -1
-
-typedef struct {
-    int64_t mesh_rows, mesh_cols, ldm_bytes;
-    uint64_t mem_base, mem_bytes, code_base;
-    const int64_t *latency;      /* value of each latency class, in LATENCY_CLASSES order */
-    int64_t num_latency_classes;
-    int64_t gld_latency, gst_latency, gld_occupancy;
-    int64_t dma_latency, dma_transaction_bytes, dma_transaction_cycles;
-    int64_t dma_active_requests, dma_channel_depth;
-    int64_t rc_latency, rc_queue_depth, rc_send_depth;
-    int64_t barrier_cycles;
-    int64_t max_cycles;
-    int32_t trace;               /* record trace spans */
-    int32_t skip;                /* skip idle time and spin loops (0: step every cycle) */
-} SwConfig;
-
 typedef struct {
     const uint32_t *code;
     int64_t code_words;
@@ -60,11 +35,11 @@ typedef struct {
     int64_t stop_cycle;
     uint64_t stop_a;
     int64_t stop_b;
-    int32_t last_state[64];      /* per CPE: stall reason of its last charged cycle, or
-                                    SWSIM_STATE_RUNNING if it issued; halted: finished */
-    uint64_t pcs[64];
-    uint64_t cpe_counters[1472]; /* SWSIM_MAX_CPES x SWSIM_NUM_CPE_COUNTERS */
-    uint64_t cg_counters[9];
+    int32_t last_state[SWSIM_MAX_CPES]; /* per CPE: stall reason of its last charged cycle,
+                                    or SWSIM_STATE_RUNNING if it issued; halted: finished */
+    uint64_t pcs[SWSIM_MAX_CPES];
+    uint64_t cpe_counters[SWSIM_MAX_CPES * SWSIM_NUM_CPE_COUNTERS];
+    uint64_t cg_counters[SWSIM_NUM_CG_COUNTERS];
     SwSpan *spans;               /* owned by the result: release with swsim_free_result */
     int64_t num_spans;
 } SwResult;
@@ -72,7 +47,7 @@ typedef struct {
 /* Static facts about one instruction word, for tests of the generated decoder. */
 typedef struct {
     int32_t id;                  /* 0: undecodable */
-    int32_t literal, format, cls, pipes, latency_class, size;
+    int32_t literal, format, cls, pipes, latency_class, size, ends_group;
     int32_t dest;                /* destination register, -1 if none */
     int32_t num_sources;
     int32_t sources[3];          /* source register numbers */

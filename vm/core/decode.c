@@ -49,8 +49,7 @@ void decode_word(uint32_t word, const int64_t *latency, Instr *out)
     out->size = e->size;
     out->latency = latency[e->latency_class];
     out->imm = e->imm_field >= 0 ? field_value(word, e->imm_field) : 0;
-    out->ends_group = e->cls == CLS_BRANCH || e->cls == CLS_JUMP || e->cls == CLS_SYNC
-                      || e->id == I_HALT;
+    out->ends_group = e->ends_group;
     out->dest = DISCARD_SLOT;
     out->waw_slot = ZERO_SLOT;
     if (e->dest_field >= 0) {
@@ -102,6 +101,7 @@ void swsim_decode_word(uint32_t word, SwDecoded *out)
     out->pipes = e->pipes;
     out->latency_class = e->latency_class;
     out->size = e->size;
+    out->ends_group = e->ends_group;
     if (e->dest_field >= 0)
         out->dest = (int32_t)field_value(word, e->dest_field);
     out->num_sources = e->num_sources;

@@ -6,9 +6,6 @@
 
 enum { DMA_GET = 0, DMA_PUT = 1 };
 enum { MODE_PE = 0, MODE_BCAST = 1, MODE_ROW = 2 };
-/* Indices of engine_api.DMA_PROBLEMS. */
-enum { BAD_OP, BAD_MODE, PUT_BROADCAST, SIZE_ZERO, LDM_RANGE, MEM_RANGE, BAD_REPLY,
-       EMPTY_MASK };
 
 int dma_init(Sim *s)
 {
@@ -61,30 +58,30 @@ static int check_request(const Sim *s, const Cpe *c, const uint64_t *descriptor,
     r->ldm_addr = ldm_addr;
     r->put = op == DMA_PUT;
     if (op > DMA_PUT)
-        return BAD_OP;
+        return DMA_BAD_OP;
     if (mode > MODE_ROW)
-        return BAD_MODE;
+        return DMA_BAD_MODE;
     if (r->put && mode != MODE_PE)
-        return PUT_BROADCAST;
+        return DMA_PUT_BROADCAST;
     if (r->size == 0)
-        return SIZE_ZERO;
+        return DMA_SIZE_ZERO;
     if (ldm_addr > s->ldm_bytes || r->size > s->ldm_bytes - ldm_addr)
-        return LDM_RANGE;
+        return DMA_LDM_RANGE;
     /* size <= ldm_bytes <= 1 MiB here, so the footprint below cannot overflow */
     uint64_t block = block_length(r);
     uint64_t blocks = (r->size + block - 1) / block;
     uint64_t footprint = (blocks - 1) * (block + r->stride) + (r->size - (blocks - 1) * block);
     if (mem_addr < s->cfg.mem_base || mem_addr - s->cfg.mem_base > s->cfg.mem_bytes
         || footprint > s->cfg.mem_bytes - (mem_addr - s->cfg.mem_base))
-        return MEM_RANGE;
+        return DMA_MEM_RANGE;
     r->mem_offset = mem_addr - s->cfg.mem_base;
     if (r->reply % 4 != 0 || r->reply > s->ldm_bytes - 4)
-        return BAD_REPLY;
+        return DMA_BAD_REPLY;
     uint64_t all_cpes = s->num_cpes == 64 ? ~UINT64_C(0) : (UINT64_C(1) << s->num_cpes) - 1;
     if (mode == MODE_BCAST) {
         uint64_t mask = descriptor_word(descriptor, 5) | descriptor_word(descriptor, 6) << 32;
         if (!mask)
-            return EMPTY_MASK;
+            return DMA_EMPTY_MASK;
         r->targets = mask & all_cpes;   /* bits of CPEs outside the mesh name no LDM */
     } else if (mode == MODE_ROW) {
         r->targets = ((UINT64_C(1) << s->cfg.mesh_cols) - 1) << (c->row * s->cfg.mesh_cols);

@@ -5,10 +5,6 @@
 #include "core.h"
 #include "semantics.h"
 
-static const char *const REASON_NAMES[SWSIM_NUM_REASONS] = {
-    "raw", "waw", "get_empty", "put_full", "dma_full", "global", "barrier", "divide",
-    "pairing", "finished"};
-
 const char *swsim_reason_name(int32_t reason)
 {
     return reason >= 0 && reason < SWSIM_NUM_REASONS ? REASON_NAMES[reason] : "";
@@ -169,19 +165,20 @@ static int execute_communication(Sim *s, Cpe *c, const Instr *in, int64_t t, Fau
     int column = in->id == I_PUTC || in->id == I_GETC || in->id == I_SYNC;
     uint64_t targets;
     c->dirty = 1;
-    switch (in->cls) {
-    case CLS_PUT:
+    switch (in->id) {
+    case I_PUTR: case I_PUTC:
         if (in->imm > 8 || c->put_fault[column][in->imm]) {
             put_targets(s, c, column, in->imm, &targets, fault);
             return EXEC_FAULT;
         }
         comm_send(s, c, column, c->put_mask[column][in->imm], c->regs[in->ra], t);
         return EXEC_NEXT;
-    case CLS_SYNC:
+    case I_SYNR: case I_SYNC:
         return barrier_arrive(s, c, column, in->imm, t, fault) ? EXEC_FAULT : EXEC_NEXT;
-    default:   /* CLS_DMA */
+    case I_DMA:
         return dma_request(s, c, c->regs[in->ra], c->regs[in->rb][0], c->regs[in->rc][0], t,
                            fault) ? EXEC_FAULT : EXEC_NEXT;
+    default: NOT_DISPATCHED_HERE(EXEC_NEXT);
     }
 }
 
@@ -204,7 +201,8 @@ static int branch_taken(const Cpe *c, const Instr *in)
     case I_FBLT: return d < 0.0;
     case I_FBLE: return d <= 0.0;
     case I_FBGT: return d > 0.0;
-    default: return d >= 0.0;   /* I_FBGE */
+    case I_FBGE: return d >= 0.0;
+    default: NOT_DISPATCHED_HERE(0);
     }
 }
 
@@ -236,51 +234,68 @@ static int execute_misc(Sim *s, Cpe *c, const Instr *in, int64_t t)
     case I_HALT:
         c->pc += 4;
         return EXEC_HALT;
-    default:   /* I_MEMB: memory is sequentially consistent here */
+    case I_MEMB:   /* memory is sequentially consistent here */
         return EXEC_NEXT;
+    default: NOT_DISPATCHED_HERE(EXEC_NEXT);
     }
 }
 
-/* Applies an instruction at issue. EXEC_NEXT leaves the pc to the caller; the others set it. */
+/* Applies an instruction at issue. EXEC_NEXT leaves the pc to the caller; the others set it.
+ * Every instruction has its case here: the switch is over enum InstrId without a default, so
+ * the build (-Werror=switch) fails if an instruction of the ISA table has none. */
 __attribute__((always_inline))
 static inline int execute(Sim *s, Cpe *c, const Instr *in, int64_t t, Fault *fault)
 {
-    switch (in->id) {   /* float arithmetic, the most frequent, in the same jump */
-    FLOAT_ARITH_CASES(c, in, t)
-    default:
-        break;
-    }
-    switch (in->cls) {
-    case CLS_ALU: case CLS_IMUL:
+    switch ((enum InstrId)in->id) {
+    FLOAT_ARITH_CASES(c, in, t)   /* classes fp and fdiv, the most frequent */
+    case I_ADDW: case I_SUBW: case I_S4ADDW: case I_S4SUBW: case I_S8ADDW: case I_S8SUBW:
+    case I_ADDL: case I_SUBL: case I_S4ADDL: case I_S4SUBL: case I_S8ADDL: case I_S8SUBL:
+    case I_CMPEQ: case I_CMPLT: case I_CMPLE: case I_CMPULT: case I_CMPULE:
+    case I_AND: case I_BIC: case I_BIS: case I_ORNOT: case I_XOR: case I_EQV:
+    case I_SLL: case I_SRL: case I_SRA:
+    case I_SELEQ: case I_SELGE: case I_SELGT: case I_SELLE: case I_SELLT: case I_SELNE:
+    case I_LDI: case I_LDIH: case I_MULW: case I_MULL: case I_UMULH:
         write_scalar(c, in, integer_result(c, in), t + in->latency);
         return EXEC_NEXT;
-    case CLS_VALU:
+    case I_VADDW: case I_VSUBW: case I_VSLLW: case I_VSRLW: case I_VSRAW: case I_VADDL:
+    case I_VSUBL:
         vector_integer(c, in, t);
         return EXEC_NEXT;
-    case CLS_FMISC:
+    case I_FIMOVS: case I_FIMOVD: case I_FCMPEQ: case I_FCMPLE: case I_FCMPLT: case I_FCMPUN:
+    case I_FCVTSD: case I_FCVTDS: case I_FCVTDL: case I_FCVTLD: case I_FCPYS: case I_FCPYSE:
+    case I_FCPYSN: case I_IFMOVS: case I_IFMOVD:
         write_scalar(c, in, float_misc_result(c, in), t + in->latency);
         return EXEC_NEXT;
-    case CLS_SHUFFLE:
+    case I_VINSW: case I_VINSF: case I_VEXTW: case I_VEXTF: case I_VCPYW: case I_VCPYF:
+    case I_VSHFF: case I_VSHFW:
         shuffle_instruction(c, in, t);
         return EXEC_NEXT;
-    case CLS_LOAD:
+    case I_LDSE: case I_LDDE: case I_VLDS: case I_VLDD: case I_LDBU: case I_LDHU: case I_LDW:
+    case I_LDL: case I_FLDS: case I_FLDD:
         return execute_load(s, c, in, t, fault);
-    case CLS_STORE:
+    case I_VSTS: case I_VSTD: case I_STB: case I_STH: case I_STW: case I_STL: case I_FSTS:
+    case I_FSTD:
         return execute_store(s, c, in, t, fault);
-    case CLS_BCAST_LOAD:
+    case I_VLDR: case I_VLDC: case I_LDDER: case I_LDDEC:
         return execute_bcast_load(s, c, in, t, fault);
-    case CLS_GET:   /* a get is a side effect: no test for a changed value */
+    case I_GETR: case I_GETC:   /* a get is a side effect: no test for a changed value */
         memcpy(c->regs[in->dest], comm_receive(s, c, in->id == I_GETC), sizeof c->regs[0]);
         c->ready[in->dest] = t + in->latency;
         c->dirty = 1;
         return EXEC_NEXT;
-    case CLS_PUT: case CLS_SYNC: case CLS_DMA:
+    case I_PUTR: case I_PUTC: case I_SYNR: case I_SYNC: case I_DMA:
         return execute_communication(s, c, in, t, fault);
-    case CLS_BRANCH: case CLS_JUMP:
+    case I_BR: case I_BSR: case I_BEQ: case I_BNE: case I_BLT: case I_BLE: case I_BGT:
+    case I_BGE: case I_BLBC: case I_BLBS: case I_FBEQ: case I_FBNE: case I_FBLT: case I_FBLE:
+    case I_FBGT: case I_FBGE: case I_CALL: case I_RET: case I_JMP:
         return execute_control(s, c, in, t);
-    default:
+    case I_MEMB: case I_RTC: case I_RCID: case I_HALT:
         return execute_misc(s, c, in, t);
+    case I_INVALID:   /* never issued: the fetch of an undecodable word faults first */
+        break;
     }
+    *fault = (Fault){STOP_UNDECODABLE, in->word, 0};
+    return EXEC_FAULT;
 }
 
 /* ---- issue rules -------------------------------------------------------------------------- */
@@ -780,12 +795,11 @@ static int group_checks(Instr *leader, const Instr *next)
 
 static int config_is_valid(const SwConfig *cfg, const SwJob *job)
 {
-    const int64_t *lat = cfg->latency;
-    for (int k = 0; k < cfg->num_latency_classes; k++)
+    const int64_t lat[NUM_LATENCY_CLASSES] = SWSIM_CONFIG_LATENCIES(cfg);
+    for (int k = 0; k < NUM_LATENCY_CLASSES; k++)
         if (lat[k] < 0)
             return 0;
-    return cfg->num_latency_classes == NUM_LATENCY_CLASSES
-           && cfg->mesh_rows >= 1 && cfg->mesh_rows <= SWSIM_MAX_MESH_SIDE
+    return cfg->mesh_rows >= 1 && cfg->mesh_rows <= SWSIM_MAX_MESH_SIDE
            && cfg->mesh_cols >= 1 && cfg->mesh_cols <= SWSIM_MAX_MESH_SIDE
            && cfg->ldm_bytes >= 32 && cfg->ldm_bytes <= SWSIM_MAX_LDM_BYTES
            && cfg->mem_base + cfg->mem_bytes >= cfg->mem_base && cfg->code_base >= 4
@@ -824,7 +838,8 @@ static int init_sim(Sim *s)
     s->num_cpes = (int)(s->cfg.mesh_rows * s->cfg.mesh_cols);
     s->ldm_bytes = (uint64_t)s->cfg.ldm_bytes;
     s->cg = s->result->cg_counters;
-    memcpy(s->latency, s->cfg.latency, sizeof s->latency);
+    const int64_t latency[NUM_LATENCY_CLASSES] = SWSIM_CONFIG_LATENCIES(&s->cfg);
+    memcpy(s->latency, latency, sizeof s->latency);
     s->cpes = aligned_alloc(_Alignof(Cpe), (size_t)s->num_cpes * sizeof *s->cpes);
     if (s->cpes)
         memset(s->cpes, 0, (size_t)s->num_cpes * sizeof *s->cpes);
@@ -947,7 +962,6 @@ SwSim *swsim_start(const SwConfig *config, const SwJob *job, SwResult *result)
     s->dma.current = -1;
     s->deliver_at = TIME_NEVER;
     int status = init_sim(s);
-    s->cfg.latency = s->latency;   /* init_sim copied it: the caller's array may go */
     if (status) {
         free_sim(s);
         free(handle);

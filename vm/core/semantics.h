@@ -17,6 +17,11 @@
 
 enum ExecOutcome { EXEC_NEXT, EXEC_JUMP, EXEC_HALT, EXEC_FAULT };
 
+/* The default arm of a helper's switch over instruction ids: execute() (engine.c) calls each
+ * helper only for instructions that have a case in it, so the arm is never taken; every
+ * instruction has its own case, none falls into a neighbour's behaviour. */
+#define NOT_DISPATCHED_HERE(...) return __VA_ARGS__
+
 /* ---- bits and floats -------------------------------------------------------------------- */
 
 static inline double as_double(uint64_t bits)
@@ -104,7 +109,8 @@ static inline int select_condition(int id, int64_t v)
     case I_SELGT: return v > 0;
     case I_SELLE: return v <= 0;
     case I_SELLT: return v < 0;
-    default: return v != 0;   /* I_SELNE */
+    case I_SELNE: return v != 0;
+    default: NOT_DISPATCHED_HERE(0);
     }
 }
 
@@ -144,8 +150,9 @@ static inline uint64_t integer_result(const Cpe *c, const Instr *in)
     case I_UMULH: return (uint64_t)(((unsigned __int128)a * b) >> 64);
     case I_LDI: return b + in->imm;
     case I_LDIH: return b + (in->imm << 16);
-    default:   /* select */
+    case I_SELEQ: case I_SELGE: case I_SELGT: case I_SELLE: case I_SELLT: case I_SELNE:
         return select_condition(in->id, (int64_t)a) ? b : c->regs[in->r3][0];
+    default: NOT_DISPATCHED_HERE(0);
     }
 }
 
@@ -167,7 +174,11 @@ static inline void vector_integer(Cpe *c, const Instr *in, int64_t t)
     if (in->id == I_VADDL || in->id == I_VSUBL) {
         for (int i = 0; i < SWSIM_LANES; i++) {
             uint64_t y = in->literal ? in->imm : b[i];
-            out[i] = in->id == I_VADDL ? a[i] + y : a[i] - y;
+            switch (in->id) {
+            case I_VADDL: out[i] = a[i] + y; break;
+            case I_VSUBL: out[i] = a[i] - y; break;
+            default: NOT_DISPATCHED_HERE();
+            }
         }
     } else {
         uint32_t count = (uint32_t)(in->literal ? in->imm : b[0]) & 31;
@@ -179,7 +190,8 @@ static inline void vector_integer(Cpe *c, const Instr *in, int64_t t)
             case I_VSUBW: r = x - y; break;
             case I_VSLLW: r = x << count; break;
             case I_VSRLW: r = x >> count; break;
-            default: r = (uint32_t)shift_right_arithmetic(sext32(x), count); break;
+            case I_VSRAW: r = (uint32_t)shift_right_arithmetic(sext32(x), count); break;
+            default: NOT_DISPATCHED_HERE();
             }
             set_word_lane(out, i, r);
         }
@@ -193,7 +205,7 @@ static inline void vector_integer(Cpe *c, const Instr *in, int64_t t)
  * precision rounds the operands to binary32, does one binary32 operation and widens the
  * result exactly (a binary32 NaN widens to a NaN, canonical once double_bits applies). */
 __attribute__((always_inline))
-static inline double fp_lane(int op, int single, uint64_t a_bits, uint64_t b_bits,
+static inline double fp_lane(enum FpOp op, int single, uint64_t a_bits, uint64_t b_bits,
                              uint64_t c_bits)
 {
     if (single) {
@@ -207,7 +219,7 @@ static inline double fp_lane(int op, int single, uint64_t a_bits, uint64_t b_bit
         case FP_MA: return fmaf(a, b, c);
         case FP_MS: return fmaf(a, b, -c);
         case FP_NMA: return fmaf(-a, b, c);
-        default: return fmaf(-a, b, -c);
+        case FP_NMS: return fmaf(-a, b, -c);
         }
     }
     double a = as_double(a_bits), b = as_double(b_bits), c = as_double(c_bits);
@@ -220,8 +232,9 @@ static inline double fp_lane(int op, int single, uint64_t a_bits, uint64_t b_bit
     case FP_MA: return fma(a, b, c);
     case FP_MS: return fma(a, b, -c);
     case FP_NMA: return fma(-a, b, c);
-    default: return fma(-a, b, -c);
+    case FP_NMS: return fma(-a, b, -c);
     }
+    return 0.0;   /* not reached: each FpOp has its case (-Wswitch) */
 }
 
 /* Four lanes as one vector value: the compiler keeps them in one (AVX) or two (SSE2)
@@ -234,7 +247,8 @@ typedef int64_t LanesI __attribute__((vector_size(32), aligned(8)));
  * before any is written, as a source may be the destination. A divide or sqrt (class fdiv)
  * keeps P0 busy until its result is ready. */
 __attribute__((always_inline))
-static inline void float_arith(Cpe *c, const Instr *in, int op, int single, int lanes, int64_t t)
+static inline void float_arith(Cpe *c, const Instr *in, enum FpOp op, int single, int lanes,
+                                int64_t t)
 {
     const uint64_t *a = c->regs[in->ra], *b = c->regs[in->rb], *r3 = c->regs[in->r3];
     uint64_t *dest = c->regs[in->dest];
@@ -307,7 +321,8 @@ static inline uint64_t float_compare(int id, double a, double b)
     case I_FCMPEQ: result = a == b; break;
     case I_FCMPLE: result = a <= b; break;
     case I_FCMPLT: result = a < b; break;
-    default: result = a != a || b != b; break;   /* I_FCMPUN */
+    case I_FCMPUN: result = a != a || b != b; break;
+    default: NOT_DISPATCHED_HERE(0);
     }
     return result ? DOUBLE_TWO : 0;
 }
@@ -338,7 +353,9 @@ static inline uint64_t float_misc_result(const Cpe *c, const Instr *in)
     case I_FIMOVS: return sext32(single_bits(to_single(a)));
     case I_IFMOVS: return double_bits((double)single_of_bits((uint32_t)a));
     case I_FIMOVD: case I_IFMOVD: return a;
-    default: return float_compare(in->id, as_double(a), as_double(b));
+    case I_FCMPEQ: case I_FCMPLE: case I_FCMPLT: case I_FCMPUN:
+        return float_compare(in->id, as_double(a), as_double(b));
+    default: NOT_DISPATCHED_HERE(0);
     }
 }
 
@@ -380,12 +397,13 @@ static inline void shuffle_instruction(Cpe *c, const Instr *in, int64_t t)
             out[i] = s < 4 ? a[s] : b[s - 4];
         }
         break;
-    default:   /* I_VSHFW */
+    case I_VSHFW:
         for (int i = 0; i < 2 * SWSIM_LANES; i++) {
             int s = (int)(selector >> (4 * i)) & 15;
             set_word_lane(out, i, s < 8 ? word_lane(a, s) : word_lane(b, s - 8));
         }
         break;
+    default: NOT_DISPATCHED_HERE();
     }
     write_lanes(c, in->dest, out, lanes, t + in->latency);
 }
@@ -425,9 +443,10 @@ static inline int load_value(int id, const uint8_t *p, uint64_t *out)
     case I_LDDE: case I_LDDER: case I_LDDEC:
         out[0] = out[1] = out[2] = out[3] = double_bits(as_double(load_bits(p, 8)));
         return SWSIM_LANES;
-    default:   /* I_VLDD, I_VLDR, I_VLDC */
+    case I_VLDD: case I_VLDR: case I_VLDC:
         memcpy(out, p, 32);
         return SWSIM_LANES;
+    default: NOT_DISPATCHED_HERE(0);
     }
 }
 
@@ -440,9 +459,10 @@ static inline void store_value(int id, const uint64_t *v, uint8_t *p, int size)
             singles[i] = single_bits(to_single(v[i]));
         memcpy(p, singles, (size_t)size);
         break;
-    default:   /* stb sth stw stl fstd vstd: the low bytes, unchanged */
-        memcpy(p, v, (size_t)size);
+    case I_STB: case I_STH: case I_STW: case I_STL: case I_FSTD: case I_VSTD:
+        memcpy(p, v, (size_t)size);   /* the low bytes, unchanged */
         break;
+    default: NOT_DISPATCHED_HERE();
     }
 }
 

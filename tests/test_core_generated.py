@@ -1,0 +1,142 @@
+"""The C core and the Python side agree by construction: its enums, sizes and configuration
+struct are generated from the Python definitions, it reads every engine parameter and no
+host-only one, and its semantic dispatch has an explicit case for every instruction."""
+import os
+import re
+
+import numpy as np
+import pytest
+
+from swsim import isa
+from swsim.vm import VMConfig, engine_defs
+from swsim.vm.config import ENGINE_PARAMETERS, PARAMETERS
+from swsim.vm.engine_api import EngineJob
+
+cengine = pytest.importorskip("swsim.vm.cengine")
+ffi, lib = cengine.ffi, cengine.lib
+
+VM_DIR = os.path.join(os.path.dirname(isa.__file__), os.pardir, "vm")
+CORE_DIR = os.path.join(VM_DIR, "core")
+
+
+def source(*names):
+    return "\n".join(open(os.path.join(CORE_DIR, n)).read() for n in names)
+
+
+def function_body(text, name):
+    """The body of the C function ``name`` (from its opening brace to the matching one)."""
+    start = text.index("{", re.search(rf"\b{name}\([^;{{]*\)\s*\{{", text).start())
+    depth = 0
+    for end in range(start, len(text)):
+        depth += {"{": 1, "}": -1}.get(text[end], 0)
+        if depth == 0:
+            return text[start:end + 1]
+    raise AssertionError(f"no end of {name}")
+
+
+# ---- enums and sizes -----------------------------------------------------------------------
+
+def test_core_sizes_and_enums_come_from_engine_defs():
+    assert lib.SWSIM_NUM_REASONS == len(engine_defs.STALL_REASONS)
+    assert lib.SWSIM_NUM_CPE_COUNTERS == len(engine_defs.CPE_COUNTERS)
+    assert lib.SWSIM_NUM_CG_COUNTERS == len(engine_defs.CG_COUNTERS)
+    assert lib.SWSIM_MAX_CPES == engine_defs.MAX_CPES
+    assert lib.SWSIM_LANES == engine_defs.LANES
+    assert lib.SWSIM_NUM_REGS == isa.NUM_REGS
+    assert engine_defs.SPAN_KINDS[lib.SWSIM_SPAN_ISSUE] == "issue"
+    assert engine_defs.SPAN_KINDS[lib.SWSIM_SPAN_DMA] == "dma"
+    assert lib.SWSIM_STATE_RUNNING == engine_defs.STATE_RUNNING
+    assert [ffi.string(lib.swsim_reason_name(i)).decode()
+            for i in range(lib.SWSIM_NUM_REASONS)] == list(engine_defs.STALL_REASONS)
+    result = ffi.new("SwResult *")
+    assert len(result.cpe_counters) == engine_defs.MAX_CPES * len(engine_defs.CPE_COUNTERS)
+    assert len(result.cg_counters) == len(engine_defs.CG_COUNTERS)
+    assert len(result.last_state) == len(result.pcs) == engine_defs.MAX_CPES
+
+
+def test_no_hand_written_copy_of_the_shared_enums_in_the_core():
+    text = source("core.h", "core_api.h", "engine.c", "dma.c", "barrier.c", "comm.c")
+    for name in ("REASON_RAW", "CG_DMA_REQUESTS", "STOP_ACCESS", "DMA_BAD_OP",
+                 "BARRIER_NOT_IN_MASK", "SWSIM_NUM_REASONS", "COUNTER_ACTIVE"):
+        assert not re.search(rf"(#define\s+{name}\b|\b{name}\s*=)", text), name
+
+
+# ---- the configuration struct ----------------------------------------------------------------
+
+def test_swconfig_has_a_field_for_exactly_the_engine_parameters():
+    fields = [name for name, _ in ffi.typeof("SwConfig").fields]
+    assert fields == [*ENGINE_PARAMETERS, "mem_bytes", "max_cycles", "trace", "skip"]
+    assert set(ENGINE_PARAMETERS) == {p.name for p in PARAMETERS if p.engine}
+
+
+def test_every_engine_parameter_reaches_c_with_its_value():
+    config = VMConfig.preset()
+    changed = config.replace(**{name: getattr(config, name) + 1 + k
+                                for k, name in enumerate(ENGINE_PARAMETERS)})
+    job = EngineJob(config=changed, code=np.zeros(1, np.uint32), spawned=np.zeros(64, bool),
+                    entry_pc=changed.code_base, regs=np.zeros((64, 32, 4), np.uint64),
+                    ldm=np.zeros((64, 1), np.uint8), mem=np.zeros(3, np.uint8))
+    struct = cengine._config_struct(job, skip=True)
+    for name in ENGINE_PARAMETERS:
+        assert getattr(struct, name) == getattr(changed, name), name
+    assert struct.mem_bytes == 3
+
+
+def _read_by_c(name):
+    text = source("core.h", "engine.c", "comm.c", "dma.c", "barrier.c", "decode.c")
+    if name.startswith("lat_"):   # read through SWSIM_CONFIG_LATENCIES
+        return name[4:] in isa.LATENCY_CLASSES and "SWSIM_CONFIG_LATENCIES" in text
+    return re.search(rf"cfg(\.|->){name}\b", text) is not None
+
+
+def _read_by_python_engine(name):
+    text = "".join(open(os.path.join(VM_DIR, f)).read()
+                   for f in ("pyengine.py", "semantics.py", "issue.py"))
+    if name.startswith("lat_"):   # read through config.latency(class)
+        return name[4:] in isa.LATENCY_CLASSES and "config.latency(" in text
+    return re.search(rf"config\.{name}\b", text) is not None
+
+
+@pytest.mark.parametrize("param", PARAMETERS, ids=[p.name for p in PARAMETERS])
+def test_every_parameter_is_read_by_both_engines_or_by_neither(param):
+    """An engine parameter the C core did not read would be ignored there; a host-only one
+    an engine read would be 0 in C."""
+    assert _read_by_c(param.name) == param.engine, \
+        f"{param.name}: engine={param.engine} but the C core reads it: {_read_by_c(param.name)}"
+    assert _read_by_python_engine(param.name) == param.engine, \
+        f"{param.name}: engine={param.engine} but the Python engine reads it: " \
+        f"{_read_by_python_engine(param.name)}"
+
+
+# ---- the semantic dispatch -----------------------------------------------------------------
+
+def _dispatch_cases():
+    text = source("semantics.h", "engine.c")
+    body = function_body(text, "execute")
+    macro = re.search(r"#define FLOAT_ARITH_CASES\(c, in, t\)(.*?)\n\n", text, re.S).group(1)
+    body = body.replace("FLOAT_ARITH_CASES(c, in, t)", macro)
+    return re.findall(r"case (I_\w+):", body)
+
+
+def test_every_instruction_has_its_own_case_in_the_dispatch():
+    cases = _dispatch_cases()
+    expected = ["I_INVALID"] + [f"I_{i.name.upper()}" for i in isa.INSTRUCTIONS]
+    assert sorted(cases) == sorted(expected)   # each exactly once, no stranger
+    assert "default:" not in function_body(source("engine.c"), "execute")
+
+
+def test_no_default_arm_gives_an_instruction_a_neighbours_behaviour():
+    """Every default arm of a switch over instruction ids is the never-taken one."""
+    text = source("semantics.h", "engine.c")
+    for match in re.finditer(r"switch \(([^{]*)\) \{", text):
+        if "id" not in match.group(1):
+            continue
+        start = match.end() - 1
+        depth, end = 0, start
+        for end in range(start, len(text)):
+            depth += {"{": 1, "}": -1}.get(text[end], 0)
+            if depth == 0:
+                break
+        for default in re.finditer(r"default:\s*(\S.*)", text[start:end]):
+            assert default.group(1).strip().startswith("NOT_DISPATCHED_HERE"), \
+                f"switch ({match.group(1)}): default:{default.group(1)}"
