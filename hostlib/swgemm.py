@@ -138,16 +138,18 @@ def gemm(A, B, C=None, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, *, eng
                                                                else c_mem.T)]
     if c_mem is not None:
         plans = [plans[1] if c_mem.transposed else plans[0]]
+    machine = machine or Machine()
     choices = []
     for swapped, a_km, b_kn, c in plans:
         mm, nn = (n, m) if swapped else (m, n)
         problem = _problem(a_km, b_kn, mm, nn, k_product, dtype, has_beta)
-        chosen = Blocking(*blocking) if blocking is not None else gemm_model.choose(problem)
-        choices.append((gemm_model.predict(problem, chosen), swapped, a_km, b_kn, c, problem,
-                        chosen))
+        chosen = Blocking(*blocking) if blocking is not None else gemm_model.choose(
+            problem, machine.config)
+        choices.append((gemm_model.predict(problem, chosen, machine.config), swapped, a_km,
+                        b_kn, c, problem, chosen))
     predicted, swapped, a_km, b_kn, c, problem, chosen = min(choices, key=lambda c: c[0])
-    return _run(problem, chosen, a_km, b_kn, c, alpha, beta, dtype, engine,
-                machine or Machine(), swapped, predicted, k)
+    return _run(problem, chosen, a_km, b_kn, c, alpha, beta, dtype, engine, machine, swapped,
+                predicted, k)
 
 
 def _run(problem, blocking, a_km, b_kn, c, alpha, beta, dtype, engine, machine, swapped,
