@@ -269,12 +269,20 @@ def test_register_communication_latency():
     assert result.cg_counters[CG_COUNTER_INDEX["rc_deliveries"]] == 1
 
 
-@pytest.mark.parametrize("size,transactions", [(128, 1), (1024, 8), (200, 2)])
-def test_single_dma_request_timing(size, transactions):
-    # descriptor: w0 = get, w1 = size, w4 = reply at 0x10; issue at cycle t0, then spin.
+# engine cycles: a get's transactions cost 6 each; a put's writes (a whole line, or a 16-byte
+# piece of a partial line) 11 each, plus 35 for the acknowledgement
+@pytest.mark.parametrize("op,size,transactions,engine_cycles", [
+    (0, 128, 1, 6), (0, 1024, 8, 8 * 6), (0, 200, 2, 2 * 6),
+    (1, 128, 1, 11 + 35), (1, 1024, 8, 8 * 11 + 35),
+    (1, 200, 2, (1 + 5) * 11 + 35),    # 128..199 touches the pieces at 128, 144, ... 192
+])
+def test_single_dma_request_timing(op, size, transactions, engine_cycles):
+    # descriptor: w0 = op, w1 = size, w4 = reply at 0x10; issue at cycle t0, then spin.
     job = make_job(f"""
         ldi $1, {size}
-        vinsw $1, $31, 1, $2
+        ldi $7, {op}
+        vinsw $7, $31, 0, $2
+        vinsw $1, $2, 1, $2
         ldi $3, 0x10
         vinsw $3, $2, 4, $2
         ldih $4, 0x4000($31)
@@ -289,7 +297,7 @@ def test_single_dma_request_timing(size, transactions):
     result = cengine.run(job)
     assert result.stop is None
     t0 = int(job.regs[0, 8, 0]) + 1
-    done = t0 + CONFIG.dma_latency + transactions * CONFIG.dma_transaction_cycles
+    done = t0 + CONFIG.dma_latency + engine_cycles
     # the reply is written at `done`; the spin loop's ldw sees it at `done` at the earliest
     assert done <= job.regs[0, 9, 0] <= done + 8
     assert result.cg_counters[CG_COUNTER_INDEX["dma_transactions"]] == transactions

@@ -49,7 +49,8 @@ def _config_struct(job: EngineJob, skip: bool, keep):
     c = ffi.new("SwConfig *")
     for name in ("mesh_rows", "mesh_cols", "ldm_bytes", "mem_base", "code_base",
                  "gld_latency", "gst_latency", "gld_occupancy", "dma_latency",
-                 "dma_transaction_bytes", "dma_transaction_cycles", "dma_active_requests",
+                 "dma_transaction_bytes", "dma_transaction_cycles", "dma_put_write_bytes",
+                 "dma_put_write_cycles", "dma_put_ack_cycles", "dma_active_requests",
                  "dma_channel_depth", "rc_latency", "rc_queue_depth", "rc_send_depth",
                  "barrier_cycles"):
         setattr(c, name, int(getattr(cfg, name)))

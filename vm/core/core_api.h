@@ -27,6 +27,7 @@ typedef struct {
     int64_t num_latency_classes;
     int64_t gld_latency, gst_latency, gld_occupancy;
     int64_t dma_latency, dma_transaction_bytes, dma_transaction_cycles;
+    int64_t dma_put_write_bytes, dma_put_write_cycles, dma_put_ack_cycles;
     int64_t dma_active_requests, dma_channel_depth;
     int64_t rc_latency, rc_queue_depth, rc_send_depth;
     int64_t barrier_cycles;
