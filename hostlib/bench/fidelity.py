@@ -1,6 +1,7 @@
 """`swsim bench fidelity`: measure every row of MACHINE.md §11 with the micro-benchmark kernels in
-``kernels/fidelity.s``, the GEMM inner loop of ``kernels/gemm_kloop.s`` and the LDM GEMM
-primitive (``kernels/gemm_prim.s``), and print each next to its published value.
+``kernels/fidelity.s``, the DMA STREAM pattern (``stream.py``), the GEMM inner loop of
+``kernels/gemm_kloop.s`` and the LDM GEMM primitive (``kernels/gemm_prim.s``), and print each
+next to its published value.
 
 Rates are measured as differences of two run lengths (n2 - n1 repetitions), so start-up costs
 (spawn, the first DMA, pipeline fill) cancel out; bytes are counted from what each kernel is known
@@ -16,6 +17,7 @@ import numpy as np
 from ...vm import Machine
 from ...kernels import program
 from ..primitive import ldm_gemm
+from . import stream
 
 
 @dataclass
@@ -119,6 +121,11 @@ def dma_strided(engine):
     return rows
 
 
+def dma_stream_pattern(engine):
+    return [Row(f"DMA STREAM {c.pattern}, blocks of {c.buf} doubles (hardware, 64 CPEs)",
+                c.hardware, c.measured, "MB/s") for c in stream.table(engine)]
+
+
 def global_access(engine):
     rows = []
     for with_store, published, label in [(0, 177, "gld latency"),
@@ -174,8 +181,8 @@ def gemm_primitive(engine):
 
 
 MEASUREMENTS: list[Callable] = [rc_latency, rc_bandwidth, dma_bandwidth, dma_latency,
-                                dma_strided, global_access, barrier, gemm_inner_loop,
-                                gemm_primitive]
+                                dma_strided, dma_stream_pattern, global_access, barrier,
+                                gemm_inner_loop, gemm_primitive]
 
 
 def run(engine: str = "c") -> list[Row]:
@@ -188,7 +195,7 @@ def run(engine: str = "c") -> list[Row]:
 def format_table(rows: list[Row]) -> str:
     header = ("quantity", "published", "swsim", "unit", "error %")
     body = [(r.quantity, "-" if r.published is None else f"{r.published:.6g}",
-             f"{r.measured:.4g}", r.unit,
+             f"{r.measured:.0f}" if abs(r.measured) >= 1000 else f"{r.measured:.4g}", r.unit,
              "-" if r.error_pct is None else f"{r.error_pct:+.1f}") for r in rows]
     widths = [max(len(str(x[i])) for x in [header, *body]) for i in range(5)]
     lines = ["  ".join(str(c).ljust(w) for c, w in zip(header, widths))]
