@@ -503,6 +503,26 @@ def test_dma_runs_ahead_exactly(watch):
     _same(pyengine.run(jobs[2]), skipped)
 
 
+def test_put_parameters_reach_the_core():
+    # every CPE puts 200 B twice, 40 bytes past a line; non-default put costs on both engines
+    config = CONFIG.replace(dma_put_write_bytes=32, dma_put_write_cycles=7, dma_put_ack_cycles=3)
+    body = DMA_SPIN.replace("ldi $1, 4096", "ldi $1, 200\n    ldi $9, 1\n    vinsw $9, $31, 0, $2")
+    body = body.replace("vinsw $1, $31, 1, $2", "vinsw $1, $2, 1, $2").replace(
+        "addl $4, $11, $4", "addl $4, $11, $4\n    ldi $4, 40($4)")
+    jobs = [make_job(body, cpes=64, config=config, mem_bytes=64 * 4096, trace=True)
+            for _ in range(3)]
+    stepped, skipped = cengine.run(jobs[0], skip=False), cengine.run(jobs[1], skip=True)
+    pyengine = pytest.importorskip("swsim.vm.pyengine")
+    _same(stepped, skipped)
+    _same(pyengine.run(jobs[2]), skipped)
+    # CPE 0's first put: 40..127 (pieces 1..3), then 128..239 (pieces 4..7). CPEs 0-3 issue in
+    # the same cycle and their requests alternate: CPE 0's first transaction (3 writes of 7),
+    # those of CPEs 1-3 (3 each), CPE 0's second (4) and its acknowledgement (3).
+    issue, first = min((start, end) for cpe, kind, start, end in skipped.spans
+                       if cpe == 0 and kind == "dma")
+    assert first == issue + CONFIG.dma_latency + 4 * 3 * 7 + 4 * 7 + 3
+
+
 def test_runs_are_deterministic():
     results = [cengine.run(make_job(DMA_SPIN, cpes=64, mem_bytes=64 * 4096, trace=True))
                for _ in range(2)]
