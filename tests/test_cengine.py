@@ -272,12 +272,20 @@ def test_register_communication_latency():
     assert result.cg_counters[CG_COUNTER_INDEX["rc_deliveries"]] == 1
 
 
-@pytest.mark.parametrize("size,transactions", [(128, 1), (1024, 8), (200, 2)])
-def test_single_dma_request_timing(size, transactions):
-    # descriptor: w0 = get, w1 = size, w4 = reply at 0x10; issue at cycle t0, then spin.
+# engine cycles: a get's transactions cost 6 each; a put's writes (a whole line, or a 16-byte
+# piece of a partial line) 11 each, plus 35 for the acknowledgement
+@pytest.mark.parametrize("op,size,transactions,engine_cycles", [
+    (0, 128, 1, 6), (0, 1024, 8, 8 * 6), (0, 200, 2, 2 * 6),
+    (1, 128, 1, 11 + 35), (1, 1024, 8, 8 * 11 + 35),
+    (1, 200, 2, (1 + 5) * 11 + 35),    # 128..199 touches the pieces at 128, 144, ... 192
+])
+def test_single_dma_request_timing(op, size, transactions, engine_cycles):
+    # descriptor: w0 = op, w1 = size, w4 = reply at 0x10; issue at cycle t0, then spin.
     job = make_job(f"""
         ldi $1, {size}
-        vinsw $1, $31, 1, $2
+        ldi $7, {op}
+        vinsw $7, $31, 0, $2
+        vinsw $1, $2, 1, $2
         ldi $3, 0x10
         vinsw $3, $2, 4, $2
         ldih $4, 0x4000($31)
@@ -292,7 +300,7 @@ def test_single_dma_request_timing(size, transactions):
     result = cengine.run(job)
     assert result.stop is None
     t0 = int(job.regs[0, 8, 0]) + 1
-    done = t0 + CONFIG.dma_latency + transactions * CONFIG.dma_transaction_cycles
+    done = t0 + CONFIG.dma_latency + engine_cycles
     # the reply is written at `done`; the spin loop's ldw sees it at `done` at the earliest
     assert done <= job.regs[0, 9, 0] <= done + 8
     assert result.cg_counters[CG_COUNTER_INDEX["dma_transactions"]] == transactions
@@ -496,6 +504,26 @@ def test_dma_runs_ahead_exactly(watch):
         np.testing.assert_array_equal(getattr(jobs[0], name), getattr(jobs[1], name))
     pyengine = pytest.importorskip("swsim.vm.pyengine")
     _same(pyengine.run(jobs[2]), skipped)
+
+
+def test_put_parameters_reach_the_core():
+    # every CPE puts 200 B twice, 40 bytes past a line; non-default put costs on both engines
+    config = CONFIG.replace(dma_put_write_bytes=32, dma_put_write_cycles=7, dma_put_ack_cycles=3)
+    body = DMA_SPIN.replace("ldi $1, 4096", "ldi $1, 200\n    ldi $9, 1\n    vinsw $9, $31, 0, $2")
+    body = body.replace("vinsw $1, $31, 1, $2", "vinsw $1, $2, 1, $2").replace(
+        "addl $4, $11, $4", "addl $4, $11, $4\n    ldi $4, 40($4)")
+    jobs = [make_job(body, cpes=64, config=config, mem_bytes=64 * 4096, trace=True)
+            for _ in range(3)]
+    stepped, skipped = cengine.run(jobs[0], skip=False), cengine.run(jobs[1], skip=True)
+    pyengine = pytest.importorskip("swsim.vm.pyengine")
+    _same(stepped, skipped)
+    _same(pyengine.run(jobs[2]), skipped)
+    # CPE 0's first put: 40..127 (pieces 1..3), then 128..239 (pieces 4..7). CPEs 0-3 issue in
+    # the same cycle and their requests alternate: CPE 0's first transaction (3 writes of 7),
+    # those of CPEs 1-3 (3 each), CPE 0's second (4) and its acknowledgement (3).
+    issue, first = min((start, end) for cpe, kind, start, end in skipped.spans
+                       if cpe == 0 and kind == "dma")
+    assert first == issue + CONFIG.dma_latency + 4 * 3 * 7 + 4 * 7 + 3
 
 
 def test_runs_are_deterministic():

@@ -76,6 +76,13 @@ PARAMETERS: tuple[Param, ...] = (
     Param("dma_transaction_bytes", 128, "B", "memory transaction size", "pub: §3.1"),
     Param("dma_transaction_cycles", 6, "cycle", "engine time per 128-B transaction "
           "(30.94 GB/s at 1.45 GHz = 21.34 B/cycle)", "pub: PEAK_BW 30.94 GB/s"),
+    Param("dma_put_write_bytes", 16, "B", "a put writes part of a line as the aligned pieces "
+          "of this size it touches, one write each", "choice: fits the STREAM table best "
+          "(worst cell with 8/16/32/64 B: 26/7/9/22%)"),
+    Param("dma_put_write_cycles", 11, "cycle", "engine time per write of a put: a whole "
+          "128-B line, or one piece of a partial line", "pub: STREAM on hardware, fitted"),
+    Param("dma_put_ack_cycles", 35, "cycle", "engine time a put waits after its last write for "
+          "the memory's acknowledgement, before its reply", "pub: STREAM on hardware, fitted"),
     Param("dma_active_requests", 4, "", "requests the CG engine interleaves at once "
           "(4 buses of 16 CPEs)", "pub: §3.1"),
     Param("dma_channel_depth", 3, "", "requests a CPE's channel holds before dma stalls",
@@ -212,4 +219,12 @@ PUBLISHED: dict[str, Published] = {
                                            "vendor BLAS on the skinny shapes", target=False),
     "gemm_padding_time": Published(5, "%", "thesis §4.2.4: padding time below this share",
                                    target=False),
+    # MACHINE.md §6 hardware check: STREAM through PE-mode DMA, one CG, 64 CPEs, blocks of
+    # `buf` doubles, arrays 10 elements off 128-byte alignment; MB/s (10^6 B), within 15%.
+    **{f"dma_stream_{pattern}_{buf}": Published(
+        rate, "MB/s", f"swCandle STREAM on hardware: {pattern.capitalize()}, blocks of {buf} "
+        "doubles (MACHINE.md §6)")
+       for pattern, rates in (("copy", (466, 2950, 12536, 19066)),
+                              ("triad", (563, 4009, 14755, 21300)))
+       for buf, rate in zip((1, 16, 128, 1024), rates)},
 }

@@ -807,6 +807,9 @@ static int config_is_valid(const SwConfig *cfg, const SwJob *job)
            && cfg->gld_latency >= 0 && cfg->gst_latency >= 0 && cfg->gld_occupancy >= 0
            && cfg->dma_latency >= 0 && cfg->dma_transaction_cycles >= 1
            && cfg->dma_transaction_bytes >= 1 && cfg->dma_transaction_bytes <= SWSIM_MAX_LDM_BYTES
+           && cfg->dma_put_write_bytes >= 1
+           && cfg->dma_put_write_cycles >= 1 && cfg->dma_put_write_cycles <= 1 << 20
+           && cfg->dma_put_ack_cycles >= 0 && cfg->dma_put_ack_cycles <= 1 << 20
            && cfg->dma_active_requests >= 1 && cfg->dma_active_requests <= SWSIM_MAX_CPES
            && cfg->dma_channel_depth >= 1 && cfg->dma_channel_depth <= 1024
            && cfg->rc_latency >= 0 && cfg->rc_latency <= 1 << 20
