@@ -112,11 +112,21 @@ def test_wrong_host_calls_raise_clear_errors(call, message):
 
 def test_configuration_overrides_and_presets():
     assert Machine(ldm_bytes=128 * 1024).config.ldm_bytes == 128 * 1024
-    assert Machine("sw26010pro").config.num_cgs == 6
     with pytest.raises(HostError, match="unknown configuration parameter"):
         Machine(ldm_size=1)
-    res, _ = run("halt", machine=Machine("sw26010pro"), cg=5)
+    pro = Machine("sw26010pro", vector_bytes=32)
+    assert pro.config.num_cgs == 6 and pro.config.ldm_bytes == 256 * 1024
+    res, _ = run("halt", machine=pro, cg=5)
     assert res.cg == 5
+
+
+@pytest.mark.parametrize("config", [dict(config="sw26010pro"), dict(vector_bytes=16)])
+def test_vector_widths_the_engines_do_not_emulate_are_refused(config):
+    # both engines model 256-bit registers; the pro preset's 512-bit vectors are descriptive
+    with pytest.raises(HostError, match="emulate 32-byte .256-bit, 4 x 64-bit lane. registers "
+                                        "only; wider vectors .the sw26010pro's 512 bits. are "
+                                        "not emulated.*pass vector_bytes=32"):
+        Machine(**config)
 
 
 # ---- results --------------------------------------------------------------------------------
