@@ -12,7 +12,7 @@ from swsim.vm import Deadlock, HostError, Machine, VMFault
 
 # Each CPE gets its 256-byte block (32 doubles) of x by DMA, applies v = v * scale + offset
 # `iterations` times to its 8 vectors, puts the block back and waits for the put's reply.
-PART = """
+PART = r"""
     .text
     .globl part
 part:                           # a0 x (main memory), a1 iterations, a2 scale, a3 offset
@@ -27,34 +27,20 @@ part:                           # a0 x (main memory), a1 iterations, a2 scale, a
     dma $4, $16, $5
 1:  ldw $29, 0x10($31)
     beq $29, 1b
-    vldd $8, 0x100($31)
-    vldd $9, 0x120($31)
-    vldd $10, 0x140($31)
-    vldd $11, 0x160($31)
-    vldd $12, 0x180($31)
-    vldd $13, 0x1a0($31)
-    vldd $14, 0x1c0($31)
-    vldd $15, 0x1e0($31)
+    .irp r, 8, 9, 10, 11, 12, 13, 14, 15
+    vldd $\r, (\r - 8) * 32 + 0x100($31)
+    .endr
     vcpyf $18, $6
     vcpyf $19, $7
-2:  vmad $8, $6, $7, $8
-    vmad $9, $6, $7, $9
-    vmad $10, $6, $7, $10
-    vmad $11, $6, $7, $11
-    vmad $12, $6, $7, $12
-    vmad $13, $6, $7, $13
-    vmad $14, $6, $7, $14
-    vmad $15, $6, $7, $15
+2:
+    .irp r, 8, 9, 10, 11, 12, 13, 14, 15
+    vmad $\r, $6, $7, $\r
+    .endr
     subl $17, 1, $17
     bgt $17, 2b
-    vstd $8, 0x100($31)
-    vstd $9, 0x120($31)
-    vstd $10, 0x140($31)
-    vstd $11, 0x160($31)
-    vstd $12, 0x180($31)
-    vstd $13, 0x1a0($31)
-    vstd $14, 0x1c0($31)
-    vstd $15, 0x1e0($31)
+    .irp r, 8, 9, 10, 11, 12, 13, 14, 15
+    vstd $\r, (\r - 8) * 32 + 0x100($31)
+    .endr
     ldi $29, 1
     vinsw $29, $4, 0, $4        # the same descriptor as a put (op 1)
     dma $4, $16, $5

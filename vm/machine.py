@@ -146,6 +146,9 @@ class Machine:
 
     def _joined(self, handle: "CgRun") -> None:
         with self._lock:
+            if handle._joined:   # two host threads joined the same run
+                raise HostError(f"the run on CG {handle.cg} was already joined")
+            handle._joined = True
             del self._spawned[handle.cg]
             self.mem.unpin(handle.cg)
             self.last_jobs[handle.cg] = self.last_job = handle.job
@@ -264,11 +267,8 @@ class CgRun:
     def join(self) -> RunResult:
         """Wait for the run's end and release the CG. Returns its ``RunResult``; raises
         ``VMFault``, ``Deadlock`` or ``CycleLimit`` (with the CG's number) as ``run`` does."""
-        if self._joined:
-            raise HostError(f"the run on CG {self.cg} was already joined")
         self._future.exception()   # waits; the outcome is read below
-        self._joined = True
-        self.machine._joined(self)
+        self.machine._joined(self)   # refuses a second join
         raw = self._future.result()   # re-raises what the engine raised
         config = self.machine.config
         result = RunResult.from_engine(raw, self.cg, self.engine, config, self._cpes)
