@@ -50,7 +50,8 @@ class Machine:
                 f"{EMULATED_VECTOR_BYTES}-byte (256-bit, {LANES} x 64-bit lane) registers "
                 f"only; wider vectors (the sw26010pro's 512 bits) are not emulated. To run "
                 f"256-bit code with the other parameters, pass vector_bytes="
-                f"{EMULATED_VECTOR_BYTES} (and flops_per_cycle=8 for the 256-bit peak)")
+                f"{EMULATED_VECTOR_BYTES} (and flops_per_cycle={2 * LANES}, one {LANES}-lane FMA, "
+                "for the 256-bit peak)")
         self.mem = Memory(self.config)
         self.last_jobs: dict[int, EngineJob] = {}   # CG -> its last joined job: regs and LDM
         self.last_job: Optional[EngineJob] = None   # the job of the most recent join (any CG)
@@ -146,7 +147,7 @@ class Machine:
 
     def _joined(self, handle: "CgRun") -> None:
         with self._lock:
-            if handle._joined:   # two host threads joined the same run
+            if handle._joined:   # a second join, perhaps from another host thread
                 raise HostError(f"the run on CG {handle.cg} was already joined")
             handle._joined = True
             del self._spawned[handle.cg]
