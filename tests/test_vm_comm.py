@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 from swsim.vm import Machine
-from vm_helpers import freg, idle, ldm, reg, run
+from vm_helpers import freg, idle, ldm, reg, run, run_on_both_engines
 
 # Every CPE: c0 rcid; c1 bne taken by CPEs other than 0 (a branch ends its group).
 SPLIT = """
@@ -152,8 +152,8 @@ def run_dma(text, data, cpes=(0,), **options):
     import swsim
     m = Machine()
     address = m.mem.put(data)
-    res = m.run(swsim.assemble(text), args=[address], cpes=list(cpes), engine="python",
-                trace=True, **options)
+    res = run_on_both_engines(m, swsim.assemble(text), args=[address], cpes=list(cpes),
+                              trace=True, **options)
     return res, m, address
 
 

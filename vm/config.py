@@ -33,7 +33,8 @@ PARAMETERS: tuple[Param, ...] = (
     Param("mesh_rows", 8, "", "rows of the CPE mesh", "pub: thesis §3.1"),
     Param("mesh_cols", 8, "", "columns of the CPE mesh", "pub: thesis §3.1"),
     Param("ldm_bytes", 65536, "B", "LDM (scratchpad) per CPE", "pub: thesis §3.1"),
-    Param("vector_bytes", 32, "B", "register / vector width", "pub: 256-bit registers",
+    Param("vector_bytes", 32, "B", "register / vector width; the engines emulate only 32 "
+          "(4 x 64-bit lanes): Machine refuses other values", "pub: 256-bit registers",
           engine=False),
     Param("flops_per_cycle", 8, "flop", "peak flops per CPE per cycle (one 4-wide FMA)",
           "pub: 742.4 GFLOPS per CG", engine=False),
@@ -105,6 +106,7 @@ PRESETS: dict[str, dict[str, Any]] = {
     "sw26010": {},
     # SW26010pro as used by swFLOWpro (reference/parax-swflowpro-qinglong.md §2.3): 6 CGs,
     # 256 KiB LDM, 512-bit vectors, ~2.25 GHz, ~51.2 GB/s per CG (128 B / 5 cycles at 2.25 GHz).
+    # The 512-bit vectors are not emulated: a Machine needs vector_bytes=32 to run it.
     "sw26010pro": {
         "clock_hz": 2.25e9, "num_cgs": 6, "ldm_bytes": 256 * 1024, "vector_bytes": 64,
         "flops_per_cycle": 16, "mem_limit": 16 << 30, "dma_transaction_cycles": 5,
