@@ -19,10 +19,11 @@ from typing import Callable, Optional, Union
 from ..isa import (BY_NAME, PSEUDO_INSTRUCTIONS, ZERO_REG, Instr, encode, field_range,
                    operand_fields)
 from .diagnostics import DiagnosticLog, Origin, StatementError
-from .preprocess import Preprocessor
-from .program import BSS, DATA, LDM, TEXT, ObjectFile, Relocation, Section, SourceLine, Symbol
-from .syntax import (Binary, Float, LocalRef, Num, Operand, Paren, Reg, Statement, Sym, Unary,
-                     parse_register, parse_statement)
+from .preprocess import LEADING_LABELS, Preprocessor, split_arguments
+from .program import (BSS, DATA, LDM, NOLOAD, TEXT, ObjectFile, Relocation, Section, SourceLine,
+                      Symbol)
+from .syntax import (REGISTER_HELP, Binary, Float, LocalRef, Num, Operand, Paren, Reg, Statement,
+                     Sym, Unary, parse_register, parse_statement)
 
 # Immediate operand templates: the values the assembler accepts (MACHINE.md §4).
 IMMEDIATE_RANGES = {"lane": (0, 7), "n": (0, 8), "mask": (0, 255), "hint": field_range("disp16")}
@@ -42,7 +43,10 @@ EXPECTED = {  # what an operand template wants, for "expected ..." messages
 GP_OFFSET = 0x8000          # the linker defines _gp = data base + GP_OFFSET
 GP_SYMBOL = "_gp"
 _ANNOTATION = re.compile(r"!([a-z_]+)(?:!(\d+))?$")
-_GPREL_KINDS = {"gprelhigh": "gprel_hi16", "gprellow": "gprel_lo16", "gprel": "gprel16"}
+# Annotations that make a displacement relative to _gp or to the thread pointer (TLS):
+# annotation -> relocation kind.
+_RELATIVE_KINDS = {"gprelhigh": "gprel_hi16", "gprellow": "gprel_lo16", "gprel": "gprel16",
+                   "tprelhi": "tprel_hi16", "tprello": "tprel_lo16", "tprel": "tprel16"}
 
 # Statements whose arguments are informational and not in the expression syntax.
 RAW_DIRECTIVES = {".file", ".loc", ".ident"}
@@ -51,12 +55,19 @@ DATA_SIZES = {".byte": 1, ".short": 2, ".half": 2, ".hword": 2, ".word": 4, ".lo
               ".int": 4, ".quad": 8}
 FLOAT_FORMATS = {".float": "<f", ".single": "<f", ".double": "<d"}
 STRING_DIRECTIVES = {".ascii": False, ".asciz": True, ".string": True}
-SECTION_DIRECTIVES = {".text": TEXT, ".data": DATA, ".rodata": DATA, ".bss": BSS, ".ldm": LDM}
+SECTION_DIRECTIVES = {".text": TEXT, ".data": DATA, ".rodata": DATA, ".bss": BSS, ".ldm": LDM,
+                      ".tdata": LDM, ".tbss": BSS}
 IGNORED_DIRECTIVES = {".mask", ".fmask", ".prologue", ".arch", ".eflag", ".end"}
+ALIGN_DIRECTIVES = {".align", ".p2align", ".balign"}   # may leave operands empty: .p2align 4,,15
+NOLOAD_PREFIXES = (".debug", ".note", ".comment")      # assembled, never loaded
+_SECTION_NAME = re.compile(r"[A-Za-z_.$][\w.$-]*")
 
 
 def section_kind(name: str, flags: str = "", type_: str = "") -> str:
-    """Where a section's bytes live: code, zeroed LDM, initialised LDM or main memory."""
+    """Where a section's bytes live: code, zeroed LDM, initialised LDM, main memory, or
+    nowhere (debug information and notes)."""
+    if name.startswith(NOLOAD_PREFIXES):
+        return NOLOAD
     if name.startswith(".text") or "x" in flags:
         return TEXT
     if type_ == "nobits" or name.startswith((".bss", ".tbss", ".sbss")):
@@ -128,6 +139,7 @@ class Assembler:
         self.section = self._switch_section(".text", TEXT)
         self.symbols: dict[str, Symbol] = {}
         self.globals: set[str] = set()
+        self.weak: set[str] = set()
         self.emitters: list[_Emitter] = []
         self.relocations: list[Relocation] = []
         self.lines: dict[tuple[str, int], SourceLine] = {}
@@ -165,12 +177,20 @@ class Assembler:
             self.log.error(origin, exc.message, exc.col)
 
     def _pass1(self, origin: Origin) -> None:
-        word = origin.text.split(None, 1)[0].lower() if origin.text.strip() else ""
+        labels_end = LEADING_LABELS.match(origin.text).end()
+        word = origin.text[labels_end:].split(None, 1)[0].lower() \
+            if origin.text[labels_end:].strip() else ""
         if word in RAW_DIRECTIVES:
             return
+        if word == ".section":  # section names are not expressions: .note.GNU-stack
+            self._pass1_labels(parse_statement(origin.text[:labels_end]))
+            self._d_section(origin.text, labels_end + origin.text[labels_end:].index(word))
+            return
         stmt = parse_statement(origin.text)
-        for label in stmt.labels:
-            self._define_label(label, origin)
+        for op in stmt.operands:
+            if op.kind == "empty" and stmt.name not in ALIGN_DIRECTIVES:
+                raise StatementError("missing operand", op.col)
+        self._pass1_labels(stmt)
         stmt = self._bind_references(stmt)
         self.here = (self.section, self._size(self.section))
         if stmt.name is None:
@@ -184,6 +204,10 @@ class Assembler:
             handler(stmt)
         else:
             self._instruction(stmt)
+
+    def _pass1_labels(self, stmt: Statement) -> None:
+        for label in stmt.labels:
+            self._define_label(label, self.origin)
 
     def _later(self, emit: Callable[[], None], offset: Optional[int] = None) -> None:
         """Queue ``emit`` for pass 2, at ``offset`` (default: the statement's location)."""
@@ -284,6 +308,10 @@ class Assembler:
             section, offset = self.here
             return Value(offset, section.name)
         sym = self.symbols.get(name)
+        if sym is None and name in self.sections:  # a section's name: its start
+            return Value(0, name)
+        if name in self.weak and not strict:  # another object's definition may win
+            return Value(0, symbol=name)
         if sym is None:
             if strict:
                 raise StatementError(f"symbol {name} is not defined (here it must be defined "
@@ -393,10 +421,10 @@ class Assembler:
     # ---- directives -----------------------------------------------------------------------
     def _directive_table(self) -> dict[str, Callable[[Statement], None]]:
         table: dict[str, Callable[[Statement], None]] = {
-            ".section": self._d_section, ".align": self._d_align, ".p2align": self._d_align,
+            ".align": self._d_align, ".p2align": self._d_align,
             ".balign": self._d_balign, ".skip": self._d_skip, ".space": self._d_skip,
             ".zero": self._d_skip, ".org": self._d_org, ".globl": self._d_globl,
-            ".global": self._d_globl, ".type": self._d_type, ".size": self._d_size,
+            ".global": self._d_globl, ".weak": self._d_weak, ".type": self._d_type, ".size": self._d_size,
             ".ent": self._d_ent, ".frame": self._d_frame, ".set": self._d_set,
             ".equ": self._d_equ,
         }
@@ -431,14 +459,18 @@ class Assembler:
         self._operands(stmt, 0, 1, "at most a subsection number")
         self._switch_section(name, kind)
 
-    def _d_section(self, stmt: Statement) -> None:
-        ops = self._operands(stmt, 1, 4, 'a name, flags and type: .section .ldm, "aw"')
-        name = self._name(ops[0])
-        flags = ops[1].value.decode() if len(ops) > 1 and ops[1].kind == "str" else ""
-        type_ = ""
-        if len(ops) > 2:
-            type_ = ops[2].value if ops[2].kind == "type" else self._name(ops[2])
-        self._switch_section(name, section_kind(name, flags, type_.lstrip("@%")))
+    def _d_section(self, text: str, at: int) -> None:
+        """``.section name[, "flags"[, @type[, ...]]]`` from the text after ``at`` (0-based
+        offset of ``.section``); further arguments (entity size, group) are ignored."""
+        args_at = at + len(".section")
+        parts = split_arguments(text[args_at:])
+        name = parts[0].strip('"') if parts else ""
+        if not _SECTION_NAME.fullmatch(name):
+            raise StatementError('.section expects a section name, flags and type: '
+                                 '.section .ldm, "aw", @progbits', args_at + 1)
+        flags = parts[1].strip('"') if len(parts) > 1 else ""
+        type_ = parts[2].lstrip("@%").strip('"') if len(parts) > 2 else ""
+        self._switch_section(name, section_kind(name, flags, type_))
 
     def _d_align(self, stmt: Statement) -> None:
         ops = self._operands(stmt, 1, 3, "a power of two exponent: .align 3 (= 8 bytes)")
@@ -480,6 +512,10 @@ class Assembler:
     def _d_globl(self, stmt: Statement) -> None:
         for op in self._operands(stmt, 1, 1 << 16, "one or more symbol names"):
             self.globals.add(self._name(op))
+
+    def _d_weak(self, stmt: Statement) -> None:
+        for op in self._operands(stmt, 1, 1 << 16, "one or more symbol names"):
+            self.weak.add(self._name(op))
 
     def _symbol_attribute(self, op: Operand, **changes) -> None:
         """Set attributes of a symbol when pass 2 knows every label."""
@@ -650,13 +686,13 @@ class Assembler:
         elif kind.startswith("lituse_"):
             if number not in self.literal_numbers:
                 raise StatementError(f"{text} has no earlier !literal!{number}", col)
-        elif kind in _GPREL_KINDS:
+        elif kind in _RELATIVE_KINDS:
             if instr.fmt != "mem":
                 raise StatementError(f"{text} must be on a memory-format instruction", col)
         else:
             raise StatementError(f"unsupported relocation annotation {text} (supported: "
                                  "!gpdisp, !literal, !lituse_*, !gprel, !gprelhigh, "
-                                 "!gprellow)", col)
+                                 "!gprellow, !tprel, !tprelhi, !tprello)", col)
         return text
 
     def _needs_pair(self, instr: Instr, operands, annotation: str) -> bool:
@@ -688,6 +724,9 @@ class Assembler:
 
     def _register(self, op: Operand, template: str, instr: Instr) -> int:
         number = self._register_number(op)
+        if number is None and op.kind == "expr" and isinstance(op.value, Sym) and \
+                op.value.name.startswith("$"):
+            raise StatementError(f"unknown register {op.value.name} ({REGISTER_HELP})", op.col)
         if number is None:
             raise StatementError(self._expected(op, template, instr), op.col)
         return number
@@ -750,14 +789,17 @@ class Assembler:
         value = self._value(disp, op.col, False)
         kind = _ANNOTATION.match(annotation).group(1) if annotation else ""
         if kind == "gpdisp":
-            if not (value.absolute and value.offset == 0):
-                raise StatementError("the displacement of a !gpdisp instruction must be 0",
-                                     op.col)
+            # The written displacement (0, or the compiler's 0+4) is an addend of the
+            # hardware's pc-relative gp computation; the pair loads the absolute _gp.
+            if not value.absolute:
+                raise StatementError("the displacement of a !gpdisp instruction must be a "
+                                     "number", op.col)
             part = "hi16" if instr.name == "ldih" else "lo16"
             self._relocate(offset, part, Value(0, symbol=GP_SYMBOL), op.col, annotation)
             return 0
-        if kind in _GPREL_KINDS or not value.absolute:
-            self._relocate(offset, _GPREL_KINDS.get(kind, "disp16"), value, op.col, annotation)
+        if kind in _RELATIVE_KINDS or not value.absolute:
+            self._relocate(offset, _RELATIVE_KINDS.get(kind, "disp16"), value, op.col,
+                           annotation)
             return 0
         return self._check_range(self._integer(value.offset, op.col), *DISP16,
                                  "displacement", op.col)
@@ -765,7 +807,9 @@ class Assembler:
     def _emit(self, instr: Instr, operands, offset: int, annotation: str) -> None:
         if annotation.startswith("!gpdisp") and instr.name == "ldih":
             # the pair loads the absolute _gp, whatever the written base (docs/asm.md)
-            operands = (operands[0], replace(operands[1], kind="expr", value=Num(0), base=None))
+            disp, _ = self._memory(operands[1])
+            operands = (operands[0], replace(operands[1], kind="mem", value=disp,
+                                             base=Reg(ZERO_REG)))
         values, literal = self._fields(instr, operands, offset, annotation)
         self._write(offset, encode(instr, values, literal).to_bytes(4, "little"))
 
@@ -794,11 +838,12 @@ class Assembler:
         for name, sym in self.symbols.items():
             if ":" in name:
                 continue  # numeric local labels are relocated by section, never exported
-            binding = "global" if name in self.globals else "local"
+            binding = "weak" if name in self.weak else \
+                "global" if name in self.globals else "local"
             symbols[name] = replace(sym, binding=binding,
                                     type="notype" if sym.type == "equ" else sym.type)
         return ObjectFile(self.filename, self.sections, symbols, self.relocations, self.lines,
-                          self.stack_bytes)
+                          self.stack_bytes, self.weak)
 
 
 

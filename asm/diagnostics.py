@@ -80,11 +80,14 @@ class DiagnosticLog:
         if self.full:
             return
         if origin is None:
-            self.diagnostics.append(Diagnostic("<link>", 0, 0, message))
+            diagnostic = Diagnostic("<link>", 0, 0, message)
         else:
             column = origin.start + (col if col else _first_non_blank(origin.text) + 1)
-            self.diagnostics.append(Diagnostic(origin.file, origin.line, column, message,
-                                               origin.source, origin.note))
+            diagnostic = Diagnostic(origin.file, origin.line, column, message, origin.source,
+                                    origin.note)
+        if diagnostic in self.diagnostics[-2:]:
+            return  # e.g. both halves of an ldih+ldi pair
+        self.diagnostics.append(diagnostic)
         if self.full:
             self.diagnostics.append(Diagnostic(self.diagnostics[-1].file, 0, 0,
                                                f"too many errors (limit {MAX_ERRORS}), stopping"))

@@ -16,7 +16,7 @@ from .syntax import split_statements
 
 MAX_EXPANSION_DEPTH = 100   # nested macro calls / includes before we call it runaway recursion
 
-_LEADING_LABELS = re.compile(r"\s*(?:(?:[A-Za-z_.][\w.$]*|\d+)\s*:\s*)*")
+LEADING_LABELS = re.compile(r"\s*(?:(?:[A-Za-z_.$][\w.$]*|\d+)\s*:\s*)*")
 _WORD = re.compile(r"[A-Za-z_.][\w.$]*")
 _ESCAPE = re.compile(r"\\(@|\(\)|[A-Za-z_]\w*)")
 _CONDITIONALS = {".if", ".ifdef", ".ifndef", ".elseif", ".else", ".endif"}
@@ -76,7 +76,7 @@ class Preprocessor:
         return all(c.on for c in self._conditions)
 
     def _statement(self, origin: Origin) -> Iterator[Origin]:
-        labels = _LEADING_LABELS.match(origin.text)
+        labels = LEADING_LABELS.match(origin.text)
         word_match = _WORD.match(origin.text, labels.end())
         word = word_match.group().lower() if word_match else ""
         if word in _CONDITIONALS:
@@ -159,7 +159,7 @@ class Preprocessor:
         body: list[Origin] = []
         depth = 1
         for origin in self._frames[-1].statements:
-            labels = _LEADING_LABELS.match(origin.text)
+            labels = LEADING_LABELS.match(origin.text)
             word_match = _WORD.match(origin.text, labels.end())
             word = word_match.group().lower() if word_match else ""
             depth += (word in starts) - (word == end)
