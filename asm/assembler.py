@@ -16,7 +16,7 @@ import struct
 from dataclasses import dataclass, replace
 from typing import Callable, Optional, Union
 
-from ..isa import (BY_NAME, PSEUDO_INSTRUCTIONS, ZERO_REG, Instr, encode, field_range,
+from ..isa import (BY_NAME, FIELDS, PSEUDO_INSTRUCTIONS, ZERO_REG, Instr, encode, field_range,
                    operand_fields)
 from .diagnostics import DiagnosticLog, Origin, StatementError
 from .preprocess import LEADING_LABELS, Preprocessor, split_arguments
@@ -61,6 +61,17 @@ IGNORED_DIRECTIVES = {".mask", ".fmask", ".prologue", ".arch", ".eflag", ".end"}
 ALIGN_DIRECTIVES = {".align", ".p2align", ".balign"}   # may leave operands empty: .p2align 4,,15
 NOLOAD_PREFIXES = (".debug", ".note", ".comment")      # assembled, never loaded
 _SECTION_NAME = re.compile(r"[A-Za-z_.$][\w.$-]*")
+
+# The most bytes one section of each kind may hold (and why): what fits the machine, checked
+# before any memory is spent on it (so `.skip 0x7fffffff` fails at once).
+_LDM_LIMIT = (1 << 20, "the largest LDM has")  # the C core's limit for any configuration
+_DATA_LIMIT = (256 << 20, "swsim allows for static data")  # [choice] more is a typo; the
+#                                 VM's static-data region is 16 MiB by default
+MAX_SECTION_BYTES = {
+    # [choice] 2^20 words: what a branch's 21-bit signed word displacement reaches
+    TEXT: (4 << (FIELDS["disp21"][1] - 1), "a branch reaches"),
+    LDM: _LDM_LIMIT, BSS: _LDM_LIMIT, DATA: _DATA_LIMIT, NOLOAD: _DATA_LIMIT,
+}
 
 
 def section_kind(name: str, flags: str = "", type_: str = "") -> str:
@@ -148,13 +159,22 @@ class Assembler:
         self.forward_refs: list[tuple[str, Origin, int]] = []
         self.open_gpdisp: dict[str, Origin] = {}           # "!gpdisp!N" whose ldi is pending
         self.literal_numbers: set[str] = set()
+        self.positions: dict[tuple[str, int], int] = {}    # (file, line) -> first statement
         self.origin: Optional[Origin] = None               # statement being assembled
         self.here = (self.section, 0)                      # its location: the value of "."
         self.directives = self._directive_table()
 
     # ---- driver ---------------------------------------------------------------------------
     def assemble(self, text: str) -> ObjectFile:
+        """The object file; AsmError with every error of ``text``."""
+        obj = self.run(text)
+        self.log.raise_if_errors()
+        return obj
+
+    def run(self, text: str) -> ObjectFile:
+        """Both passes; errors are left in ``self.log`` and the object is what assembled."""
         for origin in self.preprocessor.statements(text, self.filename):
+            self.positions.setdefault((origin.file, origin.line), origin.position)
             self._run(origin, self._pass1)
         for name, origin, col in self.forward_refs:
             if name not in self.symbols:
@@ -166,7 +186,6 @@ class Assembler:
         for emitter in self.emitters:
             self.here = (emitter.section, emitter.offset)
             self._run(emitter.origin, lambda _origin, e=emitter: e.emit())
-        self.log.raise_if_errors()
         return self._object_file()
 
     def _run(self, origin: Origin, step: Callable[[Origin], None]) -> None:
@@ -385,10 +404,18 @@ class Assembler:
     def _size(section: Section) -> int:
         return section.size if section.kind == BSS else len(section.data)
 
-    def _reserve(self, count: int, fill: int = 0) -> int:
-        """Append ``count`` bytes of ``fill`` (nop words in code); returns their offset."""
+    def _reserve(self, count: int, fill: int = 0, col: Optional[int] = None) -> int:
+        """Append ``count`` bytes of ``fill`` (nop words in code); returns their offset.
+        ``col``: the operand that asked for the bytes (for errors)."""
         section = self.section
         offset = self._size(section)
+        limit, why = MAX_SECTION_BYTES[section.kind]
+        if offset + count > limit:
+            raise StatementError(f"section {section.name} would grow to {offset + count} bytes, "
+                                 f"more than the {limit} {why}", col)
+        if fill and section.kind == TEXT:
+            raise StatementError("code is padded with nop: no fill value in a code section",
+                                 col)
         if section.kind == BSS:
             if fill:
                 raise _nobits_error(section)
@@ -486,16 +513,24 @@ class Assembler:
         self._align(boundary, ops[1:])
 
     def _align(self, boundary: int, rest: tuple[Operand, ...]) -> None:
-        fill = self._absolute(rest[0], True) if rest else 0
+        """Pad with ``fill`` (nop in code) unless that takes more than ``max`` bytes (GNU
+        ``.p2align n, fill, max``; either may be empty)."""
+        fill_op, max_op = ([None if op.kind == "empty" else op for op in rest] + [None] * 2)[:2]
+        if fill_op is not None and self.section.kind == TEXT:
+            raise StatementError("code is padded with nop: no fill value in a code section",
+                                 fill_op.col)
+        padding = -self._size(self.section) % boundary
+        if max_op is not None and padding > self._absolute(max_op, True):
+            return
         self.section.align = max(self.section.align, boundary)
-        self._reserve(-self._size(self.section) % boundary, fill)
+        self._reserve(padding, self._absolute(fill_op, True) if fill_op else 0)
 
     def _d_skip(self, stmt: Statement) -> None:
         ops = self._operands(stmt, 1, 2, "a byte count and an optional fill byte")
         count = self._absolute(ops[0], True)
         if count < 0:
             raise StatementError(f"{stmt.name} count must be >= 0, got {count}", ops[0].col)
-        self._reserve(count, self._absolute(ops[1], True) if len(ops) > 1 else 0)
+        self._reserve(count, self._absolute(ops[1], True) if len(ops) > 1 else 0, ops[0].col)
 
     def _d_org(self, stmt: Statement) -> None:
         ops = self._operands(stmt, 1, 2, "an offset in the current section")
@@ -507,7 +542,7 @@ class Assembler:
         if gap < 0:
             raise StatementError(f".org cannot move backwards (to {value.offset:#x}, already "
                                  f"at {self._size(self.section):#x})", ops[0].col)
-        self._reserve(gap, self._absolute(ops[1], True) if len(ops) > 1 else 0)
+        self._reserve(gap, self._absolute(ops[1], True) if len(ops) > 1 else 0, ops[0].col)
 
     def _d_globl(self, stmt: Statement) -> None:
         for op in self._operands(stmt, 1, 1 << 16, "one or more symbol names"):
@@ -856,5 +891,28 @@ def _nobits_error(section: Section) -> StatementError:
 
 
 def _did_you_mean(name: str, candidates) -> str:
-    close = difflib.get_close_matches(name, list(candidates), n=1)
-    return f" (did you mean {close[0]}?)" if close else ""
+    """The candidates fewest edits away (a transposition is one edit: vmda -> vmad), the most
+    similar spelling first, equally good ones all named (ldd -> fldd or vldd); nothing if it
+    takes more edits than a third of the letters."""
+    limit = max(1, len(name) // 3)
+    scored = sorted((edit_distance(name, c), -difflib.SequenceMatcher(None, name, c).ratio(), c)
+                    for c in candidates if abs(len(c) - len(name)) <= limit)
+    if not scored or scored[0][0] > limit:
+        return ""
+    best = [c for distance, ratio, c in scored if (distance, ratio) == scored[0][:2]][:3]
+    names = best[0] if len(best) == 1 else f"{', '.join(best[:-1])} or {best[-1]}"
+    return f" (did you mean {names}?)"
+
+
+def edit_distance(a: str, b: str) -> int:
+    """Optimal string alignment distance: insertions, deletions, substitutions and swaps of
+    adjacent letters, each one edit (Damerau-Levenshtein without re-editing a swapped pair)."""
+    previous, row = None, list(range(len(b) + 1))
+    for i in range(1, len(a) + 1):
+        before, previous, row = previous, row, [i] + [0] * len(b)
+        for j in range(1, len(b) + 1):
+            cost = a[i - 1] != b[j - 1]
+            row[j] = min(previous[j] + 1, row[j - 1] + 1, previous[j - 1] + cost)
+            if i > 1 and j > 1 and a[i - 1] == b[j - 2] and a[i - 2] == b[j - 1]:
+                row[j] = min(row[j], before[j - 2] + 1)
+    return row[len(b)]

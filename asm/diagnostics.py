@@ -1,7 +1,7 @@
 """Assembler diagnostics: positioned messages, collected so that one run reports every error."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Optional
 
 from ..errors import SwsimError
@@ -20,6 +20,7 @@ class Origin:
     source: str
     start: int = 0
     note: str = ""  # e.g. "in expansion of macro 'm' at a.s:12"
+    position: int = 0  # index in the statement stream of its file: orders the diagnostics
 
 
 @dataclass(frozen=True)
@@ -31,6 +32,7 @@ class Diagnostic:
     source: str = ""      # the source line shown under the message
     note: str = ""
     severity: str = "error"
+    position: tuple = field(default=(), compare=False, repr=False)  # sort key: stream order
 
     def __str__(self) -> str:
         out = f"{self.file}:{self.line}:{self.col}: {self.severity}: {self.message}"
@@ -48,11 +50,26 @@ def _caret_line(source: str, col: int) -> str:
 
 
 class AsmError(SwsimError):
-    """Bad assembler input; ``diagnostics`` lists every error found (up to MAX_ERRORS)."""
+    """Bad assembler input; ``diagnostics`` lists every error found (up to MAX_ERRORS) in the
+    order of the statements they are about."""
 
     def __init__(self, diagnostics: list[Diagnostic]):
-        self.diagnostics = list(diagnostics)
+        self.diagnostics = in_order(diagnostics)
         super().__init__("\n".join(str(d) for d in self.diagnostics))
+
+
+def in_order(diagnostics: list[Diagnostic]) -> list[Diagnostic]:
+    """Sorted by statement (stably; diagnostics without a position last), at most MAX_ERRORS
+    and then a note saying so."""
+    errors = [d for d in diagnostics if d.message != _too_many()]
+    errors.sort(key=lambda d: (not d.position, d.position))
+    if len(errors) < len(diagnostics) or len(errors) > MAX_ERRORS:
+        errors = errors[:MAX_ERRORS] + [Diagnostic(errors[0].file, 0, 0, _too_many())]
+    return errors
+
+
+def _too_many() -> str:
+    return f"too many errors (limit {MAX_ERRORS}), stopping"
 
 
 class StatementError(Exception):
@@ -84,13 +101,13 @@ class DiagnosticLog:
         else:
             column = origin.start + (col if col else _first_non_blank(origin.text) + 1)
             diagnostic = Diagnostic(origin.file, origin.line, column, message, origin.source,
-                                    origin.note)
+                                    origin.note,
+                                    position=(origin.position, column) if origin.position else ())
         if diagnostic in self.diagnostics[-2:]:
             return  # e.g. both halves of an ldih+ldi pair
         self.diagnostics.append(diagnostic)
         if self.full:
-            self.diagnostics.append(Diagnostic(self.diagnostics[-1].file, 0, 0,
-                                               f"too many errors (limit {MAX_ERRORS}), stopping"))
+            self.diagnostics.append(Diagnostic(self.diagnostics[-1].file, 0, 0, _too_many()))
 
     def raise_if_errors(self) -> None:
         if self.diagnostics:
