@@ -72,9 +72,12 @@ def _placed(diagnostic: Diagnostic, assemblers: list[Assembler]) -> Diagnostic:
 def _read(path: str) -> str:
     try:
         with open(path, encoding="utf-8", errors="replace") as f:
-            return f.read()
+            text = f.read()
     except OSError as exc:
         raise SwsimError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    if "\0" in text:
+        raise SwsimError(f"{path}: a binary file, neither a .swo program nor assembly source")
+    return text
 
 
 __all__ = ["assemble", "assemble_file", "assemble_object", "build", "build_files", "link", "disassemble",

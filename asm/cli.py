@@ -48,13 +48,14 @@ def _asm(args: argparse.Namespace) -> int:
 
 
 def _disasm(args: argparse.Namespace) -> int:
-    with open(args.program, "rb") as f:
-        head = f.read(4096)
     try:
-        if args.program.endswith(".swo") or head.startswith(MAGIC):
+        with open(args.program, "rb") as f:
+            head = f.read(len(MAGIC))
+    except OSError as exc:
+        raise SwsimError(f"{args.program}: cannot read: {exc.strerror or exc}") from None
+    try:
+        if args.program.endswith(".swo") or head == MAGIC:
             program = load_program(args.program)
-        elif b"\0" in head:
-            raise SwsimError(f"{args.program}: neither a .swo program nor assembly source")
         else:
             program = build_files([args.program], tuple(args.include_dirs))
     except AsmError as exc:

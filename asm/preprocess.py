@@ -173,8 +173,8 @@ class Preprocessor:
             if depth == 0:
                 return body
             body.append(origin)
-        raise StatementError(f"unterminated {_WORD.match(opening.text.strip()).group()} "
-                             f"(missing {end})")
+        opening_word = _WORD.match(opening.text, LEADING_LABELS.match(opening.text).end())
+        raise StatementError(f"unterminated {opening_word.group()} (missing {end})")
 
     def _define_macro(self, origin: Origin, args_at: int) -> None:
         spec = origin.text[args_at:].replace(",", " ").split()
