@@ -64,6 +64,13 @@ def _disasm(args: argparse.Namespace) -> int:
     return 0
 
 
+def _statement(line) -> str:
+    """The source of one statement: the whole line, or its part if ``;`` separates several."""
+    if ";" not in line.text:
+        return line.text.strip()
+    return line.text[line.col - 1:].split(";", 1)[0].strip()
+
+
 def listing(program: Program) -> str:
     """Code address, word and the source statement it came from; then the data layout."""
     out = ["address     word        source"]
@@ -72,7 +79,7 @@ def listing(program: Program) -> str:
         address = program.code_base + 4 * index
         line = program.lines.get(address)
         where = "" if line is None or line == previous else \
-            f"{os.path.basename(line.file)}:{line.line}: {line.text.strip()}"
+            f"{os.path.basename(line.file)}:{line.line}: {_statement(line)}"
         previous = line
         out.append(f"{address:08x}    {word:08x}    {where}".rstrip())
     for section in program.sections:

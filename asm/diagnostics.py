@@ -7,6 +7,7 @@ from typing import Optional
 from ..errors import SwsimError
 
 MAX_ERRORS = 50  # stop collecting after this many errors in one run
+SHOWN_SOURCE = 160  # a longer source line is shown as this much around the caret
 
 
 @dataclass(frozen=True)
@@ -37,10 +38,22 @@ class Diagnostic:
     def __str__(self) -> str:
         out = f"{self.file}:{self.line}:{self.col}: {self.severity}: {self.message}"
         if self.source:
-            out += f"\n{self.source}\n{_caret_line(self.source, self.col)}"
+            shown, col = _window(self.source, self.col)
+            out += f"\n{shown}\n{_caret_line(shown, col)}"
         if self.note:
             out += f"\n{self.file}:{self.line}: note: {self.note}"
         return out
+
+
+def _window(source: str, col: int) -> tuple[str, int]:
+    """At most SHOWN_SOURCE characters of ``source`` around ``col`` and the column in them
+    (8,000 statements on one line must not print the line 50 times)."""
+    if len(source) <= SHOWN_SOURCE:
+        return source, col
+    start = max(0, min(col - 1 - SHOWN_SOURCE // 2, len(source) - SHOWN_SOURCE))
+    prefix = "..." if start else ""
+    suffix = "..." if start + SHOWN_SOURCE < len(source) else ""
+    return prefix + source[start:start + SHOWN_SOURCE] + suffix, col - start + len(prefix)
 
 
 def _caret_line(source: str, col: int) -> str:

@@ -5,7 +5,8 @@ Layout (all integers little-endian)::
     8 bytes   magic  b"SWSIMPRG"
     u32       format version (FORMAT_VERSION)
     u32       length H of the header
-    H bytes   header: UTF-8 JSON (bases, lengths, sections, symbols, relocations, lines)
+    H bytes   header: UTF-8 JSON (bases, lengths, sections, symbols, relocations, lines,
+              texts: each distinct source-line text once; a SourceLine's "text" indexes it)
     ...       code words (4 * code_words bytes), LDM image, data image, back to back
 
 Section contents are not stored twice: they are cut from the three images on load.
@@ -16,6 +17,7 @@ import dataclasses
 import json
 import struct
 import typing
+from typing import Optional
 
 import numpy as np
 
@@ -24,7 +26,7 @@ from ..isa import LDM_BASE
 from .program import BSS, DATA, LDM, TEXT, Program, Relocation, Section, SourceLine, Symbol
 
 MAGIC = b"SWSIMPRG"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 _PREAMBLE = struct.Struct("<8sII")
 
 
@@ -42,16 +44,26 @@ def save_program(program: Program, path: str) -> None:
 
 def program_bytes(program: Program) -> bytes:
     code = np.asarray(program.code, dtype="<u4").tobytes()
+    texts: dict[str, int] = {}  # a line of many statements is stored once, not per statement
+
+    def source(line: Optional[SourceLine]):
+        if line is None:
+            return None
+        return {**dataclasses.asdict(line), "text": texts.setdefault(line.text, len(texts))}
+
     header = {
         "code_base": program.code_base, "data_base": program.data_base,
         "stack_bytes": program.stack_bytes, "code_bytes": len(code),
         "ldm_bytes": len(program.ldm_image), "data_bytes": len(program.data_image),
         "sections": [{k: v for k, v in dataclasses.asdict(s).items() if k != "data"}
                      for s in program.sections],
-        "symbols": [dataclasses.asdict(s) for s in program.symbols.values()],
-        "relocations": [dataclasses.asdict(r) for r in program.relocations],
-        "lines": [[address, dataclasses.asdict(line)] for address, line in program.lines.items()],
+        "symbols": [{**dataclasses.asdict(s), "source": source(s.source)}
+                    for s in program.symbols.values()],
+        "relocations": [{**dataclasses.asdict(r), "source": source(r.source)}
+                        for r in program.relocations],
+        "lines": [[address, source(line)] for address, line in program.lines.items()],
     }
+    header["texts"] = list(texts)
     blob = json.dumps(header, separators=(",", ":")).encode()
     return (_PREAMBLE.pack(MAGIC, FORMAT_VERSION, len(blob)) + blob + code
             + bytes(program.ldm_image) + bytes(program.data_image))
@@ -89,15 +101,18 @@ def program_from_bytes(data: bytes, name: str = "<swo>") -> Program:
         code, ldm, memory = blobs
         if len(code) % 4:
             raise _Corrupt(f"code_bytes {len(code)} is not a whole number of words")
+        texts = header.get("texts")
+        if not (isinstance(texts, list) and all(isinstance(t, str) for t in texts)):
+            raise _Corrupt(f"texts must be a list of strings, got {_describe(texts)}")
         program = Program(
             code=np.frombuffer(code, dtype="<u4").astype(np.uint32),
             code_base=_integer(header, "code_base", 0, ADDRESS_LIMIT - len(code), align=4),
             ldm_image=ldm, data_image=memory,
             data_base=_integer(header, "data_base", 0, ADDRESS_LIMIT - len(memory)),
-            symbols={s.name: s for s in _records(header, "symbols", Symbol)},
-            sections=_records(header, "sections", Section),
-            relocations=_records(header, "relocations", Relocation),
-            lines=_lines(header),
+            symbols={s.name: s for s in _records(header, "symbols", Symbol, texts)},
+            sections=_records(header, "sections", Section, texts),
+            relocations=_records(header, "relocations", Relocation, texts),
+            lines=_lines(header, texts),
             stack_bytes=_integer(header, "stack_bytes", 0, ADDRESS_LIMIT))
         for index, section in enumerate(program.sections):
             section.data = bytearray(_section_bytes(program, section, f"sections[{index}]"))
@@ -136,17 +151,25 @@ def _integer(record: dict, key: str, low: int, high: int, where: str = "",
     return value
 
 
-def _records(header: dict, key: str, cls) -> list:
+def _records(header: dict, key: str, cls, texts: list[str]) -> list:
     items = header.get(key)
     if not isinstance(items, list):
         raise _Corrupt(f"{key} must be a list, got {_describe(items)}")
-    return [_record(cls, item, f"{key}[{index}]") for index, item in enumerate(items)]
+    return [_record(cls, item, f"{key}[{index}]", texts) for index, item in enumerate(items)]
 
 
-def _record(cls, data, where: str):
-    """``cls(**data)`` with every field of ``cls`` present and of its annotated type."""
+def _record(cls, data, where: str, texts: list[str]):
+    """``cls(**data)`` with every field of ``cls`` present and of its annotated type (a
+    SourceLine's text is an index into ``texts``)."""
     if not isinstance(data, dict):
         raise _Corrupt(f"{where} must be an object, got {_describe(data)}")
+    if cls is SourceLine and "text" in data:
+        index = data["text"]
+        if not (isinstance(index, int) and not isinstance(index, bool)
+                and 0 <= index < len(texts)):
+            raise _Corrupt(f"{where}.text must be an index into texts (0..{len(texts) - 1}), "
+                           f"got {_describe(index)}")
+        data = {**data, "text": texts[index]}
     fields = {f.name: f for f in dataclasses.fields(cls) if f.name != "data"}
     unknown = sorted(set(data) - set(fields))
     if unknown:
@@ -158,19 +181,19 @@ def _record(cls, data, where: str):
             if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
                 raise _Corrupt(f"{where}.{name} is missing")
             continue
-        values[name] = _typed(hints[name], data[name], f"{where}.{name}")
+        values[name] = _typed(hints[name], data[name], f"{where}.{name}", texts)
     record = cls(**values)
     _check_ranges(record, where)
     return record
 
 
-def _typed(hint, value, where: str):
+def _typed(hint, value, where: str, texts: list[str]):
     if typing.get_origin(hint) is typing.Union:  # Optional[X]
         if value is None:
             return None
         (hint,) = [h for h in typing.get_args(hint) if h is not type(None)]
     if dataclasses.is_dataclass(hint):
-        return _record(hint, value, where)
+        return _record(hint, value, where, texts)
     if hint is int:
         if isinstance(value, int) and not isinstance(value, bool):
             return value
@@ -200,7 +223,7 @@ def _check_ranges(record, where: str) -> None:
             raise _Corrupt(f"{where}.{field} = {getattr(record, field)!r} must be {expected}")
 
 
-def _lines(header: dict) -> dict:
+def _lines(header: dict, texts: list[str]) -> dict:
     items = header.get("lines")
     if not isinstance(items, list):
         raise _Corrupt(f"lines must be a list, got {_describe(items)}")
@@ -210,7 +233,7 @@ def _lines(header: dict) -> dict:
         if not (isinstance(item, list) and len(item) == 2):
             raise _Corrupt(f"{where} must be [address, source line], got {_describe(item)}")
         address = _integer({"address": item[0]}, "address", 0, ADDRESS_LIMIT - 1, where + ".")
-        lines[address] = _record(SourceLine, item[1], where)
+        lines[address] = _record(SourceLine, item[1], where, texts)
     return lines
 
 

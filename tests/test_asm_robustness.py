@@ -181,3 +181,12 @@ def test_mnemonic_suggestions(wrong, suggestion):
         assert message.endswith(f"(did you mean {suggestion}?)")
     else:
         assert "did you mean" not in message
+
+
+def test_an_error_in_a_long_line_shows_the_part_around_the_caret():
+    statements = ["nop"] * 3000 + ["addl $1, 300, $2"] + ["nop"] * 3000
+    diag = only_error("; ".join(statements))
+    assert diag.col == 3000 * 5 + 10
+    source, caret = str(diag).split("\n")[1:3]
+    assert source.startswith("...") and source.endswith("...") and len(source) < 200
+    assert source[len(caret) - 1:].startswith("300, $2")

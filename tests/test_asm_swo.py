@@ -8,7 +8,7 @@ import pytest
 
 from swsim.asm import assemble, disassemble
 from swsim.asm.cli import listing
-from swsim.asm.swo import SwoError, program_bytes, program_from_bytes
+from swsim.asm.swo import FORMAT_VERSION, SwoError, program_bytes, program_from_bytes
 
 SOURCE = """
     .globl kernel
@@ -38,7 +38,7 @@ def split(data):
 
 def join(header, blobs):
     text = json.dumps(header).encode()
-    return PREAMBLE.pack(b"SWSIMPRG", 1, len(text)) + text + blobs
+    return PREAMBLE.pack(b"SWSIMPRG", FORMAT_VERSION, len(text)) + text + blobs
 
 
 VALID = program_bytes(assemble(SOURCE, "k.s"))
@@ -75,6 +75,8 @@ def mutated(header, **changes):
     ({"lines__0": [1, 2, 3]}, "lines[0] must be [address, source line]"),
     ({"lines": {}}, "lines must be a list, got dict {}"),
     ({"code_bytes": -4}, "code_bytes = -4 is out of range"),
+    ({"lines__0__1__text": 99}, "lines[0].text must be an index into texts (0..10), got int 99"),
+    ({"texts": ["a", None]}, "texts must be a list of strings"),
 ])
 def test_bad_header_fields_are_named(changes, message):
     header, blobs = split(VALID)
@@ -82,6 +84,15 @@ def test_bad_header_fields_are_named(changes, message):
         program_from_bytes(join(mutated(header, **changes), blobs), "m.swo")
     assert str(info.value).startswith("m.swo: corrupt .swo file: ")
     assert message in str(info.value)
+
+
+def test_a_line_of_many_statements_is_stored_once():
+    statements = [f"addl $1, {i % 200:3d}, $3" for i in range(2000)]
+    one_line = program_bytes(assemble("; ".join(statements)))
+    separate = program_bytes(assemble("\n".join(statements)))
+    line = "; ".join(statements)  # 38 kB, stored once, not 2000 times
+    assert len(one_line) < len(separate) + 2 * len(line)
+    assert program_from_bytes(one_line).lines[0x1000_0000 + 4 * 1999].col == 1999 * 18 + 1
 
 
 def test_a_header_that_is_not_an_object():
