@@ -205,7 +205,11 @@ class Assembler:
             self._pass1_labels(parse_statement(origin.text[:labels_end]))
             self._d_section(origin.text, labels_end + origin.text[labels_end:].index(word))
             return
-        stmt = parse_statement(origin.text)
+        try:
+            stmt = parse_statement(origin.text)
+        except StatementError:  # still define the labels: no "undefined" errors follow
+            self._pass1_labels(parse_statement(origin.text[:labels_end]))
+            raise
         for op in stmt.operands:
             if op.kind == "empty" and stmt.name not in ALIGN_DIRECTIVES:
                 raise StatementError("missing operand", op.col)
@@ -759,12 +763,17 @@ class Assembler:
 
     def _register(self, op: Operand, template: str, instr: Instr) -> int:
         number = self._register_number(op)
-        if number is None and op.kind == "expr" and isinstance(op.value, Sym) and \
-                op.value.name.startswith("$"):
-            raise StatementError(f"unknown register {op.value.name} ({REGISTER_HELP})", op.col)
         if number is None:
+            self._check_not_a_misspelt_register(op)
             raise StatementError(self._expected(op, template, instr), op.col)
         return number
+
+    def _check_not_a_misspelt_register(self, op: Operand) -> None:
+        """``$sq`` where a register may go: a register name gone wrong, unless it is a
+        defined ``$`` symbol."""
+        if op.kind == "expr" and isinstance(op.value, Sym) and op.value.name.startswith("$") \
+                and op.value.name not in self.symbols:
+            raise StatementError(f"unknown register {op.value.name} ({REGISTER_HELP})", op.col)
 
     @staticmethod
     def _expected(op: Operand, template: str, instr: Instr) -> str:
@@ -793,6 +802,7 @@ class Assembler:
                 if self._is_register(op):
                     values["rb"] = self._register_number(op)
                 else:
+                    self._check_not_a_misspelt_register(op)
                     literal = True
                     values["lit"] = self._check_range(self._absolute(
                         op, what=EXPECTED[template]), *LITERAL, "literal operand", op.col)

@@ -27,6 +27,14 @@ def only_error(text):
     return diag
 
 
+def quick_error(text):
+    """The only error of ``text``, found within a second."""
+    start = time.perf_counter()
+    diag = only_error(text)
+    assert time.perf_counter() - start < 1
+    return diag
+
+
 def timed(function, *args):
     start = time.perf_counter()
     try:
@@ -58,9 +66,7 @@ def test_a_missing_operand_is_located():
 # ---- sizes and repetitions are bounded by what fits the machine ----------------------------
 @pytest.mark.parametrize("count", [100_000_000, 1_000_000, MAX_EXPANDED_STATEMENTS + 1])
 def test_huge_rept_is_refused_at_once(count):
-    start = time.perf_counter()
-    diag = only_error(f"\tnop\n\t.rept {count}\n\tnop\n\t.endr\n")
-    assert time.perf_counter() - start < 1
+    diag = quick_error(f"\tnop\n\t.rept {count}\n\tnop\n\t.endr\n")
     assert (diag.line, diag.col) == (2, 2)
     assert f".rept {count} would expand this file to more than {MAX_EXPANDED_STATEMENTS}" \
         in diag.message
@@ -86,9 +92,7 @@ def test_the_largest_allowed_rept_assembles(monkeypatch):
                                             (".data", 256 << 20), (".bss", 1 << 20),
                                             (".ldm", 1 << 20)])
 def test_sections_larger_than_the_machine_are_refused(section, limit):
-    start = time.perf_counter()
-    diag = only_error(f"\t{section}\n\t.skip 0x7fffffff\n")
-    assert time.perf_counter() - start < 1
+    diag = quick_error(f"\t{section}\n\t.skip 0x7fffffff\n")
     assert (diag.line, diag.col) == (2, 8)
     assert f"section {section} would grow to 2147483647 bytes, more than the {limit}" \
         in diag.message
@@ -190,3 +194,13 @@ def test_an_error_in_a_long_line_shows_the_part_around_the_caret():
     source, caret = str(diag).split("\n")[1:3]
     assert source.startswith("...") and source.endswith("...") and len(source) < 200
     assert source[len(caret) - 1:].startswith("300, $2")
+
+
+def test_a_label_on_a_bad_line_is_still_defined():
+    (diag,) = errors("loop:\tldi $1, 3(\n\tbr $31, loop\n")
+    assert diag.line == 1 and "unexpected end of statement" in diag.message
+
+
+def test_a_misspelt_dollar_register_in_a_literal_slot():
+    diag = only_error("\taddl $1, $sq, $2\n")
+    assert diag.col == 11 and diag.message.startswith("unknown register $sq")
