@@ -83,7 +83,7 @@ def section_kind(name: str, flags: str = "", type_: str = "") -> str:
         return TEXT
     if type_ == "nobits" or name.startswith((".bss", ".tbss", ".sbss")):
         return BSS
-    if name.startswith((".ldm", ".tdata")):
+    if name.startswith((".ldm", ".tdata")) or "T" in flags:  # T: thread-local
         return LDM
     return DATA
 
@@ -452,10 +452,10 @@ class Assembler:
     # ---- directives -----------------------------------------------------------------------
     def _directive_table(self) -> dict[str, Callable[[Statement], None]]:
         table: dict[str, Callable[[Statement], None]] = {
-            ".align": self._d_align, ".p2align": self._d_align,
-            ".balign": self._d_balign, ".skip": self._d_skip, ".space": self._d_skip,
-            ".zero": self._d_skip, ".org": self._d_org, ".globl": self._d_globl,
-            ".global": self._d_globl, ".weak": self._d_weak, ".type": self._d_type, ".size": self._d_size,
+            ".align": self._d_align, ".p2align": self._d_align, ".balign": self._d_balign,
+            ".skip": self._d_skip, ".space": self._d_skip, ".zero": self._d_skip,
+            ".org": self._d_org, ".globl": self._d_globl, ".global": self._d_globl,
+            ".weak": self._d_weak, ".type": self._d_type, ".size": self._d_size,
             ".ent": self._d_ent, ".frame": self._d_frame, ".set": self._d_set,
             ".equ": self._d_equ,
         }
@@ -493,12 +493,13 @@ class Assembler:
     def _d_section(self, text: str, at: int) -> None:
         """``.section name[, "flags"[, @type[, ...]]]`` from the text after ``at`` (0-based
         offset of ``.section``); further arguments (entity size, group) are ignored."""
-        args_at = at + len(".section")
-        parts = split_arguments(text[args_at:])
+        args = text[at + len(".section"):]
+        parts = split_arguments(args)
         name = parts[0].strip('"') if parts else ""
         if not _SECTION_NAME.fullmatch(name):
+            name_col = len(text) - len(args.lstrip()) + 1
             raise StatementError('.section expects a section name, flags and type: '
-                                 '.section .ldm, "aw", @progbits', args_at + 1)
+                                 '.section .ldm, "aw", @progbits', name_col)
         flags = parts[1].strip('"') if len(parts) > 1 else ""
         type_ = parts[2].lstrip("@%").strip('"') if len(parts) > 2 else ""
         self._switch_section(name, section_kind(name, flags, type_))
@@ -902,8 +903,8 @@ def _nobits_error(section: Section) -> StatementError:
 
 def _did_you_mean(name: str, candidates) -> str:
     """The candidates fewest edits away (a transposition is one edit: vmda -> vmad), the most
-    similar spelling first, equally good ones all named (ldd -> fldd or vldd); nothing if it
-    takes more edits than a third of the letters."""
+    similar spelling first, equally good ones all named (ldd -> fldd, ldde or vldd); nothing if
+    it takes more edits than a third of the letters."""
     limit = max(1, len(name) // 3)
     scored = sorted((edit_distance(name, c), -difflib.SequenceMatcher(None, name, c).ratio(), c)
                     for c in candidates if abs(len(c) - len(name)) <= limit)

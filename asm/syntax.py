@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 import functools
 import re
+import warnings
 from dataclasses import dataclass
 from typing import Optional, Union
 
@@ -176,8 +177,10 @@ def unquote(token: str, col: Optional[int] = None) -> bytes:
     escaped = "".join(c if c.isascii() else "".join(f"\\x{b:02x}" for b in c.encode())
                       for c in token)
     try:
-        return ast.literal_eval("b" + escaped)
-    except (SyntaxError, ValueError):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # Python only warns about an unknown escape (\q)
+            return ast.literal_eval("b" + escaped)
+    except (SyntaxError, ValueError, Warning):
         raise StatementError(f"bad escape sequence in {token} (C escapes: \\n \\t \\\\ "
                              "\\\" \\xHH \\NNN ...)", col) from None
 

@@ -64,10 +64,15 @@ def test_section_flag_strings_and_types_are_accepted():
         .skip 8
         .section ".ldm.buf", "aw"
         .byte 7
+        .section my_tls,"awT",@progbits
+        .byte 8
+        .section my_tls_zero,"awT",@nobits
+        .skip 2
     """)
     kinds = {s.name: (s.kind, s.size) for s in program.sections}
     assert kinds == {".text.kernel": ("text", 4), ".rodata.cst8": ("data", 8),
-                     ".ldm.buf": ("ldm", 1), ".sbss": ("bss", 8)}
+                     ".ldm.buf": ("ldm", 1), "my_tls": ("ldm", 1), ".sbss": ("bss", 8),
+                     "my_tls_zero": ("bss", 2)}
 
 
 def test_a_section_name_is_the_address_of_its_start():
@@ -121,7 +126,9 @@ def test_code_cannot_refer_to_debug_information():
 
 def test_section_needs_a_name():
     diag = only_error("\t.section ,\"aw\"\n")
-    assert diag.col == 10 and ".section expects a section name" in diag.message
+    assert diag.col == 11 and ".section expects a section name" in diag.message
+    diag = only_error("\t.section .a b\n")
+    assert diag.col == 11 and ".section expects a section name" in diag.message
 
 
 # ---- .weak ------------------------------------------------------------------------------------

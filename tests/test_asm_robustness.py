@@ -130,6 +130,8 @@ def test_non_ascii_strings_are_utf8_and_bad_escapes_are_located():
     assert program.data_image == "h\u00e9\n\t".encode()
     diag = only_error('\t.data\n\t.ascii "ok", "a\\x"\n')
     assert (diag.line, diag.col) == (2, 15) and "bad escape sequence" in diag.message
+    diag = only_error('\t.data\n\t.ascii "a\\qb"\n')
+    assert diag.col == 9 and 'bad escape sequence in "a\\qb"' in diag.message
     diag = only_error("\t.data\n\t.byte '\u00e9'\n")
     assert diag.col == 8 and "is not one byte" in diag.message
 
