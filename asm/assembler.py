@@ -571,9 +571,10 @@ class Assembler:
     def _d_type(self, stmt: Statement) -> None:
         ops = self._operands(stmt, 2, 2, "a symbol and a type: .type f, @function")
         kind = ops[1].value if ops[1].kind == "type" else self._name(ops[1])
-        types = {"function": "func", "object": "object", "notype": "notype"}
+        types = {"function": "func", "object": "object", "tls_object": "object",
+                 "notype": "notype"}
         if kind.lstrip("%@") not in types:
-            raise StatementError(f"unknown symbol type {kind} (function, object, notype)",
+            raise StatementError(f"unknown symbol type {kind} ({', '.join(types)})",
                                  ops[1].col)
         self._symbol_attribute(ops[0], type=types[kind.lstrip("%@")])
 

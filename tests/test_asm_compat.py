@@ -189,6 +189,7 @@ TLS_PROGRAM = """
 counter: .quad 40
     .section .tbss,"awT",@nobits
     .align 2
+    .type _MYID, @tls_object
 _MYID: .skip 4
     .text
     .globl kernel
