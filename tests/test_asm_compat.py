@@ -234,3 +234,13 @@ def test_tprel_of_a_main_memory_symbol_is_refused():
 def test_tprel_needs_a_memory_instruction():
     diag = only_error("\taddl $1, 2, $3 !tprello\n")
     assert "!tprello must be on a memory-format instruction" in diag.message
+
+
+def test_thread_local_and_debug_sections_survive_a_disassembly_round_trip():
+    from swsim.asm import disassemble
+    program = assemble(TLS_PROGRAM + '\t.section my_tls,"awT"\nmine: .quad 5\n'
+                       '\t.section .debug_info,""\n\t.long 1\n')
+    again = assemble(disassemble(program))
+    assert (again.words, again.ldm_image, again.data_image) == \
+        (program.words, program.ldm_image, program.data_image)
+    assert again.symbols["mine"].value == program.symbols["mine"].value
