@@ -16,8 +16,8 @@ from .syntax import split_statements
 
 MAX_EXPANSION_DEPTH = 100   # nested macro calls / includes before we call it runaway recursion
 # [choice] Statements that macros, .rept and .irp may produce in one file: 20x the largest
-# kernel (kernels/swgemm.s, 3178 words), a few seconds of assembly at the ~25,000-30,000
-# statements/s measured; `.rept 100000000` is refused at once instead of running for hours.
+# kernel (kernels/swgemm.s, 3178 words), a few seconds of assembly at the 20,000-30,000
+# statements/s measured (docs/asm.md); `.rept 100000000` is refused at once, not run for hours.
 MAX_EXPANDED_STATEMENTS = 1 << 16
 
 LEADING_LABELS = re.compile(r"\s*(?:(?:[A-Za-z_.$][\w.$]*|\d+)\s*:\s*)*")
