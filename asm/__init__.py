@@ -1,7 +1,8 @@
 """The assembler, linker and disassembler for SW26010 CPE code (docs/asm.md).
 
-``assemble(text)`` -> Program (one source, linked); ``assemble_object`` -> ObjectFile;
-``link(objects)`` -> Program; ``disassemble(program)`` -> text; ``save_program`` /
+``assemble(text)`` -> Program (one source, linked); ``build`` / ``build_files`` -> Program
+(several sources, every error of all of them in one AsmError); ``assemble_object`` ->
+ObjectFile; ``link(objects)`` -> Program; ``disassemble(program)`` -> text; ``save_program`` /
 ``load_program`` for the ``.swo`` file format. Bad input raises ``AsmError`` listing every
 diagnostic.
 """
@@ -80,6 +81,6 @@ def _read(path: str) -> str:
     return text
 
 
-__all__ = ["assemble", "assemble_file", "assemble_object", "build", "build_files", "link", "disassemble",
-           "disassemble_word", "AsmError", "Diagnostic", "Program", "ObjectFile", "save_program",
-           "load_program", "SwoError"]
+__all__ = ["assemble", "assemble_file", "assemble_object", "build", "build_files", "link",
+           "disassemble", "disassemble_word", "AsmError", "Diagnostic", "Program", "ObjectFile",
+           "save_program", "load_program", "SwoError"]

@@ -21,7 +21,7 @@ class Origin:
     source: str
     start: int = 0
     note: str = ""  # e.g. "in expansion of macro 'm' at a.s:12"
-    position: int = 0  # index in the statement stream of its file: orders the diagnostics
+    position: int = 0  # 1, 2, ...: the order the assembler reads statements in (0: unknown)
 
 
 @dataclass(frozen=True)

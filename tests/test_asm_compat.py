@@ -228,7 +228,8 @@ def test_tdata_and_tbss_directives():
 def test_tprel_of_a_main_memory_symbol_is_refused():
     diag = only_error("\tldl $1, x($31) !tprel\n\t.data\nx: .quad 0\n")
     assert (diag.line, diag.col) == (1, 10)
-    assert "!tprel needs a thread-local (LDM) symbol; the target 0x40000000 is outside LDM" in diag.message
+    assert "!tprel needs a thread-local (LDM) symbol; the target 0x40000000 is outside LDM" \
+        in diag.message
 
 
 def test_tprel_needs_a_memory_instruction():
