@@ -260,6 +260,8 @@ class Assembler:
     def _bind_references(self, stmt: Statement) -> Statement:
         """Resolve what depends on the statement's position: numeric label references, and
         (in instructions and data) ``.set`` symbols, which take their value at this point."""
+        if not stmt.names:
+            return stmt
         freeze = stmt.name is not None and (not stmt.name.startswith(".") or
                                             stmt.name in DATA_SIZES or stmt.name in FLOAT_FORMATS)
 

@@ -16,7 +16,7 @@ from .syntax import split_statements
 
 MAX_EXPANSION_DEPTH = 100   # nested macro calls / includes before we call it runaway recursion
 # [choice] Statements that macros, .rept and .irp may produce in one file: 20x the largest
-# kernel (kernels/swgemm.s, 3178 words), a few seconds of assembly at the 20,000-30,000
+# kernel (kernels/swgemm.s, 3178 words), about two seconds of assembly at the 34,000-40,000
 # statements/s measured (docs/asm.md); `.rept 100000000` is refused at once, not run for hours.
 MAX_EXPANDED_STATEMENTS = 1 << 16
 
@@ -73,7 +73,8 @@ class Preprocessor:
                 self._frames.pop()
                 continue
             position += 1
-            yield from self._statement(replace(origin, position=position))
+            yield from self._statement(Origin(origin.file, origin.line, origin.text,
+                                              origin.source, origin.start, origin.note, position))
         for cond in self._conditions:
             self.log.error(cond.origin, "unterminated conditional (missing .endif)")
         self._conditions.clear()

@@ -146,6 +146,7 @@ class Statement:
     name_col: int
     operands: tuple[Operand, ...]
     annotations: tuple[tuple[str, int], ...]  # (text, col)
+    names: bool = False        # an operand mentions a symbol or numeric label (``1b``)
 
 
 def parse_register(text: str) -> Optional[int]:
@@ -253,7 +254,8 @@ class _Build(Transformer):
         stmt = next((c for c in children if isinstance(c, Statement)), None)
         if stmt is None:
             return Statement(labels, None, 0, (), ())
-        return Statement(labels, stmt.name, stmt.name_col, stmt.operands, stmt.annotations)
+        return Statement(labels, stmt.name, stmt.name_col, stmt.operands, stmt.annotations,
+                         _mentions_names(stmt.operands))
 
     # expressions
     def int_(self, children):
@@ -324,6 +326,21 @@ def parse_statement(text: str) -> Statement:
         raise StatementError(f"unexpected {str(token)!r}", token.column) from None
 
 
+def _mentions_names(operands: tuple[Operand, ...]) -> bool:
+    stack = [e for op in operands if op.kind in ("expr", "mem") for e in (op.value, op.base)]
+    while stack:
+        expr = stack.pop()
+        if isinstance(expr, (Sym, LocalRef)):
+            return True
+        if isinstance(expr, Unary):
+            stack.append(expr.arg)
+        elif isinstance(expr, Binary):
+            stack += (expr.left, expr.right)
+        elif isinstance(expr, Paren):
+            stack.append(expr.inner)
+    return False
+
+
 def _check_depth(tree: Tree) -> None:
     """Refuse trees deeper than MAX_TREE_DEPTH (iteratively), at the operand's column."""
     stack = [(tree, 1, None)]
@@ -338,29 +355,36 @@ def _check_depth(tree: Tree) -> None:
                      if isinstance(child, Tree))
 
 
+_SPECIAL = re.compile(r"[\"';#/\\]")  # the characters split_statements must look at
+
+
 def split_statements(line: str) -> list[tuple[int, str]]:
     """Remove ``#`` and ``//`` comments and split at ``;``, respecting string and character
     literals. Returns (0-based start offset, text) of each non-empty statement."""
     out: list[tuple[int, str]] = []
     start = 0
-    i = 0
+    end = len(line)
     quote = None
-    while i < len(line):
+    escaped_until = -1  # the character after a backslash in a literal is taken as it is
+    for match in _SPECIAL.finditer(line):
+        i = match.start()
+        if i < escaped_until:
+            continue
         c = line[i]
         if quote:
             if c == "\\":
-                i += 1
+                escaped_until = i + 2
             elif c == quote:
                 quote = None
         elif c == '"' or (c == "'" and _starts_char_literal(line, i)):
             quote = c
         elif c == "#" or line.startswith("//", i):
+            end = i
             break
         elif c == ";":
             out.append((start, line[start:i]))
             start = i + 1
-        i += 1
-    out.append((start, line[start:i]))
+    out.append((start, line[start:end]))
     return [(s, t) for s, t in out if t.strip()]
 
 
