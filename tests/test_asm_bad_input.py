@@ -4,6 +4,8 @@ that must assemble or raise AsmError, nothing else."""
 import json
 import random
 import struct
+import subprocess
+import sys
 
 import pytest
 
@@ -98,3 +100,51 @@ def test_random_token_soup_assembles_or_raises_asm_error():
             assert exc.diagnostics and all(d.message for d in exc.diagnostics)
             outcomes["refused"] += 1
     assert outcomes["assembled"] > 20 and outcomes["refused"] > 500, outcomes
+
+
+HOSTILE = {  # the inputs that once ran away (issue 14); each must end within the limits below
+    "sum.s": "\tldi $1, " + "+".join(["1"] * 500) + "\n",
+    "parens.s": "\tldi $1, " + "(" * 5000 + "1" + ")" * 5000 + "\n",
+    "rept_huge.s": "\t.rept 100000000\n\tnop\n\t.endr\n",
+    "rept_big.s": "\t.rept 1000000\n\tnop\n\t.endr\n",
+    "rept_nested.s": "\t.rept 1000\n\t.rept 1000\n\tnop\n\t.endr\n\t.endr\n",
+    "macro_fanout.s": "\t.macro m\n\tm\n\tm\n\t.endm\n\tm\n",
+    "skip_text.s": "\t.skip 0x7fffffff\n",
+    "skip_data.s": "\t.data\n\t.skip 0x7fffffff\n",
+    "one_line.s": "; ".join(f"addl $1, {i % 256}, $2" for i in range(8000)) + "\n",
+    "rec.s": 'here:\tnop\n\t.include "rec.s"\n',
+}
+MEMORY_LIMIT = 1 << 30  # address space of the whole process, Python and numpy included
+SECONDS_PER_CASE = 15
+
+
+def test_hostile_inputs_end_in_bounded_time_and_memory(tmp_path):
+    """All cases in one child process under RLIMIT_AS = 1 GiB; each case timed inside it."""
+    resource = pytest.importorskip("resource")
+    for name, text in HOSTILE.items():
+        (tmp_path / name).write_text(text)
+    script = (
+        "import sys, time\n"
+        "from swsim.asm import AsmError, build_files\n"
+        "for path in sys.argv[1:]:\n"
+        "    start = time.perf_counter()\n"
+        "    try:\n"
+        "        build_files([path], ())\n"
+        "        outcome = 'assembled'\n"
+        "    except AsmError as exc:\n"
+        "        outcome = exc.diagnostics[0].message[:60]\n"
+        "    print(f'{time.perf_counter() - start:.2f}', path, outcome, flush=True)\n")
+
+    def limit():
+        resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
+
+    result = subprocess.run([sys.executable, "-c", script, *sorted(HOSTILE)], cwd=tmp_path,
+                            capture_output=True, text=True, preexec_fn=limit,
+                            timeout=SECONDS_PER_CASE * len(HOSTILE))
+    assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
+    lines = result.stdout.splitlines()
+    assert len(lines) == len(HOSTILE), result.stdout
+    for line in lines:
+        seconds, name, outcome = line.split(" ", 2)
+        assert float(seconds) < SECONDS_PER_CASE, line
+        assert (outcome == "assembled") == (name == "one_line.s"), line
