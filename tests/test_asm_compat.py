@@ -245,3 +245,16 @@ def test_thread_local_and_debug_sections_survive_a_disassembly_round_trip():
     assert (again.words, again.ldm_image, again.data_image) == \
         (program.words, program.ldm_image, program.data_image)
     assert again.symbols["mine"].value == program.symbols["mine"].value
+
+
+def test_a_thread_local_variable_of_another_object():
+    runtime = assemble_object('\t.section .tbss,"awT",@nobits\n\t.globl _MYID\n\t.skip 16\n'
+                              "_MYID: .skip 4\n", "runtime.s")
+    user = assemble_object("\t.globl kernel\nkernel:\tldi $2, 9\n\tstw $2, _MYID($31) !tprel\n"
+                           "\tldih $1, _MYID($31) !tprelhi\n\tldw $3, _MYID($1) !tprello\n"
+                           "\thalt\n", "user.s")
+    program = link([user, runtime])
+    assert program.symbols["_MYID"].value == 16
+    machine = Machine()
+    machine.run(program, cpes=[3], engine="python")
+    assert reg(machine, 3, cpe=3) == 9
