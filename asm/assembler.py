@@ -59,18 +59,22 @@ SECTION_DIRECTIVES = {".text": TEXT, ".data": DATA, ".rodata": DATA, ".bss": BSS
                       ".tdata": LDM, ".tbss": BSS}
 IGNORED_DIRECTIVES = {".mask", ".fmask", ".prologue", ".arch", ".eflag", ".end"}
 ALIGN_DIRECTIVES = {".align", ".p2align", ".balign"}   # may leave operands empty: .p2align 4,,15
-NOLOAD_PREFIXES = (".debug", ".note", ".comment")      # assembled, never loaded
+# Directives that put bytes into a section (skipped, with instructions and directives swsim
+# does not know, in the non-loaded sections NOLOAD_PREFIXES name).
+EMITTING_DIRECTIVES = {*DATA_SIZES, *FLOAT_FORMATS, *STRING_DIRECTIVES, *ALIGN_DIRECTIVES,
+                       ".skip", ".space", ".zero", ".org"}
+NOLOAD_PREFIXES = (".debug", ".note", ".comment")
 _SECTION_NAME = re.compile(r"[A-Za-z_.$][\w.$-]*")
 
 # The most bytes one section of each kind may hold (and why): what fits the machine, checked
 # before any memory is spent on it (so `.skip 0x7fffffff` fails at once).
 _LDM_LIMIT = (1 << 20, "the largest LDM has")  # the C core's limit for any configuration
-_DATA_LIMIT = (256 << 20, "swsim allows for static data")  # [choice] more is a typo; the
-#                                 VM's static-data region is 16 MiB by default
 MAX_SECTION_BYTES = {
     # [choice] 2^20 words: what a branch's 21-bit signed word displacement reaches
     TEXT: (4 << (FIELDS["disp21"][1] - 1), "a branch reaches"),
-    LDM: _LDM_LIMIT, BSS: _LDM_LIMIT, DATA: _DATA_LIMIT, NOLOAD: _DATA_LIMIT,
+    LDM: _LDM_LIMIT, BSS: _LDM_LIMIT,
+    # [choice] more is a typo; the VM's static-data region is 16 MiB by default
+    DATA: (256 << 20, "swsim allows for static data"),
 }
 
 
@@ -210,10 +214,13 @@ class Assembler:
         except StatementError:  # still define the labels: no "undefined" errors follow
             self._pass1_labels(parse_statement(origin.text[:labels_end]))
             raise
+        self._pass1_labels(stmt)
+        if self.section.kind == NOLOAD and (stmt.name in EMITTING_DIRECTIVES or
+                                            stmt.name not in self.directives):
+            return  # the contents of debug information and notes are not needed
         for op in stmt.operands:
             if op.kind == "empty" and stmt.name not in ALIGN_DIRECTIVES:
                 raise StatementError("missing operand", op.col)
-        self._pass1_labels(stmt)
         stmt = self._bind_references(stmt)
         self.here = (self.section, self._size(self.section))
         if stmt.name is None:

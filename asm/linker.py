@@ -3,7 +3,7 @@
 Placement: code sections (in object order, then section order) from ``CODE_BASE``; initialised
 LDM sections then zeroed (.bss) ones from LDM address 0; main-memory data from ``MEM_BASE``.
 Sections of the same name from several objects are merged, each piece at its own alignment.
-Non-loaded sections (debug information, notes) are dropped with their symbols and relocations.
+Non-loaded sections (debug information, notes) and their symbols are dropped.
 Thread-local sections (.tdata, .tbss) are LDM sections: every CPE has its own LDM, so its TLS
 block is simply its LDM, and the thread pointer is TLS_THREAD_POINTER.
 """
@@ -52,8 +52,6 @@ class _Linker:
         symbols = self._symbols()
         for index, obj in enumerate(self.objects):
             for reloc in obj.relocations:
-                if obj.sections[reloc.section].kind == NOLOAD:
-                    continue
                 try:
                     self._apply(index, reloc)
                 except StatementError as exc:
