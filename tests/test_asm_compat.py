@@ -241,16 +241,6 @@ def test_tprel_needs_a_memory_instruction():
     assert "!tprello must be on a memory-format instruction" in diag.message
 
 
-def test_thread_local_and_debug_sections_survive_a_disassembly_round_trip():
-    from swsim.asm import disassemble
-    program = assemble(TLS_PROGRAM + '\t.section my_tls,"awT"\nmine: .quad 5\n'
-                       '\t.section .debug_info,""\n\t.long 1\n')
-    again = assemble(disassemble(program))
-    assert (again.words, again.ldm_image, again.data_image) == \
-        (program.words, program.ldm_image, program.data_image)
-    assert again.symbols["mine"].value == program.symbols["mine"].value
-
-
 def test_a_thread_local_variable_of_another_object():
     runtime = assemble_object('\t.section .tbss,"awT",@nobits\n\t.globl _MYID\n\t.skip 16\n'
                               "_MYID: .skip 4\n", "runtime.s")
