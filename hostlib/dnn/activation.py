@@ -55,16 +55,18 @@ class ActivationStats:
         return self.gbytes_per_second / self.peak_gbytes_per_second
 
 
-def activation_forward(x, kind: str = "relu", *, machine=None):
+def activation_forward(x, kind: str = "relu", *, machine=None, engine: str = "c"):
     """y = f(x) element-wise for f = relu, sigmoid or tanh; returns (y, ActivationStats).
 
-    ``x``: a float32 or float64 array of any shape with at least one element.
+    ``x``: a float32 or float64 array of any shape with at least one element. ``machine``:
+    the VM to run on (a new default Machine if None); ``engine``: "c" or "python".
     """
     _check_kind(kind)
-    return _run(kind.upper(), _array("x", x), None, machine)
+    return _run(kind.upper(), _array("x", x), None, machine, engine)
 
 
-def activation_backward(dy, *, x=None, y=None, kind: str = "relu", machine=None):
+def activation_backward(dy, *, x=None, y=None, kind: str = "relu", machine=None,
+                        engine: str = "c"):
     """dx = dy * f'(.) element-wise; returns (dx, ActivationStats).
 
     ReLU needs ``x`` (dx = dy where x > 0, else 0); sigmoid and tanh need the forward output
@@ -81,12 +83,12 @@ def activation_backward(dy, *, x=None, y=None, kind: str = "relu", machine=None)
     if given.shape != dy.shape or given.dtype != dy.dtype:
         raise HostError(f"{needed} and dy must have the same shape and dtype, got "
                         f"{given.shape} {given.dtype} and {dy.shape} {dy.dtype}")
-    return _run(f"{kind.upper()}_BACKWARD", given, dy, machine)
+    return _run(f"{kind.upper()}_BACKWARD", given, dy, machine, engine)
 
 
-def exp(x, *, machine=None):
+def exp(x, *, machine=None, engine: str = "c"):
     """exp(x) element-wise; returns (result, ActivationStats)."""
-    return _run("EXP", _array("x", x), None, machine)
+    return _run("EXP", _array("x", x), None, machine, engine)
 
 
 def _check_kind(kind) -> None:
@@ -103,7 +105,7 @@ def _array(name: str, value) -> np.ndarray:
     return np.ascontiguousarray(array)
 
 
-def _run(op: str, inp: np.ndarray, dy, machine):
+def _run(op: str, inp: np.ndarray, dy, machine, engine):
     machine = machine or Machine()
     prog = program(KERNEL)
     symbol = {name: s.value for name, s in prog.symbols.items()}
@@ -115,7 +117,7 @@ def _run(op: str, inp: np.ndarray, dy, machine):
     for field, value in [("J_N", inp.size), ("J_ES", inp.itemsize), ("J_OP", symbol[f"OP_{op}"]),
                          ("J_IN", in_addr), ("J_DY", dy_addr), ("J_OUT", out_addr)]:
         job[symbol[field] // 8] = value
-    res = machine.run(prog, entry=ENTRY, args=[mem.put(job)])
+    res = machine.run(prog, entry=ENTRY, args=[mem.put(job)], engine=engine)
     out = mem.get(out_addr, inp.shape, inp.dtype)
     config = machine.config
     peak = config.dma_transaction_bytes / config.dma_transaction_cycles * config.clock_hz
