@@ -249,54 +249,42 @@ fetch:
 	.end	fetch
 
 # ---- the element-wise routines besides vmath.inc's (same arguments) --------------------------
-# relu: zero the lanes whose sign is set unless they are NaN, bit-exactly on the integer bits:
-# u + SIGN <= INF (unsigned) exactly for -0 .. -inf.
-	.macro	RELU name, ldr, str, eb, sign_shift, inf, inf_shift
+# relu forward: zero the elements whose sign is set unless they are NaN, bit-exactly on the
+# integer bits: bits + SIGN <= INF (unsigned) exactly for -0 .. -inf.
+# relu backward: dx = dy where x > 0, i.e. 0 < bits <= INF, i.e. bits - 1 < INF unsigned.
+	.macro	RELU name, ldr, str, eb, sign_shift, inf, inf_shift, backward
 	.ent	\name
 \name:
-	sll	$18, 2, $18
+	sll	$18, 2, $18              # elements
+	ble	$18, 2f
 	ldi	$1, 1
 	sll	$1, \sign_shift, $1
 	ldi	$2, \inf
 	sll	$2, \inf_shift, $2
 1:	\ldr	$3, 0($16)
 	addl	$16, \eb, $16
-	addl	$3, $1, $4
-	cmpule	$4, $2, $4
-	selne	$4, $31, $3, $3
-	subl	$18, 1, $18
-	\str	$3, 0($17)
-	addl	$17, \eb, $17
-	bgt	$18, 1b
-	ret
-	.end	\name
-	.endm
-	RELU	relu_d, ldl, stl, 8, 63, 0x7FF, 52
-	RELU	relu_s, ldw, stw, 4, 31, 0x7F8, 20
-
-# relu backward: dx = dy where x > 0, i.e. 0 < bits <= INF, i.e. bits - 1 < INF unsigned.
-	.macro	RELU_BACKWARD name, ldr, str, eb, inf, inf_shift
-	.ent	\name
-\name:
-	sll	$18, 2, $18
-	ldi	$2, \inf
-	sll	$2, \inf_shift, $2
-1:	\ldr	$3, 0($16)
+	.if \backward
 	\ldr	$5, 0($19)
-	addl	$16, \eb, $16
 	addl	$19, \eb, $19
 	subl	$3, 1, $4
 	cmpult	$4, $2, $4
 	selne	$4, $5, $31, $3
+	.else
+	addl	$3, $1, $4
+	cmpule	$4, $2, $4
+	selne	$4, $31, $3, $3
+	.endif
 	subl	$18, 1, $18
 	\str	$3, 0($17)
 	addl	$17, \eb, $17
 	bgt	$18, 1b
-	ret
+2:	ret
 	.end	\name
 	.endm
-	RELU_BACKWARD relu_backward_d, ldl, stl, 8, 0x7FF, 52
-	RELU_BACKWARD relu_backward_s, ldw, stw, 4, 0x7F8, 20
+	RELU	relu_d, ldl, stl, 8, 63, 0x7FF, 52, 0
+	RELU	relu_s, ldw, stw, 4, 31, 0x7F8, 20, 0
+	RELU	relu_backward_d, ldl, stl, 8, 63, 0x7FF, 52, 1
+	RELU	relu_backward_s, ldw, stw, 4, 31, 0x7F8, 20, 1
 
 # sigmoid backward dx = dy y (1 - y); tanh backward dx = dy (1 - y^2). In double, rounded once
 # to the element type by the store.
