@@ -249,23 +249,51 @@ fetch:
 	.end	fetch
 
 # ---- the element-wise routines besides vmath.inc's (same arguments) --------------------------
-# relu forward: zero the elements whose sign is set unless they are NaN, bit-exactly on the
-# integer bits: bits + SIGN <= INF (unsigned) exactly for -0 .. -inf.
-# relu backward: dx = dy where x > 0, i.e. 0 < bits <= INF, i.e. bits - 1 < INF unsigned.
-	.macro	RELU name, ldr, str, eb, sign_shift, inf, inf_shift, backward
+# kind: 0 relu forward, 1 relu backward (per
+# element, on the integer bits), 2 sigmoid backward, 3 tanh backward (per vector, in double,
+# rounded once to the element type by the store).
+# relu forward: zero the elements whose sign is set unless they are NaN: bits + SIGN <= INF
+# (unsigned) exactly for -0 .. -inf. relu backward: dx = dy where x > 0, i.e.
+# 0 < bits <= INF, i.e. bits - 1 < INF unsigned.
+	.macro	ELEMENTWISE name, ld, st, step, kind, sign_shift=0, inf=0, inf_shift=0
 	.ent	\name
 \name:
+	.if \kind / 2
+	ldde	$1, VM_ONE($31)
+	.else
 	sll	$18, 2, $18              # elements
-	ble	$18, 2f
 	ldi	$1, 1
 	sll	$1, \sign_shift, $1
 	ldi	$2, \inf
 	sll	$2, \inf_shift, $2
-1:	\ldr	$3, 0($16)
-	addl	$16, \eb, $16
-	.if \backward
-	\ldr	$5, 0($19)
-	addl	$19, \eb, $19
+	.endif
+	ble	$18, 2f
+1:	\ld	$3, 0($16)
+	.if \kind
+	\ld	$5, 0($19)
+	.endif
+	ELEMENTWISE_BODY \kind
+	addl	$16, \step, $16
+	addl	$19, \step, $19
+	subl	$18, 1, $18
+	\st	$3, 0($17)
+	addl	$17, \step, $17
+	bgt	$18, 1b
+2:	ret
+	.end	\name
+	.endm
+
+# $3 = x or y (the result goes back to $3), $5 = dy, $1/$2 = constants.
+	.macro	ELEMENTWISE_BODY kind
+	.if \kind / 2
+	.if \kind & 1
+	vnmad	$3, $3, $1, $4           # 1 - y^2
+	.else
+	vsubd	$1, $3, $4
+	vmuld	$4, $3, $4               # y (1 - y)
+	.endif
+	vmuld	$4, $5, $3
+	.elseif \kind
 	subl	$3, 1, $4
 	cmpult	$4, $2, $4
 	selne	$4, $5, $31, $3
@@ -274,44 +302,12 @@ fetch:
 	cmpule	$4, $2, $4
 	selne	$4, $31, $3, $3
 	.endif
-	subl	$18, 1, $18
-	\str	$3, 0($17)
-	addl	$17, \eb, $17
-	bgt	$18, 1b
-2:	ret
-	.end	\name
 	.endm
-	RELU	relu_d, ldl, stl, 8, 63, 0x7FF, 52, 0
-	RELU	relu_s, ldw, stw, 4, 31, 0x7F8, 20, 0
-	RELU	relu_backward_d, ldl, stl, 8, 63, 0x7FF, 52, 1
-	RELU	relu_backward_s, ldw, stw, 4, 31, 0x7F8, 20, 1
-
-# sigmoid backward dx = dy y (1 - y); tanh backward dx = dy (1 - y^2). In double, rounded once
-# to the element type by the store.
-	.macro	ACT_BACKWARD name, ld, st, vb, tanh
-	.ent	\name
-\name:
-	ldde	$1, VM_ONE($31)
-	ble	$18, 2f
-1:	\ld	$2, 0($16)
-	\ld	$3, 0($19)
-	.if \tanh
-	vnmad	$2, $2, $1, $4           # 1 - y^2
-	.else
-	vsubd	$1, $2, $4
-	vmuld	$4, $2, $4               # y (1 - y)
-	.endif
-	vmuld	$4, $3, $4
-	addl	$16, \vb, $16
-	addl	$19, \vb, $19
-	subl	$18, 1, $18
-	\st	$4, 0($17)
-	addl	$17, \vb, $17
-	bgt	$18, 1b
-2:	ret
-	.end	\name
-	.endm
-	ACT_BACKWARD sigmoid_backward_d, vldd, vstd, 32, 0
-	ACT_BACKWARD sigmoid_backward_s, vlds, vsts, 16, 0
-	ACT_BACKWARD tanh_backward_d, vldd, vstd, 32, 1
-	ACT_BACKWARD tanh_backward_s, vlds, vsts, 16, 1
+	ELEMENTWISE relu_d, ldl, stl, 8, 0, 63, 0x7FF, 52
+	ELEMENTWISE relu_s, ldw, stw, 4, 0, 31, 0x7F8, 20
+	ELEMENTWISE relu_backward_d, ldl, stl, 8, 1, 63, 0x7FF, 52
+	ELEMENTWISE relu_backward_s, ldw, stw, 4, 1, 31, 0x7F8, 20
+	ELEMENTWISE sigmoid_backward_d, vldd, vstd, 32, 2
+	ELEMENTWISE sigmoid_backward_s, vlds, vsts, 16, 2
+	ELEMENTWISE tanh_backward_d, vldd, vstd, 32, 3
+	ELEMENTWISE tanh_backward_s, vlds, vsts, 16, 3
