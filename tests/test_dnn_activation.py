@@ -202,11 +202,13 @@ def test_stats_report_bandwidth_against_the_dma_peak():
     assert 0.5 < stats.bandwidth_ratio <= 1.0
 
 
-def test_python_engine_agrees_bit_for_bit():
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_python_engine_agrees_bit_for_bit(dtype):
     x = np.concatenate([np.linspace(-30, 30, 37), [np.nan, np.inf, -np.inf, 1e-310]])
-    for kind in ("sigmoid", "tanh"):
-        y_c, s_c = activation_forward(x, kind)
-        y_py, s_py = activation_forward(x, kind, engine="python")
+    x = x.astype(dtype)
+    for kind in accuracy.FUNCTIONS:
+        y_c, s_c = _forward(kind, x)
+        y_py, s_py = _forward(kind, x, engine="python")
         assert y_c.tobytes() == y_py.tobytes()
         assert s_c.kernel_cycles == s_py.kernel_cycles
 
