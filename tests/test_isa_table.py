@@ -29,8 +29,9 @@ def test_encoding_decodes_back(instr):
     assert got is instr and not literal
     assert got_values == values
     if instr.has_literal_form:
-        lit_values = {k: v for k, v in values.items() if k != "rb"}
-        lit_values["lit"] = 255
+        register, immediate = next(filter(None, map(isa.register_or_immediate, instr.operands)))
+        lit_values = {k: v for k, v in values.items() if k != register}
+        lit_values.update(isa.split_immediate(immediate, isa.IMMEDIATE_RANGES[immediate][1]))
         got, got_values, literal = isa.decode(isa.encode(instr, lit_values, literal=True))
         assert got is instr and literal and got_values == lit_values
 
