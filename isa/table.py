@@ -113,7 +113,7 @@ LATENCY_CLASSES = (
     "sync",       # synr/sync: result when the barrier completes
     "dma",        # dma issue: 1
     "branch",     # branches/jumps (link register result): 1
-    "misc",       # rcid, rtc, memb, halt: 1
+    "misc",       # rcid, rtc, rcsr, memb, halt: 1
 )
 
 
