@@ -131,3 +131,21 @@ def test_branch_targets_print_as_labels():
     text = disassemble(program)
     assert "bne\t$1, loop" in text and "br\t$31, start" in text and "beq\t$2, .+8" in text
     assert assemble(text).words == program.words
+
+
+def test_vector_logic_mnemonics_are_vlog_with_their_truth_table():
+    vlog = isa.BY_NAME["vlog"]
+    for name, truth in isa.table.VECTOR_LOGIC.items():
+        words = assemble(f"\t.text\n\t{name} $1, $2, $3\n").words
+        assert words == [isa.encode(vlog, {"ra": 1, "rb": 2, "r3": 31, "rc": 3,
+                                           **isa.split_immediate("truth", truth)})]
+
+
+def test_register_and_immediate_operands_choose_the_form():
+    text = "\t.text\n\tputr $1, $2\n\tputr $1, 2\n\tsynr $3\n\tsynr 0xff\n\tvshff $1, $2, 0x44, $3\n"
+    register, immediate = isa.BY_NAME["putr"], isa.BY_NAME["synr"]
+    words = assemble(text).words
+    assert [isa.decode(w)[2] for w in words] == [False, True, False, True, True]
+    assert isa.decode(words[0])[:2] == (register, {"ra": 1, "rb": 2})
+    assert isa.decode(words[3])[:2] == (immediate, {"imm8": 0xFF})
+    assert assemble(disassemble(assemble(text))).words == words
