@@ -240,7 +240,8 @@ static inline void vector_whole(Cpe *c, const Instr *in, int64_t t)
 {
     const uint64_t *a = c->regs[in->ra], *b = c->regs[in->rb], *r3 = c->regs[in->r3];
     uint64_t out[SWSIM_LANES] = {0};
-    unsigned count = (unsigned)operand_b(c, in) & 255, lanes = count / 64, bits = count % 64;
+    unsigned count = in->id == I_VLOG ? 0 : (unsigned)operand_b(c, in) & 255;
+    unsigned lanes = count / 64, bits = count % 64;
     switch (in->id) {
     case I_SLLOW:
         for (unsigned i = lanes; i < SWSIM_LANES; i++)
