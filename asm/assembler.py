@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from typing import Callable, Optional, Union
 
 from ..isa import (BY_NAME, FIELDS, IMMEDIATE_RANGES, PSEUDO_INSTRUCTIONS, ZERO_REG, Instr,
-                   encode, field_range, operand_fields)
+                   encode, field_range, register_or_immediate, split_immediate)
 from .diagnostics import DiagnosticLog, Origin, StatementError
 from .preprocess import LEADING_LABELS, Preprocessor, split_arguments
 from .program import (BSS, DATA, LDM, NOLOAD, TEXT, ObjectFile, Relocation, Section, SourceLine,
@@ -26,7 +26,6 @@ from .syntax import (REGISTER_HELP, Binary, Float, LocalRef, Num, Operand, Paren
                      Sym, Unary, parse_register, parse_statement)
 
 DISP16 = field_range("disp16")
-LITERAL = field_range("lit")
 
 
 def _span(low_high) -> str:
@@ -35,13 +34,18 @@ def _span(low_high) -> str:
 
 EXPECTED = {  # what an operand template wants, for "expected ..." messages
     "ra": "a register", "rb": "a register", "rc": "a register", "r3": "a register",
-    "rb|lit": f"a register or an 8-bit literal ({_span(LITERAL)})",
+    "rb|lit": f"a register or an 8-bit literal ({_span(IMMEDIATE_RANGES['lit'])})",
     "disp(rb)": "a memory operand disp(rb)", "(rb)": "a register in parentheses, e.g. ($26)",
     "label": "a branch target (label or address)", "hint": "a jump hint number",
     "lane": f"a lane number {_span(IMMEDIATE_RANGES['lane'])}",
     "n": f"a target number {_span(IMMEDIATE_RANGES['n'])} (8: broadcast)",
     "mask": f"an 8-bit CPE mask {_span(IMMEDIATE_RANGES['mask'])}",
+    "csr": f"a control/status register number {_span(IMMEDIATE_RANGES['csr'])}",
+    "sel": f"an 8-bit lane selector {_span(IMMEDIATE_RANGES['sel'])}",
+    "truth": f"an 8-bit truth table {_span(IMMEDIATE_RANGES['truth'])}",
 }
+EXPECTED.update({f"{reg}|{imm}": f"a register or {EXPECTED[imm]}"
+                 for reg, imm in (("rb", "n"), ("rb", "mask"), ("r3", "sel"))})
 
 # Relocation annotations (docs/asm.md "Relocation annotations").
 GP_OFFSET = 0x8000          # the linker defines _gp = data base + GP_OFFSET
@@ -813,14 +817,17 @@ class Assembler:
         for template, op in zip(instr.operands, operands):
             if template in ("ra", "rb", "rc", "r3"):
                 values[template] = self._register(op, template, instr)
-            elif template == "rb|lit":
+            elif register_or_immediate(template):
+                register, immediate = register_or_immediate(template)
                 if self._is_register(op):
-                    values["rb"] = self._register_number(op)
+                    values[register] = self._register_number(op)
                 else:
                     self._check_not_a_misspelt_register(op)
                     literal = True
-                    values["lit"] = self._check_range(self._absolute(
-                        op, what=EXPECTED[template]), *LITERAL, "literal operand", op.col)
+                    what = "literal operand" if immediate == "lit" else f"operand '{immediate}'"
+                    values.update(split_immediate(immediate, self._check_range(self._absolute(
+                        op, what=EXPECTED[template]), *IMMEDIATE_RANGES[immediate], what,
+                        op.col)))
             elif template == "disp(rb)":
                 disp, base = self._memory(op)
                 values["rb"] = ZERO_REG if base is None else self._register(base, "rb", instr)
@@ -837,11 +844,10 @@ class Assembler:
                     raise StatementError(self._expected(op, template, instr), op.col)
                 self._relocate(offset, "branch21", target, op.col)
                 values["disp21"] = 0
-            else:  # lane, n, mask, hint
-                (field,) = operand_fields(template)
-                values[field] = self._check_range(self._absolute(op, what=EXPECTED[template]),
-                                                  *IMMEDIATE_RANGES[template],
-                                                  f"operand '{template}'", op.col)
+            else:  # lane, n, mask, csr, truth, hint
+                values.update(split_immediate(template, self._check_range(
+                    self._absolute(op, what=EXPECTED[template]), *IMMEDIATE_RANGES[template],
+                    f"operand '{template}'", op.col)))
         return values, literal
 
     def _displacement(self, instr: Instr, disp, op: Operand, offset: int,

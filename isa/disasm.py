@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Optional
 
 from .encoding import decode, encode
-from .table import IMMEDIATE_RANGES, operand_fields
+from .table import IMMEDIATE_RANGES, immediate_value, operand_fields, register_or_immediate
 
 
 def format_instruction(word: int, address: Optional[int] = None,
@@ -32,8 +32,8 @@ def format_instruction(word: int, address: Optional[int] = None,
     for template in instr.operands:
         if template in ("ra", "rb", "rc", "r3"):
             parts.append(f"${values[template]}")
-        elif template == "rb|lit":
-            parts.append(str(values["lit"]) if literal else f"${values['rb']}")
+        elif register_or_immediate(template) and not literal:
+            parts.append(f"${values[register_or_immediate(template)[0]]}")
         elif template == "disp(rb)":
             parts.append(f"{values['disp16']}(${values['rb']})")
         elif template == "(rb)":
@@ -47,10 +47,10 @@ def format_instruction(word: int, address: Optional[int] = None,
             if code_range is not None and not code_range[0] <= target <= code_range[1]:
                 return None
             parts.append(label_at(target) or f".{offset:+d}")
-        else:  # lane, n, mask, hint
-            (field,) = operand_fields(template)
-            value = values[field]
-            low, high = IMMEDIATE_RANGES[template]
+        else:  # an immediate, or the immediate of a reg|imm template in the literal form
+            immediate = (register_or_immediate(template) or (None, template))[1]
+            value = immediate_value(operand_fields(template, literal), values)
+            low, high = IMMEDIATE_RANGES[immediate]
             if not low <= value <= high:
                 return None
             parts.append(str(value))

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from typing import Optional
 
-from .table import (FIELDS, FORMATS, INSTRUCTIONS, UNUSED_REGISTER, Instr, field_range,
-                    operand_fields, register_fields)
+from .table import (FIELDS, FORMATS, INSTRUCTIONS, UNUSED_REGISTER, Instr, encoding_forms,
+                    field_range, literal_register, operand_fields, register_fields)
 
 
 def get_field(word: int, name: str) -> int:
@@ -39,7 +39,7 @@ def encode(instr: Instr, values: dict[str, int], literal: bool = False) -> int:
         else:
             raise ValueError(f"{instr.name} has no literal form")
     word = put_field(0, "opcode", opcode)
-    func_field = FORMATS[instr.fmt]
+    func_field = FORMATS[instr.format(literal)]
     if func_field is not None:
         word = put_field(word, func_field, func)
     for reg in _format_registers(instr, literal):
@@ -55,9 +55,10 @@ def _format_registers(instr: Instr, literal: bool) -> list[str]:
     regs = {"mem": ["ra", "rb"], "jump": ["ra", "rb"], "branch": ["ra"],
             "opr": ["ra", "rb", "rc"], "sel": ["ra", "rb", "r3", "rc"], "fp": ["ra", "rb", "rc"],
             "fma": ["ra", "rb", "r3", "rc"], "vec": ["ra", "rb", "rc"], "misc": ["ra"],
-            "cpe": ["ra", "rb"], "dma": ["ra", "rb", "rc"]}[instr.fmt]
+            "cpe": ["ra", "rb"], "dma": ["ra", "rb", "rc"], "vlog": ["ra", "rb", "r3", "rc"],
+            "shfi": ["ra", "rb", "rc"]}[instr.format(literal)]
     if literal:
-        regs = [r for r in regs if r != "rb"]
+        regs = [r for r in regs if r != literal_register(instr)]
     if "lane" in instr.operands:
         regs = [r for r in regs if r != "r3"]
     return regs
@@ -65,23 +66,16 @@ def _format_registers(instr: Instr, literal: bool) -> list[str]:
 
 def _build_decode_table() -> dict[int, tuple[Optional[str], dict]]:
     table: dict[int, tuple[Optional[str], dict]] = {}
-
-    def add(opcode: int, func: Optional[int], instr: Instr, literal: bool) -> None:
-        func_field = FORMATS[instr.fmt]
-        entry = table.setdefault(opcode, (func_field, {}))
-        if entry[0] != func_field:
-            raise AssertionError(f"opcode {opcode:#x} used by two formats")
-        key = func if func_field is not None else None
-        if key in entry[1]:
-            raise AssertionError(f"duplicate encoding {opcode:#x}/{key} ({instr.name})")
-        entry[1][key] = (instr, literal)
-
     for instr in INSTRUCTIONS:
-        add(instr.opcode, instr.func, instr, False)
-        if instr.lit_opcode is not None:
-            add(instr.lit_opcode, instr.func, instr, True)
-        if instr.lit_func is not None:
-            add(instr.opcode, instr.lit_func, instr, True)
+        for opcode, func, literal in encoding_forms(instr):
+            func_field = FORMATS[instr.format(literal)]
+            entry = table.setdefault(opcode, (func_field, {}))
+            if entry[0] != func_field:
+                raise AssertionError(f"opcode {opcode:#x} used by two formats")
+            key = func if func_field is not None else None
+            if key in entry[1]:
+                raise AssertionError(f"duplicate encoding {opcode:#x}/{key} ({instr.name})")
+            entry[1][key] = (instr, literal)
     return table
 
 

@@ -16,9 +16,10 @@ FORMATS
     default operand syntax.
 Operand syntax
     A comma-separated list of operand templates. ``ra``/``rb``/``rc``/``rd``... name register
-    fields; ``rb|lit`` is a register or an 8-bit literal (choosing the register or literal
-    form of the instruction); ``disp(rb)`` is a memory operand; ``label`` a branch target;
-    ``lane``, ``n``, ``mask``, ``hint`` small immediates.
+    fields; ``reg|imm`` is a register or an immediate (choosing the register or the literal
+    form of the instruction): ``rb|lit`` an 8-bit literal, ``rb|n`` / ``rb|mask`` a put target
+    / barrier mask, ``r3|sel`` a shuffle selector; ``disp(rb)`` is a memory operand; ``label``
+    a branch target; ``lane``, ``n``, ``mask``, ``csr``, ``truth``, ``hint`` immediates.
 Latency classes
     Names only; their cycle counts are configuration (``swsim.vm.config``), so a preset such as
     SW26010pro changes timing without touching this table.
@@ -46,7 +47,10 @@ FIELDS: dict[str, tuple[int, int, bool]] = {
     "func3": (10, 3, False),   # select function
     "func16": (0, 16, False),  # misc (opcode 0x06) function
     "cfunc": (0, 8, False),    # swsim CPE-communication group function (opcode 0x07)
-    "imm8": (8, 8, False),     # swsim CPE-communication group immediate (n / mask)
+    "imm8": (8, 8, False),     # swsim CPE-communication group immediate (n / mask / csr)
+    "sel8": (5, 8, False),     # vshff immediate selector (its own opcode, no function field)
+    "truth_lo": (10, 6, False),  # vlog truth table bits [5:0] ...
+    "truth_hi": (26, 2, False),  # ... and [7:6], in the low opcode bits (vlog is 0x14-0x17)
 }
 
 # Per format: the field holding the function number (None: the opcode alone decides).
@@ -62,6 +66,8 @@ FORMATS: dict[str, Optional[str]] = {
     "misc": "func16",  # op ra
     "cpe": "cfunc",    # swsim CPE-only group: op ra, imm8 / op ra / op imm8
     "dma": "func8",    # dma ra, rb, rc         (descriptor, memory address, LDM address)
+    "vlog": None,      # vlog ra, rb, r3, rc, truth (truth table in [27:26] and [15:10])
+    "shfi": None,      # vshff ra, rb, sel, rc   (the immediate-selector form of vshff)
 }
 
 # Registers: 32 x 256 bits; $31 reads as zero. $fN is another name of $N.
@@ -76,6 +82,10 @@ REG_ALIASES: dict[str, int] = {
     **{f"t{8 + i}": 22 + i for i in range(4)},     # t8-t11 = $22-$25
     "ra": 26, "pv": 27, "t12": 27, "at": 28, "gp": 29, "sp": 30, "zero": 31,
 }
+
+# rcsr's only modelled control/status register: the core group's cycle counter (MACHINE.md
+# appendix).
+CSR_CYCLE_COUNTER = 4
 
 # The CPE address map (MACHINE.md §3). The VM's configuration takes its defaults from here.
 LDM_BASE = 0x0
@@ -103,7 +113,7 @@ LATENCY_CLASSES = (
     "sync",       # synr/sync: result when the barrier completes
     "dma",        # dma issue: 1
     "branch",     # branches/jumps (link register result): 1
-    "misc",       # rcid, rtc, memb, halt: 1
+    "misc",       # rcid, rtc, rcsr, memb, halt: 1
 )
 
 
@@ -120,7 +130,9 @@ class Instr:
     cls: str                     # semantic class (what kind of work it is; see CLASSES)
     lit_opcode: Optional[int] = None   # literal form: major opcode (opr/sel formats)
     lit_func: Optional[int] = None     # literal form: function number (vec format)
+    lit_fmt: Optional[str] = None      # literal form's format, if not fmt (vshff's selector)
     size: int = 0                # bytes accessed in memory (loads/stores), else 0
+    accumulates: bool = False    # rc is also a source (umulqa, the *_take_carry family)
     doc: str = ""                # one-line meaning
     operands: tuple[str, ...] = field(init=False)
 
@@ -131,6 +143,10 @@ class Instr:
     @property
     def has_literal_form(self) -> bool:
         return self.lit_opcode is not None or self.lit_func is not None
+
+    def format(self, literal: bool = False) -> str:
+        """The format of the register (or only) form, or of the literal form."""
+        return self.lit_fmt if literal and self.lit_fmt else self.fmt
 
     @property
     def pipes(self) -> tuple[int, ...]:
@@ -215,6 +231,34 @@ _add(
     _I("fimovd", "opr", 0x10, 0x78, "ra, rc", "P0", "fmove", "fmisc",
        doc="rc = bits of ra (float -> integer register move)"),
 )
+# Byte masks and sign extensions real compiled code uses (SW64 numbers; unary ones: ra = $31).
+for _name, _func, _syntax, _doc in [
+    ("zap", 0x68, _OPR, "rc = ra with byte i cleared where bit i of rb[7:0] is set"),
+    ("zapnot", 0x69, _OPR, "rc = ra with byte i kept where bit i of rb[7:0] is set, else 0"),
+    ("sextb", 0x6A, "rb|lit, rc", "rc = sext8(rb)"),
+    ("sexth", 0x6B, "rb|lit, rc", "rc = sext16(rb)"),
+    # not in the public table: swsim numbers in 0xE0-0xEF [choice]
+    ("andnot", 0xE0, _OPR, "swsim-numbered. rc = ra & ~rb (as bic)"),
+    ("sextw", 0xE1, "rb|lit, rc", "swsim-numbered. rc = sext32(rb)"),
+    # The carry (borrow, overflow) is a 0/1 value in rc; the _take_carry forms also add
+    # (subtract) the incoming carry rc[0] [choice].
+    ("addo_carry", 0xE8, _OPR, "swsim-numbered. rc = 1 if signed ra + rb overflows, else 0"),
+    ("uaddo_carry", 0xE9, _OPR, "swsim-numbered. rc = carry out of unsigned ra + rb"),
+    ("subo_carry", 0xEA, _OPR, "swsim-numbered. rc = 1 if signed ra - rb overflows, else 0"),
+    ("usubo_carry", 0xEB, _OPR, "swsim-numbered. rc = borrow of unsigned ra - rb"),
+]:
+    _add(_I(_name, "opr", 0x10, _func, _syntax, "P01", "int", "alu", lit_opcode=0x12,
+            doc=_doc))
+for _name, _func, _doc in [
+    ("addo_take_carry", 0xEC, "rc = 1 if signed ra + rb + rc[0] overflows, else 0"),
+    ("uaddo_take_carry", 0xED, "rc = carry out of unsigned ra + rb + rc[0]"),
+    ("subo_take_carry", 0xEE, "rc = 1 if signed ra - rb - rc[0] overflows, else 0"),
+    ("usubo_take_carry", 0xEF, "rc = borrow of unsigned ra - rb - rc[0]"),
+]:
+    _add(_I(_name, "opr", 0x10, _func, _OPR, "P01", "int", "alu", lit_opcode=0x12,
+            accumulates=True, doc="swsim-numbered. " + _doc))
+_add(_I("umulqa", "opr", 0x10, 0xE2, _OPR, "P0", "imul", "imul", lit_opcode=0x12,
+        accumulates=True, doc="swsim-numbered. rc = rc + ra * rb (low 64 bits, unsigned)"))
 
 # ---- select: opcode 0x11 (register) / 0x13 (literal), function in [12:10] ------------------
 for _name, _func, _cond in [("seleq", 0, "== 0"), ("selge", 1, ">= 0"), ("selgt", 2, "> 0"),
@@ -273,6 +317,15 @@ for _name, _func, _lfunc, _doc in [
 ]:
     _add(_I(_name, "vec", 0x1A, _func, "ra, rb|lit, rc", "P0", "vint", "valu", lit_func=_lfunc,
             doc=_doc))
+# Whole-register shifts (SW64 numbers) and copy (swsim number [choice]).
+for _name, _func, _lfunc, _doc in [
+    ("sllow", 0x0C, 0x2C, "rc = 256-bit ra << (rb[7:0] / literal)"),
+    ("srlow", 0x0D, 0x2D, "rc = 256-bit ra >> (rb[7:0] / literal), logical"),
+]:
+    _add(_I(_name, "vec", 0x1A, _func, "ra, rb|lit, rc", "P0", "vint", "valu", lit_func=_lfunc,
+            doc=_doc))
+_add(_I("vfmov", "vec", 0x1A, 0xE0, "ra, rc", "P0", "shuffle", "shuffle",
+        doc="swsim-numbered. rc = ra, all 256 bits"))
 for _name, _func, _syntax, _lat, _cls, _doc in [
     ("vadds", 0x80, _FP3, "fp", "fp", "per lane: rc = f32(ra + rb)"),
     ("vaddd", 0x81, _FP3, "fp", "fp", "per lane: rc = ra + rb"),
@@ -309,13 +362,23 @@ _add(
        doc="every word lane of rc = ra[31:0]"),
     _I("vcpyf", "fma", 0x1B, 0x25, "ra, rc", "P0", "shuffle", "shuffle",
        doc="every 64-bit lane of rc = ra[63:0]"),
-    _I("vshff", "fma", 0x1B, 0x26, "ra, rb, r3, rc", "P0", "shuffle", "shuffle",
+    _I("vshff", "fma", 0x1B, 0x26, "ra, rb, r3|sel, rc", "P0", "shuffle", "shuffle",
+       lit_opcode=0x25, lit_fmt="shfi",
        doc="swsim-numbered. 64-bit lane i of rc = lane s of (ra:rb) (0-3 ra, 4-7 rb), "
-           "s = bits [4i+2:4i] of r3"),
+           "s = bits [4i+2:4i] of r3; selector sel: lanes 0-1 = ra lane sel[2i+1:2i], "
+           "lanes 2-3 = rb lane sel[2i+1:2i]"),
     _I("vshfw", "fma", 0x1B, 0x27, "ra, rb, r3, rc", "P0", "shuffle", "shuffle",
        doc="word lane i of rc = word lane s of (ra:rb) (0-7 ra, 8-15 rb), "
            "s = bits [4i+3:4i] of r3"),
 )
+
+# ---- vector logic: opcode 0x14-0x17 (SW64), truth table in [27:26] and [15:10] ------------
+_add(_I("vlog", "vlog", 0x14, None, "ra, rb, r3, rc, truth", "P0", "vint", "valu",
+        doc="bit j of rc = bit (4 ra_j + 2 rb_j + r3_j) of truth, all 256 bits"))
+# The compiler's bitwise 256-bit logic, as vlog with r3 = $31 (assembler pseudo-forms below):
+# truth-table bit (4a + 2b + c) for every c.
+VECTOR_LOGIC = {"vandw": 0xC0, "vbicw": 0x30, "vbisw": 0xFC, "vornotw": 0xF3, "vxorw": 0x3C,
+                "veqvw": 0xC3}
 
 # ---- misc: opcode 0x06, function in [15:0] ------------------------------------------------
 _add(
@@ -391,22 +454,26 @@ for _name, _op, _size, _doc in [
 ]:
     _add(_I(_name, "mem", _op, None, _MEM, "P1", "bcast_load", "bcast_load", size=_size, doc=_doc))
 # Register communication and barriers: opcode 0x07, ra [25:21], imm8 [15:8], cfunc [7:0].
+# The target n / mask is an immediate (literal form) or rb's lane 0 (register form).
 _add(
-    _I("putr", "cpe", 0x07, 0x00, "ra, n", "P1", "store", "put",
+    _I("putr", "cpe", 0x07, 0x04, "ra, rb|n", "P1", "store", "put", lit_func=0x00,
        doc="send ra to CPE (row, n) of this row; n = 8: to the other 7 CPEs of the row"),
-    _I("putc", "cpe", 0x07, 0x01, "ra, n", "P1", "store", "put",
+    _I("putc", "cpe", 0x07, 0x05, "ra, rb|n", "P1", "store", "put", lit_func=0x01,
        doc="send ra to CPE (n, column) of this column; n = 8: to the other 7 of the column"),
     _I("getr", "cpe", 0x07, 0x02, "ra", "P1", "get", "get",
        doc="ra = oldest entry of the row receive queue (stall while empty)"),
     _I("getc", "cpe", 0x07, 0x03, "ra", "P1", "get", "get",
        doc="ra = oldest entry of the column receive queue (stall while empty)"),
-    _I("synr", "cpe", 0x07, 0x10, "mask", "P01", "sync", "sync",
+    _I("synr", "cpe", 0x07, 0x18, "rb|mask", "P01", "sync", "sync", lit_func=0x10,
        doc="barrier with the CPEs of this row whose column bit is set in mask"),
-    _I("sync", "cpe", 0x07, 0x11, "mask", "P01", "sync", "sync",
+    _I("sync", "cpe", 0x07, 0x19, "rb|mask", "P01", "sync", "sync", lit_func=0x11,
        doc="barrier with the CPEs of this column whose row bit is set in mask"),
+    _I("rcsr", "cpe", 0x07, 0x20, "ra, csr", "P1", "misc", "misc",
+       doc=f"ra = control/status register csr; {CSR_CYCLE_COUNTER}: the cycle number at issue "
+           "(as rtc), any other csr faults"),
 )
-# DMA: opcode 0x14, register operate layout, function 0.
-_add(_I("dma", "dma", 0x14, 0x00, "ra, rb, rc", "P1", "dma", "dma",
+# DMA: opcode 0x24, register operate layout, function 0.
+_add(_I("dma", "dma", 0x24, 0x00, "ra, rb, rc", "P1", "dma", "dma",
         doc="start the DMA described by ra (descriptor) between memory rb and LDM rc"))
 
 INSTRUCTIONS: tuple[Instr, ...] = tuple(_T)
@@ -427,6 +494,8 @@ PSEUDO_INSTRUCTIONS = {
     "ldi": "ldi rc, value       -> ldih + ldi pair when value does not fit 16 bits signed",
     "br": "br label            -> br $31, label",
     "ret": "ret                 -> ret $31, ($26), 1",
+    **{name: f"{name} ra, rb, rc  -> vlog ra, rb, $31, rc, {truth:#04x}"
+       for name, truth in VECTOR_LOGIC.items()},
 }
 
 
@@ -445,48 +514,90 @@ def field_range(name: str) -> tuple[int, int]:
 # Immediate operand templates: the values the assembler accepts (MACHINE.md §4) and the
 # disassembler prints.
 IMMEDIATE_RANGES: dict[str, tuple[int, int]] = {
-    "lane": (0, 7), "n": (0, 8), "mask": (0, 255), "hint": field_range("disp16")}
+    "lit": field_range("lit"), "lane": (0, 7), "n": (0, 8), "mask": (0, 255),
+    "csr": field_range("imm8"), "sel": field_range("sel8"), "truth": (0, 255),
+    "hint": field_range("disp16")}
+
+_IMMEDIATE_FIELDS = {  # low part first: a value split over fields is their concatenation
+    "lit": ["lit"], "hint": ["disp16"], "label": ["disp21"], "lane": ["lane"], "n": ["imm8"],
+    "mask": ["imm8"], "csr": ["imm8"], "sel": ["sel8"], "truth": ["truth_lo", "truth_hi"]}
+
+
+def register_or_immediate(operand: str) -> Optional[tuple[str, str]]:
+    """(register field, immediate template) of a ``reg|imm`` template, else None."""
+    return tuple(operand.split("|")) if "|" in operand else None
 
 
 def operand_fields(operand: str, literal: bool = False) -> list[str]:
-    """Fields an operand template occupies in the word."""
-    return {
-        "ra": ["ra"], "rb": ["rb"], "rc": ["rc"], "r3": ["r3"],
-        "rb|lit": ["lit"] if literal else ["rb"],
-        "disp(rb)": ["disp16", "rb"], "(rb)": ["rb"], "hint": ["disp16"],
-        "label": ["disp21"], "lane": ["lane"], "n": ["imm8"], "mask": ["imm8"],
-    }[operand]
+    """Fields an operand template occupies in the word (in the literal form if ``literal``)."""
+    choice = register_or_immediate(operand)
+    if choice:
+        return _IMMEDIATE_FIELDS[choice[1]] if literal else [choice[0]]
+    if operand in ("ra", "rb", "rc", "r3"):
+        return [operand]
+    return {"disp(rb)": ["disp16", "rb"], "(rb)": ["rb"]}.get(operand) \
+        or _IMMEDIATE_FIELDS[operand]
 
 
-def immediate_field(instr: Instr, literal: bool = False) -> Optional[str]:
-    """The field whose value the instruction uses as its immediate operand (the literal, the
-    displacement, the branch offset, the lane, n or mask), or None. A jump's hint is not used."""
+def immediate_fields(instr: Instr, literal: bool = False) -> list[str]:
+    """The fields whose concatenation (low part first) the instruction uses as its immediate
+    operand (the literal, the displacement, the branch offset, the lane, n, mask, csr, selector
+    or truth table), or []. A jump's hint is not used."""
     for operand in instr.operands:
-        if operand == "rb|lit" and not literal:
-            continue
         fields = [f for f in operand_fields(operand, literal) if f not in ("ra", "rb", "rc", "r3")]
         if fields and operand != "hint":
-            return fields[0]
-    return None
+            return fields
+    return []
+
+
+def immediate_value(fields: list[str], values: dict[str, int]) -> int:
+    """The immediate held in ``fields`` (low part first) of decoded field ``values``."""
+    value, shift = 0, 0
+    for name in fields:
+        value |= values[name] << shift
+        shift += FIELDS[name][1]
+    return value
+
+
+def split_immediate(operand: str, value: int) -> dict[str, int]:
+    """Field values of an immediate operand template (inverse of immediate_value)."""
+    fields = _IMMEDIATE_FIELDS[operand]
+    if len(fields) == 1:
+        return {fields[0]: value}
+    out = {}
+    for name in fields:
+        width = FIELDS[name][1]
+        out[name], value = value & ((1 << width) - 1), value >> width
+    return out
 
 
 def register_fields(instr: Instr) -> list[str]:
     """The register fields named in the operand syntax, in operand order."""
     regs = []
     for op in instr.operands:
+        choice = register_or_immediate(op)
         if op == "disp(rb)" or op == "(rb)":
             regs.append("rb")
-        elif op == "rb|lit":
-            regs.append("rb")
+        elif choice:
+            regs.append(choice[0])
         elif op in ("ra", "rb", "rc", "r3"):
             regs.append(op)
     return regs
 
 
+def literal_register(instr: Instr) -> Optional[str]:
+    """The register field the literal form replaces by its immediate, or None."""
+    for op in instr.operands:
+        choice = register_or_immediate(op)
+        if choice:
+            return choice[0]
+    return None
+
+
 def dest_field(instr: Instr) -> Optional[str]:
     """The field of the register this instruction writes, or None."""
-    if instr.cls in _WRITES_RA or instr.name in ("ldi", "ldih", "rtc", "rcid", "br", "bsr") \
-            or instr.cls == "jump":
+    if instr.cls in _WRITES_RA or instr.name in ("ldi", "ldih", "rtc", "rcid", "rcsr", "br",
+                                                 "bsr") or instr.cls == "jump":
         return "ra"
     if instr.cls in ("store", "put", "sync", "dma", "branch", "misc"):
         return None
@@ -494,9 +605,35 @@ def dest_field(instr: Instr) -> Optional[str]:
 
 
 def source_fields(instr: Instr, literal: bool = False) -> list[str]:
-    """The fields of the registers this instruction reads (rb only in its register form)."""
+    """The fields of the registers this instruction reads (not the one its literal form
+    replaces; the destination too if the instruction accumulates into it)."""
     dest = dest_field(instr)
-    return [f for f in register_fields(instr) if f != dest and not (literal and f == "rb")]
+    replaced = literal_register(instr) if literal else None
+    return [f for f in register_fields(instr) if (f != dest or instr.accumulates)
+            and f != replaced]
+
+
+def encoding_forms(instr: Instr) -> list[tuple[int, Optional[int], bool]]:
+    """Every (major opcode, function, is literal form) that encodes ``instr``. An operand
+    field that overlaps the opcode field (vlog's truth table) makes one opcode per value of
+    the overlapped bits."""
+    forms = [(instr.opcode, instr.func, False)]
+    if instr.lit_opcode is not None:
+        forms.append((instr.lit_opcode, instr.func, True))
+    if instr.lit_func is not None:
+        forms.append((instr.opcode, instr.lit_func, True))
+    op_low, op_width, _ = FIELDS["opcode"]
+    op_mask = (1 << op_width) - 1
+    out = []
+    for opcode, func, literal in forms:
+        overlap = 0
+        for operand in instr.operands:
+            for name in operand_fields(operand, literal):
+                low, width, _ = FIELDS[name]
+                overlap |= (((1 << width) - 1) << low >> op_low) & op_mask
+        variants = [v for v in range(op_mask + 1) if v & ~overlap == 0]
+        out += [(opcode | v, func, literal) for v in variants]
+    return out
 
 
 UNUSED_REGISTER = ZERO_REG  # canonical value of register fields an instruction does not use

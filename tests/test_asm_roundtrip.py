@@ -34,12 +34,10 @@ def instruction(draw, labels):
         if template in ("ra", "rb", "rc", "r3"):
             values[template] = draw(st.integers(0, 31))
             parts.append(draw(register_spellings(values[template])))
-        elif template == "rb|lit" and literal:
-            values["lit"] = draw(st.integers(0, 255))
-            parts.append(draw(number_text(values["lit"])))
-        elif template == "rb|lit":
-            values["rb"] = draw(st.integers(0, 31))
-            parts.append(draw(register_spellings(values["rb"])))
+        elif isa.register_or_immediate(template) and not literal:
+            register = isa.register_or_immediate(template)[0]
+            values[register] = draw(st.integers(0, 31))
+            parts.append(draw(register_spellings(values[register])))
         elif template == "disp(rb)":
             values["disp16"] = draw(st.integers(*isa.field_range("disp16")))
             values["rb"] = draw(st.integers(0, 31))
@@ -54,10 +52,11 @@ def instruction(draw, labels):
         elif template == "label":
             label = draw(st.sampled_from(labels))
             parts.append(label)
-        else:
-            (field,) = isa.operand_fields(template)
-            values[field] = draw(st.integers(*IMMEDIATE_RANGES[template]))
-            parts.append(draw(number_text(values[field])))
+        else:  # an immediate, also that of a reg|imm template's literal form
+            immediate = (isa.register_or_immediate(template) or (None, template))[1]
+            value = draw(st.integers(*IMMEDIATE_RANGES[immediate]))
+            values.update(isa.split_immediate(immediate, value))
+            parts.append(draw(number_text(value)))
     return f"{instr.name} {', '.join(parts)}", instr, values, literal, label
 
 
@@ -118,7 +117,7 @@ def test_disassembly_of_a_program_round_trips_any_words():
     # encodes and branches out of the code come back as .word.
     words = [0x00000000, isa.encode(isa.BY_NAME["halt"], {}) | 1 << 16,
              isa.encode(isa.BY_NAME["br"], {"ra": 31, "disp21": 1000}),
-             isa.encode(isa.BY_NAME["putr"], {"ra": 1, "imm8": 200}),
+             isa.encode(isa.BY_NAME["putr"], {"ra": 1, "imm8": 200}, literal=True),
              isa.encode(isa.BY_NAME["addl"], {"ra": 1, "rb": 2, "rc": 3})]
     program = assemble("".join(f"\t.word {w:#x}\n" for w in words))
     text = disassemble(program)
@@ -132,3 +131,21 @@ def test_branch_targets_print_as_labels():
     text = disassemble(program)
     assert "bne\t$1, loop" in text and "br\t$31, start" in text and "beq\t$2, .+8" in text
     assert assemble(text).words == program.words
+
+
+def test_vector_logic_mnemonics_are_vlog_with_their_truth_table():
+    vlog = isa.BY_NAME["vlog"]
+    for name, truth in isa.table.VECTOR_LOGIC.items():
+        words = assemble(f"\t.text\n\t{name} $1, $2, $3\n").words
+        assert words == [isa.encode(vlog, {"ra": 1, "rb": 2, "r3": 31, "rc": 3,
+                                           **isa.split_immediate("truth", truth)})]
+
+
+def test_register_and_immediate_operands_choose_the_form():
+    text = "\t.text\n\tputr $1, $2\n\tputr $1, 2\n\tsynr $3\n\tsynr 0xff\n\tvshff $1, $2, 0x44, $3\n"
+    register, immediate = isa.BY_NAME["putr"], isa.BY_NAME["synr"]
+    words = assemble(text).words
+    assert [isa.decode(w)[2] for w in words] == [False, True, False, True, True]
+    assert isa.decode(words[0])[:2] == (register, {"ra": 1, "rb": 2})
+    assert isa.decode(words[3])[:2] == (immediate, {"imm8": 0xFF})
+    assert assemble(disassemble(assemble(text))).words == words

@@ -84,8 +84,8 @@ def test_decoder_tables_match_the_isa_table(instr, literal):
     assert list(isa.CLASSES)[d.cls] == instr.cls
     assert d.size == instr.size
     assert d.ends_group == instr.ends_group
-    immediate = isa.immediate_field(instr, literal)
-    assert d.immediate == (isa.get_field(word, immediate) if immediate else 0)
+    fields = isa.immediate_fields(instr, literal)
+    assert d.immediate == isa.immediate_value(fields, {f: isa.get_field(word, f) for f in fields})
     dest = isa.dest_field(instr)
     assert d.dest == (isa.get_field(word, dest) if dest else -1)
     sources = [isa.get_field(word, f) for f in isa.source_fields(instr, literal)]

@@ -29,8 +29,9 @@ def test_encoding_decodes_back(instr):
     assert got is instr and not literal
     assert got_values == values
     if instr.has_literal_form:
-        lit_values = {k: v for k, v in values.items() if k != "rb"}
-        lit_values["lit"] = 255
+        register, immediate = next(filter(None, map(isa.register_or_immediate, instr.operands)))
+        lit_values = {k: v for k, v in values.items() if k != register}
+        lit_values.update(isa.split_immediate(immediate, isa.IMMEDIATE_RANGES[immediate][1]))
         got, got_values, literal = isa.decode(isa.encode(instr, lit_values, literal=True))
         assert got is instr and literal and got_values == lit_values
 
@@ -42,6 +43,31 @@ def test_spec_encoding_examples():
     assert isa.BY_NAME["addl"].func == 0x08 and isa.BY_NAME["addl"].lit_opcode == 0x12
     assert isa.BY_NAME["rcid"].func == 0x0040 and isa.BY_NAME["rcid"].opcode == 0x06
     assert isa.BY_NAME["vaddw"].lit_func == 0x20
+
+
+def test_appendix_numbers_of_the_compiled_code_instructions():
+    # MACHINE.md appendix: the public SW64 numbers where the table has them
+    for name, func in [("zap", 0x68), ("zapnot", 0x69), ("sextb", 0x6A), ("sexth", 0x6B)]:
+        instr = isa.BY_NAME[name]
+        assert (instr.opcode, instr.func, instr.lit_opcode) == (0x10, func, 0x12), name
+    for name, func, lit in [("sllow", 0x0C, 0x2C), ("srlow", 0x0D, 0x2D)]:
+        instr = isa.BY_NAME[name]
+        assert (instr.opcode, instr.func, instr.lit_func) == (0x1A, func, lit), name
+    # vlog: opcode 0x14 with the truth table's bits 7-6 in [27:26] and bits 5-0 in [15:10]
+    word = isa.encode(isa.BY_NAME["vlog"], {"ra": 1, "rb": 2, "r3": 3, "rc": 4,
+                                              **isa.split_immediate("truth", 0b10_110011)})
+    assert word >> 28 == 0x14 >> 2 and word >> 26 & 3 == 0b10 and word >> 10 & 63 == 0b110011
+    assert {opcode for opcode, _, _ in isa.encoding_forms(isa.BY_NAME["vlog"])} == \
+        {0x14, 0x15, 0x16, 0x17}
+
+
+def test_register_and_immediate_forms_share_a_mnemonic():
+    for name in ("putr", "putc", "synr", "sync", "vshff"):
+        instr = isa.BY_NAME[name]
+        register, _ = next(filter(None, map(isa.register_or_immediate, instr.operands)))
+        assert instr.has_literal_form
+        assert register in isa.source_fields(instr)
+        assert register not in isa.source_fields(instr, literal=True)
 
 
 def test_field_out_of_range_is_refused():

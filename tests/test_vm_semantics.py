@@ -213,6 +213,114 @@ def test_vector_float_lanes():
     assert bits(freg(m, 3, lane=3)) == bits(-0.0)
 
 
+# ---- instructions of compiled code (docs/semantics.md "Compiled-code extras") --------------
+S63 = 1 << 63
+
+
+def run_on(body, *args, ldm_data=""):
+    """Run on both engines (vm_helpers.run checks that they agree)."""
+    _, m = run(body + "\n halt\n" + (f".section .ldm\n{ldm_data}\n" if ldm_data else ""),
+               args=args)
+    return m
+
+
+@pytest.mark.parametrize("body, args, expected", [
+    ("zap $16, $17, $0", (0x1122334455667788, 0b10000001), 0x0022334455667700),
+    ("zapnot $16, 0x0F, $0", (0x1122334455667788,), 0x55667788),   # zero-extend 32 bits
+    ("zapnot $16, $17, $0", (M64, 0x100 | 3), 0xFFFF),             # mask: bits 0-7 of rb
+    ("sextb $16, $0", (0x1FF,), M64),
+    ("sextb 0x7F, $0", (), 0x7F),
+    ("sexth $16, $0", (0x18000,), 0xFFFFFFFFFFFF8000),
+    ("sextw $16, $0", (0x1_8000_0000,), 0xFFFFFFFF80000000),
+    ("andnot $16, $17, $0", (0b1100, 0b1010), 0b0100),
+    ("addo_carry $16, $17, $0", (S63 - 1, 1), 1),
+    ("addo_carry $16, $17, $0", (M64, 1), 0),                       # -1 + 1: no overflow
+    ("uaddo_carry $16, $17, $0", (M64, 1), 1),
+    ("uaddo_carry $16, $17, $0", (S63, S63 - 1), 0),
+    ("subo_carry $16, $17, $0", (S63, 1), 1),                       # INT64_MIN - 1
+    ("subo_carry $16, $17, $0", (0, S63), 1),                       # 0 - INT64_MIN
+    ("usubo_carry $16, $17, $0", (1, 2), 1),
+    ("usubo_carry $16, $17, $0", (2, 2), 0),
+    ("ldi $0, 1\n addo_take_carry $16, $17, $0", (S63 - 1, 0), 1),
+    ("ldi $0, 2\n addo_take_carry $16, $17, $0", (S63 - 1, 0), 0),  # carry in: bit 0 only
+    ("ldi $0, 1\n uaddo_take_carry $16, $17, $0", (M64, 0), 1),
+    ("ldi $0, 1\n uaddo_take_carry $16, 255, $0", (0, 0), 0),
+    ("ldi $0, 1\n subo_take_carry $16, $17, $0", (S63, 0), 1),
+    ("ldi $0, 1\n usubo_take_carry $16, $17, $0", (5, 5), 1),
+    ("ldi $0, 0\n usubo_take_carry $16, $17, $0", (5, 5), 0),
+    ("ldi $0, 7\n umulqa $16, $17, $0", (1 << 62, 6), (6 << 62) + 7 & M64),
+    ("ldi $0, 7\n umulqa $16, 3, $0", (5,), 22),
+    ("rcsr $0, 4", (), 0),                                           # issues at cycle 0
+])
+def test_compiled_code_integer(body, args, expected):
+    assert reg(run_on(body, *args), 0) == expected
+
+
+def test_carry_chain_adds_128_bit_numbers():
+    # (2^64 - 1) + 1 = 2^64: low words with the carry out, high words with the carry in
+    m = result("uaddo_carry $16, $17, $1\n addl $16, $17, $0\n"
+               "bis $1, $1, $2\n uaddo_take_carry $18, $18, $2\n addl $18, $18, $3\n"
+               "addl $3, $1, $3", M64, 1, 0)
+    assert [reg(m, 0), reg(m, 3), reg(m, 2)] == [0, 1, 0]
+
+
+@pytest.mark.parametrize("body, expected", [
+    ("sllow $1, 0, $0", [1, 2, 3, S63 | 4]),
+    ("sllow $1, 4, $0", [0x10, 0x20, 0x30, 0x40]),                   # bit 255 shifted out
+    ("sllow $1, 68, $0", [0, 0x10, 0x20, 0x30]),
+    ("sllow $1, $2, $0", [0, 0, 0, 1 << 63]),                        # count = rb[7:0] = 255
+    ("srlow $1, 1, $0", [0, 1 | S63, 1, 0x4000000000000002]),
+    ("srlow $1, 128, $0", [3, S63 | 4, 0, 0]),
+    ("srlow $1, $2, $0", [1, 0, 0, 0]),
+    ("vfmov $1, $0", [1, 2, 3, S63 | 4]),
+    ("vandw $1, $3, $0", [1, 2, 3, 4]),
+    ("vbicw $1, $3, $0", [0, 0, 0, S63]),
+    ("vbisw $1, $3, $0", [M64 >> 1] * 3 + [M64]),
+    ("vornotw $1, $3, $0", [S63 | 1, S63 | 2, S63 | 3, S63 | 4]),
+    ("vxorw $1, $3, $0", [(M64 >> 1) ^ 1, (M64 >> 1) ^ 2, (M64 >> 1) ^ 3, M64 ^ 4]),
+    ("veqvw $1, $3, $0", [S63 | 1, S63 | 2, S63 | 3, 4]),
+    ("vlog $1, $3, $1, $0, 0xE8", [1, 2, 3, S63 | 4]),              # majority(a, b, a) = a
+    ("vlog $31, $31, $31, $0, 1", [M64] * 4),                        # NOR of zeros
+    ("vshff $1, $3, 0b00011011, $0", [S63 | 4, 3, M64 >> 1, M64 >> 1]),
+])
+def test_whole_register_operations(body, expected):
+    m = run_on("vldd $1, 0($31)\n vldd $3, 32($31)\n ldi $2, 0x1FF\n" + body,
+               ldm_data=".quad 1, 2, 3, 0x8000000000000004\n.quad " + ", ".join(
+                   [str(M64 >> 1)] * 4))
+    assert lanes(m, 0) == expected
+
+
+def test_register_operand_forms_of_put_and_barrier():
+    body = """
+        rcid $1
+        bne $1, 1f
+        ldi $2, 1
+        putr $16, $2        # to CPE 1 of this row
+        ldi $3, 2
+        putc $16, $3        # to row 2 of this column (CPE 16)
+        1:
+        cmpeq $1, 16, $5
+        bne $5, 4f          # CPE 16: only the column barrier
+        ldi $4, 0xff
+        synr $4             # row 0
+        bne $1, 5f          # of row 0, CPE 0 also joins the column barrier
+        4:
+        ldi $6, 0b101
+        sync $6             # rows 0 and 2 of column 0
+        5:
+        cmpeq $1, 1, $5
+        beq $5, 2f
+        getr $0
+        2:
+        cmpeq $1, 16, $5
+        beq $5, 3f
+        getc $0
+        3:
+    """
+    _, m = run(body + " halt\n", cpes=list(range(8)) + [16], args=(41,))
+    assert reg(m, 0, cpe=1) == 41 and reg(m, 0, cpe=16) == 41
+
+
 # ---- lanes and shuffles ---------------------------------------------------------------------
 def test_lane_insert_extract_copy_shuffle():
     m = result("""

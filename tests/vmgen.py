@@ -49,10 +49,14 @@ def _operand(draw, instr, op, global_ok):
         return _reg(draw, DATA_REGS + [31])
     if op == "rc":
         return _reg(draw)
-    if op == "rb|lit":
+    if op in ("rb|lit", "r3|sel"):
         return str(draw(st.integers(0, 255))) if draw(st.booleans()) else _reg(draw)
     if op == "lane":
         return str(draw(st.integers(0, 7)))
+    if op == "truth":
+        return str(draw(st.integers(0, 255)))
+    if op == "csr":   # the others fault (the fault cases plant one)
+        return str(isa.table.CSR_CYCLE_COUNTER)
     if op == "disp(rb)":
         if instr.cls == "alu":  # ldi / ldih: any displacement, any base
             return f"{draw(st.integers(-32768, 32767))}({_reg(draw, DATA_REGS + [31])})"
@@ -124,6 +128,9 @@ def comm_phase(draw, cpes: int) -> dict[int, list[str]]:
                 size = 32 if op.startswith("v") else 8
                 disp = size * draw(st.integers(0, LDM_DATA_BYTES // size - 1))
                 code[src].append(f"\t{op}\t{_reg(draw)}, {disp}($28)")
+        elif draw(st.booleans()):   # the target in a register
+            code[src] += [f"\tldi\t$26, {n}",
+                          f"\t{'putr' if along_row else 'putc'}\t{_reg(draw)}, $26"]
         else:
             code[src].append(f"\t{'putr' if along_row else 'putc'}\t{_reg(draw)}, {n}")
         if draw(st.booleans()):
@@ -175,7 +182,11 @@ def barrier_phase(draw, cpes: int) -> dict[int, list[str]]:
         row, col = divmod(c, 8)
         row_mask = sum(1 << k for k in range(8) if row * 8 + k < cpes)
         col_mask = sum(1 << r for r in range(8) if r * 8 + col < cpes)
-        code[c] = [f"\tsynr\t{row_mask:#x}", f"\tsync\t{col_mask:#x}"]
+        if draw(st.booleans()):
+            code[c] = [f"\tsynr\t{row_mask:#x}", f"\tsync\t{col_mask:#x}"]
+        else:   # the masks in a register
+            code[c] = [f"\tldi\t$26, {row_mask:#x}", "\tsynr\t$26",
+                       f"\tldi\t$26, {col_mask:#x}", "\tsync\t$26"]
     return code
 
 
@@ -204,6 +215,9 @@ def programs(draw, max_cpes=64, faults=False) -> Case:
             "\tldi\t$0, 0x100\n\tjmp\t$31, ($0), 0",  # jump outside the code image
             "\tgetr\t$0",                            # waits forever: deadlock
             "\tvldr\t$0, 0($29)",                    # load-and-broadcast from memory
+            "\trcsr\t$0, 5",                         # a control/status register not modelled
+            "\tldi\t$26, 9\n\tputr\t$0, $26",          # a put target beyond the row
+            "\tldi\t$26, 0x1ff\n\tsynr\t$26",          # a barrier mask beyond the row
         ]))
         at = draw(st.integers(0, len(per_cpe[victim])))
         per_cpe[victim][at:at] = [fault]

@@ -82,7 +82,8 @@ def generate_header(table):
     out.append("enum InstrId { I_INVALID = 0, "
                + ", ".join(f"I_{c_name(i.name)} = {k + 1}" for k, i in enumerate(instrs))
                + f" }};\nenum {{ NUM_INSTRUCTIONS = {len(instrs) + 1} }};\n\n")
-    out.append(f"#define ISA_ZERO_REG {table.ZERO_REG}\n\n")
+    out.append(f"#define ISA_ZERO_REG {table.ZERO_REG}\n")
+    out.append(f"#define ISA_CSR_CYCLE_COUNTER {table.CSR_CYCLE_COUNTER}\n\n")
     out.append("typedef struct { uint8_t low, width, is_signed; } FieldSpec;\n")
     out.append("static const FieldSpec FIELD_SPECS[NUM_FIELDS] = {\n")
     for name in fields:
@@ -93,13 +94,8 @@ def generate_header(table):
     func_field_of_opcode = ["-1"] * 64
     entries = []
     for instr in instrs:
-        forms = [(instr.opcode, instr.func, False)]
-        if instr.lit_opcode is not None:
-            forms.append((instr.lit_opcode, instr.func, True))
-        if instr.lit_func is not None:
-            forms.append((instr.opcode, instr.lit_func, True))
-        func_field = table.FORMATS[instr.fmt]
-        for opcode, func, literal in forms:
+        for opcode, func, literal in table.encoding_forms(instr):
+            func_field = table.FORMATS[instr.format(literal)]
             func_field_of_opcode[opcode] = (f"FIELD_{c_name(func_field)}" if func_field
                                             else "-1")
             entries.append((opcode, func if func_field else 0, instr, literal))
@@ -110,7 +106,7 @@ def generate_header(table):
     out.append("typedef struct {\n"
                "    uint8_t opcode; uint16_t func; uint16_t id; uint8_t literal;\n"
                "    uint8_t format, cls, pipes, latency_class, size, ends_group;\n"
-               "    int8_t dest_field, imm_field, num_sources, source_fields[3];\n"
+               "    int8_t dest_field, imm_fields[2], num_sources, source_fields[3];\n"
                "} DecodeEntry;\n")
     out.append(f"#define NUM_DECODE_ENTRIES {len(entries)}\n")
     out.append("static const DecodeEntry DECODE_ENTRIES[NUM_DECODE_ENTRIES] = {\n")
@@ -118,7 +114,9 @@ def generate_header(table):
         dest = table.dest_field(instr)
         sources = table.source_fields(instr, literal)
         assert len(sources) <= 3, instr.name
-        imm = table.immediate_field(instr, literal)
+        imm = table.immediate_fields(instr, literal)
+        assert len(imm) <= 2, instr.name
+        imm_list = ", ".join([f"FIELD_{c_name(f)}" for f in imm] + ["-1"] * (2 - len(imm)))
         pipes = sum(1 << p for p in instr.pipes)
         source_list = ", ".join(f"FIELD_{c_name(f)}" for f in sources) or "0"
         out.append(
@@ -126,7 +124,7 @@ def generate_header(table):
             f"FMT_{c_name(instr.fmt)}, CLS_{c_name(instr.cls)}, {pipes}, "
             f"LAT_{c_name(instr.latency)}, {instr.size}, {int(instr.ends_group)}, "
             f"{f'FIELD_{c_name(dest)}' if dest else -1}, "
-            f"{f'FIELD_{c_name(imm)}' if imm else -1}, {len(sources)}, {{{source_list}}}}},\n")
+            f"{{{imm_list}}}, {len(sources)}, {{{source_list}}}}},\n")
     out.append("};\n\n")
     out.append("static const char *const INSTRUCTION_NAMES[NUM_INSTRUCTIONS] = {\"(invalid)\", "
                + ", ".join(f'"{i.name}"' for i in instrs) + "};\n\n#endif\n")

@@ -65,7 +65,7 @@ PARAMETERS: tuple[Param, ...] = (
     Param("lat_sync", 1, "cycle", "synr/sync (issue slot; the wait is barrier_cycles)", "spec"),
     Param("lat_dma", 1, "cycle", "dma issue", "spec: §4"),
     Param("lat_branch", 1, "cycle", "branch/jump link register", "choice"),
-    Param("lat_misc", 1, "cycle", "rcid, rtc, memb, halt", "spec: §4"),
+    Param("lat_misc", 1, "cycle", "rcid, rtc, rcsr, memb, halt", "spec: §4"),
     # global (main-memory) loads and stores
     Param("gld_latency", 177, "cycle", "load from main memory (gld)", "pub: thesis §3.1"),
     Param("gst_latency", 101, "cycle", "store to main memory (gld+gst 278 minus gld)",

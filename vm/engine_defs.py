@@ -36,6 +36,8 @@ STOP_KINDS = {
     7: ("put_self", "register communication to itself (n = {a})"),
     8: ("barrier", "barrier mask {a:#04x}: {detail}"),
     9: ("bcast_memory", "load-and-broadcast from main memory address {a:#x} (LDM only)"),
+    10: ("csr", "rcsr of control/status register {a}, which swsim does not model (only 4, "
+                "the cycle counter)"),
     100: ("deadlock", "deadlock: every running CPE waits for something that cannot happen"),
     101: ("cycle_limit", "cycle limit of {a} cycles reached"),
 }

@@ -12,7 +12,7 @@ from typing import Callable, NamedTuple, Optional
 
 import numpy as np
 
-from ..isa import decode, dest_field, source_fields
+from ..isa import decode, dest_field, immediate_fields, immediate_value, source_fields
 from ..isa.table import ZERO_REG
 from .semantics import SEMANTICS
 
@@ -21,16 +21,17 @@ from .semantics import SEMANTICS
 class Op:
     """One instruction word decoded once, with everything the issue rules ask about it."""
     __slots__ = ("pc", "name", "fmt", "cls", "size", "ra", "rb", "rc", "r3", "lit", "literal",
-                 "disp", "lane", "imm8", "sources", "dest", "latency", "p0_only", "p1_only",
+                 "disp", "lane", "imm", "sources", "dest", "latency", "p0_only", "p1_only",
                  "ends_group", "execute")
 
     def __init__(self, pc: int, instr, fields: dict, literal: bool, config):
         self.pc, self.name, self.fmt, self.cls, self.size = \
             pc, instr.name, instr.fmt, instr.cls, instr.size
         self.ra, self.rb, self.rc, self.r3 = (fields.get(f, ZERO_REG) for f in ("ra", "rb", "rc", "r3"))
-        self.lit, self.literal = fields.get("lit", 0), literal
+        self.imm = immediate_value(immediate_fields(instr, literal), fields)
+        self.lit, self.literal = self.imm if literal else 0, literal
         self.disp = fields.get("disp16", fields.get("disp21", 0))
-        self.lane, self.imm8 = fields.get("lane", 0), fields.get("imm8", 0)
+        self.lane = fields.get("lane", 0)
         self.sources = tuple(fields[f] for f in source_fields(instr, literal)
                              if fields[f] != ZERO_REG)
         dest = dest_field(instr)

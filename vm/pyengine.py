@@ -18,7 +18,7 @@ from typing import Callable, Optional
 
 import numpy as np
 
-from ..isa.table import ZERO_REG
+from ..isa.table import CSR_CYCLE_COUNTER, ZERO_REG
 from .engine_api import (CG_COUNTER_INDEX, CG_COUNTERS, CPE_COUNTER_INDEX, CPE_COUNTERS,
                          STALL_REASONS, STOP_CYCLE_LIMIT, STOP_DEADLOCK, STOP_KINDS, EngineJob,
                          EngineResult, Stop)
@@ -263,6 +263,12 @@ class Cpe(IssueState):
         self.engine.global_access(self, is_load=False)
         self.engine.mem[offset:offset + size] = data
 
+    def control_register(self, n: int) -> int:
+        """rcsr: only the cycle counter is modelled."""
+        if n != CSR_CYCLE_COUNTER:
+            raise Fault("csr", n)
+        return self.cycle
+
     # control
     def jump(self, target: int) -> None:
         if target == self.engine.exit_address:
@@ -394,7 +400,7 @@ class Engine:
         if not mask >> position & 1:
             raise Fault("barrier", mask, 0)
         participants = [line[i] for i in range(len(line)) if mask >> i & 1]
-        if not all(self.spawned[p] for p in participants):
+        if mask >> len(line) or not all(self.spawned[p] for p in participants):
             raise Fault("barrier", mask, 1)
         key = (direction, line[0], mask)
         arrived = self.barriers.setdefault(key, set())

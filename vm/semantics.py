@@ -46,6 +46,21 @@ def sext16(x: int) -> int:
     return x - (1 << 16) if x & 0x8000 else x
 
 
+def sext8(x: int) -> int:
+    x &= 0xFF
+    return x - (1 << 8) if x & 0x80 else x
+
+
+def byte_mask(mask: int) -> int:
+    """The 64-bit mask of the bytes selected by bits 0-7 of ``mask`` (zap / zapnot)."""
+    return sum(0xFF << 8 * i for i in range(8) if mask >> i & 1)
+
+
+def signed_overflow(x: int) -> int:
+    """1 if the exact signed result x is outside int64, else 0."""
+    return int(not -(1 << 63) <= x < 1 << 63)
+
+
 def words(lanes) -> list[int]:
     """Eight 32-bit word lanes of a register."""
     return [(lane >> shift) & MASK32 for lane in lanes for shift in (0, 32)]
@@ -102,12 +117,33 @@ _ALU = {
     "sra": lambda a, b: signed64(a) >> (b & 63),
     "mulw": lambda a, b: sext32(a * b), "mull": operator.mul,
     "umulh": lambda a, b: (a * b) >> 64,
+    "zap": lambda a, b: a & ~byte_mask(b), "zapnot": lambda a, b: a & byte_mask(b),
+    "sextb": lambda a, b: sext8(b), "sexth": lambda a, b: sext16(b & 0xFFFF),
+    "sextw": lambda a, b: sext32(b), "andnot": lambda a, b: a & ~b,
+    "addo_carry": lambda a, b: signed_overflow(signed64(a) + signed64(b)),
+    "uaddo_carry": lambda a, b: (a + b) >> 64,
+    "subo_carry": lambda a, b: signed_overflow(signed64(a) - signed64(b)),
+    "usubo_carry": lambda a, b: int(a < b),
+}
+# rc is a source too: the incoming carry rc[0], or umulqa's addend.
+_ACCUMULATE = {
+    "addo_take_carry": lambda a, b, c: signed_overflow(signed64(a) + signed64(b) + (c & 1)),
+    "uaddo_take_carry": lambda a, b, c: (a + b + (c & 1)) >> 64,
+    "subo_take_carry": lambda a, b, c: signed_overflow(signed64(a) - signed64(b) - (c & 1)),
+    "usubo_take_carry": lambda a, b, c: int(a < b + (c & 1)),
+    "umulqa": lambda a, b, c: c + a * b,
 }
 
 
 @semantics(*_ALU)
 def integer_operate(cpu, op):
     cpu.set_scalar(op.rc, _ALU[op.name](cpu.scalar(op.ra), operand_b(cpu, op)) & MASK64)
+
+
+@semantics(*_ACCUMULATE)
+def accumulate(cpu, op):
+    result = _ACCUMULATE[op.name](cpu.scalar(op.ra), operand_b(cpu, op), cpu.scalar(op.rc))
+    cpu.set_scalar(op.rc, result & MASK64)
 
 
 _SELECT = {"seleq": lambda x: x == 0, "selne": lambda x: x != 0, "sellt": lambda x: x < 0,
@@ -158,6 +194,36 @@ def vector_long_operate(cpu, op):
     rb = [op.lit] * 4 if op.literal else cpu.vector(op.rb)
     fn = _LONG_OPS[op.name]
     cpu.set_vector(op.rc, [fn(a, b) & MASK64 for a, b in zip(cpu.vector(op.ra), rb)])
+
+
+def _whole(lanes) -> int:
+    return sum(lane << 64 * i for i, lane in enumerate(lanes))
+
+
+def _lanes(value: int) -> list[int]:
+    return [(value >> 64 * i) & MASK64 for i in range(4)]
+
+
+_WHOLE_SHIFTS = {"sllow": operator.lshift, "srlow": operator.rshift}
+
+
+@semantics(*_WHOLE_SHIFTS)
+def whole_register_shift(cpu, op):
+    count = operand_b(cpu, op) & 255
+    value = _WHOLE_SHIFTS[op.name](_whole(cpu.vector(op.ra)), count)
+    cpu.set_vector(op.rc, _lanes(value & ((1 << 256) - 1)))
+
+
+@semantics("vlog")
+def vlog(cpu, op):
+    a, b, c = (_whole(cpu.vector(r)) for r in (op.ra, op.rb, op.r3))
+    ones = (1 << 256) - 1
+    result = 0
+    for index in range(8):   # the bits whose (a, b, c) is 4a + 2b + c, if truth bit index is 1
+        if op.imm >> index & 1:
+            result |= ((a if index & 4 else ~a) & (b if index & 2 else ~b)
+                       & (c if index & 1 else ~c)) & ones
+    cpu.set_vector(op.rc, _lanes(result))
 
 
 # ---- floating point -------------------------------------------------------------------------
@@ -300,9 +366,18 @@ def vshfw(cpu, op):
 
 @semantics("vshff")
 def vshff(cpu, op):
-    pool = list(cpu.vector(op.ra)) + list(cpu.vector(op.rb))
+    a, b = cpu.vector(op.ra), cpu.vector(op.rb)
+    if op.literal:   # lanes 0-1 from ra, 2-3 from rb, 2 selector bits each
+        cpu.set_vector(op.rc, [(a if i < 2 else b)[(op.lit >> 2 * i) & 3] for i in range(4)])
+        return
+    pool = list(a) + list(b)
     selector = cpu.scalar(op.r3)
     cpu.set_vector(op.rc, [pool[(selector >> 4 * i) & 7] for i in range(4)])
+
+
+@semantics("vfmov")
+def vfmov(cpu, op):
+    cpu.set_vector(op.rc, list(cpu.vector(op.ra)))
 
 
 # ---- loads and stores -----------------------------------------------------------------------
@@ -417,6 +492,11 @@ def rtc(cpu, op):
     cpu.set_scalar(op.ra, cpu.cycle)
 
 
+@semantics("rcsr")
+def rcsr(cpu, op):
+    cpu.set_scalar(op.ra, cpu.control_register(op.imm))
+
+
 @semantics("memb")
 def memb(cpu, op):
     """Memory is sequentially consistent here: nothing to order."""
@@ -433,7 +513,7 @@ _DIRECTION = {"putr": "row", "putc": "col", "getr": "row", "getc": "col",
 
 @semantics("putr", "putc")
 def put(cpu, op):
-    cpu.send(_DIRECTION[op.name], op.imm8, list(cpu.vector(op.ra)))
+    cpu.send(_DIRECTION[op.name], operand_b(cpu, op), list(cpu.vector(op.ra)))
 
 
 @semantics("getr", "getc")
@@ -443,7 +523,7 @@ def get(cpu, op):
 
 @semantics("synr", "sync")
 def barrier(cpu, op):
-    cpu.barrier(_DIRECTION[op.name], op.imm8)
+    cpu.barrier(_DIRECTION[op.name], operand_b(cpu, op))
 
 
 @semantics("dma")

@@ -16,7 +16,7 @@ int barrier_arrive(Sim *s, Cpe *c, int column, uint64_t mask, int64_t t, Fault *
     int line = column ? c->col : c->row;
     int position = column ? c->row : c->col;
     uint64_t participants = 0;   /* CPE ids */
-    int any_unspawned = 0;
+    int any_unspawned = mask >> 8 != 0;   /* a register mask names positions beyond the line */
     for (int k = 0; k < 8; k++) {
         if (!(mask >> k & 1))
             continue;

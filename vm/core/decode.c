@@ -11,6 +11,17 @@ static uint64_t field_value(uint32_t word, int field)
     return value;
 }
 
+/* The immediate operand: its field, or two fields concatenated (low part first). */
+static uint64_t immediate_value(uint32_t word, const DecodeEntry *e)
+{
+    if (e->imm_fields[0] < 0)
+        return 0;
+    uint64_t value = field_value(word, e->imm_fields[0]);
+    if (e->imm_fields[1] >= 0)
+        value |= field_value(word, e->imm_fields[1]) << FIELD_SPECS[e->imm_fields[0]].width;
+    return value;
+}
+
 static const DecodeEntry *lookup_entry(uint32_t word)
 {
     unsigned opcode = (unsigned)field_value(word, FIELD_OPCODE);
@@ -48,7 +59,7 @@ void decode_word(uint32_t word, const int64_t *latency, Instr *out)
     out->literal = e->literal;
     out->size = e->size;
     out->latency = latency[e->latency_class];
-    out->imm = e->imm_field >= 0 ? field_value(word, e->imm_field) : 0;
+    out->imm = immediate_value(word, e);
     out->ends_group = e->ends_group;
     out->dest = DISCARD_SLOT;
     out->waw_slot = ZERO_SLOT;
@@ -107,7 +118,7 @@ void swsim_decode_word(uint32_t word, SwDecoded *out)
     out->num_sources = e->num_sources;
     for (int k = 0; k < e->num_sources; k++)
         out->sources[k] = (int32_t)field_value(word, e->source_fields[k]);
-    out->immediate = e->imm_field >= 0 ? (int64_t)field_value(word, e->imm_field) : 0;
+    out->immediate = (int64_t)immediate_value(word, e);
 }
 
 const char *swsim_instruction_name(int32_t id)

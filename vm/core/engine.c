@@ -166,15 +166,18 @@ static int execute_communication(Sim *s, Cpe *c, const Instr *in, int64_t t, Fau
     uint64_t targets;
     c->dirty = 1;
     switch (in->id) {
-    case I_PUTR: case I_PUTC:
-        if (in->imm > 8 || c->put_fault[column][in->imm]) {
-            put_targets(s, c, column, in->imm, &targets, fault);
+    case I_PUTR: case I_PUTC: {
+        uint64_t n = operand_b(c, in);   /* the immediate or rb's lane 0 */
+        if (n > 8 || c->put_fault[column][n]) {
+            put_targets(s, c, column, n, &targets, fault);
             return EXEC_FAULT;
         }
-        comm_send(s, c, column, c->put_mask[column][in->imm], c->regs[in->ra], t);
+        comm_send(s, c, column, c->put_mask[column][n], c->regs[in->ra], t);
         return EXEC_NEXT;
+    }
     case I_SYNR: case I_SYNC:
-        return barrier_arrive(s, c, column, in->imm, t, fault) ? EXEC_FAULT : EXEC_NEXT;
+        return barrier_arrive(s, c, column, operand_b(c, in), t, fault) ? EXEC_FAULT
+                                                                         : EXEC_NEXT;
     case I_DMA:
         return dma_request(s, c, c->regs[in->ra], c->regs[in->rb][0], c->regs[in->rc][0], t,
                            fault) ? EXEC_FAULT : EXEC_NEXT;
@@ -221,9 +224,15 @@ static int execute_control(Sim *s, Cpe *c, const Instr *in, int64_t t)
     return target == s->cfg.code_base - 4 ? EXEC_HALT : EXEC_JUMP;
 }
 
-static int execute_misc(Sim *s, Cpe *c, const Instr *in, int64_t t)
+static int execute_misc(Sim *s, Cpe *c, const Instr *in, int64_t t, Fault *fault)
 {
     switch (in->id) {
+    case I_RCSR:
+        if (in->imm != ISA_CSR_CYCLE_COUNTER) {   /* the only modelled register */
+            *fault = (Fault){STOP_CSR, in->imm, 0};
+            return EXEC_FAULT;
+        }
+        __attribute__((fallthrough));   /* the cycle counter, as rtc */
     case I_RTC:
         c->dirty = 1;
         write_scalar(c, in, (uint64_t)t, t + in->latency);
@@ -255,11 +264,18 @@ static inline int execute(Sim *s, Cpe *c, const Instr *in, int64_t t, Fault *fau
     case I_SLL: case I_SRL: case I_SRA:
     case I_SELEQ: case I_SELGE: case I_SELGT: case I_SELLE: case I_SELLT: case I_SELNE:
     case I_LDI: case I_LDIH: case I_MULW: case I_MULL: case I_UMULH:
+    case I_ZAP: case I_ZAPNOT: case I_SEXTB: case I_SEXTH: case I_SEXTW: case I_ANDNOT:
+    case I_ADDO_CARRY: case I_UADDO_CARRY: case I_SUBO_CARRY: case I_USUBO_CARRY:
+    case I_ADDO_TAKE_CARRY: case I_UADDO_TAKE_CARRY: case I_SUBO_TAKE_CARRY:
+    case I_USUBO_TAKE_CARRY: case I_UMULQA:
         write_scalar(c, in, integer_result(c, in), t + in->latency);
         return EXEC_NEXT;
     case I_VADDW: case I_VSUBW: case I_VSLLW: case I_VSRLW: case I_VSRAW: case I_VADDL:
     case I_VSUBL:
         vector_integer(c, in, t);
+        return EXEC_NEXT;
+    case I_SLLOW: case I_SRLOW: case I_VLOG:
+        vector_whole(c, in, t);
         return EXEC_NEXT;
     case I_FIMOVS: case I_FIMOVD: case I_FCMPEQ: case I_FCMPLE: case I_FCMPLT: case I_FCMPUN:
     case I_FCVTSD: case I_FCVTDS: case I_FCVTDL: case I_FCVTLD: case I_FCPYS: case I_FCPYSE:
@@ -267,7 +283,7 @@ static inline int execute(Sim *s, Cpe *c, const Instr *in, int64_t t, Fault *fau
         write_scalar(c, in, float_misc_result(c, in), t + in->latency);
         return EXEC_NEXT;
     case I_VINSW: case I_VINSF: case I_VEXTW: case I_VEXTF: case I_VCPYW: case I_VCPYF:
-    case I_VSHFF: case I_VSHFW:
+    case I_VSHFF: case I_VSHFW: case I_VFMOV:
         shuffle_instruction(c, in, t);
         return EXEC_NEXT;
     case I_LDSE: case I_LDDE: case I_VLDS: case I_VLDD: case I_LDBU: case I_LDHU: case I_LDW:
@@ -289,8 +305,8 @@ static inline int execute(Sim *s, Cpe *c, const Instr *in, int64_t t, Fault *fau
     case I_BGE: case I_BLBC: case I_BLBS: case I_FBEQ: case I_FBNE: case I_FBLT: case I_FBLE:
     case I_FBGT: case I_FBGE: case I_CALL: case I_RET: case I_JMP:
         return execute_control(s, c, in, t);
-    case I_MEMB: case I_RTC: case I_RCID: case I_HALT:
-        return execute_misc(s, c, in, t);
+    case I_MEMB: case I_RTC: case I_RCID: case I_HALT: case I_RCSR:
+        return execute_misc(s, c, in, t, fault);
     case I_INVALID:   /* never issued: the fetch of an undecodable word faults first */
         break;
     }

@@ -114,10 +114,27 @@ static inline int select_condition(int id, int64_t v)
     }
 }
 
-/* Scalar integer results (classes alu and imul). */
+/* The 64-bit mask of the bytes selected by bits 0-7 of mask (zap / zapnot). */
+static inline uint64_t byte_mask(uint64_t mask)
+{
+    uint64_t bytes = 0;
+    for (int i = 0; i < 8; i++)
+        if (mask >> i & 1)
+            bytes |= UINT64_C(0xFF) << (8 * i);
+    return bytes;
+}
+
+/* 1 if the exact signed result is outside int64, else 0. */
+static inline uint64_t signed_overflow(__int128 exact)
+{
+    return exact < INT64_MIN || exact > INT64_MAX;
+}
+
+/* Scalar integer results (classes alu and imul). The carry family and umulqa also read rc:
+ * the incoming carry rc[0], umulqa's addend. */
 static inline uint64_t integer_result(const Cpe *c, const Instr *in)
 {
-    uint64_t a = c->regs[in->ra][0], b = operand_b(c, in);
+    uint64_t a = c->regs[in->ra][0], b = operand_b(c, in), rc = c->regs[in->rc][0];
     switch (in->id) {
     case I_ADDW: return sext32(a + b);
     case I_SUBW: return sext32(a - b);
@@ -148,6 +165,24 @@ static inline uint64_t integer_result(const Cpe *c, const Instr *in)
     case I_MULW: return sext32(a * b);
     case I_MULL: return a * b;
     case I_UMULH: return (uint64_t)(((unsigned __int128)a * b) >> 64);
+    case I_ZAP: return a & ~byte_mask(b);
+    case I_ZAPNOT: return a & byte_mask(b);
+    case I_SEXTB: return (uint64_t)(int64_t)(int8_t)(uint8_t)b;
+    case I_SEXTH: return (uint64_t)(int64_t)(int16_t)(uint16_t)b;
+    case I_SEXTW: return sext32(b);
+    case I_ANDNOT: return a & ~b;
+    case I_ADDO_CARRY: return signed_overflow((__int128)(int64_t)a + (int64_t)b);
+    case I_UADDO_CARRY: return a + b < a;
+    case I_SUBO_CARRY: return signed_overflow((__int128)(int64_t)a - (int64_t)b);
+    case I_USUBO_CARRY: return a < b;
+    case I_ADDO_TAKE_CARRY:
+        return signed_overflow((__int128)(int64_t)a + (int64_t)b + (rc & 1));
+    case I_UADDO_TAKE_CARRY:
+        return (uint64_t)(((unsigned __int128)a + b + (rc & 1)) >> 64);
+    case I_SUBO_TAKE_CARRY:
+        return signed_overflow((__int128)(int64_t)a - (int64_t)b - (int64_t)(rc & 1));
+    case I_USUBO_TAKE_CARRY: return (unsigned __int128)a < (unsigned __int128)b + (rc & 1);
+    case I_UMULQA: return rc + a * b;
     case I_LDI: return b + in->imm;
     case I_LDIH: return b + (in->imm << 16);
     case I_SELEQ: case I_SELGE: case I_SELGT: case I_SELLE: case I_SELLT: case I_SELNE:
@@ -195,6 +230,37 @@ static inline void vector_integer(Cpe *c, const Instr *in, int64_t t)
             }
             set_word_lane(out, i, r);
         }
+    }
+    write_lanes(c, in->dest, out, SWSIM_LANES, t + in->latency);
+}
+
+/* Whole 256-bit register operations: sllow, srlow (shift by the count's low 8 bits) and vlog
+ * (bit j of the result = bit 4a_j + 2b_j + c_j of the truth table). */
+static inline void vector_whole(Cpe *c, const Instr *in, int64_t t)
+{
+    const uint64_t *a = c->regs[in->ra], *b = c->regs[in->rb], *r3 = c->regs[in->r3];
+    uint64_t out[SWSIM_LANES] = {0};
+    unsigned count = in->id == I_VLOG ? 0 : (unsigned)operand_b(c, in) & 255;
+    unsigned lanes = count / 64, bits = count % 64;
+    switch (in->id) {
+    case I_SLLOW:
+        for (unsigned i = lanes; i < SWSIM_LANES; i++)
+            out[i] = a[i - lanes] << bits
+                     | (bits && i > lanes ? a[i - lanes - 1] >> (64 - bits) : 0);
+        break;
+    case I_SRLOW:
+        for (unsigned i = 0; i + lanes < SWSIM_LANES; i++)
+            out[i] = a[i + lanes] >> bits
+                     | (bits && i + lanes + 1 < SWSIM_LANES ? a[i + lanes + 1] << (64 - bits) : 0);
+        break;
+    case I_VLOG:
+        for (int i = 0; i < SWSIM_LANES; i++)
+            for (int index = 0; index < 8; index++)
+                if (in->imm >> index & 1)
+                    out[i] |= (index & 4 ? a[i] : ~a[i]) & (index & 2 ? b[i] : ~b[i])
+                              & (index & 1 ? r3[i] : ~r3[i]);
+        break;
+    default: NOT_DISPATCHED_HERE();
     }
     write_lanes(c, in->dest, out, SWSIM_LANES, t + in->latency);
 }
@@ -393,9 +459,16 @@ static inline void shuffle_instruction(Cpe *c, const Instr *in, int64_t t)
         break;
     case I_VSHFF:
         for (int i = 0; i < SWSIM_LANES; i++) {
+            if (in->literal) {   /* lanes 0-1 from ra, 2-3 from rb, 2 selector bits each */
+                out[i] = (i < 2 ? a : b)[in->imm >> (2 * i) & 3];
+                continue;
+            }
             unsigned s = (unsigned)(selector >> (4 * i)) & 7;
             out[i] = s < 4 ? a[s] : b[s - 4];
         }
+        break;
+    case I_VFMOV:
+        memcpy(out, a, sizeof out);
         break;
     case I_VSHFW:
         for (int i = 0; i < 2 * SWSIM_LANES; i++) {
