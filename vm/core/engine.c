@@ -348,28 +348,31 @@ static inline int group_ready(const Cpe *c, const Instr *leader, int64_t t)
     return ((t - ready[k[0]]) | (t - ready[k[1]]) | (t - ready[k[2]]) | (t - ready[k[3]])) >= 0;
 }
 
-/* The cycle > t at which a stalled leader's timed stall (raw, waw, divide, global, barrier
- * release) may end, or TIME_NEVER if only another unit's event can end it. */
-static int64_t wake_time(const Sim *s, const Cpe *c, int64_t t)
+/* The cycle > t at which the timed stall (raw, waw, divide, global, barrier release) of a
+ * leader `in` that is not ready at t may end, or TIME_NEVER if only another unit's event can
+ * end it. The checked slots are those of the raw, waw and divide checks. */
+static int64_t wake_time(const Sim *s, const Cpe *c, const Instr *in, int64_t t)
 {
     if (c->wait_until > t)
         return c->wait_until;
-    const Instr *in = &s->code[(c->pc - s->cfg.code_base) / 4];
     int64_t next = TIME_NEVER;
-    int64_t times[6];
-    int n = 0;
-    for (int k = 0; k < in->num_sources; k++)
-        times[n++] = c->ready[in->sources[k]];
-    times[n++] = c->ready[in->waw_slot];
-    if (in->pipes == PIPE_P0)
-        times[n++] = c->ready[BUSY_SLOT];
-    if ((in->cls == CLS_LOAD || in->cls == CLS_STORE)
-        && in_main_memory(s, effective_address(c, in)))
-        times[n++] = c->global_free;
-    for (int k = 0; k < n; k++)
-        if (times[k] > t && times[k] < next)
-            next = times[k];
+    for (int k = 0; k < NUM_CHECKS; k++) {
+        int64_t ready = c->ready[in->checks[k]];
+        if (ready > t && ready < next)
+            next = ready;
+    }
+    if ((in->cls == CLS_LOAD || in->cls == CLS_STORE) && c->global_free > t
+        && c->global_free < next && in_main_memory(s, effective_address(c, in)))
+        next = c->global_free;
     return next;
+}
+
+/* The same for a CPE that did not issue at t, as found when it stalled: its sleep_until is
+ * the wake time computed then, which nothing but its own issue can change (phase 1 events
+ * that wake it set sleep_until before it issues again), or it waits at a barrier. */
+static inline int64_t stalled_until(const Cpe *c, int64_t t)
+{
+    return c->wait_until > t ? c->wait_until : c->sleep_until;
 }
 
 static inline int can_pair(const Instr *leader, const Instr *follower)
@@ -504,7 +507,7 @@ static inline int issue(Sim *s, Cpe *c, int64_t t)
     }
     if (reason != NO_STALL) {
         charge(c, COUNTER_IDLE(0, reason), COUNTER_IDLE(1, reason), reason);
-        c->sleep_until = wake_time(s, c, t);
+        c->sleep_until = wake_time(s, c, leader, t);
         return ISSUED_NOTHING;
     }
     const Instr *follower = NULL;
@@ -621,7 +624,7 @@ static int64_t skip_ahead(Sim *s, const int *running, int num_running, int issue
     for (int k = 0; k < num_running; k++) {
         const Cpe *c = &s->cpes[running[k]];
         if (!(issued_any && at_fixed_point(c))) {
-            int64_t wake = wake_time(s, c, t);
+            int64_t wake = stalled_until(c, t);
             if (wake < horizon)
                 horizon = wake;
         }
@@ -746,7 +749,7 @@ static int64_t run_cycles(Sim *s, int64_t horizon)
         if (!issued_any && next_unit_event(s, t) == TIME_NEVER) {
             int64_t wake = TIME_NEVER;
             for (int k = 0; k < num_running && wake == TIME_NEVER; k++)
-                wake = wake_time(s, &s->cpes[running[k]], t);
+                wake = stalled_until(cpe[k], t);
             if (wake == TIME_NEVER) {
                 stop_with_report(s, STOP_DEADLOCK, t);
                 return t + 1;
