@@ -131,21 +131,25 @@ typedef struct {
     int dma_waiting;           /* requests of this CPE not yet accepted by the engine */
 
     /* spin-loop fixed-point detection (see engine.c; dirty and confirmed above) */
-    int armed;                 /* the snapshot below was taken at the last mark */
+    int armed;                 /* the snapshot (CpeCold) was taken at the last mark */
     uint64_t mark_pc;
     int64_t mark_cycle, window_start, period;
     int64_t ldm_changed;       /* last cycle an event wrote LDM bytes the loop reads */
     int num_reads;             /* LDM ranges loaded since the loop head was last reset */
     int reads_overflow;        /* ... more than MAX_WATCHED_READS: every write counts */
     uint64_t read_start[MAX_WATCHED_READS], read_end[MAX_WATCHED_READS];
+} __attribute__((aligned(64))) Cpe;
+
+/* The state of a CPE that the cycle loop does not touch every cycle, apart from Cpe (which
+ * it keeps smaller): the spin-loop snapshot, read and written only at the loop head of a
+ * loop without side effects (mark_loop_head), and the open trace span. */
+typedef struct {
     int64_t snap_ready[NUM_SLOTS + 2];
     uint64_t snap_counters[SWSIM_NUM_CPE_COUNTERS];
     uint64_t period_delta[SWSIM_NUM_CPE_COUNTERS];
-
-    /* trace */
     int span_kind;             /* open span kind, -1 if none */
     int64_t span_start;
-} __attribute__((aligned(64))) Cpe;
+} CpeCold;
 
 typedef struct {
     int cpe;
@@ -190,6 +194,7 @@ typedef struct {
     int64_t code_words;
     int64_t latency[NUM_LATENCY_CLASSES];
     Cpe *cpes;
+    CpeCold *cold;             /* by CPE id */
     uint64_t *cg;              /* result->cg_counters */
     /* register communication (comm.c), in arrays by CPE id so that a delivery scan and a
      * delivery's appends touch a few dense lines rather than each CPE's own */

@@ -35,21 +35,23 @@ void emit_span(Sim *s, int cpe, int kind, int64_t start, int64_t end)
 }
 
 /* Extends the CPE's open span with cycle t's state, or closes it and opens a new one. */
-static void trace_cycle(Sim *s, Cpe *c, int kind, int64_t t)
+static void trace_cycle(Sim *s, const Cpe *c, int kind, int64_t t)
 {
-    if (kind == c->span_kind)
+    CpeCold *cold = &s->cold[c->id];
+    if (kind == cold->span_kind)
         return;
-    if (c->span_kind >= 0)
-        emit_span(s, c->id, c->span_kind, c->span_start, t);
-    c->span_kind = kind;
-    c->span_start = t;
+    if (cold->span_kind >= 0)
+        emit_span(s, c->id, cold->span_kind, cold->span_start, t);
+    cold->span_kind = kind;
+    cold->span_start = t;
 }
 
-static void trace_close(Sim *s, Cpe *c, int64_t end)
+static void trace_close(Sim *s, const Cpe *c, int64_t end)
 {
-    if (c->span_kind >= 0)
-        emit_span(s, c->id, c->span_kind, c->span_start, end);
-    c->span_kind = -1;
+    CpeCold *cold = &s->cold[c->id];
+    if (cold->span_kind >= 0)
+        emit_span(s, c->id, cold->span_kind, cold->span_start, end);
+    cold->span_kind = -1;
 }
 
 /* ---- addresses ---------------------------------------------------------------------------- */
@@ -432,7 +434,7 @@ static void relative_timing(const Cpe *c, int64_t t, int64_t *out)
     out[ISA_ZERO_REG + 1] = c->global_free > now ? c->global_free - now : 0;
 }
 
-static void mark_loop_head(Cpe *c, int64_t t)
+static void mark_loop_head(Sim *s, Cpe *c, int64_t t)
 {
     if (c->dirty || c->mark_pc != c->pc) {
         c->mark_pc = c->pc;
@@ -441,18 +443,19 @@ static void mark_loop_head(Cpe *c, int64_t t)
         c->num_reads = c->reads_overflow = 0;
         return;
     }
+    CpeCold *cold = &s->cold[c->id];
     int64_t timing[NUM_SLOTS + 2];
     relative_timing(c, t, timing);
     c->confirmed = c->armed
-                   && memcmp(timing, c->snap_ready, (ISA_ZERO_REG + 2) * sizeof *timing) == 0;
+                   && memcmp(timing, cold->snap_ready, (ISA_ZERO_REG + 2) * sizeof *timing) == 0;
     if (c->confirmed) {
         c->window_start = c->mark_cycle;
         c->period = t - c->mark_cycle;
         for (int k = 0; k < SWSIM_NUM_CPE_COUNTERS; k++)
-            c->period_delta[k] = c->counters[k] - c->snap_counters[k];
+            cold->period_delta[k] = c->counters[k] - cold->snap_counters[k];
     }
-    memcpy(c->snap_ready, timing, sizeof timing);
-    memcpy(c->snap_counters, c->counters, sizeof c->counters);
+    memcpy(cold->snap_ready, timing, sizeof timing);
+    memcpy(cold->snap_counters, c->counters, sizeof c->counters);
     c->armed = 1;
     c->mark_cycle = t;
 }
@@ -545,7 +548,7 @@ static inline int issue(Sim *s, Cpe *c, int64_t t)
         c->halt_cycle = t;
         s->halted_this_cycle = 1;
     } else if (outcome == EXEC_JUMP && c->pc <= pc + 4) {
-        mark_loop_head(c, t);
+        mark_loop_head(s, c, t);
     }
     return ISSUED;
 }
@@ -569,12 +572,12 @@ static void repeat_stall(Cpe *c, int64_t cycles)
 }
 
 /* Advances a CPE at a fixed point by `cycles`, a multiple of its period. */
-static void repeat_period(Cpe *c, int64_t t, int64_t cycles)
+static void repeat_period(CpeCold *cold, Cpe *c, int64_t t, int64_t cycles)
 {
     uint64_t periods = (uint64_t)(cycles / c->period);
     for (int k = 0; k < SWSIM_NUM_CPE_COUNTERS; k++) {
-        c->counters[k] += periods * c->period_delta[k];
-        c->snap_counters[k] += periods * c->period_delta[k];
+        c->counters[k] += periods * cold->period_delta[k];
+        cold->snap_counters[k] += periods * cold->period_delta[k];
     }
     for (int r = 0; r < NUM_SLOTS; r++)   /* BUSY_SLOT included */
         if (c->ready[r] > t)
@@ -642,7 +645,7 @@ static int64_t skip_ahead(Sim *s, const int *running, int num_running, int issue
     for (int k = 0; k < num_running; k++) {
         Cpe *c = &s->cpes[running[k]];
         if (issued_any && at_fixed_point(c))
-            repeat_period(c, t, cycles);
+            repeat_period(&s->cold[c->id], c, t, cycles);
         else
             repeat_stall(c, cycles);
     }
@@ -817,7 +820,7 @@ static void init_cpe(Sim *s, Cpe *c, int id)
            ISA_ZERO_REG * sizeof c->regs[0]);
     c->last_state = SWSIM_STATE_RUNNING;
     c->halt_cycle = -1;
-    c->span_kind = -1;
+    s->cold[id].span_kind = -1;
     c->mark_pc = UINT64_MAX;
     c->ldm_changed = -1;
 }
@@ -831,9 +834,10 @@ static int init_sim(Sim *s)
     s->cpes = aligned_alloc(_Alignof(Cpe), (size_t)s->num_cpes * sizeof *s->cpes);
     if (s->cpes)
         memset(s->cpes, 0, (size_t)s->num_cpes * sizeof *s->cpes);
+    s->cold = calloc((size_t)s->num_cpes, sizeof *s->cold);
     s->code_words = s->job->code_words;
     s->code = calloc((size_t)s->code_words + 1, sizeof *s->code);
-    if (!s->cpes || !s->code)
+    if (!s->cpes || !s->cold || !s->code)
         return SWSIM_ERROR_MEMORY;
     for (int64_t i = 0; i < s->code_words; i++)
         decode_word(s->job->code[i], s->latency, &s->code[i]);
@@ -883,6 +887,7 @@ static void free_sim(Sim *s)
 {
     comm_free(s);
     free(s->cpes);
+    free(s->cold);
     free(s->code);
     free(s->dma.pool);
     free(s->dma.waiting);
