@@ -358,10 +358,11 @@ static int64_t wake_time(const Sim *s, const Cpe *c, const Instr *in, int64_t t)
     if (c->wait_until > t)
         return c->wait_until;
     int64_t next = TIME_NEVER;
-    for (int k = 0; k < NUM_CHECKS; k++) {
+#pragma GCC unroll 5
+    for (int k = 0; k < NUM_CHECKS; k++) {   /* branch-free: the slots' order is arbitrary */
         int64_t ready = c->ready[in->checks[k]];
-        if (ready > t && ready < next)
-            next = ready;
+        int64_t later = ready > t ? ready : TIME_NEVER;
+        next = later < next ? later : next;
     }
     if ((in->cls == CLS_LOAD || in->cls == CLS_STORE) && c->global_free > t
         && c->global_free < next && in_main_memory(s, effective_address(c, in)))
