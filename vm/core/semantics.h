@@ -72,6 +72,7 @@ enum FpOp { FP_ADD, FP_SUB, FP_MUL, FP_DIV, FP_SQRT, FP_MA, FP_MS, FP_NMA, FP_NM
 
 /* Writes the low `lanes` lanes of a slot (1: scalar, upper lanes preserved; 4: full). A
  * changed value marks the CPE dirty for spin-loop detection. */
+__attribute__((always_inline))
 static inline void write_lanes(Cpe *c, int slot, const uint64_t *value, int lanes, int64_t ready)
 {
     uint64_t *reg = c->regs[slot], changed = 0;
@@ -84,6 +85,7 @@ static inline void write_lanes(Cpe *c, int slot, const uint64_t *value, int lane
     c->ready[slot] = ready;
 }
 
+__attribute__((always_inline))
 static inline void write_scalar(Cpe *c, const Instr *in, uint64_t value, int64_t ready)
 {
     write_lanes(c, in->dest, &value, 1, ready);
@@ -108,7 +110,9 @@ static inline int select_condition(int id, int64_t v)
     }
 }
 
-/* Scalar integer results (classes alu and imul). */
+/* Scalar integer results (classes alu and imul), inlined in the cycle loop: the most
+ * frequent instructions after float arithmetic. */
+__attribute__((always_inline))
 static inline uint64_t integer_result(const Cpe *c, const Instr *in)
 {
     uint64_t a = c->regs[in->ra][0], b = operand_b(c, in);
