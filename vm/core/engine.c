@@ -599,8 +599,7 @@ static int64_t gcd(int64_t a, int64_t b)
 /* After cycle t: if every running CPE either stalls on something only an event or a known
  * time can end, or spins at a fixed point, jump ahead by a whole number of the spin periods
  * to just before the next event. Returns the cycles skipped. */
-static int64_t skip_ahead(Sim *s, const int *running, int num_running, int issued_any,
-                          int64_t t)
+static int64_t skip_ahead(Sim *s, Cpe *const *cpe, int num_running, int issued_any, int64_t t)
 {
     /* a delivery or barrier release in the next cycle: nothing to skip (the common case
      * of a cycle in which every CPE waits for a delivery) */
@@ -612,7 +611,7 @@ static int64_t skip_ahead(Sim *s, const int *running, int num_running, int issue
     int64_t common_period = 1;
     int spinning = 0;
     for (int k = 0; k < num_running; k++) {
-        const Cpe *c = &s->cpes[running[k]];
+        const Cpe *c = cpe[k];
         if (issued_any && at_fixed_point(c)) {
             common_period = common_period / gcd(common_period, c->period) * c->period;
             if (common_period > s->cfg.max_cycles)
@@ -620,12 +619,10 @@ static int64_t skip_ahead(Sim *s, const int *running, int num_running, int issue
             spinning = 1;
         } else if (c->last_state == SWSIM_STATE_RUNNING) {
             return 0;
-        }
-    }
-    for (int k = 0; k < num_running; k++) {
-        const Cpe *c = &s->cpes[running[k]];
-        if (!(issued_any && at_fixed_point(c))) {
+        } else {
             int64_t wake = stalled_until(c, t);
+            if (wake <= t + 1)   /* the later steps only lower the horizon */
+                return 0;
             if (wake < horizon)
                 horizon = wake;
         }
@@ -641,7 +638,7 @@ static int64_t skip_ahead(Sim *s, const int *running, int num_running, int issue
         return 0;
     dma_advance(s, t, t + cycles);
     for (int k = 0; k < num_running; k++) {
-        Cpe *c = &s->cpes[running[k]];
+        Cpe *c = cpe[k];
         if (issued_any && at_fixed_point(c))
             repeat_period(&s->cold[c->id], c, t, cycles);
         else
@@ -757,7 +754,7 @@ static int64_t run_cycles(Sim *s, int64_t horizon)
             }
         }
         if (may_skip)
-            t += skip_ahead(s, running, num_running, issued_any, t);
+            t += skip_ahead(s, cpe, num_running, issued_any, t);
     }
 }
 

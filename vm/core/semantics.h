@@ -72,7 +72,6 @@ enum FpOp { FP_ADD, FP_SUB, FP_MUL, FP_DIV, FP_SQRT, FP_MA, FP_MS, FP_NMA, FP_NM
 
 /* Writes the low `lanes` lanes of a slot (1: scalar, upper lanes preserved; 4: full). A
  * changed value marks the CPE dirty for spin-loop detection. */
-__attribute__((always_inline))
 static inline void write_lanes(Cpe *c, int slot, const uint64_t *value, int lanes, int64_t ready)
 {
     uint64_t *reg = c->regs[slot], changed = 0;
