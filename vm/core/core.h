@@ -63,6 +63,8 @@ enum {
     F_PAIRS_NEXT = 8,      /* ... and pairs with it whenever it is ready */
     F_MORE_CHECKS = 16,    /* checks[3] or checks[4] is not ZERO_SLOT */
     F_GROUP_CHECKS = 32,   /* group_checks holds the union of its checks and the next word's */
+    F_BAD_PC = 64,         /* not a word: the one after the code, where Cpe.at points while
+                              the pc is outside the code image or misaligned */
 };
 #define OP_CLASS(cls) (NUM_INSTRUCTIONS + (cls))
 _Static_assert(OP_CLASS(NUM_CLASSES) <= 256, "Instr.op is one byte");
@@ -113,6 +115,7 @@ typedef struct {
                                   a known time, or TIME_NEVER until a delivery or DMA
                                   activation wakes the CPE */
     uint64_t pc;
+    const Instr *at;           /* the word at pc, while the CPE runs (F_BAD_PC: none) */
     int last_state;            /* stall reason of the last charged cycle or RUNNING */
     int charged[2];            /* counters charged to P0 and P1 in the last cycle */
     int running;
@@ -127,7 +130,6 @@ typedef struct {
     int64_t global_free;       /* next global access may issue at this cycle */
     int row, col;
     uint8_t *ldm;
-    int64_t halt_cycle;
 
     /* register communication (the FIFO and receive queues are in Sim) */
     uint64_t put_mask[2][9];   /* targets of a put along the row/column with n = 0..8 */
@@ -146,13 +148,14 @@ typedef struct {
 
 /* The state of a CPE that the cycle loop does not touch every cycle, apart from Cpe (which
  * it keeps smaller): the spin-loop snapshot, read and written only at the loop head of a
- * loop without side effects (mark_loop_head), and the open trace span. */
+ * loop without side effects (mark_loop_head), the open trace span and the halt cycle. */
 typedef struct {
     int64_t snap_ready[NUM_SLOTS + 2];
     uint64_t snap_counters[SWSIM_NUM_CPE_COUNTERS];
     uint64_t period_delta[SWSIM_NUM_CPE_COUNTERS];
     int span_kind;             /* open span kind, -1 if none */
     int64_t span_start;
+    int64_t halt_cycle;
 } CpeCold;
 
 typedef struct {
@@ -194,7 +197,7 @@ typedef struct {
     int num_cpes;
     uint64_t ldm_bytes;
     uint64_t spawned_mask;
-    Instr *code;
+    Instr *code;               /* code_words words, then the F_BAD_PC word */
     int64_t code_words;
     int64_t latency[NUM_LATENCY_CLASSES];
     Cpe *cpes;

@@ -61,6 +61,14 @@ static inline int in_main_memory(const Sim *s, uint64_t addr)
     return addr >= s->cfg.mem_base && addr - s->cfg.mem_base < s->cfg.mem_bytes;
 }
 
+/* The decoded word at pc, or the F_BAD_PC word if pc is outside the code or misaligned (the
+ * low bits of the offset rotate to the top, making a huge index). */
+static inline const Instr *word_at(const Sim *s, uint64_t pc)
+{
+    uint64_t offset = pc - s->cfg.code_base, index = offset >> 2 | offset << 62;
+    return &s->code[index < (uint64_t)s->code_words ? index : (uint64_t)s->code_words];
+}
+
 static inline uint64_t effective_address(const Cpe *c, const Instr *in)
 {
     return c->regs[in->rb][0] + in->imm;
@@ -222,6 +230,7 @@ static int execute_control(Sim *s, Cpe *c, const Instr *in, int64_t t)
     }
     write_scalar(c, in, c->pc + 4, t + in->latency);
     c->pc = target;
+    c->at = word_at(s, target);
     return target == s->cfg.code_base - 4 ? EXEC_HALT : EXEC_JUMP;
 }
 
@@ -480,16 +489,10 @@ static inline int issue(Sim *s, Cpe *c, int64_t t)
         return ISSUED_NOTHING;
     }
     Fault *fault = &s->fault;
-    /* the word index, or a huge number if pc is misaligned (the low bits rotate to the top) */
-    uint64_t offset = c->pc - s->cfg.code_base, index = offset >> 2 | offset << 62;
-    if (index >= (uint64_t)s->code_words) {
-        *fault = (Fault){STOP_PC, c->pc, 0};
-        record_fault(s, c, fault, t);
-        return FAULTED;
-    }
-    const Instr *leader = &s->code[index];
-    if (leader->flags & F_INVALID) {
-        *fault = (Fault){STOP_UNDECODABLE, leader->word, 0};
+    const Instr *leader = c->at;
+    if (leader->flags & (F_BAD_PC | F_INVALID)) {
+        *fault = leader->flags & F_BAD_PC ? (Fault){STOP_PC, c->pc, 0}
+                                          : (Fault){STOP_UNDECODABLE, leader->word, 0};
         record_fault(s, c, fault, t);
         return FAULTED;
     }
@@ -523,10 +526,13 @@ static inline int issue(Sim *s, Cpe *c, int64_t t)
     int outcome = execute(s, c, leader, t, fault);
     if (outcome == EXEC_NEXT) {
         c->pc += 4;
+        c->at++;   /* after the last word: the F_BAD_PC word */
         if (follower) {
             outcome = execute(s, c, follower, t, fault);
-            if (outcome == EXEC_NEXT)
+            if (outcome == EXEC_NEXT) {
                 c->pc += 4;
+                c->at++;
+            }
         }
     }
     if (outcome == EXEC_FAULT) {
@@ -543,7 +549,7 @@ static inline int issue(Sim *s, Cpe *c, int64_t t)
     }
     if (outcome == EXEC_HALT) {
         c->running = 0;
-        c->halt_cycle = t;
+        s->cold[c->id].halt_cycle = t;
         s->halted_this_cycle = 1;
     } else if (outcome == EXEC_JUMP && c->pc <= pc + 4) {
         mark_loop_head(s, c, t);
@@ -814,7 +820,8 @@ static void init_cpe(Sim *s, Cpe *c, int id)
     memcpy(c->regs, job->regs + (size_t)id * SWSIM_NUM_REGS * SWSIM_LANES,
            ISA_ZERO_REG * sizeof c->regs[0]);
     c->last_state = SWSIM_STATE_RUNNING;
-    c->halt_cycle = -1;
+    c->at = word_at(s, c->pc);
+    s->cold[id].halt_cycle = -1;
     s->cold[id].span_kind = -1;
     c->mark_pc = UINT64_MAX;
     c->ldm_changed = -1;
@@ -836,6 +843,7 @@ static int init_sim(Sim *s)
         return SWSIM_ERROR_MEMORY;
     for (int64_t i = 0; i < s->code_words; i++)
         decode_word(s->job->code[i], s->latency, &s->code[i]);
+    s->code[s->code_words].flags = F_BAD_PC;
     /* Without a divide or sqrt in the code, P0 is never busy: the divide check can go. */
     int has_divide = 0;
     for (int64_t i = 0; i < s->code_words; i++)
@@ -902,11 +910,12 @@ static void finish_run(Sim *s, int64_t kernel_cycles)
         if (!s->job->spawned[i])
             continue;
         /* a halt in the cycle of a fault was taken back (uncharge_cycle) */
-        int64_t active = c->running || c->halt_cycle >= kernel_cycles ? kernel_cycles
-                                                                      : c->halt_cycle + 1;
+        const int64_t halt_cycle = s->cold[i].halt_cycle;
+        int64_t active = c->running || halt_cycle >= kernel_cycles ? kernel_cycles
+                                                                    : halt_cycle + 1;
         c->counters[COUNTER_ACTIVE] = (uint64_t)active;
         if (!c->running) {
-            int64_t finished = kernel_cycles - (c->halt_cycle + 1);
+            int64_t finished = kernel_cycles - (halt_cycle + 1);
             if (finished > 0) {
                 c->counters[COUNTER_IDLE(0, REASON_FINISHED)] += (uint64_t)finished;
                 c->counters[COUNTER_IDLE(1, REASON_FINISHED)] += (uint64_t)finished;
