@@ -214,9 +214,9 @@ typedef struct {
     uint64_t senders;          /* CPEs whose transfer FIFO is not empty */
     uint64_t due_senders;      /* ... and whose head was found due (by comm_deliver) */
     int64_t next_due;          /* no head of the other senders is due before this cycle */
-    uint64_t (*queue_entries)[SWSIM_LANES]; /* a ring of rc_queue_depth per receive queue:
-                                               queue (column, id) is number column * num_cpes
-                                               + id */
+    uint64_t (*queue_entries)[SWSIM_LANES]; /* a ring of rc_queue_depth per receive queue */
+    uint64_t (*queue_ring[2][SWSIM_MAX_CPES])[SWSIM_LANES]; /* the ring of the row / column
+                                                               queue of each CPE */
     int32_t queue_head[2][SWSIM_MAX_CPES], queue_count[2][SWSIM_MAX_CPES];
     uint64_t nonempty_queues[2]; /* CPEs whose row / column receive queue is not empty */
     uint64_t full_queues[2];   /* ... is full */
@@ -272,8 +272,7 @@ int64_t barrier_next_event(const Sim *s, int64_t t);
 static inline const uint64_t *comm_receive(Sim *s, Cpe *c, int column)
 {
     int32_t *head = &s->queue_head[column][c->id];
-    const uint64_t *entry = s->queue_entries[(column * (int64_t)s->num_cpes + c->id)
-                                             * s->cfg.rc_queue_depth + *head];
+    const uint64_t *entry = s->queue_ring[column][c->id][*head];
     if (++*head == s->cfg.rc_queue_depth)
         *head = 0;
     const uint64_t bit = UINT64_C(1) << c->id;
