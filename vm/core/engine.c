@@ -296,9 +296,9 @@ static inline int execute(Sim *s, Cpe *c, const Instr *in, int64_t t, Fault *fau
 /* The structural check (rule 4 of docs/timing.md "Issue rules"), or NO_STALL. */
 static inline int structural_reason(const Sim *s, const Cpe *c, const Instr *in, int64_t t)
 {
-    switch (in->cls) {
-    case CLS_GET:
+    if (in->cls == CLS_GET)   /* the most frequent: a test rather than the jump */
         return comm_queue_empty(s, c, in->id == I_GETC) ? REASON_GET_EMPTY : NO_STALL;
+    switch (in->cls) {
     case CLS_PUT: case CLS_BCAST_LOAD:
         return comm_send_blocked(s, c, t) >= s->cfg.rc_send_depth ? REASON_PUT_FULL : NO_STALL;
     case CLS_DMA:
