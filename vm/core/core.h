@@ -66,8 +66,6 @@ enum {
     F_BAD_PC = 64,         /* not a word: the one after the code, where Cpe.at points while
                               the pc is outside the code image or misaligned */
 };
-#define OP_CLASS(cls) (NUM_INSTRUCTIONS + (cls))
-_Static_assert(OP_CLASS(NUM_CLASSES) <= 256, "Instr.op is one byte");
 #define NUM_CHECKS 5
 #define NUM_GROUP_CHECKS 4
 #define MAX_WATCHED_READS 4
@@ -90,8 +88,6 @@ typedef struct {
                                    the WAW slot, BUSY_SLOT if P0-only; padded with ZERO_SLOT */
     uint8_t group_checks[NUM_GROUP_CHECKS]; /* see F_GROUP_CHECKS */
     uint8_t pipe_alone;    /* the leader's pipe when it issues alone (paired: both valid) */
-    uint8_t op;            /* what execute() switches on: the id of a float arithmetic
-                              instruction, else OP_CLASS(cls) */
     uint32_t reads_mask;   /* registers 0..30 read */
     uint32_t dest_mask;    /* register 0..30 written, or 0 */
     int64_t latency;       /* cycles until the result is readable (from the configuration) */

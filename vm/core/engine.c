@@ -252,41 +252,44 @@ static int execute_misc(Sim *s, Cpe *c, const Instr *in, int64_t t)
     }
 }
 
-/* Applies an instruction at issue. EXEC_NEXT leaves the pc to the caller; the others set it.
- * One jump: float arithmetic (the most frequent) by id, the rest by class. */
+/* Applies an instruction at issue. EXEC_NEXT leaves the pc to the caller; the others set it. */
 __attribute__((always_inline))
 static inline int execute(Sim *s, Cpe *c, const Instr *in, int64_t t, Fault *fault)
 {
-    switch (in->op) {
+    switch (in->id) {   /* float arithmetic, the most frequent, in the same jump */
     FLOAT_ARITH_CASES(c, in, t)
-    case OP_CLASS(CLS_ALU): case OP_CLASS(CLS_IMUL):
+    default:
+        break;
+    }
+    switch (in->cls) {
+    case CLS_ALU: case CLS_IMUL:
         write_scalar(c, in, integer_result(c, in), t + in->latency);
         return EXEC_NEXT;
-    case OP_CLASS(CLS_VALU):
+    case CLS_VALU:
         vector_integer(c, in, t);
         return EXEC_NEXT;
-    case OP_CLASS(CLS_FMISC):
+    case CLS_FMISC:
         write_scalar(c, in, float_misc_result(c, in), t + in->latency);
         return EXEC_NEXT;
-    case OP_CLASS(CLS_SHUFFLE):
+    case CLS_SHUFFLE:
         shuffle_instruction(c, in, t);
         return EXEC_NEXT;
-    case OP_CLASS(CLS_LOAD):
+    case CLS_LOAD:
         return execute_load(s, c, in, t, fault);
-    case OP_CLASS(CLS_STORE):
+    case CLS_STORE:
         return execute_store(s, c, in, t, fault);
-    case OP_CLASS(CLS_BCAST_LOAD):
+    case CLS_BCAST_LOAD:
         return execute_bcast_load(s, c, in, t, fault);
-    case OP_CLASS(CLS_GET):   /* a get is a side effect: no test for a changed value */
+    case CLS_GET:   /* a get is a side effect: no test for a changed value */
         memcpy(c->regs[in->dest], comm_receive(s, c, in->id == I_GETC), sizeof c->regs[0]);
         c->ready[in->dest] = t + in->latency;
         c->dirty = 1;
         return EXEC_NEXT;
-    case OP_CLASS(CLS_PUT): case OP_CLASS(CLS_SYNC): case OP_CLASS(CLS_DMA):
+    case CLS_PUT: case CLS_SYNC: case CLS_DMA:
         return execute_communication(s, c, in, t, fault);
-    case OP_CLASS(CLS_BRANCH): case OP_CLASS(CLS_JUMP):
+    case CLS_BRANCH: case CLS_JUMP:
         return execute_control(s, c, in, t);
-    default:   /* OP_CLASS(CLS_MISC) */
+    default:
         return execute_misc(s, c, in, t);
     }
 }
@@ -850,7 +853,6 @@ static int init_sim(Sim *s)
         has_divide |= s->code[i].cls == CLS_FDIV;
     for (int64_t i = 0; i < s->code_words; i++) {
         Instr *in = &s->code[i];
-        in->op = (uint8_t)(in->cls == CLS_FP || in->cls == CLS_FDIV ? in->id : OP_CLASS(in->cls));
         int n = 0;
         for (int k = 0; k < NUM_CHECKS; k++)
             if (in->checks[k] != ZERO_SLOT && (has_divide || in->checks[k] != BUSY_SLOT))
