@@ -113,7 +113,7 @@ typedef struct {
     uint64_t pc;
     const Instr *at;           /* the word at pc, while the CPE runs (F_BAD_PC: none) */
     int last_state;            /* stall reason of the last charged cycle or RUNNING */
-    int charged[2];            /* counters charged to P0 and P1 in the last cycle */
+    int charged[2];            /* the two counters charged in the last cycle */
     int running;
     int dirty;                 /* spin-loop detection: a side effect or a changed register
                                   since the last mark */

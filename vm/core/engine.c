@@ -407,14 +407,14 @@ static inline int leader_pipe(const Instr *leader, const Instr *follower)
     return follower && follower->pipes == PIPE_P1 ? 0 : 1;
 }
 
-/* active_cycles is not counted here: it is the CPE's halt cycle + 1, or the kernel cycles
- * if it never halted (finish_run). */
-static inline void charge(Cpe *c, int p0_counter, int p1_counter, int state)
+/* Charges a cycle: one counter for each pipe, in either order. active_cycles is not counted
+ * here: it is the CPE's halt cycle + 1, or the kernel cycles if it never halted (finish_run). */
+static inline void charge(Cpe *c, int counter, int other_counter, int state)
 {
-    c->counters[p0_counter]++;
-    c->counters[p1_counter]++;
-    c->charged[0] = p0_counter;
-    c->charged[1] = p1_counter;
+    c->counters[counter]++;
+    c->counters[other_counter]++;
+    c->charged[0] = counter;
+    c->charged[1] = other_counter;
     c->last_state = state;
 }
 
@@ -545,9 +545,8 @@ static inline int issue(Sim *s, Cpe *c, int64_t t)
     if (follower) {
         charge(c, COUNTER_VALID(0), COUNTER_VALID(1), SWSIM_STATE_RUNNING);
     } else {
-        int pipe = leader->pipe_alone;
-        int idle = COUNTER_IDLE(pipe ^ 1, follower_reason);
-        charge(c, pipe == 0 ? COUNTER_VALID(0) : idle, pipe == 1 ? COUNTER_VALID(1) : idle,
+        int pipe = leader->pipe_alone;   /* the other pipe idles for the follower's reason */
+        charge(c, COUNTER_VALID(pipe), COUNTER_IDLE(pipe ^ 1, follower_reason),
                SWSIM_STATE_RUNNING);
     }
     if (outcome == EXEC_HALT) {
