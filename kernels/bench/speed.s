@@ -85,3 +85,46 @@ vmad_comm_unpipelined:
 	bgt	$16, 1b
 	ret
 	.end	vmad_comm_unpipelined
+
+# int_chain: an unpipelined integer loop, as unscheduled compiled code for
+# x[i] = x[i] * k + c over a 2 KiB ring of LDM words: each instruction waits for the one
+# before it (ldl 3 cycles, mull 5, addl 1), so most cycles stall on raw. a0 = iterations.
+	.globl	int_chain
+	.ent	int_chain
+int_chain:
+	ldi	$18, 3($31)
+	ldi	$19, 7($31)
+	ldi	$20, 2047($31)
+	bis	$31, $31, $17
+1:	ldl	$1, 0($17)
+	mull	$1, $18, $1
+	addl	$1, $19, $1
+	stl	$1, 0($17)
+	addl	$17, 8, $17
+	and	$17, $20, $17
+	subl	$16, 1, $16
+	bgt	$16, 1b
+	ret
+	.end	int_chain
+
+# rc_exchange: register communication only: every iteration each CPE broadcasts one register
+# along its row and takes its 7 row mates' broadcasts of the previous iteration (software-
+# pipelined like vmad_comm), adding them up: 8 of the 17 instructions of an iteration are puts
+# and gets, and P1 is busy with them every cycle. a0 = iterations (>= 1).
+	.globl	rc_exchange
+	.ent	rc_exchange
+rc_exchange:
+	rcid	$1
+	putr	$1, 8
+1:	putr	$1, 8
+	.rept	7
+	getr	$2
+	addl	$3, $2, $3
+	.endr
+	subl	$16, 1, $16
+	bgt	$16, 1b
+	.rept	7
+	getr	$2
+	.endr
+	ret
+	.end	rc_exchange

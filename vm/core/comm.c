@@ -20,6 +20,9 @@ int comm_init(Sim *s)
         Cpe *c = &s->cpes[i];
         s->head_due[i] = TIME_NEVER;
         for (int column = 0; column < 2; column++)
+            s->queue_ring[column][i] = s->queue_entries
+                                       + (column * s->num_cpes + i) * s->cfg.rc_queue_depth;
+        for (int column = 0; column < 2; column++)
             for (uint64_t n = 0; n <= 8; n++) {
                 Fault fault = {0};
                 c->put_fault[column][n] = (int8_t)put_targets(s, c, column, n,
@@ -168,12 +171,12 @@ void comm_deliver(Sim *s, int64_t t)
         Entry value;
         memcpy(&value, fifo_at(s, id, 0)->value, sizeof value);
         int32_t *queue_head = s->queue_head[column], *queue_count = s->queue_count[column];
-        uint64_t (*entries)[SWSIM_LANES] = s->queue_entries + column * s->num_cpes * depth;
+        uint64_t (**ring)[SWSIM_LANES] = s->queue_ring[column];
         for (uint64_t m = targets; m; m &= m - 1) {
             const int target = __builtin_ctzll(m);
             const int32_t count = queue_count[target];
-            memcpy(entries[target * depth + ring_index(queue_head[target], count, depth)],
-                   &value, sizeof value);
+            memcpy(ring[target][ring_index(queue_head[target], count, depth)], &value,
+                   sizeof value);
             if (count + 1 == depth)
                 became_full |= m & -m;
             queue_count[target] = count + 1;

@@ -48,6 +48,8 @@ enum {
     F_PAIRS_NEXT = 8,      /* ... and pairs with it whenever it is ready */
     F_MORE_CHECKS = 16,    /* checks[3] or checks[4] is not ZERO_SLOT */
     F_GROUP_CHECKS = 32,   /* group_checks holds the union of its checks and the next word's */
+    F_BAD_PC = 64,         /* not a word: the one after the code, where Cpe.at points while
+                              the pc is outside the code image or misaligned */
 };
 #define NUM_CHECKS 5
 #define NUM_GROUP_CHECKS 4
@@ -94,8 +96,9 @@ typedef struct {
                                   a known time, or TIME_NEVER until a delivery or DMA
                                   activation wakes the CPE */
     uint64_t pc;
+    const Instr *at;           /* the word at pc, while the CPE runs (F_BAD_PC: none) */
     int last_state;            /* stall reason of the last charged cycle or RUNNING */
-    int charged[2];            /* counters charged to P0 and P1 in the last cycle */
+    int charged[2];            /* the two counters charged in the last cycle */
     int running;
     int dirty;                 /* spin-loop detection: a side effect or a changed register
                                   since the last mark */
@@ -108,7 +111,6 @@ typedef struct {
     int64_t global_free;       /* next global access may issue at this cycle */
     int row, col;
     uint8_t *ldm;
-    int64_t halt_cycle;
 
     /* register communication (the FIFO and receive queues are in Sim) */
     uint64_t put_mask[2][9];   /* targets of a put along the row/column with n = 0..8 */
@@ -116,21 +118,26 @@ typedef struct {
     int dma_waiting;           /* requests of this CPE not yet accepted by the engine */
 
     /* spin-loop fixed-point detection (see engine.c; dirty and confirmed above) */
-    int armed;                 /* the snapshot below was taken at the last mark */
+    int armed;                 /* the snapshot (CpeCold) was taken at the last mark */
     uint64_t mark_pc;
     int64_t mark_cycle, window_start, period;
     int64_t ldm_changed;       /* last cycle an event wrote LDM bytes the loop reads */
     int num_reads;             /* LDM ranges loaded since the loop head was last reset */
     int reads_overflow;        /* ... more than MAX_WATCHED_READS: every write counts */
     uint64_t read_start[MAX_WATCHED_READS], read_end[MAX_WATCHED_READS];
+} __attribute__((aligned(64))) Cpe;
+
+/* The state of a CPE that the cycle loop does not touch every cycle, apart from Cpe (which
+ * it keeps smaller): the spin-loop snapshot, read and written only at the loop head of a
+ * loop without side effects (mark_loop_head), the open trace span and the halt cycle. */
+typedef struct {
     int64_t snap_ready[NUM_SLOTS + 2];
     uint64_t snap_counters[SWSIM_NUM_CPE_COUNTERS];
     uint64_t period_delta[SWSIM_NUM_CPE_COUNTERS];
-
-    /* trace */
     int span_kind;             /* open span kind, -1 if none */
     int64_t span_start;
-} __attribute__((aligned(64))) Cpe;
+    int64_t halt_cycle;
+} CpeCold;
 
 typedef struct {
     int cpe;
@@ -171,10 +178,11 @@ typedef struct {
     int num_cpes;
     uint64_t ldm_bytes;
     uint64_t spawned_mask;
-    Instr *code;
+    Instr *code;               /* code_words words, then the F_BAD_PC word */
     int64_t code_words;
     int64_t latency[NUM_LATENCY_CLASSES];
     Cpe *cpes;
+    CpeCold *cold;             /* by CPE id */
     uint64_t *cg;              /* result->cg_counters */
     /* register communication (comm.c), in arrays by CPE id so that a delivery scan and a
      * delivery's appends touch a few dense lines rather than each CPE's own */
@@ -187,9 +195,9 @@ typedef struct {
     uint64_t senders;          /* CPEs whose transfer FIFO is not empty */
     uint64_t due_senders;      /* ... and whose head was found due (by comm_deliver) */
     int64_t next_due;          /* no head of the other senders is due before this cycle */
-    uint64_t (*queue_entries)[SWSIM_LANES]; /* a ring of rc_queue_depth per receive queue:
-                                               queue (column, id) is number column * num_cpes
-                                               + id */
+    uint64_t (*queue_entries)[SWSIM_LANES]; /* a ring of rc_queue_depth per receive queue */
+    uint64_t (*queue_ring[2][SWSIM_MAX_CPES])[SWSIM_LANES]; /* the ring of the row / column
+                                                               queue of each CPE */
     int32_t queue_head[2][SWSIM_MAX_CPES], queue_count[2][SWSIM_MAX_CPES];
     uint64_t nonempty_queues[2]; /* CPEs whose row / column receive queue is not empty */
     uint64_t full_queues[2];   /* ... is full */
@@ -245,8 +253,7 @@ int64_t barrier_next_event(const Sim *s, int64_t t);
 static inline const uint64_t *comm_receive(Sim *s, Cpe *c, int column)
 {
     int32_t *head = &s->queue_head[column][c->id];
-    const uint64_t *entry = s->queue_entries[(column * (int64_t)s->num_cpes + c->id)
-                                             * s->cfg.rc_queue_depth + *head];
+    const uint64_t *entry = s->queue_ring[column][c->id][*head];
     if (++*head == s->cfg.rc_queue_depth)
         *head = 0;
     const uint64_t bit = UINT64_C(1) << c->id;

@@ -31,21 +31,23 @@ void emit_span(Sim *s, int cpe, int kind, int64_t start, int64_t end)
 }
 
 /* Extends the CPE's open span with cycle t's state, or closes it and opens a new one. */
-static void trace_cycle(Sim *s, Cpe *c, int kind, int64_t t)
+static void trace_cycle(Sim *s, const Cpe *c, int kind, int64_t t)
 {
-    if (kind == c->span_kind)
+    CpeCold *cold = &s->cold[c->id];
+    if (kind == cold->span_kind)
         return;
-    if (c->span_kind >= 0)
-        emit_span(s, c->id, c->span_kind, c->span_start, t);
-    c->span_kind = kind;
-    c->span_start = t;
+    if (cold->span_kind >= 0)
+        emit_span(s, c->id, cold->span_kind, cold->span_start, t);
+    cold->span_kind = kind;
+    cold->span_start = t;
 }
 
-static void trace_close(Sim *s, Cpe *c, int64_t end)
+static void trace_close(Sim *s, const Cpe *c, int64_t end)
 {
-    if (c->span_kind >= 0)
-        emit_span(s, c->id, c->span_kind, c->span_start, end);
-    c->span_kind = -1;
+    CpeCold *cold = &s->cold[c->id];
+    if (cold->span_kind >= 0)
+        emit_span(s, c->id, cold->span_kind, cold->span_start, end);
+    cold->span_kind = -1;
 }
 
 /* ---- addresses ---------------------------------------------------------------------------- */
@@ -53,6 +55,14 @@ static void trace_close(Sim *s, Cpe *c, int64_t end)
 static inline int in_main_memory(const Sim *s, uint64_t addr)
 {
     return addr >= s->cfg.mem_base && addr - s->cfg.mem_base < s->cfg.mem_bytes;
+}
+
+/* The decoded word at pc, or the F_BAD_PC word if pc is outside the code or misaligned (the
+ * low bits of the offset rotate to the top, making a huge index). */
+static inline const Instr *word_at(const Sim *s, uint64_t pc)
+{
+    uint64_t offset = pc - s->cfg.code_base, index = offset >> 2 | offset << 62;
+    return &s->code[index < (uint64_t)s->code_words ? index : (uint64_t)s->code_words];
 }
 
 static inline uint64_t effective_address(const Cpe *c, const Instr *in)
@@ -221,6 +231,7 @@ static int execute_control(Sim *s, Cpe *c, const Instr *in, int64_t t)
     }
     write_scalar(c, in, c->pc + 4, t + in->latency);
     c->pc = target;
+    c->at = word_at(s, target);
     return target == s->cfg.code_base - 4 ? EXEC_HALT : EXEC_JUMP;
 }
 
@@ -319,9 +330,9 @@ static inline int execute(Sim *s, Cpe *c, const Instr *in, int64_t t, Fault *fau
 /* The structural check (rule 4 of docs/timing.md "Issue rules"), or NO_STALL. */
 static inline int structural_reason(const Sim *s, const Cpe *c, const Instr *in, int64_t t)
 {
-    switch (in->cls) {
-    case CLS_GET:
+    if (in->cls == CLS_GET)   /* the most frequent: a test rather than the jump */
         return comm_queue_empty(s, c, in->id == I_GETC) ? REASON_GET_EMPTY : NO_STALL;
+    switch (in->cls) {
     case CLS_PUT: case CLS_BCAST_LOAD:
         return comm_send_blocked(s, c, t) >= s->cfg.rc_send_depth ? REASON_PUT_FULL : NO_STALL;
     case CLS_DMA:
@@ -379,28 +390,32 @@ static inline int group_ready(const Cpe *c, const Instr *leader, int64_t t)
     return ((t - ready[k[0]]) | (t - ready[k[1]]) | (t - ready[k[2]]) | (t - ready[k[3]])) >= 0;
 }
 
-/* The cycle > t at which a stalled leader's timed stall (raw, waw, divide, global, barrier
- * release) may end, or TIME_NEVER if only another unit's event can end it. */
-static int64_t wake_time(const Sim *s, const Cpe *c, int64_t t)
+/* The cycle > t at which the timed stall (raw, waw, divide, global, barrier release) of a
+ * leader `in` that is not ready at t may end, or TIME_NEVER if only another unit's event can
+ * end it. The checked slots are those of the raw, waw and divide checks. */
+static int64_t wake_time(const Sim *s, const Cpe *c, const Instr *in, int64_t t)
 {
     if (c->wait_until > t)
         return c->wait_until;
-    const Instr *in = &s->code[(c->pc - s->cfg.code_base) / 4];
     int64_t next = TIME_NEVER;
-    int64_t times[6];
-    int n = 0;
-    for (int k = 0; k < in->num_sources; k++)
-        times[n++] = c->ready[in->sources[k]];
-    times[n++] = c->ready[in->waw_slot];
-    if (in->pipes == PIPE_P0)
-        times[n++] = c->ready[BUSY_SLOT];
-    if ((in->cls == CLS_LOAD || in->cls == CLS_STORE)
-        && in_main_memory(s, effective_address(c, in)))
-        times[n++] = c->global_free;
-    for (int k = 0; k < n; k++)
-        if (times[k] > t && times[k] < next)
-            next = times[k];
+#pragma GCC unroll 5
+    for (int k = 0; k < NUM_CHECKS; k++) {   /* branch-free: the slots' order is arbitrary */
+        int64_t ready = c->ready[in->checks[k]];
+        int64_t later = ready > t ? ready : TIME_NEVER;
+        next = later < next ? later : next;
+    }
+    if ((in->cls == CLS_LOAD || in->cls == CLS_STORE) && c->global_free > t
+        && c->global_free < next && in_main_memory(s, effective_address(c, in)))
+        next = c->global_free;
     return next;
+}
+
+/* The same for a CPE that did not issue at t, as found when it stalled: its sleep_until is
+ * the wake time computed then, which nothing but its own issue can change (phase 1 events
+ * that wake it set sleep_until before it issues again), or it waits at a barrier. */
+static inline int64_t stalled_until(const Cpe *c, int64_t t)
+{
+    return c->wait_until > t ? c->wait_until : c->sleep_until;
 }
 
 static inline int can_pair(const Instr *leader, const Instr *follower)
@@ -423,14 +438,14 @@ static inline int leader_pipe(const Instr *leader, const Instr *follower)
     return follower && follower->pipes == PIPE_P1 ? 0 : 1;
 }
 
-/* active_cycles is not counted here: it is the CPE's halt cycle + 1, or the kernel cycles
- * if it never halted (finish_run). */
-static inline void charge(Cpe *c, int p0_counter, int p1_counter, int state)
+/* Charges a cycle: one counter for each pipe, in either order. active_cycles is not counted
+ * here: it is the CPE's halt cycle + 1, or the kernel cycles if it never halted (finish_run). */
+static inline void charge(Cpe *c, int counter, int other_counter, int state)
 {
-    c->counters[p0_counter]++;
-    c->counters[p1_counter]++;
-    c->charged[0] = p0_counter;
-    c->charged[1] = p1_counter;
+    c->counters[counter]++;
+    c->counters[other_counter]++;
+    c->charged[0] = counter;
+    c->charged[1] = other_counter;
     c->last_state = state;
 }
 
@@ -460,7 +475,7 @@ static void relative_timing(const Cpe *c, int64_t t, int64_t *out)
     out[ISA_ZERO_REG + 1] = c->global_free > now ? c->global_free - now : 0;
 }
 
-static void mark_loop_head(Cpe *c, int64_t t)
+static void mark_loop_head(Sim *s, Cpe *c, int64_t t)
 {
     if (c->dirty || c->mark_pc != c->pc) {
         c->mark_pc = c->pc;
@@ -469,18 +484,19 @@ static void mark_loop_head(Cpe *c, int64_t t)
         c->num_reads = c->reads_overflow = 0;
         return;
     }
+    CpeCold *cold = &s->cold[c->id];
     int64_t timing[NUM_SLOTS + 2];
     relative_timing(c, t, timing);
     c->confirmed = c->armed
-                   && memcmp(timing, c->snap_ready, (ISA_ZERO_REG + 2) * sizeof *timing) == 0;
+                   && memcmp(timing, cold->snap_ready, (ISA_ZERO_REG + 2) * sizeof *timing) == 0;
     if (c->confirmed) {
         c->window_start = c->mark_cycle;
         c->period = t - c->mark_cycle;
         for (int k = 0; k < SWSIM_NUM_CPE_COUNTERS; k++)
-            c->period_delta[k] = c->counters[k] - c->snap_counters[k];
+            cold->period_delta[k] = c->counters[k] - cold->snap_counters[k];
     }
-    memcpy(c->snap_ready, timing, sizeof timing);
-    memcpy(c->snap_counters, c->counters, sizeof c->counters);
+    memcpy(cold->snap_ready, timing, sizeof timing);
+    memcpy(cold->snap_counters, c->counters, sizeof c->counters);
     c->armed = 1;
     c->mark_cycle = t;
 }
@@ -507,16 +523,10 @@ static inline int issue(Sim *s, Cpe *c, int64_t t)
         return ISSUED_NOTHING;
     }
     Fault *fault = &s->fault;
-    /* the word index, or a huge number if pc is misaligned (the low bits rotate to the top) */
-    uint64_t offset = c->pc - s->cfg.code_base, index = offset >> 2 | offset << 62;
-    if (index >= (uint64_t)s->code_words) {
-        *fault = (Fault){STOP_PC, c->pc, 0};
-        record_fault(s, c, fault, t);
-        return FAULTED;
-    }
-    const Instr *leader = &s->code[index];
-    if (leader->flags & F_INVALID) {
-        *fault = (Fault){STOP_UNDECODABLE, leader->word, 0};
+    const Instr *leader = c->at;
+    if (leader->flags & (F_BAD_PC | F_INVALID)) {
+        *fault = leader->flags & F_BAD_PC ? (Fault){STOP_PC, c->pc, 0}
+                                          : (Fault){STOP_UNDECODABLE, leader->word, 0};
         record_fault(s, c, fault, t);
         return FAULTED;
     }
@@ -535,7 +545,7 @@ static inline int issue(Sim *s, Cpe *c, int64_t t)
     }
     if (reason != NO_STALL) {
         charge(c, COUNTER_IDLE(0, reason), COUNTER_IDLE(1, reason), reason);
-        c->sleep_until = wake_time(s, c, t);
+        c->sleep_until = wake_time(s, c, leader, t);
         return ISSUED_NOTHING;
     }
     const Instr *follower = NULL;
@@ -550,10 +560,13 @@ static inline int issue(Sim *s, Cpe *c, int64_t t)
     int outcome = execute(s, c, leader, t, fault);
     if (outcome == EXEC_NEXT) {
         c->pc += 4;
+        c->at++;   /* after the last word: the F_BAD_PC word */
         if (follower) {
             outcome = execute(s, c, follower, t, fault);
-            if (outcome == EXEC_NEXT)
+            if (outcome == EXEC_NEXT) {
                 c->pc += 4;
+                c->at++;
+            }
         }
     }
     if (outcome == EXEC_FAULT) {
@@ -563,17 +576,16 @@ static inline int issue(Sim *s, Cpe *c, int64_t t)
     if (follower) {
         charge(c, COUNTER_VALID(0), COUNTER_VALID(1), SWSIM_STATE_RUNNING);
     } else {
-        int pipe = leader->pipe_alone;
-        int idle = COUNTER_IDLE(pipe ^ 1, follower_reason);
-        charge(c, pipe == 0 ? COUNTER_VALID(0) : idle, pipe == 1 ? COUNTER_VALID(1) : idle,
+        int pipe = leader->pipe_alone;   /* the other pipe idles for the follower's reason */
+        charge(c, COUNTER_VALID(pipe), COUNTER_IDLE(pipe ^ 1, follower_reason),
                SWSIM_STATE_RUNNING);
     }
     if (outcome == EXEC_HALT) {
         c->running = 0;
-        c->halt_cycle = t;
+        s->cold[c->id].halt_cycle = t;
         s->halted_this_cycle = 1;
     } else if (outcome == EXEC_JUMP && c->pc <= pc + 4) {
-        mark_loop_head(c, t);
+        mark_loop_head(s, c, t);
     }
     return ISSUED;
 }
@@ -597,12 +609,12 @@ static void repeat_stall(Cpe *c, int64_t cycles)
 }
 
 /* Advances a CPE at a fixed point by `cycles`, a multiple of its period. */
-static void repeat_period(Cpe *c, int64_t t, int64_t cycles)
+static void repeat_period(CpeCold *cold, Cpe *c, int64_t t, int64_t cycles)
 {
     uint64_t periods = (uint64_t)(cycles / c->period);
     for (int k = 0; k < SWSIM_NUM_CPE_COUNTERS; k++) {
-        c->counters[k] += periods * c->period_delta[k];
-        c->snap_counters[k] += periods * c->period_delta[k];
+        c->counters[k] += periods * cold->period_delta[k];
+        cold->snap_counters[k] += periods * cold->period_delta[k];
     }
     for (int r = 0; r < NUM_SLOTS; r++)   /* BUSY_SLOT included */
         if (c->ready[r] > t)
@@ -626,8 +638,7 @@ static int64_t gcd(int64_t a, int64_t b)
 /* After cycle t: if every running CPE either stalls on something only an event or a known
  * time can end, or spins at a fixed point, jump ahead by a whole number of the spin periods
  * to just before the next event. Returns the cycles skipped. */
-static int64_t skip_ahead(Sim *s, const int *running, int num_running, int issued_any,
-                          int64_t t)
+static int64_t skip_ahead(Sim *s, Cpe *const *cpe, int num_running, int issued_any, int64_t t)
 {
     /* a delivery or barrier release in the next cycle: nothing to skip (the common case
      * of a cycle in which every CPE waits for a delivery) */
@@ -639,7 +650,7 @@ static int64_t skip_ahead(Sim *s, const int *running, int num_running, int issue
     int64_t common_period = 1;
     int spinning = 0;
     for (int k = 0; k < num_running; k++) {
-        const Cpe *c = &s->cpes[running[k]];
+        const Cpe *c = cpe[k];
         if (issued_any && at_fixed_point(c)) {
             common_period = common_period / gcd(common_period, c->period) * c->period;
             if (common_period > s->cfg.max_cycles)
@@ -647,12 +658,10 @@ static int64_t skip_ahead(Sim *s, const int *running, int num_running, int issue
             spinning = 1;
         } else if (c->last_state == SWSIM_STATE_RUNNING) {
             return 0;
-        }
-    }
-    for (int k = 0; k < num_running; k++) {
-        const Cpe *c = &s->cpes[running[k]];
-        if (!(issued_any && at_fixed_point(c))) {
-            int64_t wake = wake_time(s, c, t);
+        } else {
+            int64_t wake = stalled_until(c, t);
+            if (wake <= t + 1)   /* the later steps only lower the horizon */
+                return 0;
             if (wake < horizon)
                 horizon = wake;
         }
@@ -668,9 +677,9 @@ static int64_t skip_ahead(Sim *s, const int *running, int num_running, int issue
         return 0;
     dma_advance(s, t, t + cycles);
     for (int k = 0; k < num_running; k++) {
-        Cpe *c = &s->cpes[running[k]];
+        Cpe *c = cpe[k];
         if (issued_any && at_fixed_point(c))
-            repeat_period(c, t, cycles);
+            repeat_period(&s->cold[c->id], c, t, cycles);
         else
             repeat_stall(c, cycles);
     }
@@ -777,14 +786,14 @@ static int64_t run_cycles(Sim *s, int64_t horizon)
         if (!issued_any && next_unit_event(s, t) == TIME_NEVER) {
             int64_t wake = TIME_NEVER;
             for (int k = 0; k < num_running && wake == TIME_NEVER; k++)
-                wake = wake_time(s, &s->cpes[running[k]], t);
+                wake = stalled_until(cpe[k], t);
             if (wake == TIME_NEVER) {
                 stop_with_report(s, STOP_DEADLOCK, t);
                 return t + 1;
             }
         }
         if (may_skip)
-            t += skip_ahead(s, running, num_running, issued_any, t);
+            t += skip_ahead(s, cpe, num_running, issued_any, t);
     }
 }
 
@@ -846,8 +855,9 @@ static void init_cpe(Sim *s, Cpe *c, int id)
     memcpy(c->regs, job->regs + (size_t)id * SWSIM_NUM_REGS * SWSIM_LANES,
            ISA_ZERO_REG * sizeof c->regs[0]);
     c->last_state = SWSIM_STATE_RUNNING;
-    c->halt_cycle = -1;
-    c->span_kind = -1;
+    c->at = word_at(s, c->pc);
+    s->cold[id].halt_cycle = -1;
+    s->cold[id].span_kind = -1;
     c->mark_pc = UINT64_MAX;
     c->ldm_changed = -1;
 }
@@ -862,12 +872,14 @@ static int init_sim(Sim *s)
     s->cpes = aligned_alloc(_Alignof(Cpe), (size_t)s->num_cpes * sizeof *s->cpes);
     if (s->cpes)
         memset(s->cpes, 0, (size_t)s->num_cpes * sizeof *s->cpes);
+    s->cold = calloc((size_t)s->num_cpes, sizeof *s->cold);
     s->code_words = s->job->code_words;
     s->code = calloc((size_t)s->code_words + 1, sizeof *s->code);
-    if (!s->cpes || !s->code)
+    if (!s->cpes || !s->cold || !s->code)
         return SWSIM_ERROR_MEMORY;
     for (int64_t i = 0; i < s->code_words; i++)
         decode_word(s->job->code[i], s->latency, &s->code[i]);
+    s->code[s->code_words].flags = F_BAD_PC;
     /* Without a divide or sqrt in the code, P0 is never busy: the divide check can go. */
     int has_divide = 0;
     for (int64_t i = 0; i < s->code_words; i++)
@@ -914,6 +926,7 @@ static void free_sim(Sim *s)
 {
     comm_free(s);
     free(s->cpes);
+    free(s->cold);
     free(s->code);
     free(s->dma.pool);
     free(s->dma.waiting);
@@ -932,11 +945,12 @@ static void finish_run(Sim *s, int64_t kernel_cycles)
         if (!s->job->spawned[i])
             continue;
         /* a halt in the cycle of a fault was taken back (uncharge_cycle) */
-        int64_t active = c->running || c->halt_cycle >= kernel_cycles ? kernel_cycles
-                                                                      : c->halt_cycle + 1;
+        const int64_t halt_cycle = s->cold[i].halt_cycle;
+        int64_t active = c->running || halt_cycle >= kernel_cycles ? kernel_cycles
+                                                                    : halt_cycle + 1;
         c->counters[COUNTER_ACTIVE] = (uint64_t)active;
         if (!c->running) {
-            int64_t finished = kernel_cycles - (c->halt_cycle + 1);
+            int64_t finished = kernel_cycles - (halt_cycle + 1);
             if (finished > 0) {
                 c->counters[COUNTER_IDLE(0, REASON_FINISHED)] += (uint64_t)finished;
                 c->counters[COUNTER_IDLE(1, REASON_FINISHED)] += (uint64_t)finished;

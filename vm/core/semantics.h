@@ -89,6 +89,7 @@ static inline void write_lanes(Cpe *c, int slot, const uint64_t *value, int lane
     c->ready[slot] = ready;
 }
 
+__attribute__((always_inline))
 static inline void write_scalar(Cpe *c, const Instr *in, uint64_t value, int64_t ready)
 {
     write_lanes(c, in->dest, &value, 1, ready);
@@ -130,8 +131,10 @@ static inline uint64_t signed_overflow(__int128 exact)
     return exact < INT64_MIN || exact > INT64_MAX;
 }
 
-/* Scalar integer results (classes alu and imul). The carry family and umulqa also read rc:
+/* Scalar integer results (classes alu and imul), inlined in the cycle loop: the most
+ * frequent instructions after float arithmetic. The carry family and umulqa also read rc:
  * the incoming carry rc[0], umulqa's addend. */
+__attribute__((always_inline))
 static inline uint64_t integer_result(const Cpe *c, const Instr *in)
 {
     uint64_t a = c->regs[in->ra][0], b = operand_b(c, in), rc = c->regs[in->rc][0];

@@ -1,12 +1,15 @@
 """`swsim bench speed`: simulated instructions per host second, one host thread.
 
-Workloads: (a) 64 CPEs running a register-communicating vmad loop (``vmad_comm`` in
-``kernels/bench/speed.s``: in step at 100% EE, as a GEMM inner loop), also in its unpipelined form
-that waits for the communication latency every iteration (36% of the cycles stalled, which the
-engine steps more cheaply than issuing ones), and (b) a DMA-bound streaming kernel whose CPEs spin on their reply word (``dma_stream`` in
-``kernels/bench/fidelity.s``), on the C engine; then the Python reference engine and the C engine on
-the same smaller case of (a), and their ratio. Each measurement is the median of `repeats`
-runs; simulated instructions are the issued instructions of all CPEs (P0 + P1 valid).
+Workloads, all on 64 CPEs and the C engine (kernels in ``kernels/bench/speed.s`` unless named):
+(a) the GEMM inner loop: ``vmad_comm``, 16 vmads + a row broadcast per iteration,
+software-pipelined, in step at 100% EE; (a') the same loop unpipelined, waiting for the
+register-communication latency every iteration; (b) ``int_chain``, an unpipelined integer loop
+(load, multiply, add, store, each waiting on the one before: mostly raw stalls); (c) a DMA-bound
+streaming kernel whose CPEs spin on their reply word (``dma_stream`` in ``kernels/bench/fidelity.s``);
+(d) ``rc_exchange``, register communication only (a row broadcast and 7 gets per iteration).
+Then the Python reference engine and the C engine on a smaller case of (a), and their ratio.
+Each measurement is the median of `repeats` runs; simulated instructions are the issued
+instructions of all CPEs (P0 + P1 valid).
 """
 from __future__ import annotations
 
@@ -45,7 +48,8 @@ def _timed(engine, repeats, prepare):
     return instructions, res.kernel_cycles, statistics.median(times)
 
 
-def vmad_comm(iters, entry="vmad_comm"):
+def speed_kernel(entry, iters):
+    """A kernel of kernels/bench/speed.s on 64 CPEs with a0 = iterations."""
     return lambda: (Machine(), program("bench/speed.s"), entry, [iters], 64)
 
 
@@ -62,12 +66,15 @@ def dma_streaming(requests_per_cpe, request_bytes=16384):
 
 def run(repeats: int = 3, scale: float = 1.0) -> list[SpeedRow]:
     cases = [
-        ("(a) 64 CPEs, vmad + putr/getr loop", "c", vmad_comm(int(40000 * scale))),
-        ("(a) unpipelined: stalls on rc latency", "c",
-         vmad_comm(int(40000 * scale), "vmad_comm_unpipelined")),
-        ("(b) 64 CPEs, DMA streaming + spin-wait", "c", dma_streaming(max(1, int(16 * scale)))),
-        ("(a) small: 64 CPEs, 200 iterations", "python", vmad_comm(200)),
-        ("(a) small: 64 CPEs, 200 iterations", "c", vmad_comm(200)),
+        ("(a) GEMM inner loop: vmad + putr/getr", "c",
+         speed_kernel("vmad_comm", int(40000 * scale))),
+        ("(a') the same, unpipelined (rc waits)", "c",
+         speed_kernel("vmad_comm_unpipelined", int(40000 * scale))),
+        ("(b) unpipelined integer loop", "c", speed_kernel("int_chain", int(30000 * scale))),
+        ("(c) DMA streaming + spin-wait", "c", dma_streaming(max(1, int(16 * scale)))),
+        ("(d) rc-heavy: putr + 7 getr", "c", speed_kernel("rc_exchange", int(20000 * scale))),
+        ("(a) small: 200 iterations", "python", speed_kernel("vmad_comm", 200)),
+        ("(a) small: 200 iterations", "c", speed_kernel("vmad_comm", 200)),
     ]
     rows = []
     for name, engine, prepare in cases:
