@@ -12,6 +12,7 @@ import swsim
 from swsim import isa
 from swsim.vm import VMConfig, floats
 from swsim.vm.engine_api import CG_COUNTER_INDEX, CPE_COUNTER_INDEX, EngineJob
+from vm_helpers import dma_descriptor_asm
 
 cengine = pytest.importorskip("swsim.vm.cengine")
 from swsim.vm._core import ffi, lib  # noqa: E402
@@ -274,12 +275,9 @@ def test_register_communication_latency():
 
 @pytest.mark.parametrize("size,transactions", [(128, 1), (1024, 8), (200, 2)])
 def test_single_dma_request_timing(size, transactions):
-    # descriptor: w0 = get, w1 = size, w4 = reply at 0x10; issue at cycle t0, then spin.
+    # descriptor: get of `size` bytes, reply at 0x10; issue at cycle t0, then spin.
     job = make_job(f"""
-        ldi $1, {size}
-        vinsw $1, $31, 1, $2
-        ldi $3, 0x10
-        vinsw $3, $2, 4, $2
+        {dma_descriptor_asm("$2", "$1", "get", size, 0x10)}
         ldih $4, 0x4000($31)
         ldi $5, 0x100
         rtc $8
@@ -365,14 +363,14 @@ def test_random_programs_never_crash(words, seed, cpes, skip):
 
 # ---- skipping and determinism ------------------------------------------------------------
 
-DMA_SPIN = """
+def dma_spin(size_log2=12):
+    """Each CPE gets 2 ** size_log2 bytes twice from its own region and waits; then register
+    communication from CPE 0 that ends in a deadlock (the getc of CPEs outside column 0)."""
+    return f"""
     rcid $10
-    ldi $1, 4096
-    vinsw $1, $31, 1, $2
-    ldi $3, 0x10
-    vinsw $3, $2, 4, $2
+    {dma_descriptor_asm("$2", "$1", "get", 1 << size_log2, 0x10)}
     ldih $4, 0x4000($31)
-    sll $10, 12, $11
+    sll $10, {size_log2}, $11
     addl $4, $11, $4
     ldi $5, 0x100
     dma $2, $4, $5
@@ -395,6 +393,9 @@ DMA_SPIN = """
 """
 
 
+DMA_SPIN = dma_spin()
+
+
 def _same(a, b):
     np.testing.assert_array_equal(a.cpe_counters, b.cpe_counters)
     np.testing.assert_array_equal(a.cg_counters, b.cg_counters)
@@ -413,7 +414,7 @@ def test_skipping_changes_nothing(trace):
 
 def test_spin_loop_is_fast_forwarded_exactly():
     # one CPE waits ~10k cycles for 80 DMA transactions while spinning
-    body = DMA_SPIN.replace("4096", "1024").replace("sll $10, 12", "sll $10, 10")
+    body = dma_spin(10)
     a, b = make_job(body, cpes=1), make_job(body, cpes=1)
     _same(cengine.run(a, skip=False), cengine.run(b, skip=True))
 
@@ -456,12 +457,9 @@ def test_machine_reports_progress_of_c_runs(monkeypatch):
 
 # Each CPE streams `requests` gets of 2 KiB into LDM 0x1000 (reply word 0x10), then spins
 # until a word inside the buffer (0x1000 + WATCH) is non-zero, then on the reply count.
-DMA_STREAM = """
+DMA_STREAM = f"""
     rcid $10
-    ldi $1, 2048
-    vinsw $1, $31, 1, $2
-    ldi $3, 0x10
-    vinsw $3, $2, 4, $2
+    {dma_descriptor_asm("$2", "$1", "get", 2048, 0x10)}
     ldih $4, 0x4000($31)
     sll $10, 13, $11
     addl $4, $11, $4
