@@ -15,6 +15,7 @@ from swsim.vm import VMConfig, floats
 from swsim.vm import cengine, pyengine   # the C core must be built: a missing one fails here
 from swsim.vm._core import ffi, lib
 from swsim.vm.engine_api import CG_COUNTER_INDEX, CPE_COUNTER_INDEX, EngineJob
+from vm_helpers import dma_descriptor_asm
 
 CONFIG = VMConfig.preset("sw26010")
 MEM_BYTES = 1 << 16
@@ -275,19 +276,14 @@ def test_register_communication_latency():
 # engine cycles: a get's transactions cost 6 each; a put's writes (a whole line, or a 16-byte
 # piece of a partial line) 11 each, plus 35 for the acknowledgement
 @pytest.mark.parametrize("op,size,transactions,engine_cycles", [
-    (0, 128, 1, 6), (0, 1024, 8, 8 * 6), (0, 200, 2, 2 * 6),
-    (1, 128, 1, 11 + 35), (1, 1024, 8, 8 * 11 + 35),
-    (1, 200, 2, (1 + 5) * 11 + 35),    # 128..199 touches the pieces at 128, 144, ... 192
+    ("get", 128, 1, 6), ("get", 1024, 8, 8 * 6), ("get", 200, 2, 2 * 6),
+    ("put", 128, 1, 11 + 35), ("put", 1024, 8, 8 * 11 + 35),
+    ("put", 200, 2, (1 + 5) * 11 + 35),    # 128..199 touches the pieces at 128, 144, ... 192
 ])
 def test_single_dma_request_timing(op, size, transactions, engine_cycles):
-    # descriptor: w0 = op, w1 = size, w4 = reply at 0x10; issue at cycle t0, then spin.
+    # descriptor: `op` of `size` bytes, reply at 0x10; issue at cycle t0, then spin.
     job = make_job(f"""
-        ldi $1, {size}
-        ldi $7, {op}
-        vinsw $7, $31, 0, $2
-        vinsw $1, $2, 1, $2
-        ldi $3, 0x10
-        vinsw $3, $2, 4, $2
+        {dma_descriptor_asm("$2", "$1", op, size, 0x10)}
         ldih $4, 0x4000($31)
         ldi $5, 0x100
         rtc $8
@@ -382,15 +378,17 @@ def test_random_words_run_as_on_the_python_engine(words, seed, cpes, skip):
 
 # ---- skipping and determinism ------------------------------------------------------------
 
-DMA_SPIN = """
+def dma_spin(size_log2=12, op="get", size=None, offset=0):
+    """Each CPE moves `size` (default 2 ** size_log2) bytes twice with `op` at `offset` in its
+    own region of 2 ** size_log2 bytes and waits; then register communication from CPE 0 that
+    ends in a deadlock (the getc of CPEs outside column 0)."""
+    return f"""
     rcid $10
-    ldi $1, 4096
-    vinsw $1, $31, 1, $2
-    ldi $3, 0x10
-    vinsw $3, $2, 4, $2
+    {dma_descriptor_asm("$2", "$1", op, size or 1 << size_log2, 0x10)}
     ldih $4, 0x4000($31)
-    sll $10, 12, $11
+    sll $10, {size_log2}, $11
     addl $4, $11, $4
+    ldi $4, {offset}($4)
     ldi $5, 0x100
     dma $2, $4, $5
     dma $2, $4, $5
@@ -412,6 +410,7 @@ DMA_SPIN = """
 """
 
 
+DMA_SPIN = dma_spin()
 # DMA_SPIN on rows 0 and 1 (16 CPEs, small enough for the Python engine)
 DMA_SPIN_16 = DMA_SPIN.replace("sync 0xff", "sync 0x3")
 
@@ -456,8 +455,7 @@ def test_skipping_or_stepping_gives_the_python_engines_run(trace, skip):
 @pytest.mark.parametrize("skip", [False, True])
 def test_spin_loop_is_fast_forwarded_exactly(skip):
     # one CPE waits ~10k cycles for 80 DMA transactions while spinning
-    body = DMA_SPIN.replace("4096", "1024").replace("sll $10, 12", "sll $10, 10")
-    run_like_python(body, 1, skip=skip)
+    run_like_python(dma_spin(10), 1, skip=skip)
 
 
 @pytest.mark.parametrize("skip", [False, True])
@@ -494,12 +492,9 @@ def test_machine_reports_progress_of_c_runs(monkeypatch):
 
 # Each CPE streams `requests` gets of 2 KiB into LDM 0x1000 (reply word 0x10), then spins
 # until a word inside the buffer (0x1000 + WATCH) is non-zero, then on the reply count.
-DMA_STREAM = """
+DMA_STREAM = f"""
     rcid $10
-    ldi $1, 2048
-    vinsw $1, $31, 1, $2
-    ldi $3, 0x10
-    vinsw $3, $2, 4, $2
+    {dma_descriptor_asm("$2", "$1", "get", 2048, 0x10)}
     ldih $4, 0x4000($31)
     sll $10, 13, $11
     addl $4, $11, $4
@@ -537,9 +532,7 @@ def test_dma_runs_ahead_exactly(watch):
 def test_put_parameters_reach_the_core():
     # every CPE puts 200 B twice, 40 bytes past a line; non-default put costs on both engines
     config = CONFIG.replace(dma_put_write_bytes=32, dma_put_write_cycles=7, dma_put_ack_cycles=3)
-    body = DMA_SPIN.replace("ldi $1, 4096", "ldi $1, 200\n    ldi $9, 1\n    vinsw $9, $31, 0, $2")
-    body = body.replace("vinsw $1, $31, 1, $2", "vinsw $1, $2, 1, $2").replace(
-        "addl $4, $11, $4", "addl $4, $11, $4\n    ldi $4, 40($4)")
+    body = dma_spin(op="put", size=200, offset=40)
     jobs = [make_job(body, cpes=64, config=config, mem_bytes=64 * 4096, trace=True)
             for _ in range(3)]
     reference = pyengine.run(jobs[2])

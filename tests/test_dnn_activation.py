@@ -259,8 +259,8 @@ kernel:
 	ldi	$3, BUF_IN
 	selne	$21, $3, $2, $2
 	stl	$2, ARGS + 40($31)
-	MAKE_DESC $1, 0, 0, REPLY
-	vinsw	$20, $1, 1, $1
+	MAKE_DESC $1, DMA_GET, 0, REPLY
+	DESC_SET_SIZE $1, $20
 	ldi	$2, BUF_IN
 	DMA_WAIT $1, $16, $2, REPLY
 	s8addl	$19, $31, $1
@@ -281,9 +281,9 @@ kernel:
 	ldl	$9, ARGS + 24($31)
 	cmpeq	$30, $9, $10
 	stl	$10, 8($12)
-	MAKE_DESC $1, 1, 0, REPLY
+	MAKE_DESC $1, DMA_PUT, 0, REPLY
 	ldl	$20, ARGS + 32($31)
-	vinsw	$20, $1, 1, $1
+	DESC_SET_SIZE $1, $20
 	ldl	$16, ARGS($31)
 	ldl	$2, ARGS + 40($31)
 	DMA_WAIT $1, $16, $2, REPLY

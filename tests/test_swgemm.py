@@ -138,7 +138,7 @@ def test_model_times_the_c_write_as_the_engine_does(rows, cols, r, l, es):
     engine_cycles = 0
     for cpe in range(64):
         pieces = [p for s, e, v in zip(starts[cpe], ends[cpe], valid[cpe]) if v
-                  for p in dma_pieces(int(s), int(e - s + 1), 0, 0, 0, 128)]
+                  for p in dma_pieces(int(s), int(e - s + 1), 0, 0, 128)]
         engine_cycles += sum(transaction_cycles(config, True, p, i == len(pieces) - 1)
                              for i, p in enumerate(pieces))
     assert gemm_model.operand_put_cycles(*block, config=config) == engine_cycles

@@ -9,6 +9,7 @@ import pytest
 
 import swsim
 from swsim.vm import Deadlock, HostError, Machine, VMFault
+from vm_helpers import dma_descriptor_asm
 
 # Each CPE gets its 256-byte block (32 doubles) of x by DMA, applies v = v * scale + offset
 # `iterations` times to its 8 vectors, puts the block back and waits for the put's reply.
@@ -19,10 +20,7 @@ part:                           # a0 x (main memory), a1 iterations, a2 scale, a
     rcid $1
     sll $1, 8, $1
     addl $16, $1, $16           # this CPE's block
-    ldi $29, 256
-    vinsw $29, $31, 1, $4       # descriptor: get (op 0), 256 bytes
-    ldi $29, 0x10
-    vinsw $29, $4, 4, $4        # reply word at LDM 0x10
+    GET_DESCRIPTOR
     ldi $5, 0x100
     dma $4, $16, $5
 1:  ldw $29, 0x10($31)
@@ -41,14 +39,14 @@ part:                           # a0 x (main memory), a1 iterations, a2 scale, a
     .irp r, 8, 9, 10, 11, 12, 13, 14, 15
     vstd $\r, (\r - 8) * 32 + 0x100($31)
     .endr
-    ldi $29, 1
-    vinsw $29, $4, 0, $4        # the same descriptor as a put (op 1)
+    PUT_DESCRIPTOR
     dma $4, $16, $5
 3:  ldw $29, 0x10($31)
     cmpeq $29, 2, $29
     beq $29, 3b
     halt
-"""
+""".replace("GET_DESCRIPTOR", dma_descriptor_asm("$4", "$29", "get", 256, 0x10)).replace(
+    "PUT_DESCRIPTOR", dma_descriptor_asm("$4", "$29", "put", 256, 0x10))   # reply word 0x10
 BLOCK_DOUBLES = 32
 SCALE, OFFSET = 0.5, 0.1
 # engine -> (CPEs per CG, iterations of CG k = base + step * k)

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 from swsim.vm import Machine
-from vm_helpers import freg, idle, ldm, reg, run, run_on_both_engines
+from vm_helpers import dma_descriptor, freg, idle, ldm, reg, run, run_on_both_engines
 
 # Every CPE: c0 rcid; c1 bne taken by CPEs other than 0 (a branch ends its group).
 SPLIT = """
@@ -127,13 +127,14 @@ def test_column_barrier_of_the_whole_column():
 
 
 # ---- DMA ------------------------------------------------------------------------------------
-def dma_program(op_mode, size, block=0, stride=0, mask=0, wait_for=1, issue="dma $4, $16, $5"):
+def dma_program(op, size, block=0, stride=0, wait_for=1, issue="dma $4, $16, $5"):
     """Descriptor at LDM 0, reply word at 32, LDM buffer at 128 (a0: memory address).
 
     c0 vldd $4 (P1) with ldi $5 (P0); c4 the dma (raw on $4 until c4)."""
+    words = dma_descriptor(op, size, 32, block=block, stride=stride)
     return f"""
     .section .ldm
-    desc: .word {op_mode}, {size}, {block}, {stride}, 32, {mask & 0xFFFFFFFF}, {mask >> 32}, 0
+    desc: .word {", ".join(map(str, words))}
     .text
     .globl kernel
     kernel:
@@ -159,7 +160,7 @@ def run_dma(text, data, cpes=(0,), **options):
 
 def test_single_get_takes_latency_plus_transactions():
     data = np.arange(32, dtype=np.float64)               # 256 B, aligned: 2 transactions
-    res, m, _ = run_dma(dma_program(0, 256), data)
+    res, m, _ = run_dma(dma_program("get", 256), data)
     assert dma_spans(res) == [(0, 4, 4 + 200 + 2 * 6)]
     np.testing.assert_array_equal(ldm(m, 0, 128, 32, np.float64), data)
     assert res.counters["dma_transactions"] == 2 and res.counters["dma_bytes_moved"] == 256
@@ -174,7 +175,7 @@ def test_single_get_takes_latency_plus_transactions():
 ])
 def test_strided_and_unaligned_transactions(offset, size, block, stride, transactions):
     data = np.arange(1024, dtype=np.uint8)
-    text = dma_program(0, size, block, stride).replace("dma $4, $16, $5",
+    text = dma_program("get", size, block, stride).replace("dma $4, $16, $5",
                                                        f"ldi $16, {offset}($16)\n dma $4, $16, $5")
     res, m, _ = run_dma(text, data)
     # ldi $16 pairs with nothing new: c0 vldd+ldi $5, c1 ldi $16, c4 dma
@@ -191,7 +192,7 @@ def test_strided_and_unaligned_transactions(offset, size, block, stride, transac
 def test_64_contending_requests_share_the_engine_round_robin():
     # All 64 CPEs issue a 2-transaction get at c4. 4 requests are active at a time; their
     # transactions interleave from c204: request 4g+j replies at 4 + 200 + 48g + 30 + 6j.
-    res, _, _ = run_dma(dma_program(0, 256), np.zeros(32), cpes=range(64))
+    res, _, _ = run_dma(dma_program("get", 256), np.zeros(32), cpes=range(64))
     expected = [(4 * g + j, 4, 4 + 200 + 48 * g + 30 + 6 * j) for g in range(16) for j in range(4)]
     assert dma_spans(res) == expected
     # the last one matches eq. 3-1 with 64 sharers: 200 + 64 * 256 B / (768 B / 36 cycles)
@@ -210,7 +211,7 @@ def test_put_costs_its_writes_and_the_acknowledgement(offset, size, block, strid
     # c4 the dma; the engine starts at 4 + 200 and spends 11 cycles per write (a whole line,
     # or a 16-byte piece of a partial line), then 35 for the write acknowledgement.
     data = np.zeros(512, dtype=np.uint8)
-    text = dma_program(1, size, block, stride).replace(
+    text = dma_program("put", size, block, stride).replace(
         "dma $4, $16, $5", f"ldi $16, {offset}($16)\n dma $4, $16, $5")
     res, m, address = run_dma(text, data)
     assert dma_spans(res) == [(0, 4, 4 + 200 + writes * 11 + 35)]
@@ -229,12 +230,13 @@ def test_gets_and_puts_share_the_engine():
     # CPE 0 puts 128 B (one line) at c5, CPE 1 gets 256 B (two lines) at c8 (after three more
     # instructions). The put's only transaction runs c205-c251 (11 + 35: it is its last), the
     # get, ready since c208, waits for it: its lines run c251-c257 and c257-c263.
-    text = dma_program(1, 128).replace("vldd $4, desc($31)", """
+    text = dma_program("put", 128).replace("vldd $4, desc($31)", """
         rcid $9
         vldd $4, desc($31)
         beq $9, 1f
-        vinsw $31, $4, 0, $4
         ldi $10, 256
+        vinsw $10, $4, 0, $4
+        ldih $10, 256($31)
         vinsw $10, $4, 1, $4
         ldi $16, 256($16)
     1:""")
@@ -243,34 +245,16 @@ def test_gets_and_puts_share_the_engine():
 
 
 def test_dma_put_writes_memory():
-    text = dma_program(1, 64).replace("ldi $5, 128($31)", "ldi $5, 0($31)")
+    text = dma_program("put", 64).replace("ldi $5, 128($31)", "ldi $5, 0($31)")
     res, m, address = run_dma(text, np.zeros(8, dtype=np.int64))
     written = m.mem.get(address, (8,), np.uint8)
     assert written.tobytes() == bytes(m.last_job.ldm[0, :8])   # the descriptor's first bytes
-
-
-def test_broadcast_get_writes_every_cpe_in_the_mask():
-    data = np.arange(16, dtype=np.int64)
-    text = dma_program(0x10, 128, mask=0b101).replace("vldd $4, desc($31)",
-                                                      "rcid $9\n bne $9, done\n vldd $4, desc($31)")
-    text = text.replace("    halt\n", "done:\n    halt\n")
-    res, m, _ = run_dma(text, data, cpes=[0, 1, 2])
-    for cpe, expected in ((0, data), (2, data), (1, np.zeros(16))):
-        np.testing.assert_array_equal(ldm(m, cpe, 128, 16, np.int64), expected)
-    assert res.counters["dma_transactions"] == 1
-
-
-def test_row_get_writes_the_whole_row():
-    data = np.arange(16, dtype=np.int64)
-    res, m, _ = run_dma(dma_program(0x20, 128), data, cpes=[3])
-    for cpe in range(8):
-        np.testing.assert_array_equal(ldm(m, cpe, 128, 16, np.int64), data)
 
 
 def test_fourth_waiting_request_stalls_issue():
     # 8 gets of 128 B at c4..c10, c11...: #1-#4 become active one cycle after issue, #5-#7
     # wait; #8 stalls "dma_full" from c11 until #1 completes at 4 + 200 + 6 = c210.
     issue = "\n".join(["dma $4, $16, $5"] * 8)
-    res, _, _ = run_dma(dma_program(0, 128, wait_for=8, issue=issue), np.zeros(16))
+    res, _, _ = run_dma(dma_program("get", 128, wait_for=8, issue=issue), np.zeros(16))
     assert idle(res)["dma_full"] == 199
     assert idle(res, pipe=1)["dma_full"] == 199

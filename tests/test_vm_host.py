@@ -190,40 +190,6 @@ def test_load_and_broadcast_from_main_memory_faults():
         run("vldr $2, 0($16)\n halt", args=[a], machine=m, cpes=range(8))
 
 
-@pytest.mark.parametrize("descriptor, problem", [
-    ("2, 64, 0, 0, 32, 0, 0, 0", "bad op"),
-    ("0x30, 64, 0, 0, 32, 0, 0, 0", "bad mode"),
-    ("0x11, 64, 0, 0, 32, 1, 0, 0", "put in BCAST/ROW"),
-    ("0, 0, 0, 0, 32, 0, 0, 0", "size is 0"),
-    ("0, 65536, 0, 0, 32, 0, 0, 0", "LDM range"),
-    ("0, 64, 0, 0, 34, 0, 0, 0", "reply word"),
-    ("0x10, 64, 0, 0, 32, 0, 0, 0", "mask is empty"),
-])
-def test_bad_dma_requests_fault(descriptor, problem):
-    m = Machine()
-    a = m.mem.put(np.zeros(64))
-    with pytest.raises(VMFault, match=problem):
-        run(f"""
-            vldd $4, 0($31)
-            ldi $5, 64($31)
-            dma $4, $16, $5
-            halt
-        .section .ldm
-            .word {descriptor}
-        """, args=[a], machine=m)
-
-
-def test_dma_outside_main_memory_faults():
-    with pytest.raises(VMFault, match="memory range outside main memory"):
-        run("""
-            vldd $4, 0($31)
-            dma $4, $31, $31
-            halt
-        .section .ldm
-            .word 0, 64, 0, 0, 32, 0, 0, 0
-        """)
-
-
 def test_deadlock_lists_every_blocked_cpe():
     with pytest.raises(Deadlock) as info:
         run("""

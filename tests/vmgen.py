@@ -17,6 +17,7 @@ import numpy as np
 from hypothesis import strategies as st
 
 from swsim import isa
+from vm_helpers import dma_descriptor_asm
 
 DATA_REGS = list(range(24))
 LDM_DATA = 0x1000          # random LDM data area [LDM_DATA, LDM_DATA + LDM_DATA_BYTES)
@@ -145,7 +146,8 @@ def comm_phase(draw, cpes: int) -> dict[int, list[str]]:
 
 
 def dma_phase(draw, cpes: int) -> dict[int, list[str]]:
-    """Each CPE issues 1-3 gets/puts on its own memory region and waits for all replies."""
+    """Each CPE issues 1-3 gets/puts on its own memory region and waits for all replies; one
+    in five is in another mode than PE, so it also reaches the LDM of other CPEs."""
     code = {}
     for c in range(cpes):
         n = draw(st.integers(1, 3))
@@ -155,17 +157,15 @@ def dma_phase(draw, cpes: int) -> dict[int, list[str]]:
             block = draw(st.sampled_from([0, 0, 16, 32, 100]))
             size = draw(st.integers(1, 24)) * 8
             stride = draw(st.sampled_from([0, 8, 64])) if block else 0
-            mode = 0
-            if not put and draw(st.integers(0, 4)) == 0:
-                mode = 2 if cpes % 8 == 0 else 0  # ROW mode: the whole row must be spawned
+            modes = ["pe", "row", "rank"] if put else ["pe", "bcast", "row", "brow", "rank"]
+            mode = draw(st.sampled_from(modes)) if draw(st.integers(0, 4)) == 0 else "pe"
+            mask = draw(st.integers(1, 255))
             mem_off = 8 * draw(st.integers(0, 64))
             ldm_off = 8 * draw(st.integers(0, 64))
+            descriptor = dma_descriptor_asm("$25", "$24", "put" if put else "get", size, REPLY,
+                                            mode=mode, block=block, stride=stride, mask=mask)
             lines += [
-                f"\tldi\t$24, {int(put) | mode << 4}", "\tvinsw\t$24, $31, 0, $25",
-                f"\tldi\t$24, {size}", "\tvinsw\t$24, $25, 1, $25",
-                f"\tldi\t$24, {block}", "\tvinsw\t$24, $25, 2, $25",
-                f"\tldi\t$24, {stride}", "\tvinsw\t$24, $25, 3, $25",
-                f"\tldi\t$24, {REPLY}", "\tvinsw\t$24, $25, 4, $25",
+                *("\t" + line for line in descriptor.split("\n")),
                 f"\tldi\t$26, {mem_off}($29)", f"\tldi\t$24, {LDM_DMA + ldm_off}",
                 "\tdma\t$25, $26, $24",
             ]

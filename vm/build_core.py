@@ -182,6 +182,17 @@ def generate_engine_public(table, defs, config):
     return "".join(out)
 
 
+def _dma_descriptor(defs):
+    """The DMA descriptor's field positions (DESC_<FIELD>_LOW / _WIDTH) and the values of its
+    op (DMA_OP_*) and mode (DMA_MODE_*) fields."""
+    out = [f"#define DESC_{c_name(name)}_LOW {low}\n#define DESC_{c_name(name)}_WIDTH {width}\n"
+           for name, (low, width) in defs.DMA_FIELDS.items()]
+    for prefix, values in (("DMA_OP_", defs.DMA_OPS), ("DMA_MODE_", defs.DMA_MODES)):
+        out.append("enum { " + ", ".join(f"{prefix}{c_name(n)} = {v}" for n, v in values.items())
+                   + " };\n")
+    return "".join(out)
+
+
 def generate_engine_private(table, defs, config):
     """engine_enums.h, included by core.h: the C core's enums of the engines' shared names."""
     assert defs.SPAN_KINDS[1:-1] == tuple(f"stall:{r}" for r in defs.STALL_REASONS)
@@ -199,6 +210,7 @@ def generate_engine_private(table, defs, config):
            _enum("DMA_", [name for name, _ in defs.DMA_PROBLEMS], "NUM_DMA_PROBLEMS"),
            _enum("BARRIER_", [name for name, _ in defs.BARRIER_PROBLEMS],
                  "NUM_BARRIER_PROBLEMS"),
+           _dma_descriptor(defs),
            "/* The latency of each class, in LATENCY_CLASSES order, from a SwConfig. */\n"
            "#define SWSIM_CONFIG_LATENCIES(cfg) {"
            + ", ".join(f"(cfg)->lat_{name}" for name in table.LATENCY_CLASSES) + "}\n"]

@@ -16,8 +16,9 @@ import numpy as np
 from .config import VMConfig
 # The enums the engines share (the C core's are generated from the same module).
 from .engine_defs import (BARRIER_PROBLEMS, CG_COUNTER_INDEX, CG_COUNTERS,  # noqa: F401
-                          CPE_COUNTER_INDEX, CPE_COUNTERS, DMA_PROBLEMS, SPAN_KINDS,
-                          STALL_REASONS, STOP_CYCLE_LIMIT, STOP_DEADLOCK, STOP_KINDS)
+                          CPE_COUNTER_INDEX, CPE_COUNTERS, DMA_FIELDS, DMA_MODES, DMA_OPS,
+                          DMA_PROBLEMS, SPAN_KINDS, STALL_REASONS, STOP_CYCLE_LIMIT,
+                          STOP_DEADLOCK, STOP_KINDS)
 
 
 @dataclass

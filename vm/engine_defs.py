@@ -42,16 +42,24 @@ STOP_KINDS = {
     101: ("cycle_limit", "cycle limit of {a} cycles reached"),
 }
 STOP_DEADLOCK, STOP_CYCLE_LIMIT = 100, 101
+# The 256-bit DMA descriptor (MACHINE.md section 6, the athread headers' packed layout):
+# field -> (lowest bit, width); the bits between fields are padding, which the engines ignore.
+DMA_FIELDS = {"size": (0, 24), "block": (32, 20), "op": (56, 4), "mode": (60, 4),
+              "reply": (64, 16), "mask": (88, 8), "stride": (96, 32)}
+# Values of the op and mode fields (docs/timing.md "DMA" says what each does).
+DMA_OPS = {"put": 0, "get": 1, "put_p": 2, "get_p": 3, "barrier": 5}
+DMA_MODES = {"pe": 0, "bcast": 1, "row": 2, "brow": 3, "rank": 4}
 # Details of stop kinds 5 (dma) and 8 (barrier): the stop's b is the index of (name, text).
 DMA_PROBLEMS = (
-    ("bad_op", "bad op (must be 0 get or 1 put)"),
-    ("bad_mode", "bad mode (must be 0 PE, 1 BCAST, 2 ROW)"),
-    ("put_broadcast", "put in BCAST/ROW mode"),
+    ("bad_op", "bad op (must be 0 PUT, 1 GET, 2 PUT_P, 3 GET_P or 5 BARRIER)"),
+    ("bad_mode", "bad mode (must be 0 PE, 1 BCAST, 2 ROW, 3 BROW or 4 RANK)"),
+    ("put_broadcast", "a put in BCAST/BROW mode (broadcasts only write LDM)"),
     ("size_zero", "size is 0"),
     ("ldm_range", "LDM range outside LDM"),
     ("mem_range", "memory range outside main memory"),
     ("bad_reply", "reply word not 4-byte aligned in LDM"),
-    ("empty_mask", "broadcast mask is empty"),
+    ("empty_mask", "broadcast mask names no CPE of the mesh"),
+    ("uneven_split", "ROW/RANK mode: a contiguous size must be a multiple of the sharing CPEs"),
 )
 BARRIER_PROBLEMS = (
     ("not_in_mask", "the issuing CPE is not in the mask"),

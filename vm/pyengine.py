@@ -20,12 +20,14 @@ import numpy as np
 
 from ..isa.table import CSR_CYCLE_COUNTER, ZERO_REG
 from .engine_api import (CG_COUNTER_INDEX, CG_COUNTERS, CPE_COUNTER_INDEX, CPE_COUNTERS,
-                         STALL_REASONS, STOP_CYCLE_LIMIT, STOP_DEADLOCK, STOP_KINDS, EngineJob,
-                         EngineResult, Stop)
+                         DMA_FIELDS, DMA_MODES, DMA_OPS, DMA_PROBLEMS, STALL_REASONS,
+                         STOP_CYCLE_LIMIT, STOP_DEADLOCK, STOP_KINDS, EngineJob, EngineResult,
+                         Stop)
 from .issue import IssueState, Op, decode_program, plan_issue
-from .semantics import BROADCAST, MASK64, effective_address, words
+from .semantics import BROADCAST, MASK64, effective_address
 
 STOP_CODES = {name: code for code, (name, _) in STOP_KINDS.items()}
+DMA_PROBLEM_INDEX = {name: index for index, (name, _) in enumerate(DMA_PROBLEMS)}
 PROGRESS_INTERVAL = 4096      # cycles between progress callbacks
 NEVER = math.inf
 RUNNING = "running"           # state of a CPE that issued in a cycle
@@ -49,16 +51,53 @@ class Transfer:
 
 
 # ---- the DMA engine -------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Placement:
+    """Where a DMA request's bytes are in LDM (docs/timing.md "DMA descriptor and modes")."""
+    ldm_address: int
+    targets: tuple = ()     # PE, BCAST, BROW: byte k at ldm_address + k in each of these CPEs
+    sharers: tuple = ()     # ROW, RANK: `unit` bytes at a time dealt to these CPEs in turn
+    unit: int = 0
+
+    def runs(self, offset: int, nbytes: int) -> list[tuple[tuple, int, int]]:
+        """(CPEs, LDM address, bytes) of the request's bytes [offset, offset + nbytes)."""
+        if not self.sharers:
+            return [(self.targets, self.ldm_address + offset, nbytes)]
+        runs, end, n = [], offset + nbytes, len(self.sharers)
+        while offset < end:
+            unit, within = divmod(offset, self.unit)
+            length = min(end - offset, self.unit - within)
+            runs.append(((self.sharers[unit % n],),
+                         self.ldm_address + unit // n * self.unit + within, length))
+            offset += length
+        return runs
+
+    def extent(self, size: int) -> int:
+        """Bytes from ldm_address that a request of `size` bytes covers in a CPE it reaches."""
+        if not self.sharers:
+            return size
+        last, n = (size - 1) // self.unit, len(self.sharers)
+        # the last round of dealing is widest at its first sharer: a full unit unless alone
+        return last // n * self.unit + (self.unit if last % n else size - last * self.unit)
+
+
 @dataclass
 class DmaRequest:
     cpe: int
     is_put: bool
-    targets: list           # CPEs whose LDM a get writes
-    pieces: list            # transactions: (memory address, bytes, LDM address)
+    is_barrier: bool        # no data; completes after the CPE's earlier requests
+    placement: Placement
+    pieces: list            # transactions: (memory address, bytes, offset in the request)
     reply: int              # LDM address of the reply word in the issuing CPE
     issue: int
     number: int = 0         # activation order
     started: int = 0        # transactions started
+
+
+def descriptor_fields(descriptor) -> dict[str, int]:
+    """The fields of a 256-bit DMA descriptor (four 64-bit lanes, lane 0 = bits 0-63)."""
+    value = sum((int(lane) & MASK64) << (64 * i) for i, lane in enumerate(descriptor))
+    return {name: value >> low & ((1 << width) - 1) for name, (low, width) in DMA_FIELDS.items()}
 
 
 class DmaEngine:
@@ -84,12 +123,15 @@ class DmaEngine:
     def step(self, t: int) -> None:
         if self.in_progress and self.in_progress[3] == t:
             self._complete(t)
-        while self.waiting and len(self.active) < self.active_limit:
-            request = self.waiting.popleft()
-            self.engine.cpes[request.cpe].dma_waiting -= 1
-            request.number = self.activations
-            self.activations += 1
-            self.active.append(request)
+        while True:
+            while self.waiting and len(self.active) < self.active_limit:
+                request = self.waiting.popleft()
+                self.engine.cpes[request.cpe].dma_waiting -= 1
+                request.number = self.activations
+                self.activations += 1
+                self.active.append(request)
+            if not self._complete_barrier(t):
+                break
         if self.in_progress is None:
             self._start_next(t)
 
@@ -108,30 +150,46 @@ class DmaEngine:
         request.started += 1
         data = None
         if request.is_put:       # a put reads LDM when its transaction starts
-            _, nbytes, ldm_address = piece
-            data = bytes(self.engine.ldm[request.cpe][ldm_address:ldm_address + nbytes])
+            ldm = self.engine.ldm
+            data = b"".join(bytes(ldm[cpes[0]][address:address + nbytes]) for cpes, address, nbytes
+                            in request.placement.runs(piece[2], piece[1]))
         last = request.started == len(request.pieces)
         self.in_progress = (request, piece, data,
                             t + transaction_cycles(self.config, request.is_put, piece, last))
 
     def _complete(self, t: int) -> None:
-        request, (address, nbytes, ldm_address), data, _ = self.in_progress
+        request, (address, nbytes, offset), data, _ = self.in_progress
         self.in_progress = None
         memory = self.engine.mem
-        offset = address - self.engine.mem_base
+        start = address - self.engine.mem_base
         if request.is_put:
-            memory[offset:offset + nbytes] = data
+            memory[start:start + nbytes] = data
         else:
-            moved = bytes(memory[offset:offset + nbytes])
-            for target in request.targets:
-                self.engine.ldm[target][ldm_address:ldm_address + nbytes] = moved
+            for cpes, ldm_address, length in request.placement.runs(offset, nbytes):
+                for target in cpes:
+                    self.engine.ldm[target][ldm_address:ldm_address + length] = \
+                        memory[start:start + length]
+                start += length
         if request.started == len(request.pieces):
-            reply = self.engine.ldm[request.cpe]
-            value = int.from_bytes(reply[request.reply:request.reply + 4], "little")
-            reply[request.reply:request.reply + 4] = ((value + 1) & 0xFFFFFFFF).to_bytes(4, "little")
-            self.active.remove(request)
-            if self.engine.spans is not None:
-                self.engine.spans.append((request.cpe, "dma", request.issue, t))
+            self._finish(request, t)
+
+    def _finish(self, request: DmaRequest, t: int) -> None:
+        """Adds 1 to the request's reply word; the request leaves the engine."""
+        reply = self.engine.ldm[request.cpe]
+        value = int.from_bytes(reply[request.reply:request.reply + 4], "little")
+        reply[request.reply:request.reply + 4] = ((value + 1) & 0xFFFFFFFF).to_bytes(4, "little")
+        self.active.remove(request)
+        if self.engine.spans is not None:
+            self.engine.spans.append((request.cpe, "dma", request.issue, t))
+
+    def _complete_barrier(self, t: int) -> bool:
+        """Completes the first active BARRIER with no earlier request of its CPE still active
+        (they were activated before it); returns whether there was one."""
+        for k, request in enumerate(self.active):
+            if request.is_barrier and all(r.cpe != request.cpe for r in self.active[:k]):
+                self._finish(request, t)
+                return True
+        return False
 
     def next_event(self, t: int) -> float:
         """Earliest cycle after ``t`` at which the engine may change something."""
@@ -162,19 +220,19 @@ def transaction_cycles(config, is_put: bool, piece: tuple[int, int, int], last: 
     return writes * config.dma_put_write_cycles + last * config.dma_put_ack_cycles
 
 
-def dma_pieces(memory_address: int, size: int, block: int, stride: int, ldm_address: int,
+def dma_pieces(memory_address: int, size: int, block: int, stride: int,
                transaction_bytes: int) -> list[tuple[int, int, int]]:
     """Cut a (possibly strided) transfer into transactions at aligned transaction boundaries."""
     pieces = []
     block = block or size
-    address, remaining, ldm = memory_address, size, ldm_address
+    address, remaining, offset = memory_address, size, 0
     while remaining:
         length = min(block, remaining)
         start, end = address, address + length
         while start < end:
             cut = min(end, (start // transaction_bytes + 1) * transaction_bytes)
-            pieces.append((start, cut - start, ldm))
-            ldm += cut - start
+            pieces.append((start, cut - start, offset))
+            offset += cut - start
             start = cut
         remaining -= length
         address += length + stride
@@ -421,38 +479,69 @@ class Engine:
     def request_dma(self, cpe: Cpe, descriptor: list, memory_address: int,
                     ldm_address: int) -> None:
         config = self.config
-        w = words(descriptor)
-        op, mode = w[0] & 0xF, w[0] >> 4
-        size, block, stride, reply = w[1], w[2], w[3], w[4]
-        mask = w[5] | w[6] << 32
-        problem = next((index for index, bad in enumerate((
-            lambda: op not in (0, 1),
-            lambda: mode not in (0, 1, 2),
-            lambda: op == 1 and mode != 0,
-            lambda: size == 0,
-            lambda: ldm_address + size > config.ldm_bytes,
-            lambda: memory_address < self.mem_base or
-            dma_memory_end(memory_address, size, block, stride) > self.mem_end,
-            lambda: reply % 4 or reply + 4 > config.ldm_bytes,
-            lambda: mode == 1 and mask == 0,
-        )) if bad()), None)
+        fields = descriptor_fields(descriptor)
+        problem, placement = self.check_dma(cpe, fields, memory_address, ldm_address)
         if problem is not None:
-            raise Fault("dma", 0, problem)
-        if mode == 0:
-            targets = [cpe.id]
-        elif mode == 1:
-            targets = [i for i in range(config.num_cpes) if mask >> i & 1]
+            raise Fault("dma", 0, DMA_PROBLEM_INDEX[problem])
+        op, size = fields["op"], fields["size"]
+        is_barrier = op == DMA_OPS["barrier"]
+        if is_barrier:
+            size, pieces = 0, []
         else:
-            targets = self.line_of(cpe, "row")
-        pieces = dma_pieces(memory_address, size, block, stride, ldm_address,
-                            config.dma_transaction_bytes)
-        request = DmaRequest(cpe.id, op == 1, targets, pieces, reply, cpe.cycle)
+            pieces = dma_pieces(memory_address, size, fields["block"], fields["stride"],
+                                config.dma_transaction_bytes)
+        request = DmaRequest(cpe.id, op in (DMA_OPS["put"], DMA_OPS["put_p"]), is_barrier,
+                             placement, pieces, fields["reply"], cpe.cycle)
         self.dma.submit(request)
         cpe.dma_waiting += 1
         self.count("dma_requests")
         self.count("dma_bytes_requested", size)
         self.count("dma_transactions", len(pieces))
         self.count("dma_bytes_moved", len(pieces) * config.dma_transaction_bytes)
+
+    def check_dma(self, cpe: Cpe, fields: dict, memory_address: int,
+                  ldm_address: int) -> tuple[Optional[str], Optional[Placement]]:
+        """(name of the request's problem or None, its placement) (MACHINE.md section 6)."""
+        op, mode, size, block = fields["op"], fields["mode"], fields["size"], fields["block"]
+        reply = fields["reply"]
+        bad_reply = reply % 4 or reply + 4 > self.config.ldm_bytes
+        if op not in DMA_OPS.values():
+            return "bad_op", None
+        if op == DMA_OPS["barrier"]:           # reads only the reply field
+            return ("bad_reply" if bad_reply else None), Placement(ldm_address)
+        if mode not in DMA_MODES.values():
+            return "bad_mode", None
+        broadcast = mode in (DMA_MODES["bcast"], DMA_MODES["brow"])
+        if op in (DMA_OPS["put"], DMA_OPS["put_p"]) and broadcast:
+            return "put_broadcast", None
+        if size == 0:
+            return "size_zero", None
+        placement = self.dma_placement(cpe, mode, fields["mask"], size, block, ldm_address)
+        if isinstance(placement, str):
+            return placement, None
+        if ldm_address + placement.extent(size) > self.config.ldm_bytes:
+            return "ldm_range", None
+        if (memory_address < self.mem_base
+                or dma_memory_end(memory_address, size, block, fields["stride"]) > self.mem_end):
+            return "mem_range", None
+        return ("bad_reply" if bad_reply else None), placement
+
+    def dma_placement(self, cpe: Cpe, mode: int, mask: int, size: int, block: int,
+                      ldm_address: int):
+        """The Placement of a request in `mode`, or the name of its problem."""
+        rows, cols = self.config.mesh_rows, self.config.mesh_cols
+        if mode == DMA_MODES["pe"]:
+            return Placement(ldm_address, targets=(cpe.id,))
+        if mode in (DMA_MODES["bcast"], DMA_MODES["brow"]):
+            if mode == DMA_MODES["bcast"]:      # mask bit i: row i
+                targets = [i * cols + j for i in range(rows) if mask >> i & 1 for j in range(cols)]
+            else:                               # mask bit j: column j of the issuer's row
+                targets = [cpe.row * cols + j for j in range(cols) if mask >> j & 1]
+            return Placement(ldm_address, targets=tuple(targets)) if targets else "empty_mask"
+        sharers = tuple(self.line_of(cpe, "row" if mode == DMA_MODES["row"] else "col"))
+        if not block and size % len(sharers):
+            return "uneven_split"
+        return Placement(ldm_address, sharers=sharers, unit=block or size // len(sharers))
 
     # -- issue ---------------------------------------------------------------------------------
     def fetch(self, cpe: Cpe) -> Op:

@@ -102,13 +102,9 @@ dma_stream:
 	rcid	$1
 	mull	$1, $17, $2
 	addl	$16, $2, $2           # this CPE's first memory address
-	vinsw	$31, $31, DESC_OP, $6 # get, PE mode
-	vinsw	$18, $6, DESC_SIZE, $6
-	vinsw	$21, $6, DESC_BLOCK, $6
+	MAKE_DESC $6, DMA_GET, 0($18), REPLY, block=$21
 	ldl	$7, 0($sp)
-	vinsw	$7, $6, DESC_STRIDE, $6
-	ldi	$7, REPLY
-	vinsw	$7, $6, DESC_REPLY, $6
+	DESC_SET_STRIDE $6, $7
 	stw	$31, REPLY($31)
 	mov	$19, $3
 	ldi	$10, DMA_BUF

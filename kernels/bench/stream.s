@@ -12,6 +12,7 @@
 #   a CPE's blocks to its next (cpes * buf * 8); scalar: the bits of an IEEE double.
 
 	.set	noreorder
+	.include "../include/dma.inc"
 	.text
 
 	REPLY = 0             # DMA reply word
@@ -25,12 +26,8 @@
 	rcid	$1
 	sll	\buf, 3, $8
 	mull	$1, $8, $1
-	vinsw	$31, $31, 0, $6       # w0: get, PE mode
-	vinsw	$8, $6, 1, $6         # w1: size
-	ldi	$2, REPLY
-	vinsw	$2, $6, 4, $6         # w4: reply word
-	ldi	$2, 1
-	vinsw	$2, $6, 0, $7         # the same as a put
+	MAKE_DESC $6, DMA_GET, 0($8), REPLY
+	MAKE_DESC $7, DMA_PUT, 0($8), REPLY
 	.endm
 
 # WAIT n: spin until the reply word counts n completions, then clear it.

@@ -160,12 +160,8 @@ activation:
 	bsr	$26, block_bytes         # the put of block j
 	ldl	$1, J($31)
 	and	$1, 1, $2
-	vinsw	$0, $31, DESC_SIZE, $3   # size
-	ldi	$4, DMA_PUT
-	vinsw	$4, $3, DESC_OP, $3      # put
 	s4addl	$2, $31, $4
-	ldi	$4, PUT_REPLY($4)
-	vinsw	$4, $3, DESC_REPLY, $3
+	MAKE_DESC $3, DMA_PUT, 0($0), PUT_REPLY($4)
 	bsr	$26, block_offset
 	ldl	$4, JOB + J_OUT($31)
 	addl	$4, $0, $4
@@ -225,11 +221,9 @@ fetch:
 	ldl	$6, J($31)
 	stl	$16, J($31)              # block_* work on J
 	bsr	$26, block_bytes
-	vinsw	$0, $31, DESC_SIZE, $1   # get (DMA_GET is 0), size
 	and	$16, 1, $2
 	s4addl	$2, $31, $3
-	ldi	$3, GET_REPLY($3)
-	vinsw	$3, $1, DESC_REPLY, $1
+	MAKE_DESC $1, DMA_GET, 0($0), GET_REPLY($3)
 	sll	$2, BLOCK_SHIFT, $2
 	bsr	$26, block_offset
 	ldl	$3, JOB + J_IN($31)

@@ -187,10 +187,9 @@ next_micro:
 	ldl	$4, ARG_N
 	subl	$4, 16, $1
 	sll	$1, 3, $1
-	MAKE_DESC $3, DMA_PUT, MICRO_BYTES, REPLY
 	ldi	$2, 128
-	vinsw	$2, $3, DESC_BLOCK, $3
-	vinsw	$1, $3, DESC_STRIDE, $3
+	MAKE_DESC $3, DMA_PUT, MICRO_BYTES, REPLY, block=$2
+	DESC_SET_STRIDE $3, $1
 	stw	$31, REPLY
 	ldl	$1, ROW0                # $5 = C + (m0 N + n0) 8: the micro-row's first element
 	mull	$1, $4, $1
@@ -244,12 +243,11 @@ get_panel:
 	ldl	$3, P_WIDTH($16)
 	mull	$2, $3, $2
 	sll	$2, 3, $2
-	MAKE_DESC $1, DMA_GET, 0($2), REPLY
-	sll	$3, 3, $2
-	vinsw	$2, $1, DESC_BLOCK, $1           # block: one panel row
-	subl	$4, $3, $3
-	sll	$3, 3, $3
-	vinsw	$3, $1, DESC_STRIDE, $1           # stride: the rest of the memory row
+	sll	$3, 3, $3                       # block: one panel row
+	sll	$4, 3, $4
+	subl	$4, $3, $4                      # stride: the rest of the memory row
+	MAKE_DESC $1, DMA_GET, 0($2), REPLY, block=$3
+	DESC_SET_STRIDE $1, $4
 	ldl	$2, P_LDM($16)
 	dma	$1, $5, $2
 	ret

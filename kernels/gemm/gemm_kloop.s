@@ -67,7 +67,7 @@ gemm_kloop:
 	mull	$1, $3, $4
 	addl	$17, $4, $4           # &A_all[i]
 	MAKE_DESC $5, DMA_GET, 0, REPLY
-	vinsw	$3, $5, DESC_SIZE, $5 # size = (K+1) * 128
+	DESC_SET_SIZE $5, $3          # size = (K+1) * 128
 	ldi	$6, A_LDM
 	DMA_WAIT $5, $4, $6, REPLY
 .Lno_a:
@@ -76,7 +76,7 @@ gemm_kloop:
 	mull	$0, $3, $4
 	addl	$18, $4, $4           # &B_all[j]
 	MAKE_DESC $5, DMA_GET, 0, REPLY
-	vinsw	$3, $5, DESC_SIZE, $5
+	DESC_SET_SIZE $5, $3
 	ldi	$6, B_LDM
 	DMA_WAIT $5, $4, $6, REPLY
 .Lno_b:

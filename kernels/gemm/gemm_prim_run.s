@@ -48,7 +48,7 @@ gemm_run_ldm_end:
 	mull	$1, $2, $5
 	addl	$3, $5, $3
 	MAKE_DESC $6, \op, 0, REPLY
-	vinsw	$2, $6, DESC_SIZE, $6
+	DESC_SET_SIZE $6, $2
 	dma	$6, $3, $4
 	.endm
 

@@ -155,7 +155,8 @@ locate:
 	ret
 	.end	locate
 
-# issue(op $16, slot $17, direction $18: 0 get, 1 put): the slot's DMA (none if it is empty).
+# issue(op $16, slot $17, DMA op $18: DMA_GET or DMA_PUT): the slot's DMA (none if it is
+# empty).
 	.ent	issue
 issue:
 	SLOT_ADDRESS $16, $17
@@ -164,17 +165,13 @@ issue:
 	ldl	$2, SL_ISSUED($17)
 	addl	$2, 1, $2
 	stl	$2, SL_ISSUED($17)
-	vinsw	$18, $31, DESC_OP, $3
-	vinsw	$1, $3, DESC_SIZE, $3
 	ldl	$2, SL_BLK($17)
-	vinsw	$2, $3, DESC_BLOCK, $3
-	ldl	$2, SL_STRIDE($17)
-	vinsw	$2, $3, DESC_STRIDE, $3
-	addl	$17, SL_REPLY, $2
-	vinsw	$2, $3, DESC_REPLY, $3
+	ldl	$3, SL_STRIDE($17)
+	addl	$17, SL_REPLY, $4
+	MAKE_DESC_REGS $6, $18, $1, $2, $3, $4
 	ldl	$4, SL_ADDR($17)
 	ldl	$5, SL_RAW($17)
-	dma	$3, $4, $5
+	dma	$6, $4, $5
 1:	ret
 	.end	issue
 
@@ -503,7 +500,7 @@ finish:
 	CALL	locate, \op, \rb, \cb, $1
 	ldl	$1, JOB + J_OP_\op + O_CUR($31)
 	xor	$1, 1, $1
-	CALL	issue, \op, $1
+	CALL	issue, \op, $1, DMA_GET
 	ldi	$1, 1
 	stl	$1, JOB + J_OP_\op + O_PENDING($31)
 	.endm
@@ -539,10 +536,7 @@ swgemm:
 	.frame	$30, SW_FRAME, $26, 0
 	stl	$26, 0($sp)
 	stw	$31, JOB_REPLY($31)
-	ldi	$1, JOB_BYTES
-	vinsw	$1, $31, DESC_SIZE, $2 # get, contiguous
-	ldi	$1, JOB_REPLY
-	vinsw	$1, $2, DESC_REPLY, $2
+	MAKE_DESC $2, DMA_GET, JOB_BYTES, JOB_REPLY
 	ldi	$3, JOB
 	dma	$2, $16, $3
 1:	ldw	$1, JOB_REPLY($31)
@@ -573,7 +567,7 @@ swgemm:
 	ldl	$1, JOB + J_HAS_BETA($31)
 	beq	$1, .Lstep
 	CALL	locate, C, $31, $31, $31
-	CALL	issue, C, $31, $31
+	CALL	issue, C, $31, DMA_GET
 .Lstep:
 	SWITCH	A
 	SWITCH	B
@@ -635,12 +629,12 @@ swgemm:
 	CALL	locate, C, $9, $10, $1
 	bsr	$26, finish
 	ldi	$1, 1
-	CALL	issue, C, $1, $1
+	CALL	issue, C, $1, DMA_PUT
 	ldl	$1, JOB + J_HAS_BETA($31)
 	beq	$1, 4f
 	beq	$15, 4f
 	CALL	locate, C, $12, $13, $31
-	CALL	issue, C, $31, $31
+	CALL	issue, C, $31, DMA_GET
 4:	mov	$12, $9
 	mov	$13, $10
 	mov	$14, $11

@@ -142,7 +142,11 @@ typedef struct {
 typedef struct {
     int cpe;
     int put;                   /* 0 get (memory -> LDM), 1 put */
-    uint64_t targets;          /* CPEs whose LDM a get writes */
+    int barrier;               /* a BARRIER: no data, done after the CPE's earlier requests */
+    uint64_t targets;          /* PE, BCAST, BROW: CPEs whose LDM the bytes are in */
+    int sharers;               /* ROW, RANK: CPEs the bytes are dealt to (0 in other modes), */
+    int sharer[SWSIM_MAX_MESH_SIDE];   /* ... their ids in dealing order, */
+    uint64_t unit;             /* ... and the bytes dealt at a time */
     int64_t issue;
     uint64_t mem_offset, ldm_addr, size, block, stride, reply;
     uint64_t handed;           /* bytes already in started transactions */
@@ -160,7 +164,7 @@ typedef struct {
     int served_any;
     int64_t current;           /* pool index of the transaction in progress, -1 if none */
     int64_t current_done;      /* its completion cycle */
-    uint64_t current_mem, current_ldm, current_bytes;
+    uint64_t current_mem, current_offset, current_bytes;   /* offset: in the request's bytes */
     uint8_t *put_buffer;       /* bytes a put transaction read at its start */
 } DmaEngine;
 

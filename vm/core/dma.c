@@ -4,9 +4,6 @@
 #include <string.h>
 #include "core.h"
 
-enum { DMA_GET = 0, DMA_PUT = 1 };
-enum { MODE_PE = 0, MODE_BCAST = 1, MODE_ROW = 2 };
-
 int dma_init(Sim *s)
 {
     DmaEngine *e = &s->dma;
@@ -21,11 +18,6 @@ int dma_init(Sim *s)
         e->pool[i].cpe = -1;
     e->current = -1;
     return 0;
-}
-
-static uint64_t descriptor_word(const uint64_t *descriptor, int k)
-{
-    return (descriptor[k / 2] >> (32 * (k % 2))) & 0xFFFFFFFFu;
 }
 
 static uint64_t block_length(const DmaRequest *r)
@@ -46,28 +38,101 @@ static uint64_t count_transactions(const Sim *s, const DmaRequest *r)
     return count;
 }
 
-static int check_request(const Sim *s, const Cpe *c, const uint64_t *descriptor,
-                         uint64_t mem_addr, uint64_t ldm_addr, DmaRequest *r)
+/* ---- the descriptor and where its bytes go (docs/timing.md "DMA descriptor and modes") ---- */
+
+/* A field of the 256-bit descriptor; no field crosses a 64-bit lane. */
+static uint64_t descriptor_field(const uint64_t *descriptor, int low, int width)
 {
-    uint64_t w0 = descriptor_word(descriptor, 0);
-    uint64_t op = w0 & 0xF, mode = w0 >> 4;
-    r->size = descriptor_word(descriptor, 1);
-    r->block = descriptor_word(descriptor, 2);
-    r->stride = descriptor_word(descriptor, 3);
-    r->reply = descriptor_word(descriptor, 4);
+    return (descriptor[low / 64] >> (low % 64)) & ((UINT64_C(1) << width) - 1);
+}
+#define FIELD(descriptor, NAME) descriptor_field(descriptor, DESC_##NAME##_LOW, DESC_##NAME##_WIDTH)
+
+/* The LDM run where the request's bytes [offset, offset + bytes) begin: the CPEs holding it
+ * (a mask), its LDM address, and its length (at most bytes). ROW and RANK deal `unit` bytes at
+ * a time to their sharers in turn; the other modes place byte k at ldm_addr + k. */
+static uint64_t ldm_run(const DmaRequest *r, uint64_t offset, uint64_t bytes, uint64_t *cpes,
+                        uint64_t *ldm)
+{
+    if (!r->sharers) {
+        *cpes = r->targets;
+        *ldm = r->ldm_addr + offset;
+        return bytes;
+    }
+    uint64_t unit = offset / r->unit, within = offset % r->unit;
+    *cpes = UINT64_C(1) << r->sharer[unit % (uint64_t)r->sharers];
+    *ldm = r->ldm_addr + unit / (uint64_t)r->sharers * r->unit + within;
+    return bytes < r->unit - within ? bytes : r->unit - within;
+}
+
+/* Bytes from the LDM address that the request covers in a CPE it reaches. */
+static uint64_t ldm_extent(const DmaRequest *r)
+{
+    if (!r->sharers)
+        return r->size;
+    uint64_t last = (r->size - 1) / r->unit, sharers = (uint64_t)r->sharers;
+    /* the last round of dealing is widest at its first sharer: a full unit unless alone */
+    return last / sharers * r->unit + (last % sharers ? r->unit : r->size - last * r->unit);
+}
+
+/* The CPEs a transfer in `mode` reaches, from the issuer and the descriptor's mask. */
+static int place(const Sim *s, const Cpe *c, uint64_t mode, uint64_t mask, DmaRequest *r)
+{
+    int rows = (int)s->cfg.mesh_rows, cols = (int)s->cfg.mesh_cols;
+    r->targets = 0;
+    r->sharers = 0;
+    if (mode == DMA_MODE_PE) {
+        r->targets = UINT64_C(1) << c->id;
+    } else if (mode == DMA_MODE_BCAST) {      /* mask bit i: row i */
+        for (int i = 0; i < rows; i++)
+            if (mask >> i & 1)
+                r->targets |= ((UINT64_C(1) << cols) - 1) << (i * cols);
+    } else if (mode == DMA_MODE_BROW) {       /* mask bit j: column j of the issuer's row */
+        for (int j = 0; j < cols; j++)
+            if (mask >> j & 1)
+                r->targets |= UINT64_C(1) << (c->row * cols + j);
+    } else {                                  /* ROW: the issuer's row; RANK: its column */
+        r->sharers = mode == DMA_MODE_ROW ? cols : rows;
+        for (int k = 0; k < r->sharers; k++)
+            r->sharer[k] = mode == DMA_MODE_ROW ? c->row * cols + k : k * cols + c->col;
+        if (!r->block && r->size % (uint64_t)r->sharers)
+            return DMA_UNEVEN_SPLIT;
+        r->unit = r->block ? r->block : r->size / (uint64_t)r->sharers;
+    }
+    return r->sharers || r->targets ? -1 : DMA_EMPTY_MASK;
+}
+
+/* Decodes and checks a dma instruction's request (MACHINE.md section 6); -1 if it is valid,
+ * else the DMA_PROBLEMS index. */
+static int decode_request(const Sim *s, const Cpe *c, const uint64_t *descriptor,
+                          uint64_t mem_addr, uint64_t ldm_addr, DmaRequest *r)
+{
+    uint64_t op = FIELD(descriptor, OP), mode = FIELD(descriptor, MODE);
+    r->size = FIELD(descriptor, SIZE);
+    r->block = FIELD(descriptor, BLOCK);
+    r->stride = FIELD(descriptor, STRIDE);
+    r->reply = FIELD(descriptor, REPLY);
     r->ldm_addr = ldm_addr;
-    r->put = op == DMA_PUT;
-    if (op > DMA_PUT)
+    r->put = op == DMA_OP_PUT || op == DMA_OP_PUT_P;
+    r->barrier = op == DMA_OP_BARRIER;
+    if (!r->put && !r->barrier && op != DMA_OP_GET && op != DMA_OP_GET_P)
         return DMA_BAD_OP;
-    if (mode > MODE_ROW)
+    if (r->barrier) {   /* reads only the reply field */
+        r->size = r->block = r->stride = 0;
+        return r->reply % 4 != 0 || r->reply > s->ldm_bytes - 4 ? DMA_BAD_REPLY : -1;
+    }
+    if (mode > DMA_MODE_RANK)
         return DMA_BAD_MODE;
-    if (r->put && mode != MODE_PE)
+    if (r->put && (mode == DMA_MODE_BCAST || mode == DMA_MODE_BROW))
         return DMA_PUT_BROADCAST;
     if (r->size == 0)
         return DMA_SIZE_ZERO;
-    if (ldm_addr > s->ldm_bytes || r->size > s->ldm_bytes - ldm_addr)
+    int problem = place(s, c, mode, FIELD(descriptor, MASK), r);
+    if (problem >= 0)
+        return problem;
+    uint64_t extent = ldm_extent(r);
+    if (ldm_addr > s->ldm_bytes || extent > s->ldm_bytes - ldm_addr)
         return DMA_LDM_RANGE;
-    /* size <= ldm_bytes <= 1 MiB here, so the footprint below cannot overflow */
+    /* size < 2^24, so the footprint below cannot overflow */
     uint64_t block = block_length(r);
     uint64_t blocks = (r->size + block - 1) / block;
     uint64_t footprint = (blocks - 1) * (block + r->stride) + (r->size - (blocks - 1) * block);
@@ -75,20 +140,7 @@ static int check_request(const Sim *s, const Cpe *c, const uint64_t *descriptor,
         || footprint > s->cfg.mem_bytes - (mem_addr - s->cfg.mem_base))
         return DMA_MEM_RANGE;
     r->mem_offset = mem_addr - s->cfg.mem_base;
-    if (r->reply % 4 != 0 || r->reply > s->ldm_bytes - 4)
-        return DMA_BAD_REPLY;
-    uint64_t all_cpes = s->num_cpes == 64 ? ~UINT64_C(0) : (UINT64_C(1) << s->num_cpes) - 1;
-    if (mode == MODE_BCAST) {
-        uint64_t mask = descriptor_word(descriptor, 5) | descriptor_word(descriptor, 6) << 32;
-        if (!mask)
-            return DMA_EMPTY_MASK;
-        r->targets = mask & all_cpes;   /* bits of CPEs outside the mesh name no LDM */
-    } else if (mode == MODE_ROW) {
-        r->targets = ((UINT64_C(1) << s->cfg.mesh_cols) - 1) << (c->row * s->cfg.mesh_cols);
-    } else {
-        r->targets = UINT64_C(1) << c->id;
-    }
-    return -1;
+    return r->reply % 4 != 0 || r->reply > s->ldm_bytes - 4 ? DMA_BAD_REPLY : -1;
 }
 
 /* Issue of a dma instruction: check it and append it to the waiting FIFO. */
@@ -97,7 +149,7 @@ int dma_request(Sim *s, Cpe *c, const uint64_t *descriptor, uint64_t mem_addr,
 {
     DmaEngine *e = &s->dma;
     DmaRequest request = {0};
-    int problem = check_request(s, c, descriptor, mem_addr, ldm_addr, &request);
+    int problem = decode_request(s, c, descriptor, mem_addr, ldm_addr, &request);
     if (problem >= 0) {
         fault->kind = STOP_DMA;
         fault->a = 0;
@@ -129,22 +181,11 @@ static int is_ready(const Sim *s, const DmaRequest *r, int64_t t)
     return r->handed < r->size && r->issue + s->cfg.dma_latency <= t;
 }
 
-static void finish_transaction(Sim *s, int64_t t)
+/* The request's reply word gets 1 added, and the request leaves the engine. */
+static void complete_request(Sim *s, int64_t index, int64_t t)
 {
     DmaEngine *e = &s->dma;
-    DmaRequest *r = &e->pool[e->current];
-    if (r->put) {
-        memcpy(s->job->mem + e->current_mem, e->put_buffer, e->current_bytes);
-    } else {
-        for (uint64_t m = r->targets; m; m &= m - 1) {
-            Cpe *target = &s->cpes[__builtin_ctzll(m)];
-            memcpy(target->ldm + e->current_ldm, s->job->mem + e->current_mem, e->current_bytes);
-            note_ldm_write(target, e->current_ldm, e->current_bytes, t);
-        }
-    }
-    e->current = -1;
-    if (r->handed < r->size)
-        return;
+    DmaRequest *r = &e->pool[index];
     Cpe *issuer = &s->cpes[r->cpe];
     uint8_t *reply = issuer->ldm + r->reply;   /* little-endian 32-bit add, mod 2^32 */
     uint32_t value = (uint32_t)reply[0] | (uint32_t)reply[1] << 8 | (uint32_t)reply[2] << 16
@@ -156,7 +197,7 @@ static void finish_transaction(Sim *s, int64_t t)
     if (s->cfg.trace)
         emit_span(s, r->cpe, SWSIM_SPAN_DMA, r->issue, t);
     int64_t k = 0;
-    while (e->active[k] != r - e->pool)
+    while (e->active[k] != index)
         k++;
     memmove(&e->active[k], &e->active[k + 1], (size_t)(e->active_count - k - 1) * sizeof *e->active);
     e->active_count--;
@@ -178,6 +219,48 @@ static int64_t transaction_cycles(const Sim *s, const DmaRequest *r, uint64_t me
     return (int64_t)writes * s->cfg.dma_put_write_cycles + last * s->cfg.dma_put_ack_cycles;
 }
 
+/* Completes the first active BARRIER with no earlier request of its CPE still active (they
+ * were activated before it); returns whether there was one. */
+static int complete_barrier(Sim *s, int64_t t)
+{
+    DmaEngine *e = &s->dma;
+    for (int64_t k = 0; k < e->active_count; k++) {
+        const DmaRequest *r = &e->pool[e->active[k]];
+        if (!r->barrier)
+            continue;
+        int64_t j = 0;
+        while (j < k && e->pool[e->active[j]].cpe != r->cpe)
+            j++;
+        if (j == k) {
+            complete_request(s, e->active[k], t);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static void finish_transaction(Sim *s, int64_t t)
+{
+    DmaEngine *e = &s->dma;
+    DmaRequest *r = &e->pool[e->current];
+    if (r->put) {
+        memcpy(s->job->mem + e->current_mem, e->put_buffer, e->current_bytes);
+    } else {
+        for (uint64_t done = 0, bytes, cpes, ldm; done < e->current_bytes; done += bytes) {
+            bytes = ldm_run(r, e->current_offset + done, e->current_bytes - done, &cpes, &ldm);
+            for (uint64_t m = cpes; m; m &= m - 1) {
+                Cpe *target = &s->cpes[__builtin_ctzll(m)];
+                memcpy(target->ldm + ldm, s->job->mem + e->current_mem + done, bytes);
+                note_ldm_write(target, ldm, bytes, t);
+            }
+        }
+    }
+    int64_t index = e->current;
+    e->current = -1;
+    if (r->handed == r->size)
+        complete_request(s, index, t);
+}
+
 static void start_transaction(Sim *s, int64_t index, int64_t t, int dry)
 {
     DmaEngine *e = &s->dma;
@@ -193,11 +276,14 @@ static void start_transaction(Sim *s, int64_t index, int64_t t, int dry)
         bytes = r->size - r->handed;
     e->current = index;
     e->current_mem = mem;
-    e->current_ldm = r->ldm_addr + r->handed;
+    e->current_offset = r->handed;
     e->current_bytes = bytes;
     e->current_done = t + transaction_cycles(s, r, mem, bytes);
-    if (r->put && !dry)
-        memcpy(e->put_buffer, s->cpes[r->cpe].ldm + e->current_ldm, bytes);
+    if (r->put && !dry)   /* a put's LDM runs are each in one CPE */
+        for (uint64_t done = 0, length, cpes, ldm; done < bytes; done += length) {
+            length = ldm_run(r, r->handed + done, bytes - done, &cpes, &ldm);
+            memcpy(e->put_buffer + done, s->cpes[__builtin_ctzll(cpes)].ldm + ldm, length);
+        }
     r->handed += bytes;
     e->last_served = r->number;
     e->served_any = 1;
@@ -214,16 +300,18 @@ static void step(Sim *s, int64_t t, int dry)
         else
             finish_transaction(s, t);
     }
-    while (e->active_count < s->cfg.dma_active_requests && e->waiting_count > 0) {
-        int64_t index = e->waiting[e->waiting_head];
-        e->waiting_head = (e->waiting_head + 1) % e->pool_size;
-        e->waiting_count--;
-        e->pool[index].number = e->next_number++;
-        e->active[e->active_count++] = index;
-        Cpe *issuer = &s->cpes[e->pool[index].cpe];
-        issuer->dma_waiting--;
-        issuer->sleep_until = t;   /* a dma may find room in the channel now */
-    }
+    do {
+        while (e->active_count < s->cfg.dma_active_requests && e->waiting_count > 0) {
+            int64_t index = e->waiting[e->waiting_head];
+            e->waiting_head = (e->waiting_head + 1) % e->pool_size;
+            e->waiting_count--;
+            e->pool[index].number = e->next_number++;
+            e->active[e->active_count++] = index;
+            Cpe *issuer = &s->cpes[e->pool[index].cpe];
+            issuer->dma_waiting--;
+            issuer->sleep_until = t;   /* a dma may find room in the channel now */
+        }
+    } while (!dry && complete_barrier(s, t));
     if (e->current >= 0)
         return;
     /* round robin: the first ready request numbered after the last served, else the first */
@@ -300,10 +388,13 @@ static int observable_at(const Sim *s, int64_t x)
         return 1;
     if (r->put)
         return 0;
-    for (uint64_t m = r->targets; m; m &= m - 1) {
-        const Cpe *c = &s->cpes[__builtin_ctzll(m)];
-        if (c->running && ldm_write_is_watched(c, e->current_ldm, e->current_bytes))
-            return 1;
+    for (uint64_t done = 0, bytes, cpes, ldm; done < e->current_bytes; done += bytes) {
+        bytes = ldm_run(r, e->current_offset + done, e->current_bytes - done, &cpes, &ldm);
+        for (uint64_t m = cpes; m; m &= m - 1) {
+            const Cpe *c = &s->cpes[__builtin_ctzll(m)];
+            if (c->running && ldm_write_is_watched(c, ldm, bytes))
+                return 1;
+        }
     }
     return 0;
 }
