@@ -1,6 +1,7 @@
 """``swsim run`` (run a kernel on one core group) and ``swsim config`` (the parameter table)."""
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 import time
@@ -41,7 +42,8 @@ def add_run_arguments(parser) -> None:
     parser.add_argument("--dump", action="append", default=[], metavar="ADDR:SHAPE:DTYPE:FILE",
                         help="after the run save memory to FILE.npy; ADDR a number or argN, "
                              "SHAPE like 64x64")
-    parser.add_argument("--max-cycles", type=int, default=None, metavar="N")
+    parser.add_argument("--max-cycles", type=count_argument(0), default=None, metavar="N",
+                        help="stop the kernel after N cycles (N >= 0)")
     parser.add_argument("--trace", metavar="FILE.json", help="write a Perfetto/Chrome trace")
     parser.add_argument("--engine", choices=("c", "python"), default="c")
     parser.add_argument("--config", default="sw26010", choices=sorted(PRESETS), metavar="PRESET")
@@ -50,6 +52,19 @@ def add_run_arguments(parser) -> None:
     parser.add_argument("--progress", action="store_true",
                         help="show a progress bar even when stderr is not a terminal")
     parser.add_argument("-I", dest="include_dirs", action="append", default=[], metavar="DIR")
+
+
+def count_argument(minimum: int):
+    """An argparse type: an integer of at least ``minimum`` (argparse names the option)."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text, 0)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {minimum}, got {value}")
+        return value
+    return parse
 
 
 def _run(args) -> int:
@@ -160,7 +175,8 @@ Every size and timing constant of the emulated core group (`swsim.vm.config`), g
 `swsim config --markdown` — do not edit by hand. Defaults are the `sw26010` preset; `(pro: …)`
 shows the `sw26010pro` value where it differs. Sources: **pub** published measurement,
 **spec** fixed by MACHINE.md, **choice** swsim's choice. Override any of them with
-`Machine(name=value)` or `swsim run --set name=value`.
+`Machine(name=value)` or `swsim run --set name=value`; a value outside the parameter's
+**values** is refused with a `ConfigError` naming it.
 
 """
 
