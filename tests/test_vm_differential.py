@@ -16,8 +16,8 @@ from swsim.vm.engine_api import EngineJob
 
 from vmgen import STRAIGHT, Case, initial_state, programs, straight_instruction
 
-cengine = pytest.importorskip("swsim.vm.cengine")
-from swsim.vm import pyengine  # noqa: E402
+pytest.importorskip("swsim.vm.cengine")
+from swsim.vm.differential import differences, run_both as run_job  # noqa: E402
 
 CONFIG = VMConfig.preset("sw26010")
 
@@ -27,27 +27,13 @@ def run_both(case, trace=False, max_cycles=200_000):
     regs, ldm, mem = initial_state(case, CONFIG, len(program.code))
     spawned = np.zeros(CONFIG.num_cpes, bool)
     spawned[:case.cpes] = True
-    jobs = [EngineJob(config=CONFIG, code=program.code, spawned=spawned,
-                      entry_pc=program.address_of("entry"), regs=regs.copy(), ldm=ldm.copy(),
-                      mem=mem.copy(), max_cycles=max_cycles, trace=trace) for _ in range(2)]
-    results = [pyengine.run(jobs[0]), cengine.run(jobs[1])]
-    return jobs, results
+    return run_job(EngineJob(config=CONFIG, code=program.code, spawned=spawned,
+                             entry_pc=program.address_of("entry"), regs=regs, ldm=ldm, mem=mem,
+                             max_cycles=max_cycles, trace=trace))
 
 
 def assert_same(jobs, results):
-    py, c = results
-    for name in ("regs", "ldm", "mem"):
-        a, b = getattr(jobs[0], name), getattr(jobs[1], name)
-        if not np.array_equal(a, b):
-            where = np.argwhere(a != b)[:5]
-            pytest.fail(f"{name} differ at {where.tolist()}: python {a[tuple(where[0])]} "
-                        f"c {b[tuple(where[0])]}")
-    assert py.stop == c.stop
-    assert py.kernel_cycles == c.kernel_cycles
-    np.testing.assert_array_equal(py.cpe_counters, c.cpe_counters)
-    np.testing.assert_array_equal(py.cg_counters, c.cg_counters)
-    np.testing.assert_array_equal(py.pcs, c.pcs)
-    assert py.spans == c.spans
+    assert differences(jobs, results) == []
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow,

@@ -154,7 +154,7 @@ def test_runs_are_deterministic():
     ("nop", [0], "pc", "outside the code image"),
     ("putr $1, 1", [0], "put_unspawned", "putr $1, 1"),
     ("putr $1, 0", [0], "put_self", "putr $1, 0"),
-    (f".word {isa.encode(isa.BY_NAME['putc'], {'ra': 1, 'imm8': 9}):#x}", [0], "put_unspawned",
+    (f".word {isa.encode(isa.BY_NAME['putc'], {'ra': 1, 'imm8': 9}):#x}", [0], "put_outside",
      ".word"),                                      # n = 9 only from a hand-made word
     ("synr 2", [0, 1], "barrier", "synr 2"),
     ("synr 5", [0], "barrier", "synr 5"),

@@ -139,8 +139,10 @@ PARAMETERS: tuple[Param, ...] = (
     Param("rc_send_depth", 4, "", "send buffer depth per CPE (blocked transfers)", "choice",
           minimum=1, maximum=1024),
     # synchronisation and host
+    # At least 1: a release in the last arrival's own cycle would depend on the order in which
+    # the engines visit the CPEs within a cycle.
     Param("barrier_cycles", 14, "cycle", "barrier completion after the last arrival",
-          "pub: at least 14", maximum=MAX_LATENCY),
+          "pub: at least 14", minimum=1, maximum=MAX_LATENCY),
     Param("spawn_cycles", 2000, "cycle", "simulated cost of spawn + join", "choice",
           engine=False, maximum=1 << 40),
 )

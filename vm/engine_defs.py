@@ -36,6 +36,8 @@ STOP_KINDS = {
     7: ("put_self", "register communication to itself (n = {a})"),
     8: ("barrier", "barrier mask {a:#04x}: {detail}"),
     9: ("bcast_memory", "load-and-broadcast from main memory address {a:#x} (LDM only)"),
+    10: ("put_outside", "register communication to position {a} of a row/column of {b} CPEs "
+                        "(no such CPE)"),
     100: ("deadlock", "deadlock: every running CPE waits for something that cannot happen"),
     101: ("cycle_limit", "cycle limit of {a} cycles reached"),
 }
@@ -53,6 +55,7 @@ DMA_PROBLEMS = (
 )
 BARRIER_PROBLEMS = (
     ("not_in_mask", "the issuing CPE is not in the mask"),
+    ("outside_mesh", "a mask bit names a position beyond the row/column (no such CPE)"),
     ("participant_unspawned", "a participant is not spawned"),
 )
 
