@@ -9,7 +9,7 @@ import time
 import numpy as np
 
 from .config import PARAMETERS, PRESETS, VMConfig, markdown_table
-from .faults import HostError
+from .faults import HostError, RunStopped
 
 PROGRESS_AFTER_SECONDS = 2.0
 
@@ -68,7 +68,12 @@ def count_argument(minimum: int):
 
 
 def _run(args) -> int:
-    machine, result = run_from_args(args)
+    try:
+        machine, result = run_from_args(args)
+    except RunStopped as stopped:   # the partial result still goes out, marked by its "stop"
+        if args.json and stopped.result is not None:
+            print(json.dumps(stopped.result.to_dict(), indent=2))
+        raise
     if args.json:
         print(json.dumps(result.to_dict(), indent=2))
     elif args.stats:
@@ -93,16 +98,26 @@ def run_from_args(args):
         assemble_file(args.program, tuple(args.include_dirs))
     values = [_argument(text, machine) for text in args.arg]
     progress = _ProgressBar(args.max_cycles, args.progress or sys.stderr.isatty())
+    stopped = None
     try:
         result = machine.run(program, entry=args.entry, args=values, cg=args.cg,
                              cpes=range(args.cpes), max_cycles=args.max_cycles,
                              engine=args.engine, trace=bool(args.trace), progress=progress)
+    except RunStopped as stop:
+        if stop.result is None:
+            raise
+        stopped, result = stop, stop.result
     finally:
         progress.close()
     for spec in args.dump:
         _dump(spec, machine, values)
     if args.trace:
         write_trace(result, args.trace)
+    if stopped is not None:
+        if args.dump or args.trace:
+            print("swsim: the run stopped early; --dump/--trace hold the state at the stop",
+                  file=sys.stderr)
+        raise stopped
     return machine, result
 
 
@@ -118,12 +133,26 @@ def _override(text: str, preset: str) -> tuple[str, object]:
         raise HostError(f"--set {name}: {value!r} is not a number") from None
 
 
+# Array kinds a kernel can read: bool, signed/unsigned integers, floats, complex.
+NUMERIC_KINDS = "biufc"
+
+
 def _argument(text: str, machine):
     if text.startswith("@"):
         try:
-            return machine.mem.put(np.load(text[1:]))
+            array = np.load(text[1:])
         except (OSError, ValueError, EOFError) as exc:   # EOFError: an empty file
             raise HostError(f"--arg {text!r}: not a .npy file ({exc})") from None
+        if not isinstance(array, np.ndarray) or array.dtype.kind not in NUMERIC_KINDS \
+                or array.dtype.fields is not None:
+            raise HostError(f"--arg {text!r}: expected a numeric array (bool, int, float or "
+                            f"complex), got {getattr(array, 'dtype', type(array).__name__)}")
+        if not array.dtype.isnative:
+            native = array.dtype.newbyteorder("=")
+            print(f"swsim: --arg {text!r}: converted from {array.dtype.str} (non-native byte "
+                  f"order) to {native.str}", file=sys.stderr)
+            array = array.astype(native)
+        return machine.mem.put(array)
     for parse in (lambda t: int(t, 0), float):
         try:
             return parse(text)
@@ -140,9 +169,15 @@ def _dump(spec: str, machine, values) -> None:
         else:
             address = int(address, 0)
         dims = tuple(int(d) for d in shape.replace(",", "x").split("x") if d)
-        np.save(path, machine.mem.get(address, dims, np.dtype(dtype)))
+        if not dims or min(dims) < 1:
+            raise ValueError(f"SHAPE {shape!r} must be positive sizes like 64x64")
+        dtype = np.dtype(dtype)
+        if dtype.kind not in NUMERIC_KINDS:
+            raise ValueError(f"DTYPE {dtype} is not numeric")
+        data = machine.mem.get(address, dims, dtype)
     except (ValueError, IndexError, TypeError) as exc:
         raise HostError(f"--dump {spec!r}: expected ADDR:SHAPE:DTYPE:FILE ({exc})") from None
+    np.save(path, data)
 
 
 class _ProgressBar:

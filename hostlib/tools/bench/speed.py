@@ -60,12 +60,20 @@ def dma_streaming(requests_per_cpe, request_bytes=16384):
     return prepare
 
 
+# --scale: below MIN_SCALE the DMA workload would have no request left; MAX_SCALE keeps the
+# C runs to minutes.
+MIN_SCALE, MAX_SCALE = 1 / 16, 100
+
+
 def run(repeats: int = 3, scale: float = 1.0) -> list[SpeedRow]:
+    if repeats < 1 or not MIN_SCALE <= scale <= MAX_SCALE:
+        raise ValueError(f"bench speed needs repeats >= 1 and a scale {MIN_SCALE}..{MAX_SCALE}, "
+                         f"got repeats={repeats} scale={scale}")
     cases = [
         ("(a) 64 CPEs, vmad + putr/getr loop", "c", vmad_comm(int(40000 * scale))),
         ("(a) unpipelined: stalls on rc latency", "c",
          vmad_comm(int(40000 * scale), "vmad_comm_unpipelined")),
-        ("(b) 64 CPEs, DMA streaming + spin-wait", "c", dma_streaming(max(1, int(16 * scale)))),
+        ("(b) 64 CPEs, DMA streaming + spin-wait", "c", dma_streaming(int(16 * scale))),
         ("(a) small: 64 CPEs, 200 iterations", "python", vmad_comm(200)),
         ("(a) small: 64 CPEs, 200 iterations", "c", vmad_comm(200)),
     ]
