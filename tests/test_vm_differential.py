@@ -1,35 +1,23 @@
 """Differential tests: the C core and the Python reference engine agree bit for bit.
 
-Random programs over the whole instruction subset (tests/vmgen.py) — straight-line code, loops,
-register communication between random CPEs, DMA, barriers, on 1 to 64 CPEs, and programs that
-fault or deadlock — run on both engines from the same initial state; every register, LDM byte,
-memory byte, counter, the stop report and the trace spans must match.
+Random programs over the whole machine (tests/vmgen.py) — straight-line code, loops, calls,
+register communication, DMA, barriers, races on shared memory, on any set of CPEs of meshes of
+any shape and random valid configurations, and programs that fault or deadlock — run on both
+engines from the same initial state; every register, LDM byte, memory byte, counter, the stop
+report and the trace spans must match. (`swsim fuzz` runs the same campaign at length.)
 """
-import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import swsim
-from swsim.vm import VMConfig
-from swsim.vm.engine_api import EngineJob
-
-from vmgen import STRAIGHT, Case, initial_state, programs, straight_instruction
+from vmgen import STRAIGHT, Case, programs, straight_instruction
 
 pytest.importorskip("swsim.vm.cengine")
 from swsim.vm.differential import differences, run_both as run_job  # noqa: E402
 
-CONFIG = VMConfig.preset("sw26010")
-
 
 def run_both(case, trace=False, max_cycles=200_000):
-    program = swsim.assemble(case.text, filename="generated.s")
-    regs, ldm, mem = initial_state(case, CONFIG, len(program.code))
-    spawned = np.zeros(CONFIG.num_cpes, bool)
-    spawned[:case.cpes] = True
-    return run_job(EngineJob(config=CONFIG, code=program.code, spawned=spawned,
-                             entry_pc=program.address_of("entry"), regs=regs, ldm=ldm, mem=mem,
-                             max_cycles=max_cycles, trace=trace))
+    return run_job(case.job(max_cycles=max_cycles, trace=trace))
 
 
 def assert_same(jobs, results):
@@ -49,6 +37,13 @@ def test_engines_agree_on_random_programs(case):
 def test_engines_report_the_same_fault(case):
     jobs, results = run_both(case)
     assert_same(jobs, results)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                 HealthCheck.data_too_large])
+@given(programs(faults=True, configs=True))
+def test_engines_agree_on_random_configurations(case):
+    assert_same(*run_both(case, trace=True))
 
 
 @settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow,

@@ -1,4 +1,5 @@
-"""``swsim run`` (run a kernel on one core group) and ``swsim config`` (the parameter table)."""
+"""``swsim run`` (run a kernel on one core group), ``swsim fuzz`` (the engines' differential
+campaign) and ``swsim config`` (the parameter table)."""
 from __future__ import annotations
 
 import argparse
@@ -20,6 +21,14 @@ def register(subparsers) -> None:
     run.add_argument("--stats", action="store_true", help="per-CG summary and EE mesh")
     run.add_argument("--json", action="store_true", help="the statistics as JSON")
     run.set_defaults(func=_run)
+
+    fuzz = subparsers.add_parser("fuzz", help="differential campaign: random programs on the "
+                                 "C and Python engines (docs/testing.md)")
+    fuzz.add_argument("--programs", type=count_argument(1), default=1000, metavar="N")
+    fuzz.add_argument("--seed", type=count_argument(0), default=0, metavar="S")
+    fuzz.add_argument("--out", default=".", metavar="DIR", help="where reproducers go")
+    fuzz.add_argument("--replay", metavar="FILE", help="run a reproducer file again")
+    fuzz.set_defaults(func=_fuzz)
 
     config = subparsers.add_parser("config", help="print the machine parameters")
     config.add_argument("--preset", choices=sorted(PRESETS), default=None)
@@ -183,24 +192,44 @@ def _dump(spec: str, machine, values) -> None:
 class _ProgressBar:
     """A tqdm bar on stderr that appears only once a run has taken a few seconds."""
 
-    def __init__(self, total, enabled: bool):
+    def __init__(self, total, enabled: bool, unit: str = "cycle", desc: str = "simulating",
+                 after_seconds: float = PROGRESS_AFTER_SECONDS):
         self.total, self.enabled = total, enabled
+        self.unit, self.desc, self.after_seconds = unit, desc, after_seconds
         self.started = time.monotonic()
         self.bar = None
 
-    def __call__(self, cycle: int) -> None:
+    def __call__(self, done: int) -> None:
         if not self.enabled:
             return
-        if self.bar is None and time.monotonic() - self.started > PROGRESS_AFTER_SECONDS:
+        if self.bar is None and time.monotonic() - self.started >= self.after_seconds:
             from tqdm import tqdm
-            self.bar = tqdm(total=self.total, unit="cycle", unit_scale=True, file=sys.stderr,
-                            desc="simulating")
+            self.bar = tqdm(total=self.total, unit=self.unit, unit_scale=True, file=sys.stderr,
+                            desc=self.desc)
         if self.bar is not None:
-            self.bar.update(cycle - self.bar.n)
+            self.bar.update(done - self.bar.n)
 
     def close(self) -> None:
         if self.bar is not None:
             self.bar.close()
+
+
+# ---- swsim fuzz -----------------------------------------------------------------------------
+def _fuzz(args) -> int:
+    from . import fuzz
+    if args.replay:
+        problem = fuzz.replay(args.replay)
+        print(f"{args.replay}: " + (f"engines differ: {problem}" if problem else
+                                    "the engines agree"))
+        return 1 if problem else 0
+    progress = _ProgressBar(args.programs, sys.stderr.isatty(), unit="program",
+                            desc="fuzzing", after_seconds=0)
+    try:
+        report = fuzz.campaign(args.programs, args.seed, args.out, progress=progress)
+    finally:
+        progress.close()
+    print(report.summary())
+    return 1 if report.mismatches or report.crashes else 0
 
 
 # ---- swsim config ---------------------------------------------------------------------------
