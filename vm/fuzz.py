@@ -11,8 +11,10 @@ does not stop the others. Needs the source tree's tests/vmgen.py and Hypothesis
 """
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
+import sys
 import time
 from dataclasses import dataclass, field
 from typing import Callable, Optional
@@ -47,11 +49,21 @@ class Mismatch(AssertionError):
     """The engines disagree on a program."""
 
 
+# The generator is test code, not part of the package: loaded by path from the source tree.
+GENERATOR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests",
+                         "vmgen.py")
+
+
 def _generator():
     try:
         from hypothesis import HealthCheck, Phase, given, seed, settings
-        from ..tests import vmgen
-    except ImportError as exc:
+        spec = importlib.util.spec_from_file_location("vmgen", GENERATOR)
+        vmgen = sys.modules.get("vmgen") or importlib.util.module_from_spec(spec)
+        if "vmgen" not in sys.modules:
+            sys.modules["vmgen"] = vmgen   # dataclasses look the module up
+            spec.loader.exec_module(vmgen)
+    except (ImportError, OSError) as exc:
+        sys.modules.pop("vmgen", None)
         raise HostError(f"swsim fuzz needs the source tree's tests/vmgen.py and Hypothesis "
                         f"(pip install -e '.[test]'): {exc}") from None
     return vmgen, (HealthCheck, Phase, given, seed, settings)
