@@ -16,13 +16,14 @@ import struct
 from dataclasses import dataclass, replace
 from typing import Callable, Optional, Union
 
-from ..isa import (BY_NAME, IMMEDIATE_RANGES, PSEUDO_INSTRUCTIONS, ZERO_REG, Instr, encode,
-                   field_range, operand_fields)
+from ..isa import (BY_NAME, FIELDS, IMMEDIATE_RANGES, PSEUDO_INSTRUCTIONS, ZERO_REG, Instr,
+                   encode, field_range, operand_fields)
 from .diagnostics import DiagnosticLog, Origin, StatementError
-from .preprocess import Preprocessor
-from .program import BSS, DATA, LDM, TEXT, ObjectFile, Relocation, Section, SourceLine, Symbol
-from .syntax import (Binary, Float, LocalRef, Num, Operand, Paren, Reg, Statement, Sym, Unary,
-                     parse_register, parse_statement)
+from .preprocess import LEADING_LABELS, Preprocessor, split_arguments
+from .program import (BSS, DATA, LDM, NOLOAD, TEXT, ObjectFile, Relocation, Section, SourceLine,
+                      Symbol)
+from .syntax import (REGISTER_HELP, Binary, Float, LocalRef, Num, Operand, Paren, Reg, Statement,
+                     Sym, Unary, parse_register, parse_statement)
 
 DISP16 = field_range("disp16")
 LITERAL = field_range("lit")
@@ -46,7 +47,10 @@ EXPECTED = {  # what an operand template wants, for "expected ..." messages
 GP_OFFSET = 0x8000          # the linker defines _gp = data base + GP_OFFSET
 GP_SYMBOL = "_gp"
 _ANNOTATION = re.compile(r"!([a-z_]+)(?:!(\d+))?$")
-_GPREL_KINDS = {"gprelhigh": "gprel_hi16", "gprellow": "gprel_lo16", "gprel": "gprel16"}
+# Annotations that make a displacement relative to _gp or to the thread pointer (TLS):
+# annotation -> relocation kind.
+_RELATIVE_KINDS = {"gprelhigh": "gprel_hi16", "gprellow": "gprel_lo16", "gprel": "gprel16",
+                   "tprelhi": "tprel_hi16", "tprello": "tprel_lo16", "tprel": "tprel16"}
 
 # Statements whose arguments are informational and not in the expression syntax.
 RAW_DIRECTIVES = {".file", ".loc", ".ident"}
@@ -55,17 +59,39 @@ DATA_SIZES = {".byte": 1, ".short": 2, ".half": 2, ".hword": 2, ".word": 4, ".lo
               ".int": 4, ".quad": 8}
 FLOAT_FORMATS = {".float": "<f", ".single": "<f", ".double": "<d"}
 STRING_DIRECTIVES = {".ascii": False, ".asciz": True, ".string": True}
-SECTION_DIRECTIVES = {".text": TEXT, ".data": DATA, ".rodata": DATA, ".bss": BSS, ".ldm": LDM}
+SECTION_DIRECTIVES = {".text": TEXT, ".data": DATA, ".rodata": DATA, ".bss": BSS, ".ldm": LDM,
+                      ".tdata": LDM, ".tbss": BSS}
 IGNORED_DIRECTIVES = {".mask", ".fmask", ".prologue", ".arch", ".eflag", ".end"}
+ALIGN_DIRECTIVES = {".align", ".p2align", ".balign"}   # may leave operands empty: .p2align 4,,15
+# Directives that put bytes into a section (skipped, with instructions and directives swsim
+# does not know, in the non-loaded sections NOLOAD_PREFIXES name).
+EMITTING_DIRECTIVES = {*DATA_SIZES, *FLOAT_FORMATS, *STRING_DIRECTIVES, *ALIGN_DIRECTIVES,
+                       ".skip", ".space", ".zero", ".org"}
+NOLOAD_PREFIXES = (".debug", ".note", ".comment")
+_SECTION_NAME = re.compile(r"[A-Za-z_.$][\w.$-]*")
+
+# The most bytes one section of each kind may hold (and why): what fits the machine, checked
+# before any memory is spent on it (so `.skip 0x7fffffff` fails at once).
+_LDM_LIMIT = (1 << 20, "the largest LDM has")  # the C core's limit for any configuration
+MAX_SECTION_BYTES = {
+    # [choice] 2^20 words: what a branch's 21-bit signed word displacement reaches
+    TEXT: (4 << (FIELDS["disp21"][1] - 1), "a branch reaches"),
+    LDM: _LDM_LIMIT, BSS: _LDM_LIMIT,
+    # [choice] more is a typo; the VM's static-data region is 16 MiB by default
+    DATA: (256 << 20, "swsim allows for static data"),
+}
 
 
 def section_kind(name: str, flags: str = "", type_: str = "") -> str:
-    """Where a section's bytes live: code, zeroed LDM, initialised LDM or main memory."""
+    """Where a section's bytes live: code, zeroed LDM, initialised LDM, main memory, or
+    nowhere (debug information and notes)."""
+    if name.startswith(NOLOAD_PREFIXES):
+        return NOLOAD
     if name.startswith(".text") or "x" in flags:
         return TEXT
     if type_ == "nobits" or name.startswith((".bss", ".tbss", ".sbss")):
         return BSS
-    if name.startswith((".ldm", ".tdata")):
+    if name.startswith((".ldm", ".tdata")) or "T" in flags:  # T: thread-local
         return LDM
     return DATA
 
@@ -132,6 +158,7 @@ class Assembler:
         self.section = self._switch_section(".text", TEXT)
         self.symbols: dict[str, Symbol] = {}
         self.globals: set[str] = set()
+        self.weak: set[str] = set()
         self.emitters: list[_Emitter] = []
         self.relocations: list[Relocation] = []
         self.lines: dict[tuple[str, int], SourceLine] = {}
@@ -140,13 +167,22 @@ class Assembler:
         self.forward_refs: list[tuple[str, Origin, int]] = []
         self.open_gpdisp: dict[str, Origin] = {}           # "!gpdisp!N" whose ldi is pending
         self.literal_numbers: set[str] = set()
+        self.positions: dict[tuple[str, int], int] = {}    # (file, line) -> first statement
         self.origin: Optional[Origin] = None               # statement being assembled
         self.here = (self.section, 0)                      # its location: the value of "."
         self.directives = self._directive_table()
 
     # ---- driver ---------------------------------------------------------------------------
     def assemble(self, text: str) -> ObjectFile:
+        """The object file; AsmError with every error of ``text``."""
+        obj = self.run(text)
+        self.log.raise_if_errors()
+        return obj
+
+    def run(self, text: str) -> ObjectFile:
+        """Both passes; errors are left in ``self.log`` and the object is what assembled."""
         for origin in self.preprocessor.statements(text, self.filename):
+            self.positions.setdefault((origin.file, origin.line), origin.position)
             self._run(origin, self._pass1)
         for name, origin, col in self.forward_refs:
             if name not in self.symbols:
@@ -158,7 +194,6 @@ class Assembler:
         for emitter in self.emitters:
             self.here = (emitter.section, emitter.offset)
             self._run(emitter.origin, lambda _origin, e=emitter: e.emit())
-        self.log.raise_if_errors()
         return self._object_file()
 
     def _run(self, origin: Origin, step: Callable[[Origin], None]) -> None:
@@ -169,12 +204,27 @@ class Assembler:
             self.log.error(origin, exc.message, exc.col)
 
     def _pass1(self, origin: Origin) -> None:
-        word = origin.text.split(None, 1)[0].lower() if origin.text.strip() else ""
+        labels_end = LEADING_LABELS.match(origin.text).end()
+        word = origin.text[labels_end:].split(None, 1)[0].lower() \
+            if origin.text[labels_end:].strip() else ""
         if word in RAW_DIRECTIVES:
             return
-        stmt = parse_statement(origin.text)
-        for label in stmt.labels:
-            self._define_label(label, origin)
+        if word == ".section":  # section names are not expressions: .note.GNU-stack
+            self._pass1_labels(parse_statement(origin.text[:labels_end]))
+            self._d_section(origin.text, labels_end + origin.text[labels_end:].index(word))
+            return
+        try:
+            stmt = parse_statement(origin.text)
+        except StatementError:  # still define the labels: no "undefined" errors follow
+            self._pass1_labels(parse_statement(origin.text[:labels_end]))
+            raise
+        self._pass1_labels(stmt)
+        if self.section.kind == NOLOAD and (stmt.name in EMITTING_DIRECTIVES or
+                                            stmt.name not in self.directives):
+            return  # the contents of debug information and notes are not needed
+        for op in stmt.operands:
+            if op.kind == "empty" and stmt.name not in ALIGN_DIRECTIVES:
+                raise StatementError("missing operand", op.col)
         stmt = self._bind_references(stmt)
         self.here = (self.section, self._size(self.section))
         if stmt.name is None:
@@ -188,6 +238,10 @@ class Assembler:
             handler(stmt)
         else:
             self._instruction(stmt)
+
+    def _pass1_labels(self, stmt: Statement) -> None:
+        for label in stmt.labels:
+            self._define_label(label, self.origin)
 
     def _later(self, emit: Callable[[], None], offset: Optional[int] = None) -> None:
         """Queue ``emit`` for pass 2, at ``offset`` (default: the statement's location)."""
@@ -217,6 +271,8 @@ class Assembler:
     def _bind_references(self, stmt: Statement) -> Statement:
         """Resolve what depends on the statement's position: numeric label references, and
         (in instructions and data) ``.set`` symbols, which take their value at this point."""
+        if not stmt.names:
+            return stmt
         freeze = stmt.name is not None and (not stmt.name.startswith(".") or
                                             stmt.name in DATA_SIZES or stmt.name in FLOAT_FORMATS)
 
@@ -288,6 +344,10 @@ class Assembler:
             section, offset = self.here
             return Value(offset, section.name)
         sym = self.symbols.get(name)
+        if sym is None and name in self.sections:  # a section's name: its start
+            return Value(0, name)
+        if name in self.weak and not strict:  # another object's definition may win
+            return Value(0, symbol=name)
         if sym is None:
             if strict:
                 raise StatementError(f"symbol {name} is not defined (here it must be defined "
@@ -361,10 +421,18 @@ class Assembler:
     def _size(section: Section) -> int:
         return section.size if section.kind == BSS else len(section.data)
 
-    def _reserve(self, count: int, fill: int = 0) -> int:
-        """Append ``count`` bytes of ``fill`` (nop words in code); returns their offset."""
+    def _reserve(self, count: int, fill: int = 0, col: Optional[int] = None) -> int:
+        """Append ``count`` bytes of ``fill`` (nop words in code); returns their offset.
+        ``col``: the operand that asked for the bytes (for errors)."""
         section = self.section
         offset = self._size(section)
+        limit, why = MAX_SECTION_BYTES[section.kind]
+        if offset + count > limit:
+            raise StatementError(f"section {section.name} would grow to {offset + count} bytes, "
+                                 f"more than the {limit} {why}", col)
+        if fill and section.kind == TEXT:
+            raise StatementError("code is padded with nop: no fill value in a code section",
+                                 col)
         if section.kind == BSS:
             if fill:
                 raise _nobits_error(section)
@@ -397,10 +465,10 @@ class Assembler:
     # ---- directives -----------------------------------------------------------------------
     def _directive_table(self) -> dict[str, Callable[[Statement], None]]:
         table: dict[str, Callable[[Statement], None]] = {
-            ".section": self._d_section, ".align": self._d_align, ".p2align": self._d_align,
-            ".balign": self._d_balign, ".skip": self._d_skip, ".space": self._d_skip,
-            ".zero": self._d_skip, ".org": self._d_org, ".globl": self._d_globl,
-            ".global": self._d_globl, ".type": self._d_type, ".size": self._d_size,
+            ".align": self._d_align, ".p2align": self._d_align, ".balign": self._d_balign,
+            ".skip": self._d_skip, ".space": self._d_skip, ".zero": self._d_skip,
+            ".org": self._d_org, ".globl": self._d_globl, ".global": self._d_globl,
+            ".weak": self._d_weak, ".type": self._d_type, ".size": self._d_size,
             ".ent": self._d_ent, ".frame": self._d_frame, ".set": self._d_set,
             ".equ": self._d_equ,
         }
@@ -435,14 +503,19 @@ class Assembler:
         self._operands(stmt, 0, 1, "at most a subsection number")
         self._switch_section(name, kind)
 
-    def _d_section(self, stmt: Statement) -> None:
-        ops = self._operands(stmt, 1, 4, 'a name, flags and type: .section .ldm, "aw"')
-        name = self._name(ops[0])
-        flags = ops[1].value.decode() if len(ops) > 1 and ops[1].kind == "str" else ""
-        type_ = ""
-        if len(ops) > 2:
-            type_ = ops[2].value if ops[2].kind == "type" else self._name(ops[2])
-        self._switch_section(name, section_kind(name, flags, type_.lstrip("@%")))
+    def _d_section(self, text: str, at: int) -> None:
+        """``.section name[, "flags"[, @type[, ...]]]`` from the text after ``at`` (0-based
+        offset of ``.section``); further arguments (entity size, group) are ignored."""
+        args = text[at + len(".section"):]
+        parts = split_arguments(args)
+        name = parts[0].strip('"') if parts else ""
+        if not _SECTION_NAME.fullmatch(name):
+            name_col = len(text) - len(args.lstrip()) + 1
+            raise StatementError('.section expects a section name, flags and type: '
+                                 '.section .ldm, "aw", @progbits', name_col)
+        flags = parts[1].strip('"') if len(parts) > 1 else ""
+        type_ = parts[2].lstrip("@%").strip('"') if len(parts) > 2 else ""
+        self._switch_section(name, section_kind(name, flags, type_))
 
     def _d_align(self, stmt: Statement) -> None:
         ops = self._operands(stmt, 1, 3, "a power of two exponent: .align 3 (= 8 bytes)")
@@ -458,16 +531,24 @@ class Assembler:
         self._align(boundary, ops[1:])
 
     def _align(self, boundary: int, rest: tuple[Operand, ...]) -> None:
-        fill = self._absolute(rest[0], True) if rest else 0
+        """Pad with ``fill`` (nop in code) unless that takes more than ``max`` bytes (GNU
+        ``.p2align n, fill, max``; either may be empty)."""
+        fill_op, max_op = ([None if op.kind == "empty" else op for op in rest] + [None] * 2)[:2]
+        if fill_op is not None and self.section.kind == TEXT:
+            raise StatementError("code is padded with nop: no fill value in a code section",
+                                 fill_op.col)
+        padding = -self._size(self.section) % boundary
+        if max_op is not None and padding > self._absolute(max_op, True):
+            return
         self.section.align = max(self.section.align, boundary)
-        self._reserve(-self._size(self.section) % boundary, fill)
+        self._reserve(padding, self._absolute(fill_op, True) if fill_op else 0)
 
     def _d_skip(self, stmt: Statement) -> None:
         ops = self._operands(stmt, 1, 2, "a byte count and an optional fill byte")
         count = self._absolute(ops[0], True)
         if count < 0:
             raise StatementError(f"{stmt.name} count must be >= 0, got {count}", ops[0].col)
-        self._reserve(count, self._absolute(ops[1], True) if len(ops) > 1 else 0)
+        self._reserve(count, self._absolute(ops[1], True) if len(ops) > 1 else 0, ops[0].col)
 
     def _d_org(self, stmt: Statement) -> None:
         ops = self._operands(stmt, 1, 2, "an offset in the current section")
@@ -479,11 +560,15 @@ class Assembler:
         if gap < 0:
             raise StatementError(f".org cannot move backwards (to {value.offset:#x}, already "
                                  f"at {self._size(self.section):#x})", ops[0].col)
-        self._reserve(gap, self._absolute(ops[1], True) if len(ops) > 1 else 0)
+        self._reserve(gap, self._absolute(ops[1], True) if len(ops) > 1 else 0, ops[0].col)
 
     def _d_globl(self, stmt: Statement) -> None:
         for op in self._operands(stmt, 1, 1 << 16, "one or more symbol names"):
             self.globals.add(self._name(op))
+
+    def _d_weak(self, stmt: Statement) -> None:
+        for op in self._operands(stmt, 1, 1 << 16, "one or more symbol names"):
+            self.weak.add(self._name(op))
 
     def _symbol_attribute(self, op: Operand, **changes) -> None:
         """Set attributes of a symbol when pass 2 knows every label."""
@@ -499,9 +584,10 @@ class Assembler:
     def _d_type(self, stmt: Statement) -> None:
         ops = self._operands(stmt, 2, 2, "a symbol and a type: .type f, @function")
         kind = ops[1].value if ops[1].kind == "type" else self._name(ops[1])
-        types = {"function": "func", "object": "object", "notype": "notype"}
+        types = {"function": "func", "object": "object", "tls_object": "object",
+                 "notype": "notype"}
         if kind.lstrip("%@") not in types:
-            raise StatementError(f"unknown symbol type {kind} (function, object, notype)",
+            raise StatementError(f"unknown symbol type {kind} ({', '.join(types)})",
                                  ops[1].col)
         self._symbol_attribute(ops[0], type=types[kind.lstrip("%@")])
 
@@ -654,13 +740,13 @@ class Assembler:
         elif kind.startswith("lituse_"):
             if number not in self.literal_numbers:
                 raise StatementError(f"{text} has no earlier !literal!{number}", col)
-        elif kind in _GPREL_KINDS:
+        elif kind in _RELATIVE_KINDS:
             if instr.fmt != "mem":
                 raise StatementError(f"{text} must be on a memory-format instruction", col)
         else:
             raise StatementError(f"unsupported relocation annotation {text} (supported: "
                                  "!gpdisp, !literal, !lituse_*, !gprel, !gprelhigh, "
-                                 "!gprellow)", col)
+                                 "!gprellow, !tprel, !tprelhi, !tprello)", col)
         return text
 
     def _needs_pair(self, instr: Instr, operands, annotation: str) -> bool:
@@ -693,8 +779,16 @@ class Assembler:
     def _register(self, op: Operand, template: str, instr: Instr) -> int:
         number = self._register_number(op)
         if number is None:
+            self._check_not_a_misspelt_register(op)
             raise StatementError(self._expected(op, template, instr), op.col)
         return number
+
+    def _check_not_a_misspelt_register(self, op: Operand) -> None:
+        """``$sq`` where a register may go: a register name gone wrong, unless it is a
+        defined ``$`` symbol."""
+        if op.kind == "expr" and isinstance(op.value, Sym) and op.value.name.startswith("$") \
+                and op.value.name not in self.symbols:
+            raise StatementError(f"unknown register {op.value.name} ({REGISTER_HELP})", op.col)
 
     @staticmethod
     def _expected(op: Operand, template: str, instr: Instr) -> str:
@@ -723,6 +817,7 @@ class Assembler:
                 if self._is_register(op):
                     values["rb"] = self._register_number(op)
                 else:
+                    self._check_not_a_misspelt_register(op)
                     literal = True
                     values["lit"] = self._check_range(self._absolute(
                         op, what=EXPECTED[template]), *LITERAL, "literal operand", op.col)
@@ -754,14 +849,17 @@ class Assembler:
         value = self._value(disp, op.col, False)
         kind = _ANNOTATION.match(annotation).group(1) if annotation else ""
         if kind == "gpdisp":
-            if not (value.absolute and value.offset == 0):
-                raise StatementError("the displacement of a !gpdisp instruction must be 0",
-                                     op.col)
+            # The written displacement (0, or the compiler's 0+4) is an addend of the
+            # hardware's pc-relative gp computation; the pair loads the absolute _gp.
+            if not value.absolute:
+                raise StatementError("the displacement of a !gpdisp instruction must be a "
+                                     "number", op.col)
             part = "hi16" if instr.name == "ldih" else "lo16"
             self._relocate(offset, part, Value(0, symbol=GP_SYMBOL), op.col, annotation)
             return 0
-        if kind in _GPREL_KINDS or not value.absolute:
-            self._relocate(offset, _GPREL_KINDS.get(kind, "disp16"), value, op.col, annotation)
+        if kind in _RELATIVE_KINDS or not value.absolute:
+            self._relocate(offset, _RELATIVE_KINDS.get(kind, "disp16"), value, op.col,
+                           annotation)
             return 0
         return self._check_range(self._integer(value.offset, op.col), *DISP16,
                                  "displacement", op.col)
@@ -769,7 +867,9 @@ class Assembler:
     def _emit(self, instr: Instr, operands, offset: int, annotation: str) -> None:
         if annotation.startswith("!gpdisp") and instr.name == "ldih":
             # the pair loads the absolute _gp, whatever the written base (docs/asm.md)
-            operands = (operands[0], replace(operands[1], kind="expr", value=Num(0), base=None))
+            disp, _ = self._memory(operands[1])
+            operands = (operands[0], replace(operands[1], kind="mem", value=disp,
+                                             base=Reg(ZERO_REG)))
         values, literal = self._fields(instr, operands, offset, annotation)
         self._write(offset, encode(instr, values, literal).to_bytes(4, "little"))
 
@@ -798,11 +898,12 @@ class Assembler:
         for name, sym in self.symbols.items():
             if ":" in name:
                 continue  # numeric local labels are relocated by section, never exported
-            binding = "global" if name in self.globals else "local"
+            binding = "weak" if name in self.weak else \
+                "global" if name in self.globals else "local"
             symbols[name] = replace(sym, binding=binding,
                                     type="notype" if sym.type == "equ" else sym.type)
         return ObjectFile(self.filename, self.sections, symbols, self.relocations, self.lines,
-                          self.stack_bytes)
+                          self.stack_bytes, self.weak)
 
 
 
@@ -815,5 +916,28 @@ def _nobits_error(section: Section) -> StatementError:
 
 
 def _did_you_mean(name: str, candidates) -> str:
-    close = difflib.get_close_matches(name, list(candidates), n=1)
-    return f" (did you mean {close[0]}?)" if close else ""
+    """The candidates fewest edits away (a transposition is one edit: vmda -> vmad), the most
+    similar spelling first, equally good ones all named (ldd -> fldd, ldde or vldd); nothing if
+    it takes more edits than a third of the letters."""
+    limit = max(1, len(name) // 3)
+    scored = sorted((edit_distance(name, c), -difflib.SequenceMatcher(None, name, c).ratio(), c)
+                    for c in candidates if abs(len(c) - len(name)) <= limit)
+    if not scored or scored[0][0] > limit:
+        return ""
+    best = [c for distance, ratio, c in scored if (distance, ratio) == scored[0][:2]][:3]
+    names = best[0] if len(best) == 1 else f"{', '.join(best[:-1])} or {best[-1]}"
+    return f" (did you mean {names}?)"
+
+
+def edit_distance(a: str, b: str) -> int:
+    """Optimal string alignment distance: insertions, deletions, substitutions and swaps of
+    adjacent letters, each one edit (Damerau-Levenshtein without re-editing a swapped pair)."""
+    previous, row = None, list(range(len(b) + 1))
+    for i in range(1, len(a) + 1):
+        before, previous, row = previous, row, [i] + [0] * len(b)
+        for j in range(1, len(b) + 1):
+            cost = a[i - 1] != b[j - 1]
+            row[j] = min(previous[j] + 1, row[j - 1] + 1, previous[j - 1] + cost)
+            if i > 1 and j > 1 and a[i - 1] == b[j - 2] and a[i - 2] == b[j - 1]:
+                row[j] = min(row[j], before[j - 2] + 1)
+    return row[len(b)]

@@ -5,7 +5,7 @@ import argparse
 import os
 import sys
 
-from . import _object_from_file, disassemble, link
+from . import build_files, disassemble
 from .diagnostics import AsmError
 from .program import Program
 from .swo import MAGIC, load_program, save_program
@@ -28,19 +28,6 @@ def register(subparsers) -> None:
     dis.set_defaults(func=_disasm)
 
 
-def _build(paths: list[str], include_dirs: list[str]) -> Program:
-    """Assemble every source (collecting all their errors) and link."""
-    objects, diagnostics = [], []
-    for path in paths:
-        try:
-            objects.append(_object_from_file(path, tuple(include_dirs)))
-        except AsmError as exc:
-            diagnostics.extend(exc.diagnostics)
-    if diagnostics:
-        raise AsmError(diagnostics)
-    return link(objects)
-
-
 def _report(exc: AsmError) -> int:
     print(exc, file=sys.stderr)
     count = sum(d.severity == "error" for d in exc.diagnostics)
@@ -50,7 +37,7 @@ def _report(exc: AsmError) -> int:
 
 def _asm(args: argparse.Namespace) -> int:
     try:
-        program = _build(args.sources, args.include_dirs)
+        program = build_files(args.sources, tuple(args.include_dirs))
     except AsmError as exc:
         return _report(exc)
     output = args.output or os.path.splitext(args.sources[0])[0] + ".swo"
@@ -61,19 +48,27 @@ def _asm(args: argparse.Namespace) -> int:
 
 
 def _disasm(args: argparse.Namespace) -> int:
-    with open(args.program, "rb") as f:
-        head = f.read(4096)
     try:
-        if args.program.endswith(".swo") or head.startswith(MAGIC):
+        with open(args.program, "rb") as f:
+            head = f.read(len(MAGIC))
+    except OSError as exc:
+        raise SwsimError(f"{args.program}: cannot read: {exc.strerror or exc}") from None
+    try:
+        if args.program.endswith(".swo") or head == MAGIC:
             program = load_program(args.program)
-        elif b"\0" in head:
-            raise SwsimError(f"{args.program}: neither a .swo program nor assembly source")
         else:
-            program = _build([args.program], args.include_dirs)
+            program = build_files([args.program], tuple(args.include_dirs))
     except AsmError as exc:
         return _report(exc)
     sys.stdout.write(disassemble(program))
     return 0
+
+
+def _statement(line) -> str:
+    """The source of one statement: the whole line, or its part if ``;`` separates several."""
+    if ";" not in line.text:
+        return line.text.strip()
+    return line.text[line.col - 1:].split(";", 1)[0].strip()
 
 
 def listing(program: Program) -> str:
@@ -84,7 +79,7 @@ def listing(program: Program) -> str:
         address = program.code_base + 4 * index
         line = program.lines.get(address)
         where = "" if line is None or line == previous else \
-            f"{os.path.basename(line.file)}:{line.line}: {line.text.strip()}"
+            f"{os.path.basename(line.file)}:{line.line}: {_statement(line)}"
         previous = line
         out.append(f"{address:08x}    {word:08x}    {where}".rstrip())
     for section in program.sections:

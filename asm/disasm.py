@@ -52,7 +52,8 @@ def _data_lines(section: Section, labels: dict, program: Program) -> list[str]:
     end = section.base + section.size
     stops = sorted({end} | {address for name, address in labels
                             if name == section.name and section.base < address < end})
-    flags = '"wa", "nobits"' if section.kind == BSS else '"wa"'
+    # T (thread-local) keeps a section of any name in LDM when reassembled
+    flags = {BSS: '"wa", "nobits"', LDM: '"waT"'}.get(section.kind, '"wa"')
     out = [f"\t.section\t{section.name}, {flags}", f"\t.balign\t{section.align}"]
     position = section.base
     for stop in stops:

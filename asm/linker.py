@@ -3,6 +3,9 @@
 Placement: code sections (in object order, then section order) from ``CODE_BASE``; initialised
 LDM sections then zeroed (.bss) ones from LDM address 0; main-memory data from ``MEM_BASE``.
 Sections of the same name from several objects are merged, each piece at its own alignment.
+Non-loaded sections (debug information, notes) and their symbols are dropped.
+Thread-local sections (.tdata, .tbss) are LDM sections: every CPE has its own LDM, so its TLS
+block is simply its LDM, and the thread pointer is TLS_THREAD_POINTER.
 """
 from __future__ import annotations
 
@@ -15,11 +18,13 @@ from ..isa import CODE_BASE, LDM_BASE, MEM_BASE
 from ..isa.encoding import FIELDS, put_field
 from .assembler import DISP16, GP_OFFSET, GP_SYMBOL, NOP_WORD, split_hi_lo
 from .diagnostics import DiagnosticLog, Origin, StatementError
-from .program import (BSS, DATA, LDM, TEXT, ObjectFile, Program, Relocation, Section,
+from .program import (BSS, DATA, LDM, NOLOAD, TEXT, ObjectFile, Program, Relocation, Section,
                       SourceLine, Symbol)
 
 # Output regions: the section kinds placed one after another, and where they start.
 REGIONS = ((CODE_BASE, (TEXT,)), (LDM_BASE, (LDM, BSS)), (MEM_BASE, (DATA,)))
+# [choice] !tprel* offsets are LDM addresses: a CPE's thread pointer is LDM address 0.
+TLS_THREAD_POINTER = LDM_BASE
 
 
 def link(objects: list[ObjectFile]) -> Program:
@@ -81,6 +86,10 @@ class _Linker:
                     if kind == TEXT:  # code stays word aligned
                         self._grow(out, -address % 4)
                         address += -address % 4
+        for index, obj in enumerate(self.objects):  # empty sections start where the region ends
+            for name, section in obj.sections.items():
+                if section.kind in kinds:
+                    self.bases.setdefault((index, name), address)
 
     @staticmethod
     def _grow(section: Section, count: int) -> None:
@@ -91,7 +100,12 @@ class _Linker:
         section.size += count
 
     def _address(self, index: int, section: Optional[str], value: int) -> int:
-        return value if section is None else self.bases.get((index, section), 0) + value
+        if section is None:
+            return value
+        if self.objects[index].sections[section].kind == NOLOAD:
+            raise StatementError(f"{section} is not loaded (debug information and notes "
+                                 "have no address)")
+        return self.bases[(index, section)] + value
 
     def _symbols(self) -> dict[str, Symbol]:
         """Every symbol at its final address: globals (duplicates refused, plus the linker's
@@ -99,16 +113,19 @@ class _Linker:
         locals_ = {}
         for index, obj in enumerate(self.objects):
             for sym in obj.symbols.values():
+                if sym.section is not None and obj.sections[sym.section].kind == NOLOAD:
+                    continue
                 final = replace(sym, value=self._address(index, sym.section, sym.value))
-                if sym.binding != "global":
+                first = self.globals.get(sym.name)
+                if sym.binding == "local":
                     locals_.setdefault(sym.name, final)
-                elif sym.name in self.globals:
-                    first = self.globals[sym.name].source
-                    where = f" (first defined at {first.file}:{first.line})" if first else ""
+                elif first is None or (first.binding == "weak" and sym.binding == "global"):
+                    self.globals[sym.name] = final
+                elif sym.binding == "global" and first.binding == "global":
+                    where = f" (first defined at {first.source.file}:{first.source.line})" \
+                        if first.source else ""
                     self.log.error(_origin(sym.source),
                                    f"duplicate global symbol {sym.name}{where}")
-                else:
-                    self.globals[sym.name] = final
         data = [s.base for s in self.output.values() if s.kind == DATA]
         self.globals.setdefault(GP_SYMBOL, Symbol(GP_SYMBOL, None, min(data, default=MEM_BASE)
                                                   + GP_OFFSET, "global"))
@@ -119,12 +136,17 @@ class _Linker:
             return self._address(index, reloc.target_section, reloc.addend)
         if not reloc.symbol:
             return reloc.addend  # an absolute address
-        own = self.objects[index].symbols.get(reloc.symbol)
-        if own is not None:
+        obj = self.objects[index]
+        own = obj.symbols.get(reloc.symbol)
+        if own is not None and own.binding == "local":
             return self._address(index, own.section, own.value) + reloc.addend
-        if reloc.symbol not in self.globals:
-            raise StatementError(f"undefined symbol {reloc.symbol}")
-        return self.globals[reloc.symbol].value + reloc.addend
+        if reloc.symbol in self.globals:
+            return self.globals[reloc.symbol].value + reloc.addend
+        if reloc.symbol in obj.weak:
+            return reloc.addend  # an undefined weak symbol is 0
+        if reloc.symbol in self.output:  # another object's section, by name: its start
+            return self.output[reloc.symbol].base + reloc.addend
+        raise StatementError(f"undefined symbol {reloc.symbol}")
 
     def _apply(self, index: int, reloc: Relocation) -> None:
         target = self._target(index, reloc)
@@ -133,13 +155,15 @@ class _Linker:
         at = where - out.base
         if reloc.kind.startswith("gprel"):
             target -= self.globals[GP_SYMBOL].value
+        elif reloc.kind.startswith("tprel"):
+            target = self._thread_offset(target, reloc)
         if reloc.kind == "branch21":
             self._patch(out, at, "disp21", self._branch(target, where))
-        elif reloc.kind in ("hi16", "gprel_hi16"):
+        elif reloc.kind in ("hi16", "gprel_hi16", "tprel_hi16"):
             self._patch(out, at, "disp16", split_hi_lo(target)[0])
-        elif reloc.kind in ("lo16", "gprel_lo16"):
+        elif reloc.kind in ("lo16", "gprel_lo16", "tprel_lo16"):
             self._patch(out, at, "disp16", split_hi_lo(target)[1])
-        elif reloc.kind in ("disp16", "gprel16"):
+        elif reloc.kind in ("disp16", "gprel16", "tprel16"):
             if not DISP16[0] <= target <= DISP16[1]:
                 raise StatementError(f"address {target:#x} of {reloc.symbol} does not fit a "
                                      f"16-bit displacement ({DISP16[0]}..{DISP16[1]}); load "
@@ -150,6 +174,15 @@ class _Linker:
             if target >= 1 << (8 * size):
                 raise StatementError(f"address {target:#x} does not fit {size} bytes")
             out.data[at:at + size] = target.to_bytes(size, "little")
+
+    def _thread_offset(self, target: int, reloc: Relocation) -> int:
+        """A !tprel* target's offset from the thread pointer; it must be in LDM."""
+        if not any(s.kind in (LDM, BSS) and s.base <= target <= s.base + s.size
+                   for s in self.output.values()):
+            raise StatementError(f"{reloc.annotation} needs a thread-local (LDM) symbol; "
+                                 f"the target {target:#x} is outside LDM (put it in "
+                                 ".tdata/.tbss)")
+        return target - TLS_THREAD_POINTER
 
     def _branch(self, target: int, where: int) -> int:
         text = [s for s in self.output.values() if s.kind == TEXT]

@@ -8,15 +8,19 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable, Iterator, Optional
 
 from .diagnostics import DiagnosticLog, Origin, StatementError
 from .syntax import split_statements
 
 MAX_EXPANSION_DEPTH = 100   # nested macro calls / includes before we call it runaway recursion
+# [choice] Statements that macros, .rept and .irp may produce in one file: 20x the largest
+# kernel (kernels/swgemm.s, 3178 words), about two seconds of assembly at the 34,000-40,000
+# statements/s measured (docs/asm.md); `.rept 100000000` is refused at once, not run for hours.
+MAX_EXPANDED_STATEMENTS = 1 << 16
 
-_LEADING_LABELS = re.compile(r"\s*(?:(?:[A-Za-z_.][\w.$]*|\d+)\s*:\s*)*")
+LEADING_LABELS = re.compile(r"\s*(?:(?:[A-Za-z_.$][\w.$]*|\d+)\s*:\s*)*")
 _WORD = re.compile(r"[A-Za-z_.][\w.$]*")
 _ESCAPE = re.compile(r"\\(@|\(\)|[A-Za-z_]\w*)")
 _CONDITIONALS = {".if", ".ifdef", ".ifndef", ".elseif", ".else", ".endif"}
@@ -57,16 +61,20 @@ class Preprocessor:
     _conditions: list[_Conditional] = field(default_factory=list)
     _frames: list[_Frame] = field(default_factory=list)
     _expansions: int = 0
+    _expanded: int = 0      # statements produced by expansions so far
 
     def statements(self, text: str, filename: str) -> Iterator[Origin]:
         """Every statement to assemble, in order."""
         self._frames = [_Frame(file_statements(text, filename), 0, filename)]
+        position = 0
         while self._frames and not self.log.full:
             origin = next(self._frames[-1].statements, None)
             if origin is None:
                 self._frames.pop()
                 continue
-            yield from self._statement(origin)
+            position += 1
+            yield from self._statement(Origin(origin.file, origin.line, origin.text,
+                                              origin.source, origin.start, origin.note, position))
         for cond in self._conditions:
             self.log.error(cond.origin, "unterminated conditional (missing .endif)")
         self._conditions.clear()
@@ -76,7 +84,7 @@ class Preprocessor:
         return all(c.on for c in self._conditions)
 
     def _statement(self, origin: Origin) -> Iterator[Origin]:
-        labels = _LEADING_LABELS.match(origin.text)
+        labels = LEADING_LABELS.match(origin.text)
         word_match = _WORD.match(origin.text, labels.end())
         word = word_match.group().lower() if word_match else ""
         if word in _CONDITIONALS:
@@ -159,15 +167,15 @@ class Preprocessor:
         body: list[Origin] = []
         depth = 1
         for origin in self._frames[-1].statements:
-            labels = _LEADING_LABELS.match(origin.text)
+            labels = LEADING_LABELS.match(origin.text)
             word_match = _WORD.match(origin.text, labels.end())
             word = word_match.group().lower() if word_match else ""
             depth += (word in starts) - (word == end)
             if depth == 0:
                 return body
             body.append(origin)
-        raise StatementError(f"unterminated {_WORD.match(opening.text.strip()).group()} "
-                             f"(missing {end})")
+        opening_word = _WORD.match(opening.text, LEADING_LABELS.match(opening.text).end())
+        raise StatementError(f"unterminated {opening_word.group()} (missing {end})")
 
     def _define_macro(self, origin: Origin, args_at: int) -> None:
         spec = origin.text[args_at:].replace(",", " ").split()
@@ -190,15 +198,17 @@ class Preprocessor:
             count = self._evaluate(origin, args_at)
             if count < 0:
                 raise StatementError(f".rept count must be >= 0, got {count}")
-            expansion = [o for _ in range(count) for o in body]
+            self._charge(count * len(body), f".rept {count}")
+            expansion = (o for _ in range(count) for o in body)
         else:
             items = split_arguments(args)
             if not items or not re.fullmatch(r"[A-Za-z_]\w*", items[0]):
                 raise StatementError(".irp expects a parameter name and values: "
                                      ".irp r, 1, 2, 3")
-            expansion = [_substitute(o, {items[0]: value}, note)
-                         for value in items[1:] for o in body]
-        self._push(iter(expansion), origin)
+            self._charge((len(items) - 1) * len(body), ".irp")
+            expansion = (_substitute(o, {items[0]: value}, note)
+                         for value in items[1:] for o in body)
+        self._push(expansion, origin)
 
     def _expand(self, macro: Macro, origin: Origin, args_at: int) -> None:
         values = {name: default or "" for name, default in macro.params}
@@ -212,10 +222,18 @@ class Preprocessor:
             else:
                 raise StatementError(f"too many arguments for macro {macro.name} "
                                      f"(it takes {len(names)}: {', '.join(names) or 'none'})")
+        self._charge(len(macro.body), f"macro {macro.name}")
         self._expansions += 1
         values["@"] = str(self._expansions)
         note = f"in expansion of macro '{macro.name}' at {origin.file}:{origin.line}"
         self._push(iter([_substitute(o, values, note) for o in macro.body]), origin)
+
+    def _charge(self, statements: int, what: str) -> None:
+        self._expanded += statements
+        if self._expanded > MAX_EXPANDED_STATEMENTS:
+            raise StatementError(f"{what} would expand this file to more than "
+                                 f"{MAX_EXPANDED_STATEMENTS} statements (the limit of macro, "
+                                 ".rept and .irp expansions)")
 
     def _include(self, origin: Origin, args_at: int) -> None:
         name = origin.text[args_at:].strip()
@@ -228,11 +246,23 @@ class Preprocessor:
                       *(os.path.join(d, name) for d in self.include_dirs)]
         for path in candidates:
             if os.path.isfile(path):
-                with open(path, encoding="utf-8", errors="replace") as f:
-                    self._push(file_statements(f.read(), path), origin, path)
+                self._check_recursion(path)
+                try:
+                    with open(path, encoding="utf-8", errors="replace") as f:
+                        text = f.read()
+                except OSError as exc:
+                    raise StatementError(f"cannot read include file {name!r}: "
+                                         f"{exc.strerror or exc}") from None
+                self._push(file_statements(text, path), origin, path)
                 return
         raise StatementError(f"cannot find include file {name!r} (searched: "
                              f"{', '.join(os.path.dirname(p) or '.' for p in candidates)})")
+
+    def _check_recursion(self, path: str) -> None:
+        chain = [f.file for f in self._frames if f.file is not None]
+        if any(os.path.realpath(path) == os.path.realpath(f) for f in chain):
+            raise StatementError("recursive .include: " + " -> ".join(
+                os.path.basename(f) for f in chain + [path]))
 
     def _push(self, statements: Iterator[Origin], origin: Origin,
               file: Optional[str] = None) -> None:
@@ -281,5 +311,4 @@ def _substitute(origin: Origin, values: dict[str, str], note: str) -> Origin:
 
 
 def _slice(origin: Origin, start: int, end: int) -> Origin:
-    return Origin(origin.file, origin.line, origin.text[start:end], origin.source,
-                  origin.start + start, origin.note)
+    return replace(origin, text=origin.text[start:end], start=origin.start + start)

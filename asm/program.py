@@ -18,8 +18,9 @@ from typing import Optional
 
 import numpy as np
 
-# Section kinds: where a section's bytes live.
-TEXT, LDM, DATA, BSS = "text", "ldm", "data", "bss"
+# Section kinds: where a section's bytes live (NOLOAD: nowhere; debug information and notes
+# are assembled but not linked into the Program).
+TEXT, LDM, DATA, BSS, NOLOAD = "text", "ldm", "data", "bss", "noload"
 
 
 @dataclass
@@ -37,7 +38,7 @@ class Symbol:
     name: str
     section: Optional[str]    # section name, None for absolute (.equ) symbols
     value: int                # offset in the section before linking, address after
-    binding: str = "local"    # "local" or "global"
+    binding: str = "local"    # "local", "global" or "weak"
     type: str = "notype"      # "func", "object", "notype"
     size: int = 0
     source: Optional["SourceLine"] = None   # where it is defined (for diagnostics)
@@ -71,6 +72,7 @@ class ObjectFile:
     relocations: list[Relocation]
     lines: dict[tuple[str, int], SourceLine] = field(default_factory=dict)  # (section, offset)
     stack_bytes: int = 0
+    weak: set[str] = field(default_factory=set)   # names declared .weak (defined or not)
 
 
 @dataclass

@@ -3,16 +3,20 @@
 One statement is ``label: ... name operand, operand, ... !annotation!N``; comments and ``;``
 separators are removed before parsing (``split_statements``). Expressions use C operator
 precedence. A name in operand position stays a ``Sym`` here; whether it is a register alias
-(``sp``, ``a0``) or a symbol is decided later from the operand template.
+(``sp``, ``a0``) or a symbol is decided later from the operand template. A ``$`` name is a
+register if it names one (``$5``, ``$f5``, ``$sp``) and a symbol otherwise (the compiler's
+``$ng..f`` labels).
 """
 from __future__ import annotations
 
 import ast
 import functools
+import re
+import warnings
 from dataclasses import dataclass
 from typing import Optional, Union
 
-from lark import Lark, Token, Transformer, v_args
+from lark import Lark, Token, Transformer, Tree, v_args
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, VisitError
 
 from ..isa import NUM_REGS, REG_ALIASES
@@ -20,10 +24,10 @@ from .diagnostics import StatementError
 
 GRAMMAR = r"""
 start: label* (statement | assignment)?
-label: (NAME | INT) ":"
+label: (NAME | INT | DOLLAR_NAME) ":"
 assignment: NAME "=" expr
 statement: NAME operands? ANNOTATION*
-operands: operand ("," operand)*
+operands: operand (COMMA operand?)*
 operand: expr                   -> op_expr
        | expr "(" expr ")"      -> op_mem
        | STRING                 -> op_str
@@ -47,20 +51,26 @@ operand: expr                   -> op_expr
      | FLOAT                    -> float_
      | CHAR                     -> char
      | NAME                     -> sym
-     | REG                      -> reg
+     | DOLLAR_NAME              -> dollar
      | "(" expr ")"             -> paren
 
 NAME: /[A-Za-z_.][A-Za-z0-9_.$]*/
 INT: /0[xX][0-9a-fA-F]+|0[bB][01]+|[0-9]+[bf]?/
 FLOAT.2: /[0-9]+\.[0-9]*([eE][+-]?[0-9]+)?|[0-9]+[eE][+-]?[0-9]+/
 CHAR: /'(\\.|[^\\'])'/
-REG: /\$[A-Za-z0-9_]+/
+DOLLAR_NAME: /\$[A-Za-z0-9_.$]+/
+COMMA: ","
 STRING: /"(\\.|[^\\"])*"/
 ANNOTATION: /![A-Za-z_]+(![0-9]+)?/
 %ignore /[ \t\f\r]+/
 """
 
 _PARSER = Lark(GRAMMAR, parser="lalr", propagate_positions=True, maybe_placeholders=False)
+# Deeper syntax trees are refused: the tree is transformed and evaluated recursively (about two
+# Python frames per level), and no real expression comes near this.
+MAX_TREE_DEPTH = 200
+REGISTER_HELP = "registers are $0..$31, $f0..$f31 and software names like $sp, $a0"
+_NUMBERED_REGISTER = re.compile(r"\$f?[0-9]+", re.IGNORECASE)
 
 
 # ---- syntax tree ----------------------------------------------------------------------------
@@ -136,6 +146,7 @@ class Statement:
     name_col: int
     operands: tuple[Operand, ...]
     annotations: tuple[tuple[str, int], ...]  # (text, col)
+    names: bool = False        # an operand mentions a symbol or numeric label (``1b``)
 
 
 def parse_register(text: str) -> Optional[int]:
@@ -161,12 +172,18 @@ def parse_int(text: str) -> Union[int, LocalRef]:
     return int(lower, 10)
 
 
-def unquote(token: str) -> bytes:
-    """A string or character literal (C escapes) as bytes."""
+def unquote(token: str, col: Optional[int] = None) -> bytes:
+    """A string or character literal (C escapes) as bytes; non-ASCII characters as UTF-8
+    (GNU as copies the source bytes, which are UTF-8 here)."""
+    escaped = "".join(c if c.isascii() else "".join(f"\\x{b:02x}" for b in c.encode())
+                      for c in token)
     try:
-        return ast.literal_eval("b" + token)
-    except (SyntaxError, ValueError) as exc:
-        raise StatementError(f"bad string literal {token}: {exc}") from None
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # Python only warns about an unknown escape (\q)
+            return ast.literal_eval("b" + escaped)
+    except (SyntaxError, ValueError, Warning):
+        raise StatementError(f"bad escape sequence in {token} (C escapes: \\n \\t \\\\ "
+                             "\\\" \\xHH \\NNN ...)", col) from None
 
 
 class _Build(Transformer):
@@ -187,17 +204,32 @@ class _Build(Transformer):
 
     @v_args(meta=True)
     def op_str(self, meta, children):
-        return self._operand(meta, "str", unquote(children[0]))
+        return self._operand(meta, "str", unquote(children[0], meta.column))
 
     @v_args(meta=True)
     def op_type(self, meta, children):
         return self._operand(meta, "type", str(children[0]))
 
     def operands(self, children):
-        return tuple(children)
+        """Operands and COMMA tokens; a comma not followed by an operand leaves an "empty"
+        operand (``.p2align 4,,15``)."""
+        out, empty_at = [], None
+        for child in children:
+            if isinstance(child, Token):
+                if empty_at is not None:
+                    out.append(Operand("empty", None, empty_at, ""))
+                empty_at = child.column + 1
+            else:
+                out.append(child)
+                empty_at = None
+        if empty_at is not None:
+            out.append(Operand("empty", None, empty_at, ""))
+        return tuple(out)
 
     def label(self, children):
         tok = children[0]
+        if tok.type == "DOLLAR_NAME" and parse_register(str(tok)) is not None:
+            raise StatementError(f"register name {tok} cannot be a label", tok.column)
         return Label(str(tok), tok.type == "INT", tok.column)
 
     def statement(self, children):
@@ -222,7 +254,8 @@ class _Build(Transformer):
         stmt = next((c for c in children if isinstance(c, Statement)), None)
         if stmt is None:
             return Statement(labels, None, 0, (), ())
-        return Statement(labels, stmt.name, stmt.name_col, stmt.operands, stmt.annotations)
+        return Statement(labels, stmt.name, stmt.name_col, stmt.operands, stmt.annotations,
+                         _mentions_names(stmt.operands))
 
     # expressions
     def int_(self, children):
@@ -233,18 +266,24 @@ class _Build(Transformer):
         return Float(float(children[0]))
 
     def char(self, children):
-        return Num(unquote(str(children[0]))[0])
+        tok = children[0]
+        value = unquote(str(tok), tok.column)
+        if len(value) != 1:
+            raise StatementError(f"character literal {tok} is not one byte", tok.column)
+        return Num(value[0])
 
     def sym(self, children):
         return Sym(str(children[0]))
 
-    def reg(self, children):
+    def dollar(self, children):
+        """``$N``/``$fN``/``$sp`` is a register; any other ``$name`` a symbol."""
         tok = children[0]
         number = parse_register(str(tok))
-        if number is None:
-            raise StatementError(f"unknown register {tok} (registers are $0..$31, $f0..$f31 "
-                                 f"and software names like $sp, $a0)", tok.column)
-        return Reg(number)
+        if number is not None:
+            return Reg(number)
+        if _NUMBERED_REGISTER.fullmatch(str(tok)):
+            raise StatementError(f"unknown register {tok} ({REGISTER_HELP})", tok.column)
+        return Sym(str(tok))
 
     def paren(self, children):
         return Paren(children[0])
@@ -269,6 +308,7 @@ def parse_statement(text: str) -> Statement:
     """Parse one statement (no comments, no ``;``). Raises StatementError with a column."""
     try:
         tree = _PARSER.parse(text)
+        _check_depth(tree)
         return _Build(text).transform(tree)
     except VisitError as exc:
         if isinstance(exc.orig_exc, StatementError):
@@ -286,29 +326,65 @@ def parse_statement(text: str) -> Statement:
         raise StatementError(f"unexpected {str(token)!r}", token.column) from None
 
 
+def _mentions_names(operands: tuple[Operand, ...]) -> bool:
+    stack = [e for op in operands if op.kind in ("expr", "mem") for e in (op.value, op.base)]
+    while stack:
+        expr = stack.pop()
+        if isinstance(expr, (Sym, LocalRef)):
+            return True
+        if isinstance(expr, Unary):
+            stack.append(expr.arg)
+        elif isinstance(expr, Binary):
+            stack += (expr.left, expr.right)
+        elif isinstance(expr, Paren):
+            stack.append(expr.inner)
+    return False
+
+
+def _check_depth(tree: Tree) -> None:
+    """Refuse trees deeper than MAX_TREE_DEPTH (iteratively), at the operand's column."""
+    stack = [(tree, 1, None)]
+    while stack:
+        node, depth, col = stack.pop()
+        if node.data.startswith("op_"):
+            col = node.meta.column
+        if depth > MAX_TREE_DEPTH:
+            raise StatementError(f"expression nested too deeply (more than {MAX_TREE_DEPTH} "
+                                 "levels of operators and parentheses)", col)
+        stack.extend((child, depth + 1, col) for child in node.children
+                     if isinstance(child, Tree))
+
+
+_SPECIAL = re.compile(r"[\"';#/\\]")  # the characters split_statements must look at
+
+
 def split_statements(line: str) -> list[tuple[int, str]]:
     """Remove ``#`` and ``//`` comments and split at ``;``, respecting string and character
     literals. Returns (0-based start offset, text) of each non-empty statement."""
     out: list[tuple[int, str]] = []
     start = 0
-    i = 0
+    end = len(line)
     quote = None
-    while i < len(line):
+    escaped_until = -1  # the character after a backslash in a literal is taken as it is
+    for match in _SPECIAL.finditer(line):
+        i = match.start()
+        if i < escaped_until:
+            continue
         c = line[i]
         if quote:
             if c == "\\":
-                i += 1
+                escaped_until = i + 2
             elif c == quote:
                 quote = None
         elif c == '"' or (c == "'" and _starts_char_literal(line, i)):
             quote = c
         elif c == "#" or line.startswith("//", i):
+            end = i
             break
         elif c == ";":
             out.append((start, line[start:i]))
             start = i + 1
-        i += 1
-    out.append((start, line[start:i]))
+    out.append((start, line[start:end]))
     return [(s, t) for s, t in out if t.strip()]
 
 

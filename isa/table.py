@@ -420,6 +420,7 @@ PSEUDO_INSTRUCTIONS = {
     "negw": "negw ra, rc        -> subw $31, ra, rc",
     "negl": "negl ra, rc        -> subl $31, ra, rc",
     "not": "not ra, rc          -> ornot $31, ra, rc",
+    "or": "or ra, rb, rc        -> bis ra, rb, rc  (the SW64 alias; rb may be a literal)",
     "nop": "nop                 -> bis $31, $31, $31",
     "unop": "unop               -> ldl $31, 0($31)",
     "fnop": "fnop               -> fcpys $31, $31, $31",

@@ -163,9 +163,15 @@ def test_top_level_exports():
         assert getattr(swsim, name) is getattr(swsim.asm, name)
 
 
-def test_disassembly_reassembles_data_sections_and_symbols():
-    program = assemble(COMPILER_OUTPUT + '\t.data\nd:\t.quad 5, d\n\t.rodata\nr:\t.ascii "a long'
-                       ' enough string"\nrend:\n\t.ldm\n\t.align 5\nl:\t.byte 1\n')
+@pytest.mark.parametrize("data", [
+    '\t.data\nd:\t.quad 5, d\n\t.rodata\nr:\t.ascii "a long enough string"\nrend:\n\t.ldm\n'
+    '\t.align 5\nl:\t.byte 1\n',
+    # thread-local sections of any name stay in LDM; debug information is not loaded
+    '\t.section my_tls,"awT"\nmine:\t.quad 5\n\t.tbss\nt:\t.skip 8\n'
+    '\t.section .debug_info,""\n\t.long 1\n',
+])
+def test_disassembly_reassembles_data_sections_and_symbols(data):
+    program = assemble(COMPILER_OUTPUT + data)
     again = assemble(disassemble(program))
     assert (again.words, again.ldm_image, again.data_image) == \
         (program.words, program.ldm_image, program.data_image)

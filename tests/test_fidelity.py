@@ -1,9 +1,6 @@
 """The fidelity targets of MACHINE.md §11 (``vm.config.PUBLISHED`` entries with ``target``, and
 strided DMA against thesis eq. 3-2), measured by ``swsim bench fidelity`` on the C engine and
 held to tolerances. The register-communication bandwidths are reported, not targets.
-
-Not held here: §11's STREAM Copy/Triad rows (MACHINE.md §6 table), which the bench does not
-measure yet (the DMA model needs the small-request extension §6 describes first).
 """
 import pytest
 
@@ -22,6 +19,8 @@ TOLERANCES = {
     "barrier": (0, 0.05),                  # published: "at least 14 cycles"
     "gemm_inner_loop": (0, 0),
     "gemm_primitive_best": (-0.02, 0.02),
+    # MACHINE.md §6/§11: the hardware STREAM table within 15% in every cell
+    **{key: (-0.15, 0.15) for key in PUBLISHED if key.startswith("dma_stream_")},
 }
 
 

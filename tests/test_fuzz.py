@@ -2,12 +2,9 @@
 minimisation of a mismatch into a reproducer that `--replay` runs again."""
 import json
 
-import pytest
-
 from swsim.cli import main
 from swsim.vm import fuzz
 
-pytest.importorskip("swsim.vm.cengine")
 
 CI_PROGRAMS = 150   # about 10 s on one core (docs/testing.md gives the measured throughput)
 

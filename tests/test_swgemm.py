@@ -125,6 +125,25 @@ def test_primitive_model_predicts_fresh_measurements_outside_its_fit(shape):
         measured, rel=2 * gemm_model.PRIMITIVE_FIT_MEAN_ERROR)
 
 
+@settings(max_examples=40, deadline=None)
+@given(st.integers(1, 300), st.integers(1, 300), st.sampled_from([4, 8, 16, 32]),
+       st.sampled_from([16, 32, 48, 64]), st.sampled_from([4, 8]))
+def test_model_times_the_c_write_as_the_engine_does(rows, cols, r, l, es):
+    # every CPE puts its valid part of the C block with one strided request
+    from swsim.vm.config import VMConfig
+    from swsim.vm.pyengine import dma_pieces, transaction_cycles
+    config = VMConfig.preset()
+    block = (rows, cols, r, l, cols * es, es, False, False)
+    starts, ends, valid = gemm_model._operand_rows(*block, config)
+    engine_cycles = 0
+    for cpe in range(64):
+        pieces = [p for s, e, v in zip(starts[cpe], ends[cpe], valid[cpe]) if v
+                  for p in dma_pieces(int(s), int(e - s + 1), 0, 0, 0, 128)]
+        engine_cycles += sum(transaction_cycles(config, True, p, i == len(pieces) - 1)
+                             for i, p in enumerate(pieces))
+    assert gemm_model.operand_put_cycles(*block, config=config) == engine_cycles
+
+
 def test_model_predicts_a_run_within_ten_percent():
     rng = np.random.default_rng(7)
     A, B = matrix(rng, 128, 256, np.float64, "F"), matrix(rng, 256, 128, np.float64, "C")

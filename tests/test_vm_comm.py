@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 from swsim.vm import Machine
-from vm_helpers import freg, idle, ldm, reg, run
+from vm_helpers import freg, idle, ldm, reg, run, run_on_both_engines
 
 # Every CPE: c0 rcid; c1 bne taken by CPEs other than 0 (a branch ends its group).
 SPLIT = """
@@ -152,8 +152,8 @@ def run_dma(text, data, cpes=(0,), **options):
     import swsim
     m = Machine()
     address = m.mem.put(data)
-    res = m.run(swsim.assemble(text), args=[address], cpes=list(cpes), engine="python",
-                trace=True, **options)
+    res = run_on_both_engines(m, swsim.assemble(text), args=[address], cpes=list(cpes),
+                              trace=True, **options)
     return res, m, address
 
 
@@ -196,6 +196,50 @@ def test_64_contending_requests_share_the_engine_round_robin():
     assert dma_spans(res) == expected
     # the last one matches eq. 3-1 with 64 sharers: 200 + 64 * 256 B / (768 B / 36 cycles)
     assert expected[-1][2] - 4 == 200 + 64 * 2 * 6
+
+
+@pytest.mark.parametrize("offset, size, block, stride, writes", [
+    (0, 256, 0, 0, 2),          # two whole lines: one write each
+    (0, 8, 0, 0, 1),            # 8 bytes: one 16-byte piece
+    (8, 16, 0, 0, 2),           # bytes 8..23 touch pieces 0 and 1
+    (80, 128, 0, 0, 8),         # 80..127: pieces 5..7; 128..207: pieces 8..12
+    (64, 256, 0, 0, 9),         # 64..127: 4 pieces, 128..255 whole, 256..319: 4 pieces
+    (0, 64, 32, 96, 4),         # blocks 0..31 and 128..159: 2 pieces each
+])
+def test_put_costs_its_writes_and_the_acknowledgement(offset, size, block, stride, writes):
+    # c4 the dma; the engine starts at 4 + 200 and spends 11 cycles per write (a whole line,
+    # or a 16-byte piece of a partial line), then 35 for the write acknowledgement.
+    data = np.zeros(512, dtype=np.uint8)
+    text = dma_program(1, size, block, stride).replace(
+        "dma $4, $16, $5", f"ldi $16, {offset}($16)\n dma $4, $16, $5")
+    res, m, address = run_dma(text, data)
+    assert dma_spans(res) == [(0, 4, 4 + 200 + writes * 11 + 35)]
+    step = block + stride if block else size
+    block = block or size
+    written = m.mem.get(address, (512,), np.uint8)
+    expected = np.zeros(512, dtype=np.uint8)
+    ldm_bytes = m.last_job.ldm[0, 128:128 + size]
+    for i in range(size // block):
+        start = offset + i * step
+        expected[start:start + block] = ldm_bytes[i * block:(i + 1) * block]
+    np.testing.assert_array_equal(written, expected)
+
+
+def test_gets_and_puts_share_the_engine():
+    # CPE 0 puts 128 B (one line) at c5, CPE 1 gets 256 B (two lines) at c8 (after three more
+    # instructions). The put's only transaction runs c205-c251 (11 + 35: it is its last), the
+    # get, ready since c208, waits for it: its lines run c251-c257 and c257-c263.
+    text = dma_program(1, 128).replace("vldd $4, desc($31)", """
+        rcid $9
+        vldd $4, desc($31)
+        beq $9, 1f
+        vinsw $31, $4, 0, $4
+        ldi $10, 256
+        vinsw $10, $4, 1, $4
+        ldi $16, 256($16)
+    1:""")
+    res, _, _ = run_dma(text, np.zeros(512, dtype=np.uint8), cpes=[0, 1])
+    assert dma_spans(res) == [(0, 5, 205 + 11 + 35), (1, 8, 251 + 2 * 6)]
 
 
 def test_dma_put_writes_memory():

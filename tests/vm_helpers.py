@@ -1,19 +1,50 @@
-"""Helpers of the VM tests: run a snippet of assembly on a few CPEs and read registers."""
+"""Helpers of the VM tests: run a snippet of assembly on a few CPEs and read registers.
+
+Every run goes through both engines from the same main memory and must agree bit for bit
+(result, registers, LDM, memory, or the same stop report), so each hand-counted expectation of
+the VM tests is checked on the C core and on the Python reference engine alike.
+"""
 import numpy as np
 
 import swsim
-from swsim.vm import Machine
+from swsim.vm import Machine, RunStopped
 from swsim.vm.floats import bits_to_double
 
 PROLOGUE = ".text\n.globl kernel\nkernel:\n"
 
 
-def run(body, cpes=(0,), args=(), machine=None, engine="python", **options):
+def run(body, cpes=(0,), args=(), machine=None, **options):
     """Run ``body`` (instructions after the ``kernel`` label) and return (result, machine)."""
     machine = machine or Machine()
     program = swsim.assemble(PROLOGUE + body)
-    result = machine.run(program, args=list(args), cpes=list(cpes), engine=engine, **options)
-    return result, machine
+    return run_on_both_engines(machine, program, args=list(args), cpes=list(cpes),
+                               **options), machine
+
+
+def run_on_both_engines(machine, program, **options):
+    """``machine.run(program, **options)`` on the C engine, then on the Python engine from the
+    same memory; checks that they agree and returns (or raises) the Python engine's outcome.
+    ``machine.last_job`` is then the Python engine's job."""
+    before = machine.mem.view().copy()
+    outcomes = []
+    for engine in ("c", "python"):
+        machine.mem.write(machine.mem.base, before)
+        try:
+            result, error = machine.run(program, engine=engine, **options), None
+        except RunStopped as stopped:
+            result, error = stopped.result, stopped
+        outcomes.append((result, error, machine.last_job, machine.mem.view().copy()))
+    (c, c_error, c_job, c_mem), (py, py_error, py_job, py_mem) = outcomes
+    assert type(c_error) is type(py_error) and str(c_error) == str(py_error), \
+        f"C engine: {c_error!r}\nPython engine: {py_error!r}"
+    assert {**c.to_dict(), "engine": None} == {**py.to_dict(), "engine": None}
+    assert c.spans == py.spans
+    for name in ("regs", "ldm"):
+        np.testing.assert_array_equal(getattr(c_job, name), getattr(py_job, name), name)
+    np.testing.assert_array_equal(c_mem, py_mem, "main memory")
+    if py_error is not None:
+        raise py_error
+    return py
 
 
 def reg(machine, n, cpe=0, lane=0):

@@ -80,7 +80,8 @@ PARAMETERS: tuple[Param, ...] = (
           maximum=MAX_MESH_SIDE),
     Param("ldm_bytes", 65536, "B", "LDM (scratchpad) per CPE", "pub: thesis §3.1",
           minimum=64, maximum=MAX_LDM_BYTES, multiple=32),
-    Param("vector_bytes", 32, "B", "register / vector width", "pub: 256-bit registers",
+    Param("vector_bytes", 32, "B", "register / vector width; the engines emulate only 32 "
+          "(4 x 64-bit lanes): Machine refuses other values", "pub: 256-bit registers",
           engine=False, minimum=8, maximum=1024, power_of_two=True),
     Param("flops_per_cycle", 8, "flop", "peak flops per CPE per cycle (one 4-wide FMA)",
           "pub: 742.4 GFLOPS per CG", engine=False, minimum=1, maximum=1024),
@@ -128,6 +129,15 @@ PARAMETERS: tuple[Param, ...] = (
     Param("dma_transaction_cycles", 6, "cycle", "engine time per 128-B transaction "
           "(30.94 GB/s at 1.45 GHz = 21.34 B/cycle)", "pub: PEAK_BW 30.94 GB/s", minimum=1,
           maximum=MAX_LATENCY),
+    Param("dma_put_write_bytes", 16, "B", "a put writes part of a line as the aligned pieces "
+          "of this size it touches, one write each", "choice: fits the STREAM table best "
+          "(worst cell with 8/16/32/64 B: 26/7/9/22%)", minimum=1, maximum=MAX_LDM_BYTES),
+    Param("dma_put_write_cycles", 11, "cycle", "engine time per write of a put: a whole "
+          "128-B line, or one piece of a partial line", "pub: STREAM on hardware, fitted",
+          minimum=1, maximum=MAX_LATENCY),
+    Param("dma_put_ack_cycles", 35, "cycle", "engine time a put waits after its last write for "
+          "the memory's acknowledgement, before its reply", "pub: STREAM on hardware, fitted",
+          maximum=MAX_LATENCY),
     Param("dma_active_requests", 4, "", "requests the CG engine interleaves at once "
           "(4 buses of 16 CPEs)", "pub: §3.1", minimum=1, maximum=MAX_CPES),
     Param("dma_channel_depth", 3, "", "requests a CPE's channel holds before dma stalls",
@@ -155,6 +165,7 @@ PRESETS: dict[str, dict[str, Any]] = {
     "sw26010": {},
     # SW26010pro as used by swFLOWpro (reference/parax-swflowpro-qinglong.md §2.3): 6 CGs,
     # 256 KiB LDM, 512-bit vectors, ~2.25 GHz, ~51.2 GB/s per CG (128 B / 5 cycles at 2.25 GHz).
+    # The 512-bit vectors are not emulated: a Machine needs vector_bytes=32 to run it.
     "sw26010pro": {
         "clock_hz": 2.25e9, "num_cgs": 6, "ldm_bytes": 256 * 1024, "vector_bytes": 64,
         "flops_per_cycle": 16, "mem_limit": 16 << 30, "dma_transaction_cycles": 5,
@@ -298,4 +309,12 @@ PUBLISHED: dict[str, Published] = {
                                            "vendor BLAS on the skinny shapes", target=False),
     "gemm_padding_time": Published(5, "%", "thesis §4.2.4: padding time below this share",
                                    target=False),
+    # MACHINE.md §6 hardware check: STREAM through PE-mode DMA, one CG, 64 CPEs, blocks of
+    # `buf` doubles, arrays 10 elements off 128-byte alignment; MB/s (10^6 B), within 15%.
+    **{f"dma_stream_{pattern}_{buf}": Published(
+        rate, "MB/s", f"swCandle STREAM on hardware: {pattern.capitalize()}, blocks of {buf} "
+        "doubles (MACHINE.md §6)")
+       for pattern, rates in (("copy", (466, 2950, 12536, 19066)),
+                              ("triad", (563, 4009, 14755, 21300)))
+       for buf, rate in zip((1, 16, 128, 1024), rates)},
 }

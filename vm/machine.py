@@ -1,10 +1,13 @@
-"""The host side (MACHINE.md §9): main memory, loading a program, spawning a kernel on a core
-group and turning the engine's result into a ``RunResult`` or a fault report."""
+"""The host side (MACHINE.md §9): main memory, loading a program, spawning kernels on the core
+groups of the chip and joining them, and turning each engine's result into a ``RunResult`` or a
+fault report. Each spawned core group is simulated on its own host thread (docs/vm.md "Chip")."""
 from __future__ import annotations
 
 import difflib
 import importlib
 import numbers
+import threading
+from concurrent.futures import Future
 from typing import Callable, Iterable, Optional, Union
 
 import numpy as np
@@ -23,10 +26,15 @@ STACK_POINTER, RETURN_ADDRESS = REG_ALIASES["sp"], REG_ALIASES["ra"]
 ARGUMENT_SLOT_BYTES = 8
 STACK_ALIGN = 32
 NUM_REGISTERS, LANES = 32, 4
+EMULATED_VECTOR_BYTES = LANES * 8   # both engines model 256-bit registers of 4 64-bit lanes
 
 
 class Machine:
-    """One SW26010 chip: ``config.num_cgs`` core groups sharing main memory ``mem``."""
+    """One SW26010 chip: ``config.num_cgs`` core groups sharing main memory ``mem``.
+
+    ``spawn`` starts a kernel on one core group and returns at once (the CG is simulated on its
+    own host thread); ``join`` on the returned ``CgRun`` waits for it. ``run`` is spawn + join.
+    """
 
     def __init__(self, config: Union[str, VMConfig] = "sw26010", **overrides):
         if isinstance(config, VMConfig):
@@ -36,18 +44,40 @@ class Machine:
                 self.config = VMConfig.preset(config, **overrides)
             except (ValueError, TypeError) as exc:
                 raise HostError(str(exc)) from None
+        if self.config.vector_bytes != EMULATED_VECTOR_BYTES:
+            raise HostError(
+                f"config.vector_bytes is {self.config.vector_bytes}, but both engines emulate "
+                f"{EMULATED_VECTOR_BYTES}-byte (256-bit, {LANES} x 64-bit lane) registers "
+                f"only; wider vectors (the sw26010pro's 512 bits) are not emulated. To run "
+                f"256-bit code with the other parameters, pass vector_bytes="
+                f"{EMULATED_VECTOR_BYTES} (and flops_per_cycle={2 * LANES}, one {LANES}-lane FMA, "
+                "for the 256-bit peak)")
         self.mem = Memory(self.config)
-        self.last_job: Optional[EngineJob] = None   # the last run's job: final regs and LDM
+        self.last_jobs: dict[int, EngineJob] = {}   # CG -> its last joined job: regs and LDM
+        self.last_job: Optional[EngineJob] = None   # the job of the most recent join (any CG)
+        self._spawned: dict[int, CgRun] = {}        # CG -> its run, until joined
+        self._lock = threading.Lock()               # guards _spawned for host threads
 
     def run(self, program, entry: str = "kernel", args: Iterable = (), cg: int = 0,
             cpes: Iterable[int] = None, max_cycles: Optional[int] = None, engine: str = "c",
             trace: bool = False, progress: Optional[Callable[[int], None]] = None) -> RunResult:
-        """Spawn ``entry`` on ``cpes`` of core group ``cg`` and simulate until all halt.
+        """Spawn ``entry`` on core group ``cg`` and join it: ``spawn(...).join()``."""
+        return self.spawn(program, entry, args, cg, cpes, max_cycles, engine, trace,
+                          progress).join()
+
+    def spawn(self, program, entry: str = "kernel", args: Iterable = (), cg: int = 0,
+              cpes: Iterable[int] = None, max_cycles: Optional[int] = None, engine: str = "c",
+              trace: bool = False,
+              progress: Optional[Callable[[int], None]] = None) -> "CgRun":
+        """Start ``entry`` on ``cpes`` (default all) of core group ``cg`` and return its
+        ``CgRun`` without waiting; the CG is simulated on a host thread of its own.
 
         ``args``: ints (passed as 64-bit two's complement), floats (their IEEE double bits)
         or arrays previously given to ``mem.put`` (their address). ``max_cycles`` limits the
-        kernel cycles (spawn excluded). ``progress(cycle)`` is called now and then by
-        either engine. Raises ``VMFault``, ``Deadlock`` or ``CycleLimit`` (with ``.result``).
+        kernel cycles (spawn excluded). ``progress(cycle)`` is called now and then by either
+        engine, from the CG's thread. A CG runs one kernel at a time: join it before spawning
+        on it again. Wrong calls raise ``HostError`` here; the run's own stops come from
+        ``CgRun.join``.
         """
         config = self.config
         if isinstance(program, str):
@@ -61,9 +91,44 @@ class Machine:
         stack_args = values[len(ARGUMENT_REGISTERS):]
         arg_area = -(-len(stack_args) * ARGUMENT_SLOT_BYTES // STACK_ALIGN) * STACK_ALIGN
         self._check_ldm_fits(program, arg_area, len(stack_args))
-        if program.data_image:
-            self.mem.load_static(program.data_base, program.data_image)
+        with self._lock:
+            if cg in self._spawned:
+                raise HostError(f"CG {cg} is busy: a kernel spawned on it has not been "
+                                "joined; join it before spawning again")
+            if program.data_image:
+                self.mem.load_static(program.data_base, program.data_image)
+            job = self._job(program, entry_pc, spawned, values, stack_args, arg_area,
+                            max_cycles, trace)
+            handle = CgRun(self, cg, engine, program, job, np.flatnonzero(spawned))
+            self._spawned[cg] = handle
+            self.mem.pin(cg)
+        handle._start(run_engine, progress)
+        return handle
 
+    def join_all(self) -> dict[int, RunResult]:
+        """Join every spawned core group; returns {cg: RunResult}. If some stopped early (or
+        failed), every CG is joined first and then the error of the lowest CG is raised."""
+        with self._lock:
+            handles = [self._spawned[cg] for cg in sorted(self._spawned)]
+        results, first_error = {}, None
+        for handle in handles:
+            try:
+                results[handle.cg] = handle.join()
+            except Exception as exc:   # noqa: BLE001 - re-raised below, after every join
+                first_error = first_error or exc
+        if first_error is not None:
+            raise first_error
+        return results
+
+    @property
+    def running(self) -> list[int]:
+        """The core groups spawned and not yet joined."""
+        with self._lock:
+            return sorted(self._spawned)
+
+    def _job(self, program, entry_pc, spawned, values, stack_args, arg_area, max_cycles,
+             trace) -> EngineJob:
+        config = self.config
         regs = np.zeros((config.num_cpes, NUM_REGISTERS, LANES), dtype=np.uint64)
         ldm = np.zeros((config.num_cpes, config.ldm_bytes), dtype=np.uint8)
         sp = config.ldm_bytes - arg_area
@@ -76,16 +141,18 @@ class Machine:
             regs[i, RETURN_ADDRESS, 0] = config.code_base - 4
             ldm[i, :len(image)] = image
             ldm[i, sp:sp + len(stack)] = stack
+        return EngineJob(config=config, code=np.asarray(program.code, dtype=np.uint32),
+                         spawned=spawned, entry_pc=entry_pc, regs=regs, ldm=ldm,
+                         mem=self.mem.view(), max_cycles=max_cycles, trace=trace)
 
-        job = EngineJob(config=config, code=np.asarray(program.code, dtype=np.uint32),
-                        spawned=spawned, entry_pc=entry_pc, regs=regs, ldm=ldm,
-                        mem=self.mem.view(), max_cycles=max_cycles, trace=trace)
-        raw = run_engine(job, progress=progress)
-        result = RunResult.from_engine(raw, cg, engine, config, np.flatnonzero(spawned))
-        self.last_job = job
-        if raw.stop is not None:
-            raise self._stop_error(raw, result, program, cg)
-        return result
+    def _joined(self, handle: "CgRun") -> None:
+        with self._lock:
+            if handle._joined:   # a second join, perhaps from another host thread
+                raise HostError(f"the run on CG {handle.cg} was already joined")
+            handle._joined = True
+            del self._spawned[handle.cg]
+            self.mem.unpin(handle.cg)
+            self.last_jobs[handle.cg] = self.last_job = handle.job
 
     # -- checks --------------------------------------------------------------------------------
     @staticmethod
@@ -172,3 +239,44 @@ class Machine:
                   f"  fault: {stop.message()}")
         return VMFault(report, cg, stop, result, cpe=stop.cpe, pc=stop.pc, instruction=text,
                        reason=stop.message())
+
+
+class CgRun:
+    """A kernel spawned on one core group (``Machine.spawn``). ``job`` is its ``EngineJob``
+    (final registers ``job.regs[cpe, reg, lane]`` and LDM ``job.ldm[cpe]`` once joined)."""
+
+    def __init__(self, machine: Machine, cg: int, engine: str, program, job: EngineJob,
+                 cpes: np.ndarray):
+        self.machine, self.cg, self.engine, self.program, self.job = \
+            machine, cg, engine, program, job
+        self._cpes = cpes
+        self._future: Future = Future()
+        self._joined = False
+
+    def _start(self, run_engine: Callable, progress) -> None:
+        def simulate():
+            try:
+                self._future.set_result(run_engine(self.job, progress=progress))
+            except BaseException as exc:   # noqa: BLE001 - handed to join()
+                self._future.set_exception(exc)
+        threading.Thread(target=simulate, name=f"swsim-cg{self.cg}", daemon=True).start()
+
+    def done(self) -> bool:
+        """True once the simulation has ended (``join`` then returns without waiting)."""
+        return self._future.done()
+
+    def join(self) -> RunResult:
+        """Wait for the run's end and release the CG. Returns its ``RunResult``; raises
+        ``VMFault``, ``Deadlock`` or ``CycleLimit`` (with the CG's number) as ``run`` does."""
+        self._future.exception()   # waits; the outcome is read below
+        self.machine._joined(self)   # refuses a second join
+        raw = self._future.result()   # re-raises what the engine raised
+        config = self.machine.config
+        result = RunResult.from_engine(raw, self.cg, self.engine, config, self._cpes)
+        if raw.stop is not None:
+            raise self.machine._stop_error(raw, result, self.program, self.cg)
+        return result
+
+    def __repr__(self) -> str:
+        state = "joined" if self._joined else "done" if self.done() else "running"
+        return f"<CgRun CG {self.cg}, {len(self._cpes)} CPEs, engine {self.engine}: {state}>"

@@ -5,6 +5,10 @@ for programs' static data (.data/.rodata); host allocations (``put``, ``alloc``)
 aligned to ``config.mem_align`` (128 bytes). Only what is used is backed by a numpy buffer that
 grows on demand up to ``config.mem_limit``; engines see exactly the used range, so an access
 past the last allocation faults. All core groups share this memory.
+
+While kernels run (spawned and not yet joined) their engines work on the buffer in place, so
+it must not move: allocations (and program data that would grow it) are refused until every
+running core group is joined (docs/vm.md "Chip").
 """
 from __future__ import annotations
 
@@ -25,6 +29,15 @@ class Memory:
         self._size = 0                   # bytes in use, from base
         self._next = self.static_bytes   # offset of the next allocation
         self._placed: dict[int, tuple[weakref.ref, int]] = {}  # id(array) -> (array, address)
+        self._pinned: set[int] = set()   # core groups whose running engines use the buffer
+
+    def pin(self, cg: int) -> None:
+        """Core group ``cg`` runs on the buffer (called by ``Machine.spawn``): no growth."""
+        self._pinned.add(cg)
+
+    def unpin(self, cg: int) -> None:
+        """Core group ``cg`` was joined (called by ``CgRun.join``)."""
+        self._pinned.discard(cg)
 
     @property
     def end(self) -> int:
@@ -36,6 +49,10 @@ class Memory:
         return self._buffer[:self._size]
 
     def _reserve(self, end_offset: int) -> None:
+        if end_offset > self._size and self._pinned:
+            running = ", ".join(str(cg) for cg in sorted(self._pinned))
+            raise HostError(f"main memory cannot grow while kernels run (CG {running}): "
+                            "allocate (mem.put, mem.alloc) before spawning, or join first")
         if end_offset > self.limit:
             raise HostError(f"main memory limit of {self.limit} bytes (config.mem_limit) "
                             f"exceeded: {end_offset} bytes needed")

@@ -69,7 +69,7 @@ class DmaEngine:
         self.engine = engine
         config = engine.config
         self.latency, self.active_limit = config.dma_latency, config.dma_active_requests
-        self.transaction_cycles = config.dma_transaction_cycles
+        self.config = config
         self.waiting: deque[DmaRequest] = deque()
         self.active: list[DmaRequest] = []
         self.activations = 0
@@ -111,7 +111,9 @@ class DmaEngine:
         if request.is_put:       # a put reads LDM when its transaction starts
             _, nbytes, ldm_address = piece
             data = bytes(self.engine.ldm[request.cpe][ldm_address:ldm_address + nbytes])
-        self.in_progress = (request, piece, data, t + self.transaction_cycles)
+        last = request.started == len(request.pieces)
+        self.in_progress = (request, piece, data,
+                            t + transaction_cycles(self.config, request.is_put, piece, last))
 
     def _complete(self, t: int) -> None:
         request, (address, nbytes, ldm_address), data, _ = self.in_progress
@@ -145,6 +147,19 @@ class DmaEngine:
 
     def _startable_later(self) -> bool:
         return any(r.started < len(r.pieces) for r in self.active)
+
+
+def transaction_cycles(config, is_put: bool, piece: tuple[int, int, int], last: bool) -> int:
+    """Engine time of a transaction: a read costs ``dma_transaction_cycles``; a write is one
+    write command for a whole line, else one per ``dma_put_write_bytes`` piece it touches, and
+    a put's last transaction also waits for the write acknowledgement."""
+    if not is_put:
+        return config.dma_transaction_cycles
+    address, nbytes, _ = piece
+    piece_bytes = config.dma_put_write_bytes
+    writes = 1 if nbytes == config.dma_transaction_bytes else \
+        (address + nbytes - 1) // piece_bytes - address // piece_bytes + 1
+    return writes * config.dma_put_write_cycles + last * config.dma_put_ack_cycles
 
 
 def dma_pieces(memory_address: int, size: int, block: int, stride: int, ldm_address: int,

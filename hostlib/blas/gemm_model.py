@@ -176,13 +176,12 @@ PACK_CYCLES = {"natural_d": 0.0, "natural_s": 0.75, "transposed": 2.5}
 FINISH_CYCLES, ZERO_CYCLES, STEP_CYCLES = 1.5, 0.25, 400.0
 
 
-# ---- DMA: eq. 3-1 / 3-2 --------------------------------------------------------------------
-def operand_transactions(rows, cols, r, l, ld_bytes, es, transposed, swap,
-                         config: VMConfig) -> int:
-    """Transactions of the CPEs' DMAs of the first CG block of an operand (rows x cols
-    logical, per-CPE block r x l): each CPE moves its valid part, one strided block per
-    memory row, and every block costs the segments it touches (eq. 3-2's waste)."""
-    side, segment = mesh(config), config.dma_transaction_bytes
+# ---- DMA: eq. 3-1 / 3-2, puts as docs/timing.md "DMA" times them ---------------------------
+def _operand_rows(rows, cols, r, l, ld_bytes, es, transposed, swap, config: VMConfig):
+    """The memory rows the CPEs' DMAs of the first CG block of an operand (rows x cols
+    logical, per-CPE block r x l) move: first and last byte addresses (relative) of each CPE's
+    strided blocks, and which of them exist (each CPE moves only its valid part)."""
+    side = mesh(config)
     i, j = np.divmod(np.arange(side * side), side)
     r0, c0 = ((j, i) if swap else (i, j))
     r0, c0 = r0 * r, c0 * l
@@ -193,30 +192,57 @@ def operand_transactions(rows, cols, r, l, ld_bytes, es, transposed, swap,
     valid = (line < rv[:, None]) & (cv[:, None] > 0)
     starts = (r0[:, None] + line) * ld_bytes + (c0 * es)[:, None]
     ends = starts + (cv * es)[:, None] - 1
+    return starts, ends, valid
+
+
+def operand_transactions(*block, config: VMConfig) -> int:
+    """Transactions of the CPEs' DMAs of an operand block (arguments of ``_operand_rows``):
+    every strided block costs the segments it touches (eq. 3-2's waste)."""
+    starts, ends, valid = _operand_rows(*block, config)
+    segment = config.dma_transaction_bytes
     return int(np.sum((ends // segment - starts // segment + 1) * valid))
 
 
-def dma_cycles(nbytes_moved: float, config: VMConfig) -> float:
-    """Eq. 3-1 for the 64 CPEs together: T_latency + bytes / PEAK_BW, PEAK_BW being the
-    configured engine rate (sw26010: one 128-byte transaction per 6 cycles, 30.93 GB/s,
-    the published 30.94 GB/s in whole cycles)."""
-    peak_bytes_per_cycle = config.dma_transaction_bytes / config.dma_transaction_cycles
-    return config.dma_latency + nbytes_moved / peak_bytes_per_cycle
+def operand_put_cycles(*block, config: VMConfig) -> int:
+    """Engine cycles of the CPEs' puts of an operand block (one request per CPE with a
+    valid part): a write command per whole line, per write piece of a partial line, and the
+    write acknowledgement per request (docs/timing.md "DMA"). Operands start line-aligned."""
+    starts, ends, valid = _operand_rows(*block, config)
+    line, piece = config.dma_transaction_bytes, config.dma_put_write_bytes
+    first, last = starts // line, ends // line
+
+    def writes(lo, hi):   # write commands of the bytes lo..hi of one line
+        whole = (lo % line == 0) & (hi % line == line - 1)
+        return np.where(whole, 1, hi // piece - lo // piece + 1)
+
+    head = writes(starts, np.minimum(ends, first * line + line - 1))
+    tail = np.where(last > first, writes(last * line, ends), 0)
+    middle = np.maximum(last - first - 1, 0)
+    commands = int(np.sum((head + tail + middle) * valid))
+    requests = int(np.sum(valid.any(axis=1)))
+    return commands * config.dma_put_write_cycles + requests * config.dma_put_ack_cycles
+
+
+def dma_cycles(engine_cycles: float, config: VMConfig) -> float:
+    """Eq. 3-1 for the 64 CPEs together: T_latency + the CG engine's time for their
+    transactions (a get's: one 128-byte transaction per 6 cycles, PEAK_BW = 30.94 GB/s)."""
+    return config.dma_latency + engine_cycles
 
 
 def predict(problem: Problem, blocking: Blocking, config: VMConfig,
             coefficients=PRIMITIVE_COEFFICIENTS) -> float:
     """Predicted kernel cycles of one swgemm run."""
     mb, nb, kb = blocking
-    es, seg = problem.itemsize, config.dma_transaction_bytes
+    es, read = problem.itemsize, config.dma_transaction_cycles
     n_m, n_n, n_k = block_counts(problem, blocking, config)
     k = problem.k
-    a_moved = seg * operand_transactions(k, problem.m, kb, mb, problem.lda_ * es, es,
-                                         problem.a_transposed, True, config)
-    b_moved = seg * operand_transactions(k, problem.n, kb, nb, problem.ldb_ * es, es,
-                                         problem.b_transposed, False, config)
-    c_moved = seg * operand_transactions(problem.m, problem.n, mb, nb, problem.n * es, es,
-                                         False, False, config) * (2 if problem.has_beta else 1)
+    a_dma = read * operand_transactions(k, problem.m, kb, mb, problem.lda_ * es, es,
+                                        problem.a_transposed, True, config=config)
+    b_dma = read * operand_transactions(k, problem.n, kb, nb, problem.ldb_ * es, es,
+                                        problem.b_transposed, False, config=config)
+    c_block = (problem.m, problem.n, mb, nb, problem.n * es, es, False, False)
+    c_dma = operand_put_cycles(*c_block, config=config) + (
+        read * operand_transactions(*c_block, config=config) if problem.has_beta else 0)
     # A changes every step unless K has one block and only N advances; B likewise.
     a_loads = n_m * n_k if n_k == 1 else n_m * n_n * n_k
     b_loads = n_n if (n_k == 1 and n_n == 1) else n_m * n_n * n_k
@@ -231,9 +257,15 @@ def predict(problem: Problem, blocking: Blocking, config: VMConfig,
                + a_loads * pack_a * pack_cost(problem.a_transposed) * kb * mb
                + b_loads * pack_b * pack_cost(problem.b_transposed) * kb * nb
                + n_m * n_n * (FINISH_CYCLES + ZERO_CYCLES) * mb * nb)
-    dma_per_step = dma_cycles((a_moved * a_loads + b_moved * b_loads
-                               + c_moved * n_m * n_n) / steps, config)
-    exposed = dma_cycles(a_moved + b_moved, config) + dma_cycles(c_moved, config)
+    # Every CPE's fetch of the job record, the first fetch of A and B and the last write of C
+    # are exposed; the rest overlaps.
+    job_transactions = _ceil_div(KERNEL.record("J_", "JOB_BYTES").nbytes,
+                                 config.dma_transaction_bytes)
+    job_dma = read * job_transactions * mesh(config) ** 2
+    overlapped = a_dma * (a_loads - 1) + b_dma * (b_loads - 1) + c_dma * (n_m * n_n - 1)
+    dma_per_step = dma_cycles(overlapped / steps, config)
+    exposed = (dma_cycles(job_dma, config) + dma_cycles(a_dma + b_dma, config)
+               + dma_cycles(c_dma, config))
     return steps * max(compute / steps, dma_per_step) + exposed
 
 

@@ -100,6 +100,7 @@ def gemm(A, B, C=None, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, *, eng
                                                                else c_mem.T)]
     if c_mem is not None:
         plans = [plans[1] if c_mem.transposed else plans[0]]
+    machine = machine or Machine()
     choices = []
     for swapped, a_km, b_kn, c in plans:
         mm, nn = (n, m) if swapped else (m, n)

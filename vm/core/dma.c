@@ -163,6 +163,21 @@ static void finish_transaction(Sim *s, int64_t t)
     r->cpe = -1;
 }
 
+/* Engine time of a transaction (docs/timing.md "DMA"): a read costs dma_transaction_cycles; a
+ * write is one write command for a whole line, else one per dma_put_write_bytes piece it
+ * touches, and a put's last transaction also waits for the write acknowledgement. */
+static int64_t transaction_cycles(const Sim *s, const DmaRequest *r, uint64_t mem,
+                                  uint64_t bytes)
+{
+    if (!r->put)
+        return s->cfg.dma_transaction_cycles;
+    uint64_t first = s->cfg.mem_base + mem, piece = (uint64_t)s->cfg.dma_put_write_bytes;
+    uint64_t writes = bytes == (uint64_t)s->cfg.dma_transaction_bytes
+                      ? 1 : (first + bytes - 1) / piece - first / piece + 1;
+    int64_t last = r->handed + bytes == r->size;
+    return (int64_t)writes * s->cfg.dma_put_write_cycles + last * s->cfg.dma_put_ack_cycles;
+}
+
 static void start_transaction(Sim *s, int64_t index, int64_t t, int dry)
 {
     DmaEngine *e = &s->dma;
@@ -180,7 +195,7 @@ static void start_transaction(Sim *s, int64_t index, int64_t t, int dry)
     e->current_mem = mem;
     e->current_ldm = r->ldm_addr + r->handed;
     e->current_bytes = bytes;
-    e->current_done = t + s->cfg.dma_transaction_cycles;
+    e->current_done = t + transaction_cycles(s, r, mem, bytes);
     if (r->put && !dry)
         memcpy(e->put_buffer, s->cpes[r->cpe].ldm + e->current_ldm, bytes);
     r->handed += bytes;

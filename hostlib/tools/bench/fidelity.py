@@ -1,7 +1,8 @@
 """`swsim bench fidelity`: measure every row of MACHINE.md §11 with the micro-benchmark kernels in
-``kernels/bench/fidelity.s``, the GEMM inner loop of ``kernels/gemm/gemm_kloop.s`` and the LDM
-GEMM primitive (``kernels/gemm/gemm_prim.s``), and print each next to its published value
-(``vm.config.PUBLISHED``). tests/test_fidelity.py holds the targets to tolerances.
+``kernels/bench/fidelity.s``, the DMA STREAM pattern (``stream.py``), the GEMM inner loop of
+``kernels/gemm/gemm_kloop.s`` and the LDM GEMM primitive (``kernels/gemm/gemm_prim.s``), and
+print each next to its published value (``vm.config.PUBLISHED``). tests/test_fidelity.py holds
+the targets to tolerances.
 
 Rates are measured as differences of two run lengths (n2 - n1 repetitions), so start-up costs
 (spawn, the first DMA, pipeline fill) cancel out; bytes are counted from what each kernel is known
@@ -18,6 +19,7 @@ from ....kernels import program
 from ....vm import Machine
 from ....vm.config import PUBLISHED
 from ...blas.primitive import ldm_gemm
+from . import stream
 
 
 @dataclass
@@ -131,6 +133,12 @@ def dma_strided(engine):
     return rows
 
 
+def dma_stream_pattern(engine):
+    return [Row(f"dma_stream_{c.pattern}_{c.buf}", f"DMA STREAM {c.pattern.capitalize()}, "
+                f"blocks of {c.buf} doubles (hardware, 64 CPEs)", c.hardware, c.measured,
+                "MB/s") for c in stream.table(engine)]
+
+
 def global_access(engine):
     rows = []
     for with_store, key, label in [(0, "gld_latency", "gld latency"),
@@ -193,8 +201,8 @@ def gemm_primitive(engine):
 
 
 MEASUREMENTS: list[Callable] = [rc_latency, rc_bandwidth, dma_bandwidth, dma_latency,
-                                dma_strided, global_access, barrier, gemm_inner_loop,
-                                gemm_primitive]
+                                dma_strided, dma_stream_pattern, global_access, barrier,
+                                gemm_inner_loop, gemm_primitive]
 
 
 def run(engine: str = "c") -> list[Row]:
@@ -207,7 +215,7 @@ def run(engine: str = "c") -> list[Row]:
 def format_table(rows: list[Row]) -> str:
     header = ("quantity", "published", "swsim", "unit", "error %")
     body = [(r.quantity, "-" if r.published is None else f"{r.published:.6g}",
-             f"{r.measured:.4g}", r.unit,
+             f"{r.measured:.0f}" if abs(r.measured) >= 1000 else f"{r.measured:.4g}", r.unit,
              "-" if r.error_pct is None else f"{r.error_pct:+.1f}") for r in rows]
     widths = [max(len(str(x[i])) for x in [header, *body]) for i in range(5)]
     lines = ["  ".join(str(c).ljust(w) for c, w in zip(header, widths))]
