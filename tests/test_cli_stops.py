@@ -56,14 +56,14 @@ def test_a_non_numeric_array_is_refused(tmp_path, capsys):
     np.save(tmp_path / "s.npy", np.array(["a", "b"]))
     assert main(["run", kernel(tmp_path, "\thalt\n"), "--cpes", "1",
                  "--arg", f"@{tmp_path / 's.npy'}"]) == 1
-    assert "expected a numeric array" in capsys.readouterr().err
+    assert "expects a numeric array" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("spec, message", [
     ("arg0:-1:int64:{out}", "must be positive sizes"),
     ("arg0:0:int64:{out}", "must be positive sizes"),
     ("arg0::int64:{out}", "must be positive sizes"),
-    ("arg0:2:U4:{out}", "is not numeric"),
+    ("arg0:2:U4:{out}", "expects a numeric array"),
     ("arg3:2:int64:{out}", "expected ADDR:SHAPE:DTYPE:FILE"),
 ])
 def test_a_bad_dump_is_refused_and_writes_nothing(tmp_path, capsys, spec, message):

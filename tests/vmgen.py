@@ -337,6 +337,8 @@ CONFIG_STRATEGIES = {
     "gld_occupancy": st.integers(0, 20), "dma_latency": st.integers(0, 300),
     "dma_transaction_bytes": st.sampled_from([8, 32, 64, 128, 256]),
     "dma_transaction_cycles": st.integers(1, 8), "dma_active_requests": st.integers(1, 8),
+    "dma_put_write_bytes": st.sampled_from([8, 16, 32, 64]),
+    "dma_put_write_cycles": st.integers(1, 12), "dma_put_ack_cycles": st.integers(0, 40),
     "dma_channel_depth": st.integers(1, 5), "rc_latency": st.integers(1, 20),
     "rc_queue_depth": st.integers(1, 6), "rc_send_depth": st.integers(1, 6),
     "barrier_cycles": st.integers(1, 20),

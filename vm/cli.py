@@ -11,6 +11,7 @@ import numpy as np
 
 from .config import PARAMETERS, PRESETS, VMConfig, markdown_table
 from .faults import HostError, RunStopped
+from .memory import NUMERIC_KINDS
 
 PROGRESS_AFTER_SECONDS = 2.0
 
@@ -142,26 +143,21 @@ def _override(text: str, preset: str) -> tuple[str, object]:
         raise HostError(f"--set {name}: {value!r} is not a number") from None
 
 
-# Array kinds a kernel can read: bool, signed/unsigned integers, floats, complex.
-NUMERIC_KINDS = "biufc"
-
-
 def _argument(text: str, machine):
     if text.startswith("@"):
         try:
             array = np.load(text[1:])
         except (OSError, ValueError, EOFError) as exc:   # EOFError: an empty file
             raise HostError(f"--arg {text!r}: not a .npy file ({exc})") from None
-        if not isinstance(array, np.ndarray) or array.dtype.kind not in NUMERIC_KINDS \
-                or array.dtype.fields is not None:
-            raise HostError(f"--arg {text!r}: expected a numeric array (bool, int, float or "
-                            f"complex), got {getattr(array, 'dtype', type(array).__name__)}")
-        if not array.dtype.isnative:
+        if array.dtype.kind in NUMERIC_KINDS and not array.dtype.isnative:
             native = array.dtype.newbyteorder("=")
             print(f"swsim: --arg {text!r}: converted from {array.dtype.str} (non-native byte "
                   f"order) to {native.str}", file=sys.stderr)
             array = array.astype(native)
-        return machine.mem.put(array)
+        try:
+            return machine.mem.put(array)
+        except HostError as exc:
+            raise HostError(f"--arg {text!r}: {exc}") from None
     for parse in (lambda t: int(t, 0), float):
         try:
             return parse(text)
@@ -180,11 +176,8 @@ def _dump(spec: str, machine, values) -> None:
         dims = tuple(int(d) for d in shape.replace(",", "x").split("x") if d)
         if not dims or min(dims) < 1:
             raise ValueError(f"SHAPE {shape!r} must be positive sizes like 64x64")
-        dtype = np.dtype(dtype)
-        if dtype.kind not in NUMERIC_KINDS:
-            raise ValueError(f"DTYPE {dtype} is not numeric")
-        data = machine.mem.get(address, dims, dtype)
-    except (ValueError, IndexError, TypeError) as exc:
+        data = machine.mem.get(address, dims, np.dtype(dtype))
+    except (ValueError, IndexError, TypeError, HostError) as exc:
         raise HostError(f"--dump {spec!r}: expected ADDR:SHAPE:DTYPE:FILE ({exc})") from None
     np.save(path, data)
 

@@ -12,10 +12,13 @@ op(B)^T op(A)^T; without C the orientation with the smaller predicted time is us
 """
 from __future__ import annotations
 
+import math
+import numbers
 from dataclasses import dataclass
 
 import numpy as np
 
+from ...errors import SwsimError
 from ...vm import Machine
 from . import gemm_model
 from .gemm_model import KERNEL, Blocking, Problem
@@ -47,25 +50,39 @@ def _stored(view: np.ndarray) -> _Stored:
     return _Stored(np.ascontiguousarray(view), False)
 
 
+class GemmError(SwsimError, ValueError):
+    """A gemm() call with operands or options it cannot compute with."""
+
+
+def _check_scalars(alpha, beta, trans_a, trans_b) -> None:
+    for name, value in (("alpha", alpha), ("beta", beta)):
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real) \
+                or not math.isfinite(value):
+            raise GemmError(f"{name} must be a finite real number, got {value!r}")
+    for name, value in (("trans_a", trans_a), ("trans_b", trans_b)):
+        if not isinstance(value, (bool, np.bool_)):
+            raise GemmError(f"{name} must be True or False, got {value!r}")
+
+
 def _operands(A, B, C, trans_a, trans_b):
     A, B = np.asarray(A), np.asarray(B)
     dtype = A.dtype
     if dtype not in (np.float32, np.float64) or B.dtype != dtype:
-        raise ValueError(f"A and B must both be float32 or both float64, got {A.dtype} and "
+        raise GemmError(f"A and B must both be float32 or both float64, got {A.dtype} and "
                          f"{B.dtype}")
     if A.ndim != 2 or B.ndim != 2:
-        raise ValueError("A and B must be 2-D")
+        raise GemmError("A and B must be 2-D")
     op_a = A.T if trans_a else A
     op_b = B.T if trans_b else B
     (m, k), (k2, n) = op_a.shape, op_b.shape
     if k != k2:
-        raise ValueError(f"op(A) is {m} x {k} but op(B) is {k2} x {n}")
+        raise GemmError(f"op(A) is {m} x {k} but op(B) is {k2} x {n}")
     if C is not None:
         C = np.asarray(C)
         if C.dtype != dtype or C.shape != (m, n):
-            raise ValueError(f"C must be {m} x {n} {dtype}, got {C.shape} {C.dtype}")
+            raise GemmError(f"C must be {m} x {n} {dtype}, got {C.shape} {C.dtype}")
     if min(m, n, k) < 1:
-        raise ValueError(f"M, N, K must be >= 1, got {m}, {n}, {k}")
+        raise GemmError(f"M, N, K must be >= 1, got {m}, {n}, {k}")
     return dtype, _stored(op_a), _stored(op_b), None if C is None else _stored(C)
 
 
@@ -86,6 +103,7 @@ def gemm(A, B, C=None, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, *, eng
     configuration (default: a new ``Machine()``). The Stats' details: m, n, k, dtype,
     blocking, swapped (computed as C^T = op(B)^T op(A)^T), predicted_cycles.
     """
+    _check_scalars(alpha, beta, trans_a, trans_b)
     machine = machine or Machine()
     config = machine.config
     dtype, op_a, op_b, c_mem = _operands(A, B, C, trans_a, trans_b)
@@ -118,7 +136,7 @@ def _run(problem, blocking, a_km, b_kn, c, alpha, beta, dtype, engine, machine, 
          predicted, k):
     layout = gemm_model.ldm_layout(problem, blocking, machine.config)
     if layout is None:
-        raise ValueError(f"blocking {blocking} does not fit in LDM for {problem}")
+        raise GemmError(f"blocking {blocking} does not fit in LDM for {problem}")
     mem = machine.mem
     a_addr, b_addr = mem.put(a_km.array), mem.put(b_kn.array)
     c_addr = mem.put(c.array) if c is not None else mem.alloc(
