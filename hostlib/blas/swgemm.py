@@ -93,7 +93,7 @@ def _problem(a_km: _Stored, b_kn: _Stored, m, n, k, dtype, has_beta) -> Problem:
 
 
 def gemm(A, B, C=None, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, *, engine="c",
-         blocking=None, machine=None):
+         blocking=None, machine=None, progress=None):
     """alpha op(A) op(B) + beta C on the VM; returns (result, Stats).
 
     A, B (and C) are 2-D float32 or float64 numpy arrays, row- or column-major; op(X) is X.T
@@ -101,7 +101,9 @@ def gemm(A, B, C=None, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, *, eng
     one the model found faster when C is None). `blocking` = (Mb, Nb, Kb) per CPE overrides the
     model's choice (Mb a multiple of 4, Nb of 16). The blocking is chosen for `machine`'s
     configuration (default: a new ``Machine()``). The Stats' details: m, n, k, dtype,
-    blocking, swapped (computed as C^T = op(B)^T op(A)^T), predicted_cycles.
+    blocking, swapped (computed as C^T = op(B)^T op(A)^T), predicted_cycles. ``progress(cycle)``
+    is called now and then during the simulation (``Machine.run``'s), a sign of life for
+    large problems.
     """
     _check_scalars(alpha, beta, trans_a, trans_b)
     machine = machine or Machine()
@@ -129,11 +131,11 @@ def gemm(A, B, C=None, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, *, eng
                         problem, chosen))
     predicted, swapped, a_km, b_kn, c, problem, chosen = min(choices, key=lambda c: c[0])
     return _run(problem, chosen, a_km, b_kn, c, alpha, beta, dtype, engine, machine, swapped,
-                predicted, k)
+                predicted, k, progress)
 
 
 def _run(problem, blocking, a_km, b_kn, c, alpha, beta, dtype, engine, machine, swapped,
-         predicted, k):
+         predicted, k, progress):
     layout = gemm_model.ldm_layout(problem, blocking, machine.config)
     if layout is None:
         raise GemmError(f"blocking {blocking} does not fit in LDM for {problem}")
@@ -147,7 +149,8 @@ def _run(problem, blocking, a_km, b_kn, c, alpha, beta, dtype, engine, machine, 
                           engine=engine,
                           details=dict(m=m, n=n, k=k, dtype=np.dtype(dtype).name,
                                        blocking=blocking, swapped=swapped,
-                                       predicted_cycles=predicted))
+                                       predicted_cycles=predicted),
+                          progress=progress)
     result = mem.get(c_addr, (problem.m, problem.n), dtype)
     return (result.T if swapped else result), stats
 

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from dataclasses import asdict
+from typing import Optional
 
 from ...vm.cli import add_run_arguments, count_argument, run_from_args
 from ...vm.config import PRESETS, VMConfig
@@ -66,9 +68,37 @@ def register(subparsers) -> None:
     report.set_defaults(func=_report)
 
 
+class StepBar:
+    """Progress of a benchmark on stderr (when it is a terminal): a tqdm bar over its steps,
+    told each step's name as it starts, and the cycle a simulation within the step has reached
+    (an int, from ``Machine.run``'s progress callback)."""
+
+    def __init__(self, total: int, enabled: Optional[bool] = None):
+        from tqdm import tqdm
+        enabled = sys.stderr.isatty() if enabled is None else enabled
+        self.bar = tqdm(total=total, unit="step", file=sys.stderr, disable=not enabled)
+        self.started = 0
+
+    def __call__(self, step) -> None:
+        if isinstance(step, int):
+            self.bar.set_postfix_str(f"simulating, cycle {step:,}")
+            return
+        self.bar.update(self.started - self.bar.n)
+        self.started += 1
+        self.bar.set_description(step)
+
+    def close(self) -> None:
+        self.bar.update(self.started - self.bar.n)
+        self.bar.close()
+
+
 def _fidelity(args) -> int:
     from .bench import fidelity
-    rows = fidelity.run(args.engine)
+    bar = StepBar(len(fidelity.MEASUREMENTS))
+    try:
+        rows = fidelity.run(args.engine, progress=bar)
+    finally:
+        bar.close()
     if args.json:
         print(json.dumps([{**asdict(r), "error_pct": r.error_pct} for r in rows], indent=2))
     else:
@@ -90,7 +120,13 @@ def scale_argument(text: str) -> float:
 
 def _gemm(args) -> int:
     from .bench import gemm
-    print(gemm.format_report(gemm.run(quick=args.quick, engine=args.engine, only=args.only)))
+    bar = StepBar(len(args.only) if args.only else len(gemm.EXPERIMENTS))
+    try:
+        experiments = gemm.run(quick=args.quick, engine=args.engine, only=args.only,
+                               progress=bar)
+    finally:
+        bar.close()
+    print(gemm.format_report(experiments))
     return 0
 
 
