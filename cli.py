@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 from .errors import SwsimError
 
 LAYERS = ("swsim.asm.cli", "swsim.vm.cli", "swsim.hostlib.tools.cli")
+BROKEN_PIPE_STATUS = 128 + 13   # as a shell reports a process ended by SIGPIPE
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -32,7 +34,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        return int(args.func(args) or 0)
+        status = int(args.func(args) or 0)
+        sys.stdout.flush()   # a closed pipe shows here, not at exit
+        return status
     except SwsimError as exc:
         print(f"swsim: {exc}" if not str(exc).startswith(args.command) else str(exc),
               file=sys.stderr)
@@ -40,9 +44,19 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("swsim: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:   # the reader of stdout went away (`swsim ... | head`): stop quietly
+        _silence_stdout()
+        return BROKEN_PIPE_STATUS
     except (OSError, ValueError) as exc:
         print(f"swsim {args.command}: error: {exc}", file=sys.stderr)
         return 1
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null so that flushing it at exit does not fail again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
 
 
 if __name__ == "__main__":

@@ -45,6 +45,12 @@ def build_files(paths: list[str], include_dirs: tuple[str, ...] = ()) -> Program
 def build(sources: list[tuple[str, str]], include_dirs: tuple[str, ...] = ()) -> Program:
     """Assemble ``(text, filename)`` sources and link them. AsmError lists the errors of all
     of them, link errors such as undefined symbols included, in statement order."""
+    for text, filename in sources:
+        if not isinstance(text, str):
+            hint = " (decode bytes first, or give a path to assemble_file)" \
+                if isinstance(text, (bytes, bytearray)) else ""
+            raise AsmError([Diagnostic(os.fspath(filename), 0, 0, f"expected assembly source "
+                                       f"text (a str), got {type(text).__name__}{hint}")])
     assemblers = [Assembler(filename, tuple(include_dirs)) for _, filename in sources]
     objects = [assembler.run(text) for assembler, (text, _) in zip(assemblers, sources)]
     diagnostics = [replace(d, position=(index, *d.position))

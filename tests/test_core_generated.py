@@ -71,7 +71,13 @@ def test_swconfig_has_a_field_for_exactly_the_engine_parameters():
 
 def test_every_engine_parameter_reaches_c_with_its_value():
     config = VMConfig.preset()
-    changed = config.replace(**{name: getattr(config, name) + 1 + k
+    by_name = {p.name: p for p in PARAMETERS}
+
+    def other_value(name, k):   # a distinct value the parameter may take
+        p = by_name[name]
+        value = getattr(config, name) + p.multiple * (1 + k)
+        return value if p.maximum is None or value <= p.maximum else p.minimum + p.multiple * k
+    changed = config.replace(**{name: other_value(name, k)
                                 for k, name in enumerate(ENGINE_PARAMETERS)})
     job = EngineJob(config=changed, code=np.zeros(1, np.uint32), spawned=np.zeros(64, bool),
                     entry_pc=changed.code_base, regs=np.zeros((64, 32, 4), np.uint64),

@@ -1,52 +1,26 @@
 """Differential tests: the C core and the Python reference engine agree bit for bit.
 
-Random programs over the whole instruction subset (tests/vmgen.py) — straight-line code, loops,
-register communication between random CPEs, DMA, barriers, on 1 to 64 CPEs, and programs that
-fault or deadlock — run on both engines from the same initial state; every register, LDM byte,
-memory byte, counter, the stop report and the trace spans must match.
+Random programs over the whole machine (tests/vmgen.py) — straight-line code, loops, calls,
+register communication, DMA, barriers, races on shared memory, on any set of CPEs of meshes of
+any shape and random valid configurations, and programs that fault or deadlock — run on both
+engines from the same initial state; every register, LDM byte, memory byte, counter, the stop
+report and the trace spans must match. (`swsim fuzz` runs the same campaign at length.)
 """
-import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import swsim
-from swsim.vm import VMConfig
-from swsim.vm.engine_api import EngineJob
+from vmgen import STRAIGHT, Case, programs, straight_instruction
 
-from vmgen import STRAIGHT, Case, initial_state, programs, straight_instruction
-
-from swsim.vm import cengine, pyengine   # the C core must be built: a missing one fails here
-
-CONFIG = VMConfig.preset("sw26010")
+from swsim.vm.differential import differences, run_both as run_job   # needs the C core built
 
 
 def run_both(case, trace=False, max_cycles=200_000):
-    program = swsim.assemble(case.text, filename="generated.s")
-    regs, ldm, mem = initial_state(case, CONFIG, len(program.code))
-    spawned = np.zeros(CONFIG.num_cpes, bool)
-    spawned[:case.cpes] = True
-    jobs = [EngineJob(config=CONFIG, code=program.code, spawned=spawned,
-                      entry_pc=program.address_of("entry"), regs=regs.copy(), ldm=ldm.copy(),
-                      mem=mem.copy(), max_cycles=max_cycles, trace=trace) for _ in range(2)]
-    results = [pyengine.run(jobs[0]), cengine.run(jobs[1])]
-    return jobs, results
+    return run_job(case.job(max_cycles=max_cycles, trace=trace))
 
 
 def assert_same(jobs, results):
-    py, c = results
-    for name in ("regs", "ldm", "mem"):
-        a, b = getattr(jobs[0], name), getattr(jobs[1], name)
-        if not np.array_equal(a, b):
-            where = np.argwhere(a != b)[:5]
-            pytest.fail(f"{name} differ at {where.tolist()}: python {a[tuple(where[0])]} "
-                        f"c {b[tuple(where[0])]}")
-    assert py.stop == c.stop
-    assert py.kernel_cycles == c.kernel_cycles
-    np.testing.assert_array_equal(py.cpe_counters, c.cpe_counters)
-    np.testing.assert_array_equal(py.cg_counters, c.cg_counters)
-    np.testing.assert_array_equal(py.pcs, c.pcs)
-    assert py.spans == c.spans
+    assert differences(jobs, results) == []
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow,
@@ -62,6 +36,13 @@ def test_engines_agree_on_random_programs(case):
 def test_engines_report_the_same_fault(case):
     jobs, results = run_both(case)
     assert_same(jobs, results)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                 HealthCheck.data_too_large])
+@given(programs(faults=True, configs=True))
+def test_engines_agree_on_random_configurations(case):
+    assert_same(*run_both(case, trace=True))
 
 
 @settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow,

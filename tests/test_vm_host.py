@@ -163,11 +163,11 @@ def test_row_broadcast_results_are_exact():
     ("nop", [0], "pc", "outside the code image"),
     ("putr $1, 1", [0], "put_unspawned", "putr $1, 1"),
     ("putr $1, 0", [0], "put_self", "putr $1, 0"),
-    (f".word {isa.encode(isa.BY_NAME['putc'], {'ra': 1, 'imm8': 9}, literal=True):#x}", [0], "put_unspawned",
+    (f".word {isa.encode(isa.BY_NAME['putc'], {'ra': 1, 'imm8': 9}, literal=True):#x}", [0], "put_outside",
      ".word"),                                      # n = 9 only from a hand-made word
     ("synr 2", [0, 1], "barrier", "synr 2"),
     ("synr 5", [0], "barrier", "synr 5"),
-    ("ldi $1, 9\n putr $2, $1", [0], "put_unspawned", "putr $2, $1"),   # target in a register
+    ("ldi $1, 9\n putr $2, $1", [0], "put_outside", "putr $2, $1"),     # target in a register, beyond 8
     ("ldi $1, 0x101\n synr $1", [0], "barrier", "synr $1"),             # bit 8: no such CPE
     ("ldi $1, 2\n sync $1", [0], "barrier", "sync $1"),                 # not in the mask
     ("rcsr $1, 5", [0], "csr", "rcsr $1, 5"),

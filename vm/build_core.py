@@ -7,12 +7,14 @@ Two headers are generated here into a temporary build directory, which the C sou
 - ``engine_defs.h`` (public, included by ``core_api.h`` and also given to cffi's cdef): the
   array sizes and span kinds of ``vm/engine_defs.py`` and the configuration struct
   ``SwConfig``, one field per parameter of ``vm/config.py`` the engines read (``Param.engine``);
+- ``engine_enums.h`` also holds ``SWSIM_CONFIG_IN_RANGE(cfg)``, the parameters' declared ranges
+  as the C core's check of a configuration;
 - ``engine_enums.h`` (internal): the C core's enums of stall reasons, counters, stop kinds and
   DMA/barrier problems from ``vm/engine_defs.py``.
 
 The Python definitions are loaded by file path as modules of a stand-in package, so the build
 does not need the swsim package to be importable (``vm/config.py`` may import only
-``isa/table.py``). ``python vm/build_core.py --header DIR`` writes only the headers (for manual
+``errors.py``, ``isa/table.py`` and ``vm/engine_defs.py``). ``python vm/build_core.py --header DIR`` writes only the headers (for manual
 builds, e.g. with sanitizers).
 """
 import importlib.util
@@ -55,6 +57,7 @@ def load_isa_table():
 
 def load_definitions():
     """(ISA table, engine definitions, configuration) modules."""
+    _load("errors.py")   # imported by the configuration
     return load_isa_table(), _load("vm/engine_defs.py"), _load("vm/config.py")
 
 
@@ -193,6 +196,27 @@ def _dma_descriptor(defs):
     return "".join(out)
 
 
+def _in_range(param):
+    """C condition on ``cfg`` that the parameter has one of its declared values."""
+    field = f"(cfg)->{param.name}"
+    cast = "(uint64_t)" if param.unit == "addr" else ""
+    terms = [f"{field} >= {cast}{int(param.minimum)}"]
+    if param.maximum is not None:
+        terms.append(f"{field} <= {cast}{int(param.maximum)}")
+    if param.multiple > 1:
+        terms.append(f"{field} % {param.multiple} == 0")
+    if param.power_of_two:
+        terms.append(f"({field} & ({field} - 1)) == 0")
+    return " && ".join(terms)
+
+
+def generate_config_check(config):
+    """SWSIM_CONFIG_IN_RANGE(cfg): every engine parameter within its declared values (the C
+    core's limits are the configuration's ranges, checked in Python first)."""
+    checks = [f"({_in_range(p)})" for p in config.PARAMETERS if p.engine]
+    return "#define SWSIM_CONFIG_IN_RANGE(cfg) (" + " \\\n    && ".join(checks) + ")\n"
+
+
 def generate_engine_private(table, defs, config):
     """engine_enums.h, included by core.h: the C core's enums of the engines' shared names."""
     assert defs.SPAN_KINDS[1:-1] == tuple(f"stall:{r}" for r in defs.STALL_REASONS)
@@ -211,6 +235,7 @@ def generate_engine_private(table, defs, config):
            _enum("BARRIER_", [name for name, _ in defs.BARRIER_PROBLEMS],
                  "NUM_BARRIER_PROBLEMS"),
            _dma_descriptor(defs),
+           generate_config_check(config),
            "/* The latency of each class, in LATENCY_CLASSES order, from a SwConfig. */\n"
            "#define SWSIM_CONFIG_LATENCIES(cfg) {"
            + ", ".join(f"(cfg)->lat_{name}" for name in table.LATENCY_CLASSES) + "}\n"]

@@ -19,8 +19,8 @@ from .engine_api import (CG_COUNTERS, CPE_COUNTERS, SPAN_KINDS, STALL_REASONS, S
 # A run without max_cycles still ends: skipping makes even this many cycles cheap to reach.
 NO_LIMIT_CYCLES = 1 << 62
 
-_ERRORS = {-1: "configuration outside the C core's limits (mesh <= 8x8, LDM <= 1 MiB, "
-               "positive depths and transaction sizes)",
+_ERRORS = {-1: "configuration outside the parameters' ranges (VMConfig checks them first: "
+               "a job built around it?) or a negative max_cycles",
            -2: "out of host memory",
            -3: "internal bound violated in the C core",
            -4: "the C core's run was released before it ended"}

@@ -1,6 +1,8 @@
-"""``swsim run`` (run a kernel on one core group) and ``swsim config`` (the parameter table)."""
+"""``swsim run`` (run a kernel on one core group), ``swsim fuzz`` (the engines' differential
+campaign) and ``swsim config`` (the parameter table)."""
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 import time
@@ -8,7 +10,8 @@ import time
 import numpy as np
 
 from .config import PARAMETERS, PRESETS, VMConfig, markdown_table
-from .faults import HostError
+from .faults import HostError, RunStopped
+from .memory import NUMERIC_KINDS
 
 PROGRESS_AFTER_SECONDS = 2.0
 
@@ -19,6 +22,14 @@ def register(subparsers) -> None:
     run.add_argument("--stats", action="store_true", help="per-CG summary and EE mesh")
     run.add_argument("--json", action="store_true", help="the statistics as JSON")
     run.set_defaults(func=_run)
+
+    fuzz = subparsers.add_parser("fuzz", help="differential campaign: random programs on the "
+                                 "C and Python engines (docs/testing.md)")
+    fuzz.add_argument("--programs", type=count_argument(1), default=1000, metavar="N")
+    fuzz.add_argument("--seed", type=count_argument(0), default=0, metavar="S")
+    fuzz.add_argument("--out", default=".", metavar="DIR", help="where reproducers go")
+    fuzz.add_argument("--replay", metavar="FILE", help="run a reproducer file again")
+    fuzz.set_defaults(func=_fuzz)
 
     config = subparsers.add_parser("config", help="print the machine parameters")
     config.add_argument("--preset", choices=sorted(PRESETS), default=None)
@@ -41,7 +52,8 @@ def add_run_arguments(parser) -> None:
     parser.add_argument("--dump", action="append", default=[], metavar="ADDR:SHAPE:DTYPE:FILE",
                         help="after the run save memory to FILE.npy; ADDR a number or argN, "
                              "SHAPE like 64x64")
-    parser.add_argument("--max-cycles", type=int, default=None, metavar="N")
+    parser.add_argument("--max-cycles", type=count_argument(0), default=None, metavar="N",
+                        help="stop the kernel after N cycles (N >= 0)")
     parser.add_argument("--trace", metavar="FILE.json", help="write a Perfetto/Chrome trace")
     parser.add_argument("--engine", choices=("c", "python"), default="c")
     parser.add_argument("--config", default="sw26010", choices=sorted(PRESETS), metavar="PRESET")
@@ -52,8 +64,26 @@ def add_run_arguments(parser) -> None:
     parser.add_argument("-I", dest="include_dirs", action="append", default=[], metavar="DIR")
 
 
+def count_argument(minimum: int):
+    """An argparse type: an integer of at least ``minimum`` (argparse names the option)."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text, 0)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {minimum}, got {value}")
+        return value
+    return parse
+
+
 def _run(args) -> int:
-    machine, result = run_from_args(args)
+    try:
+        machine, result = run_from_args(args)
+    except RunStopped as stopped:   # the partial result still goes out, marked by its "stop"
+        if args.json and stopped.result is not None:
+            print(json.dumps(stopped.result.to_dict(), indent=2))
+        raise
     if args.json:
         print(json.dumps(result.to_dict(), indent=2))
     elif args.stats:
@@ -78,16 +108,26 @@ def run_from_args(args):
         assemble_file(args.program, tuple(args.include_dirs))
     values = [_argument(text, machine) for text in args.arg]
     progress = _ProgressBar(args.max_cycles, args.progress or sys.stderr.isatty())
+    stopped = None
     try:
         result = machine.run(program, entry=args.entry, args=values, cg=args.cg,
                              cpes=range(args.cpes), max_cycles=args.max_cycles,
                              engine=args.engine, trace=bool(args.trace), progress=progress)
+    except RunStopped as stop:
+        if stop.result is None:
+            raise
+        stopped, result = stop, stop.result
     finally:
         progress.close()
     for spec in args.dump:
         _dump(spec, machine, values)
     if args.trace:
         write_trace(result, args.trace)
+    if stopped is not None:
+        if args.dump or args.trace:
+            print("swsim: the run stopped early; --dump/--trace hold the state at the stop",
+                  file=sys.stderr)
+        raise stopped
     return machine, result
 
 
@@ -106,9 +146,18 @@ def _override(text: str, preset: str) -> tuple[str, object]:
 def _argument(text: str, machine):
     if text.startswith("@"):
         try:
-            return machine.mem.put(np.load(text[1:]))
+            array = np.load(text[1:])
         except (OSError, ValueError, EOFError) as exc:   # EOFError: an empty file
             raise HostError(f"--arg {text!r}: not a .npy file ({exc})") from None
+        if array.dtype.kind in NUMERIC_KINDS and not array.dtype.isnative:
+            native = array.dtype.newbyteorder("=")
+            print(f"swsim: --arg {text!r}: converted from {array.dtype.str} (non-native byte "
+                  f"order) to {native.str}", file=sys.stderr)
+            array = array.astype(native)
+        try:
+            return machine.mem.put(array)
+        except HostError as exc:
+            raise HostError(f"--arg {text!r}: {exc}") from None
     for parse in (lambda t: int(t, 0), float):
         try:
             return parse(text)
@@ -125,32 +174,55 @@ def _dump(spec: str, machine, values) -> None:
         else:
             address = int(address, 0)
         dims = tuple(int(d) for d in shape.replace(",", "x").split("x") if d)
-        np.save(path, machine.mem.get(address, dims, np.dtype(dtype)))
-    except (ValueError, IndexError, TypeError) as exc:
+        if not dims or min(dims) < 1:
+            raise ValueError(f"SHAPE {shape!r} must be positive sizes like 64x64")
+        data = machine.mem.get(address, dims, np.dtype(dtype))
+    except (ValueError, IndexError, TypeError, HostError) as exc:
         raise HostError(f"--dump {spec!r}: expected ADDR:SHAPE:DTYPE:FILE ({exc})") from None
+    np.save(path, data)
 
 
 class _ProgressBar:
     """A tqdm bar on stderr that appears only once a run has taken a few seconds."""
 
-    def __init__(self, total, enabled: bool):
+    def __init__(self, total, enabled: bool, unit: str = "cycle", desc: str = "simulating",
+                 after_seconds: float = PROGRESS_AFTER_SECONDS):
         self.total, self.enabled = total, enabled
+        self.unit, self.desc, self.after_seconds = unit, desc, after_seconds
         self.started = time.monotonic()
         self.bar = None
 
-    def __call__(self, cycle: int) -> None:
+    def __call__(self, done: int) -> None:
         if not self.enabled:
             return
-        if self.bar is None and time.monotonic() - self.started > PROGRESS_AFTER_SECONDS:
+        if self.bar is None and time.monotonic() - self.started >= self.after_seconds:
             from tqdm import tqdm
-            self.bar = tqdm(total=self.total, unit="cycle", unit_scale=True, file=sys.stderr,
-                            desc="simulating")
+            self.bar = tqdm(total=self.total, unit=self.unit, unit_scale=True, file=sys.stderr,
+                            desc=self.desc)
         if self.bar is not None:
-            self.bar.update(cycle - self.bar.n)
+            self.bar.update(done - self.bar.n)
 
     def close(self) -> None:
         if self.bar is not None:
             self.bar.close()
+
+
+# ---- swsim fuzz -----------------------------------------------------------------------------
+def _fuzz(args) -> int:
+    from . import fuzz
+    if args.replay:
+        problem = fuzz.replay(args.replay)
+        print(f"{args.replay}: " + (f"engines differ: {problem}" if problem else
+                                    "the engines agree"))
+        return 1 if problem else 0
+    progress = _ProgressBar(args.programs, sys.stderr.isatty(), unit="program",
+                            desc="fuzzing", after_seconds=0)
+    try:
+        report = fuzz.campaign(args.programs, args.seed, args.out, progress=progress)
+    finally:
+        progress.close()
+    print(report.summary())
+    return 1 if report.mismatches or report.crashes else 0
 
 
 # ---- swsim config ---------------------------------------------------------------------------
@@ -160,7 +232,8 @@ Every size and timing constant of the emulated core group (`swsim.vm.config`), g
 `swsim config --markdown` — do not edit by hand. Defaults are the `sw26010` preset; `(pro: …)`
 shows the `sw26010pro` value where it differs. Sources: **pub** published measurement,
 **spec** fixed by MACHINE.md, **choice** swsim's choice. Override any of them with
-`Machine(name=value)` or `swsim run --set name=value`.
+`Machine(name=value)` or `swsim run --set name=value`; a value outside the parameter's
+**values** is refused with a `ConfigError` naming it.
 
 """
 

@@ -38,6 +38,8 @@ STOP_KINDS = {
     9: ("bcast_memory", "load-and-broadcast from main memory address {a:#x} (LDM only)"),
     10: ("csr", "rcsr of control/status register {a}, which swsim does not model (only 4, "
                 "the cycle counter)"),
+    11: ("put_outside", "register communication to position {a} of a row/column of {b} CPEs "
+                        "(no such CPE)"),
     100: ("deadlock", "deadlock: every running CPE waits for something that cannot happen"),
     101: ("cycle_limit", "cycle limit of {a} cycles reached"),
 }
@@ -63,6 +65,7 @@ DMA_PROBLEMS = (
 )
 BARRIER_PROBLEMS = (
     ("not_in_mask", "the issuing CPE is not in the mask"),
+    ("outside_mesh", "a mask bit names a position beyond the row/column (no such CPE)"),
     ("participant_unspawned", "a participant is not spawned"),
 )
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import difflib
 import importlib
 import numbers
+import os
 import threading
 from concurrent.futures import Future
 from typing import Callable, Iterable, Optional, Union
@@ -80,10 +81,9 @@ class Machine:
         ``CgRun.join``.
         """
         config = self.config
-        if isinstance(program, str):
-            from ..asm import assemble
-            program = assemble(program)
+        program = self._program(program)
         run_engine = self._engine(engine)
+        self._check_run_options(max_cycles, trace, progress)
         self._check_cg(cg)
         spawned = self._spawn_set(range(config.num_cpes) if cpes is None else cpes)
         entry_pc = self._entry_address(program, entry)
@@ -156,6 +156,35 @@ class Machine:
 
     # -- checks --------------------------------------------------------------------------------
     @staticmethod
+    def _program(program):
+        """A Program from a Program, assembly source text, or the path of a .s/.swo file."""
+        from ..asm import Program, assemble, assemble_file, load_program
+        if isinstance(program, Program):
+            return program
+        if isinstance(program, os.PathLike) or isinstance(program, str) and "\n" not in program \
+                and program.strip().endswith((".s", ".swo")):
+            path = os.fspath(program).strip()
+            if not os.path.isfile(path):
+                raise HostError(f"program {path!r} looks like a path to a .s/.swo file, but "
+                                "there is no such file (to run source text, pass the text)")
+            return load_program(path) if path.endswith(".swo") else assemble_file(path)
+        if isinstance(program, str):
+            return assemble(program)
+        raise HostError(f"program must be a Program (swsim.assemble), assembly source text or "
+                        f"the path of a .s/.swo file, got {type(program).__name__}")
+
+    @staticmethod
+    def _check_run_options(max_cycles, trace, progress) -> None:
+        if max_cycles is not None and (isinstance(max_cycles, bool) or not isinstance(
+                max_cycles, numbers.Integral) or max_cycles < 0):
+            raise HostError(f"max_cycles must be None or an int >= 0, got {max_cycles!r}")
+        if not isinstance(trace, (bool, np.bool_)):
+            raise HostError(f"trace must be True or False, got {trace!r}")
+        if progress is not None and not callable(progress):
+            raise HostError(f"progress must be None or a function of the cycle, got "
+                            f"{progress!r}")
+
+    @staticmethod
     def _engine(name: str) -> Callable:
         if name not in ENGINES:
             raise HostError(f"unknown engine {name!r}; expected one of {sorted(ENGINES)}")
@@ -226,7 +255,9 @@ class Machine:
     def _stop_error(self, raw: EngineResult, result: RunResult, program, cg: int):
         stop = raw.stop
         if stop.kind in (STOP_DEADLOCK, STOP_CYCLE_LIMIT):
-            blocked = tuple((cpe, pc, reason, instruction_at(program, pc))
+            # A CPE waiting at a barrier has issued its synr/sync: name that, not the next one.
+            blocked = tuple((cpe, pc, reason,
+                             instruction_at(program, pc - 4 if reason == "barrier" else pc))
                             for cpe, pc, reason in stop.blocked)
             lines = [f"CG {cg}: {stop.message()} (cycle {stop.cycle})"]
             lines += [f"  CPE {cpe:2d} pc {pc:#x} waits: {reason:<10} {text}"

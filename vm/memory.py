@@ -12,6 +12,7 @@ running core group is joined (docs/vm.md "Chip").
 """
 from __future__ import annotations
 
+import numbers
 import weakref
 
 import numpy as np
@@ -63,18 +64,30 @@ class Memory:
         self._size = max(self._size, end_offset)
 
     def alloc(self, nbytes: int) -> int:
-        """Reserve ``nbytes`` of zeroed main memory; returns its (aligned) address."""
-        if nbytes < 0:
-            raise HostError(f"cannot allocate {nbytes} bytes")
+        """Reserve ``nbytes`` of zeroed main memory; returns its (aligned) address. Zero bytes
+        get ``empty_address``, where every access faults."""
+        if isinstance(nbytes, bool) or not isinstance(nbytes, numbers.Integral) or nbytes < 0:
+            raise HostError(f"alloc expects a number of bytes (an int >= 0), got {nbytes!r}")
+        nbytes = int(nbytes)
+        if nbytes == 0:
+            return self.empty_address
         offset = self._next
         self._reserve(offset + nbytes)
         self._next = -(-(offset + nbytes) // self.align) * self.align
         return self.base + offset
 
+    @property
+    def empty_address(self) -> int:
+        """The address of empty allocations: the end of what main memory may ever hold, so no
+        allocation comes to lie there and a kernel reading "the empty array" faults."""
+        return self.base + self.limit
+
     def put(self, array) -> int:
         """Copy an array into new main memory; returns its address. Passing the same array
         object to ``Machine.run`` later passes this address."""
+        given = type(array).__name__
         array = np.asarray(array)
+        _check_numeric(array.dtype, "put", given)
         address = self.alloc(array.nbytes)
         self.write(address, array)
         self._placed[id(array)] = (weakref.ref(array), address)
@@ -90,13 +103,22 @@ class Memory:
 
     def write(self, address: int, array) -> None:
         """Overwrite memory at ``address`` with the bytes of ``array``."""
+        array = np.asarray(array)
+        _check_numeric(array.dtype, "write")
         data = np.ascontiguousarray(array).view(np.uint8).reshape(-1)
         offset = self._offset(address, len(data))
         self._buffer[offset:offset + len(data)] = data
 
     def get(self, address: int, shape, dtype) -> np.ndarray:
         """A copy of the array of ``shape`` and ``dtype`` stored at ``address``."""
-        dtype = np.dtype(dtype)
+        try:
+            dtype = np.dtype(dtype)
+            shape = tuple(int(d) for d in (shape if np.iterable(shape) else (shape,)))
+        except (TypeError, ValueError) as exc:
+            raise HostError(f"get expects a shape of ints and a numpy dtype: {exc}") from None
+        _check_numeric(dtype, "get")
+        if min(shape, default=0) < 0:
+            raise HostError(f"get: shape {shape} has a negative size")
         count = int(np.prod(shape, dtype=np.int64))
         offset = self._offset(address, count * dtype.itemsize)
         data = self._buffer[offset:offset + count * dtype.itemsize]
@@ -113,8 +135,22 @@ class Memory:
         self._buffer[offset:offset + len(data)] = np.frombuffer(data, dtype=np.uint8)
 
     def _offset(self, address: int, nbytes: int) -> int:
-        offset = address - self.base
+        if isinstance(address, bool) or not isinstance(address, numbers.Integral):
+            raise HostError(f"expected a main-memory address (an int), got {address!r}")
+        if nbytes == 0:   # nothing is read or written (an empty array anywhere)
+            return 0
+        offset = int(address) - self.base
         if offset < 0 or offset + nbytes > self._size:
             raise HostError(f"{nbytes} bytes at {address:#x} are outside allocated main memory "
                             f"({self.base:#x}..{self.end:#x})")
         return offset
+
+
+# Array kinds main memory holds: bool, signed/unsigned integers, floats, complex.
+NUMERIC_KINDS = "biufc"
+
+
+def _check_numeric(dtype: np.dtype, what: str, given: str = "array") -> None:
+    if dtype.kind not in NUMERIC_KINDS or dtype.fields is not None:
+        raise HostError(f"{what} expects a numeric array (bool, int, float or complex), "
+                        f"got a {given} of dtype {dtype}")

@@ -19,15 +19,16 @@ from typing import Callable, Optional
 import numpy as np
 
 from ..isa.table import CSR_CYCLE_COUNTER, ZERO_REG
-from .engine_api import (CG_COUNTER_INDEX, CG_COUNTERS, CPE_COUNTER_INDEX, CPE_COUNTERS,
-                         DMA_FIELDS, DMA_MODES, DMA_OPS, DMA_PROBLEMS, STALL_REASONS,
-                         STOP_CYCLE_LIMIT, STOP_DEADLOCK, STOP_KINDS, EngineJob, EngineResult,
-                         Stop)
+from .engine_api import (BARRIER_PROBLEMS, CG_COUNTER_INDEX, CG_COUNTERS, CPE_COUNTER_INDEX,
+                         CPE_COUNTERS, DMA_FIELDS, DMA_MODES, DMA_OPS, DMA_PROBLEMS,
+                         STALL_REASONS, STOP_CYCLE_LIMIT, STOP_DEADLOCK, STOP_KINDS, EngineJob,
+                         EngineResult, Stop)
 from .issue import IssueState, Op, decode_program, plan_issue
 from .semantics import BROADCAST, MASK64, effective_address
 
 STOP_CODES = {name: code for code, (name, _) in STOP_KINDS.items()}
 DMA_PROBLEM_INDEX = {name: index for index, (name, _) in enumerate(DMA_PROBLEMS)}
+BARRIER_PROBLEM = {name: index for index, (name, _) in enumerate(BARRIER_PROBLEMS)}
 PROGRESS_INTERVAL = 4096      # cycles between progress callbacks
 NEVER = math.inf
 RUNNING = "running"           # state of a CPE that issued in a cycle
@@ -179,8 +180,7 @@ class DmaEngine:
         value = int.from_bytes(reply[request.reply:request.reply + 4], "little")
         reply[request.reply:request.reply + 4] = ((value + 1) & 0xFFFFFFFF).to_bytes(4, "little")
         self.active.remove(request)
-        if self.engine.spans is not None:
-            self.engine.spans.append((request.cpe, "dma", request.issue, t))
+        self.engine.add_span(request.cpe, "dma", request.issue, t)
 
     def _complete_barrier(self, t: int) -> bool:
         """Completes the first active BARRIER with no earlier request of its CPE still active
@@ -255,6 +255,7 @@ class Cpe(IssueState):
         self.id = cpe_id
         self.row, self.col = divmod(cpe_id, engine.config.mesh_cols)
         self.regs = [[int(x) for x in reg] for reg in regs]
+        self.regs[ZERO_REG] = [0] * len(regs[ZERO_REG])   # reads as zero whatever the job holds
         self.pc = pc
         self.halted = False
         self.halt_cycle = -1
@@ -424,8 +425,8 @@ class Engine:
 
     def send(self, cpe: Cpe, direction: str, n: int, lanes: list) -> None:
         line = self.line_of(cpe, direction)
-        if n > BROADCAST:
-            raise Fault("put_unspawned", n)
+        if n > BROADCAST or (n < BROADCAST and n >= len(line)):
+            raise Fault("put_outside", n, len(line))
         if n == BROADCAST:
             targets = [i for i in line if i != cpe.id]
         elif line[n] == cpe.id:
@@ -456,10 +457,12 @@ class Engine:
         line = self.line_of(cpe, direction)
         position = cpe.col if direction == "row" else cpe.row
         if not mask >> position & 1:
-            raise Fault("barrier", mask, 0)
+            raise Fault("barrier", mask, BARRIER_PROBLEM["not_in_mask"])
+        if mask >> len(line):
+            raise Fault("barrier", mask, BARRIER_PROBLEM["outside_mesh"])
         participants = [line[i] for i in range(len(line)) if mask >> i & 1]
-        if mask >> len(line) or not all(self.spawned[p] for p in participants):
-            raise Fault("barrier", mask, 1)
+        if not all(self.spawned[p] for p in participants):
+            raise Fault("barrier", mask, BARRIER_PROBLEM["participant_unspawned"])
         key = (direction, line[0], mask)
         arrived = self.barriers.setdefault(key, set())
         arrived.add(cpe.id)
@@ -617,9 +620,13 @@ class Engine:
             cpe.state, cpe.span_start = state, t
 
     def close_span(self, cpe: Cpe, t: int) -> None:
-        if self.spans is not None and t > cpe.span_start:
-            kind = "issue" if cpe.state == RUNNING else f"stall:{cpe.state}"
-            self.spans.append((cpe.id, kind, cpe.span_start, t))
+        self.add_span(cpe.id, "issue" if cpe.state == RUNNING else f"stall:{cpe.state}",
+                      cpe.span_start, t)
+
+    def add_span(self, cpe: int, kind: str, start: int, end: int) -> None:
+        """Record a trace span if tracing; a span without cycles (end <= start) is none."""
+        if self.spans is not None and end > start:
+            self.spans.append((cpe, kind, start, end))
 
     # -- the cycle loop ------------------------------------------------------------------------
     def run(self) -> EngineResult:
@@ -702,12 +709,12 @@ class Engine:
             cpe.counters[finished[1]] += kernel_cycles - active
             counters[cpe.id] = cpe.counters
             pcs[cpe.id] = cpe.pc & MASK64
-            self.job.regs[cpe.id] = np.array(cpe.regs, dtype=np.uint64)
+            self.job.regs[cpe.id, :ZERO_REG] = np.array(cpe.regs[:ZERO_REG], dtype=np.uint64)
             self.close_span(cpe, active)
         spans = None
         if self.spans is not None:
             for request in [*self.dma.waiting, *self.dma.active]:   # never completed
-                self.spans.append((request.cpe, "dma", request.issue, kernel_cycles))
+                self.add_span(request.cpe, "dma", request.issue, kernel_cycles)
             spans = sorted(self.spans, key=lambda s: (s[0], s[2], s[1]))
         return EngineResult(kernel_cycles, counters, np.array(self.cg_counters, dtype=np.uint64),
                             pcs, stop, spans)

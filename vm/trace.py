@@ -37,5 +37,7 @@ def trace_events(result: RunResult) -> list[dict]:
 def write_trace(result: RunResult, path: str) -> None:
     with open(path, "w", encoding="utf-8") as f:
         json.dump({"traceEvents": trace_events(result), "displayTimeUnit": "ns",
-                   "otherData": {"cycles": result.cycles, "clock_hz": result.config.clock_hz}},
+                   "otherData": {"cycles": result.cycles, "clock_hz": result.config.clock_hz,
+                                 "stopped": None if result.stop is None
+                                 else result.stop.message()}},
                   f)

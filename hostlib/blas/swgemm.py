@@ -12,10 +12,13 @@ op(B)^T op(A)^T; without C the orientation with the smaller predicted time is us
 """
 from __future__ import annotations
 
+import math
+import numbers
 from dataclasses import dataclass
 
 import numpy as np
 
+from ...errors import SwsimError
 from ...vm import Machine
 from . import gemm_model
 from .gemm_model import KERNEL, Blocking, Problem
@@ -47,25 +50,39 @@ def _stored(view: np.ndarray) -> _Stored:
     return _Stored(np.ascontiguousarray(view), False)
 
 
+class GemmError(SwsimError, ValueError):
+    """A gemm() call with operands or options it cannot compute with."""
+
+
+def _check_scalars(alpha, beta, trans_a, trans_b) -> None:
+    for name, value in (("alpha", alpha), ("beta", beta)):
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real) \
+                or not math.isfinite(value):
+            raise GemmError(f"{name} must be a finite real number, got {value!r}")
+    for name, value in (("trans_a", trans_a), ("trans_b", trans_b)):
+        if not isinstance(value, (bool, np.bool_)):
+            raise GemmError(f"{name} must be True or False, got {value!r}")
+
+
 def _operands(A, B, C, trans_a, trans_b):
     A, B = np.asarray(A), np.asarray(B)
     dtype = A.dtype
     if dtype not in (np.float32, np.float64) or B.dtype != dtype:
-        raise ValueError(f"A and B must both be float32 or both float64, got {A.dtype} and "
+        raise GemmError(f"A and B must both be float32 or both float64, got {A.dtype} and "
                          f"{B.dtype}")
     if A.ndim != 2 or B.ndim != 2:
-        raise ValueError("A and B must be 2-D")
+        raise GemmError("A and B must be 2-D")
     op_a = A.T if trans_a else A
     op_b = B.T if trans_b else B
     (m, k), (k2, n) = op_a.shape, op_b.shape
     if k != k2:
-        raise ValueError(f"op(A) is {m} x {k} but op(B) is {k2} x {n}")
+        raise GemmError(f"op(A) is {m} x {k} but op(B) is {k2} x {n}")
     if C is not None:
         C = np.asarray(C)
         if C.dtype != dtype or C.shape != (m, n):
-            raise ValueError(f"C must be {m} x {n} {dtype}, got {C.shape} {C.dtype}")
+            raise GemmError(f"C must be {m} x {n} {dtype}, got {C.shape} {C.dtype}")
     if min(m, n, k) < 1:
-        raise ValueError(f"M, N, K must be >= 1, got {m}, {n}, {k}")
+        raise GemmError(f"M, N, K must be >= 1, got {m}, {n}, {k}")
     return dtype, _stored(op_a), _stored(op_b), None if C is None else _stored(C)
 
 
@@ -76,7 +93,7 @@ def _problem(a_km: _Stored, b_kn: _Stored, m, n, k, dtype, has_beta) -> Problem:
 
 
 def gemm(A, B, C=None, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, *, engine="c",
-         blocking=None, machine=None):
+         blocking=None, machine=None, progress=None):
     """alpha op(A) op(B) + beta C on the VM; returns (result, Stats).
 
     A, B (and C) are 2-D float32 or float64 numpy arrays, row- or column-major; op(X) is X.T
@@ -84,8 +101,11 @@ def gemm(A, B, C=None, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, *, eng
     one the model found faster when C is None). `blocking` = (Mb, Nb, Kb) per CPE overrides the
     model's choice (Mb a multiple of 4, Nb of 16). The blocking is chosen for `machine`'s
     configuration (default: a new ``Machine()``). The Stats' details: m, n, k, dtype,
-    blocking, swapped (computed as C^T = op(B)^T op(A)^T), predicted_cycles.
+    blocking, swapped (computed as C^T = op(B)^T op(A)^T), predicted_cycles. ``progress(cycle)``
+    is called now and then during the simulation (``Machine.run``'s), a sign of life for
+    large problems.
     """
+    _check_scalars(alpha, beta, trans_a, trans_b)
     machine = machine or Machine()
     config = machine.config
     dtype, op_a, op_b, c_mem = _operands(A, B, C, trans_a, trans_b)
@@ -111,14 +131,14 @@ def gemm(A, B, C=None, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, *, eng
                         problem, chosen))
     predicted, swapped, a_km, b_kn, c, problem, chosen = min(choices, key=lambda c: c[0])
     return _run(problem, chosen, a_km, b_kn, c, alpha, beta, dtype, engine, machine, swapped,
-                predicted, k)
+                predicted, k, progress)
 
 
 def _run(problem, blocking, a_km, b_kn, c, alpha, beta, dtype, engine, machine, swapped,
-         predicted, k):
+         predicted, k, progress):
     layout = gemm_model.ldm_layout(problem, blocking, machine.config)
     if layout is None:
-        raise ValueError(f"blocking {blocking} does not fit in LDM for {problem}")
+        raise GemmError(f"blocking {blocking} does not fit in LDM for {problem}")
     mem = machine.mem
     a_addr, b_addr = mem.put(a_km.array), mem.put(b_kn.array)
     c_addr = mem.put(c.array) if c is not None else mem.alloc(
@@ -129,7 +149,8 @@ def _run(problem, blocking, a_km, b_kn, c, alpha, beta, dtype, engine, machine, 
                           engine=engine,
                           details=dict(m=m, n=n, k=k, dtype=np.dtype(dtype).name,
                                        blocking=blocking, swapped=swapped,
-                                       predicted_cycles=predicted))
+                                       predicted_cycles=predicted),
+                          progress=progress)
     result = mem.get(c_addr, (problem.m, problem.n), dtype)
     return (result.T if swapped else result), stats
 

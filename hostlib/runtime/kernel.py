@@ -115,11 +115,13 @@ class Kernel:
         return LdmArena(self.symbol(self.ldm_end), ldm_bytes - self.stack_bytes(nargs))
 
     def launch(self, machine, args, *, flops: int, engine: str = "c", details=None,
-               cycles=None) -> Stats:
+               cycles=None, progress=None) -> Stats:
         """Run the entry on every CPE of `machine` and time it. `cycles(result)` gives the
-        timed region when the kernel times itself (default: the whole kernel)."""
+        timed region when the kernel times itself (default: the whole kernel);
+        `progress(cycle)` is Machine.run's."""
         start = time.perf_counter()
-        res = machine.run(self.program, entry=self.entry, args=list(args), engine=engine)
+        res = machine.run(self.program, entry=self.entry, args=list(args), engine=engine,
+                          progress=progress)
         host_seconds = time.perf_counter() - start
         config = machine.config
         return Stats(flops=flops,

@@ -2,12 +2,16 @@
 `swsim report` (run a kernel as `swsim run` does, then report on the run)."""
 from __future__ import annotations
 
+import argparse
 import json
+import sys
 from dataclasses import asdict
+from typing import Optional
 
-from ...vm.cli import add_run_arguments, run_from_args
+from ...vm.cli import add_run_arguments, count_argument, run_from_args
 from ...vm.config import PRESETS, VMConfig
 from .analyze import DEFAULT_ITERATIONS, analyze_loop
+from .bench import speed as speed_bench
 
 
 def register(subparsers) -> None:
@@ -22,8 +26,10 @@ def register(subparsers) -> None:
     fidelity.set_defaults(func=_fidelity)
 
     speed = which.add_parser("speed", help="simulated instructions per host second")
-    speed.add_argument("--repeats", type=int, default=3, help="runs per case (median taken)")
-    speed.add_argument("--scale", type=float, default=1.0, help="workload size factor")
+    speed.add_argument("--repeats", type=count_argument(1), default=3,
+                       help="runs per case (median taken), at least 1")
+    speed.add_argument("--scale", type=scale_argument, default=1.0,
+                       help=f"workload size factor, {speed_bench.MIN_SCALE} or more")
     speed.add_argument("--json", action="store_true")
     speed.set_defaults(func=_speed)
 
@@ -62,9 +68,37 @@ def register(subparsers) -> None:
     report.set_defaults(func=_report)
 
 
+class StepBar:
+    """Progress of a benchmark on stderr (when it is a terminal): a tqdm bar over its steps,
+    told each step's name as it starts, and the cycle a simulation within the step has reached
+    (an int, from ``Machine.run``'s progress callback)."""
+
+    def __init__(self, total: int, enabled: Optional[bool] = None):
+        from tqdm import tqdm
+        enabled = sys.stderr.isatty() if enabled is None else enabled
+        self.bar = tqdm(total=total, unit="step", file=sys.stderr, disable=not enabled)
+        self.started = 0
+
+    def __call__(self, step) -> None:
+        if isinstance(step, int):
+            self.bar.set_postfix_str(f"simulating, cycle {step:,}")
+            return
+        self.bar.update(self.started - self.bar.n)
+        self.started += 1
+        self.bar.set_description(step)
+
+    def close(self) -> None:
+        self.bar.update(self.started - self.bar.n)
+        self.bar.close()
+
+
 def _fidelity(args) -> int:
     from .bench import fidelity
-    rows = fidelity.run(args.engine)
+    bar = StepBar(len(fidelity.MEASUREMENTS))
+    try:
+        rows = fidelity.run(args.engine, progress=bar)
+    finally:
+        bar.close()
     if args.json:
         print(json.dumps([{**asdict(r), "error_pct": r.error_pct} for r in rows], indent=2))
     else:
@@ -72,19 +106,36 @@ def _fidelity(args) -> int:
     return 0
 
 
+def scale_argument(text: str) -> float:
+    """--scale of `bench speed`: a finite factor large enough that every workload has work."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not speed_bench.MIN_SCALE <= value <= speed_bench.MAX_SCALE:
+        raise argparse.ArgumentTypeError(f"expected a factor {speed_bench.MIN_SCALE}.."
+                                         f"{speed_bench.MAX_SCALE}, got {text}")
+    return value
+
+
 def _gemm(args) -> int:
     from .bench import gemm
-    print(gemm.format_report(gemm.run(quick=args.quick, engine=args.engine, only=args.only)))
+    bar = StepBar(len(args.only) if args.only else len(gemm.EXPERIMENTS))
+    try:
+        experiments = gemm.run(quick=args.quick, engine=args.engine, only=args.only,
+                               progress=bar)
+    finally:
+        bar.close()
+    print(gemm.format_report(experiments))
     return 0
 
 
 def _speed(args) -> int:
-    from .bench import speed
-    rows = speed.run(repeats=args.repeats, scale=args.scale)
+    rows = speed_bench.run(repeats=args.repeats, scale=args.scale)
     if args.json:
         print(json.dumps([{**asdict(r), "mips": r.mips} for r in rows], indent=2))
     else:
-        print(speed.format_table(rows))
+        print(speed_bench.format_table(rows))
     return 0
 
 

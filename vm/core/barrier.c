@@ -16,13 +16,13 @@ int barrier_arrive(Sim *s, Cpe *c, int column, uint64_t mask, int64_t t, Fault *
     int line = column ? c->col : c->row;
     int position = column ? c->row : c->col;
     uint64_t participants = 0;   /* CPE ids */
-    int any_unspawned = mask >> 8 != 0;   /* a register mask names positions beyond the line */
-    for (int k = 0; k < 8; k++) {
+    int any_unspawned = 0;
+    for (int k = 0; k < line_length; k++) {
         if (!(mask >> k & 1))
             continue;
         int64_t id = column ? (int64_t)k * s->cfg.mesh_cols + c->col
                             : (int64_t)c->row * s->cfg.mesh_cols + k;
-        if (k >= line_length || !(s->spawned_mask >> id & 1))
+        if (!(s->spawned_mask >> id & 1))
             any_unspawned = 1;
         else
             participants |= UINT64_C(1) << id;
@@ -31,6 +31,11 @@ int barrier_arrive(Sim *s, Cpe *c, int column, uint64_t mask, int64_t t, Fault *
     if (!(mask >> position & 1)) {
         fault->kind = STOP_BARRIER;
         fault->b = BARRIER_NOT_IN_MASK;
+        return fault->kind;
+    }
+    if (mask >> line_length) {
+        fault->kind = STOP_BARRIER;
+        fault->b = BARRIER_OUTSIDE_MESH;
         return fault->kind;
     }
     if (any_unspawned) {

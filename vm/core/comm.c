@@ -53,8 +53,9 @@ int put_targets(const Sim *s, const Cpe *c, int column, uint64_t n, uint64_t *ta
         }
     }
     if (n > 8 || (n < 8 && (int64_t)n >= line_length)) {
-        fault->kind = STOP_PUT_UNSPAWNED;
+        fault->kind = STOP_PUT_OUTSIDE;
         fault->a = n;
+        fault->b = (uint64_t)line_length;
         return fault->kind;
     }
     if (n < 8 && (int64_t)n == own_position) {

@@ -820,27 +820,9 @@ static int group_checks(Instr *leader, const Instr *next)
 
 static int config_is_valid(const SwConfig *cfg, const SwJob *job)
 {
-    const int64_t lat[NUM_LATENCY_CLASSES] = SWSIM_CONFIG_LATENCIES(cfg);
-    for (int k = 0; k < NUM_LATENCY_CLASSES; k++)
-        if (lat[k] < 0)
-            return 0;
-    return cfg->mesh_rows >= 1 && cfg->mesh_rows <= SWSIM_MAX_MESH_SIDE
-           && cfg->mesh_cols >= 1 && cfg->mesh_cols <= SWSIM_MAX_MESH_SIDE
-           && cfg->ldm_bytes >= 32 && cfg->ldm_bytes <= SWSIM_MAX_LDM_BYTES
-           && cfg->mem_base + cfg->mem_bytes >= cfg->mem_base && cfg->code_base >= 4
-           && job->code_words >= 0 && cfg->max_cycles >= 0
-           && cfg->gld_latency >= 0 && cfg->gst_latency >= 0 && cfg->gld_occupancy >= 0
-           && cfg->dma_latency >= 0 && cfg->dma_transaction_cycles >= 1
-           && cfg->dma_transaction_bytes >= 1 && cfg->dma_transaction_bytes <= SWSIM_MAX_LDM_BYTES
-           && cfg->dma_put_write_bytes >= 1
-           && cfg->dma_put_write_cycles >= 1 && cfg->dma_put_write_cycles <= 1 << 20
-           && cfg->dma_put_ack_cycles >= 0 && cfg->dma_put_ack_cycles <= 1 << 20
-           && cfg->dma_active_requests >= 1 && cfg->dma_active_requests <= SWSIM_MAX_CPES
-           && cfg->dma_channel_depth >= 1 && cfg->dma_channel_depth <= 1024
-           && cfg->rc_latency >= 0 && cfg->rc_latency <= 1 << 20
-           && cfg->rc_queue_depth >= 1 && cfg->rc_queue_depth <= 1 << 20
-           && cfg->rc_send_depth >= 1 && cfg->rc_send_depth <= 1 << 20
-           && cfg->barrier_cycles >= 0;
+    return SWSIM_CONFIG_IN_RANGE(cfg)
+           && cfg->mem_base + cfg->mem_bytes >= cfg->mem_base
+           && job->code_words >= 0 && cfg->max_cycles >= 0;
 }
 
 static void init_cpe(Sim *s, Cpe *c, int id)

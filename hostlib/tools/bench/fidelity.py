@@ -205,9 +205,12 @@ MEASUREMENTS: list[Callable] = [rc_latency, rc_bandwidth, dma_bandwidth, dma_lat
                                 gemm_inner_loop, gemm_primitive]
 
 
-def run(engine: str = "c") -> list[Row]:
+def run(engine: str = "c", progress: Optional[Callable[[str], None]] = None) -> list[Row]:
+    """Every measurement; ``progress(name)`` is told each one's name as it starts."""
     rows: list[Row] = []
     for measure in MEASUREMENTS:
+        if progress is not None:
+            progress(measure.__name__)
         rows.extend(measure(engine))
     return rows
 

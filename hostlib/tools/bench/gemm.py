@@ -58,13 +58,14 @@ def _operands(m, n, k, seed=0):
     return a_km, b
 
 
-def _run(m, n, k, blocking: Optional[Blocking] = None, engine="c", fixed_c=True):
+def _run(m, n, k, blocking: Optional[Blocking] = None, engine="c", fixed_c=True,
+         progress=None):
     """One gemm in the bench layout (C row-major, not read; without `fixed_c` the model also
     picks the orientation, C or C^T); returns its Stats."""
     a_km, b = _operands(m, n, k)
     c = np.zeros((m, n), DTYPE) if fixed_c else None
     result, stats = gemm(a_km, b, c, trans_a=True, blocking=blocking, engine=engine,
-                         machine=Machine(CONFIG))
+                         machine=Machine(CONFIG), progress=progress)
     expected = a_km.T.astype(np.float64) @ b
     assert np.allclose(result, expected, rtol=0, atol=1e-4 * k), "gemm disagrees with numpy"
     return stats
@@ -74,7 +75,7 @@ def _problem(m, n, k) -> Problem:
     return Problem(m=m, n=n, k=k, itemsize=np.dtype(DTYPE).itemsize, a_transposed=False)
 
 
-def primitive_sweep(quick: bool, engine="c") -> Experiment:
+def primitive_sweep(quick: bool, engine="c", progress=None) -> Experiment:
     kbs = (8, 32, 128) if quick else primitive.SWEEP_KB
     shapes = primitive.sweep_shapes(kbs=kbs)
     exp = Experiment("1. LDM GEMM primitive (double), sweep of block sizes",
@@ -94,14 +95,15 @@ def primitive_sweep(quick: bool, engine="c") -> Experiment:
     return exp
 
 
-def blockings(quick: bool, engine="c") -> Experiment:
+def blockings(quick: bool, engine="c", progress=None) -> Experiment:
     size = 256 if quick else 384
     problem = _problem(size, size, size)
     options = gemm_model.candidates(problem, CONFIG, grids=BENCH_GRIDS)
     exp = Experiment("2. every feasible blocking of one GEMM, worst to best",
                      f"M = N = K = {size} (thesis: 1024), {len(options)} blockings of "
                      f"Mb {BENCH_GRIDS[0]} x Nb {BENCH_GRIDS[1]} x Kb {BENCH_GRIDS[2]}")
-    runs = sorted(((_run(size, size, size, b, engine), b) for b in options),
+    runs = sorted(((_run(size, size, size, b, engine, progress=progress), b)
+                   for b in options),
                   key=lambda r: r[0].gflops)
     worst, best = runs[0], runs[-1]
     exp.rows = [
@@ -123,7 +125,7 @@ MODEL_SHAPES = MODEL_SHAPES_QUICK + ((256, 256, 256), (384, 128, 128), (128, 384
                                      (300, 100, 200), (384, 256, 128), (100, 200, 300))
 
 
-def model_choice(quick: bool, engine="c") -> Experiment:
+def model_choice(quick: bool, engine="c", progress=None) -> Experiment:
     shapes = MODEL_SHAPES_QUICK if quick else MODEL_SHAPES
     exp = Experiment("3. model-chosen blocking against the brute-force best",
                      f"{len(shapes)} shapes (M, N, K) {shapes}; each run with every feasible "
@@ -132,7 +134,8 @@ def model_choice(quick: bool, engine="c") -> Experiment:
     for m, n, k in shapes:
         problem = _problem(m, n, k)
         options = gemm_model.candidates(problem, CONFIG, grids=BENCH_GRIDS)
-        cycles = {b: _run(m, n, k, b, engine).kernel_cycles for b in options}
+        cycles = {b: _run(m, n, k, b, engine, progress=progress).kernel_cycles
+                  for b in options}
         best = min(cycles, key=cycles.get)
         chosen = gemm_model.choose(problem, CONFIG, options=options)
         losses.append(1 - cycles[best] / cycles[chosen])
@@ -147,7 +150,7 @@ def model_choice(quick: bool, engine="c") -> Experiment:
     return exp
 
 
-def skinny(quick: bool, engine="c") -> Experiment:
+def skinny(quick: bool, engine="c", progress=None) -> Experiment:
     """swGEMM against the baseline GEMM (hostlib/blas/baseline.py), both in double precision on the
     same inputs: the baseline kernel is double only."""
     ms = (1024,) if quick else (1024, 2048)
@@ -162,7 +165,8 @@ def skinny(quick: bool, engine="c") -> Experiment:
     for m, n, k in shapes:
         a_km, b = (x.astype(np.float64) for x in _operands(m, n, k))
         expected = a_km.T @ b
-        result, fast = gemm(a_km, b, trans_a=True, engine=engine, machine=Machine(CONFIG))
+        result, fast = gemm(a_km, b, trans_a=True, engine=engine, machine=Machine(CONFIG),
+                            progress=progress)
         base_result, base = baseline_gemm(a_km.T, b, engine=engine, machine=Machine(CONFIG))
         for name, c in (("swGEMM", result), ("baseline", base_result)):
             assert np.allclose(c, expected, rtol=0, atol=1e-12 * k), f"{name} disagrees"
@@ -186,7 +190,7 @@ PADDING_SIZES_QUICK = ((200, 200, 200), (300, 100, 500))
 PADDING_SIZES = PADDING_SIZES_QUICK + ((500, 500, 200), (100, 300, 300), (250, 500, 100))
 
 
-def padding(quick: bool, engine="c") -> Experiment:
+def padding(quick: bool, engine="c", progress=None) -> Experiment:
     sizes = PADDING_SIZES_QUICK if quick else PADDING_SIZES
     exp = Experiment("5. lightweight padding on sizes that are not block multiples",
                      f"(M, N, K) in {sizes} (thesis: multiples of 100 up to 8000), each "
@@ -195,7 +199,8 @@ def padding(quick: bool, engine="c") -> Experiment:
     for m, n, k in sizes:
         chosen = gemm_model.choose(_problem(m, n, k), CONFIG)
         padded = tuple(-(-x // (8 * b)) * 8 * b for x, b in zip((m, n, k), chosen))
-        ragged, aligned = _run(m, n, k, chosen, engine), _run(*padded, chosen, engine)
+        ragged, aligned = (_run(m, n, k, chosen, engine, progress=progress),
+                           _run(*padded, chosen, engine, progress=progress))
         overheads.append(ragged.kernel_cycles / aligned.kernel_cycles - 1)
         exp.details.append(f"({m}, {n}, {k}) -> {padded} with {tuple(chosen)}: "
                            f"{ragged.kernel_cycles} vs {aligned.kernel_cycles} cycles, "
@@ -212,13 +217,17 @@ def padding(quick: bool, engine="c") -> Experiment:
 EXPERIMENTS = (primitive_sweep, blockings, model_choice, skinny, padding)
 
 
-def run(quick: bool = False, engine: str = "c", only=None) -> list:
+def run(quick: bool = False, engine: str = "c", only=None, progress=None) -> list:
+    """The experiments (all, or the numbers in ``only``). ``progress`` is told each
+    experiment's name as it starts and, now and then, the cycle its GEMM simulation reached."""
     experiments = []
     for number, experiment in enumerate(EXPERIMENTS, 1):
         if only and number not in only:
             continue
         start = time.perf_counter()
-        exp = experiment(quick, engine)
+        if progress is not None:
+            progress(f"{number}. {experiment.__name__}")
+        exp = experiment(quick, engine, progress)
         exp.host_seconds = time.perf_counter() - start
         experiments.append(exp)
     return experiments

@@ -64,7 +64,15 @@ def dma_streaming(requests_per_cpe, request_bytes=16384):
     return prepare
 
 
+# --scale: below MIN_SCALE the DMA workload would have no request left; MAX_SCALE keeps the
+# C runs to minutes.
+MIN_SCALE, MAX_SCALE = 1 / 16, 100
+
+
 def run(repeats: int = 3, scale: float = 1.0) -> list[SpeedRow]:
+    if repeats < 1 or not MIN_SCALE <= scale <= MAX_SCALE:
+        raise ValueError(f"bench speed needs repeats >= 1 and a scale {MIN_SCALE}..{MAX_SCALE}, "
+                         f"got repeats={repeats} scale={scale}")
     cases = [
         ("(a) GEMM inner loop: vmad + putr/getr", "c",
          speed_kernel("vmad_comm", int(40000 * scale))),

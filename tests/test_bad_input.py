@@ -1,0 +1,159 @@
+"""The bad-input corpus of the configuration, the command line and the host API (the assembler's
+and the loader's are in test_asm_bad_input.py). The rule (docs/testing.md): exit status 1 or 2,
+a message naming the input and what was expected, no traceback, bounded time and memory — each
+command-line case runs in a subprocess under CPU-time and address-space limits."""
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import swsim
+from swsim.errors import SwsimError
+from swsim.hostlib.blas.swgemm import gemm
+from swsim.vm import Machine, VMFault
+
+resource = pytest.importorskip("resource")
+
+CPU_SECONDS = 60
+ADDRESS_SPACE = 3 << 30   # bytes
+HALT = ".text\n.globl kernel\nkernel:\n\thalt\n"
+# CPE 0 waits at the barrier for CPE 1, which waits for a put that never comes.
+DEADLOCK = (".text\n.globl kernel\nkernel:\n\trcid $2\n\tbne $2, 1f\n\tsynr 0x3\n\thalt\n"
+            "1:\n\tgetr $1\n\tsynr 0x3\n\thalt\n")
+
+
+def _limits():
+    resource.setrlimit(resource.RLIMIT_CPU, (CPU_SECONDS, CPU_SECONDS))
+    resource.setrlimit(resource.RLIMIT_AS, (ADDRESS_SPACE, ADDRESS_SPACE))
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    path = tmp_path_factory.mktemp("bad")
+    (path / "halt.s").write_text(HALT)
+    (path / "deadlock.s").write_text(DEADLOCK)
+    np.save(path / "strings.npy", np.array(["a", "b"]))
+    np.save(path / "ints.npy", np.arange(4, dtype=np.int64))
+    (path / "not_a_repro.json").write_text('{"text": 5}')
+    return path
+
+
+CLI_CASES = [
+    # (arguments, exit status, what the message must name)
+    (["run", "{d}/halt.s", "--set", "clock_hz=0"], 1, "clock_hz=0.0: must be at least 1 Hz"),
+    (["run", "{d}/halt.s", "--set", "clock_hz=-5"], 1, "clock_hz=-5.0: must be at least 1 Hz"),
+    (["run", "{d}/halt.s", "--set", "spawn_cycles=-100"], 1, "spawn_cycles=-100: must be 0.."),
+    (["run", "{d}/halt.s", "--set", "lat_fp=-3"], 1, "lat_fp=-3: must be 1..1048576 cycles"),
+    (["run", "{d}/halt.s", "--set", "ldm_bytes=3"], 1, "ldm_bytes=3: must be 64..1048576 B"),
+    (["run", "{d}/halt.s", "--set", "num_cgs=0"], 1, "num_cgs=0: must be 1..64"),
+    (["run", "{d}/halt.s", "--set", "mesh_cols=9"], 1, "mesh_cols=9: must be 1..8"),
+    (["run", "{d}/halt.s", "--set", "barrier_cycles=0"], 1, "barrier_cycles=0: must be 1.."),
+    (["run", "{d}/halt.s", "--set", "nosuch=1"], 1, "--set expects NAME=VALUE"),
+    (["run", "{d}/halt.s", "--set", "rc_latency=abc"], 1, "--set rc_latency: 'abc' is not"),
+    (["run", "{d}/halt.s", "--max-cycles", "-5"], 2, "--max-cycles: expected an integer >= 0"),
+    (["run", "{d}/halt.s", "--cg", "7"], 1, "cg must be a core group number 0..3, got 7"),
+    (["run", "{d}/halt.s", "--cpes", "0"], 1, "cpes must be distinct CPE ids 0..63"),
+    (["run", "{d}/halt.s", "--entry", "nope"], 1, "unknown entry 'nope'"),
+    (["run", "{d}/halt.s", "--engine", "gpu"], 2, "argument --engine: invalid choice"),
+    (["run", "{d}/missing.s"], 1, "missing.s"),
+    (["run", "{d}/halt.s", "--arg", "@{d}/strings.npy"], 1, "expects a numeric array"),
+    (["run", "{d}/halt.s", "--arg", "@{d}/missing.npy"], 1, "--arg '@"),
+    (["run", "{d}/halt.s", "--arg", "x1"], 1, "expected an int, a float or @file.npy"),
+    (["run", "{d}/halt.s", "--arg", "@{d}/ints.npy", "--dump", "arg0:-1:int64:{d}/o.npy"], 1,
+     "SHAPE '-1' must be positive sizes"),
+    (["run", "{d}/halt.s", "--arg", "@{d}/ints.npy", "--dump", "arg0:99:int64:{d}/o.npy"], 1,
+     "outside allocated main memory"),
+    (["run", "{d}/deadlock.s", "--cpes", "2", "--json"], 1, "waits: barrier    synr 3"),
+    (["bench", "speed", "--repeats", "0"], 2, "--repeats: expected an integer >= 1"),
+    (["bench", "speed", "--scale", "0"], 2, "--scale: expected a factor"),
+    (["fuzz", "--programs", "0"], 2, "--programs: expected an integer >= 1"),
+    (["fuzz", "--replay", "{d}/not_a_repro.json"], 1, "not a fuzz reproducer"),
+    (["config", "--preset", "sw99"], 2, "invalid choice: 'sw99'"),
+]
+
+
+@pytest.mark.parametrize("arguments, status, message", CLI_CASES,
+                         ids=[" ".join(c[0][:4]) for c in CLI_CASES])
+def test_cli_bad_input(files, arguments, status, message):
+    argv = [a.format(d=files) for a in arguments]
+    done = subprocess.run([sys.executable, "-m", "swsim.cli", *argv], capture_output=True,
+                          text=True, timeout=2 * CPU_SECONDS, preexec_fn=_limits,
+                          cwd=files, env={**os.environ, "PYTHONWARNINGS": "ignore"})
+    assert done.returncode == status, done.stderr
+    assert message.format(d=files) in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+# ---- the host API ---------------------------------------------------------------------------
+def _fresh():
+    return Machine()
+
+
+API_CASES = [
+    (lambda m: swsim.assemble(None), "expected assembly source text (a str), got NoneType"),
+    (lambda m: swsim.assemble(b"halt"), "got bytes (decode bytes first"),
+    (lambda m: m.run(None), "program must be a Program"),
+    (lambda m: m.run(42), "program must be a Program"),
+    (lambda m: m.run("kernels/nosuch.s"), "looks like a path to a .s/.swo file"),
+    (lambda m: m.run(HALT, max_cycles=-5), "max_cycles must be None or an int >= 0, got -5"),
+    (lambda m: m.run(HALT, trace="yes"), "trace must be True or False"),
+    (lambda m: m.run(HALT, progress=5), "progress must be None or a function"),
+    (lambda m: m.run(HALT, cpes=[0, 64]), "cpes must be distinct CPE ids"),
+    (lambda m: m.run(HALT, args=[object()]), "argument 0: expected an int, a float"),
+    (lambda m: m.mem.put(None), "put expects a numeric array"),
+    (lambda m: m.mem.put(np.array([object()])), "put expects a numeric array"),
+    (lambda m: m.mem.alloc("10"), "alloc expects a number of bytes (an int >= 0), got '10'"),
+    (lambda m: m.mem.alloc(1.5), "got 1.5"),
+    (lambda m: m.mem.alloc(-1), "got -1"),
+    (lambda m: m.mem.get(m.mem.put(np.zeros(2)), (-1,), np.float64), "negative size"),
+    (lambda m: m.mem.get(m.mem.put(np.zeros(2)), 2, "U4"), "get expects a numeric array"),
+    (lambda m: m.mem.get("0x40000000", 2, np.int8), "expected a main-memory address"),
+    (lambda m: Machine(clock_hz=0), "clock_hz=0: must be at least 1 Hz"),
+    (lambda m: Machine("nosuch"), "unknown machine preset 'nosuch'"),
+    (lambda m: gemm(np.ones((4, 4), np.float32), np.ones((4, 4), np.float32), alpha=1j),
+     "alpha must be a finite real number, got 1j"),
+    (lambda m: gemm(np.ones((4, 4)), np.ones((4, 4)), beta=float("nan")), "beta must be"),
+    (lambda m: gemm(None, np.ones((4, 4))), "A and B must both be float32 or both float64"),
+    (lambda m: gemm(np.ones((4, 4)), np.ones((4, 4)), trans_a="no"), "trans_a must be"),
+]
+
+
+@pytest.mark.parametrize("call, message", API_CASES, ids=[c[1][:40] for c in API_CASES])
+def test_api_bad_input_raises_swsim_errors_and_leaves_the_machine_usable(call, message):
+    machine = _fresh()
+    with pytest.raises(SwsimError) as error:
+        call(machine)
+    assert message in str(error.value)
+    data = np.arange(5, dtype=np.int64)   # still usable: allocate, run, read back
+    address = machine.mem.put(data)
+    machine.run(".text\n.globl kernel\nkernel:\n\tldl $1, 32($16)\n\taddl $1, 1, $1\n"
+                "\tstl $1, 32($16)\n\thalt\n", args=[data], cpes=[0])
+    assert list(machine.mem.get(address, 5, np.int64)) == [0, 1, 2, 3, 5]
+
+
+def test_a_path_runs_the_file(tmp_path):
+    path = tmp_path / "count.s"
+    path.write_text(".text\n.globl kernel\nkernel:\n\tldl $1, 0($16)\n\taddl $1, 1, $1\n"
+                    "\tstl $1, 0($16)\n\thalt\n")
+    machine = Machine()
+    data = np.zeros(1, np.int64)
+    address = machine.mem.put(data)
+    for program in (str(path), path):   # a path string or a PathLike
+        machine.run(program, args=[data], cpes=[0])
+    assert machine.mem.get(address, 1, np.int64)[0] == 2
+
+
+def test_an_empty_array_is_never_next_to_another_allocation():
+    """A kernel reading a 0-byte array faults instead of reading the next allocation."""
+    machine = Machine()
+    empty = np.zeros(0, np.int64)
+    machine.mem.put(empty)
+    machine.mem.put(np.arange(4, dtype=np.int64))
+    for engine in ("c", "python"):
+        with pytest.raises(VMFault) as fault:
+            machine.run(".text\n.globl kernel\nkernel:\n\tldl $1, 0($16)\n\thalt\n",
+                        args=[empty], cpes=[0], engine=engine)
+        assert fault.value.stop.name == "access"
+    assert machine.mem.get(machine.mem.address_of(empty), (0,), np.int64).size == 0
