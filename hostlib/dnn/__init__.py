@@ -1,0 +1,10 @@
+"""The DNN library on the VM (thesis chapter 5), above ``hostlib.blas``: every operator takes
+numpy arrays (float32 or float64), ``machine=`` and ``cgs=`` and returns ``(result, Stats)``.
+
+This part: ``linear_forward`` / ``linear_backward`` (FC through swGEMM), and the memory-bound
+operators on one streaming driver (``stream``): ``add``, ``scale``, ``sgd_update``.
+"""
+from .common import DnnError
+from .elementwise import add, scale, sgd_update
+
+__all__ = ["DnnError", "add", "scale", "sgd_update"]
