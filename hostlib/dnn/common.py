@@ -8,6 +8,7 @@ import numpy as np
 
 from ...errors import SwsimError
 from ...vm import Machine
+from ..runtime import Stats
 
 DTYPES = (np.float32, np.float64)
 
@@ -56,3 +57,14 @@ def machine_and_cgs(machine, cgs):
         raise DnnError(f"cgs must be an integer in 1..{available} (the machine's core groups), "
                        f"got {cgs!r}")
     return machine, int(cgs)
+
+
+def combined(parts, **details):
+    """One Stats for launches run one after another: cycles, flops and host time add up;
+    ``run`` is the last launch's, the detail ``parts`` has every launch's Stats."""
+    last = parts[-1]
+    return Stats(flops=sum(p.flops for p in parts), cycles=sum(p.cycles for p in parts),
+                 kernel_cycles=sum(p.kernel_cycles for p in parts), clock_hz=last.clock_hz,
+                 peak_gflops=last.peak_gflops,
+                 host_seconds=sum(p.host_seconds for p in parts), run=last.run,
+                 details=dict(details, parts=list(parts)))
