@@ -285,3 +285,4 @@ elementwise_plan:
 	vsubd	$20, $24, $23
 	.endm
 	ELEMENTWISE sgd, 3, 2, OP_SGD
+	.include "pool.inc"
