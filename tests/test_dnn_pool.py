@@ -80,7 +80,9 @@ def test_forward_matches_reference(case, dtype, mode, seed):
         np.testing.assert_array_equal(argmax, want_argmax)
         np.testing.assert_array_equal(got, want.astype(dtype))
     else:
-        np.testing.assert_allclose(got, want, rtol=2 * np.finfo(dtype).eps, atol=1e-300)
+        # a window's sum may cancel: the error is relative to the terms, not the result
+        np.testing.assert_allclose(got, want, rtol=0, atol=2 * (kernel ** 2 + 1) *
+                                   np.finfo(dtype).eps * np.abs(x).max())
     assert got.dtype == dtype and got.shape == want.shape
 
 
@@ -134,5 +136,52 @@ def test_reference_gradients_by_finite_differences(mode):
     (lambda: dnn.pool2d_forward(np.ones((2, 2)), 3), "larger than the 2 x 2 input"),
 ])
 def test_bad_arguments_are_refused(call, message):
+    with pytest.raises(dnn.DnnError, match=message):
+        call()
+
+
+@settings(max_examples=25, deadline=None)
+@given(pooling_cases(), st.sampled_from(DTYPES), st.sampled_from(["max", "avg"]),
+       st.integers(0, 2 ** 32 - 1))
+def test_backward_matches_reference(case, dtype, mode, seed):
+    shape, kernel, stride, padding = case
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal(shape).astype(dtype)
+    forward, _ = dnn.pool2d_forward(x, kernel, stride, padding, mode=mode)
+    argmax = forward[1] if mode == "max" else None
+    y = forward[0] if mode == "max" else forward
+    dy = rng.standard_normal(y.shape).astype(dtype)
+    dx, stats = dnn.pool2d_backward(dy, x.shape, kernel, stride, padding, mode=mode,
+                                    argmax=argmax)
+    want = reference_backward(dy.astype(np.float64), x.shape, argmax, kernel, stride, padding,
+                              mode)
+    assert dx.dtype == dtype and dx.shape == x.shape
+    overlaps = (-(-kernel // stride)) ** 2     # contributions one element can receive
+    np.testing.assert_allclose(dx, want, rtol=0,
+                               atol=4 * overlaps * np.finfo(dtype).eps * np.abs(dy).max())
+
+
+def test_backward_of_large_planes_in_row_blocks():
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((1, 150, 170))
+    (y, argmax), _ = dnn.pool2d_forward(x, 3, 1, 1)
+    dy = rng.standard_normal(y.shape)
+    dx, stats = dnn.pool2d_backward(dy, x.shape, 3, 1, 1, argmax=argmax)
+    assert stats.rows_per_unit < 150
+    np.testing.assert_allclose(dx, reference_backward(dy, x.shape, argmax, 3, 1, 1, "max"),
+                               rtol=1e-14, atol=1e-14)
+    dx, _ = dnn.pool2d_backward(dy, x.shape, 3, 1, 1, mode="avg")
+    np.testing.assert_allclose(dx, reference_backward(dy, x.shape, None, 3, 1, 1, "avg"),
+                               rtol=1e-14, atol=1e-14)
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: dnn.pool2d_backward(np.ones((2, 2)), (4, 4), 2), "needs the forward's argmax"),
+    (lambda: dnn.pool2d_backward(np.ones((2, 2)), (4, 4), 2, argmax=np.full((2, 2), 16)),
+     "argmax must index"),
+    (lambda: dnn.pool2d_backward(np.ones((3, 2)), (4, 4), 2, mode="avg"),
+     "forward output's shape"),
+])
+def test_backward_bad_arguments_are_refused(call, message):
     with pytest.raises(dnn.DnnError, match=message):
         call()

@@ -58,11 +58,8 @@ def pool2d_forward(x, kernel, stride=None, padding=0, mode="max", *, machine=Non
     is_max = mode == "max"
     # output rows per unit: as many as fit the buffers (double-buffered), at most the plane
     free = stream.arena(config).free // 2
-    rows = oh
-    while rows > 1 and _unit_bytes(rows, w, ow, kernel, stride, es, is_max) > free:
-        rows = max(1, rows // 2)
-    if _unit_bytes(rows, w, ow, kernel, stride, es, is_max) > free:
-        raise DnnError(f"pool2d: a row of {w} elements with kernel {kernel} does not fit in LDM")
+    rows = _rows_per_unit(oh, lambda r: _unit_bytes(r, w, ow, kernel, stride, es, is_max)
+                          <= free)
     blocks = -(-oh // rows)
     mem = machine.mem
     x_addr = mem.put(np.ascontiguousarray(x).reshape(-1))
@@ -87,3 +84,64 @@ def pool2d_forward(x, kernel, stride=None, padding=0, mode="max", *, machine=Non
 
 def _unit_bytes(rows, w, ow, kernel, stride, es, is_max):
     return ((rows - 1) * stride + kernel) * w * es + rows * ow * (es + (4 if is_max else 0)) + 96
+
+
+def _backward_unit_bytes(rows, w, oh, ow, kernel, stride, es, is_max):
+    out_rows = min(oh, (rows + kernel - 2) // stride + 1)
+    return rows * w * es + out_rows * ow * (es + (4 if is_max else 0)) + 96
+
+
+def _rows_per_unit(total, fits):
+    """The most rows (at most `total`, halving) whose unit fits in LDM."""
+    rows = total
+    while rows > 1 and not fits(rows):
+        rows = max(1, rows // 2)
+    if not fits(rows):
+        raise DnnError("pool2d: one row of the planes does not fit in LDM")
+    return rows
+
+
+def pool2d_backward(dy, x_shape, kernel, stride=None, padding=0, mode="max", argmax=None, *,
+                    machine=None, cgs=1, engine="c"):
+    """The gradient dx (shape `x_shape`) of pool2d_forward from dy (its output's gradient) and,
+    for max pooling, the argmax it returned; returns (dx, stats). Max: each dy goes to its
+    argmax; average: each dy / kernel² goes to every element of its window."""
+    if mode not in MODES:
+        raise DnnError(f"mode must be one of {MODES}, got {mode!r}")
+    (dy,) = float_arrays(dy=dy)
+    x_shape = tuple(int(d) for d in x_shape)
+    planes, h, w, oh, ow, kernel, stride, padding = geometry(x_shape, kernel, stride, padding)
+    if dy.shape != x_shape[:-2] + (oh, ow):
+        raise DnnError(f"dy must have the forward output's shape {x_shape[:-2] + (oh, ow)}, "
+                       f"got {dy.shape}")
+    is_max = mode == "max"
+    if is_max:
+        if argmax is None or np.shape(argmax) != dy.shape:
+            raise DnnError(f"max pooling's backward needs the forward's argmax of shape "
+                           f"{dy.shape}")
+        argmax = np.asarray(argmax)
+        if argmax.size and (argmax.min() < 0 or argmax.max() >= h * w):
+            raise DnnError(f"argmax must index the {h} x {w} input planes (0..{h * w - 1})")
+    machine, cgs = machine_and_cgs(machine, cgs)
+    config = machine.config
+    es = dy.dtype.itemsize
+    free = stream.arena(config).free // 2
+    rows = _rows_per_unit(h, lambda r: _backward_unit_bytes(r, w, oh, ow, kernel, stride, es,
+                                                            is_max) <= free)
+    out_rows = min(oh, (rows + kernel - 2) // stride + 1)
+    blocks = -(-h // rows)
+    mem = machine.mem
+    inputs = [mem.put(np.ascontiguousarray(dy).reshape(-1))]
+    if is_max:
+        inputs.append(mem.put(argmax.astype(np.int32).reshape(-1)))
+    dx_addr = mem.alloc(planes * h * w * es)
+    buffers = [out_rows * ow * es] + ([out_rows * ow * 4] if is_max else []) + [rows * w * es]
+    moved = planes * (h * w * es + oh * ow * (es + (4 if is_max else 0)))
+    stats = stream.launch(machine, cgs, name="pool2d_backward",
+                          body=f"pool_backward_{stream.SUFFIX[es]}", plan="pool_backward_plan",
+                          inputs=inputs, outputs=[dx_addr], buffer_bytes=buffers,
+                          units=planes * blocks, es=es, params=[float(kernel * kernel)],
+                          ints=[h, w, oh, ow, kernel, stride, padding, blocks, rows, int(is_max)],
+                          moved=moved, engine=engine,
+                          details=dict(op="pool2d_backward", mode=mode, rows_per_unit=rows))
+    return mem.get(dx_addr, x_shape, dy.dtype), stats
