@@ -67,7 +67,7 @@ def pool2d_forward(x, kernel, stride=None, padding=0, mode="max", *, machine=Non
                                                      if is_max else [])
     in_rows = min(h, (rows - 1) * stride + kernel)
     buffers = [in_rows * w * es, rows * ow * es] + ([rows * ow * 4] if is_max else [])
-    moved = planes * (h * w * es + oh * ow * (es + (4 if is_max else 0)))
+    moved = (planes * h * w * es, planes * oh * ow * (es + (4 if is_max else 0)))
     stats = stream.launch(machine, cgs, name="pool2d", body=f"pool_forward_{stream.SUFFIX[es]}",
                           plan="pool_plan", inputs=[x_addr], outputs=outputs,
                           buffer_bytes=buffers, units=planes * blocks, es=es,
@@ -136,7 +136,7 @@ def pool2d_backward(dy, x_shape, kernel, stride=None, padding=0, mode="max", arg
         inputs.append(mem.put(argmax.astype(np.int32).reshape(-1)))
     dx_addr = mem.alloc(planes * h * w * es)
     buffers = [out_rows * ow * es] + ([out_rows * ow * 4] if is_max else []) + [rows * w * es]
-    moved = planes * (h * w * es + oh * ow * (es + (4 if is_max else 0)))
+    moved = (planes * oh * ow * (es + (4 if is_max else 0)), planes * h * w * es)
     stats = stream.launch(machine, cgs, name="pool2d_backward",
                           body=f"pool_backward_{stream.SUFFIX[es]}", plan="pool_backward_plan",
                           inputs=inputs, outputs=[dx_addr], buffer_bytes=buffers,

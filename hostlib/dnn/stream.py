@@ -23,14 +23,15 @@ SUFFIX = {4: "s", 8: "d"}     # a body's routine for f32 / f64 elements
 BODIES = {"axpby": (2, 1), "scale": (1, 1), "sgd": (3, 2)}   # body: (inputs, outputs)
 
 
-def stream_bound_gbps(config, gets: int, puts: int, cgs: int = 1) -> float:
-    """The DMA engines' ceiling for a stream of `gets` reads and `puts` writes per element in
-    large whole-line requests (docs/timing.md "DMA": a line costs a get dma_transaction_cycles
-    and a put dma_put_write_cycles of engine time; acknowledgements amortised away), in GB/s
-    over `cgs` core groups: the "DMA stream figure" the operators' bandwidth is measured against."""
+def stream_bound_gbps(config, gets: float, puts: float, cgs: int = 1) -> float:
+    """The DMA engines' ceiling for moving `gets` bytes in and `puts` bytes out (or any amounts
+    in that ratio) in large whole-line requests (docs/timing.md "DMA": a line costs a get
+    dma_transaction_cycles and a put dma_put_write_cycles of engine time; acknowledgements
+    amortised away), in GB/s over `cgs` core groups: the "DMA stream figure" the operators'
+    bandwidth is measured against."""
     line = config.dma_transaction_bytes
-    cycles = gets * config.dma_transaction_cycles + puts * config.dma_put_write_cycles
-    return (gets + puts) * line / cycles * config.clock_hz / 1e9 * cgs
+    cycles = (gets * config.dma_transaction_cycles + puts * config.dma_put_write_cycles) / line
+    return (gets + puts) / cycles * config.clock_hz / 1e9 * cgs
 
 
 def arena(config):
@@ -50,8 +51,8 @@ def launch(machine, cgs, *, name, body, plan, inputs, outputs, buffer_bytes, uni
     """Run the driver: `units` units split over `cgs` core groups in contiguous ranges, the
     plan and body routines named `plan` and `body`, stream addresses `inputs` / `outputs`,
     LDM buffers of `buffer_bytes` (per stream, inputs then outputs), `params` (doubles,
-    J_P) and `ints` (J_X). Returns Stats with bytes_moved (`moved`), bandwidth_gbps,
-    stream_gbps and bandwidth_ratio."""
+    J_P) and `ints` (J_X); `moved` = (bytes read, bytes written) the operator must move.
+    Returns Stats with bytes_moved, bandwidth_gbps, stream_gbps and bandwidth_ratio."""
     config = machine.config
     nin, nout = len(inputs), len(outputs)
     if not (1 <= nin <= MAX_IN and 1 <= nout <= MAX_OUT and len(params) <= 4
@@ -86,9 +87,9 @@ def launch(machine, cgs, *, name, body, plan, inputs, outputs, buffer_bytes, uni
         jobs.append([machine.mem.put(words)])
     stats = KERNEL.launch_cgs(machine, jobs, flops=0, engine=engine,
                               details=dict(details or {}, cgs=len(jobs)))
-    bound = stream_bound_gbps(config, nin, nout, len(jobs))
-    bandwidth = moved / stats.seconds / 1e9
-    stats.details.update(bytes_moved=moved, bandwidth_gbps=bandwidth, stream_gbps=bound,
+    bound = stream_bound_gbps(config, *moved, len(jobs))
+    bandwidth = sum(moved) / stats.seconds / 1e9
+    stats.details.update(bytes_moved=sum(moved), bandwidth_gbps=bandwidth, stream_gbps=bound,
                          bandwidth_ratio=bandwidth / bound)
     return stats
 
@@ -109,7 +110,7 @@ def run(body: str, inputs, params=(), *, machine=None, cgs=1, engine="c"):
     stats = launch(machine, cgs, name=body, body=f"{body}_{SUFFIX[es]}",
                    plan="elementwise_plan", inputs=in_addr, outputs=out_addr,
                    buffer_bytes=[chunk * es] * (nin + nout), units=-(-n // chunk), es=es,
-                   params=params, chunk=chunk, n=n, moved=(nin + nout) * n * es,
+                   params=params, chunk=chunk, n=n, moved=(nin * n * es, nout * n * es),
                    engine=engine, details=dict(body=body, n=n, dtype=dtype.name,
                                                chunk_bytes=chunk * es))
     return [mem.get(addr, (n,), dtype) for addr in out_addr], stats

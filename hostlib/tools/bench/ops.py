@@ -30,12 +30,34 @@ VALIDATION_ROUNDS = 20.5
 TARGET = 0.8
 
 
+def _check(name, got, want, dtype):
+    tol = 1e-5 if dtype == np.float32 else 1e-13
+    if not np.allclose(got, want, rtol=tol, atol=tol * 10):
+        raise RuntimeError(f"{name}: wrong values on the VM")
+
+
 @dataclass(frozen=True)
 class Case:
-    name: str             # operator and where the size comes from
-    body: str             # the streaming body it runs
-    elements: int         # full size
+    """An element-wise operator (its streaming body) on `elements` elements. A round is one
+    chunk on each CPE."""
+    name: str
+    body: str
+    elements: int
     dtype: type = np.float32
+
+    def round_size(self, config):
+        nin, nout = stream.BODIES[self.body]
+        es = np.dtype(self.dtype).itemsize
+        return stream.chunk_elements(config, es, self.elements, nin + nout,
+                                     config.num_cpes) * config.num_cpes
+
+    @property
+    def full(self):
+        return self.elements
+
+    def bytes_moved(self, n):
+        nin, nout = stream.BODIES[self.body]
+        return (nin + nout) * n * np.dtype(self.dtype).itemsize
 
     def run(self, n, engine, rng):
         """Run the operator on n random elements; check it; return its Stats."""
@@ -51,9 +73,57 @@ class Case:
         else:
             (out, _), stats = dnn.sgd_update(*xs, 0.01, 0.9, 5e-4, engine=engine)
             want = x64[0] - (0.01 * (x64[1] + 5e-4 * x64[0]) + 0.9 * x64[2])
-        tol = 1e-6 if self.dtype == np.float32 else 1e-14
-        if not np.allclose(out, want, rtol=tol, atol=tol * 10):
-            raise RuntimeError(f"{self.name}: wrong values on the VM")
+        _check(self.name, out, want, self.dtype)
+        return stats
+
+
+@dataclass(frozen=True)
+class PoolCase:
+    """Pooling of `planes` planes of h x w (N x C of a feature map); a round is one plane per
+    CPE (the planes are independent units of work)."""
+    name: str
+    planes: int
+    h: int
+    w: int
+    kernel: int
+    stride: int
+    padding: int
+    mode: str
+    backward: bool = False
+    dtype: type = np.float32
+
+    def round_size(self, config):
+        return config.num_cpes
+
+    @property
+    def full(self):
+        return self.planes
+
+    def bytes_moved(self, planes):
+        es = np.dtype(self.dtype).itemsize
+        oh = (self.h + 2 * self.padding - self.kernel) // self.stride + 1
+        ow = (self.w + 2 * self.padding - self.kernel) // self.stride + 1
+        return planes * (self.h * self.w * es +
+                         oh * ow * (es + (4 if self.mode == "max" else 0)))  # x, y, argmax
+
+    def run(self, planes, engine, rng):
+        x = rng.standard_normal((planes, self.h, self.w)).astype(self.dtype)
+        args = (self.kernel, self.stride, self.padding)
+        y, stats = dnn.pool2d_forward(x, *args, mode=self.mode, engine=engine)
+        argmax = None
+        if self.mode == "max":
+            y, argmax = y
+            # each window's maximum, read back through the argmax
+            flat = x.reshape(planes, -1)
+            _check(self.name, y, np.take_along_axis(flat, argmax.reshape(planes, -1),
+                                                    1).reshape(y.shape), self.dtype)
+        if not self.backward:
+            return stats
+        dy = np.ones_like(y)
+        dx, stats = dnn.pool2d_backward(dy, x.shape, *args, mode=self.mode, argmax=argmax,
+                                        engine=engine)
+        if self.mode == "max":     # every dy lands once
+            _check(self.name, dx.sum(dtype=np.float64), dy.sum(dtype=np.float64), np.float64)
         return stats
 
 
@@ -65,12 +135,19 @@ CASES = (
     Case("scale: VGG-16 conv1 map, 32x64x224x224", "scale", VGG_CONV1),
     Case("sgd_update: ResNet-50 weights, 25.6 M", "sgd", 25_557_032),
     Case("sgd_update: VGG-16 weights, 138.4 M", "sgd", 138_357_544),
+    PoolCase("max pool 3/2/1: ResNet-50 stem, 32x64x112x112", 32 * 64, 112, 112, 3, 2, 1,
+             "max"),
+    PoolCase("max pool 2/2: VGG-16 pool1, 32x64x224x224", 32 * 64, 224, 224, 2, 2, 0, "max"),
+    PoolCase("avg pool 2/2: VGG-16 pool1 size, 32x64x224x224", 32 * 64, 224, 224, 2, 2, 0,
+             "avg"),
+    PoolCase("max pool backward 3/2/1: ResNet-50 stem", 32 * 64, 112, 112, 3, 2, 1, "max",
+             backward=True),
 )
 
 
 @dataclass
 class Result:
-    case: Case
+    case: object
     chunk_bytes: int
     cycles: float          # extrapolated, full size
     gbps: float
@@ -84,16 +161,14 @@ class Result:
         return self.gbps / self.ceiling_gbps
 
 
-def measure(case: Case, engine: str, get_gbps: float) -> Result:
+def measure(case, engine: str, get_gbps: float) -> Result:
     start = time.perf_counter()
     config = Machine().config
-    nin, nout = stream.BODIES[case.body]
-    es = np.dtype(case.dtype).itemsize
-    chunk = stream.chunk_elements(config, es, case.elements, nin + nout, config.num_cpes)
-    per_round = chunk * config.num_cpes
+    per_round = case.round_size(config)
     rng = np.random.default_rng(0)
     rounds = np.array(SAMPLE_ROUNDS, float)
-    cycles = np.array([case.run(int(r * per_round), engine, rng).cycles for r in rounds], float)
+    samples = [case.run(int(r * per_round), engine, rng) for r in rounds]
+    cycles = np.array([s.cycles for s in samples], float)
     slope = (cycles[1] - cycles[0]) / (rounds[1] - rounds[0])
 
     def predict(n):
@@ -102,11 +177,12 @@ def measure(case: Case, engine: str, get_gbps: float) -> Result:
     n_valid = int(VALIDATION_ROUNDS * per_round)
     simulated = case.run(n_valid, engine, rng).cycles
     error = predict(n_valid) / simulated - 1
-    full = predict(case.elements)
-    moved = (nin + nout) * case.elements * es
-    gbps = moved / (full / config.clock_hz) / 1e9
-    return Result(case, chunk * es, full, gbps, stream.stream_bound_gbps(config, nin, nout),
-                  get_gbps, error, time.perf_counter() - start)
+    full = predict(case.full)
+    gbps = case.bytes_moved(case.full) / (full / config.clock_hz) / 1e9
+    stats = samples[-1]
+    unit = stats.details.get("chunk_bytes", 0)
+    return Result(case, unit, full, gbps, stats.stream_gbps, get_gbps, error,
+                  time.perf_counter() - start)
 
 
 def run(engine="c", cases=CASES):
@@ -115,9 +191,9 @@ def run(engine="c", cases=CASES):
 
 
 def format_table(results) -> str:
-    header = ("operator, size", "elements", "chunk B", "Mcycles", "GB/s", "ceiling",
+    header = ("operator, size", "elements/planes", "chunk B", "Mcycles", "GB/s", "ceiling",
               "of ceiling", "of get BW", "extrap. err", "host s")
-    body = [(r.case.name, f"{r.case.elements:,}", str(r.chunk_bytes), f"{r.cycles / 1e6:.2f}",
+    body = [(r.case.name, f"{r.case.full:,}", str(r.chunk_bytes or "-"), f"{r.cycles / 1e6:.2f}",
              f"{r.gbps:.2f}", f"{r.ceiling_gbps:.2f}", f"{100 * r.ratio:.1f} %",
              f"{100 * r.gbps / r.get_gbps:.1f} %", f"{100 * r.validation_error:+.3f} %",
              f"{r.host_seconds:.1f}") for r in results]
