@@ -5,7 +5,7 @@ planes), square window `kernel`, `stride` (default `kernel`), `padding`; output 
 (H + 2 padding - kernel) // stride + 1 as PyTorch (ceil_mode=False). Max pooling returns
 ((y, argmax), stats) with argmax int64 indices h * W + w into each input plane (PyTorch's
 ``return_indices``); average pooling returns (y, stats), dividing by kernel² (PyTorch's
-count_include_pad=True).
+count_include_pad=True; computed as the sum times 1 / kernel²).
 
 A unit is a block of output rows of one plane whose input rows fit the LDM buffers; each CPE
 gets the rows its windows touch with one DMA and puts its output rows with one DMA per output.
@@ -68,10 +68,10 @@ def pool2d_forward(x, kernel, stride=None, padding=0, mode="max", *, machine=Non
     in_rows = min(h, (rows - 1) * stride + kernel)
     buffers = [in_rows * w * es, rows * ow * es] + ([rows * ow * 4] if is_max else [])
     moved = (planes * h * w * es, planes * oh * ow * (es + (4 if is_max else 0)))
-    stats = stream.launch(machine, cgs, name="pool2d", body=f"pool_forward_{stream.SUFFIX[es]}",
+    stats = stream.launch(machine, cgs, name="pool2d", body=f"pool_forward_{mode}_{stream.SUFFIX[es]}",
                           plan="pool_plan", inputs=[x_addr], outputs=outputs,
                           buffer_bytes=buffers, units=planes * blocks, es=es,
-                          params=[float(kernel * kernel)],
+                          params=[1.0 / kernel ** 2],
                           ints=[h, w, oh, ow, kernel, stride, padding, blocks, rows, int(is_max)],
                           moved=moved, engine=engine,
                           details=dict(op="pool2d_forward", mode=mode, rows_per_unit=rows))
@@ -140,7 +140,7 @@ def pool2d_backward(dy, x_shape, kernel, stride=None, padding=0, mode="max", arg
     stats = stream.launch(machine, cgs, name="pool2d_backward",
                           body=f"pool_backward_{stream.SUFFIX[es]}", plan="pool_backward_plan",
                           inputs=inputs, outputs=[dx_addr], buffer_bytes=buffers,
-                          units=planes * blocks, es=es, params=[float(kernel * kernel)],
+                          units=planes * blocks, es=es, params=[1.0 / kernel ** 2],
                           ints=[h, w, oh, ow, kernel, stride, padding, blocks, rows, int(is_max)],
                           moved=moved, engine=engine,
                           details=dict(op="pool2d_backward", mode=mode, rows_per_unit=rows))
