@@ -6,7 +6,8 @@ operators on one streaming driver (``stream``): ``add``, ``scale``, ``sgd_update
 """
 from .common import DnnError
 from .elementwise import add, scale, sgd_update
+from .layout import LAYOUTS, transform
 from .linear import linear_backward, linear_forward
 from .pool import pool2d_backward, pool2d_forward
 
-__all__ = ["DnnError", "add", "linear_backward", "linear_forward", "pool2d_backward", "pool2d_forward", "scale", "sgd_update"]
+__all__ = ["DnnError", "LAYOUTS", "add", "linear_backward", "linear_forward", "pool2d_backward", "pool2d_forward", "scale", "sgd_update", "transform"]

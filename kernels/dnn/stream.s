@@ -5,8 +5,8 @@
 #
 # The work is cut into units; CPE id takes units FIRST + id, FIRST + id + CPES, ... below CHUNKS. For each unit an
 # operator's *plan* routine fills a unit record: for each stream (up to 3 inputs, 2 outputs)
-# the main-memory address and bytes it moves (0: none), the count the body gets, and words of
-# its own. Two parities of unit records and LDM buffers double-buffer the units: while a CPE
+# the main-memory address and bytes it moves (0: none) with its DMA's block and stride (0, 0:
+# contiguous), the count the body gets, and words of its own. Two parities of unit records and LDM buffers double-buffer the units: while a CPE
 # computes unit u, the gets of its next unit and the puts of its previous one are in flight;
 # before a parity is reused the CPE waits for the puts issued from it.
 #
@@ -46,9 +46,11 @@
 
 	U_ADDR = 0            # unit record: main-memory address of each stream (5)
 	U_BYTES = 40          # bytes each stream moves (5)
-	U_COUNT = 80          # the body's count
-	U_X = 88              # the operator's own words (5)
-	UNIT_BYTES = 128
+	U_BLOCK = 80          # strided streams: bytes per block and bytes skipped between blocks
+	U_STRIDE = 120        # (5 each; 0, 0: contiguous)
+	U_COUNT = 160         # the body's count
+	U_X = 168             # the operator's own words (5)
+	UNIT_BYTES = 224
 
 	FRAME_SIZE = 32       # 0: ra
 	.globl	stream_stack
@@ -101,6 +103,10 @@ transfer:
 3:	ldl	$3, U_BYTES($22)
 	beq	$3, 4f                # nothing to move for this stream
 	vinsw	$3, $5, DESC_SIZE, $5
+	ldl	$3, U_BLOCK($22)
+	vinsw	$3, $5, DESC_BLOCK, $5
+	ldl	$3, U_STRIDE($22)
+	vinsw	$3, $5, DESC_STRIDE, $5
 	ldl	$23, U_ADDR($22)
 	ldl	$24, 0($21)
 	dma	$5, $23, $24
@@ -286,3 +292,4 @@ elementwise_plan:
 	.endm
 	ELEMENTWISE sgd, 3, 2, OP_SGD
 	.include "pool.inc"
+	.include "transform.inc"
