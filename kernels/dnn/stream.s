@@ -149,10 +149,7 @@ stream_run:
 	ldi	$sp, -FRAME_SIZE($sp)
 	.frame	$30, FRAME_SIZE, $26, 0
 	stl	$26, 0($sp)
-	ldi	$1, JOB_BYTES
-	vinsw	$1, $31, DESC_SIZE, $2 # get, contiguous
-	ldi	$1, JOB_REPLY
-	vinsw	$1, $2, DESC_REPLY, $2
+	MAKE_DESC $2, DMA_GET, JOB_BYTES, JOB_REPLY
 	ldi	$3, JOB
 	DMA_WAIT $2, $16, $3, JOB_REPLY
 	rcid	$9

@@ -8,7 +8,7 @@ their difference, and checks the extrapolation against a full run of VALIDATION_
 a partial round): the error is printed. Every sample's values are checked against numpy.
 
 Columns: GB/s = bytes the operator must move (each input read once, each output written
-once) / time; "ceiling" = ``stream_bound_gbps`` for its mix of gets and puts (docs/timing.md
+once; a transform's every pass) / time; "ceiling" = ``stream_bound_gbps`` for its mix of gets and puts (docs/timing.md
 "DMA": a put line costs the engine more than a get line); "of get BW" = against the measured
 `swsim bench fidelity` row ``dma_bandwidth`` (large aligned gets only). Target: >= 80 % of the
 ceiling for every operator.
@@ -23,6 +23,7 @@ import numpy as np
 from ....vm import Machine
 from ... import dnn
 from ...dnn import stream
+from ...dnn.layout import group_swaps
 from . import fidelity
 
 SAMPLE_ROUNDS = (2, 6)
@@ -127,6 +128,46 @@ class PoolCase:
         return stats
 
 
+@dataclass(frozen=True)
+class TransformCase:
+    """A layout transform of a (batch, channels, h, w) NCHW map, sampled along `axis`: the
+    one the passes' work is proportional to with the tiles unchanged (a round: 8 channels, or
+    1 image)."""
+    name: str
+    dst: str
+    shape: tuple
+    axis: str = "channels"
+    dtype: type = np.float32
+
+    @property
+    def _index(self):
+        return 1 if self.axis == "channels" else 0
+
+    def round_size(self, config):
+        return 8 if self.axis == "channels" else 1
+
+    @property
+    def full(self):
+        return self.shape[self._index]
+
+    def _shape(self, n):
+        shape = list(self.shape)
+        shape[self._index] = n
+        return tuple(shape)
+
+    def bytes_moved(self, n):     # read once and written once per pass
+        passes = max(1, len(group_swaps(dnn.LAYOUTS["NCHW"], dnn.LAYOUTS[self.dst])))
+        return 2 * passes * int(np.prod(self._shape(n))) * np.dtype(self.dtype).itemsize
+
+    def run(self, n, engine, rng):
+        x = rng.standard_normal(self._shape(n)).astype(self.dtype)
+        y, stats = dnn.transform(x, "NCHW", self.dst, engine=engine)
+        order = dnn.LAYOUTS[self.dst]
+        if not np.array_equal(y, x.transpose(["NCHW".index(a) for a in order])):
+            raise RuntimeError(f"{self.name}: wrong values on the VM")
+        return stats
+
+
 RESNET_RESIDUAL = 32 * 256 * 56 * 56     # ResNet-50 conv2_x output, B = 32
 VGG_CONV1 = 32 * 64 * 224 * 224          # VGG-16 conv1 feature map, B = 32
 CASES = (
@@ -142,6 +183,8 @@ CASES = (
              "avg"),
     PoolCase("max pool backward 3/2/1: ResNet-50 stem", 32 * 64, 112, 112, 3, 2, 1, "max",
              backward=True),
+    TransformCase("transform NCHW->NHWC: 32x256x56x56", "NHWC", (32, 256, 56, 56), "batch"),
+    TransformCase("transform NCHW->RCNB (2 passes): 32x256x56x56", "RCNB", (32, 256, 56, 56)),
 )
 
 
@@ -191,7 +234,7 @@ def run(engine="c", cases=CASES):
 
 
 def format_table(results) -> str:
-    header = ("operator, size", "elements/planes", "chunk B", "Mcycles", "GB/s", "ceiling",
+    header = ("operator, size", "size (sampled axis)", "chunk B", "Mcycles", "GB/s", "ceiling",
               "of ceiling", "of get BW", "extrap. err", "host s")
     body = [(r.case.name, f"{r.case.full:,}", str(r.chunk_bytes or "-"), f"{r.cycles / 1e6:.2f}",
              f"{r.gbps:.2f}", f"{r.ceiling_gbps:.2f}", f"{100 * r.ratio:.1f} %",
