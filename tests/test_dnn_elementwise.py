@@ -21,10 +21,12 @@ def arrays(draw, dtype, n, count):
 
 
 def close(got, want, dtype, magnitude):
-    """Within a few roundings of the float64 reference, relative to the operands' size."""
+    """Within a few roundings of the float64 reference, relative to the operands' size (and
+    to the dtype's smallest subnormal, where the rounded result underflows)."""
     want = np.asarray(want, np.float64)
     assert got.dtype == dtype
-    np.testing.assert_allclose(got, want, rtol=0, atol=ULP_RTOL[dtype] * 4 * magnitude + 0.0)
+    atol = ULP_RTOL[dtype] * 4 * float(magnitude) + float(np.finfo(dtype).smallest_subnormal)
+    np.testing.assert_allclose(got, want, rtol=0, atol=atol)
 
 
 @settings(max_examples=15, deadline=None)
@@ -34,7 +36,8 @@ def test_add_matches_reference(data, dtype, n, alpha, beta):
     a, b = arrays(data.draw, dtype, n, 2)
     got, stats = dnn.add(a, b, alpha, beta)
     want = alpha * a.astype(np.float64) + beta * b.astype(np.float64)
-    close(got, want, dtype, (abs(alpha) + abs(beta)) * max(np.abs(a).max(), np.abs(b).max()))
+    magnitude = (abs(alpha) + abs(beta)) * max(np.abs(a).max(), np.abs(b).max()).astype(float)
+    close(got, want, dtype, magnitude)
     assert stats.bytes_moved == 3 * n * np.dtype(dtype).itemsize
 
 

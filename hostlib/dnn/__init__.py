@@ -2,7 +2,9 @@
 numpy arrays (float32 or float64), ``machine=`` and ``cgs=`` and returns ``(result, Stats)``.
 
 This part: ``linear_forward`` / ``linear_backward`` (FC through swGEMM), and the memory-bound
-operators on one streaming driver (``stream``): ``add``, ``scale``, ``sgd_update``.
+operators on one streaming driver (``stream``): ``add``, ``scale``, ``sgd_update``,
+``pool2d_forward`` / ``pool2d_backward`` and ``transform`` between the ``LAYOUTS``.
+docs/dnn.md describes them.
 """
 from .common import DnnError
 from .elementwise import add, scale, sgd_update
