@@ -185,3 +185,14 @@ def test_backward_of_large_planes_in_row_blocks():
 def test_backward_bad_arguments_are_refused(call, message):
     with pytest.raises(dnn.DnnError, match=message):
         call()
+
+
+def test_same_bits_and_cycles_on_both_engines():
+    x = np.random.default_rng(9).standard_normal((2, 7, 9)).astype(np.float32)
+    runs = [dnn.pool2d_forward(x, 3, 2, 1, engine=engine) for engine in ("c", "python")]
+    (y1, a1), s1 = runs[0]
+    (y2, a2), s2 = runs[1]
+    assert y1.tobytes() == y2.tobytes() and np.array_equal(a1, a2) and s1.cycles == s2.cycles
+    t1, c1 = dnn.transform(x.reshape(1, 2, 7, 9), "NCHW", "RCNB", engine="c")
+    t2, c2 = dnn.transform(x.reshape(1, 2, 7, 9), "NCHW", "RCNB", engine="python")
+    assert t1.tobytes() == t2.tobytes() and c1.cycles == c2.cycles
