@@ -40,6 +40,11 @@ def register(subparsers) -> None:
     gemm.add_argument("--engine", choices=("c", "python"), default="c")
     gemm.set_defaults(func=_gemm)
 
+    ops = which.add_parser("ops", help="memory bandwidth of the DNN memory-bound operators at "
+                           "realistic sizes (sampled and extrapolated)")
+    ops.add_argument("--engine", choices=("c", "python"), default="c")
+    ops.set_defaults(func=_ops)
+
     analyze = subparsers.add_parser("analyze", help="steady-state cycles per iteration of a "
                                     "loop under the issue rules (like llvm-mca)")
     analyze.add_argument("program", metavar="KERNEL", help="assembly source (.s) or program (.swo)")
@@ -127,6 +132,12 @@ def _gemm(args) -> int:
     finally:
         bar.close()
     print(gemm.format_report(experiments))
+    return 0
+
+
+def _ops(args) -> int:
+    from .bench import ops
+    print(ops.format_table(ops.run(engine=args.engine)))
     return 0
 
 
