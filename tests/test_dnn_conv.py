@@ -139,6 +139,43 @@ def test_backward_matches_reference(pb):
     assert stats.phase_cycles["im2col"] > 0 and stats.flops == 2 * dy.size * np.prod(w.shape[1:])
 
 
+@pytest.mark.parametrize("group", [2, 3, 7])
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("stride, padding, k", [(1, 1, 3), (2, 2, 5), ((2, 1), (1, 0), 3)])
+def test_row_groups(monkeypatch, group, dtype, stride, padding, k):
+    """Tasks of several input rows (7 rows: groups of 2 and 3 leave a shorter last group)."""
+    from swsim.hostlib.dnn import conv
+    monkeypatch.setattr(conv, "_row_group", lambda geo, es, op, config: min(group, geo.r_i))
+    rng = np.random.default_rng(group)
+    x = rng.standard_normal((2, 3, 7, 6)).astype(dtype)
+    w = rng.standard_normal((2, 3, k, k)).astype(dtype)
+    s, p = _pair(stride), _pair(padding)
+    y, stats = dnn.conv2d_forward(x, w, stride=stride, padding=padding)
+    _close(y, ref_forward(x, w, None, s, p), dtype, w[0].size)
+    assert stats.phases["im2col"][0].rows_per_task == min(group, 7)
+    dx, _ = dnn.conv2d_backward_data(y, w, x.shape, stride=stride, padding=padding)
+    _close(dx, ref_backward_data(y, w, x.shape, s, p), dtype, w.size)
+
+
+def test_rows_per_task_fill_ldm_and_spread_over_the_cpes():
+    x = np.ones((1, 64, 9, 5), np.float32)
+    y, stats = dnn.conv2d_forward(x, np.ones((1, 64, 3, 3), np.float32), padding=1)
+    assert stats.phases["im2col"][0].rows_per_task == 9       # a whole plane per CPE
+    assert y[0, 0, 4, 2] == 64 * 9
+    from swsim.hostlib.dnn import conv
+    from swsim.vm import Machine
+    config = Machine().config
+    geo = conv._geometry((1, 64, 9, 300), (1, 64, 3, 3), 1, 1, "w")
+    group = conv._row_group(geo, 8, "COL2IM", config)
+    assert 1 < group < 9                                      # limited by LDM
+    fits = []
+    for rows in (group, group + 1):
+        arena = conv.KERNEL.arena(config.ldm_bytes, nargs=1)
+        conv._buffers(geo, 8, rows, "COL2IM", arena)
+        fits.append(arena.fits)
+    assert fits == [True, False]
+
+
 def test_same_inputs_same_bits_and_cycles():
     rng = np.random.default_rng(1)
     x = rng.standard_normal((2, 3, 6, 5)).astype(np.float32)

@@ -208,26 +208,54 @@ def _reciprocal(d: int) -> int:
     return -(-(1 << 32) // d)
 
 
+def _row_len(geo: _Geometry, es: int) -> int:
+    """Elements of a padded row in LDM: the pad columns, the row, and what the last output
+    column's window reads; a multiple of 8 bytes (the kernel zeroes it in 8-byte steps)."""
+    elements = max(geo.c_i + 2 * geo.padding[1], (geo.c_o - 1) * geo.stride[1] + geo.k_c)
+    return -(-elements * es // 8) * 8 // es
+
+
+def _buffers(geo: _Geometry, es: int, group: int, op: str, arena) -> dict:
+    """Take the kernel's LDM buffers for `group` input rows per task from `arena`."""
+    runs = -(-group // geo.stride[0])       # output rows a group feeds through one kernel row
+    return dict(row_buf=arena.take(group * _row_len(geo, es) * es),
+                col_buf=arena.take(geo.k_c * runs * geo.c_o * es),
+                pack_buf=arena.take(group * geo.c_i * es) if op == "COL2IM" else 0)
+
+
+def _row_group(geo: _Geometry, es: int, op: str, config) -> int:
+    """Input rows per task: as many as LDM holds (long runs of whole lines in col), but no more
+    than spreads the B N_i R_i rows over the 64 CPEs, and at most a plane."""
+    spread = max(1, geo.batch * geo.n_i * geo.r_i // config.num_cpes)
+    group = 1
+    for candidate in range(2, min(geo.r_i, spread) + 1):
+        arena = KERNEL.arena(config.ldm_bytes, nargs=1)
+        _buffers(geo, es, candidate, op, arena)
+        if not arena.fits:
+            break
+        group = candidate
+    return group
+
+
 def _launch(op: str, es: int, x_addr: int, col_addr: int, geo: _Geometry, machine):
     config = machine.config
-    kernel = KERNEL.program
-    row_len = max(geo.c_i + 2 * geo.padding[1], (geo.c_o - 1) * geo.stride[1] + geo.k_c)
+    group = _row_group(geo, es, op, config)
     arena = KERNEL.arena(config.ldm_bytes, nargs=1)
-    row_buf = arena.take(row_len * es)
-    col_buf = arena.take(geo.k_c * geo.c_o * es)
+    buffers = _buffers(geo, es, group, op, arena)
     if not arena.fits:
-        raise HostError(f"explicit convolution: a padded input row ({row_len} elements) and "
-                        f"K_c x C_o = {geo.k_c} x {geo.c_o} elements of col do not fit in "
-                        f"LDM ({config.ldm_bytes} bytes) for {es}-byte elements")
+        raise HostError(f"explicit convolution: a padded input row ({_row_len(geo, es)} "
+                        f"elements) and K_c x C_o = {geo.k_c} x {geo.c_o} elements of col do "
+                        f"not fit in LDM ({config.ldm_bytes} bytes) for {es}-byte elements")
+    groups = -(-geo.r_i // group)
     job = KERNEL.record("J_", "JOB_BYTES").new(
-        op=kernel.address_of(f"OP_{op}"), es=es, x=x_addr, col=col_addr,
-        tasks=geo.batch * geo.n_i * geo.r_i, ri=geo.r_i, ri_inv=_reciprocal(geo.r_i),
-        ci=geo.c_i, ro=geo.r_o, co=geo.c_o, kr=geo.k_r, kc=geo.k_c, sr=geo.stride[0],
-        sc=geo.stride[1], sr_inv=_reciprocal(geo.stride[0]), pr=geo.padding[0],
-        pc=geo.padding[1], row_buf=row_buf, row_len=(col_buf - row_buf) // es, col_buf=col_buf)
-    moved = geo.batch * geo.n_i * geo.r_i * geo.c_i * es
+        op=KERNEL.symbol(f"OP_{op}"), es=es, x=x_addr, col=col_addr,
+        tasks=geo.batch * geo.n_i * groups, group=group, groups=groups,
+        groups_inv=_reciprocal(groups), ri=geo.r_i, ci=geo.c_i, ro=geo.r_o, co=geo.c_o,
+        kr=geo.k_r, kc=geo.k_c, sr=geo.stride[0], sc=geo.stride[1],
+        sr_inv=_reciprocal(geo.stride[0]), pr=geo.padding[0], pc=geo.padding[1],
+        row_len=_row_len(geo, es), **buffers)
     return KERNEL.launch(machine, [machine.mem.put(job)], flops=0,
-                         details=dict(op=op.lower(), image_bytes=moved))
+                         details=dict(op=op.lower(), rows_per_task=group))
 
 
 # ---- argument checks ----------------------------------------------------------------------
