@@ -20,6 +20,7 @@ import numpy as np
 from ...vm import HostError, Machine
 from ..blas import gemm
 from ..runtime.kernel import Kernel
+from ..runtime.stats import Rates
 
 KERNEL = Kernel(("dnn/im2col.s",), entry="im2col", ldm_end="im2col_ldm_end")
 ALGORITHMS = ("auto", "explicit")
@@ -27,9 +28,10 @@ PHASES = ("im2col", "gemm", "col2im")
 
 
 @dataclass
-class ConvStats:
+class ConvStats(Rates):
     """One convolution pass on the VM: its phases' launches (``phases[name]``: the runtime
-    ``Stats`` of each launch, in order) and the totals over them."""
+    ``Stats`` of each launch, in order) and the totals over them (seconds, gflops and
+    efficiency of the summed cycles)."""
     algo: str
     direction: str            # "forward", "backward_data" or "backward_filter"
     flops: int                # 2 B N_o R_o C_o N_i K_r K_c
@@ -49,18 +51,6 @@ class ConvStats:
     @property
     def cycles(self) -> int:
         return sum(self.phase_cycles.values())
-
-    @property
-    def seconds(self) -> float:
-        return self.cycles / self.clock_hz
-
-    @property
-    def gflops(self) -> float:
-        return self.flops / self.seconds / 1e9
-
-    @property
-    def efficiency(self) -> float:
-        return self.gflops / self.peak_gflops
 
     @property
     def dma_bytes(self) -> int:
