@@ -184,6 +184,26 @@ def test_same_inputs_same_bits_and_cycles():
     assert y1.tobytes() == y2.tobytes() and s1.phase_cycles == s2.phase_cycles
 
 
+@pytest.mark.parametrize("group", [1, 3])
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_python_engine_gives_the_same_bits_and_cycles(monkeypatch, dtype, group):
+    """im2col and col2im (swGEMM's engine agreement is tested with swGEMM)."""
+    from swsim.hostlib.dnn import conv
+    from swsim.vm import Machine
+    monkeypatch.setattr(conv, "_row_group", lambda geo, es, op, config: group)
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((1, 2, 5, 4)).astype(dtype)
+    geo = conv._geometry(x.shape, (2, 2, 3, 3), (2, 1), 1, "w")
+    results = []
+    for engine in ("c", "python"):
+        machine = Machine()
+        stats = conv._new_stats("explicit", "forward", geo, machine)
+        col = conv._im2col(x, geo, machine, stats, engine)
+        dx = conv._col2im(col, geo, machine, stats, engine)
+        results.append((col.tobytes(), dx.tobytes(), stats.phase_cycles))
+    assert results[0] == results[1]
+
+
 # ---- bad input ------------------------------------------------------------------------------
 
 X = np.zeros((1, 2, 4, 4))

@@ -100,13 +100,15 @@ class _Geometry:
         return 2 * self.batch * self.n_o * self.r_o * self.c_o * self.n_i * self.k_r * self.k_c
 
 
-def conv2d_forward(x, w, bias=None, stride=1, padding=0, algo="auto", machine=None):
+def conv2d_forward(x, w, bias=None, stride=1, padding=0, algo="auto", machine=None,
+                   *, engine="c"):
     """y = conv(x, w) + bias on the VM; returns (y, ConvStats).
 
     x (B, N_i, R_i, C_i) and w (N_o, N_i, K_r, K_c) float32 or float64 (the same), bias (N_o,)
     or None; stride (>= 1) and padding (>= 0) an int or a (rows, columns) pair. ``algo``:
     "explicit" (im2col + swGEMM) or "auto", which is "explicit" until the implicit and Winograd
-    algorithms exist. ``machine``: the VM (a new default Machine if None).
+    algorithms exist. ``machine``: the VM (a new default Machine if None); ``engine``: "c" or
+    "python", for every launch.
     """
     x, w = _array("x", x, 4), _array("w", w, 4)
     dtype = _same_dtype(("x", x), ("w", w))
@@ -119,19 +121,20 @@ def conv2d_forward(x, w, bias=None, stride=1, padding=0, algo="auto", machine=No
     algo = _algo(algo)
     machine = machine or Machine()
     stats = _new_stats(algo, "forward", geo, machine)
-    col = _im2col(x, geo, machine, stats)
+    col = _im2col(x, geo, machine, stats, engine)
     weights = w.reshape(geo.n_o, -1)
     y = np.empty(geo.y_shape, dtype)
     # the bias as swGEMM's C with beta = 1: a broadcast view, copied (not computed) into memory
     c = None if bias is None else np.broadcast_to(bias[:, None], (geo.n_o, col.shape[2]))
     for b in range(geo.batch):
         y[b].reshape(geo.n_o, -1)[...], run = gemm(weights, col[b], C=c, beta=1.0,
-                                                   machine=machine)
+                                                   machine=machine, engine=engine)
         stats.phases["gemm"].append(run)
     return y, stats
 
 
-def conv2d_backward_data(dy, w, x_shape, stride=1, padding=0, algo="auto", machine=None):
+def conv2d_backward_data(dy, w, x_shape, stride=1, padding=0, algo="auto", machine=None,
+                         *, engine="c"):
     """dx = d(loss)/dx from dy = d(loss)/dy and w on the VM; returns (dx, ConvStats).
 
     dy (B, N_o, R_o, C_o), w (N_o, N_i, K_r, K_c), x_shape (B, N_i, R_i, C_i) of the forward
@@ -147,12 +150,14 @@ def conv2d_backward_data(dy, w, x_shape, stride=1, padding=0, algo="auto", machi
     weights = w.reshape(geo.n_o, -1)
     dcol = np.empty(geo.col_shape, dtype)
     for b in range(geo.batch):
-        dcol[b], run = gemm(weights, dy[b].reshape(geo.n_o, -1), trans_a=True, machine=machine)
+        dcol[b], run = gemm(weights, dy[b].reshape(geo.n_o, -1), trans_a=True, machine=machine,
+                            engine=engine)
         stats.phases["gemm"].append(run)
-    return _col2im(dcol, geo, machine, stats), stats
+    return _col2im(dcol, geo, machine, stats, engine), stats
 
 
-def conv2d_backward_filter(x, dy, w_shape, stride=1, padding=0, algo="auto", machine=None):
+def conv2d_backward_filter(x, dy, w_shape, stride=1, padding=0, algo="auto", machine=None,
+                           *, engine="c"):
     """dw = d(loss)/dw from x and dy = d(loss)/dy on the VM; returns (dw, ConvStats).
 
     x (B, N_i, R_i, C_i), dy (B, N_o, R_o, C_o), w_shape (N_o, N_i, K_r, K_c); the rest as
@@ -165,31 +170,32 @@ def conv2d_backward_filter(x, dy, w_shape, stride=1, padding=0, algo="auto", mac
     algo = _algo(algo)
     machine = machine or Machine()
     stats = _new_stats(algo, "backward_filter", geo, machine)
-    col = _im2col(x, geo, machine, stats)
+    col = _im2col(x, geo, machine, stats, engine)
     dw = None
     for b in range(geo.batch):
         dw, run = gemm(dy[b].reshape(geo.n_o, -1), col[b], C=dw, beta=1.0, trans_b=True,
-                       machine=machine)
+                       machine=machine, engine=engine)
         stats.phases["gemm"].append(run)
     return np.ascontiguousarray(dw, dtype).reshape(geo.w_shape), stats
 
 
 # ---- im2col / col2im on the CPEs ----------------------------------------------------------
 
-def _im2col(x, geo: _Geometry, machine, stats) -> np.ndarray:
+def _im2col(x, geo: _Geometry, machine, stats, engine) -> np.ndarray:
     mem = machine.mem
     x_addr = mem.put(x)
     col_addr = mem.alloc(int(np.prod(geo.col_shape)) * x.itemsize)   # zeroed: the pad rows
-    stats.phases["im2col"].append(_launch("IM2COL", x.itemsize, x_addr, col_addr, geo, machine))
+    stats.phases["im2col"].append(_launch("IM2COL", x.itemsize, x_addr, col_addr, geo, machine,
+                                                  engine))
     return mem.get(col_addr, geo.col_shape, x.dtype)
 
 
-def _col2im(dcol, geo: _Geometry, machine, stats) -> np.ndarray:
+def _col2im(dcol, geo: _Geometry, machine, stats, engine) -> np.ndarray:
     mem = machine.mem
     col_addr = mem.put(dcol)
     x_addr = mem.alloc(int(np.prod(geo.x_shape)) * dcol.itemsize)
     stats.phases["col2im"].append(_launch("COL2IM", dcol.itemsize, x_addr, col_addr, geo,
-                                          machine))
+                                          machine, engine))
     return mem.get(x_addr, geo.x_shape, dcol.dtype)
 
 
@@ -227,7 +233,7 @@ def _row_group(geo: _Geometry, es: int, op: str, config) -> int:
     return group
 
 
-def _launch(op: str, es: int, x_addr: int, col_addr: int, geo: _Geometry, machine):
+def _launch(op: str, es: int, x_addr: int, col_addr: int, geo: _Geometry, machine, engine):
     config = machine.config
     group = _row_group(geo, es, op, config)
     arena = KERNEL.arena(config.ldm_bytes, nargs=1)
@@ -244,7 +250,7 @@ def _launch(op: str, es: int, x_addr: int, col_addr: int, geo: _Geometry, machin
         kr=geo.k_r, kc=geo.k_c, sr=geo.stride[0], sc=geo.stride[1],
         sr_inv=_reciprocal(geo.stride[0]), pr=geo.padding[0], pc=geo.padding[1],
         row_len=_row_len(geo, es), **buffers)
-    return KERNEL.launch(machine, [machine.mem.put(job)], flops=0,
+    return KERNEL.launch(machine, [machine.mem.put(job)], flops=0, engine=engine,
                          details=dict(op=op.lower(), rows_per_task=group))
 
 
