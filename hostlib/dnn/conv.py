@@ -186,7 +186,7 @@ def _im2col(x, geo: _Geometry, machine, stats, engine) -> np.ndarray:
     x_addr = mem.put(x)
     col_addr = mem.alloc(int(np.prod(geo.col_shape)) * x.itemsize)   # zeroed: the pad rows
     stats.phases["im2col"].append(_launch("IM2COL", x.itemsize, x_addr, col_addr, geo, machine,
-                                                  engine))
+                                          engine))
     return mem.get(col_addr, geo.col_shape, x.dtype)
 
 
