@@ -4,6 +4,8 @@ describes them.
 
 - ``activation_forward(x, kind)`` / ``activation_backward(dy, x=..., y=..., kind)``: ReLU,
   sigmoid and tanh; ``exp(x)``, the element-wise exponential they are built on;
+- ``conv2d_forward`` / ``conv2d_backward_data`` / ``conv2d_backward_filter``: 2-D convolution
+  (explicit GEMM: im2col / col2im on the CPEs and swGEMM);
 - ``linear_forward`` / ``linear_backward``: FC through swGEMM;
 - the memory-bound operators on one streaming driver (``stream``, with ``cgs=``): ``add``,
   ``scale``, ``sgd_update``, ``pool2d_forward`` / ``pool2d_backward`` and ``transform``
@@ -11,11 +13,13 @@ describes them.
 """
 from .activation import ActivationStats, activation_backward, activation_forward, exp
 from .common import DnnError
+from .conv import ConvStats, conv2d_backward_data, conv2d_backward_filter, conv2d_forward
 from .elementwise import add, scale, sgd_update
 from .layout import LAYOUTS, transform
 from .linear import linear_backward, linear_forward
 from .pool import pool2d_backward, pool2d_forward
 
-__all__ = ["ActivationStats", "DnnError", "LAYOUTS", "activation_backward", "activation_forward",
-           "add", "exp", "linear_backward", "linear_forward", "pool2d_backward",
+__all__ = ["ActivationStats", "ConvStats", "DnnError", "LAYOUTS", "activation_backward",
+           "activation_forward", "add", "conv2d_backward_data", "conv2d_backward_filter",
+           "conv2d_forward", "exp", "linear_backward", "linear_forward", "pool2d_backward",
            "pool2d_forward", "scale", "sgd_update", "transform"]

@@ -4,8 +4,25 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 
+class Rates:
+    """Time, rate and efficiency of anything with `cycles`, `flops`, `clock_hz` and
+    `peak_gflops` (a launch, or a DNN operator's several launches)."""
+
+    @property
+    def seconds(self) -> float:
+        return self.cycles / self.clock_hz
+
+    @property
+    def gflops(self) -> float:
+        return self.flops / self.seconds / 1e9
+
+    @property
+    def efficiency(self) -> float:
+        return self.gflops / self.peak_gflops
+
+
 @dataclass
-class Stats:
+class Stats(Rates):
     """One launch: its timed cycles and flops, the whole run, and the wrapper's own choices
     (``details``: e.g. the blocking or tile it used; read as attributes, ``stats.blocking``)."""
     flops: int                # floating-point operations the launch performs
@@ -22,18 +39,6 @@ class Stats:
         if name in details:
             return details[name]
         raise AttributeError(f"Stats has no attribute {name!r} (details: {sorted(details)})")
-
-    @property
-    def seconds(self) -> float:
-        return self.cycles / self.clock_hz
-
-    @property
-    def gflops(self) -> float:
-        return self.flops / self.seconds / 1e9
-
-    @property
-    def efficiency(self) -> float:
-        return self.gflops / self.peak_gflops
 
     @property
     def ee_min(self) -> float:
