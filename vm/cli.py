@@ -50,10 +50,23 @@ def add_run_arguments(parser) -> None:
     parser.add_argument("--progress", action="store_true",
                         help="show a progress bar even when stderr is not a terminal")
     parser.add_argument("-I", dest="include_dirs", action="append", default=[], metavar="DIR")
+    # How a source becomes a Program: build(path, include_dirs). A higher layer's command line
+    # replaces it (kernels/cli.py links the athread runtime).
+    parser.set_defaults(build=assemble_source)
+
+
+def assemble_source(path: str, include_dirs: tuple[str, ...]):
+    from ..asm import assemble_file
+    return assemble_file(path, include_dirs)
 
 
 def _run(args) -> int:
-    machine, result = run_from_args(args)
+    machine, _, result = run_from_args(args)
+    return print_run(args, machine, result)
+
+
+def print_run(args, machine, result) -> int:
+    """What `swsim run` prints after a run: the time, or the statistics (--stats, --json)."""
     if args.json:
         print(json.dumps(result.to_dict(), indent=2))
     elif args.stats:
@@ -66,16 +79,15 @@ def _run(args) -> int:
 
 
 def run_from_args(args):
-    """Run what the arguments of ``add_run_arguments`` say: (Machine, RunResult), after the
-    dumps and the trace are written."""
-    from ..asm import assemble_file
+    """Run what the arguments of ``add_run_arguments`` say: (Machine, Program, RunResult),
+    after the dumps and the trace are written."""
     from ..asm.swo import load_program
     from .machine import Machine
     from .trace import write_trace
 
     machine = Machine(args.config, **dict(_override(s, args.config) for s in args.set))
     program = load_program(args.program) if args.program.endswith(".swo") else \
-        assemble_file(args.program, tuple(args.include_dirs))
+        args.build(args.program, tuple(args.include_dirs))
     values = [_argument(text, machine) for text in args.arg]
     progress = _ProgressBar(args.max_cycles, args.progress or sys.stderr.isatty())
     try:
@@ -88,7 +100,7 @@ def run_from_args(args):
         _dump(spec, machine, values)
     if args.trace:
         write_trace(result, args.trace)
-    return machine, result
+    return machine, program, result
 
 
 def _override(text: str, preset: str) -> tuple[str, object]:
