@@ -359,3 +359,11 @@ def test_the_example_runs_through_kernels_program(engine):
     assert [r.text for r in records] == [
         f"hello from CPE {c} (row {c // 8}, col {c % 8}), cycle {stamp}\n" for c in range(16)]
     assert 0 < int(stamp) < records[0].cycle    # printf began after the count
+
+
+def test_a_core_group_without_a_console_slot_loses_its_printfs_and_nothing_else():
+    machine = Machine(num_cgs=9)
+    program = build(HELLO)
+    # slot 8 would lie past the end of the program's data: writing it would fault
+    machine.run(program, entry="hello", cpes=[0, 1], cg=8, engine="c")
+    assert console_text(machine, program) == ""

@@ -9,8 +9,10 @@
 	.set	noreorder
 
 	CONSOLE_CGS = 8			# core groups with a console slot (>= num_cgs of every preset)
-	CONSOLE_CPES = 64
-	CONSOLE_REGION_BYTES = 1024	# one CPE's share of _slave_stdout
+	CONSOLE_CPES_SHIFT = 6
+	CONSOLE_CPES = 1 << CONSOLE_CPES_SHIFT
+	CONSOLE_REGION_SHIFT = 10
+	CONSOLE_REGION_BYTES = 1 << CONSOLE_REGION_SHIFT	# one CPE's share of _slave_stdout
 	CONSOLE_HEADER_BYTES = 16	# quad: bytes of records that follow; quad: printfs dropped
 	RECORD_BYTES = 256		# the largest record: 16-byte header, format, arguments
 	RECORD_HEADER_BYTES = 16	# quad: length | truncated << 32; quad: cycle stamp
@@ -219,10 +221,12 @@ finish:	addl	$4, 7, $4
 	stl	$8, 0($2)
 	stl	$28, 8($2)
 	ldl	$7, CGN($1)			# this CPE's region
+	cmpult	$7, CONSOLE_CGS, $8
+	beq	$8, no_slot
 	ldl	$8, MYID($1)
-	sll	$7, 6, $7
+	sll	$7, CONSOLE_CPES_SHIFT, $7
 	addl	$7, $8, $7
-	sll	$7, 10, $7			# * CONSOLE_REGION_BYTES
+	sll	$7, CONSOLE_REGION_SHIFT, $7
 	ldi	$24, _slave_stdout
 	addl	$24, $7, $24
 	ldl	$7, USED($1)
@@ -246,6 +250,7 @@ drop:	ldl	$7, DROPPED($1)
 	addl	$7, 1, $7
 	stl	$7, DROPPED($1)
 	stl	$7, 8($24)
+no_slot:					# a CG beyond the console: the printf is lost
 	clr	$0
 	ret
 
