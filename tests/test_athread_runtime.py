@@ -367,3 +367,16 @@ def test_a_core_group_without_a_console_slot_loses_its_printfs_and_nothing_else(
     # slot 8 would lie past the end of the program's data: writing it would fault
     machine.run(program, entry="hello", cpes=[0, 1], cg=8, engine="c")
     assert console_text(machine, program) == ""
+
+
+def test_a_programs_own_definition_beats_the_runtimes():
+    own = "\t.globl printf\nprintf:\tldi $0, 77\n\tret\n"
+    program = build(compiled("f", """
+	ldih $1,_MYID($31)		!tprelhi
+	ldw $9,_MYID($1)		!tprello
+""" + call("printf", 2) + """
+	addl $0,$9,$0
+"""), own)
+    machine = Machine()
+    machine.run(program, entry="f", cpes=[4], engine="python")
+    assert machine.last_job.regs[4, 0, 0] == 77 + 4 and console_text(machine, program) == ""

@@ -4,7 +4,8 @@
 #
 # Written in the compiler's ABI: arguments in $16-$21 (more at 0($sp), 8($sp), ...), result in
 # $0, return address $26; only the temporaries $1-$8, $22-$25, $27, $28 are clobbered, so
-# $9-$15, $29 (gp) and $30 (sp) survive every call.
+# $9-$15, $29 (gp) and $30 (sp) survive every call. The functions are weak: a program's own
+# definition (its own printf, say) wins.
 
 	.set	noreorder
 
@@ -79,7 +80,7 @@ __swsim_start:
 
 # int athread_get_id(int core): core -1 is this CPE's thread id (_MYID); swsim numbers threads
 # as the physical CPEs, so any other core is its own id.
-	.globl	athread_get_id
+	.weak	athread_get_id
 	.ent	athread_get_id
 athread_get_id:
 	ldi	$1, _MYID
@@ -88,7 +89,7 @@ athread_get_id:
 	.end	athread_get_id
 
 # int athread_get_core(int id): id -1 is this CPE's physical number (_PEN), else id itself.
-	.globl	athread_get_core
+	.weak	athread_get_core
 	.ent	athread_get_core
 athread_get_core:
 	ldi	$1, _MYID
@@ -103,7 +104,7 @@ this_or_argument:
 # int athread_syn(scope, int mask): ROW_SCOPE: synr mask (the columns of this row in the low
 # 8 bits); COL_SCOPE: sync mask; ARRAY_SCOPE: synr (mask & 0xff) then sync (mask >> 8 & 0xff),
 # so 0xffff is all 64 CPEs. Returns 0, or -1 for an unknown scope.
-	.globl	athread_syn
+	.weak	athread_syn
 	.ent	athread_syn
 athread_syn:
 	clr	$0
@@ -129,7 +130,7 @@ array:	and	$17, 0xff, $1
 
 # void penv_slave_cycle_count(unsigned long *cycles): *cycles = the CG's cycle counter (rcsr 4,
 # the cycle at which it issues); also returned in $0.
-	.globl	penv_slave_cycle_count
+	.weak	penv_slave_cycle_count
 	.ent	penv_slave_cycle_count
 penv_slave_cycle_count:
 	rcsr	$0, CYCLE_CSR
@@ -142,7 +143,7 @@ penv_slave_cycle_count:
 # copied. Formatting is the host's (kernels/runtime/console.py). Returns 0.
 #   $1 TLS base   $2 record   $3 record end   $4 write pointer   $5 truncated flag
 #   $22 format scan pointer   $23 argument index   $28 cycle stamp
-	.globl	printf
+	.weak	printf
 	.ent	printf
 printf:
 	rcsr	$28, CYCLE_CSR
