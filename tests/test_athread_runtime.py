@@ -380,3 +380,13 @@ def test_a_programs_own_definition_beats_the_runtimes():
     machine = Machine()
     machine.run(program, entry="f", cpes=[4], engine="python")
     assert machine.last_job.regs[4, 0, 0] == 77 + 4 and console_text(machine, program) == ""
+
+
+def test_each_core_group_prints_into_its_own_slot():
+    machine = Machine()
+    program = build(HELLO)
+    machine.run(program, entry="hello", cpes=[6], cg=3, engine="c")
+    records, _ = read_console(machine, program)
+    assert [(r.cg, r.cpe) for r in records] == [(3, 6)]
+    assert console_text(machine, program, [3]) == expected_hello([6])
+    assert console_text(machine, program, [0]) == ""
