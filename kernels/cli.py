@@ -17,8 +17,11 @@ def build_source_with_runtime(path: str, include_dirs: tuple[str, ...]):
 
 
 def _run(args) -> int:
-    machine, program, result = run_from_args(args)
-    if "_slave_stdout" in program.symbols:
-        # --json keeps stdout for the statistics
-        (sys.stderr if args.json else sys.stdout).write(console_text(machine, program, [args.cg]))
+    def print_console(machine, program):     # also what was printed before a fault
+        if "_slave_stdout" in program.symbols:
+            # --json keeps stdout for the statistics
+            (sys.stderr if args.json else sys.stdout).write(
+                console_text(machine, program, [args.cg]))
+
+    machine, _, result = run_from_args(args, on_exit=print_console)
     return print_run(args, machine, result)

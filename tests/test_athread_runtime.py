@@ -390,3 +390,12 @@ def test_each_core_group_prints_into_its_own_slot():
     assert [(r.cg, r.cpe) for r in records] == [(3, 6)]
     assert console_text(machine, program, [3]) == expected_hello([6])
     assert console_text(machine, program, [0]) == ""
+
+
+def test_swsim_run_prints_the_console_of_a_run_that_faults(tmp_path, capsys):
+    from swsim.cli import main
+    source = tmp_path / "slave.s"
+    source.write_text(HELLO.replace("\tret $31,($26),1", "\tldl $1,1($31)\n\tret $31,($26),1"))
+    assert main(["run", str(source), "--entry", "hello", "--cpes", "1"]) == 1
+    captured = capsys.readouterr()
+    assert captured.out == expected_hello([0]) and "CPE 0" in captured.err

@@ -78,9 +78,10 @@ def print_run(args, machine, result) -> int:
     return 0
 
 
-def run_from_args(args):
+def run_from_args(args, on_exit=None):
     """Run what the arguments of ``add_run_arguments`` say: (Machine, Program, RunResult),
-    after the dumps and the trace are written."""
+    after the dumps and the trace are written. ``on_exit(machine, program)`` is called when
+    the run ends, also when it stops with a fault (before the error propagates)."""
     from ..asm.swo import load_program
     from .machine import Machine
     from .trace import write_trace
@@ -96,6 +97,8 @@ def run_from_args(args):
                              engine=args.engine, trace=bool(args.trace), progress=progress)
     finally:
         progress.close()
+        if on_exit is not None:
+            on_exit(machine, program)
     for spec in args.dump:
         _dump(spec, machine, values)
     if args.trace:
