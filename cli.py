@@ -1,6 +1,7 @@
 """The ``swsim`` command. Each layer registers its own subcommands (``register(subparsers)`` in
-``asm/cli.py``, ``vm/cli.py``, ``hostlib/tools/cli.py``); this module only dispatches and turns
-swsim errors into messages with exit status 1, never a traceback."""
+``asm/cli.py``, ``vm/cli.py``, ``kernels/cli.py``, ``hostlib/tools/cli.py``; a layer may extend
+a lower one's command); this module only dispatches and turns swsim errors into messages with
+exit status 1, never a traceback."""
 from __future__ import annotations
 
 import argparse
@@ -10,7 +11,7 @@ import sys
 
 from .errors import SwsimError
 
-LAYERS = ("swsim.asm.cli", "swsim.vm.cli", "swsim.hostlib.tools.cli")
+LAYERS = ("swsim.asm.cli", "swsim.vm.cli", "swsim.kernels.cli", "swsim.hostlib.tools.cli")
 BROKEN_PIPE_STATUS = 128 + 13   # as a shell reports a process ended by SIGPIPE
 
 

@@ -5,7 +5,8 @@ family: ``gemm/`` (the GEMM inner loop, the LDM GEMM primitive, swGEMM, the base
 Kernels reuse each other through the linker: a kernel that calls another's entries is linked
 with its object (``program("gemm/swgemm.s", "gemm/gemm_prim.s")``); only ``.inc`` headers are
 ``.include``-d. ``source_path(name)`` is the path of a source (relative to this folder);
-``program(*names)`` assembles each source once and links the objects, cached.
+``program(*names)`` assembles each source once and links the objects, cached, with the athread
+runtime (``runtime/``, docs/runtime.md) when they call it.
 """
 from __future__ import annotations
 
@@ -33,8 +34,9 @@ def object_file(name: str):
 
 @functools.lru_cache(maxsize=None)
 def program(*names: str):
-    """The Program linking the objects of `names`, in this order."""
-    from ..asm import link
+    """The Program linking the objects of `names`, in this order (and the athread runtime if
+    they refer to it)."""
+    from .runtime import link_with_runtime
     if not names:
         raise ValueError("program() needs at least one kernel source")
-    return link([object_file(name) for name in names])
+    return link_with_runtime([object_file(name) for name in names])

@@ -21,7 +21,7 @@ def register(subparsers) -> None:
     add_run_arguments(run)
     run.add_argument("--stats", action="store_true", help="per-CG summary and EE mesh")
     run.add_argument("--json", action="store_true", help="the statistics as JSON")
-    run.set_defaults(func=_run)
+    run.set_defaults(func=run_command)
 
     fuzz = subparsers.add_parser("fuzz", help="differential campaign: random programs on the "
                                  "C and Python engines (docs/testing.md)")
@@ -62,6 +62,14 @@ def add_run_arguments(parser) -> None:
     parser.add_argument("--progress", action="store_true",
                         help="show a progress bar even when stderr is not a terminal")
     parser.add_argument("-I", dest="include_dirs", action="append", default=[], metavar="DIR")
+    # How a source becomes a Program: build(path, include_dirs). A higher layer's command line
+    # replaces it (kernels/cli.py links the athread runtime).
+    parser.set_defaults(build=assemble_source)
+
+
+def assemble_source(path: str, include_dirs: tuple[str, ...]):
+    from ..asm import assemble_file
+    return assemble_file(path, include_dirs)
 
 
 def count_argument(minimum: int):
@@ -77,13 +85,19 @@ def count_argument(minimum: int):
     return parse
 
 
-def _run(args) -> int:
+def run_command(args, on_exit=None) -> int:
+    """`swsim run`: run, then print (``on_exit`` as for ``run_from_args``)."""
     try:
-        machine, result = run_from_args(args)
+        machine, _, result = run_from_args(args, on_exit)
     except RunStopped as stopped:   # the partial result still goes out, marked by its "stop"
         if args.json and stopped.result is not None:
             print(json.dumps(stopped.result.to_dict(), indent=2))
         raise
+    return print_run(args, machine, result)
+
+
+def print_run(args, machine, result) -> int:
+    """What `swsim run` prints after a run: the time, or the statistics (--stats, --json)."""
     if args.json:
         print(json.dumps(result.to_dict(), indent=2))
     elif args.stats:
@@ -95,17 +109,17 @@ def _run(args) -> int:
     return 0
 
 
-def run_from_args(args):
-    """Run what the arguments of ``add_run_arguments`` say: (Machine, RunResult), after the
-    dumps and the trace are written."""
-    from ..asm import assemble_file
+def run_from_args(args, on_exit=None):
+    """Run what the arguments of ``add_run_arguments`` say: (Machine, Program, RunResult),
+    after the dumps and the trace are written. ``on_exit(machine, program)`` is called when
+    the run ends, also when it stops with a fault (before the error propagates)."""
     from ..asm.swo import load_program
     from .machine import Machine
     from .trace import write_trace
 
     machine = Machine(args.config, **dict(_override(s, args.config) for s in args.set))
     program = load_program(args.program) if args.program.endswith(".swo") else \
-        assemble_file(args.program, tuple(args.include_dirs))
+        args.build(args.program, tuple(args.include_dirs))
     values = [_argument(text, machine) for text in args.arg]
     progress = _ProgressBar(args.max_cycles, args.progress or sys.stderr.isatty())
     stopped = None
@@ -119,6 +133,8 @@ def run_from_args(args):
         stopped, result = stop, stop.result
     finally:
         progress.close()
+        if on_exit is not None:
+            on_exit(machine, program)
     for spec in args.dump:
         _dump(spec, machine, values)
     if args.trace:
@@ -128,7 +144,7 @@ def run_from_args(args):
             print("swsim: the run stopped early; --dump/--trace hold the state at the stop",
                   file=sys.stderr)
         raise stopped
-    return machine, result
+    return machine, program, result
 
 
 def _override(text: str, preset: str) -> tuple[str, object]:

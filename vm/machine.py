@@ -24,6 +24,10 @@ from .results import RunResult
 ENGINES = {"c": "swsim.vm.cengine", "python": "swsim.vm.pyengine"}
 ARGUMENT_REGISTERS = [REG_ALIASES[f"a{i}"] for i in range(6)]
 STACK_POINTER, RETURN_ADDRESS = REG_ALIASES["sp"], REG_ALIASES["ra"]
+# A program that defines START_SYMBOL (a runtime's start routine, docs/runtime.md) starts there,
+# with the entry's address in pv and the CG number in at; the routine then jumps to the entry.
+START_SYMBOL = "__swsim_start"
+START_ENTRY, START_CG = REG_ALIASES["pv"], REG_ALIASES["at"]
 ARGUMENT_SLOT_BYTES = 8
 STACK_ALIGN = 32
 NUM_REGISTERS, LANES = 32, 4
@@ -97,7 +101,7 @@ class Machine:
                                 "joined; join it before spawning again")
             if program.data_image:
                 self.mem.load_static(program.data_base, program.data_image)
-            job = self._job(program, entry_pc, spawned, values, stack_args, arg_area,
+            job = self._job(program, entry_pc, cg, spawned, values, stack_args, arg_area,
                             max_cycles, trace)
             handle = CgRun(self, cg, engine, program, job, np.flatnonzero(spawned))
             self._spawned[cg] = handle
@@ -126,7 +130,7 @@ class Machine:
         with self._lock:
             return sorted(self._spawned)
 
-    def _job(self, program, entry_pc, spawned, values, stack_args, arg_area, max_cycles,
+    def _job(self, program, entry_pc, cg, spawned, values, stack_args, arg_area, max_cycles,
              trace) -> EngineJob:
         config = self.config
         regs = np.zeros((config.num_cpes, NUM_REGISTERS, LANES), dtype=np.uint64)
@@ -134,6 +138,7 @@ class Machine:
         sp = config.ldm_bytes - arg_area
         image = np.frombuffer(program.ldm_image, dtype=np.uint8)
         stack = np.array(stack_args, dtype=np.uint64).view(np.uint8)
+        start = program.symbols.get(START_SYMBOL)
         for i in np.flatnonzero(spawned):
             for reg, value in zip(ARGUMENT_REGISTERS, values):
                 regs[i, reg, 0] = value
@@ -141,8 +146,11 @@ class Machine:
             regs[i, RETURN_ADDRESS, 0] = config.code_base - 4
             ldm[i, :len(image)] = image
             ldm[i, sp:sp + len(stack)] = stack
+            if start is not None:
+                regs[i, START_ENTRY, 0], regs[i, START_CG, 0] = entry_pc, cg
         return EngineJob(config=config, code=np.asarray(program.code, dtype=np.uint32),
-                         spawned=spawned, entry_pc=entry_pc, regs=regs, ldm=ldm,
+                         spawned=spawned,
+                         entry_pc=entry_pc if start is None else start.value, regs=regs, ldm=ldm,
                          mem=self.mem.view(), max_cycles=max_cycles, trace=trace)
 
     def _joined(self, handle: "CgRun") -> None:

@@ -8,6 +8,7 @@ import sys
 from dataclasses import asdict
 from typing import Optional
 
+from ...kernels.cli import build_source_with_runtime
 from ...vm.cli import add_run_arguments, count_argument, run_from_args
 from ...vm.config import PRESETS, VMConfig
 from .analyze import DEFAULT_ITERATIONS, analyze_loop
@@ -65,6 +66,7 @@ def register(subparsers) -> None:
     report = subparsers.add_parser("report", help="run a kernel (arguments of `swsim run`) "
                                    "and report EE, idle reasons, DMA, GFLOPS and a roofline")
     add_run_arguments(report)
+    report.set_defaults(build=build_source_with_runtime)
     report.add_argument("--flops", type=float, metavar="N",
                         help="floating-point operations the run performs (the VM does not "
                              "count them; without it an upper bound is shown)")
@@ -163,7 +165,7 @@ def _analyze(args) -> int:
 
 def _report(args) -> int:
     from .report import run_report
-    _, result = run_from_args(args)
+    _, _, result = run_from_args(args)
     report = run_report(result, args.flops)
     if args.roofline:
         report.roofline_png(args.roofline)

@@ -1,0 +1,281 @@
+# The CPE side of the athread runtime (docs/runtime.md): what sw5cc -slave output expects the
+# vendor library to provide. kernels/runtime/__init__.py links this object to a program that
+# refers to one of its global symbols.
+#
+# Written in the compiler's ABI: arguments in $16-$21 (more at 0($sp), 8($sp), ...), result in
+# $0, return address $26; only the temporaries $1-$8, $22-$25, $27, $28 are clobbered, so
+# $9-$15, $29 (gp) and $30 (sp) survive every call. The functions are weak: a program's own
+# definition (its own printf, say) wins.
+
+	.set	noreorder
+
+	CONSOLE_CGS = 8			# core groups with a console slot (>= num_cgs of every preset)
+	CONSOLE_CPES_SHIFT = 6
+	CONSOLE_CPES = 1 << CONSOLE_CPES_SHIFT
+	CONSOLE_REGION_SHIFT = 10
+	CONSOLE_REGION_BYTES = 1 << CONSOLE_REGION_SHIFT	# one CPE's share of _slave_stdout
+	CONSOLE_HEADER_BYTES = 16	# quad: bytes of records that follow; quad: printfs dropped
+	RECORD_BYTES = 256		# the largest record: 16-byte header, format, arguments
+	RECORD_HEADER_BYTES = 16	# quad: length | truncated << 32; quad: cycle stamp
+	REGISTER_ARGS = 5		# printf's values in $17-$21; the sixth and later on the stack
+	LENGTH_LETTERS = (1 << ('h' - 'a')) | (1 << ('j' - 'a')) | (1 << ('l' - 'a')) | (1 << ('q' - 'a')) | (1 << ('t' - 'a')) | (1 << ('z' - 'a'))
+	ROW_SCOPE = 0			# athread_syn scopes [choice: the order of the athread enum]
+	COL_SCOPE = 1
+	ARRAY_SCOPE = 2
+	CYCLE_CSR = 4			# rcsr 4: the core group's cycle counter
+
+# ---- thread-local variables: every CPE's own, in its LDM (set by __swsim_start) -------------
+# Declared int by the athread headers; each sits in an 8-byte slot whose upper half is zero,
+# so ldw and ldl both read the value.
+	.section .tbss,"awT",@nobits
+	.align	5
+	.globl	_MYID, _PEN, _ROW, _COL, _CGN
+	.type	_MYID, @tls_object
+_MYID:	.skip	8			# thread id 0..63 = the CPE id (rcid)
+_PEN:	.skip	8			# physical CPE number: the same as _MYID in swsim
+_ROW:	.skip	8			# _MYID / 8
+_COL:	.skip	8			# _MYID % 8
+_CGN:	.skip	8			# core group number
+console_used:	.skip	8		# bytes of records this CPE has written
+console_dropped: .skip	8		# printfs that did not fit its region
+printf_args:	.skip	8 * REGISTER_ARGS
+	.align	3
+printf_record:	.skip	RECORD_BYTES	# a record is built here, then copied out
+
+	MYID = _MYID - _MYID		# offsets in the block, from its base _MYID
+	PEN = _PEN - _MYID
+	ROW = _ROW - _MYID
+	COL = _COL - _MYID
+	CGN = _CGN - _MYID
+	USED = console_used - _MYID
+	DROPPED = console_dropped - _MYID
+	ARGS = printf_args - _MYID
+	RECORD = printf_record - _MYID
+
+# ---- the console: one region per (CG, CPE), read and printed by the host after the run ------
+	.data
+	.align	7
+	.globl	_slave_stdout
+_slave_stdout:
+	.skip	CONSOLE_CGS * CONSOLE_CPES * CONSOLE_REGION_BYTES
+
+	.text
+# __swsim_start: where Machine.spawn starts every CPE of a program that defines it, with
+# $27 = the entry's address, $28 = the CG number, the arguments and $26 (the exit) as for any
+# entry. Sets the thread-local variables, then jumps to the entry, which returns to the exit.
+	.globl	__swsim_start
+	.ent	__swsim_start
+__swsim_start:
+	ldi	$1, _MYID
+	rcid	$2
+	stl	$2, MYID($1)
+	stl	$2, PEN($1)
+	srl	$2, 3, $3
+	stl	$3, ROW($1)
+	and	$2, 7, $3
+	stl	$3, COL($1)
+	stl	$28, CGN($1)
+	jmp	$31, ($27)
+	.end	__swsim_start
+
+# int athread_get_id(int core): core -1 is this CPE's thread id (_MYID); swsim numbers threads
+# as the physical CPEs, so any other core is its own id.
+	.weak	athread_get_id
+	.ent	athread_get_id
+athread_get_id:
+	ldi	$1, _MYID
+	ldw	$0, MYID($1)
+	br	$31, this_or_argument
+	.end	athread_get_id
+
+# int athread_get_core(int id): id -1 is this CPE's physical number (_PEN), else id itself.
+	.weak	athread_get_core
+	.ent	athread_get_core
+athread_get_core:
+	ldi	$1, _MYID
+	ldw	$0, PEN($1)
+this_or_argument:
+	addw	$16, 1, $2
+	beq	$2, 1f
+	addw	$16, 0, $0
+1:	ret
+	.end	athread_get_core
+
+# int athread_syn(scope, int mask): ROW_SCOPE: synr mask (the columns of this row in the low
+# 8 bits); COL_SCOPE: sync mask; ARRAY_SCOPE: synr (mask & 0xff) then sync (mask >> 8 & 0xff),
+# so 0xffff is all 64 CPEs. Returns 0, or -1 for an unknown scope.
+	.weak	athread_syn
+	.ent	athread_syn
+athread_syn:
+	clr	$0
+	cmpeq	$16, ROW_SCOPE, $1
+	bne	$1, row
+	cmpeq	$16, COL_SCOPE, $1
+	bne	$1, column
+	cmpeq	$16, ARRAY_SCOPE, $1
+	bne	$1, array
+	ldi	$0, -1
+	ret
+row:	synr	$17
+	ret
+column:	sync	$17
+	ret
+array:	and	$17, 0xff, $1
+	srl	$17, 8, $2
+	and	$2, 0xff, $2
+	synr	$1
+	sync	$2
+	ret
+	.end	athread_syn
+
+# void penv_slave_cycle_count(unsigned long *cycles): *cycles = the CG's cycle counter (rcsr 4,
+# the cycle at which it issues); also returned in $0.
+	.weak	penv_slave_cycle_count
+	.ent	penv_slave_cycle_count
+penv_slave_cycle_count:
+	rcsr	$0, CYCLE_CSR
+	stl	$0, 0($16)
+	ret
+	.end	penv_slave_cycle_count
+
+# int printf(const char *format, ...): appends a record to this CPE's console region: the
+# format (copied), then per conversion its argument as a quad, except %s, whose string is
+# copied. Formatting is the host's (kernels/runtime/console.py). Returns 0.
+#   $1 TLS base   $2 record   $3 record end   $4 write pointer   $5 truncated flag
+#   $22 format scan pointer   $23 argument index   $28 cycle stamp
+	.weak	printf
+	.ent	printf
+printf:
+	rcsr	$28, CYCLE_CSR
+	ldi	$1, _MYID
+	stl	$17, ARGS + 0($1)
+	stl	$18, ARGS + 8($1)
+	stl	$19, ARGS + 16($1)
+	stl	$20, ARGS + 24($1)
+	stl	$21, ARGS + 32($1)
+	ldi	$2, RECORD($1)
+	ldi	$3, RECORD_BYTES($2)
+	ldi	$4, RECORD_HEADER_BYTES($2)
+	mov	$4, $22
+	clr	$5
+	clr	$23
+	subl	$3, 1, $7			# the last byte, kept for a NUL
+copy_format:
+	ldbu	$6, 0($16)
+	cmpult	$4, $7, $8
+	bne	$8, 1f
+	clr	$6				# no room: the format ends here
+	ldi	$5, 1
+1:	stb	$6, 0($4)
+	addl	$4, 1, $4
+	addl	$16, 1, $16
+	bne	$6, copy_format
+	bne	$5, finish
+	addl	$4, 7, $4
+	bic	$4, 7, $4
+scan:	ldbu	$6, 0($22)			# outside a conversion
+	addl	$22, 1, $22
+	beq	$6, finish
+	cmpeq	$6, '%', $8
+	beq	$8, scan
+spec:	ldbu	$6, 0($22)			# inside one: flags, width, precision, length
+	addl	$22, 1, $22
+	beq	$6, finish
+	cmpeq	$6, '%', $8			# %%
+	bne	$8, scan
+	cmpeq	$6, '*', $8			# a width or precision argument
+	bne	$8, star
+	bis	$6, 0x20, $8
+	subl	$8, 'a', $8
+	cmpult	$8, 26, $24
+	beq	$24, spec			# not a letter: a flag, digit or '.'
+	ldi	$24, LENGTH_LETTERS
+	srl	$24, $8, $24
+	blbs	$24, spec			# a length modifier
+	bsr	$25, take_argument		# a conversion letter
+	cmpeq	$6, 's', $8
+	bne	$8, string
+	bsr	$25, store_quad
+	br	$31, scan
+star:	bsr	$25, take_argument
+	bsr	$25, store_quad
+	br	$31, spec
+string:	subl	$3, 1, $24			# copy the string, NUL included
+2:	ldbu	$8, 0($7)
+	cmpult	$4, $24, $27
+	beq	$27, 3f
+	stb	$8, 0($4)
+	addl	$4, 1, $4
+	addl	$7, 1, $7
+	bne	$8, 2b
+	addl	$4, 7, $4
+	bic	$4, 7, $4
+	br	$31, scan
+3:	stb	$31, 0($4)			# no room: end the string here
+	addl	$4, 1, $4
+	ldi	$5, 1
+finish:	addl	$4, 7, $4
+	bic	$4, 7, $4
+	subl	$4, $2, $6			# record bytes, a multiple of 8
+	sll	$5, 32, $8
+	bis	$8, $6, $8
+	stl	$8, 0($2)
+	stl	$28, 8($2)
+	ldl	$7, CGN($1)			# this CPE's region
+	cmpult	$7, CONSOLE_CGS, $8
+	beq	$8, no_slot
+	ldl	$8, MYID($1)
+	sll	$7, CONSOLE_CPES_SHIFT, $7
+	addl	$7, $8, $7
+	sll	$7, CONSOLE_REGION_SHIFT, $7
+	ldi	$24, _slave_stdout
+	addl	$24, $7, $24
+	ldl	$7, USED($1)
+	addl	$7, $6, $8			# used after this record
+	ldi	$22, CONSOLE_REGION_BYTES - CONSOLE_HEADER_BYTES
+	cmpule	$8, $22, $27
+	beq	$27, drop
+	addl	$24, $7, $25
+	addl	$25, CONSOLE_HEADER_BYTES, $25
+4:	ldl	$22, 0($2)			# copy the record out
+	stl	$22, 0($25)
+	addl	$2, 8, $2
+	addl	$25, 8, $25
+	subl	$6, 8, $6
+	bne	$6, 4b
+	stl	$8, USED($1)
+	stl	$8, 0($24)
+	clr	$0
+	ret
+drop:	ldl	$7, DROPPED($1)
+	addl	$7, 1, $7
+	stl	$7, DROPPED($1)
+	stl	$7, 8($24)
+no_slot:					# a CG beyond the console: the printf is lost
+	clr	$0
+	ret
+
+# $7 = argument $23 (from printf_args, or the caller's stack from the sixth on); $23 += 1.
+take_argument:
+	cmpult	$23, REGISTER_ARGS, $8
+	beq	$8, 5f
+	s8addl	$23, $1, $8
+	ldl	$7, ARGS($8)
+	br	$31, 6f
+5:	subl	$23, REGISTER_ARGS, $8
+	s8addl	$8, $30, $8
+	ldl	$7, 0($8)
+6:	addl	$23, 1, $23
+	ret	$31, ($25), 1
+
+# Append the quad $7 at $4, or mark the record truncated and finish it.
+store_quad:
+	addl	$4, 8, $8
+	cmpule	$8, $3, $27
+	beq	$27, 7f
+	stl	$7, 0($4)
+	mov	$8, $4
+	ret	$31, ($25), 1
+7:	ldi	$5, 1
+	br	$31, finish
+	.end	printf

@@ -1,0 +1,401 @@
+"""The athread CPE runtime (kernels/runtime, docs/runtime.md): compiled-style CPE code that reads
+_MYID/_ROW/_COL through TLS relocations, calls printf, penv_slave_cycle_count and the athread_*
+helpers through the gp, runs unmodified on both engines, from Python and from `swsim run`."""
+import ctypes
+import struct
+
+import numpy as np
+import pytest
+
+import swsim
+from swsim.asm import assemble_object, link
+from swsim.errors import SwsimError
+from swsim.kernels.runtime import console_text, link_with_runtime, read_console
+from swsim.kernels.runtime.console import format_record
+from swsim.vm import Machine
+
+ENGINES = ["c", "python"]
+
+# The prologue and epilogue sw5cc -slave emits: gp from pv, a frame with ra, fp and s0 saved
+# above the outgoing-argument area, the gp reload after every call.
+PROLOGUE = """
+	.set noreorder
+	.set volatile
+	.set noat
+	.arch sw2
+	.text
+	.align 4
+	.globl {name}
+	.ent {name}
+{name}:
+	.frame $15,48,$26,0
+	.mask 0x4008200,-48
+$LFB{n}:
+	ldih $29,0($27)		!gpdisp!{n}
+	ldi $29,0($29)		!gpdisp!{n}
+$ng..{name}:
+	ldi $30,-48($30)
+	stl $26,16($30)
+	stl $15,24($30)
+	stl $9,32($30)
+	mov $30,$15
+	.prologue 1
+"""
+EPILOGUE = """
+	mov $15,$30
+	ldl $26,16($30)
+	ldl $15,24($30)
+	ldl $9,32($30)
+	ldi $30,48($30)
+	ret $31,($26),1
+	.end {name}
+	.section	.note.GNU-stack,"",@progbits
+"""
+
+
+def compiled(name, body, n=1):
+    return PROLOGUE.format(name=name, n=n) + body + EPILOGUE.format(name=name)
+
+
+def call(function, n):
+    """A call as sw5cc emits it: the address from the literal pool, the gp reloaded after."""
+    return f"""
+	ldl $27,{function}($29)		!literal!{n}
+	call $26,($27),0		!lituse_jsr!{n}
+	ldih $29,0($26)		!gpdisp!{n + 1}
+	ldi $29,0+4($29)		!gpdisp!{n + 1}
+"""
+
+
+def build(*sources):
+    return link_with_runtime([assemble_object(text, f"u{i}.s") for i, text in enumerate(sources)])
+
+
+# void ids(long *out): out[_MYID*5 ..] = _MYID, _ROW, _COL, _PEN, _CGN (each read as the
+# compiler reads a thread-local int: ldih !tprelhi + ldw !tprello)
+IDS = compiled("ids", """
+	mov $16,$9
+	ldih $1,_MYID($31)		!tprelhi
+	ldw $1,_MYID($1)		!tprello
+	ldi $2,40($31)
+	mulw $1,$2,$2
+	addl $9,$2,$9
+	stl $1,0($9)
+""" + "".join(f"""
+	ldih $1,{var}($31)		!tprelhi
+	ldw $1,{var}($1)		!tprello
+	stl $1,{8 * k}($9)
+""" for k, var in enumerate(["_ROW", "_COL", "_PEN", "_CGN"], 1)))
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("cg", [0, 2])
+def test_each_cpe_sees_its_own_thread_local_ids(engine, cg):
+    machine = Machine()
+    out = machine.mem.alloc(64 * 40)
+    cpes = [0, 1, 7, 8, 37, 63]
+    machine.run(build(IDS), entry="ids", args=[out], cg=cg, cpes=cpes, engine=engine)
+    got = machine.mem.get(out, (64, 5), np.int64)
+    for cpe in cpes:
+        assert got[cpe].tolist() == [cpe, cpe // 8, cpe % 8, cpe, cg]
+    assert not got[[c for c in range(64) if c not in cpes]].any()
+
+
+def test_the_runtime_is_linked_only_when_called():
+    plain = "\t.globl kernel\nkernel:\tldi $1, 3\n\tret\n"
+    program = build(plain)
+    assert "_slave_stdout" not in program.symbols and "__swsim_start" not in program.symbols
+    assert program.code.tolist() == swsim.assemble(plain).code.tolist()
+    assert "__swsim_start" in build(IDS).symbols
+
+
+def test_a_vendor_call_the_runtime_does_not_model_is_refused_with_the_reason():
+    source = compiled("f", call("penv_slave_float_ops_count", 1))
+    with pytest.raises(SwsimError, match="penv_slave_float_ops_count is not provided by the "
+                                         "swsim athread runtime: the engines count no"):
+        build(source)
+
+
+# printf: format in .rodata reached by !gprelhigh/!gprellow, the values in $17-$21 and the
+# sixth on the stack; %s of a thread-local string and of a main-memory string.
+HELLO = """
+	.section	.rodata.str1.1,"aMS",@progbits,1
+$LC0:
+	.ascii "CPE %2d (%d,%d) %s/%s x=%.3f n=%ld\\n\\000"
+$LC1:
+	.ascii "main\\000"
+	.section	.tdata,"awT",@progbits
+	.type	tag, @tls_object
+tag:	.ascii "ldm\\000"
+""" + compiled("hello", """
+	ldih $1,_MYID($31)		!tprelhi
+	ldw $17,_MYID($1)		!tprello
+	ldih $1,_ROW($31)		!tprelhi
+	ldw $18,_ROW($1)		!tprello
+	ldih $1,_COL($31)		!tprelhi
+	ldw $19,_COL($1)		!tprello
+	ldi $20,tag($31)		!tprel
+	ldih $21,$LC1($29)		!gprelhigh
+	ldi $21,$LC1($21)		!gprellow
+	ifmovd $17,$1
+	fcvtld $1,$1
+	ldih $2,0x3fc0($31)
+	sll $2,32,$2
+	ifmovd $2,$2
+	fmuld $1,$2,$1
+	stl $1,0($30)
+	ldi $2,-5
+	stl $2,8($30)
+	ldih $16,$LC0($29)		!gprelhigh
+	ldi $16,$LC0($16)		!gprellow
+""" + call("printf", 2))
+
+
+def expected_hello(cpes):
+    return "".join(f"CPE {c:2d} ({c // 8},{c % 8}) ldm/main x={c * 0.125:.3f} n=-5\n"
+                   for c in cpes)
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_printf_from_several_cpes_in_cycle_order(engine):
+    machine = Machine()
+    program = build(HELLO)
+    cpes = [3, 9, 12, 60]
+    machine.run(program, entry="hello", cpes=cpes, engine=engine)
+    records, dropped = read_console(machine, program)
+    assert not dropped and [r.cpe for r in records] == cpes   # same start: cycle, then id
+    assert [r.cycle for r in records] == sorted(r.cycle for r in records)
+    assert console_text(machine, program) == expected_hello(cpes)
+
+
+def test_swsim_run_prints_what_the_cpes_printed(tmp_path, capsys):
+    from swsim.cli import main
+    source = tmp_path / "slave.s"
+    source.write_text(HELLO)
+    assert main(["run", str(source), "--entry", "hello", "--cpes", "3"]) == 0
+    out = capsys.readouterr().out.splitlines(keepends=True)
+    assert "".join(out[:3]) == expected_hello(range(3))
+    assert len(out) == 4 and " cycles (" in out[3]
+    assert main(["run", str(source), "--entry", "hello", "--cpes", "2", "--json"]) == 0
+    captured = capsys.readouterr()
+    assert captured.err == expected_hello(range(2)) and captured.out.startswith("{")
+
+
+LOOP = """
+	.section	.rodata.str1.1,"aMS",@progbits,1
+$LC0:
+	.ascii "line %d\\n\\000"
+$LC1:
+	.ascii "%s\\n\\000"
+""" + compiled("chatter", """
+	mov $16,$9
+1:	ldih $16,$LC0($29)		!gprelhigh
+	ldi $16,$LC0($16)		!gprellow
+	mov $9,$17
+""" + call("printf", 2) + """
+	subl $9,1,$9
+	bne $9,1b
+""") + compiled("long_string", """
+	mov $16,$9
+	ldih $16,$LC1($29)		!gprelhigh
+	ldi $16,$LC1($16)		!gprellow
+	mov $9,$17
+""" + call("printf", 3) + """
+""", n=5)
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_a_full_console_region_drops_printfs_and_says_so(engine):
+    machine = Machine()
+    program = build(LOOP)
+    machine.run(program, entry="chatter", args=[100], cpes=[5], engine=engine)
+    text = console_text(machine, program).splitlines()
+    kept = (1024 - 16) // 40     # a record: 16 header + "line %d\n\0" padded to 16 + 1 quad
+    assert text[:kept] == [f"line {n}" for n in range(100, 100 - kept, -1)]
+    assert text[kept:] == [f"[swsim: CG 0 CPE 5: {100 - kept} printf call(s) dropped, its "
+                           "1024-byte console region is full]"]
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_a_record_longer_than_the_limit_is_cut_with_a_note(engine):
+    machine = Machine()
+    program = build(LOOP)
+    text = b"x" * 300 + b"\0"
+    machine.run(program, entry="long_string", args=[machine.mem.put(np.frombuffer(text,
+                                                                                  np.uint8))],
+                cpes=[0], engine=engine)
+    (record,), _ = read_console(machine, program)
+    # 256-byte record: 16 header, "%s\n\0" padded to 8, the string cut to 231 bytes + NUL
+    assert record.truncated and record.text == "x" * 231 + "\n"
+    assert console_text(machine, program).endswith(
+        "[swsim: CG 0 CPE 0: printf record cut at 256 bytes]\n")
+
+
+# ---- penv and athread helpers ------------------------------------------------------------------
+PENV = compiled("timed", """
+	mov $16,$9
+	rtc $1
+	stl $1,0($9)
+	ldi $16,8($9)
+""" + call("penv_slave_cycle_count", 2) + """
+	stl $0,16($9)
+	ldi $16,24($9)
+""" + call("penv_slave_cycle_count", 4))
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_penv_cycle_count_reads_the_cycle_counter(engine):
+    machine = Machine()
+    out = machine.mem.alloc(32)
+    result = machine.run(build(PENV), entry="timed", args=[out], cpes=[0], engine=engine)
+    before, first, returned, second = machine.mem.get(out, (4,), np.int64).tolist()
+    assert returned == first and before < first < second < result.kernel_cycles
+    assert second - first > 101       # the first count's store is a global access (gst)
+
+
+HELPERS = compiled("helpers", """
+	mov $16,$9
+	ldi $16,-1($31)
+""" + call("athread_get_id", 2) + """
+	rcid $1
+	s8addl $1,$9,$9
+	stl $0,0($9)
+	ldi $16,-1($31)
+""" + call("athread_get_core", 4) + """
+	stl $0,512($9)
+	ldi $16,42($31)
+""" + call("athread_get_id", 6) + """
+	stl $0,1024($9)
+	ldi $16,2($31)
+	ldi $17,-1($31)
+	ldih $17,0($17)
+	zapnot $17,3,$17
+""" + call("athread_syn", 8) + """
+	stl $0,1536($9)
+	ldi $16,7($31)
+""" + call("athread_syn", 10) + """
+	stl $0,2048($9)
+""")
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_athread_helpers_and_a_whole_array_barrier(engine):
+    machine = Machine()
+    out = machine.mem.alloc(5 * 512)
+    result = machine.run(build(HELPERS), entry="helpers", args=[out], engine=engine)
+    ids, cores, other, syn, bad = machine.mem.get(out, (5, 64), np.int64)
+    assert ids.tolist() == list(range(64)) and cores.tolist() == list(range(64))
+    assert set(other.tolist()) == {42} and set(syn.tolist()) == {0}
+    assert set(bad.tolist()) == {-1}                 # an unknown scope
+    assert result.counters["barriers"] == 16         # 8 row + 8 column barriers
+
+
+ROW_SYNC = compiled("row_sync", """
+	ldi $16,0($31)
+	ldi $17,0xff($31)
+""" + call("athread_syn", 2))
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_a_row_barrier_needs_the_whole_row(engine):
+    assert Machine().run(build(ROW_SYNC), entry="row_sync", cpes=range(8),
+                         engine=engine).counters["barriers"] == 1
+    with pytest.raises(swsim.VMFault, match="not spawned"):
+        Machine().run(build(ROW_SYNC), entry="row_sync", cpes=range(4), engine=engine)
+
+
+# ---- the host's formatting is C's -------------------------------------------------------------
+def record(fmt, *args):
+    body = fmt + b"\0" + b"\0" * (-(len(fmt) + 1) % 8)
+    for arg in args:
+        if isinstance(arg, bytes):
+            body += arg + b"\0" + b"\0" * (-(len(arg) + 1) % 8)
+        else:
+            body += struct.pack("<d", arg) if isinstance(arg, float) else \
+                struct.pack("<Q", arg & (2**64 - 1))
+    return body
+
+
+def c_type(arg):
+    if isinstance(arg, bytes):
+        return arg
+    return ctypes.c_double(arg) if isinstance(arg, float) else ctypes.c_longlong(arg)
+
+
+@pytest.mark.parametrize("fmt, args", [
+    (b"%d %i %u %x %X %o", (-7, 7, -7, -7, 255, 8)),
+    (b"%ld %lu %lx %lld %hd %hhu", (-7, -7, -7, 1 << 40, 70000, 300)),
+    (b"[%5d|%-5d|%05d|%+d|% d|%.3d]", (42, 42, 42, 42, 42, 42)),
+    (b"%c%c %s|%10s|%-6s|%.2s", (72, 105, b"str", b"right", b"left", b"cut")),
+    (b"%f %.2f %10.4f %e %.3E %g %G %g", (3.14159, -2.5, 1 / 3, 12345.678, 1e-10, 1e-5,
+                                           1e20, 100000.0)),
+    (b"%f %e %g", (float("inf"), float("-inf"), float("nan"))),
+    (b"%*d|%-*d|%.*f", (6, 12, 4, 3, 2, 2.71828)),
+    (b"%p %#x %#o %% 100%%", (0x4000_0040, 255, 8)),
+    (b"no conversions\n", ()),
+])
+def test_records_format_as_c_printf_does(fmt, args):
+    buffer = ctypes.create_string_buffer(512)
+    libc = ctypes.CDLL(None)
+    libc.snprintf(buffer, 512, fmt, *[c_type(a) for a in args])
+    assert format_record(record(fmt, *args)) == buffer.value.decode()
+
+
+def test_a_record_cut_short_formats_up_to_the_first_missing_argument():
+    assert format_record(record(b"a=%d b=%d c", 1)) == "a=1 b="
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_the_example_runs_through_kernels_program(engine):
+    from swsim.kernels import program
+    hello = program("examples/hello_athread.s")
+    machine = Machine()
+    out = machine.mem.alloc(8 * 64)
+    machine.run(hello, entry="hello", args=[out], cpes=range(16), engine=engine)
+    assert machine.mem.get(out, (16,), np.int64).tolist() == \
+        [row * 10 + col for row in range(2) for col in range(8)]
+    records, _ = read_console(machine, hello)
+    stamp = records[0].text.split()[-1]    # every CPE reads the counter in the same cycle
+    assert [r.text for r in records] == [
+        f"hello from CPE {c} (row {c // 8}, col {c % 8}), cycle {stamp}\n" for c in range(16)]
+    assert 0 < int(stamp) < records[0].cycle    # printf began after the count
+
+
+def test_a_core_group_without_a_console_slot_loses_its_printfs_and_nothing_else():
+    machine = Machine(num_cgs=9)
+    program = build(HELLO)
+    # slot 8 would lie past the end of the program's data: writing it would fault
+    machine.run(program, entry="hello", cpes=[0, 1], cg=8, engine="c")
+    assert console_text(machine, program) == ""
+
+
+def test_a_programs_own_definition_beats_the_runtimes():
+    own = "\t.globl printf\nprintf:\tldi $0, 77\n\tret\n"
+    program = build(compiled("f", """
+	ldih $1,_MYID($31)		!tprelhi
+	ldw $9,_MYID($1)		!tprello
+""" + call("printf", 2) + """
+	addl $0,$9,$0
+"""), own)
+    machine = Machine()
+    machine.run(program, entry="f", cpes=[4], engine="python")
+    assert machine.last_job.regs[4, 0, 0] == 77 + 4 and console_text(machine, program) == ""
+
+
+def test_each_core_group_prints_into_its_own_slot():
+    machine = Machine()
+    program = build(HELLO)
+    machine.run(program, entry="hello", cpes=[6], cg=3, engine="c")
+    records, _ = read_console(machine, program)
+    assert [(r.cg, r.cpe) for r in records] == [(3, 6)]
+    assert console_text(machine, program, [3]) == expected_hello([6])
+    assert console_text(machine, program, [0]) == ""
+
+
+def test_swsim_run_prints_the_console_of_a_run_that_faults(tmp_path, capsys):
+    from swsim.cli import main
+    source = tmp_path / "slave.s"
+    source.write_text(HELLO.replace("\tret $31,($26),1", "\tldl $1,1($31)\n\tret $31,($26),1"))
+    assert main(["run", str(source), "--entry", "hello", "--cpes", "1"]) == 1
+    captured = capsys.readouterr()
+    assert captured.out == expected_hello([0]) and "CPE 0" in captured.err
