@@ -129,6 +129,27 @@ class Kernel:
                      details=dict(details or {}))
 
 
+    def launch_cgs(self, machine, args_per_cg, *, flops: int, engine: str = "c",
+                   details=None) -> Stats:
+        """Run the entry on every CPE of core groups 0, 1, ... at once, CG g with
+        `args_per_cg[g]` (``Machine.spawn`` / ``join_all``). The Stats' cycles are the slowest
+        CG's; ``run`` is CG 0's RunResult and the detail ``runs`` has every CG's."""
+        if not args_per_cg:
+            raise SwsimError("launch_cgs needs the arguments of at least one core group")
+        start = time.perf_counter()
+        for cg, args in enumerate(args_per_cg):
+            machine.spawn(self.program, entry=self.entry, args=list(args), cg=cg, engine=engine)
+        runs = machine.join_all()
+        host_seconds = time.perf_counter() - start
+        results = [runs[cg] for cg in range(len(args_per_cg))]
+        config = machine.config
+        cycles = max(r.kernel_cycles for r in results)
+        return Stats(flops=flops, cycles=cycles, kernel_cycles=cycles, clock_hz=config.clock_hz,
+                     peak_gflops=config.peak_gflops_cg * len(results),
+                     host_seconds=host_seconds, run=results[0],
+                     details=dict(details or {}, runs=results))
+
+
 @functools.lru_cache(maxsize=None)
 def _record(sources: tuple, prefix: str, size_symbol: str) -> Record:
     return Record(program(*sources), prefix, size_symbol)

@@ -36,6 +36,11 @@ def register(subparsers) -> None:
     gemm.add_argument("--engine", choices=("c", "python"), default="c")
     gemm.set_defaults(func=_gemm)
 
+    ops = which.add_parser("ops", help="memory bandwidth of the DNN memory-bound operators at "
+                           "realistic sizes (sampled and extrapolated)")
+    ops.add_argument("--engine", choices=("c", "python"), default="c")
+    ops.set_defaults(func=_ops)
+
     analyze = subparsers.add_parser("analyze", help="steady-state cycles per iteration of a "
                                     "loop under the issue rules (like llvm-mca)")
     analyze.add_argument("program", metavar="KERNEL", help="assembly source (.s) or program (.swo)")
@@ -77,6 +82,12 @@ def _fidelity(args) -> int:
 def _gemm(args) -> int:
     from .bench import gemm
     print(gemm.format_report(gemm.run(quick=args.quick, engine=args.engine, only=args.only)))
+    return 0
+
+
+def _ops(args) -> int:
+    from .bench import ops
+    print(ops.format_table(ops.run(engine=args.engine)))
     return 0
 
 

@@ -1,0 +1,110 @@
+"""Tensor layout transforms on the streaming driver (``kernels/dnn/transform.inc``).
+
+A layout names the order of a 4-D tensor's axes in memory, outermost first, with the letters
+N (batch), C (channels), H (rows), W (columns). ``LAYOUTS`` registers the ones the library
+uses: NCHW (Caffe, PyTorch), NHWC, CNHW, and RCNB, the thesis' (R, C, N, B) of swDNN's
+convolution: rows, columns, channels, batch = H, W, C, N with the batch innermost.
+
+``transform(x, src_layout, dst_layout)`` takes x laid out (shaped) as `src_layout` and returns
+it laid out as `dst_layout`. Each pass on the VM swaps two adjacent groups of axes,
+(A, P, Q, D) -> (A, Q, P, D); the host chains the fewest passes that reach the target (a
+transform to the same layout is one copying pass).
+"""
+from __future__ import annotations
+
+import itertools
+from collections import deque
+
+import numpy as np
+
+from . import stream
+from .common import DnnError, combined, float_arrays, machine_and_cgs
+
+LAYOUTS = {"NCHW": "NCHW", "NHWC": "NHWC", "CNHW": "CNHW", "RCNB": "HWCN"}
+MAX_TILE = 64                 # rows of a tile along P and Q
+
+
+def axes(layout: str) -> str:
+    try:
+        return LAYOUTS[layout]
+    except KeyError:
+        raise DnnError(f"unknown layout {layout!r}; known: {', '.join(LAYOUTS)}") from None
+
+
+def group_swaps(src: str, dst: str):
+    """The fewest swaps of adjacent axis groups taking order `src` to `dst`: a list of
+    (i, j, k) meaning order[i:j] and order[j:k] trade places."""
+    moves = [(i, j, k) for i, j, k in itertools.combinations(range(len(src) + 1), 3)]
+    seen, queue = {src: []}, deque([src])
+    while queue:
+        order = queue.popleft()
+        if order == dst:
+            return seen[order]
+        for i, j, k in moves:
+            nxt = order[:i] + order[j:k] + order[i:j] + order[k:]
+            if nxt not in seen:
+                seen[nxt] = seen[order] + [(i, j, k)]
+                queue.append(nxt)
+    raise DnnError(f"no way from {src} to {dst}")     # unreachable: group swaps generate all
+
+
+def _tile(config, p, q, d, es):
+    """(PB, QB, DB) of a tile whose in and out buffers, double-buffered, fit the LDM arena."""
+    budget = stream.arena(config).free // 4 - 32
+    if d * es > budget:
+        return 1, 1, budget // es
+    pb, qb = min(p, MAX_TILE), min(q, MAX_TILE)
+    while pb * qb * d * es > budget:
+        if pb >= qb:
+            pb = (pb + 1) // 2
+        else:
+            qb = (qb + 1) // 2
+    return pb, qb, d
+
+
+def _swap_pass(machine, cgs, data_addr, es, a, p, q, d, engine):
+    config = machine.config
+    pb, qb, db = _tile(config, p, q, d, es)
+    counts = (-(-p // pb), -(-q // qb), -(-d // db))
+    out = machine.mem.alloc(a * p * q * d * es)
+    nbytes = a * p * q * d * es
+    tile = pb * qb * db * es
+    stats = stream.launch(machine, cgs, name="transform", body=f"transform_{stream.SUFFIX[es]}",
+                          plan="transform_plan", inputs=[data_addr], outputs=[out],
+                          buffer_bytes=[tile, tile], units=a * counts[0] * counts[1] * counts[2],
+                          es=es, ints=[p, q, d, pb, qb, db, *counts, int(db == d)],
+                          moved=(nbytes, nbytes), engine=engine,
+                          details=dict(swap=(a, p, q, d), tile=(pb, qb, db)))
+    return out, stats
+
+
+def transform(x, src_layout, dst_layout, *, machine=None, cgs=1, engine="c"):
+    """x (4-D, shaped as `src_layout`) laid out as `dst_layout`; returns (y, stats). The
+    bytes are moved as raw words: values, NaN payloads and signed zeros are kept exactly."""
+    src, dst = axes(src_layout), axes(dst_layout)
+    (x,) = float_arrays(x=x)
+    if x.ndim != 4:
+        raise DnnError(f"x must be 4-D ({src_layout}), got shape {x.shape}")
+    machine, cgs = machine_and_cgs(machine, cgs)
+    sizes = dict(zip(src, x.shape))
+    es = x.dtype.itemsize
+    addr = machine.mem.put(np.ascontiguousarray(x))
+    order, parts = src, []
+    swaps = group_swaps(src, dst)
+    if not swaps:       # the same layout: one copying pass, (1, 1, 1, size)
+        addr, stats = _swap_pass(machine, cgs, addr, es, 1, 1, 1, x.size, engine)
+        parts.append(stats)
+    for i, j, k in swaps:
+        a, p, q, d = (int(np.prod([sizes[c] for c in order[lo:hi]], dtype=np.int64))
+                      for lo, hi in ((0, i), (i, j), (j, k), (k, len(order))))
+        addr, stats = _swap_pass(machine, cgs, addr, es, a, p, q, d, engine)
+        parts.append(stats)
+        order = order[:i] + order[j:k] + order[i:j] + order[k:]
+    shape = tuple(sizes[c] for c in dst)
+    y = machine.mem.get(addr, shape, x.dtype)
+    stats = combined(parts, op="transform", passes=len(parts))
+    moved = sum(p.bytes_moved for p in parts)
+    stats.details.update(bytes_moved=moved, bandwidth_gbps=moved / stats.seconds / 1e9,
+                         stream_gbps=parts[0].stream_gbps,
+                         bandwidth_ratio=moved / stats.seconds / 1e9 / parts[0].stream_gbps)
+    return y, stats

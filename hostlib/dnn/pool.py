@@ -1,0 +1,147 @@
+"""2-D max and average pooling on the streaming driver (``kernels/dnn/pool.inc``), NCHW.
+
+``pool2d_forward(x, kernel, stride, padding, mode)``: x (N, C, H, W) (or (C, H, W) / (H, W)
+planes), square window `kernel`, `stride` (default `kernel`), `padding`; output size
+(H + 2 padding - kernel) // stride + 1 as PyTorch (ceil_mode=False). Max pooling returns
+((y, argmax), stats) with argmax int64 indices h * W + w into each input plane (PyTorch's
+``return_indices``); average pooling returns (y, stats), dividing by kernel² (PyTorch's
+count_include_pad=True; computed as the sum times 1 / kernel²).
+
+A unit is a block of output rows of one plane whose input rows fit the LDM buffers; each CPE
+gets the rows its windows touch with one DMA and puts its output rows with one DMA per output.
+"""
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+from . import stream
+from .common import DnnError, float_arrays, machine_and_cgs
+
+MODES = ("max", "avg")
+
+
+def _int(name, value, low):
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < low:
+        raise DnnError(f"{name} must be an integer >= {low}, got {value!r}")
+    return int(value)
+
+
+def geometry(shape, kernel, stride, padding):
+    """(planes, H, W, OH, OW) of pooling an array of `shape`; checks the arguments."""
+    if len(shape) < 2:
+        raise DnnError(f"x must have at least 2 dimensions (..., H, W), got shape {shape}")
+    kernel = _int("kernel", kernel, 1)
+    stride = _int("stride", kernel if stride is None else stride, 1)
+    padding = _int("padding", padding, 0)
+    if 2 * padding > kernel:
+        raise DnnError(f"padding must be at most kernel / 2 (PyTorch's rule), got padding "
+                       f"{padding} for kernel {kernel}")
+    h, w = shape[-2:]
+    oh, ow = (h + 2 * padding - kernel) // stride + 1, (w + 2 * padding - kernel) // stride + 1
+    if oh < 1 or ow < 1:
+        raise DnnError(f"kernel {kernel} with padding {padding} is larger than the {h} x {w} "
+                       "input")
+    return int(np.prod(shape[:-2], dtype=np.int64)), h, w, oh, ow, kernel, stride, padding
+
+
+def pool2d_forward(x, kernel, stride=None, padding=0, mode="max", *, machine=None, cgs=1,
+                   engine="c"):
+    if mode not in MODES:
+        raise DnnError(f"mode must be one of {MODES}, got {mode!r}")
+    (x,) = float_arrays(x=x)
+    planes, h, w, oh, ow, kernel, stride, padding = geometry(x.shape, kernel, stride, padding)
+    machine, cgs = machine_and_cgs(machine, cgs)
+    config = machine.config
+    es = x.dtype.itemsize
+    is_max = mode == "max"
+    # output rows per unit: as many as fit the buffers (double-buffered), at most the plane
+    free = stream.arena(config).free // 2
+    rows = _rows_per_unit(oh, lambda r: _unit_bytes(r, w, ow, kernel, stride, es, is_max)
+                          <= free)
+    blocks = -(-oh // rows)
+    mem = machine.mem
+    x_addr = mem.put(np.ascontiguousarray(x).reshape(-1))
+    outputs = [mem.alloc(planes * oh * ow * es)] + ([mem.alloc(planes * oh * ow * 4)]
+                                                     if is_max else [])
+    in_rows = min(h, (rows - 1) * stride + kernel)
+    buffers = [in_rows * w * es, rows * ow * es] + ([rows * ow * 4] if is_max else [])
+    moved = (planes * h * w * es, planes * oh * ow * (es + (4 if is_max else 0)))
+    stats = stream.launch(machine, cgs, name="pool2d", body=f"pool_forward_{mode}_{stream.SUFFIX[es]}",
+                          plan="pool_plan", inputs=[x_addr], outputs=outputs,
+                          buffer_bytes=buffers, units=planes * blocks, es=es,
+                          params=[1.0 / kernel ** 2],
+                          ints=[h, w, oh, ow, kernel, stride, padding, blocks, rows, int(is_max)],
+                          moved=moved, engine=engine,
+                          details=dict(op="pool2d_forward", mode=mode, rows_per_unit=rows))
+    shape = x.shape[:-2] + (oh, ow)
+    y = mem.get(outputs[0], shape, x.dtype)
+    if not is_max:
+        return y, stats
+    return (y, mem.get(outputs[1], shape, np.int32).astype(np.int64)), stats
+
+
+def _unit_bytes(rows, w, ow, kernel, stride, es, is_max):
+    return ((rows - 1) * stride + kernel) * w * es + rows * ow * (es + (4 if is_max else 0)) + 96
+
+
+def _backward_unit_bytes(rows, w, oh, ow, kernel, stride, es, is_max):
+    out_rows = min(oh, (rows + kernel - 2) // stride + 1)
+    return rows * w * es + out_rows * ow * (es + (4 if is_max else 0)) + 96
+
+
+def _rows_per_unit(total, fits):
+    """The most rows (at most `total`, halving) whose unit fits in LDM."""
+    rows = total
+    while rows > 1 and not fits(rows):
+        rows = max(1, rows // 2)
+    if not fits(rows):
+        raise DnnError("pool2d: one row of the planes does not fit in LDM")
+    return rows
+
+
+def pool2d_backward(dy, x_shape, kernel, stride=None, padding=0, mode="max", argmax=None, *,
+                    machine=None, cgs=1, engine="c"):
+    """The gradient dx (shape `x_shape`) of pool2d_forward from dy (its output's gradient) and,
+    for max pooling, the argmax it returned; returns (dx, stats). Max: each dy goes to its
+    argmax; average: each dy / kernel² goes to every element of its window."""
+    if mode not in MODES:
+        raise DnnError(f"mode must be one of {MODES}, got {mode!r}")
+    (dy,) = float_arrays(dy=dy)
+    x_shape = tuple(int(d) for d in x_shape)
+    planes, h, w, oh, ow, kernel, stride, padding = geometry(x_shape, kernel, stride, padding)
+    if dy.shape != x_shape[:-2] + (oh, ow):
+        raise DnnError(f"dy must have the forward output's shape {x_shape[:-2] + (oh, ow)}, "
+                       f"got {dy.shape}")
+    is_max = mode == "max"
+    if is_max:
+        if argmax is None or np.shape(argmax) != dy.shape:
+            raise DnnError(f"max pooling's backward needs the forward's argmax of shape "
+                           f"{dy.shape}")
+        argmax = np.asarray(argmax)
+        if argmax.size and (argmax.min() < 0 or argmax.max() >= h * w):
+            raise DnnError(f"argmax must index the {h} x {w} input planes (0..{h * w - 1})")
+    machine, cgs = machine_and_cgs(machine, cgs)
+    config = machine.config
+    es = dy.dtype.itemsize
+    free = stream.arena(config).free // 2
+    rows = _rows_per_unit(h, lambda r: _backward_unit_bytes(r, w, oh, ow, kernel, stride, es,
+                                                            is_max) <= free)
+    out_rows = min(oh, (rows + kernel - 2) // stride + 1)
+    blocks = -(-h // rows)
+    mem = machine.mem
+    inputs = [mem.put(np.ascontiguousarray(dy).reshape(-1))]
+    if is_max:
+        inputs.append(mem.put(argmax.astype(np.int32).reshape(-1)))
+    dx_addr = mem.alloc(planes * h * w * es)
+    buffers = [out_rows * ow * es] + ([out_rows * ow * 4] if is_max else []) + [rows * w * es]
+    moved = (planes * oh * ow * (es + (4 if is_max else 0)), planes * h * w * es)
+    stats = stream.launch(machine, cgs, name="pool2d_backward",
+                          body=f"pool_backward_{stream.SUFFIX[es]}", plan="pool_backward_plan",
+                          inputs=inputs, outputs=[dx_addr], buffer_bytes=buffers,
+                          units=planes * blocks, es=es, params=[1.0 / kernel ** 2],
+                          ints=[h, w, oh, ow, kernel, stride, padding, blocks, rows, int(is_max)],
+                          moved=moved, engine=engine,
+                          details=dict(op="pool2d_backward", mode=mode, rows_per_unit=rows))
+    return mem.get(dx_addr, x_shape, dy.dtype), stats

@@ -1,0 +1,116 @@
+"""The streaming driver of the memory-bound operators (``kernels/dnn/stream.s``): units of work
+round robin over the CPEs of one or more core groups, up to 3 input and 2 output streams moved
+by double-buffered DMA, an operator's plan routine saying what each unit moves and a body
+routine computing it in LDM (thesis §5.3).
+
+``run`` is the element-wise case: every stream has N elements, a unit is a chunk of them. The
+chunk is the largest whole number of 128-byte lines whose double buffers for every stream fit
+the LDM arena, at most ``MAX_CHUNK_BYTES``, and no more than an even share of the data per CPE.
+Other operators (pooling) call ``launch`` with their own plan, buffers and parameters.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..runtime import Kernel
+from .common import DnnError, machine_and_cgs
+
+KERNEL = Kernel(("dnn/stream.s",), "stream_run", "stream_ldm_end",
+                stack="stream_stack")
+MAX_CHUNK_BYTES = 8192        # past this the put's acknowledgement is under 5% of a chunk
+MAX_IN, MAX_OUT = 3, 2
+SUFFIX = {4: "s", 8: "d"}     # a body's routine for f32 / f64 elements
+BODIES = {"axpby": (2, 1), "scale": (1, 1), "sgd": (3, 2)}   # body: (inputs, outputs)
+
+
+def stream_bound_gbps(config, gets: float, puts: float, cgs: int = 1) -> float:
+    """The DMA engines' ceiling for moving `gets` bytes in and `puts` bytes out (or any amounts
+    in that ratio) in large whole-line requests (docs/timing.md "DMA": a line costs a get
+    dma_transaction_cycles and a put dma_put_write_cycles of engine time; acknowledgements
+    amortised away), in GB/s over `cgs` core groups: the "DMA stream figure" the operators'
+    bandwidth is measured against."""
+    line = config.dma_transaction_bytes
+    cycles = (gets * config.dma_transaction_cycles + puts * config.dma_put_write_cycles) / line
+    return (gets + puts) / cycles * config.clock_hz / 1e9 * cgs
+
+
+def arena(config):
+    return KERNEL.arena(config.ldm_bytes, nargs=1)
+
+
+def chunk_elements(config, itemsize: int, n: int, streams: int, workers: int) -> int:
+    line = config.dma_transaction_bytes
+    fit = arena(config).free // (2 * streams) // line * line
+    share = -(-n * itemsize // (workers * line)) * line
+    chunk_bytes = max(line, min(MAX_CHUNK_BYTES, fit, share))
+    return chunk_bytes // itemsize
+
+
+def launch(machine, cgs, *, name, body, plan, inputs, outputs, buffer_bytes, units, es,
+           params=(), ints=(), chunk=0, n=0, moved, engine="c", details=None):
+    """Run the driver: `units` units split over `cgs` core groups in contiguous ranges, the
+    plan and body routines named `plan` and `body`, stream addresses `inputs` / `outputs`,
+    LDM buffers of `buffer_bytes` (per stream, inputs then outputs), `params` (doubles,
+    J_P) and `ints` (J_X); `moved` = (bytes read, bytes written) the operator must move.
+    Returns Stats with bytes_moved, bandwidth_gbps, stream_gbps and bandwidth_ratio."""
+    config = machine.config
+    nin, nout = len(inputs), len(outputs)
+    if not (1 <= nin <= MAX_IN and 1 <= nout <= MAX_OUT and len(params) <= 4
+            and len(buffer_bytes) == nin + nout):
+        raise DnnError(f"{name}: the driver takes 1-{MAX_IN} inputs, 1-{MAX_OUT} outputs, "
+                       "a buffer per stream and at most 4 parameters")
+    space = arena(config)
+    sizes = list(buffer_bytes[:nin]) + [0] * (MAX_IN - nin) + list(buffer_bytes[nin:]) + \
+        [0] * (MAX_OUT - nout)
+    frames = [[space.take(size) if size else 0 for size in sizes] for _ in range(2)]
+    if not space.fits:
+        raise DnnError(f"{name}: LDM buffers of {sum(sizes) * 2} bytes do not fit in the "
+                       f"{space.limit - KERNEL.symbol('stream_ldm_end')} bytes free")
+    record = KERNEL.record("J_", "JOB_BYTES")
+    frame_bytes = KERNEL.symbol("FRAME_BYTES")
+    jobs = []
+    for cg in range(cgs):
+        first, last = units * cg // cgs, units * (cg + 1) // cgs
+        if first == last:
+            continue
+        words = record.new(n=n, es=es, chunk=chunk, first=first, chunks=last,
+                           cpes=config.num_cpes, nin=nin, nout=nout,
+                           body=KERNEL.symbol(body), plan=KERNEL.symbol(plan))
+        fields = [("in", inputs), ("out", outputs), ("p", params), ("x", ints)]
+        for field, values in fields:
+            for index, value in enumerate(values):
+                words[(record.offset(field) + 8 * index) // 8] = (
+                    np.float64(value).view(np.int64) if field == "p" else int(value))
+        for parity, frame in enumerate(frames):
+            base = (record.offset("frame") + parity * frame_bytes) // 8
+            words[base:base + len(frame)] = frame
+        jobs.append([machine.mem.put(words)])
+    stats = KERNEL.launch_cgs(machine, jobs, flops=0, engine=engine,
+                              details=dict(details or {}, cgs=len(jobs)))
+    bound = stream_bound_gbps(config, *moved, len(jobs))
+    bandwidth = sum(moved) / stats.seconds / 1e9
+    stats.details.update(bytes_moved=sum(moved), bandwidth_gbps=bandwidth, stream_gbps=bound,
+                         bandwidth_ratio=bandwidth / bound)
+    return stats
+
+
+def run(body: str, inputs, params=(), *, machine=None, cgs=1, engine="c"):
+    """Run element-wise body `body` (``BODIES``) over the flat inputs (numpy arrays of one
+    dtype and size, already checked); returns (outputs as flat arrays, Stats). Stats details:
+    body, n, dtype, chunk_bytes, cgs and those of ``launch``."""
+    nin, nout = BODIES[body]
+    machine, cgs = machine_and_cgs(machine, cgs)
+    config = machine.config
+    dtype = inputs[0].dtype
+    es, n = dtype.itemsize, inputs[0].size
+    chunk = chunk_elements(config, es, n, nin + nout, config.num_cpes * cgs)
+    mem = machine.mem
+    in_addr = [mem.put(np.ascontiguousarray(a).reshape(-1)) for a in inputs]
+    out_addr = [mem.alloc(n * es) for _ in range(nout)]
+    stats = launch(machine, cgs, name=body, body=f"{body}_{SUFFIX[es]}",
+                   plan="elementwise_plan", inputs=in_addr, outputs=out_addr,
+                   buffer_bytes=[chunk * es] * (nin + nout), units=-(-n // chunk), es=es,
+                   params=params, chunk=chunk, n=n, moved=(nin * n * es, nout * n * es),
+                   engine=engine, details=dict(body=body, n=n, dtype=dtype.name,
+                                               chunk_bytes=chunk * es))
+    return [mem.get(addr, (n,), dtype) for addr in out_addr], stats

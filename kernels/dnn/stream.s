@@ -1,0 +1,295 @@
+# The DNN library's streaming driver (thesis §5.3: memory-bound operators are data parallel
+# over the 64 CPEs with large contiguous DMA and no register communication), and the
+# element-wise plan and bodies it runs. hostlib/dnn/stream.py prepares the job; docs/dnn.md
+# ("Memory-bound operators") describes the scheme.
+#
+# The work is cut into units; CPE id takes units FIRST + id, FIRST + id + CPES, ... below CHUNKS. For each unit an
+# operator's *plan* routine fills a unit record: for each stream (up to 3 inputs, 2 outputs)
+# the main-memory address and bytes it moves (0: none) with its DMA's block and stride (0, 0:
+# contiguous), the count the body gets, and words of its own. Two parities of unit records and LDM buffers double-buffer the units: while a CPE
+# computes unit u, the gets of its next unit and the puts of its previous one are in flight;
+# before a parity is reused the CPE waits for the puts issued from it.
+#
+# plan($16 = unit, $17 = the unit record): leaf, clobbers $1-$8, $16-$25, $27-$29.
+# body($16 = the parity's frame: LDM buffers of in0, in1, in2, out0, out1, 8 bytes each;
+#      $17 = the record's count; $18 = the unit record): leaf, same clobbers.
+#
+# Element-wise operators: every stream holds N elements of ES bytes; unit c is elements
+# [c * CHUNK, min(N, (c + 1) * CHUNK)) of every stream. CHUNK * ES is a multiple of 128 bytes, so
+# every chunk starts on a line and a put writes whole lines. Their bodies process whole
+# vectors of 4 (the buffers are whole lines; the extra lanes are never put), compute in double
+# (f32 is widened by vlds and rounded once by vsts) and read their parameters from J_P.
+#
+# Argument: a0 = the job in main memory (JOB_BYTES, int64 fields J_*).
+
+	.set	noreorder
+	.include "../include/dma.inc"
+
+	J_N = 0               # elements of every stream (element-wise plan)
+	J_ES = 8              # element size: 4 or 8
+	J_CHUNK = 16          # elements per chunk (element-wise plan)
+	J_CPES = 24           # CPEs taking units round robin
+	J_NIN = 32            # input streams (1..3)
+	J_NOUT = 40           # output streams (1..2)
+	J_BODY = 48           # code addresses of the body and the plan routines
+	J_PLAN = 56
+	J_IN = 64             # input base addresses (3)
+	J_OUT = 88            # output base addresses (2)
+	J_FIRST = 104         # this core group's units: [J_FIRST, J_CHUNKS)
+	J_CHUNKS = 112
+	J_FRAME = 120         # two frames (parity 0, 1) of FRAME_BYTES
+	FRAME_BYTES = 40      # LDM buffers of in0, in1, in2, out0, out1
+	STREAM_OUT = 3        # index of out0 among the streams
+	J_P = 200             # parameters: 4 doubles
+	J_X = 232             # the operator's integer parameters: 12 words
+	JOB_BYTES = 352
+
+	U_ADDR = 0            # unit record: main-memory address of each stream (5)
+	U_BYTES = 40          # bytes each stream moves (5)
+	U_BLOCK = 80          # strided streams: bytes per block and bytes skipped between blocks
+	U_STRIDE = 120        # (5 each; 0, 0: contiguous)
+	U_COUNT = 160         # the body's count
+	U_X = 168             # the operator's own words (5)
+	UNIT_BYTES = 224
+
+	FRAME_SIZE = 32       # 0: ra
+	.globl	stream_stack
+	stream_stack = FRAME_SIZE
+
+	.ldm
+	.align	5
+JOB:	.skip	JOB_BYTES
+UNIT:	.skip	2 * UNIT_BYTES        # unit records per parity
+JOB_REPLY:
+	.skip	4
+GET_REPLY:                    # reply words per parity (32-bit)
+	.skip	8
+PUT_REPLY:
+	.skip	8
+	.align	3
+GET_ISSUED:                   # requests issued per parity (cumulative)
+	.skip	16
+PUT_ISSUED:
+	.skip	16
+	.align	5
+	.globl	stream_ldm_end
+stream_ldm_end:
+
+	.text
+
+# transfer(parity $16, put $17): the DMAs of the parity's unit record between its input
+# (put = 0: gets) or output (put = 1: puts) streams and the parity's buffers. Leaf.
+	.ent	transfer
+transfer:
+	vinsw	$17, $31, DESC_OP, $5
+	s4addl	$16, $31, $6
+	ldi	$7, GET_REPLY($6)
+	beq	$17, 1f
+	ldi	$7, PUT_REPLY($6)
+1:	vinsw	$7, $5, DESC_REPLY, $5
+	s8addl	$16, $31, $6          # the parity's issued counter
+	ldi	$7, GET_ISSUED($6)
+	ldl	$19, JOB + J_NIN($31)
+	mull	$16, FRAME_BYTES, $21
+	ldi	$21, JOB + J_FRAME($21)   # the parity's buffers
+	mull	$16, UNIT_BYTES, $22
+	ldi	$22, UNIT($22)        # the parity's unit record
+	beq	$17, 2f
+	ldi	$7, PUT_ISSUED($6)
+	ldl	$19, JOB + J_NOUT($31)
+	ldi	$21, 8 * STREAM_OUT($21)
+	ldi	$22, 8 * STREAM_OUT($22)
+2:	ldl	$8, 0($7)
+3:	ldl	$3, U_BYTES($22)
+	beq	$3, 4f                # nothing to move for this stream
+	vinsw	$3, $5, DESC_SIZE, $5
+	ldl	$3, U_BLOCK($22)
+	vinsw	$3, $5, DESC_BLOCK, $5
+	ldl	$3, U_STRIDE($22)
+	vinsw	$3, $5, DESC_STRIDE, $5
+	ldl	$23, U_ADDR($22)
+	ldl	$24, 0($21)
+	dma	$5, $23, $24
+	addl	$8, 1, $8
+4:	ldi	$21, 8($21)
+	ldi	$22, 8($22)
+	subl	$19, 1, $19
+	bgt	$19, 3b
+	stl	$8, 0($7)
+	ret
+	.end	transfer
+
+# AWAIT reply, issued, parity: spin until the parity's reply word counts its issued requests.
+	.macro	AWAIT reply, issued, parity
+	s8addl	\parity, $31, $1
+	ldl	$2, \issued($1)
+	s4addl	\parity, $31, $1
+1:	ldw	$3, \reply($1)
+	cmplt	$3, $2, $3
+	bne	$3, 1b
+	.endm
+
+# PLAN unit, parity: call the operator's plan for `unit` into the parity's unit record, then
+# issue its gets.
+	.macro	PLAN unit, parity
+	mov	\unit, $16
+	mull	\parity, UNIT_BYTES, $17
+	ldi	$17, UNIT($17)
+	ldl	$27, JOB + J_PLAN($31)
+	call	$26, ($27), 0
+	mov	\parity, $16
+	clr	$17
+	bsr	$26, transfer
+	.endm
+
+# stream_run(job): the driver. $9 unit, $10 units, $11 parity, $12 next unit, $13 CPES.
+	.globl	stream_run
+	.ent	stream_run
+stream_run:
+	ldi	$sp, -FRAME_SIZE($sp)
+	.frame	$30, FRAME_SIZE, $26, 0
+	stl	$26, 0($sp)
+	ldi	$1, JOB_BYTES
+	vinsw	$1, $31, DESC_SIZE, $2 # get, contiguous
+	ldi	$1, JOB_REPLY
+	vinsw	$1, $2, DESC_REPLY, $2
+	ldi	$3, JOB
+	DMA_WAIT $2, $16, $3, JOB_REPLY
+	rcid	$9
+	ldl	$1, JOB + J_FIRST($31)
+	addl	$9, $1, $9
+	ldl	$13, JOB + J_CPES($31)
+	ldl	$10, JOB + J_CHUNKS($31)
+	clr	$11
+	cmplt	$9, $10, $1
+	beq	$1, .Ldone
+	PLAN	$9, $11
+.Lunit:
+	addl	$9, $13, $12
+	cmplt	$12, $10, $1
+	beq	$1, 1f
+	xor	$11, 1, $14
+	PLAN	$12, $14              # the next unit's gets
+1:	AWAIT	GET_REPLY, GET_ISSUED, $11
+	AWAIT	PUT_REPLY, PUT_ISSUED, $11
+	mull	$11, FRAME_BYTES, $16
+	ldi	$16, JOB + J_FRAME($16)
+	mull	$11, UNIT_BYTES, $18
+	ldi	$18, UNIT($18)
+	ldl	$17, U_COUNT($18)
+	ldl	$27, JOB + J_BODY($31)
+	call	$26, ($27), 0
+	mov	$11, $16
+	ldi	$17, 1
+	bsr	$26, transfer         # this unit's puts
+	xor	$11, 1, $11
+	mov	$12, $9
+	cmplt	$9, $10, $1
+	bne	$1, .Lunit
+.Ldone:
+	AWAIT	PUT_REPLY, PUT_ISSUED, $31
+	ldi	$4, 1
+	AWAIT	PUT_REPLY, PUT_ISSUED, $4
+	ldl	$26, 0($sp)
+	ldi	$sp, FRAME_SIZE($sp)
+	ret
+	.end	stream_run
+
+# elementwise_plan(chunk $16, record $17): elements [chunk * CHUNK, min(N, ...)) of every
+# stream; the count is the elements.
+	.globl	elementwise_plan
+	.ent	elementwise_plan
+elementwise_plan:
+	ldl	$1, JOB + J_CHUNK($31)
+	mull	$16, $1, $2           # first element
+	ldl	$3, JOB + J_N($31)
+	subl	$3, $2, $3
+	cmplt	$3, $1, $4
+	seleq	$4, $1, $3, $3        # count = min(CHUNK, N - first)
+	stl	$3, U_COUNT($17)
+	ldl	$4, JOB + J_ES($31)
+	mull	$2, $4, $2            # byte offset
+	mull	$3, $4, $3            # bytes
+	ldi	$5, JOB + J_IN($31)   # bases: in0..in2, out0, out1 (J_OUT follows J_IN)
+	ldi	$6, 5
+1:	ldl	$7, 0($5)
+	addl	$7, $2, $7
+	stl	$7, U_ADDR($17)
+	stl	$3, U_BYTES($17)
+	ldi	$5, 8($5)
+	ldi	$17, 8($17)
+	subl	$6, 1, $6
+	bgt	$6, 1b
+	ret
+	.end	elementwise_plan
+
+# ---- bodies ----------------------------------------------------------------------------------
+# ELEMENTWISE name, nin, nout, op: the body routines name_s (f32) and name_d (f64). Per vector
+# of 4 elements they load in0..in(nin-1) into $20-$22, run the macro `op` with the parameters
+# J_P[0..3] in every lane of $5-$8, and store out0 from $23 (and out1 from $24).
+	.macro	ELEMENTWISE name, nin, nout, op
+	BODY	\name\()_s, \nin, \nout, \op, vlds, vsts, 16
+	BODY	\name\()_d, \nin, \nout, \op, vldd, vstd, 32
+	.endm
+
+	.macro	BODY label, nin, nout, op, load, store, step
+	.globl	\label
+	.ent	\label
+\label:
+	ldl	$1, 0($16)            # in0, in1, in2
+	ldl	$2, 8($16)
+	ldl	$3, 16($16)
+	ldl	$4, 8 * STREAM_OUT($16)   # out0, out1
+	ldl	$25, 8 * STREAM_OUT + 8($16)
+	ldde	$5, JOB + J_P($31)
+	ldde	$6, JOB + J_P + 8($31)
+	ldde	$7, JOB + J_P + 16($31)
+	ldde	$8, JOB + J_P + 24($31)
+	addl	$17, 3, $17
+	srl	$17, 2, $17           # vectors
+1:	\load	$20, 0($1)
+	.if	\nin >> 1             # nin > 1
+	\load	$21, 0($2)
+	.endif
+	.if	(\nin + 1) >> 2       # nin = 3
+	\load	$22, 0($3)
+	.endif
+	\op
+	\store	$23, 0($4)
+	.if	\nout >> 1            # nout = 2
+	\store	$24, 0($25)
+	.endif
+	.irp	ptr, $1, $2, $3, $4, $25
+	ldi	\ptr, \step(\ptr)
+	.endr
+	subl	$17, 1, $17
+	bgt	$17, 1b
+	ret
+	.end	\label
+	.endm
+
+# axpby: out0 = p0 in0 + p1 in1 (add, residuals).
+	.macro	OP_AXPBY
+	vmuld	$6, $21, $23
+	vmad	$5, $20, $23, $23
+	.endm
+	ELEMENTWISE axpby, 2, 1, OP_AXPBY
+
+# scale: out0 = p0 in0.
+	.macro	OP_SCALE
+	vmuld	$5, $20, $23
+	.endm
+	ELEMENTWISE scale, 1, 1, OP_SCALE
+
+# sgd (Caffe's SGD with momentum and weight decay): in param, grad, history; p0 learning rate,
+# p1 momentum, p2 weight decay. diff = lr (grad + wd param) + momentum history;
+# out0 = param - diff, out1 = diff (the new history).
+	.macro	OP_SGD
+	vmad	$7, $20, $21, $21
+	vmuld	$6, $22, $22
+	vmad	$5, $21, $22, $24
+	vsubd	$20, $24, $23
+	.endm
+	ELEMENTWISE sgd, 3, 2, OP_SGD
+	.include "pool.inc"
+	.include "transform.inc"
