@@ -28,7 +28,8 @@ def register(subparsers) -> None:
     train.add_argument("--checkpoint-dir", metavar="D")
     train.add_argument("--checkpoint-every", type=int, metavar="N",
                        help="steps between checkpoints (default: the solver's snapshot)")
-    train.add_argument("--resume", metavar="D", help="continue from the latest checkpoint in D")
+    train.add_argument("--resume", metavar="D", help="continue from the latest checkpoint in D "
+                       "(and save into D unless --checkpoint-dir says otherwise)")
     train.add_argument("--explain", action="store_true",
                        help="print each layer's operator, layout and predicted time; no training")
     train.add_argument("--engine", choices=("c", "python"), default="c")
@@ -64,7 +65,8 @@ def run(args) -> int:
         return 0
     trainer = Solver(spec, solver, engine=args.engine)
     every = args.checkpoint_every or solver.snapshot
-    if args.checkpoint_dir is None and args.checkpoint_every:
+    directory = args.checkpoint_dir or args.resume     # a resumed run goes on saving there
+    if directory is None and args.checkpoint_every:
         raise TrainError("--checkpoint-every needs --checkpoint-dir")
     if args.resume:
         trainer.restore(args.resume)
@@ -82,8 +84,8 @@ def run(args) -> int:
                 if log:
                     log.write(json.dumps(record) + "\n")
                     log.flush()
-                if args.checkpoint_dir and every and result.step % every == 0:
-                    trainer.save(args.checkpoint_dir)
+                if directory and every and result.step % every == 0:
+                    trainer.save(directory)
                 bar.set_postfix(loss=f"{result.loss:.4f}",
                                 acc=_percent(record.get("test_accuracy", result.accuracy)),
                                 sim=f"{result.sim_seconds * 1e3:.2f}ms",
@@ -92,8 +94,8 @@ def run(args) -> int:
     finally:
         if log:
             log.close()
-    if args.checkpoint_dir and trainer.step_count % max(every, 1):
-        trainer.save(args.checkpoint_dir)
+    if directory and not (every and trainer.step_count % every == 0):
+        trainer.save(directory)                        # the last step is always kept
     return 0
 
 

@@ -318,16 +318,20 @@ class EuclideanLoss(Layer):
                 for sign, bottom in zip((1, -1), bottoms)]
 
 
+def _scores_and_labels(layer, shapes):
+    """The setup of a layer reading (B, classes) scores and (B,) labels into a scalar."""
+    logits, labels = shapes
+    if len(logits) != 2 or labels != (logits[0],):
+        raise layer.error("bottom", f"needs (B, classes) scores and (B,) labels, got "
+                          f"{logits} and {labels}")
+    return [()]
+
+
 class SoftmaxWithLoss(Layer):
     operators = ("softmax_cross_entropy",)
     bottoms = (2, 2)
 
-    def setup(self, shapes):
-        logits, labels = shapes
-        if len(logits) != 2 or labels != (logits[0],):
-            raise self.error("bottom", f"needs (B, classes) scores and (B,) labels, got "
-                             f"{logits} and {labels}")
-        return [()]
+    setup = _scores_and_labels
 
     def forward(self, run, bottoms, params):
         loss, self.dlogits = run.op(self, "softmax_cross_entropy", *bottoms)
@@ -342,12 +346,7 @@ class Accuracy(Layer):
     no gradient or update depends on (it has no backward)."""
     bottoms = (2, 2)
 
-    def setup(self, shapes):
-        logits, labels = shapes
-        if len(logits) != 2 or labels != (logits[0],):
-            raise self.error("bottom", f"needs (B, classes) scores and (B,) labels, got "
-                             f"{logits} and {labels}")
-        return [()]
+    setup = _scores_and_labels
 
     def forward(self, run, bottoms, params):
         scores, labels = bottoms
