@@ -119,3 +119,12 @@ def test_shape_errors_name_the_layer_and_the_field():
     param = train.NetSpec("n", [train.EuclideanLoss("l", ["a", "b"])]).layer[0]
     with pytest.raises(train.TrainError, match=r"'l' \(EuclideanLoss\), bottom"):
         layers.EuclideanLoss(param).setup([(4, 2), (4, 3)])
+
+
+def test_the_committed_caffe_pb2_is_generated_from_caffe_proto(tmp_path):
+    protoc = pytest.importorskip("grpc_tools.protoc")
+    from pathlib import Path
+    package = Path(train.__file__).parent
+    assert protoc.main(["protoc", f"-I{package}", f"--python_out={tmp_path}",
+                        str(package / "caffe.proto")]) == 0
+    assert (tmp_path / "caffe_pb2.py").read_text() == (package / "caffe_pb2.py").read_text()

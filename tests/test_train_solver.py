@@ -143,3 +143,17 @@ def test_the_cli_explains_trains_logs_checkpoints_and_resumes(tmp_path, capsys):
     assert "not implemented yet" in capsys.readouterr().err
     assert main(["train", str(tmp_path / "missing.prototxt")]) == 1
     assert "cannot read" in capsys.readouterr().err
+
+
+def test_the_test_net_shares_the_weights_and_measures_accuracy_over_test_iter_batches():
+    net = NET + ('layer { name: "acc" type: "Accuracy" bottom: "ip1" bottom: "label" '
+                 'top: "acc" include { phase: TEST } }')
+    solver = train.Solver(net, train.SolverSpec(base_lr=0.01, random_seed=7, test_interval=1,
+                                                test_iter=[2]))
+    solver.step()
+    w, b = solver.net.params["ip1/0"], solver.net.params["ip1/1"]
+    test_data = solver.test_net.datasets["d"]
+    assert len(test_data) == 360                              # the held-out digits
+    x, label = test_data.data[:32].reshape(32, -1), test_data.label[:32]
+    expected = np.mean(np.argmax(np.maximum(x @ w.T + b, 0), axis=1) == label)
+    assert solver.test() == pytest.approx(expected, abs=1e-6)
