@@ -1,0 +1,217 @@
+"""Convolution on the VM (hostlib/dnn/conv.py, kernels/dnn/im2col.s) against a numpy float64
+reference of the forward pass and both gradients; the reference's gradients are checked by
+finite differences of its forward pass."""
+import numpy as np
+import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+
+from swsim.hostlib import dnn
+from swsim.vm import HostError
+
+DTYPES = (np.float32, np.float64)
+
+
+# ---- the float64 reference ------------------------------------------------------------------
+
+def _out(size, k, s, p):
+    return (size + 2 * p - k) // s + 1
+
+
+def _windows(shape, w_shape, s, p):
+    """(kr, kc, row slice, column slice) of the padded image feeding each kernel tap."""
+    _, _, r_i, c_i = shape
+    _, _, k_r, k_c = w_shape
+    r_o, c_o = _out(r_i, k_r, s[0], p[0]), _out(c_i, k_c, s[1], p[1])
+    for kr in range(k_r):
+        for kc in range(k_c):
+            yield (kr, kc, slice(kr, kr + s[0] * (r_o - 1) + 1, s[0]),
+                   slice(kc, kc + s[1] * (c_o - 1) + 1, s[1]))
+
+
+def _pad(x, p):
+    return np.pad(x.astype(np.float64), ((0, 0), (0, 0), (p[0], p[0]), (p[1], p[1])))
+
+
+def ref_forward(x, w, bias, s, p):
+    xp = _pad(x, p)
+    y = sum(np.einsum("bihw,oi->bohw", xp[:, :, rows, cols], w[:, :, kr, kc].astype(np.float64))
+            for kr, kc, rows, cols in _windows(x.shape, w.shape, s, p))
+    return y if bias is None else y + bias.astype(np.float64)[None, :, None, None]
+
+
+def ref_backward_data(dy, w, x_shape, s, p):
+    dxp = _pad(np.zeros(x_shape), p)
+    for kr, kc, rows, cols in _windows(x_shape, w.shape, s, p):
+        dxp[:, :, rows, cols] += np.einsum("bohw,oi->bihw", dy, w[:, :, kr, kc])
+    return dxp[:, :, p[0]:p[0] + x_shape[2], p[1]:p[1] + x_shape[3]]
+
+
+def ref_backward_filter(x, dy, w_shape, s, p):
+    xp, dw = _pad(x, p), np.zeros(w_shape)
+    for kr, kc, rows, cols in _windows(x.shape, w_shape, s, p):
+        dw[:, :, kr, kc] = np.einsum("bohw,bihw->oi", dy, xp[:, :, rows, cols])
+    return dw
+
+
+def _pair(v):
+    return (v, v) if isinstance(v, int) else v
+
+
+@settings(max_examples=20, deadline=None)
+@given(seed=st.integers(0, 2**31), stride=st.sampled_from([1, 2, (1, 2)]),
+       padding=st.sampled_from([0, 1, 2, (2, 0)]), k=st.sampled_from([(1, 1), (3, 3), (5, 3)]))
+def test_reference_gradients_match_finite_differences(seed, stride, padding, k):
+    rng = np.random.default_rng(seed)
+    s, p = _pair(stride), _pair(padding)
+    x = rng.standard_normal((2, 2, 5, 6))
+    w = rng.standard_normal((3, 2) + k)
+    dy = rng.standard_normal(ref_forward(x, w, None, s, p).shape)
+    loss = lambda x, w: float((ref_forward(x, w, None, s, p) * dy).sum())
+    h = 1e-3                  # the loss is linear in x and in w: central differences are exact
+    for grad, at, direction in [
+            (ref_backward_data(dy, w, x.shape, s, p), x, rng.standard_normal(x.shape)),
+            (ref_backward_filter(x, dy, w.shape, s, p), w, rng.standard_normal(w.shape))]:
+        if at is x:
+            fd = (loss(x + h * direction, w) - loss(x - h * direction, w)) / (2 * h)
+        else:
+            fd = (loss(x, w + h * direction) - loss(x, w - h * direction)) / (2 * h)
+        assert fd == pytest.approx(float((grad * direction).sum()), rel=1e-8, abs=1e-8)
+
+
+# ---- the VM against the reference -----------------------------------------------------------
+
+@st.composite
+def problems(draw):
+    k = draw(st.sampled_from([(1, 1), (3, 3), (5, 5), (3, 1)]))
+    stride = draw(st.sampled_from([1, 2, (2, 1)]))
+    padding = draw(st.sampled_from([0, 1, 2, (0, 2)]))
+    s, p = _pair(stride), _pair(padding)
+    sizes = st.sampled_from([1, 2, 3, 5, 7, 8])
+    r_i, c_i = draw(sizes), draw(sizes)
+    assume(r_i + 2 * p[0] >= k[0] and c_i + 2 * p[1] >= k[1])
+    b, n_i, n_o = (draw(st.integers(1, n)) for n in (3, 5, 5))
+    return dict(x_shape=(b, n_i, r_i, c_i), w_shape=(n_o, n_i) + k, stride=stride,
+                padding=padding, s=s, p=p, dtype=draw(st.sampled_from(DTYPES)),
+                seed=draw(st.integers(0, 2**31)))
+
+
+def _close(got, want, dtype, terms):
+    assert got.dtype == dtype and got.shape == want.shape
+    # unit normal data: a sum of `terms` products has rounding error ~ eps sqrt(terms) |sum|
+    tol = (1e-5 if dtype == np.float32 else 1e-13) * max(terms, 1)
+    np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
+
+
+@settings(max_examples=25, deadline=None)
+@given(problems())
+def test_forward_matches_reference(pb):
+    rng = np.random.default_rng(pb["seed"])
+    dtype = pb["dtype"]
+    x = rng.standard_normal(pb["x_shape"]).astype(dtype)
+    w = rng.standard_normal(pb["w_shape"]).astype(dtype)
+    bias = rng.standard_normal(pb["w_shape"][0]).astype(dtype) if pb["seed"] % 2 else None
+    y, stats = dnn.conv2d_forward(x, w, bias, stride=pb["stride"], padding=pb["padding"])
+    _close(y, ref_forward(x, w, bias, pb["s"], pb["p"]), dtype, np.prod(pb["w_shape"][1:]) + 1)
+    assert stats.algo == "explicit" and stats.direction == "forward"
+    assert stats.cycles == sum(stats.phase_cycles.values()) > 0
+    assert stats.phase_cycles["im2col"] > 0 and stats.phase_cycles["col2im"] == 0
+    assert len(stats.phases["gemm"]) == pb["x_shape"][0]
+    assert stats.dma_bytes >= x.nbytes + w.nbytes
+    assert 0 < stats.efficiency < 1
+
+
+@settings(max_examples=25, deadline=None)
+@given(problems())
+def test_backward_matches_reference(pb):
+    rng = np.random.default_rng(pb["seed"])
+    dtype, s, p = pb["dtype"], pb["s"], pb["p"]
+    x = rng.standard_normal(pb["x_shape"]).astype(dtype)
+    w = rng.standard_normal(pb["w_shape"]).astype(dtype)
+    dy = rng.standard_normal(ref_forward(x, w, None, s, p).shape).astype(dtype)
+    dx, stats = dnn.conv2d_backward_data(dy, w, x.shape, stride=pb["stride"],
+                                         padding=pb["padding"], algo="explicit")
+    _close(dx, ref_backward_data(dy, w, x.shape, s, p), dtype, np.prod(pb["w_shape"]))
+    assert stats.phase_cycles["col2im"] > 0 and stats.phase_cycles["im2col"] == 0
+    dw, stats = dnn.conv2d_backward_filter(x, dy, w.shape, stride=pb["stride"],
+                                           padding=pb["padding"])
+    _close(dw, ref_backward_filter(x, dy, w.shape, s, p), dtype, np.prod(dy.shape) // dy.shape[1])
+    assert stats.phase_cycles["im2col"] > 0 and stats.flops == 2 * dy.size * np.prod(w.shape[1:])
+
+
+@pytest.mark.parametrize("group", [2, 3, 7])
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("stride, padding, k", [(1, 1, 3), (2, 2, 5), ((2, 1), (1, 0), 3)])
+def test_row_groups(monkeypatch, group, dtype, stride, padding, k):
+    """Tasks of several input rows (7 rows: groups of 2 and 3 leave a shorter last group)."""
+    from swsim.hostlib.dnn import conv
+    monkeypatch.setattr(conv, "_row_group", lambda geo, es, op, config: min(group, geo.r_i))
+    rng = np.random.default_rng(group)
+    x = rng.standard_normal((2, 3, 7, 6)).astype(dtype)
+    w = rng.standard_normal((2, 3, k, k)).astype(dtype)
+    s, p = _pair(stride), _pair(padding)
+    y, stats = dnn.conv2d_forward(x, w, stride=stride, padding=padding)
+    _close(y, ref_forward(x, w, None, s, p), dtype, w[0].size)
+    assert stats.phases["im2col"][0].rows_per_task == min(group, 7)
+    dx, _ = dnn.conv2d_backward_data(y, w, x.shape, stride=stride, padding=padding)
+    _close(dx, ref_backward_data(y, w, x.shape, s, p), dtype, w.size)
+
+
+def test_rows_per_task_fill_ldm_and_spread_over_the_cpes():
+    x = np.ones((1, 64, 9, 5), np.float32)
+    y, stats = dnn.conv2d_forward(x, np.ones((1, 64, 3, 3), np.float32), padding=1)
+    assert stats.phases["im2col"][0].rows_per_task == 9       # a whole plane per CPE
+    assert y[0, 0, 4, 2] == 64 * 9
+    from swsim.hostlib.dnn import conv
+    from swsim.vm import Machine
+    config = Machine().config
+    geo = conv._geometry((1, 64, 9, 300), (1, 64, 3, 3), 1, 1, "w")
+    group = conv._row_group(geo, 8, "COL2IM", config)
+    assert 1 < group < 9                                      # limited by LDM
+    fits = []
+    for rows in (group, group + 1):
+        arena = conv.KERNEL.arena(config.ldm_bytes, nargs=1)
+        conv._buffers(geo, 8, rows, "COL2IM", arena)
+        fits.append(arena.fits)
+    assert fits == [True, False]
+
+
+def test_same_inputs_same_bits_and_cycles():
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((2, 3, 6, 5)).astype(np.float32)
+    w = rng.standard_normal((4, 3, 3, 3)).astype(np.float32)
+    (y1, s1), (y2, s2) = (dnn.conv2d_forward(x, w, stride=2, padding=1) for _ in range(2))
+    assert y1.tobytes() == y2.tobytes() and s1.phase_cycles == s2.phase_cycles
+
+
+# ---- bad input ------------------------------------------------------------------------------
+
+X = np.zeros((1, 2, 4, 4))
+W = np.zeros((3, 2, 3, 3))
+DY = np.zeros((1, 3, 2, 2))
+
+
+@pytest.mark.parametrize("call, name", [
+    (lambda: dnn.conv2d_forward(X.astype(np.int32), W), "x"),
+    (lambda: dnn.conv2d_forward(X, W.astype(np.float32)), "w"),
+    (lambda: dnn.conv2d_forward(X[0], W), "x"),
+    (lambda: dnn.conv2d_forward(X, np.zeros((3, 1, 3, 3))), "input channels"),
+    (lambda: dnn.conv2d_forward(X, np.zeros((3, 2, 7, 3))), "padding"),
+    (lambda: dnn.conv2d_forward(X, W, np.zeros(2)), "bias"),
+    (lambda: dnn.conv2d_forward(X, W, stride=0), "stride"),
+    (lambda: dnn.conv2d_forward(X, W, padding=-1), "padding"),
+    (lambda: dnn.conv2d_forward(X, W, padding=(1, 2, 3)), "padding"),
+    (lambda: dnn.conv2d_forward(X, W, algo="winograd"), "algo"),
+    (lambda: dnn.conv2d_backward_data(np.zeros((1, 3, 3, 2)), W, X.shape), "dy"),
+    (lambda: dnn.conv2d_backward_data(DY, W, (1, 2, 4)), "x_shape"),
+    (lambda: dnn.conv2d_backward_filter(X, DY, (3, 2, 0, 3)), "w_shape"),
+    (lambda: dnn.conv2d_backward_filter(X, DY.astype(np.float32), W.shape), "dy"),
+])
+def test_bad_input_is_a_host_error_naming_the_argument(call, name):
+    with pytest.raises(HostError, match=name):
+        call()
+
+
+def test_rows_too_long_for_ldm_are_a_host_error():
+    with pytest.raises(HostError, match="LDM"):
+        dnn.conv2d_forward(np.zeros((1, 1, 1, 8000)), np.zeros((1, 1, 1, 3)))
