@@ -169,6 +169,9 @@ class Net:
 
     def explain(self) -> list:
         """One row per layer: name, type, top shapes, operator, layout, predicted seconds."""
+        if not self.choices:
+            raise TrainError("explain() needs the selection pass: build the Net with config= "
+                             "or call select_operators(config)")
         return [dict(layer=n.layer.name, type=n.layer.param.type,
                      shapes=[self.shapes[t] for t in n.tops],
                      params=int(sum(self.params[p].size for p in n.params)),
