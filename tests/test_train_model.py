@@ -82,14 +82,21 @@ def test_a_batch_that_does_not_divide_among_core_groups_is_refused():
         train.Net(GOOD, batch_divisor=3)
 
 
-def test_a_layer_whose_operator_is_missing_is_refused_at_construction():
-    # conv2d_* are not in hostlib.dnn on this branch; the net must not fall back to numpy
-    missing = layers.missing_operators(layers.Convolution)
-    if not missing:
-        pytest.skip("the convolution operators have landed")
-    with pytest.raises(train.TrainError, match=r"layer 'conv1' \(Convolution\), type: needs "
-                                               r"hostlib.dnn.conv2d_forward"):
-        train.Net(train.example("lenet"))
+def test_a_layer_whose_operator_is_missing_is_refused_at_construction(monkeypatch):
+    # no numpy fallback: without its operator on the VM a layer cannot be built
+    from swsim.hostlib import dnn
+    monkeypatch.delattr(dnn, "linear_forward")
+    with pytest.raises(train.TrainError, match=r"layer 'ip' \(InnerProduct\), type: needs "
+                                               r"hostlib.dnn.linear_forward, not available yet"):
+        train.Net(GOOD)
+
+
+def test_a_declared_kind_the_stack_does_not_drive_yet_is_refused():
+    net = GOOD.replace('type: "ReLU"', 'type: "BatchNorm"')
+    with pytest.raises(train.TrainError, match=r"layer 'relu' \(BatchNorm\), type: (needs "
+                                               r"hostlib.dnn.batchnorm_forward|the training "
+                                               r"stack does not drive)"):
+        train.Net(net)
 
 
 def _setup(kind, shapes, **fields):
