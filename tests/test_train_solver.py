@@ -133,7 +133,8 @@ def test_the_cli_explains_trains_logs_checkpoints_and_resumes(tmp_path, capsys):
     assert main(["train", str(net), "--solver", str(solver), "--steps", "2", "--log", str(log),
                  "--checkpoint-dir", str(ckpt), "--checkpoint-every", "2"]) == 0
     assert main(["train", str(net), "--solver", str(solver), "--log", str(log),
-                 "--resume", str(ckpt)]) == 0
+                 "--resume", str(ckpt), "--plot", str(tmp_path / "loss.png")]) == 0
+    assert (tmp_path / "loss.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     records = [json.loads(line) for line in log.read_text().splitlines()]
     assert [r["step"] for r in records] == [1, 2, 3, 4]
     assert all(set(r) >= {"step", "loss", "sim_seconds", "host_seconds"} for r in records)

@@ -30,6 +30,7 @@ def register(subparsers) -> None:
                        help="steps between checkpoints (default: the solver's snapshot)")
     train.add_argument("--resume", metavar="D", help="continue from the latest checkpoint in D "
                        "(and save into D unless --checkpoint-dir says otherwise)")
+    train.add_argument("--plot", metavar="FILE.png", help="loss (and test accuracy) per step")
     train.add_argument("--explain", action="store_true",
                        help="print each layer's operator, layout and predicted time; no training")
     train.add_argument("--engine", choices=("c", "python"), default="c")
@@ -72,6 +73,7 @@ def run(args) -> int:
         trainer.restore(args.resume)
     steps = args.steps or solver.max_iter or DEFAULT_STEPS
     log = open(args.log, "a" if args.resume else "w", encoding="utf-8") if args.log else None
+    records = []
     try:
         with tqdm(total=steps, initial=trainer.step_count, unit="step",
                   dynamic_ncols=True) as bar:
@@ -81,6 +83,7 @@ def run(args) -> int:
                               sim_seconds=result.sim_seconds, host_seconds=result.host_seconds)
                 if solver.test_interval and result.step % solver.test_interval == 0:
                     record["test_accuracy"] = trainer.test()
+                records.append(record)
                 if log:
                     log.write(json.dumps(record) + "\n")
                     log.flush()
@@ -96,7 +99,28 @@ def run(args) -> int:
             log.close()
     if directory and not (every and trainer.step_count % every == 0):
         trainer.save(directory)                        # the last step is always kept
+    if args.plot:
+        plot(records, args.plot)
     return 0
+
+
+def plot(records: list, path: str) -> None:
+    """Loss per step (left axis) and test accuracy where evaluated (right axis) as a PNG."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    figure, loss_axis = plt.subplots(figsize=(7, 4))
+    loss_axis.plot([r["step"] for r in records], [r["loss"] for r in records], color="C0")
+    loss_axis.set(xlabel="step", ylabel="training loss")
+    tested = [r for r in records if "test_accuracy" in r]
+    if tested:
+        accuracy_axis = loss_axis.twinx()
+        accuracy_axis.plot([r["step"] for r in tested], [r["test_accuracy"] for r in tested],
+                           "o-", color="C1")
+        accuracy_axis.set(ylabel="test accuracy", ylim=(0, 1))
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
 
 
 def _percent(value) -> str:
