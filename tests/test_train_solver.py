@@ -117,6 +117,9 @@ def test_solver_errors():
         train.Solver(NET, train.SolverSpec(base_lr=0.1, type="RMSProp"))
     with pytest.raises(train.TrainError, match=r"'Adam': needs hostlib.dnn.adam_update"):
         train.Solver(NET, train.SolverSpec(base_lr=0.1, type="Adam"))
+    with pytest.raises(train.TrainError, match="test_interval 5: net 'regression' has no "
+                                               "Accuracy layer in phase TEST"):
+        train.Solver(NET, train.SolverSpec(base_lr=0.1, test_interval=5))
     with pytest.raises(train.TrainError, match="no loss layer"):
         train.Solver(NET.split('layer { name: "loss"')[0], SOLVER)
 

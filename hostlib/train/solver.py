@@ -98,6 +98,9 @@ class Solver:
                 raise TrainError(f"layer {name.split('/')[0]!r} in phase TEST has a parameter "
                                  f"{shape} the TRAIN net does not have")
         test.data_layer                      # exactly one Data layer (raises otherwise)
+        if _accuracy_node(test) is None:
+            raise TrainError(f"solver test_interval {self.solver.test_interval}: net "
+                             f"{test.spec.name!r} has no Accuracy layer in phase TEST")
 
     def step(self) -> StepResult:
         started = time.perf_counter()
@@ -134,8 +137,6 @@ class Solver:
         for k in range(iterations):
             blobs = net.forward(Run(Machine(self.config)), order.batch(k))
             accuracies.append(_accuracy(net, blobs))
-        if None in accuracies:
-            raise TrainError(f"net {net.spec.name!r} has no Accuracy layer in phase TEST")
         return float(np.mean(accuracies))
 
     # Checkpoints: one .npz per step, written to a temporary file and renamed into place.
@@ -191,6 +192,10 @@ class Solver:
         return path
 
 
+def _accuracy_node(net: Net):
+    return next((n for n in net.nodes if n.layer.param.type == "Accuracy"), None)
+
+
 def _accuracy(net: Net, blobs) -> Optional[float]:
-    found = [n for n in net.nodes if n.layer.param.type == "Accuracy"]
-    return float(blobs[found[0].tops[0]]) if found else None
+    node = _accuracy_node(net)
+    return None if node is None else float(blobs[node.tops[0]])
