@@ -33,7 +33,6 @@ def register(subparsers) -> None:
     train.add_argument("--plot", metavar="FILE.png", help="loss (and test accuracy) per step")
     train.add_argument("--explain", action="store_true",
                        help="print each layer's operator, layout and predicted time; no training")
-    train.add_argument("--engine", choices=("c", "python"), default="c")
     train.set_defaults(func=run)
 
 
@@ -64,7 +63,7 @@ def run(args) -> int:
         from ...vm import Machine
         print(format_explain(Net(spec, "TRAIN", config=Machine().config)))
         return 0
-    trainer = Solver(spec, solver, engine=args.engine)
+    trainer = Solver(spec, solver)
     every = args.checkpoint_every or solver.snapshot
     directory = args.checkpoint_dir or args.resume     # a resumed run goes on saving there
     if directory is None and args.checkpoint_every:

@@ -63,7 +63,7 @@ def _digest(message) -> str:
 
 
 class Solver:
-    def __init__(self, net_spec, solver=None, *, engine: str = "c", config="sw26010"):
+    def __init__(self, net_spec, solver=None, *, config="sw26010"):
         self.solver = (solver if isinstance(solver, SolverParameter)
                        else parse_solver(solver) if solver is not None else SolverParameter())
         s = self.solver
@@ -75,7 +75,7 @@ class Solver:
             raise TrainError(f"solver type {s.type!r}: needs hostlib.dnn.{self.update_operator}, "
                              f"not available yet")
         learning_rate(s, 0)                      # a bad policy fails here, not at step 1
-        self.engine, self.config = engine, config
+        self.config = config
         self.seed = s.random_seed if s.random_seed >= 0 else 0
         self.net = Net(net_spec, "TRAIN", seed=self.seed, config=Machine(config).config)
         if not self.net.losses:
@@ -116,7 +116,7 @@ class Solver:
         params = self.net.params.buffer
         (new_params, new_history), stats = getattr(dnn, self.update_operator)(
             params, self.net.grads.buffer, self.history, lr, self.solver.momentum,
-            self.solver.weight_decay, machine=run.machine, engine=self.engine)
+            self.solver.weight_decay, machine=run.machine)
         params[...] = new_params
         self.history[...] = new_history
         run.seconds["(update)"] += stats.seconds
