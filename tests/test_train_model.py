@@ -79,7 +79,7 @@ def test_graph_errors_name_the_layer_and_the_field(text, pattern):
 def test_a_batch_that_does_not_divide_among_core_groups_is_refused():
     with pytest.raises(train.TrainError, match=r"layer 'd' \(Data\), data_param.batch_size: 8 "
                                                r"does not divide among 3 core groups"):
-        train.Net(GOOD, batch_divisor=3)
+        train.Net(GOOD, slices=3)
 
 
 def test_a_layer_whose_operator_is_missing_is_refused_at_construction(monkeypatch):

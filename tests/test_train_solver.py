@@ -60,6 +60,19 @@ def test_a_net_trains_on_the_vm_and_matches_the_float64_reference():
     assert set(results[0].layer_seconds) == {"ip1", "relu", "ip2", "loss", "(update)"}
 
 
+@pytest.mark.parametrize("cgs", [2, 4])
+def test_the_minibatch_split_over_core_groups_gives_the_single_cg_losses(cgs):
+    single = train.Solver(NET, SOLVER)
+    split = train.Solver(NET, SOLVER, cgs=cgs)
+    assert split.net.shapes["data"] == (16 // cgs, 1, 8, 8)
+    one = [single.step() for _ in range(4)]
+    many = [split.step() for _ in range(4)]
+    assert np.allclose([r.loss for r in many], [r.loss for r in one], rtol=1e-5, atol=0)
+    assert "(reduce)" in many[0].layer_seconds
+    # the chip's time: the slowest CG's slice, then the reduction and the update
+    assert many[0].sim_seconds < one[0].sim_seconds
+
+
 def test_checkpoints_resume_bit_exactly(tmp_path):
     straight = train.Solver(NET, SOLVER)
     expected = [straight.step().loss for _ in range(6)]
@@ -143,8 +156,10 @@ def test_the_cli_explains_trains_logs_checkpoints_and_resumes(tmp_path, capsys):
     assert all(set(r) >= {"step", "loss", "sim_seconds", "host_seconds"} for r in records)
     assert sorted(p.name for p in ckpt.iterdir()) == ["checkpoint-00000002.npz",
                                                       "checkpoint-00000004.npz"]
-    assert main(["train", str(net), "--cgs", "4"]) == 1
-    assert "not implemented yet" in capsys.readouterr().err
+    assert main(["train", str(net), "--cgs", "5"]) == 1
+    assert "cgs: 1..4 core groups, got 5" in capsys.readouterr().err
+    assert main(["train", str(net), "--cgs", "3"]) == 1
+    assert "batch_size: 16 does not divide among 3 core groups" in capsys.readouterr().err
     assert main(["train", str(tmp_path / "missing.prototxt")]) == 1
     assert "cannot read" in capsys.readouterr().err
 

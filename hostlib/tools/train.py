@@ -20,7 +20,7 @@ def register(subparsers) -> None:
     train.add_argument("--solver", metavar="SOLVER.prototxt",
                        help="solver (default: SGD, base_lr 0.01, lr_policy fixed)")
     train.add_argument("--cgs", type=int, default=1, metavar="N",
-                       help="core groups per step (only 1 for now)")
+                       help="core groups sharing each minibatch (Algorithm 9; default 1)")
     train.add_argument("--steps", type=int, metavar="N",
                        help=f"steps to run (default: the solver's max_iter, else "
                             f"{DEFAULT_STEPS})")
@@ -54,16 +54,13 @@ def format_explain(net: Net) -> str:
 
 
 def run(args) -> int:
-    if args.cgs != 1:
-        raise TrainError("--cgs: only 1 core group per step for now (Algorithm 9's 4-CG data "
-                         "parallelism is not implemented yet)")
     spec = parse_net(args.net)
     solver = parse_solver(args.solver) if args.solver else SolverParameter(base_lr=0.01)
     if args.explain:
         from ...vm import Machine
         print(format_explain(Net(spec, "TRAIN", config=Machine().config)))
         return 0
-    trainer = Solver(spec, solver)
+    trainer = Solver(spec, solver, cgs=args.cgs)
     every = args.checkpoint_every or solver.snapshot
     directory = args.checkpoint_dir or args.resume     # a resumed run goes on saving there
     if directory is None and args.checkpoint_every:

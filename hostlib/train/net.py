@@ -2,7 +2,8 @@
 layer by layer, then the passes of thesis §7.1 before the first step: operator selection per
 layer (kept for every iteration), and 128-byte aligned packed buffers for the parameters, the
 gradients (ONE contiguous buffer) and the blobs. A step's forward/backward takes one batch, so
-the 4-CG data parallelism of Algorithm 9 can run it per core group on a slice of the batch."""
+the 4-CG data parallelism of Algorithm 9 runs it per core group on a slice of the batch
+(``slices``: the blobs are planned for batch_size / slices samples)."""
 from __future__ import annotations
 
 from collections import defaultdict
@@ -60,7 +61,7 @@ class Node:
 
 
 class Net:
-    def __init__(self, spec, phase: str = "TRAIN", *, seed: int = 0, batch_divisor: int = 1,
+    def __init__(self, spec, phase: str = "TRAIN", *, seed: int = 0, slices: int = 1,
                  config=None):
         if phase not in PHASES:
             raise TrainError(f"phase must be one of {PHASES}, got {phase!r}")
@@ -71,7 +72,7 @@ class Net:
         latest = {}                                 # Caffe blob name -> current version
         for index, lp in enumerate(self.spec.layer):
             if _in_phase(lp, phase):
-                self._add(index, lp, latest, batch_divisor)
+                self._add(index, lp, latest, slices)
         if not self.nodes:
             raise TrainError(f"net {self.spec.name!r} has no layer in phase {phase}")
         for arena in (self.params, self.grads, self.blobs):
@@ -86,7 +87,7 @@ class Net:
         if config is not None:
             self.select_operators(config)
 
-    def _add(self, index, lp, latest, batch_divisor):
+    def _add(self, index, lp, latest, slices):
         where = f"layer {lp.name or '#' + str(index)!r}"
         if not lp.name:
             raise TrainError(f"layer #{index} ({lp.type or 'no type'}), name: must be given")
@@ -112,7 +113,7 @@ class Net:
                 raise layer.error("bottom", f"blob {bottom!r} is no earlier layer's top")
         bottoms = [latest[b] for b in lp.bottom]
         if lp.type == "Data":
-            tops = self._data_tops(layer, batch_divisor)
+            tops = self._data_tops(layer, slices)
         else:
             tops = layer.setup([self.shapes[b] for b in bottoms])
         if len(lp.top) != len(tops):
@@ -137,21 +138,22 @@ class Net:
                               "(the update is one call over the packed buffer)")
         self.nodes.append(node)
 
-    def _data_tops(self, layer, batch_divisor):
+    def _data_tops(self, layer, slices):
         p = layer.param.data_param
         if not p.source:
             raise layer.error("data_param.source", "must be given")
         if p.batch_size <= 0:
             raise layer.error("data_param.batch_size", "must be given and > 0")
-        if p.batch_size % batch_divisor:
+        if p.batch_size % slices:
             raise layer.error("data_param.batch_size", f"{p.batch_size} does not divide among "
-                              f"{batch_divisor} core groups")
+                              f"{slices} core groups")
         dataset = Dataset(p.source, self.phase, p.scale, f"layer {layer.name!r} data_param")
         self.datasets[layer.name] = dataset
         if len(layer.param.top) != 2:
             raise layer.error("top", f"a Data layer has 2 tops (data, label), got "
                               f"{len(layer.param.top)}")
-        return [(p.batch_size,) + dataset.sample_shape, (p.batch_size,)]
+        per_slice = p.batch_size // slices          # what one core group's pass sees
+        return [(per_slice,) + dataset.sample_shape, (per_slice,)]
 
     @property
     def data_layer(self):

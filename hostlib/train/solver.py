@@ -53,7 +53,7 @@ class StepResult:
     loss: float
     accuracy: Optional[float]
     lr: float
-    sim_seconds: float        # simulated time of the step on one core group
+    sim_seconds: float        # simulated time of the step on the chip (slowest CG + reduction)
     host_seconds: float
     layer_seconds: dict
 
@@ -63,7 +63,7 @@ def _digest(message) -> str:
 
 
 class Solver:
-    def __init__(self, net_spec, solver=None, *, config="sw26010"):
+    def __init__(self, net_spec, solver=None, *, cgs: int = 1, config="sw26010"):
         self.solver = (solver if isinstance(solver, SolverParameter)
                        else parse_solver(solver) if solver is not None else SolverParameter())
         s = self.solver
@@ -76,8 +76,12 @@ class Solver:
                              f"not available yet")
         learning_rate(s, 0)                      # a bad policy fails here, not at step 1
         self.config = config
+        chip = Machine(config).config
+        if not 1 <= cgs <= chip.num_cgs:
+            raise TrainError(f"cgs: 1..{chip.num_cgs} core groups, got {cgs}")
+        self.cgs = cgs
         self.seed = s.random_seed if s.random_seed >= 0 else 0
-        self.net = Net(net_spec, "TRAIN", seed=self.seed, config=Machine(config).config)
+        self.net = Net(net_spec, "TRAIN", seed=self.seed, slices=cgs, config=chip)
         if not self.net.losses:
             raise TrainError(f"net {self.net.spec.name!r} has no loss layer in phase TRAIN")
         self.history = np.zeros_like(self.net.params.buffer)
@@ -103,26 +107,47 @@ class Solver:
                              f"{test.spec.name!r} has no Accuracy layer in phase TEST")
 
     def step(self) -> StepResult:
+        """One iteration of Algorithm 9: each core group's forward/backward on its slice of the
+        minibatch (simulated one after another, each on its own Machine: the VM models no
+        contention between CGs, so the cycles are those of a concurrent run), the gradients
+        averaged by CPE kernels on all ``cgs`` core groups, one update. Simulated time: the
+        slowest CG, then the reduction and the update."""
         started = time.perf_counter()
-        run = Run(Machine(self.config))
-        batch = self.feed.next()
-        blobs = self.net.forward(run, batch)
-        loss = self.net.loss(blobs)
-        if not math.isfinite(loss):
-            raise TrainError(f"step {self.step_count + 1}: loss is {loss}; first non-finite "
-                             f"blob in layer {self.net.nan_layer(blobs)!r}")
-        self.net.backward(run, blobs)
+        data, label = self.feed.next()
+        size = len(label) // self.cgs
+        runs, losses, accuracies, grads = [], [], [], []
+        for part in range(self.cgs):
+            run = Run(Machine(self.config))
+            piece = slice(part * size, (part + 1) * size)
+            blobs = self.net.forward(run, (data[piece], label[piece]))
+            loss = self.net.loss(blobs)
+            if not math.isfinite(loss):
+                raise TrainError(f"step {self.step_count + 1}: loss is {loss}; first "
+                                 f"non-finite blob in layer {self.net.nan_layer(blobs)!r}")
+            self.net.backward(run, blobs)
+            runs.append(run)
+            losses.append(loss)
+            accuracies.append(_accuracy(self.net, blobs))
+            grads.append(self.net.grads.buffer.copy() if self.cgs > 1 else self.net.grads.buffer)
+        chip = Machine(self.config)
+        seconds = dict(max(runs, key=lambda r: r.total_seconds).seconds)
+        gradient = grads[0]
+        for index, other in enumerate(grads[1:]):      # (1/N) sum, on the CPEs of N CGs
+            gradient, stats = dnn.add(gradient, other, alpha=1.0 if index else 1 / self.cgs,
+                                      beta=1 / self.cgs, machine=chip, cgs=self.cgs)
+            seconds["(reduce)"] = seconds.get("(reduce)", 0.0) + stats.seconds
         lr = learning_rate(self.solver, self.step_count)
         params = self.net.params.buffer
         (new_params, new_history), stats = getattr(dnn, self.update_operator)(
-            params, self.net.grads.buffer, self.history, lr, self.solver.momentum,
-            self.solver.weight_decay, machine=run.machine)
+            params, gradient, self.history, lr, self.solver.momentum,
+            self.solver.weight_decay, machine=chip, cgs=self.cgs)
         params[...] = new_params
         self.history[...] = new_history
-        run.seconds["(update)"] += stats.seconds
+        seconds["(update)"] = stats.seconds
         self.step_count += 1
-        return StepResult(self.step_count, loss, _accuracy(self.net, blobs), lr,
-                          run.total_seconds, time.perf_counter() - started, dict(run.seconds))
+        accuracy = None if None in accuracies else float(np.mean(accuracies))
+        return StepResult(self.step_count, float(np.mean(losses)), accuracy, lr,
+                          sum(seconds.values()), time.perf_counter() - started, seconds)
 
     def test(self) -> float:
         """Mean accuracy of the TEST net over ``test_iter`` batches with the current weights."""
