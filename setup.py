@@ -18,7 +18,8 @@ setup(
     packages=["swsim"] + [f"swsim.{p}" for p in find_packages(include=[f"{layer}*"
                                                                         for layer in LAYERS])],
     package_dir={"swsim": "."},
-    package_data={"swsim.kernels": ["**/*.s", "**/*.inc"], "swsim.vm": ["core/*.c", "core/*.h"]},
+    package_data={"swsim.kernels": ["**/*.s", "**/*.inc"], "swsim.vm": ["core/*.c", "core/*.h"],
+                  "swsim.hostlib.train": ["caffe.proto", "examples/*.prototxt"]},
     cffi_modules=["vm/build_core.py:ffibuilder"],
     cmdclass={"build_py": BuildPy},
 )

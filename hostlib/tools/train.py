@@ -1,0 +1,123 @@
+"""``swsim train NET.prototxt``: build the Net, print the operator table (``--explain``) or run
+the Solver with a progress bar, a JSONL log, atomic checkpoints and ``--resume``."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tqdm import tqdm
+
+from ..train import Net, Solver, TrainError, parse_net, parse_solver
+from ..train.model import SolverParameter
+
+DEFAULT_STEPS = 100
+
+
+def register(subparsers) -> None:
+    train = subparsers.add_parser("train", help="train a Caffe prototxt net on the VM "
+                                  "(docs/train.md)")
+    train.add_argument("net", metavar="NET.prototxt")
+    train.add_argument("--solver", metavar="SOLVER.prototxt",
+                       help="solver (default: SGD, base_lr 0.01, lr_policy fixed)")
+    train.add_argument("--cgs", type=int, default=1, metavar="N",
+                       help="core groups sharing each minibatch (Algorithm 9; default 1)")
+    train.add_argument("--steps", type=int, metavar="N",
+                       help=f"steps to run (default: the solver's max_iter, else "
+                            f"{DEFAULT_STEPS})")
+    train.add_argument("--log", metavar="FILE.jsonl", help="one JSON object per step")
+    train.add_argument("--checkpoint-dir", metavar="D")
+    train.add_argument("--checkpoint-every", type=int, metavar="N",
+                       help="steps between checkpoints (default: the solver's snapshot)")
+    train.add_argument("--resume", metavar="D", help="continue from the latest checkpoint in D "
+                       "(and save into D unless --checkpoint-dir says otherwise)")
+    train.add_argument("--plot", metavar="FILE.png", help="loss (and test accuracy) per step")
+    train.add_argument("--explain", action="store_true",
+                       help="print each layer's operator, layout and predicted time; no training")
+    train.set_defaults(func=run)
+
+
+def format_explain(net: Net) -> str:
+    rows = net.explain()
+    header = ("layer", "type", "top shape", "params", "operator", "layout", "predicted")
+    table = [header] + [(r["layer"], r["type"], " ".join("x".join(map(str, s)) or "scalar"
+                                                         for s in r["shapes"]),
+                         str(r["params"]), r["operator"], r["layout"],
+                         "-" if r["predicted_seconds"] is None
+                         else f"{r['predicted_seconds'] * 1e6:.1f} us") for r in rows]
+    widths = [max(len(row[i]) for row in table) for i in range(len(header))]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in table]
+    known = [r["predicted_seconds"] for r in rows if r["predicted_seconds"] is not None]
+    lines.append(f"predicted step time (layers with a model): {sum(known) * 1e3:.3f} ms; "
+                 f"parameters {net.params.buffer.size}, packed gradient buffer "
+                 f"{net.grads.nbytes} bytes")
+    return "\n".join(lines)
+
+
+def run(args) -> int:
+    spec = parse_net(args.net)
+    solver = parse_solver(args.solver) if args.solver else SolverParameter(base_lr=0.01)
+    if args.explain:
+        from ...vm import Machine
+        print(format_explain(Net(spec, "TRAIN", config=Machine().config)))
+        return 0
+    trainer = Solver(spec, solver, cgs=args.cgs)
+    every = args.checkpoint_every or solver.snapshot
+    directory = args.checkpoint_dir or args.resume     # a resumed run goes on saving there
+    if directory is None and args.checkpoint_every:
+        raise TrainError("--checkpoint-every needs --checkpoint-dir")
+    if args.resume:
+        trainer.restore(args.resume)
+    steps = args.steps or solver.max_iter or DEFAULT_STEPS
+    log = open(args.log, "a" if args.resume else "w", encoding="utf-8") if args.log else None
+    records = []
+    try:
+        with tqdm(total=steps, initial=trainer.step_count, unit="step",
+                  dynamic_ncols=True) as bar:
+            while trainer.step_count < steps:
+                result = trainer.step()
+                record = dict(step=result.step, loss=result.loss, lr=result.lr,
+                              sim_seconds=result.sim_seconds, host_seconds=result.host_seconds)
+                if solver.test_interval and result.step % solver.test_interval == 0:
+                    record["test_accuracy"] = trainer.test()
+                records.append(record)
+                if log:
+                    log.write(json.dumps(record) + "\n")
+                    log.flush()
+                if directory and every and result.step % every == 0:
+                    trainer.save(directory)
+                bar.set_postfix(loss=f"{result.loss:.4f}",
+                                acc=_percent(record.get("test_accuracy", result.accuracy)),
+                                sim=f"{result.sim_seconds * 1e3:.2f}ms",
+                                host=f"{result.host_seconds:.2f}s")
+                bar.update(1)
+    finally:
+        if log:
+            log.close()
+    if directory and not (every and trainer.step_count % every == 0):
+        trainer.save(directory)                        # the last step is always kept
+    if args.plot:
+        plot(records, args.plot)
+    return 0
+
+
+def plot(records: list, path: str) -> None:
+    """Loss per step (left axis) and test accuracy where evaluated (right axis) as a PNG."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    figure, loss_axis = plt.subplots(figsize=(7, 4))
+    loss_axis.plot([r["step"] for r in records], [r["loss"] for r in records], color="C0")
+    loss_axis.set(xlabel="step", ylabel="training loss")
+    tested = [r for r in records if "test_accuracy" in r]
+    if tested:
+        accuracy_axis = loss_axis.twinx()
+        accuracy_axis.plot([r["step"] for r in tested], [r["test_accuracy"] for r in tested],
+                           "o-", color="C1")
+        accuracy_axis.set(ylabel="test accuracy", ylim=(0, 1))
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
+
+
+def _percent(value) -> str:
+    return "-" if value is None else f"{value:.1%}"

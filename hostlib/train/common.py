@@ -1,0 +1,13 @@
+"""What every module of the training stack shares: its error class and the blob dtype."""
+from __future__ import annotations
+
+import numpy as np
+
+from ...errors import SwsimError
+
+DTYPE = np.float32          # blobs, parameters and gradients (the VM runs float32 operators)
+ALIGN = 128                 # bytes: DMA transaction size, thesis §7.1 aligned_malloc
+
+
+class TrainError(SwsimError, ValueError):
+    """A bad net, solver, data set or checkpoint: the message names the layer and the field."""

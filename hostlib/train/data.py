@@ -1,0 +1,123 @@
+"""Training data: the source a Data layer names, a deterministic sample order from the solver's
+random seed, and an I/O thread that prefetches the next minibatch (thesis §7.2.2).
+
+Sources: ``sklearn:digits`` (scikit-learn's bundled 8x8 digits, no download; the first 80 % of
+the 1797 images train, the rest test) and a ``.npz`` file with arrays ``data`` (N, ...) and
+``label`` (N,) (used whole in both phases)."""
+from __future__ import annotations
+
+import threading
+import zipfile
+from pathlib import Path
+
+import numpy as np
+
+from .common import DTYPE, TrainError
+
+DIGITS_TRAIN_FRACTION = 0.8
+
+
+def _digits(phase: str):
+    try:
+        from sklearn.datasets import load_digits
+    except ImportError:
+        raise TrainError("source 'sklearn:digits' needs scikit-learn: "
+                         "pip install 'swsim[digits]'") from None
+    digits = load_digits()
+    images, labels = digits.images[:, None, :, :], digits.target
+    split = int(len(labels) * DIGITS_TRAIN_FRACTION)
+    part = slice(None, split) if phase == "TRAIN" else slice(split, None)
+    return images[part], labels[part]
+
+
+def _npz(path: Path, where: str):
+    try:
+        with np.load(path) as archive:
+            if "data" not in archive or "label" not in archive:
+                raise TrainError(f"{where}: {path} must hold arrays 'data' and 'label', has "
+                                 f"{sorted(archive.files)}")
+            data, label = archive["data"], archive["label"]
+    except (OSError, ValueError, zipfile.BadZipFile) as exc:
+        raise TrainError(f"{where}: cannot read {path}: {exc}") from None
+    if data.ndim < 2 or label.shape != (len(data),):
+        raise TrainError(f"{where}: data must be (N, ...) and label (N,), got {data.shape} and "
+                         f"{label.shape}")
+    return data, label
+
+
+class Dataset:
+    """The samples of one phase, scaled by ``data_param.scale``, as float32."""
+
+    def __init__(self, source: str, phase: str, scale: float = 1.0, where: str = "data_param"):
+        if source == "sklearn:digits":
+            data, label = _digits(phase)
+        elif source.endswith(".npz"):
+            data, label = _npz(Path(source), f"{where}.source")
+        else:
+            raise TrainError(f"{where}.source: {source!r} is neither 'sklearn:digits' nor a "
+                             f".npz file")
+        self.data = (np.asarray(data, np.float64) * scale).astype(DTYPE)
+        self.label = np.asarray(label).astype(DTYPE)
+        if len(self.label) == 0:
+            raise TrainError(f"{where}.source: {source!r} has no samples")
+
+    def __len__(self) -> int:
+        return len(self.label)
+
+    @property
+    def sample_shape(self) -> tuple:
+        return self.data.shape[1:]
+
+
+class Order:
+    """Sample i of the endless stream is permutation_{i // n}[i % n], each epoch's permutation
+    drawn from (seed, epoch): batch k is a pure function of k, so a run resumes by position."""
+
+    def __init__(self, dataset: Dataset, batch_size: int, seed: int, shuffle: bool = True):
+        self.dataset, self.batch_size, self.seed, self.shuffle = dataset, batch_size, seed, shuffle
+        self._epochs = {}
+
+    def _permutation(self, epoch: int) -> np.ndarray:
+        if epoch not in self._epochs:
+            n = len(self.dataset)
+            self._epochs = {epoch: np.random.default_rng([self.seed, epoch]).permutation(n)
+                            if self.shuffle else np.arange(n)}
+        return self._epochs[epoch]
+
+    def indices(self, k: int) -> np.ndarray:
+        n = len(self.dataset)
+        stream = np.arange(k * self.batch_size, (k + 1) * self.batch_size)
+        return np.concatenate([self._permutation(int(e))[stream[stream // n == e] % n]
+                               for e in np.unique(stream // n)])
+
+    def batch(self, k: int):
+        index = self.indices(k)
+        return self.dataset.data[index], self.dataset.label[index]
+
+
+class Prefetcher:
+    """Hands out batches 0, 1, 2, ... of an Order; while the caller works on batch k, a thread
+    gathers batch k + 1. ``position`` is the number of batches handed out."""
+
+    def __init__(self, order: Order, position: int = 0):
+        self.order, self.position = order, position
+        self._thread, self._next = None, None
+        self._start(position)
+
+    def _start(self, k: int) -> None:
+        result = {}
+
+        def load():
+            result["batch"] = self.order.batch(k)
+
+        self._next = (k, result)
+        self._thread = threading.Thread(target=load, name=f"swsim-prefetch-{k}", daemon=True)
+        self._thread.start()
+
+    def next(self):
+        self._thread.join()
+        k, result = self._next
+        assert k == self.position
+        self.position += 1
+        self._start(self.position)
+        return result["batch"]

@@ -1,0 +1,389 @@
+"""The layer kinds of the training stack. Each layer infers its top shapes from its bottoms,
+names the ``hostlib.dnn`` operators its forward and backward run (checked when the Net is
+built: no layer falls back to numpy arithmetic), and offers its operator candidates with a
+predicted time to the selection pass (``choose``).
+
+Shapes are Caffe's NCHW for images and (B, features) after InnerProduct."""
+from __future__ import annotations
+
+import math
+from typing import NamedTuple, Optional
+
+import numpy as np
+
+from .. import dnn
+from ..blas import gemm
+from ..blas import gemm_model
+from .common import DTYPE, TrainError
+
+
+class Choice(NamedTuple):
+    """What the selection pass keeps for a layer for every iteration."""
+    operator: str
+    layout: str
+    predicted_seconds: Optional[float]     # None: no performance model for this operator yet
+
+
+def stream_seconds(nbytes: int, config) -> float:
+    """A memory-bound operator's time at the CG's DMA rate (one 128-B transaction per
+    ``dma_transaction_cycles``), the bound of thesis §5.3."""
+    return (config.dma_latency + nbytes / 128 * config.dma_transaction_cycles) / config.clock_hz
+
+
+def gemm_seconds(m: int, n: int, k: int, config, **layout) -> float:
+    problem = gemm_model.Problem(m=m, n=n, k=k, itemsize=np.dtype(DTYPE).itemsize, **layout)
+    blocking = gemm_model.choose(problem, config)
+    return gemm_model.predict(problem, blocking, config) / config.clock_hz
+
+
+class Layer:
+    """One layer: ``setup`` (shapes), ``forward``/``backward`` through ``run.op``."""
+    operators: tuple = ()        # hostlib.dnn names the layer calls
+    bottoms: tuple = (1, 1)      # (min, max) number of bottoms
+    driven = True                # False: the stack has no forward/backward for this kind yet
+
+    def __init__(self, param):
+        self.param = param
+        self.name = param.name
+        self.param_shapes = []       # learnable blobs, in Caffe's order (weights, bias)
+        self.fillers = []
+
+    def error(self, field: str, message: str) -> TrainError:
+        return TrainError(f"layer {self.name!r} ({self.param.type}), {field}: {message}")
+
+    def setup(self, shapes: list) -> list:
+        raise NotImplementedError
+
+    def choose(self, shapes: list, config) -> Choice:
+        """The operator kept for this layer (one candidate: trivial)."""
+        nbytes = sum(int(np.prod(s)) for s in shapes) * 2 * np.dtype(DTYPE).itemsize
+        return Choice("+".join(self.operators) or "host", "NCHW",
+                      stream_seconds(nbytes, config) if self.operators else None)
+
+    def forward(self, run, bottoms, params):
+        raise NotImplementedError
+
+    def backward(self, run, diffs, bottoms, tops, params, grads):
+        """Bottom diffs (a list, None where a bottom needs none); parameter gradients are
+        written into ``grads`` (views of the packed gradient buffer)."""
+        raise NotImplementedError
+
+
+def _filler(filler, shape, fan_in, rng):
+    kind = filler.type if filler is not None else "constant"
+    if kind == "constant":
+        return np.full(shape, filler.value if filler is not None else 0.0, DTYPE)
+    if kind == "uniform":
+        return rng.uniform(filler.min, filler.max, shape).astype(DTYPE)
+    if kind == "gaussian":
+        return rng.normal(filler.mean, filler.std, shape).astype(DTYPE)
+    if kind == "xavier":
+        bound = math.sqrt(3.0 / fan_in)
+        return rng.uniform(-bound, bound, shape).astype(DTYPE)
+    if kind == "msra":
+        return rng.normal(0.0, math.sqrt(2.0 / fan_in), shape).astype(DTYPE)
+    raise TrainError(f"unknown filler type {kind!r} (constant, uniform, gaussian, xavier, msra)")
+
+
+class Data(Layer):
+    bottoms = (0, 0)
+
+    def setup(self, shapes):
+        raise AssertionError("the Net sets up Data layers from their source")
+
+    def forward(self, run, bottoms, params):
+        raise AssertionError("the Net feeds Data layers")
+
+
+class InnerProduct(Layer):
+    operators = ("linear_forward", "linear_backward")
+
+    def setup(self, shapes):
+        (shape,) = shapes
+        p = self.param.inner_product_param
+        if p.num_output <= 0:
+            raise self.error("inner_product_param.num_output", "must be given and > 0")
+        inputs = int(np.prod(shape[1:]))
+        self.param_shapes = [(p.num_output, inputs)] + ([(p.num_output,)] if p.bias_term else [])
+        self.fillers = [p.weight_filler if p.HasField("weight_filler") else None,
+                        p.bias_filler if p.HasField("bias_filler") else None]
+        return [(shape[0], p.num_output)]
+
+    def init(self, rng):
+        return [_filler(f, s, self.param_shapes[0][1], rng)
+                for f, s in zip(self.fillers, self.param_shapes)]
+
+    def choose(self, shapes, config):
+        (shape,) = shapes
+        b, i, o = shape[0], int(np.prod(shape[1:])), self.param_shapes[0][0]
+        seconds = (gemm_seconds(b, o, i, config, b_transposed=True)    # y = x wᵀ
+                   + gemm_seconds(b, i, o, config)                     # dx = dy w
+                   + gemm_seconds(o, i, b, config, a_transposed=True))  # dw = dyᵀ x
+        return Choice("linear_forward+linear_backward (swGEMM)", "(B, I)", seconds)
+
+    def forward(self, run, bottoms, params):
+        (x,) = bottoms
+        return [run.op(self, "linear_forward", x.reshape(x.shape[0], -1), *params)]
+
+    def backward(self, run, diffs, bottoms, tops, params, grads):
+        (x,), (dy,) = bottoms, diffs
+        dx, dw, db = run.op(self, "linear_backward", dy, x.reshape(x.shape[0], -1), params[0])
+        grads[0][...] = dw
+        if len(grads) > 1:
+            grads[1][...] = db
+        return [dx.reshape(x.shape)]
+
+
+class Activation(Layer):
+    operators = ("activation_forward", "activation_backward")
+    kind = ""
+
+    def setup(self, shapes):
+        return [shapes[0]]
+
+    def forward(self, run, bottoms, params):
+        return [run.op(self, "activation_forward", bottoms[0], kind=self.kind)]
+
+    def backward(self, run, diffs, bottoms, tops, params, grads):
+        given = {"x": bottoms[0]} if self.kind == "relu" else {"y": tops[0]}
+        return [run.op(self, "activation_backward", diffs[0], kind=self.kind, **given)]
+
+
+class ReLU(Activation):
+    kind = "relu"
+
+
+class Sigmoid(Activation):
+    kind = "sigmoid"
+
+
+class TanH(Activation):
+    kind = "tanh"
+
+
+def _pairs(values, name, layer, default):
+    """Caffe's repeated kernel_size/stride/pad: one value for both axes, or none."""
+    values = list(values)
+    if not values:
+        if default is None:
+            raise layer.error(f"convolution_param.{name}", "must be given")
+        return default
+    if len(values) != 1:
+        raise layer.error(f"convolution_param.{name}", "give one value (square)")
+    return values[0]
+
+
+def _window(layer, field, size, kernel, stride, pad):
+    """Output size of a window; Caffe pools with ceil, the operators with floor: a shape where
+    they differ is refused rather than silently changed."""
+    if kernel > size + 2 * pad:
+        raise layer.error(field, f"kernel {kernel} larger than the padded input {size + 2 * pad}")
+    if (size + 2 * pad - kernel) % stride:
+        raise layer.error(field, f"(input {size} + 2 pad {pad} - kernel {kernel}) is not a "
+                          f"multiple of stride {stride}")
+    return (size + 2 * pad - kernel) // stride + 1
+
+
+class Convolution(Layer):
+    operators = ("conv2d_forward", "conv2d_backward_data", "conv2d_backward_filter")
+
+    def setup(self, shapes):
+        (shape,) = shapes
+        if len(shape) != 4:
+            raise self.error("bottom", f"needs an (N, C, H, W) blob, got {shape}")
+        p = self.param.convolution_param
+        if p.num_output <= 0:
+            raise self.error("convolution_param.num_output", "must be given and > 0")
+        if p.group != 1:
+            raise self.error("convolution_param.group", "only group 1 is supported")
+        self.kernel = _pairs(p.kernel_size, "kernel_size", self, None)
+        self.stride = _pairs(p.stride, "stride", self, 1)
+        self.pad = _pairs(p.pad, "pad", self, 0)
+        n, c, h, w = shape
+        oh, ow = (_window(self, "convolution_param", size, self.kernel, self.stride, self.pad)
+                  for size in (h, w))
+        self.param_shapes = [(p.num_output, c, self.kernel, self.kernel)] + (
+            [(p.num_output,)] if p.bias_term else [])
+        self.fillers = [p.weight_filler if p.HasField("weight_filler") else None,
+                        p.bias_filler if p.HasField("bias_filler") else None]
+        return [(n, p.num_output, oh, ow)]
+
+    def init(self, rng):
+        fan_in = int(np.prod(self.param_shapes[0][1:]))
+        return [_filler(f, s, fan_in, rng) for f, s in zip(self.fillers, self.param_shapes)]
+
+    def choose(self, shapes, config):
+        return Choice("conv2d (algo=auto)", "NCHW", None)
+
+    def forward(self, run, bottoms, params):
+        return [run.op(self, "conv2d_forward", bottoms[0], params[0],
+                       bias=params[1] if len(params) > 1 else None,
+                       stride=self.stride, padding=self.pad)]
+
+    def backward(self, run, diffs, bottoms, tops, params, grads):
+        (x,), (dy,) = bottoms, diffs
+        geometry = dict(stride=self.stride, padding=self.pad)
+        grads[0][...] = run.op(self, "conv2d_backward_filter", x, dy, params[0].shape,
+                               **geometry)
+        if len(grads) > 1:      # db = column sums of dy over (N, H, W): two GEMMs with ones
+            n, o, oh, ow = dy.shape
+            per_plane = run.gemm(self, np.ones((1, n), dy.dtype), dy.reshape(n, -1))
+            grads[1][...] = run.gemm(self, per_plane.reshape(o, oh * ow),
+                                     np.ones((oh * ow, 1), dy.dtype)).reshape(o)
+        return [run.op(self, "conv2d_backward_data", dy, params[0], x.shape, **geometry)]
+
+
+class Pooling(Layer):
+    operators = ("pool2d_forward", "pool2d_backward")
+
+    def setup(self, shapes):
+        (shape,) = shapes
+        if len(shape) != 4:
+            raise self.error("bottom", f"needs an (N, C, H, W) blob, got {shape}")
+        p = self.param.pooling_param
+        n, c, h, w = shape
+        if p.global_pooling:
+            if h != w:
+                raise self.error("pooling_param.global_pooling", "needs square planes")
+            self.kernel, self.stride, self.pad = h, 1, 0
+        else:
+            if not p.kernel_size:
+                raise self.error("pooling_param.kernel_size", "must be given")
+            self.kernel, self.stride, self.pad = p.kernel_size, p.stride, p.pad
+        self.mode = "max" if p.pool == p.MAX else "avg"
+        oh, ow = (_window(self, "pooling_param", size, self.kernel, self.stride, self.pad)
+                  for size in (h, w))
+        return [(n, c, oh, ow)]
+
+    def _geometry(self):
+        return dict(kernel=self.kernel, stride=self.stride, padding=self.pad, mode=self.mode)
+
+    def forward(self, run, bottoms, params):
+        result = run.op(self, "pool2d_forward", bottoms[0], **self._geometry())
+        if self.mode == "max":
+            y, self.argmax = result
+            return [y]
+        return [result]
+
+    def backward(self, run, diffs, bottoms, tops, params, grads):
+        argmax = {"argmax": self.argmax} if self.mode == "max" else {}
+        return [run.op(self, "pool2d_backward", diffs[0], bottoms[0].shape,
+                       **self._geometry(), **argmax)]
+
+
+class Eltwise(Layer):
+    operators = ("add", "scale")
+    bottoms = (2, 2)
+
+    def setup(self, shapes):
+        p = self.param.eltwise_param
+        if p.operation != p.SUM:
+            raise self.error("eltwise_param.operation", "only SUM is supported")
+        if shapes[0] != shapes[1]:
+            raise self.error("bottom", f"shapes differ: {shapes[0]} and {shapes[1]}")
+        if len(p.coeff) not in (0, 2):
+            raise self.error("eltwise_param.coeff", "give one coefficient per bottom")
+        self.coeff = list(p.coeff) or [1.0, 1.0]
+        return [shapes[0]]
+
+    def forward(self, run, bottoms, params):
+        return [run.op(self, "add", *bottoms, alpha=self.coeff[0], beta=self.coeff[1])]
+
+    def backward(self, run, diffs, bottoms, tops, params, grads):
+        return [diffs[0] if c == 1.0 else run.op(self, "scale", diffs[0], c)
+                for c in self.coeff]
+
+
+class EuclideanLoss(Layer):
+    """Caffe's EuclideanLoss: loss = ||a - b||² / (2 N), da = (a - b) / N = -db."""
+    operators = ("add", "scale")
+    bottoms = (2, 2)
+
+    def setup(self, shapes):
+        a, b = shapes
+        if a[0] != b[0] or int(np.prod(a)) != int(np.prod(b)):     # Caffe: equal counts
+            raise self.error("bottom", f"needs blobs of one batch and count, got {a} and {b}")
+        return [()]
+
+    def forward(self, run, bottoms, params):
+        a, b = bottoms
+        self.diff = run.op(self, "add", a, b.reshape(a.shape), alpha=1.0,
+                           beta=-1.0).reshape(1, -1)
+        loss = run.gemm(self, self.diff, self.diff.reshape(-1, 1), alpha=0.5 / a.shape[0])
+        return [loss.reshape(())]
+
+    def backward(self, run, diffs, bottoms, tops, params, grads):
+        n = bottoms[0].shape[0]
+        return [run.op(self, "scale", self.diff, sign / n).reshape(bottom.shape)
+                for sign, bottom in zip((1, -1), bottoms)]
+
+
+def _scores_and_labels(layer, shapes):
+    """The setup of a layer reading (B, classes) scores and (B,) labels into a scalar."""
+    logits, labels = shapes
+    if len(logits) != 2 or labels != (logits[0],):
+        raise layer.error("bottom", f"needs (B, classes) scores and (B,) labels, got "
+                          f"{logits} and {labels}")
+    return [()]
+
+
+class SoftmaxWithLoss(Layer):
+    operators = ("softmax_cross_entropy",)
+    bottoms = (2, 2)
+
+    setup = _scores_and_labels
+
+    def forward(self, run, bottoms, params):
+        loss, self.dlogits = run.op(self, "softmax_cross_entropy", *bottoms)
+        return [np.asarray(loss, DTYPE).reshape(())]
+
+    def backward(self, run, diffs, bottoms, tops, params, grads):
+        return [self.dlogits, None]
+
+
+class Accuracy(Layer):
+    """The fraction of rows whose top-k scores hold the label: a metric read by the host, which
+    no gradient or update depends on (it has no backward)."""
+    bottoms = (2, 2)
+
+    setup = _scores_and_labels
+
+    def forward(self, run, bottoms, params):
+        scores, labels = bottoms
+        k = self.param.accuracy_param.top_k
+        top = np.argsort(-scores, axis=1, kind="stable")[:, :k]
+        return [np.asarray((top == labels.astype(np.int64)[:, None]).any(axis=1).mean(), DTYPE)]
+
+
+class Undriven(Layer):
+    """A kind whose shapes are known but whose operators the stack does not drive yet."""
+    driven = False
+
+    def setup(self, shapes):
+        return [shapes[0]]
+
+
+class BatchNorm(Undriven):
+    operators = ("batchnorm_forward", "batchnorm_backward")
+
+
+class Scale(Undriven):
+    operators = ("channel_scale_forward", "channel_scale_backward")
+
+
+class LSTM(Undriven):
+    operators = ("lstm_forward", "lstm_backward")
+
+    def setup(self, shapes):
+        (t, b, _), hidden = shapes[0], self.param.recurrent_param.num_output
+        return [(t, b, hidden)]
+
+
+KINDS = {cls.__name__: cls for cls in (
+    Data, InnerProduct, ReLU, Sigmoid, TanH, Convolution, Pooling, Eltwise, EuclideanLoss,
+    SoftmaxWithLoss, Accuracy, BatchNorm, Scale, LSTM)}
+LOSSES = ("EuclideanLoss", "SoftmaxWithLoss")
+
+
+def missing_operators(cls) -> list:
+    return [name for name in cls.operators if not hasattr(dnn, name)]

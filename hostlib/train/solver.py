@@ -1,0 +1,226 @@
+"""The Solver: learning-rate policies (host scalars), SGD with momentum and weight decay as one
+``hostlib.dnn.sgd_update`` call over the packed parameter/gradient/history buffers (on the
+CPEs), test evaluation, and atomic checkpoints that resume bit-exactly."""
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+import tempfile
+import time
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+
+from ...vm import Machine
+from .. import dnn
+from .common import TrainError
+from .data import Order, Prefetcher
+from .model import SolverParameter, parse_solver
+from .net import Net, Run
+
+POLICIES = ("fixed", "step", "exp", "inv", "poly")
+UPDATE_OPERATORS = {"SGD": "sgd_update", "Adam": "adam_update"}
+CHECKPOINT_FORMAT = 1
+
+
+def learning_rate(solver: SolverParameter, step: int) -> float:
+    """Caffe's SGDSolver::GetLearningRate for the policies in POLICIES."""
+    base, policy = solver.base_lr, solver.lr_policy
+    if policy == "fixed":
+        return base
+    if policy == "step":
+        if solver.stepsize <= 0:
+            raise TrainError("solver stepsize: must be > 0 for lr_policy 'step'")
+        return base * solver.gamma ** (step // solver.stepsize)
+    if policy == "exp":
+        return base * solver.gamma ** step
+    if policy == "inv":
+        return base * (1 + solver.gamma * step) ** (-solver.power)
+    if policy == "poly":
+        if solver.max_iter <= 0:
+            raise TrainError("solver max_iter: must be > 0 for lr_policy 'poly'")
+        return base * (1 - step / solver.max_iter) ** solver.power
+    raise TrainError(f"solver lr_policy: unknown {policy!r}; known: {', '.join(POLICIES)}")
+
+
+@dataclass
+class StepResult:
+    step: int                 # the step just done (1-based count of updates)
+    loss: float
+    accuracy: Optional[float]
+    lr: float
+    sim_seconds: float        # simulated time of the step on the chip (slowest CG + reduction)
+    host_seconds: float
+    layer_seconds: dict
+
+
+def _digest(message) -> str:
+    return hashlib.sha256(message.SerializeToString(deterministic=True)).hexdigest()
+
+
+class Solver:
+    def __init__(self, net_spec, solver=None, *, cgs: int = 1, config="sw26010"):
+        self.solver = (solver if isinstance(solver, SolverParameter)
+                       else parse_solver(solver) if solver is not None else SolverParameter())
+        s = self.solver
+        if s.type not in UPDATE_OPERATORS:
+            raise TrainError(f"solver type: unknown {s.type!r}; known: "
+                             f"{', '.join(UPDATE_OPERATORS)}")
+        self.update_operator = UPDATE_OPERATORS[s.type]
+        if not hasattr(dnn, self.update_operator):
+            raise TrainError(f"solver type {s.type!r}: needs hostlib.dnn.{self.update_operator}, "
+                             f"not available yet")
+        learning_rate(s, 0)                      # a bad policy fails here, not at step 1
+        self.config = config
+        chip = Machine(config).config
+        if not 1 <= cgs <= chip.num_cgs:
+            raise TrainError(f"cgs: 1..{chip.num_cgs} core groups, got {cgs}")
+        self.cgs = cgs
+        self.seed = s.random_seed if s.random_seed >= 0 else 0
+        self.net = Net(net_spec, "TRAIN", seed=self.seed, slices=cgs, config=chip)
+        if not self.net.losses:
+            raise TrainError(f"net {self.net.spec.name!r} has no loss layer in phase TRAIN")
+        self.history = np.zeros_like(self.net.params.buffer)
+        self.step_count = 0
+        data = self.net.data_layer
+        self.order = Order(self.net.datasets[data.layer.name],
+                           data.layer.param.data_param.batch_size, self.seed)
+        self.feed = Prefetcher(self.order)
+        self.test_net = None
+        if s.test_interval > 0:
+            self.test_net = Net(self.net.spec, "TEST", seed=self.seed)
+            self._check_test_net()
+
+    def _check_test_net(self):
+        test = self.test_net
+        for name, (offset, shape) in test.params.layout.items():
+            if self.net.params.layout.get(name, (None, None))[1] != shape:
+                raise TrainError(f"layer {name.split('/')[0]!r} in phase TEST has a parameter "
+                                 f"{shape} the TRAIN net does not have")
+        test.data_layer                      # exactly one Data layer (raises otherwise)
+        if _accuracy_node(test) is None:
+            raise TrainError(f"solver test_interval {self.solver.test_interval}: net "
+                             f"{test.spec.name!r} has no Accuracy layer in phase TEST")
+
+    def step(self) -> StepResult:
+        """One iteration of Algorithm 9: each core group's forward/backward on its slice of the
+        minibatch (simulated one after another, each on its own Machine: the VM models no
+        contention between CGs, so the cycles are those of a concurrent run), the gradients
+        averaged by CPE kernels on all ``cgs`` core groups, one update. Simulated time: the
+        slowest CG, then the reduction and the update."""
+        started = time.perf_counter()
+        data, label = self.feed.next()
+        size = len(label) // self.cgs
+        runs, losses, accuracies, grads = [], [], [], []
+        for part in range(self.cgs):
+            run = Run(Machine(self.config))
+            piece = slice(part * size, (part + 1) * size)
+            blobs = self.net.forward(run, (data[piece], label[piece]))
+            loss = self.net.loss(blobs)
+            if not math.isfinite(loss):
+                raise TrainError(f"step {self.step_count + 1}: loss is {loss}; first "
+                                 f"non-finite blob in layer {self.net.nan_layer(blobs)!r}")
+            self.net.backward(run, blobs)
+            runs.append(run)
+            losses.append(loss)
+            accuracies.append(_accuracy(self.net, blobs))
+            grads.append(self.net.grads.buffer.copy() if self.cgs > 1 else self.net.grads.buffer)
+        chip = Machine(self.config)
+        seconds = dict(max(runs, key=lambda r: r.total_seconds).seconds)
+        gradient = grads[0]
+        for index, other in enumerate(grads[1:]):      # (1/N) sum, on the CPEs of N CGs
+            gradient, stats = dnn.add(gradient, other, alpha=1.0 if index else 1 / self.cgs,
+                                      beta=1 / self.cgs, machine=chip, cgs=self.cgs)
+            seconds["(reduce)"] = seconds.get("(reduce)", 0.0) + stats.seconds
+        lr = learning_rate(self.solver, self.step_count)
+        params = self.net.params.buffer
+        (new_params, new_history), stats = getattr(dnn, self.update_operator)(
+            params, gradient, self.history, lr, self.solver.momentum,
+            self.solver.weight_decay, machine=chip, cgs=self.cgs)
+        params[...] = new_params
+        self.history[...] = new_history
+        seconds["(update)"] = stats.seconds
+        self.step_count += 1
+        accuracy = None if None in accuracies else float(np.mean(accuracies))
+        return StepResult(self.step_count, float(np.mean(losses)), accuracy, lr,
+                          sum(seconds.values()), time.perf_counter() - started, seconds)
+
+    def test(self) -> float:
+        """Mean accuracy of the TEST net over ``test_iter`` batches with the current weights."""
+        net = self.test_net
+        for name in net.params.layout:
+            net.params[name][...] = self.net.params[name]
+        data = net.data_layer
+        order = Order(net.datasets[data.layer.name], data.layer.param.data_param.batch_size,
+                      self.seed, shuffle=False)
+        iterations = self.solver.test_iter[0] if self.solver.test_iter else 1
+        accuracies = []
+        for k in range(iterations):
+            blobs = net.forward(Run(Machine(self.config)), order.batch(k))
+            accuracies.append(_accuracy(net, blobs))
+        return float(np.mean(accuracies))
+
+    # Checkpoints: one .npz per step, written to a temporary file and renamed into place.
+
+    def _identity(self) -> dict:
+        return dict(format=CHECKPOINT_FORMAT, net=_digest(self.net.spec),
+                    solver=_digest(self.solver))
+
+    def save(self, directory) -> Path:
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        target = directory / f"checkpoint-{self.step_count:08d}.npz"
+        identity = self._identity()
+        fd, temporary = tempfile.mkstemp(prefix=".checkpoint-", suffix=".tmp", dir=directory)
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                np.savez(handle, params=self.net.params.buffer, history=self.history,
+                         step=self.step_count, position=self.feed.position,
+                         **{k: np.array(v) for k, v in identity.items()})
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(temporary, target)
+        except BaseException:
+            Path(temporary).unlink(missing_ok=True)
+            raise
+        return target
+
+    def restore(self, directory) -> Path:
+        """Load the latest checkpoint in ``directory`` (raises if none, corrupt or another
+        net's/solver's)."""
+        found = sorted(Path(directory).glob("checkpoint-*.npz"))
+        if not found:
+            raise TrainError(f"--resume {directory}: no checkpoint-*.npz there")
+        path = found[-1]
+        try:
+            with np.load(path) as archive:
+                state = {key: archive[key] for key in archive.files}
+        except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
+            raise TrainError(f"checkpoint {path} is corrupt: {exc}") from None
+        expected = self._identity()
+        for key, value in expected.items():
+            if key not in state or state[key].item() != value:
+                raise TrainError(f"checkpoint {path} does not match: its {key} differs from "
+                                 f"this run's (another net, solver or format)")
+        params = self.net.params.buffer
+        if state.get("params", np.empty(0)).shape != params.shape or \
+                state.get("history", np.empty(0)).shape != self.history.shape:
+            raise TrainError(f"checkpoint {path} is corrupt: parameter buffer sizes differ")
+        params[...] = state["params"]
+        self.history[...] = state["history"]
+        self.step_count = int(state["step"])
+        self.feed = Prefetcher(self.order, int(state["position"]))
+        return path
+
+
+def _accuracy_node(net: Net):
+    return next((n for n in net.nodes if n.layer.param.type == "Accuracy"), None)
+
+
+def _accuracy(net: Net, blobs) -> Optional[float]:
+    node = _accuracy_node(net)
+    return None if node is None else float(blobs[node.tops[0]])

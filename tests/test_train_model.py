@@ -1,0 +1,137 @@
+"""The model definition: prototxt parsing against caffe.proto, the Python API, and the errors
+that name the layer and the field."""
+import pytest
+
+from swsim.hostlib import train
+from swsim.hostlib.train import layers
+
+GOOD = """
+name: "tiny"
+layer { name: "d" type: "Data" top: "data" top: "label"
+        data_param { source: "sklearn:digits" batch_size: 8 } }
+layer { name: "ip" type: "InnerProduct" bottom: "data" top: "ip"
+        inner_product_param { num_output: 4 } }
+layer { name: "relu" type: "ReLU" bottom: "ip" top: "ip" }
+layer { name: "out" type: "InnerProduct" bottom: "ip" top: "out"
+        inner_product_param { num_output: 1 } }
+layer { name: "loss" type: "EuclideanLoss" bottom: "out" bottom: "label" top: "loss" }
+"""
+
+
+def test_every_shipped_example_parses():
+    for name in ("lenet", "resnet", "mlp", "regression"):
+        spec = train.parse_net(train.example(name))
+        assert spec.layer and all(layer.name and layer.type for layer in spec.layer)
+    lenet = train.parse_net(train.example("lenet"))
+    assert [layer.type for layer in lenet.layer][2:] == [
+        "Convolution", "Pooling", "Convolution", "Pooling", "InnerProduct", "ReLU",
+        "InnerProduct", "Accuracy", "SoftmaxWithLoss"]
+    solver = train.parse_solver(train.example("lenet_solver"))
+    assert (solver.lr_policy, solver.test_iter[0], solver.type) == ("inv", 6, "SGD")
+
+
+def test_an_unknown_example_lists_the_shipped_ones():
+    with pytest.raises(train.TrainError, match="shipped: .*lenet"):
+        train.example("alexnet")
+
+
+def test_bad_prototxt_names_the_field():
+    with pytest.raises(train.TrainError, match="num_outputs"):
+        train.parse_net('layer { name: "a" inner_product_param { num_outputs: 3 } }')
+    with pytest.raises(train.TrainError, match="not a valid solver"):
+        train.parse_solver("base_lr: fast")
+
+
+def test_a_missing_file_is_a_clear_error(tmp_path):
+    with pytest.raises(train.TrainError, match="cannot read"):
+        train.parse_net(tmp_path / "none.prototxt")
+
+
+def test_the_python_api_builds_the_same_messages_as_the_prototxt():
+    built = train.NetSpec("tiny", [
+        train.Data("d", "sklearn:digits", 8),
+        train.InnerProduct("ip", "data", 4, weight_filler="constant"),
+        train.ReLU("relu", "ip"),
+        train.InnerProduct("out", "ip", 1, weight_filler="constant"),
+        train.EuclideanLoss("loss", ["out", "label"])])
+    parsed = train.parse_net(GOOD)
+    for mine, theirs in zip(built.layer, parsed.layer):
+        assert (mine.name, mine.type, list(mine.bottom), list(mine.top)) == \
+               (theirs.name, theirs.type, list(theirs.bottom), list(theirs.top))
+    assert built.layer[1].inner_product_param.num_output == 4
+
+
+@pytest.mark.parametrize("text, pattern", [
+    ('layer { name: "x" type: "Magic" }', r"layer 'x', type: unknown layer type 'Magic'"),
+    ('layer { type: "ReLU" }', r"layer #0 \(ReLU\), name: must be given"),
+    ('layer { name: "r" type: "ReLU" bottom: "nowhere" top: "r" }',
+     r"layer 'r' \(ReLU\), bottom: blob 'nowhere' is no earlier layer's top"),
+    ('layer { name: "d" type: "Data" top: "data" top: "label" }',
+     r"layer 'd' \(Data\), data_param.source: must be given"),
+    ('layer { name: "d" type: "Data" top: "data" top: "label" '
+     'data_param { source: "x.csv" batch_size: 4 } }', r"neither 'sklearn:digits' nor"),
+])
+def test_graph_errors_name_the_layer_and_the_field(text, pattern):
+    with pytest.raises(train.TrainError, match=pattern):
+        train.Net(text)
+
+
+def test_a_batch_that_does_not_divide_among_core_groups_is_refused():
+    with pytest.raises(train.TrainError, match=r"layer 'd' \(Data\), data_param.batch_size: 8 "
+                                               r"does not divide among 3 core groups"):
+        train.Net(GOOD, slices=3)
+
+
+def test_a_layer_whose_operator_is_missing_is_refused_at_construction(monkeypatch):
+    # no numpy fallback: without its operator on the VM a layer cannot be built
+    from swsim.hostlib import dnn
+    monkeypatch.delattr(dnn, "linear_forward")
+    with pytest.raises(train.TrainError, match=r"layer 'ip' \(InnerProduct\), type: needs "
+                                               r"hostlib.dnn.linear_forward, not available yet"):
+        train.Net(GOOD)
+
+
+def test_a_declared_kind_the_stack_does_not_drive_yet_is_refused():
+    net = GOOD.replace('type: "ReLU"', 'type: "BatchNorm"')
+    with pytest.raises(train.TrainError, match=r"layer 'relu' \(BatchNorm\), type: (needs "
+                                               r"hostlib.dnn.batchnorm_forward|the training "
+                                               r"stack does not drive)"):
+        train.Net(net)
+
+
+def _setup(kind, shapes, **fields):
+    param = train.NetSpec("n", [getattr(train, kind)("l", "b", **fields)]).layer[0]
+    return layers.KINDS[kind](param).setup(shapes)
+
+
+def test_shape_inference_of_each_kind():
+    assert _setup("Convolution", [(4, 1, 8, 8)], num_output=6, kernel_size=3, pad=1) == \
+        [(4, 6, 8, 8)]
+    assert _setup("Convolution", [(4, 3, 9, 9)], num_output=2, kernel_size=3, stride=2) == \
+        [(4, 2, 4, 4)]
+    assert _setup("Pooling", [(4, 6, 8, 8)], kernel_size=2) == [(4, 6, 4, 4)]
+    assert _setup("InnerProduct", [(4, 6, 4, 4)], num_output=10) == [(4, 10)]
+    assert _setup("ReLU", [(4, 10)]) == [(4, 10)]
+
+
+def test_shape_errors_name_the_layer_and_the_field():
+    with pytest.raises(train.TrainError, match=r"'l' \(Pooling\), pooling_param: .* not a "
+                                               r"multiple of stride 2"):
+        _setup("Pooling", [(4, 6, 7, 7)], kernel_size=2)
+    with pytest.raises(train.TrainError, match=r"'l' \(Convolution\), bottom: needs an "
+                                               r"\(N, C, H, W\) blob"):
+        _setup("Convolution", [(4, 64)], num_output=2, kernel_size=3)
+    with pytest.raises(train.TrainError, match=r"convolution_param: kernel 5 larger"):
+        _setup("Convolution", [(1, 1, 2, 2)], num_output=2, kernel_size=5)
+    param = train.NetSpec("n", [train.EuclideanLoss("l", ["a", "b"])]).layer[0]
+    with pytest.raises(train.TrainError, match=r"'l' \(EuclideanLoss\), bottom"):
+        layers.EuclideanLoss(param).setup([(4, 2), (4, 3)])
+
+
+def test_the_committed_caffe_pb2_is_generated_from_caffe_proto(tmp_path):
+    protoc = pytest.importorskip("grpc_tools.protoc")
+    from pathlib import Path
+    package = Path(train.__file__).parent
+    assert protoc.main(["protoc", f"-I{package}", f"--python_out={tmp_path}",
+                        str(package / "caffe.proto")]) == 0
+    assert (tmp_path / "caffe_pb2.py").read_text() == (package / "caffe_pb2.py").read_text()

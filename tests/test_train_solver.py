@@ -1,0 +1,178 @@
+"""The Solver on the VM: a net trains and matches a float64 numpy reference of the same net,
+weights and data order; checkpoints are atomic and resume bit-exactly; bad input is a clear
+error; the `swsim train` command."""
+import json
+import os
+
+import numpy as np
+import pytest
+
+from swsim.cli import main
+from swsim.hostlib import train
+
+NET = """
+name: "regression"
+layer { name: "d" type: "Data" top: "data" top: "label"
+        data_param { source: "sklearn:digits" batch_size: 16 scale: 0.0625 } }
+layer { name: "ip1" type: "InnerProduct" bottom: "data" top: "ip1"
+        inner_product_param { num_output: 12 weight_filler { type: "xavier" } } }
+layer { name: "relu" type: "ReLU" bottom: "ip1" top: "ip1" }
+layer { name: "ip2" type: "InnerProduct" bottom: "ip1" top: "ip2"
+        inner_product_param { num_output: 1 weight_filler { type: "xavier" } } }
+layer { name: "loss" type: "EuclideanLoss" bottom: "ip2" bottom: "label" top: "loss" }
+"""
+SOLVER = train.SolverSpec(base_lr=0.01, momentum=0.9, weight_decay=0.001, lr_policy="step",
+                          gamma=0.5, stepsize=8, random_seed=7)
+
+
+def reference_losses(solver: train.Solver, steps: int) -> list:
+    """The same net in numpy float64 from the solver's initial weights and data order."""
+    p = {name: solver.net.params[name].astype(np.float64) for name in solver.net.params.layout}
+    v = {name: np.zeros_like(value) for name, value in p.items()}
+    losses = []
+    for step in range(steps):
+        x, label = solver.order.batch(step)
+        x, label = x.reshape(len(x), -1).astype(np.float64), label.astype(np.float64)
+        h = x @ p["ip1/0"].T + p["ip1/1"]
+        r = np.maximum(h, 0)
+        out = (r @ p["ip2/0"].T + p["ip2/1"]).reshape(-1)
+        diff = out - label
+        losses.append(diff @ diff / (2 * len(x)))
+        dout = (diff / len(x)).reshape(-1, 1)
+        dr = dout @ p["ip2/0"]
+        dh = dr * (h > 0)
+        grads = {"ip2/0": dout.T @ r, "ip2/1": dout.sum(0), "ip1/0": dh.T @ x, "ip1/1": dh.sum(0)}
+        lr = train.learning_rate(SOLVER, step)
+        for name in p:
+            v[name] = lr * (grads[name] + SOLVER.weight_decay * p[name]) + SOLVER.momentum * v[name]
+            p[name] = p[name] - v[name]
+    return losses
+
+
+def test_a_net_trains_on_the_vm_and_matches_the_float64_reference():
+    solver = train.Solver(NET, SOLVER)
+    expected = reference_losses(train.Solver(NET, SOLVER), 20)
+    results = [solver.step() for _ in range(20)]
+    losses = np.array([r.loss for r in results])
+    assert np.allclose(losses, expected, rtol=1e-3, atol=0)
+    assert losses[-5:].mean() < 0.5 * losses[:5].mean()
+    assert all(r.sim_seconds > 0 and r.host_seconds > 0 for r in results)
+    assert set(results[0].layer_seconds) == {"ip1", "relu", "ip2", "loss", "(update)"}
+
+
+@pytest.mark.parametrize("cgs", [2, 4])
+def test_the_minibatch_split_over_core_groups_gives_the_single_cg_losses(cgs):
+    single = train.Solver(NET, SOLVER)
+    split = train.Solver(NET, SOLVER, cgs=cgs)
+    assert split.net.shapes["data"] == (16 // cgs, 1, 8, 8)
+    one = [single.step() for _ in range(4)]
+    many = [split.step() for _ in range(4)]
+    assert np.allclose([r.loss for r in many], [r.loss for r in one], rtol=1e-5, atol=0)
+    assert "(reduce)" in many[0].layer_seconds
+    # the chip's time: the slowest CG's slice, then the reduction and the update
+    assert many[0].sim_seconds < one[0].sim_seconds
+
+
+def test_checkpoints_resume_bit_exactly(tmp_path):
+    straight = train.Solver(NET, SOLVER)
+    expected = [straight.step().loss for _ in range(6)]
+    first = train.Solver(NET, SOLVER)
+    losses = [first.step().loss for _ in range(3)]
+    path = first.save(tmp_path)
+    assert path.name == "checkpoint-00000003.npz"
+    assert [p.name for p in tmp_path.iterdir()] == [path.name]        # no temporary left
+    first.step()                                    # work past the checkpoint is discarded
+    second = train.Solver(NET, SOLVER)
+    assert second.restore(tmp_path) == path and second.step_count == 3
+    losses += [second.step().loss for _ in range(3)]
+    assert losses == expected                       # the same bits
+    assert np.array_equal(second.net.params.buffer, straight.net.params.buffer)
+
+
+def test_a_failed_write_leaves_the_previous_checkpoint(tmp_path, monkeypatch):
+    solver = train.Solver(NET, SOLVER)
+    solver.save(tmp_path)
+    solver.step()
+
+    def crash(*args):
+        raise OSError("disk full")
+    monkeypatch.setattr(os, "replace", crash)
+    with pytest.raises(OSError):
+        solver.save(tmp_path)
+    assert [p.name for p in tmp_path.iterdir()] == ["checkpoint-00000000.npz"]
+
+
+def test_a_corrupt_or_foreign_checkpoint_is_a_clear_error(tmp_path):
+    solver = train.Solver(NET, SOLVER)
+    path = solver.save(tmp_path)
+    data = bytearray(path.read_bytes())
+    path.write_bytes(bytes(data[:len(data) // 2]))
+    with pytest.raises(train.TrainError, match="is corrupt"):
+        train.Solver(NET, SOLVER).restore(tmp_path)
+    solver.save(tmp_path)
+    other = train.SolverSpec(base_lr=0.5, random_seed=7)
+    with pytest.raises(train.TrainError, match="does not match: its solver differs"):
+        train.Solver(NET, other).restore(tmp_path)
+    with pytest.raises(train.TrainError, match="no checkpoint"):
+        solver.restore(tmp_path / "empty")
+
+
+def test_a_nan_loss_stops_with_the_step_and_the_layer(tmp_path):
+    solver = train.Solver(NET, SOLVER)
+    solver.net.params["ip2/0"][0, 0] = np.nan
+    with pytest.raises(train.TrainError, match=r"step 1: loss is nan; first non-finite blob in "
+                                               r"layer 'ip2'"):
+        solver.step()
+
+
+def test_solver_errors():
+    with pytest.raises(train.TrainError, match="type: unknown 'RMSProp'"):
+        train.Solver(NET, train.SolverSpec(base_lr=0.1, type="RMSProp"))
+    with pytest.raises(train.TrainError, match=r"'Adam': needs hostlib.dnn.adam_update"):
+        train.Solver(NET, train.SolverSpec(base_lr=0.1, type="Adam"))
+    with pytest.raises(train.TrainError, match="test_interval 5: net 'regression' has no "
+                                               "Accuracy layer in phase TEST"):
+        train.Solver(NET, train.SolverSpec(base_lr=0.1, test_interval=5))
+    with pytest.raises(train.TrainError, match="no loss layer"):
+        train.Solver(NET.split('layer { name: "loss"')[0], SOLVER)
+
+
+def test_the_cli_explains_trains_logs_checkpoints_and_resumes(tmp_path, capsys):
+    net = tmp_path / "net.prototxt"
+    net.write_text(NET)
+    solver = tmp_path / "solver.prototxt"
+    solver.write_text('base_lr: 0.01 momentum: 0.9 random_seed: 7 max_iter: 4')
+    assert main(["train", str(net), "--explain"]) == 0
+    table = capsys.readouterr().out
+    assert "ip1" in table and "linear_forward" in table and "packed gradient buffer" in table
+    log, ckpt = tmp_path / "log.jsonl", tmp_path / "ckpt"
+    assert main(["train", str(net), "--solver", str(solver), "--steps", "2", "--log", str(log),
+                 "--checkpoint-dir", str(ckpt), "--checkpoint-every", "2"]) == 0
+    assert main(["train", str(net), "--solver", str(solver), "--log", str(log),
+                 "--resume", str(ckpt), "--plot", str(tmp_path / "loss.png")]) == 0
+    assert (tmp_path / "loss.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    records = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [r["step"] for r in records] == [1, 2, 3, 4]
+    assert all(set(r) >= {"step", "loss", "sim_seconds", "host_seconds"} for r in records)
+    assert sorted(p.name for p in ckpt.iterdir()) == ["checkpoint-00000002.npz",
+                                                      "checkpoint-00000004.npz"]
+    assert main(["train", str(net), "--cgs", "5"]) == 1
+    assert "cgs: 1..4 core groups, got 5" in capsys.readouterr().err
+    assert main(["train", str(net), "--cgs", "3"]) == 1
+    assert "batch_size: 16 does not divide among 3 core groups" in capsys.readouterr().err
+    assert main(["train", str(tmp_path / "missing.prototxt")]) == 1
+    assert "cannot read" in capsys.readouterr().err
+
+
+def test_the_test_net_shares_the_weights_and_measures_accuracy_over_test_iter_batches():
+    net = NET + ('layer { name: "acc" type: "Accuracy" bottom: "ip1" bottom: "label" '
+                 'top: "acc" include { phase: TEST } }')
+    solver = train.Solver(net, train.SolverSpec(base_lr=0.01, random_seed=7, test_interval=1,
+                                                test_iter=[2]))
+    solver.step()
+    w, b = solver.net.params["ip1/0"], solver.net.params["ip1/1"]
+    test_data = solver.test_net.datasets["d"]
+    assert len(test_data) == 360                              # the held-out digits
+    x, label = test_data.data[:32].reshape(32, -1), test_data.label[:32]
+    expected = np.mean(np.argmax(np.maximum(x @ w.T + b, 0), axis=1) == label)
+    assert solver.test() == pytest.approx(expected, abs=1e-6)
