@@ -11,7 +11,7 @@ describes them.
   ``scale``, ``sgd_update``, ``pool2d_forward`` / ``pool2d_backward`` and ``transform``
   between the ``LAYOUTS``.
 """
-from .activation import ActivationStats, activation_backward, activation_forward, exp
+from .activation import activation_backward, activation_forward, exp
 from .common import DnnError
 from .conv import ConvStats, conv2d_backward_data, conv2d_backward_filter, conv2d_forward
 from .elementwise import add, scale, sgd_update
@@ -19,7 +19,7 @@ from .layout import LAYOUTS, transform
 from .linear import linear_backward, linear_forward
 from .pool import pool2d_backward, pool2d_forward
 
-__all__ = ["ActivationStats", "ConvStats", "DnnError", "LAYOUTS", "activation_backward",
+__all__ = ["ConvStats", "DnnError", "LAYOUTS", "activation_backward",
            "activation_forward", "add", "conv2d_backward_data", "conv2d_backward_filter",
            "conv2d_forward", "exp", "linear_backward", "linear_forward", "pool2d_backward",
            "pool2d_forward", "scale", "sgd_update", "transform"]

@@ -6,60 +6,26 @@ spawns it on the 64 CPEs of a core group; every element is computed by CPE instr
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
-from ...vm import HostError
-from ...kernels import program
-from ...vm import Machine
+from ...vm import HostError, Machine
+from ..runtime import Kernel
+from .stream import with_bandwidth
 
-KERNEL = "dnn/activation.s"
-ENTRY = "activation"
+KERNEL = Kernel(("dnn/activation.s",), entry="activation", ldm_end="activation_ldm_end")
 KINDS = ("relu", "sigmoid", "tanh")
 # Backward needs x for ReLU and y for sigmoid and tanh (as cuDNN computes them).
 _BACKWARD_INPUT = {"relu": "x", "sigmoid": "y", "tanh": "y"}
 
 
-@dataclass
-class ActivationStats:
-    """What one call did on the VM."""
-    op: str                   # kernel op name, e.g. "SIGMOID_BACKWARD"
-    dtype: str
-    n: int                    # elements
-    bytes: int                # bytes read and written in main memory
-    kernel_cycles: int        # spawn excluded
-    clock_hz: float
-    peak_bytes_per_second: float   # the CG's DMA peak (machine.config)
-    run: object               # the VM's RunResult
-
-    @property
-    def cycles(self) -> int:
-        return self.kernel_cycles
-
-    @property
-    def seconds(self) -> float:
-        return self.kernel_cycles / self.clock_hz
-
-    @property
-    def gbytes_per_second(self) -> float:
-        return self.bytes / self.seconds / 1e9
-
-    @property
-    def peak_gbytes_per_second(self) -> float:
-        return self.peak_bytes_per_second / 1e9
-
-    @property
-    def bandwidth_ratio(self) -> float:
-        """Achieved bandwidth / DMA peak."""
-        return self.gbytes_per_second / self.peak_gbytes_per_second
-
-
 def activation_forward(x, kind: str = "relu", *, machine=None, engine: str = "c"):
-    """y = f(x) element-wise for f = relu, sigmoid or tanh; returns (y, ActivationStats).
+    """y = f(x) element-wise for f = relu, sigmoid or tanh; returns (y, Stats).
 
     ``x``: a float32 or float64 array of any shape with at least one element. ``machine``:
-    the VM to run on (a new default Machine if None); ``engine``: "c" or "python".
+    the VM to run on (a new default Machine if None); ``engine``: "c" or "python". The stats
+    carry the kernel's cycles and, as every memory-bound operator's, ``bytes_moved``,
+    ``bandwidth_gbps``, the DMA ceiling ``stream_gbps`` for its reads and writes and
+    ``bandwidth_ratio``.
     """
     _check_kind(kind)
     return _run(kind.upper(), _array("x", x), None, machine, engine)
@@ -67,7 +33,7 @@ def activation_forward(x, kind: str = "relu", *, machine=None, engine: str = "c"
 
 def activation_backward(dy, *, x=None, y=None, kind: str = "relu", machine=None,
                         engine: str = "c"):
-    """dx = dy * f'(.) element-wise; returns (dx, ActivationStats).
+    """dx = dy * f'(.) element-wise; returns (dx, Stats).
 
     ReLU needs ``x`` (dx = dy where x > 0, else 0); sigmoid and tanh need the forward output
     ``y`` (dx = dy y (1 - y), dx = dy (1 - y^2)).
@@ -87,7 +53,7 @@ def activation_backward(dy, *, x=None, y=None, kind: str = "relu", machine=None,
 
 
 def exp(x, *, machine=None, engine: str = "c"):
-    """exp(x) element-wise; returns (result, ActivationStats)."""
+    """exp(x) element-wise; returns (result, Stats)."""
     return _run("EXP", _array("x", x), None, machine, engine)
 
 
@@ -107,20 +73,13 @@ def _array(name: str, value) -> np.ndarray:
 
 def _run(op: str, inp: np.ndarray, dy, machine, engine):
     machine = machine or Machine()
-    prog = program(KERNEL)
-    symbol = {name: s.value for name, s in prog.symbols.items()}
     mem = machine.mem
-    in_addr = mem.put(inp)
-    dy_addr = mem.put(dy) if dy is not None else 0
-    out_addr = mem.alloc(inp.nbytes)
-    job = np.zeros(symbol["JOB_BYTES"] // 8, np.int64)
-    for field, value in [("J_N", inp.size), ("J_ES", inp.itemsize), ("J_OP", symbol[f"OP_{op}"]),
-                         ("J_IN", in_addr), ("J_DY", dy_addr), ("J_OUT", out_addr)]:
-        job[symbol[field] // 8] = value
-    res = machine.run(prog, entry=ENTRY, args=[mem.put(job)], engine=engine)
-    out = mem.get(out_addr, inp.shape, inp.dtype)
-    config = machine.config
-    peak = config.dma_transaction_bytes / config.dma_transaction_cycles * config.clock_hz
-    moved = inp.nbytes * (3 if dy is not None else 2)
-    return out, ActivationStats(op, inp.dtype.name, inp.size, moved, res.kernel_cycles,
-                                config.clock_hz, peak, res)
+    out = mem.alloc(inp.nbytes)
+    job = KERNEL.record("J_", "JOB_BYTES").new(
+        n=inp.size, es=inp.itemsize, op=KERNEL.symbol(f"OP_{op}"), out=out,
+        dy=mem.put(dy) if dy is not None else 0, **{"in": mem.put(inp)})
+    stats = KERNEL.launch(machine, [mem.put(job)], flops=0, engine=engine,
+                          details=dict(op=op, dtype=inp.dtype.name, n=inp.size))
+    reads = inp.nbytes * (2 if dy is not None else 1)
+    return (mem.get(out, inp.shape, inp.dtype),
+            with_bandwidth(stats, machine.config, (reads, inp.nbytes)))

@@ -87,7 +87,13 @@ def launch(machine, cgs, *, name, body, plan, inputs, outputs, buffer_bytes, uni
         jobs.append([machine.mem.put(words)])
     stats = KERNEL.launch_cgs(machine, jobs, flops=0, engine=engine,
                               details=dict(details or {}, cgs=len(jobs)))
-    bound = stream_bound_gbps(config, *moved, len(jobs))
+    return with_bandwidth(stats, config, moved, len(jobs))
+
+
+def with_bandwidth(stats, config, moved, cgs: int = 1):
+    """`stats` with the memory-bound operator's details: bytes_moved, bandwidth_gbps, the
+    ceiling stream_gbps for its mix of `moved` = (bytes read, bytes written) and their ratio."""
+    bound = stream_bound_gbps(config, *moved, cgs)
     bandwidth = sum(moved) / stats.seconds / 1e9
     stats.details.update(bytes_moved=sum(moved), bandwidth_gbps=bandwidth, stream_gbps=bound,
                          bandwidth_ratio=bandwidth / bound)

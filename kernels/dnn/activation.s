@@ -79,6 +79,8 @@ IN_BUF:	.skip	2 * BLOCK_BYTES
 DY_BUF:	.skip	2 * BLOCK_BYTES
 OUT_BUF:
 	.skip	2 * BLOCK_BYTES
+	.globl	activation_ldm_end    # the kernel places its buffers itself; nothing follows
+activation_ldm_end:
 
 	.include "vmath.inc"
 
