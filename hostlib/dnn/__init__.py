@@ -10,9 +10,10 @@ describes them.
 - the memory-bound operators on one streaming driver (``stream``, with ``cgs=``): ``add``,
   ``scale``, ``sgd_update``, ``pool2d_forward`` / ``pool2d_backward`` and ``transform``
   between the ``LAYOUTS``; ``softmax_cross_entropy(logits, labels)``: the mean loss and the
-  logits' gradient.
+  logits' gradient; ``batchnorm_forward`` / ``batchnorm_backward``.
 """
 from .activation import ActivationStats, activation_backward, activation_forward, exp
+from .batchnorm import batchnorm_backward, batchnorm_forward
 from .common import DnnError
 from .conv import ConvStats, conv2d_backward_data, conv2d_backward_filter, conv2d_forward
 from .elementwise import add, scale, sgd_update
@@ -22,6 +23,6 @@ from .pool import pool2d_backward, pool2d_forward
 from .softmax import softmax_cross_entropy
 
 __all__ = ["ActivationStats", "ConvStats", "DnnError", "LAYOUTS", "activation_backward",
-           "activation_forward", "add", "conv2d_backward_data", "conv2d_backward_filter",
+           "activation_forward", "add", "batchnorm_backward", "batchnorm_forward", "conv2d_backward_data", "conv2d_backward_filter",
            "conv2d_forward", "exp", "linear_backward", "linear_forward", "pool2d_backward",
            "pool2d_forward", "scale", "sgd_update", "softmax_cross_entropy", "transform"]
