@@ -9,17 +9,20 @@ describes them.
 - ``linear_forward`` / ``linear_backward``: FC through swGEMM;
 - the memory-bound operators on one streaming driver (``stream``, with ``cgs=``): ``add``,
   ``scale``, ``sgd_update``, ``pool2d_forward`` / ``pool2d_backward`` and ``transform``
-  between the ``LAYOUTS``.
+  between the ``LAYOUTS``; ``softmax_cross_entropy(logits, labels)``: the mean loss and the
+  logits' gradient; ``batchnorm_forward`` / ``batchnorm_backward``.
 """
 from .activation import activation_backward, activation_forward, exp
+from .batchnorm import batchnorm_backward, batchnorm_forward
 from .common import DnnError
 from .conv import ConvStats, conv2d_backward_data, conv2d_backward_filter, conv2d_forward
 from .elementwise import add, scale, sgd_update
 from .layout import LAYOUTS, transform
 from .linear import linear_backward, linear_forward
 from .pool import pool2d_backward, pool2d_forward
+from .softmax import softmax_cross_entropy
 
-__all__ = ["ConvStats", "DnnError", "LAYOUTS", "activation_backward",
-           "activation_forward", "add", "conv2d_backward_data", "conv2d_backward_filter",
-           "conv2d_forward", "exp", "linear_backward", "linear_forward", "pool2d_backward",
-           "pool2d_forward", "scale", "sgd_update", "transform"]
+__all__ = ["ConvStats", "DnnError", "LAYOUTS", "activation_backward", "activation_forward",
+           "add", "batchnorm_backward", "batchnorm_forward", "conv2d_backward_data",
+           "conv2d_backward_filter", "conv2d_forward", "exp", "linear_backward", "linear_forward", "pool2d_backward",
+           "pool2d_forward", "scale", "sgd_update", "softmax_cross_entropy", "transform"]

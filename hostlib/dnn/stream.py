@@ -34,8 +34,8 @@ def stream_bound_gbps(config, gets: float, puts: float, cgs: int = 1) -> float:
     return (gets + puts) / cycles * config.clock_hz / 1e9 * cgs
 
 
-def arena(config):
-    return KERNEL.arena(config.ldm_bytes, nargs=1)
+def arena(config, kernel=KERNEL):
+    return kernel.arena(config.ldm_bytes, nargs=1)
 
 
 def chunk_elements(config, itemsize: int, n: int, streams: int, workers: int) -> int:
@@ -47,11 +47,13 @@ def chunk_elements(config, itemsize: int, n: int, streams: int, workers: int) ->
 
 
 def launch(machine, cgs, *, name, body, plan, inputs, outputs, buffer_bytes, units, es,
-           params=(), ints=(), chunk=0, n=0, moved, engine="c", details=None):
+           params=(), ints=(), chunk=0, n=0, moved, engine="c", details=None, kernel=KERNEL):
     """Run the driver: `units` units split over `cgs` core groups in contiguous ranges, the
     plan and body routines named `plan` and `body`, stream addresses `inputs` / `outputs`,
     LDM buffers of `buffer_bytes` (per stream, inputs then outputs), `params` (doubles,
-    J_P) and `ints` (J_X); `moved` = (bytes read, bytes written) the operator must move.
+    J_P) and `ints` (J_X); `moved` = (bytes read, bytes written) the operator must move;
+    `kernel`: the driver's program, with the operator's routines linked in when they live
+    outside stream.s (softmax.s).
     Returns Stats with bytes_moved, bandwidth_gbps, stream_gbps and bandwidth_ratio."""
     config = machine.config
     nin, nout = len(inputs), len(outputs)
@@ -59,15 +61,15 @@ def launch(machine, cgs, *, name, body, plan, inputs, outputs, buffer_bytes, uni
             and len(buffer_bytes) == nin + nout):
         raise DnnError(f"{name}: the driver takes 1-{MAX_IN} inputs, 1-{MAX_OUT} outputs, "
                        "a buffer per stream and at most 4 parameters")
-    space = arena(config)
+    space = arena(config, kernel)
     sizes = list(buffer_bytes[:nin]) + [0] * (MAX_IN - nin) + list(buffer_bytes[nin:]) + \
         [0] * (MAX_OUT - nout)
     frames = [[space.take(size) if size else 0 for size in sizes] for _ in range(2)]
     if not space.fits:
         raise DnnError(f"{name}: LDM buffers of {sum(sizes) * 2} bytes do not fit in the "
-                       f"{space.limit - KERNEL.symbol('stream_ldm_end')} bytes free")
-    record = KERNEL.record("J_", "JOB_BYTES")
-    frame_bytes = KERNEL.symbol("FRAME_BYTES")
+                       f"{space.limit - kernel.symbol(kernel.ldm_end)} bytes free")
+    record = kernel.record("J_", "JOB_BYTES")
+    frame_bytes = kernel.symbol("FRAME_BYTES")
     jobs = []
     for cg in range(cgs):
         first, last = units * cg // cgs, units * (cg + 1) // cgs
@@ -75,7 +77,7 @@ def launch(machine, cgs, *, name, body, plan, inputs, outputs, buffer_bytes, uni
             continue
         words = record.new(n=n, es=es, chunk=chunk, first=first, chunks=last,
                            cpes=config.num_cpes, nin=nin, nout=nout,
-                           body=KERNEL.symbol(body), plan=KERNEL.symbol(plan))
+                           body=kernel.symbol(body), plan=kernel.symbol(plan))
         fields = [("in", inputs), ("out", outputs), ("p", params), ("x", ints)]
         for field, values in fields:
             for index, value in enumerate(values):
@@ -85,7 +87,7 @@ def launch(machine, cgs, *, name, body, plan, inputs, outputs, buffer_bytes, uni
             base = (record.offset("frame") + parity * frame_bytes) // 8
             words[base:base + len(frame)] = frame
         jobs.append([machine.mem.put(words)])
-    stats = KERNEL.launch_cgs(machine, jobs, flops=0, engine=engine,
+    stats = kernel.launch_cgs(machine, jobs, flops=0, engine=engine,
                               details=dict(details or {}, cgs=len(jobs)))
     return with_bandwidth(stats, config, moved, len(jobs))
 

@@ -3,7 +3,6 @@ the Solver with a progress bar, a JSONL log, atomic checkpoints and ``--resume``
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 from tqdm import tqdm
 

@@ -12,7 +12,6 @@ from typing import NamedTuple, Optional
 import numpy as np
 
 from .. import dnn
-from ..blas import gemm
 from ..blas import gemm_model
 from .common import DTYPE, TrainError
 

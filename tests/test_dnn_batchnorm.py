@@ -1,0 +1,157 @@
+"""batchnorm_forward / batchnorm_backward (hostlib/dnn/batchnorm.py, kernels/dnn/batchnorm.s)
+against float64 numpy references (the backward reference checked by finite differences), odd
+sizes, inference mode, edge values and errors."""
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from swsim import Machine
+from swsim.hostlib import dnn
+
+DTYPES = [np.float32, np.float64]
+EPS = {np.float32: 2.0 ** -24, np.float64: 2.0 ** -53}
+AXES = (0, 2, 3)
+
+
+def channel(v):
+    return np.asarray(v, np.float64)[None, :, None, None]
+
+
+def forward_reference(x, gamma, beta, rm, rv, training=True, momentum=0.1, eps=1e-5):
+    x = np.asarray(x, np.float64)
+    n = x.size // x.shape[1]
+    if training:
+        mean, var = x.mean(axis=AXES), x.var(axis=AXES)
+        new_rm = (1 - momentum) * np.float64(rm) + momentum * mean
+        new_rv = (1 - momentum) * np.float64(rv) + momentum * var * n / (n - 1)
+    else:
+        mean, var = np.float64(rm), np.float64(rv)
+        new_rm, new_rv = rm, rv
+    invstd = 1 / np.sqrt(var + eps)
+    y = (x - channel(mean)) * channel(invstd * gamma) + channel(beta)
+    return y, new_rm, new_rv, mean, invstd
+
+
+def loss_of(x, gamma, beta, dy):
+    """sum(dy * y): its gradients are batchnorm's backward from dy."""
+    y = forward_reference(x, gamma, beta, 0 * gamma, 1 + 0 * gamma)[0]
+    return float((dy * y).sum())
+
+
+def backward_reference(dy, x, gamma, mean, invstd):
+    dy, x = np.asarray(dy, np.float64), np.asarray(x, np.float64)
+    n = x.size // x.shape[1]
+    xhat = (x - channel(mean)) * channel(invstd)
+    dbeta = dy.sum(axis=AXES)
+    dgamma = (dy * xhat).sum(axis=AXES)
+    dx = channel(gamma * invstd) * (dy - channel(dbeta / n) - xhat * channel(dgamma / n))
+    return dx, dgamma, dbeta
+
+
+def test_backward_reference_by_finite_differences():
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(3, 2, 2, 3))
+    gamma, beta = rng.normal(size=2), rng.normal(size=2)
+    dy = rng.normal(size=x.shape)
+    _, _, _, mean, invstd = forward_reference(x, gamma, beta, 0 * gamma, 1 + 0 * gamma)
+    dx, dgamma, dbeta = backward_reference(dy, x, gamma, mean, invstd)
+    h = 1e-6
+    for name, value, grad in (("x", x, dx), ("gamma", gamma, dgamma), ("beta", beta, dbeta)):
+        for index in np.ndindex(value.shape):
+            step = np.zeros_like(value)
+            step[index] = h
+            args = {"x": x, "gamma": gamma, "beta": beta}
+            plus = dict(args, **{name: value + step})
+            minus = dict(args, **{name: value - step})
+            numeric = (loss_of(dy=dy, **plus) - loss_of(dy=dy, **minus)) / (2 * h)
+            assert abs(numeric - grad[index]) < 1e-6 * (1 + abs(grad[index])), (name, index)
+
+
+def inputs(rng, shape, dtype, scale=1.0, offset=0.0):
+    c = shape[1]
+    x = (rng.normal(size=shape) * scale + offset).astype(dtype)
+    return (x, rng.normal(size=c).astype(dtype), rng.normal(size=c).astype(dtype),
+            rng.normal(size=c).astype(dtype), rng.uniform(0.5, 2, c).astype(dtype))
+
+
+def close(got, want, dtype, magnitude, roundings=8):
+    want = np.asarray(want, np.float64)
+    assert got.dtype == dtype and got.shape == want.shape
+    tol = EPS[dtype] * np.abs(want) + roundings * 2.0 ** -53 * magnitude + \
+        2 * EPS[dtype] * magnitude
+    assert np.all(np.abs(got - want) <= tol), float(np.max(np.abs(got - want) - tol))
+
+
+@settings(max_examples=20, deadline=None)
+@given(dtype=st.sampled_from(DTYPES), b=st.integers(1, 5), c=st.integers(1, 9),
+       h=st.integers(1, 7), w=st.integers(1, 7), training=st.booleans(),
+       scale=st.sampled_from([1e-3, 1.0, 100.0]), seed=st.integers(0, 2 ** 32 - 1))
+def test_forward_against_the_reference(dtype, b, c, h, w, training, scale, seed):
+    if training and b * h * w < 2:
+        return
+    rng = np.random.default_rng(seed)
+    args = inputs(rng, (b, c, h, w), dtype, scale, offset=3 * scale)
+    got, stats = dnn.batchnorm_forward(*args, training=training, momentum=0.25, eps=1e-3)
+    want = forward_reference(*args, training=training, momentum=0.25, eps=1e-3)
+    n = b * h * w
+    y_size = np.abs(want[0]).max() + 1
+    close(got[0], want[0], dtype, y_size * (1 + n * 2.0 ** -40))
+    for g, r in zip(got[1:], want[1:]):
+        close(g, r, dtype, np.abs(r).max() + 1, roundings=8 + n)
+    assert stats.cycles > 0
+
+
+@settings(max_examples=20, deadline=None)
+@given(dtype=st.sampled_from(DTYPES), b=st.integers(1, 5), c=st.integers(1, 9),
+       h=st.integers(1, 7), w=st.integers(1, 7), seed=st.integers(0, 2 ** 32 - 1))
+def test_backward_against_the_reference(dtype, b, c, h, w, seed):
+    if b * h * w < 2:
+        return
+    rng = np.random.default_rng(seed)
+    x, gamma, beta, rm, rv = inputs(rng, (b, c, h, w), dtype)
+    (_, _, _, mean, invstd), _ = dnn.batchnorm_forward(x, gamma, beta, rm, rv)
+    dy = rng.normal(size=x.shape).astype(dtype)
+    (dx, dgamma, dbeta), _ = dnn.batchnorm_backward(dy, x, gamma, mean, invstd)
+    want = backward_reference(dy, x, gamma, mean, invstd)
+    n = b * h * w
+    scale = (np.abs(dy).sum() + 1) * (np.abs(invstd).max() + 1) * (np.abs(gamma).max() + 1)
+    for got, ref in zip((dx, dgamma, dbeta), want):
+        close(got, ref, dtype, scale, roundings=8 + 2 * n)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_constant_channels_and_edge_values(dtype):
+    x = np.zeros((2, 3, 2, 2), dtype)
+    x[:, 1] = 2.0 ** 100                       # sums exact: mean = x
+    x[:, 2] = np.nan
+    ones, zeros = np.ones(3, dtype), np.zeros(3, dtype)
+    (y, rm, rv, mean, invstd), _ = dnn.batchnorm_forward(x, ones, zeros, zeros, ones)
+    assert not y[:, :2].any() and np.isnan(y[:, 2]).all()    # x - mean = 0: y = beta
+    assert invstd[0] == dtype(1 / np.sqrt(1e-5)) and np.isnan(rm[2])
+
+
+def test_engines_agree():
+    rng = np.random.default_rng(5)
+    args = inputs(rng, (3, 4, 5, 3), np.float64)
+    a, sa = dnn.batchnorm_forward(*args, engine="c")
+    b, sb = dnn.batchnorm_forward(*args, engine="python")
+    assert all(p.tobytes() == q.tobytes() for p, q in zip(a, b)) and sa.cycles == sb.cycles
+
+
+def test_errors():
+    x = np.zeros((2, 3, 4, 4), np.float32)
+    c = np.ones(3, np.float32)
+    with pytest.raises(dnn.DnnError, match=r"\(B, C, H, W\)"):
+        dnn.batchnorm_forward(x[0], c, c, c, c)
+    with pytest.raises(dnn.DnnError, match=r"gamma must have shape \(3,\)"):
+        dnn.batchnorm_forward(x, c[:2], c, c, c)
+    with pytest.raises(dnn.DnnError, match="float32 like"):
+        dnn.batchnorm_forward(x, c.astype(np.float64), c, c, c)
+    with pytest.raises(dnn.DnnError, match="more than one value"):
+        dnn.batchnorm_forward(x[:1, :, :1, :1], c, c, c, c)
+    with pytest.raises(dnn.DnnError, match="training must be"):
+        dnn.batchnorm_forward(x, c, c, c, c, training=1)
+    with pytest.raises(dnn.DnnError, match="do not fit in LDM"):
+        dnn.batchnorm_forward(np.zeros((64, 1, 64, 64), np.float32), *[c[:1]] * 4)
+    with pytest.raises(dnn.DnnError, match="dy must have"):
+        dnn.batchnorm_backward(x[:1], x, c, c, c)

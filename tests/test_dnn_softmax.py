@@ -1,0 +1,231 @@
+"""softmax_cross_entropy (hostlib/dnn/softmax.py, kernels/dnn/softmax.s): the mean loss and the
+logits' gradient against a float64 numpy reference (its gradient checked by finite
+differences), odd sizes, edge values, the reduction passes, errors, and the accuracy of the
+kernel's log routine."""
+import functools
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from swsim import Machine
+from swsim.hostlib import dnn
+from swsim.hostlib.dnn import softmax
+
+DTYPES = [np.float32, np.float64]
+EPS = {np.float32: 2.0 ** -24, np.float64: 2.0 ** -53}
+LOG_MAX_ULP = 1.66  # largest error of log_d found on test_log_accuracy's sample (1.6597 ulp)
+
+
+def reference(x, labels):
+    """Mean cross-entropy and its gradient in float64."""
+    x = np.asarray(x, np.float64)
+    labels = np.asarray(labels).astype(np.int64)
+    rows = np.arange(x.shape[0])
+    z = x - x.max(axis=1, keepdims=True)
+    s = np.exp(z).sum(axis=1)
+    loss = np.mean(np.log(s) - z[rows, labels])
+    grad = np.exp(z) / s[:, None]
+    grad[rows, labels] -= 1
+    return loss, grad / x.shape[0]
+
+
+def check(x, labels):
+    (loss, dlogits), stats = dnn.softmax_cross_entropy(x, labels)
+    with np.errstate(over="ignore"):               # x - max overflows for +-max: -inf
+        want_loss, want_grad = reference(x, labels)
+    dtype = x.dtype.type
+    assert loss.dtype == x.dtype and loss.shape == () and dlogits.dtype == x.dtype
+    # computed in double (the row losses are >= 0: their sum's roundings are relative to
+    # it), rounded once to the dtype
+    rtol = (x.shape[0] + 8) * 2.0 ** -53 + (EPS[dtype] if dtype == np.float32 else 0)
+    if abs(want_loss) > np.finfo(dtype).max:       # overflows the dtype
+        assert loss == np.inf
+    else:
+        np.testing.assert_allclose(float(loss), want_loss, rtol=rtol, atol=16 * 2.0 ** -53)
+    # the final rounding, and in double exp's, the row sum's, 1/sum's and the products'
+    # (relative to the softmax p: the label's element p - 1 cancels)
+    batch, classes = x.shape
+    double = (classes + 8) * 2.0 ** -53
+    tol = (EPS[dtype] + double) * np.abs(want_grad) + double / batch + \
+        np.finfo(dtype).smallest_subnormal
+    assert np.all(np.abs(dlogits - want_grad) <= tol)
+    assert stats.cycles > 0
+    return loss, dlogits
+
+
+def test_reference_gradient_by_finite_differences():
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(3, 5))
+    labels = np.array([4, 0, 2])
+    _, grad = reference(x, labels)
+    h = 1e-6
+    for i in range(3):
+        for j in range(5):
+            step = np.zeros_like(x)
+            step[i, j] = h
+            numeric = (reference(x + step, labels)[0] - reference(x - step, labels)[0]) / (2 * h)
+            assert abs(numeric - grad[i, j]) < 1e-8
+
+
+@settings(max_examples=25, deadline=None)
+@given(dtype=st.sampled_from(DTYPES), batch=st.integers(1, 70), classes=st.integers(1, 37),
+       scale=st.sampled_from([1e-3, 1.0, 30.0]), seed=st.integers(0, 2 ** 32 - 1))
+def test_against_the_reference(dtype, batch, classes, scale, seed):
+    rng = np.random.default_rng(seed)
+    x = (rng.normal(size=(batch, classes)) * scale).astype(dtype)
+    check(x, rng.integers(0, classes, batch))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_many_rows_take_several_reduction_passes(dtype):
+    rng = np.random.default_rng(2)
+    batch = softmax.REDUCE_VALUES + 77
+    x = rng.normal(size=(batch, 3)).astype(dtype)
+    check(x, rng.integers(0, 3, batch))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_the_widest_row_that_fits(dtype):
+    classes = softmax.max_classes(Machine().config, np.dtype(dtype).itemsize)
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(2, classes)).astype(dtype)
+    check(x, np.array([0, classes - 1]))
+    with pytest.raises(dnn.DnnError, match="does not fit in LDM"):
+        dnn.softmax_cross_entropy(np.zeros((1, classes + 4), dtype), [0])
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_edge_values(dtype):
+    big = np.finfo(dtype).max
+    x = np.array([[big, -big, 0.0], [-np.inf, 5.0, -np.inf], [1e-40, 0.0, -0.0],
+                  [-1e3, -1e3, -1e3]], dtype)
+    check(x, np.array([0, 1, 0, 2]))
+    check(x[:1], np.array([1]))                            # loss 2 max: overflows f32
+    (loss, dlogits), _ = dnn.softmax_cross_entropy(x[1:2], [0])
+    assert loss == np.inf                                  # the label's exp(-inf) = 0
+    assert dlogits.tolist() == [[-1.0, 1.0, 0.0]]
+    (loss, dlogits), _ = dnn.softmax_cross_entropy(np.array([[1.0, np.nan]], dtype), [0])
+    assert np.isnan(loss) and np.isnan(dlogits).all()
+    (loss, dlogits), _ = dnn.softmax_cross_entropy(np.array([[7.0], [-3.0]], dtype), [0, 0])
+    assert loss == 0 and not dlogits.any()                 # one class: p = 1
+
+
+def test_float_labels_holding_integers_are_accepted():
+    x = np.random.default_rng(4).normal(size=(4, 3)).astype(np.float32)
+    check(x, np.array([0.0, 2.0, 1.0, 2.0], np.float32))
+
+
+@pytest.mark.parametrize("labels, match", [
+    ([0, 3], "0..2"), ([-1, 0], "0..2"), ([0.5, 1], "integers"), ([0], r"shape \(2,\)"),
+    (["a", "b"], "integers")])
+def test_bad_labels(labels, match):
+    with pytest.raises(dnn.DnnError, match=match):
+        dnn.softmax_cross_entropy(np.zeros((2, 3), np.float32), np.array(labels))
+
+
+def test_bad_logits():
+    with pytest.raises(dnn.DnnError, match="batch, classes"):
+        dnn.softmax_cross_entropy(np.zeros(3, np.float32), [0])
+    with pytest.raises(dnn.DnnError, match="float32 or float64"):
+        dnn.softmax_cross_entropy(np.zeros((2, 3), np.int32), [0, 0])
+
+
+def test_engines_agree():
+    rng = np.random.default_rng(5)
+    x = rng.normal(size=(9, 11))
+    labels = rng.integers(0, 11, 9)
+    (a, da), sa = dnn.softmax_cross_entropy(x, labels, engine="c")
+    (b, db), sb = dnn.softmax_cross_entropy(x, labels, engine="python")
+    assert a.tobytes() == b.tobytes() and da.tobytes() == db.tobytes()
+    assert sa.cycles == sb.cycles
+
+
+# ---- the log routine, alone on one CPE -------------------------------------------------------
+LOG_BATCH = 512
+_LOG_HARNESS = f"""
+	.include "softmax.s"
+	.include "../include/dma.inc"
+	.ldm
+	.align	5
+LT_REPLY:	.quad	0
+LT_RA:	.quad	0
+LT_ARGS:	.skip	16
+	.bss
+	.align	7
+LT_BUF:	.skip	{8 * LOG_BATCH}
+	.text
+	.globl	log_test
+	.ent	log_test
+log_test:                     # a0 = LOG_BATCH doubles in main memory, replaced by their logs
+	stl	$26, LT_RA($31)
+	stl	$16, LT_ARGS($31)
+	MAKE_DESC $1, DMA_GET, {8 * LOG_BATCH}, LT_REPLY
+	ldi	$2, LT_BUF
+	DMA_WAIT $1, $16, $2, LT_REPLY
+	ldi	$9, LT_BUF
+	ldi	$10, {LOG_BATCH}
+1:	fldd	$16, 0($9)
+	bsr	$26, log_d
+	fstd	$0, 0($9)
+	ldi	$9, 8($9)
+	subl	$10, 1, $10
+	bgt	$10, 1b
+	MAKE_DESC $1, DMA_PUT, {8 * LOG_BATCH}, LT_REPLY
+	ldl	$16, LT_ARGS($31)
+	ldi	$2, LT_BUF
+	DMA_WAIT $1, $16, $2, LT_REPLY
+	ldl	$26, LT_RA($31)
+	ret
+	.end	log_test
+"""
+
+
+@functools.lru_cache(maxsize=None)
+def _log_harness():
+    from swsim import assemble
+    from swsim.kernels import KERNEL_DIR
+    return assemble(_LOG_HARNESS, include_dirs=(str(KERNEL_DIR), str(KERNEL_DIR / "dnn")))
+
+
+def run_log(values):
+    values = np.asarray(values, np.float64)
+    assert values.shape == (LOG_BATCH,)
+    machine = Machine()
+    addr = machine.mem.put(values)
+    machine.run(_log_harness(), entry="log_test", cpes=[0], args=[addr])
+    return machine.mem.get(addr, values.shape, np.float64)
+
+
+def log_sample():
+    """Where the loss takes logs (row sums in [1, C]) and beyond: 1 and its neighbours, the
+    binade ends and the sqrt(2) split, integers, and uniform points over [1, 2^20] and over
+    the normal range."""
+    rng = np.random.default_rng(6)
+    special = [1.0, np.nextafter(1.0, 2), np.nextafter(1.0, 0), np.sqrt(2),
+               np.nextafter(np.sqrt(2), 2), np.nextafter(np.sqrt(2), 0), 2.0, 3.0, 1308.0,
+               np.finfo(np.float64).tiny, np.finfo(np.float64).max, 0.5, 0.75]
+    values = np.concatenate([special, np.arange(1, 200, dtype=np.float64),
+                             rng.uniform(1, 2, 1000), rng.uniform(1, 2.0 ** 20, 1000),
+                             2.0 ** rng.uniform(-1020, 1020, 1000)])
+    pad = -len(values) % LOG_BATCH
+    return np.concatenate([values, np.full(pad, 2.0)])
+
+
+def ulps(got, x):
+    want = np.log(x.astype(np.longdouble))
+    spacing = np.spacing(np.abs(want.astype(np.float64)))
+    return np.abs((got.astype(np.longdouble) - want) / spacing.astype(np.longdouble))
+
+
+def test_log_accuracy():
+    x = log_sample()
+    got = np.concatenate([run_log(chunk) for chunk in x.reshape(-1, LOG_BATCH)])
+    assert got[0] == 0.0                          # log(1) = 0 exactly
+    err = ulps(got, x)
+    assert float(err.max()) <= LOG_MAX_ULP, (float(err.max()), x[np.argmax(err)])
+
+
+def test_log_of_nan_is_nan():
+    got = run_log(np.full(LOG_BATCH, np.nan))
+    assert np.isnan(got).all()
