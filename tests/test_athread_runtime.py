@@ -61,7 +61,7 @@ def call(function, n):
     """A call as sw5cc emits it: the address from the literal pool, the gp reloaded after."""
     return f"""
 	ldl $27,{function}($29)		!literal!{n}
-	call $26,($27),0		!lituse_jsr!{n}
+	call $26,($27),{function}		!lituse_jsr!{n}
 	ldih $29,0($26)		!gpdisp!{n + 1}
 	ldi $29,0+4($29)		!gpdisp!{n + 1}
 """
