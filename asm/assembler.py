@@ -844,6 +844,12 @@ class Assembler:
                     raise StatementError(self._expected(op, template, instr), op.col)
                 self._relocate(offset, "branch21", target, op.col)
                 values["disp21"] = 0
+            elif template == "hint" and op.kind == "expr" and \
+                    not (hint := self._value(op.value, op.col, False)).absolute:
+                # a jump's hint naming its target (the compiler's `call $26,($27),printf`):
+                # the linker fills in the target's word displacement (docs/asm.md)
+                self._relocate(offset, "hint16", hint, op.col)
+                values["disp16"] = 0
             else:  # lane, n, mask, csr, truth, hint
                 values.update(split_immediate(template, self._check_range(
                     self._absolute(op, what=EXPECTED[template]), *IMMEDIATE_RANGES[template],

@@ -159,6 +159,8 @@ class _Linker:
             target = self._thread_offset(target, reloc)
         if reloc.kind == "branch21":
             self._patch(out, at, "disp21", self._branch(target, where))
+        elif reloc.kind == "hint16":
+            self._patch(out, at, "disp16", self._hint(target, where))
         elif reloc.kind in ("hi16", "gprel_hi16", "tprel_hi16"):
             self._patch(out, at, "disp16", split_hi_lo(target)[0])
         elif reloc.kind in ("lo16", "gprel_lo16", "tprel_lo16"):
@@ -194,6 +196,15 @@ class _Linker:
             raise StatementError(f"branch target {target:#x} out of reach (word displacement "
                                  f"{displacement} not in {low}..{high})")
         return displacement
+
+    @staticmethod
+    def _hint(target: int, where: int) -> int:
+        """A jump's hint for ``target`` [choice]: the low 16 bits of the word displacement from
+        the next instruction, as GNU as fills Alpha's 14-bit hint; any target, never an error
+        (the hint only guides branch prediction, which swsim does not model)."""
+        width = FIELDS["disp16"][1]
+        half = 1 << (width - 1)
+        return (((target - where - 4) >> 2) + half) % (1 << width) - half
 
     @staticmethod
     def _patch(section: Section, at: int, field: str, value: int) -> None:

@@ -48,7 +48,7 @@ class Symbol:
 class Relocation:
     section: str              # section holding the field to patch
     offset: int               # byte offset of the instruction / datum in that section
-    kind: str                 # "branch21", "disp16", "hi16", "lo16", "abs32", "abs64", ...
+    kind: str                 # "branch21", "disp16", "hi16", "lo16", "hint16", "abs32", ...
     symbol: str
     addend: int = 0
     annotation: str = ""      # e.g. "!gpdisp!3" as written in the source

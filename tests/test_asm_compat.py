@@ -252,3 +252,34 @@ def test_a_thread_local_variable_of_another_object():
     machine = Machine()
     machine.run(program, cpes=[3], engine="python")
     assert reg(machine, 3, cpe=3) == 9
+
+
+# ---- a symbol as a jump's hint ------------------------------------------------------------------
+def test_a_jump_hint_may_name_the_target_and_holds_its_word_displacement():
+    from swsim.asm import disassemble
+    from swsim.isa import decode
+    program = assemble("""
+	.globl f
+f:	ldi $27, g
+	call $26,($27),g
+	jmp $31,($27),g+8
+	ret $31,($26),1
+	call $26,($27),back
+back:	call $26,($27),f+0x40000
+	halt
+g:	ret
+""")
+    # (target - (pc + 4)) / 4 in the signed 16-bit field; f+0x40000 lies 0x10000 words ahead
+    # (wrapped: 0x10000 - 7 keeps its low 16 bits, -7)
+    assert [decode(int(w))[1]["disp16"] for w in program.code[2:7]] == [5, 6, 1, 0, -7]
+    assert assemble(disassemble(program)).words == program.words
+
+
+def test_a_hint_naming_a_symbol_of_another_object_is_resolved_at_link_time():
+    caller = assemble_object("\t.globl f\nf:\tldi $27, h\n\tcall $26,($27),h\n\thalt\n", "a.s")
+    callee = assemble_object("\t.globl h\nh:\tret\n", "b.s")
+    program = link([caller, callee])
+    from swsim.isa import decode
+    assert decode(int(program.code[2]))[1]["disp16"] == 1    # h follows the halt
+    with pytest.raises(AsmError, match="undefined symbol nowhere"):
+        link([assemble_object("f:\tcall $26,($27),nowhere\n", "c.s")])

@@ -61,7 +61,7 @@ def call(function, n):
     """A call as sw5cc emits it: the address from the literal pool, the gp reloaded after."""
     return f"""
 	ldl $27,{function}($29)		!literal!{n}
-	call $26,($27),0		!lituse_jsr!{n}
+	call $26,($27),{function}		!lituse_jsr!{n}
 	ldih $29,0($26)		!gpdisp!{n + 1}
 	ldi $29,0+4($29)		!gpdisp!{n + 1}
 """
@@ -399,3 +399,139 @@ def test_swsim_run_prints_the_console_of_a_run_that_faults(tmp_path, capsys):
     assert main(["run", str(source), "--entry", "hello", "--cpes", "1"]) == 1
     captured = capsys.readouterr()
     assert captured.out == expected_hello([0]) and "CPE 0" in captured.err
+
+
+# ---- the DMA wrappers ---------------------------------------------------------------------------
+# Thread-local buffer and reply word in LDM, as `__thread_local long buf[16]; __thread_local
+# volatile int reply;` compile; the seventh and eighth arguments go to 0($sp) and 8($sp).
+DMA_DATA = """
+	.section	.tbss,"awT",@nobits
+	.align 5
+	.type	buf, @tls_object
+buf:	.skip 128
+	.type	reply, @tls_object
+reply:	.skip 4
+"""
+
+
+def dma_call(function, mode, src, dest, size, extra, n):
+    """reply = 0; function(mode, src, dest, size, &reply, *extra); while (reply != 1);
+    `extra`: the arguments after reply, each a register or a literal."""
+    setup = "".join(f"\tldi ${21 + k},{value}($31)\n" if k == 0 else
+                    f"\tldi $1,{value}($31)\n\tstl $1,{8 * (k - 1)}($30)\n"
+                    for k, value in enumerate(extra))
+    return f"""
+	ldih $1,reply($31)		!tprelhi
+	stw $31,reply($1)		!tprello
+	ldi $16,{mode}($31)
+	{src}
+	{dest}
+	ldi $19,{size}($31)
+	ldi $20,reply($31)		!tprel
+{setup}""" + call(function, n) + f"""
+$Lwait{n}:
+	ldih $1,reply($31)		!tprelhi
+	ldw $1,reply($1)		!tprello
+	cmpeq $1,1,$1
+	beq $1,$Lwait{n}
+"""
+
+
+# void roundtrip(long *a, long *b): each CPE gets its 8 longs a[8*id ..], adds id + 1 to each
+# in LDM and puts them to b[8*id ..].
+ROUNDTRIP = DMA_DATA + compiled("roundtrip", """
+	ldih $1,_MYID($31)		!tprelhi
+	ldw $9,_MYID($1)		!tprello
+	sll $9,6,$1
+	addl $17,$1,$2
+	stl $2,40($30)
+	addl $16,$1,$17
+""" + dma_call("athread_get", 0, "", "ldi $18,buf($31)\t\t!tprel", 64, [0, 0, 0], 2) + """
+	ldi $2,buf($31)		!tprel
+	ldi $3,8($31)
+	addl $9,1,$4
+1:	ldl $1,0($2)
+	addl $1,$4,$1
+	stl $1,0($2)
+	ldi $2,8($2)
+	subl $3,1,$3
+	bne $3,1b
+""" + dma_call("athread_put", 0, "ldi $17,buf($31)\t\t!tprel", "ldl $18,40($30)", 64, [0, 0], 4))
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_athread_get_then_put_round_trip_on_every_cpe(engine):
+    machine = Machine()
+    a = np.arange(512, dtype=np.int64) * 3 - 700
+    src, dst = machine.mem.put(a), machine.mem.alloc(512 * 8)
+    result = machine.run(build(ROUNDTRIP), entry="roundtrip", args=[src, dst], engine=engine)
+    expected = a + np.repeat(np.arange(64) + 1, 8)
+    assert machine.mem.get(dst, (512,), np.int64).tolist() == expected.tolist()
+    assert result.counters["dma_requests"] == 128
+
+
+# void columns(long *a, long *out): a is 8 rows of 128 longs; CPE id gets a[r][2id], a[r][2id+1]
+# of every row r (bsize 16, stride 1008: a strided get) and puts those 16 longs to out[16 id ..].
+COLUMNS = DMA_DATA + compiled("columns", """
+	ldih $1,_MYID($31)		!tprelhi
+	ldw $9,_MYID($1)		!tprello
+	sll $9,7,$1
+	addl $17,$1,$2
+	stl $2,40($30)
+	sll $9,4,$1
+	addl $16,$1,$17
+""" + dma_call("athread_get", 0, "", "ldi $18,buf($31)\t\t!tprel", 128, [0, 1008, 16], 2)
+  + dma_call("athread_put", 0, "ldi $17,buf($31)\t\t!tprel", "ldl $18,40($30)", 128, [0, 0], 4))
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_a_strided_athread_get_takes_a_block_from_every_row(engine):
+    machine = Machine()
+    a = np.arange(8 * 128, dtype=np.int64).reshape(8, 128) * 7 + 1
+    src, out = machine.mem.put(a), machine.mem.alloc(64 * 16 * 8)
+    machine.run(build(COLUMNS), entry="columns", args=[src, out], engine=engine)
+    got = machine.mem.get(out, (64, 16), np.int64)
+    for cpe in range(64):
+        assert got[cpe].tolist() == a[:, 2 * cpe:2 * cpe + 2].ravel().tolist(), cpe
+
+
+# void bcast(long *a, long *out): CPE 0 broadcasts a[0..8] into buf of rows 0, 2 and 7 (mask
+# (char)0x85, negative as a signed char), waits, then all 64 CPEs meet at an array barrier and
+# put their buf to out[8 id ..].
+BCAST = DMA_DATA + compiled("bcast", """
+	stl $17,40($30)
+	mov $16,$17
+	rcid $9
+	bne $9,$Lsync
+""" + dma_call("athread_get", 1, "", "ldi $18,buf($31)\t\t!tprel", 64, [-123, 0, 0], 2) + """
+$Lsync:
+	ldi $16,2($31)
+	ldi $17,-1($31)
+	zapnot $17,3,$17
+""" + call("athread_syn", 4) + """
+	ldl $18,40($30)
+	sll $9,6,$1
+	addl $18,$1,$18
+""" + dma_call("athread_put", 0, "ldi $17,buf($31)\t\t!tprel", "", 64, [0, 0], 6))
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_a_bcast_athread_get_fills_the_rows_in_the_mask(engine):
+    machine = Machine()
+    a = np.arange(8, dtype=np.int64) - 3
+    src, out = machine.mem.put(a), machine.mem.alloc(64 * 64)
+    result = machine.run(build(BCAST), entry="bcast", args=[src, out], engine=engine)
+    got = machine.mem.get(out, (8, 8, 8), np.int64)
+    for row in range(8):
+        assert (got[row] == (a if row in (0, 2, 7) else 0)).all(), row
+    assert result.counters["dma_requests"] == 65
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_a_bad_mode_faults_at_the_wrappers_dma_with_the_reason(engine):
+    program = build(ROUNDTRIP.replace("ldi $16,0($31)", "ldi $16,5($31)", 1))
+    machine = Machine()
+    with pytest.raises(swsim.VMFault, match="mode") as fault:
+        machine.run(program, entry="roundtrip", args=[machine.mem.alloc(4096)] * 2, cpes=[0],
+                    engine=engine)
+    assert "dma" in str(fault.value)

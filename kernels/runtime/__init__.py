@@ -1,8 +1,8 @@
 """The athread CPE runtime (docs/runtime.md): ``athread.s`` provides what compiled CPE code
 expects of the vendor library (the thread-local ``_MYID _PEN _ROW _COL _CGN``, ``printf`` into
 ``_slave_stdout``, ``penv_slave_cycle_count``, ``athread_get_id``, ``athread_get_core``,
-``athread_syn``) and the start routine ``__swsim_start`` that sets the thread-local variables
-before the entry runs.
+``athread_syn``, the DMA wrappers ``athread_get`` and ``athread_put``) and the start routine
+``__swsim_start`` that sets the thread-local variables before the entry runs.
 
 ``link_with_runtime(objects)`` links the runtime's object after ``objects`` when they refer to
 one of its symbols; ``build_with_runtime(paths)`` assembles source files and does the same (what
@@ -30,8 +30,6 @@ NOT_MODELLED = {
     "penv_slave_float_ops_count": "the engines count no floating-point operations per CPE "
                                   "(RunResult has p0/p1 valid cycles per CPE instead)",
     "penv_slave_float_ops_init": "see penv_slave_float_ops_count",
-    "athread_get": "DMA wrappers are not part of the runtime yet; use the dma instruction",
-    "athread_put": "DMA wrappers are not part of the runtime yet; use the dma instruction",
 }
 
 

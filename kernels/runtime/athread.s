@@ -8,6 +8,7 @@
 # definition (its own printf, say) wins.
 
 	.set	noreorder
+	.include "../include/dma.inc"
 
 	CONSOLE_CGS = 8			# core groups with a console slot (>= num_cgs of every preset)
 	CONSOLE_CPES_SHIFT = 6
@@ -137,6 +138,35 @@ penv_slave_cycle_count:
 	stl	$0, 0($16)
 	ret
 	.end	penv_slave_cycle_count
+
+# int athread_get(dma_mode mode, void *src, void *dest, int len, void *reply, char mask,
+#                 int stride, int bsize): starts a GET of len bytes from memory src to LDM dest
+# in the given mode (PE_MODE 0, BCAST_MODE 1, ROW_MODE 2, BROW_MODE 3, RANK_MODE 4: the
+# descriptor's), mask the broadcast mask, bsize bytes per block with stride bytes skipped in
+# memory between blocks (bsize 0: contiguous); returns 0 at once. The engine adds 1 to the
+# LDM int *reply when the transfer has landed; the caller waits for it.
+	.weak	athread_get
+	.ent	athread_get
+athread_get:
+	ldw	$1, 0($30)			# stride: the 7th argument, on the stack
+	ldw	$2, 8($30)			# bsize
+	MAKE_DESC_ARGS $22, DMA_GET, $16, $19, $2, $1, $20, $21, $23
+	dma	$22, $17, $18
+	clr	$0
+	ret
+	.end	athread_get
+
+# int athread_put(dma_mode mode, void *src, void *dest, int len, void *reply, int stride,
+#                 int bsize): as athread_get, a PUT of len bytes from LDM src to memory dest.
+	.weak	athread_put
+	.ent	athread_put
+athread_put:
+	ldw	$2, 0($30)			# bsize: the 7th argument, on the stack
+	MAKE_DESC_ARGS $22, DMA_PUT, $16, $19, $2, $21, $20, $31, $23
+	dma	$22, $18, $17
+	clr	$0
+	ret
+	.end	athread_put
 
 # int printf(const char *format, ...): appends a record to this CPE's console region: the
 # format (copied), then per conversion its argument as a quad, except %s, whose string is
