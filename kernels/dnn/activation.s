@@ -89,9 +89,7 @@ activation_ldm_end:
 	.ent	activation
 activation:
 	stl	$26, RET($31)
-	MAKE_DESC $1, DMA_GET, JOB_BYTES, JOB_REPLY
-	ldi	$2, JOB
-	DMA_WAIT $1, $16, $2, JOB_REPLY
+	FETCH_JOB $1, $2, JOB_REPLY
 	rcid	$1
 	stl	$1, MY_ID($31)
 	ldl	$2, JOB + J_N($31)

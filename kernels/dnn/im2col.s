@@ -166,9 +166,7 @@ im2col_ldm_end:
 # Through the kr loop: $16 a = i0 + p_r - kr, $18 lo, $19 runs' rows, $21 kr, $25 run pitch.
 im2col:
 	stl	$26, RET($31)
-	MAKE_DESC $1, DMA_GET, JOB_BYTES, REPLY
-	ldi	$2, JOB
-	DMA_WAIT $1, $16, $2, REPLY
+	FETCH_JOB $1, $2, REPLY
 	ldl	$10, JOB + J_ES($31)
 	ldl	$14, JOB + J_OP($31)
 	ldl	$1, JOB + J_RO($31)

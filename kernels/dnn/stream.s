@@ -154,9 +154,7 @@ stream_run:
 	ldi	$sp, -FRAME_SIZE($sp)
 	.frame	$30, FRAME_SIZE, $26, 0
 	stl	$26, 0($sp)
-	MAKE_DESC $2, DMA_GET, JOB_BYTES, JOB_REPLY
-	ldi	$3, JOB
-	DMA_WAIT $2, $16, $3, JOB_REPLY
+	FETCH_JOB $2, $3, JOB_REPLY
 	rcid	$9
 	ldl	$1, JOB + J_FIRST($31)
 	addl	$9, $1, $9
