@@ -1,6 +1,6 @@
 """Build glue: the repository root *is* the ``swsim`` package (isa/, asm/, vm/, ... are its
 subpackages), and the VM's C core is compiled by cffi during the normal install."""
-from setuptools import find_packages, setup
+from setuptools import find_namespace_packages, setup
 from setuptools.command.build_py import build_py
 
 
@@ -15,7 +15,7 @@ class BuildPy(build_py):
 LAYERS = ["isa", "asm", "vm", "kernels", "hostlib"]
 
 setup(
-    packages=["swsim"] + [f"swsim.{p}" for p in find_packages(include=[f"{layer}*"
+    packages=["swsim"] + [f"swsim.{p}" for p in find_namespace_packages(include=[f"{layer}*"
                                                                         for layer in LAYERS])],
     package_dir={"swsim": "."},
     package_data={"swsim.kernels": ["**/*.s", "**/*.inc"], "swsim.vm": ["core/*.c", "core/*.h"],
