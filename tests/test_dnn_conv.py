@@ -144,8 +144,8 @@ def test_backward_matches_reference(pb):
 @pytest.mark.parametrize("stride, padding, k", [(1, 1, 3), (2, 2, 5), ((2, 1), (1, 0), 3)])
 def test_row_groups(monkeypatch, group, dtype, stride, padding, k):
     """Tasks of several input rows (7 rows: groups of 2 and 3 leave a shorter last group)."""
-    from swsim.hostlib.dnn import conv
-    monkeypatch.setattr(conv, "_row_group", lambda geo, es, op, config: min(group, geo.r_i))
+    from swsim.hostlib.dnn import conv_explicit as explicit
+    monkeypatch.setattr(explicit, "_row_group", lambda geo, es, op, config: min(group, geo.r_i))
     rng = np.random.default_rng(group)
     x = rng.standard_normal((2, 3, 7, 6)).astype(dtype)
     w = rng.standard_normal((2, 3, k, k)).astype(dtype)
@@ -162,16 +162,17 @@ def test_rows_per_task_fill_ldm_and_spread_over_the_cpes():
     y, stats = dnn.conv2d_forward(x, np.ones((1, 64, 3, 3), np.float32), padding=1)
     assert stats.phases["im2col"][0].rows_per_task == 9       # a whole plane per CPE
     assert y[0, 0, 4, 2] == 64 * 9
-    from swsim.hostlib.dnn import conv
+    from swsim.hostlib.dnn import conv_explicit as explicit
+    from swsim.hostlib.dnn.conv_common import make_geometry
     from swsim.vm import Machine
     config = Machine().config
-    geo = conv._geometry((1, 64, 9, 300), (1, 64, 3, 3), 1, 1, "w")
-    group = conv._row_group(geo, 8, "COL2IM", config)
+    geo = make_geometry((1, 64, 9, 300), (1, 64, 3, 3), 1, 1, "w")
+    group = explicit._row_group(geo, 8, "COL2IM", config)
     assert 1 < group < 9                                      # limited by LDM
     fits = []
     for rows in (group, group + 1):
-        arena = conv.KERNEL.arena(config.ldm_bytes, nargs=1)
-        conv._buffers(geo, 8, rows, "COL2IM", arena)
+        arena = explicit.KERNEL.arena(config.ldm_bytes, nargs=1)
+        explicit._buffers(geo, 8, rows, "COL2IM", arena)
         fits.append(arena.fits)
     assert fits == [True, False]
 
@@ -188,18 +189,20 @@ def test_same_inputs_same_bits_and_cycles():
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_python_engine_gives_the_same_bits_and_cycles(monkeypatch, dtype, group):
     """im2col and col2im (swGEMM's engine agreement is tested with swGEMM)."""
-    from swsim.hostlib.dnn import conv
+    from swsim.hostlib.dnn import conv_explicit as explicit
+    from swsim.hostlib.dnn.conv_common import ConvStats, make_geometry
     from swsim.vm import Machine
-    monkeypatch.setattr(conv, "_row_group", lambda geo, es, op, config: group)
+    monkeypatch.setattr(explicit, "_row_group", lambda geo, es, op, config: group)
     rng = np.random.default_rng(2)
     x = rng.standard_normal((1, 2, 5, 4)).astype(dtype)
-    geo = conv._geometry(x.shape, (2, 2, 3, 3), (2, 1), 1, "w")
+    geo = make_geometry(x.shape, (2, 2, 3, 3), (2, 1), 1, "w")
     results = []
     for engine in ("c", "python"):
         machine = Machine()
-        stats = conv._new_stats("explicit", "forward", geo, machine)
-        col = conv._im2col(x, geo, machine, stats, engine)
-        dx = conv._col2im(col, geo, machine, stats, engine)
+        stats = ConvStats("explicit", "forward", geo.flops, machine.config.clock_hz,
+                          machine.config.peak_gflops_cg, {p: [] for p in explicit.PHASES})
+        col = explicit._im2col(x, geo, machine, stats, engine)
+        dx = explicit._col2im(col, geo, machine, stats, engine)
         results.append((col.tobytes(), dx.tobytes(), stats.phase_cycles))
     assert results[0] == results[1]
 
