@@ -1,0 +1,64 @@
+"""The allreduce and data-parallel training under a real MPI (the `mpi` extra: the mpich wheel's
+mpiexec and mpi4py), each through an `mpiexec` subprocess. Skipped when either is missing."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from swsim.hostlib.train import allreduce as ar
+from swsim.hostlib.train import Solver, example, parse_net
+from swsim.hostlib.train.model import SolverParameter
+
+HERE = Path(__file__).parent
+# The mpiexec installed beside this python (the venv's, from the mpich wheel), else the PATH's.
+MPIEXEC = next((str(c) for c in (Path(sys.executable).parent / "mpiexec",) if c.exists()),
+               shutil.which("mpiexec"))
+try:
+    import mpi4py  # noqa: F401
+    HAVE_MPI4PY = True
+except ImportError:
+    HAVE_MPI4PY = False
+
+pytestmark = pytest.mark.skipif(
+    MPIEXEC is None or not HAVE_MPI4PY,
+    reason="needs an MPI: pip install -e '.[mpi]' (the mpich wheel's mpiexec and mpi4py)")
+TIMEOUT = 300        # seconds: 5 busy-polling ranks on 2 shared cores are slow, not stuck
+
+
+def mpiexec(ranks, *command):
+    done = subprocess.run([MPIEXEC, "-n", str(ranks), *command], capture_output=True,
+                          text=True, timeout=TIMEOUT, env=dict(os.environ, TQDM_DISABLE="1"))
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout
+
+
+def test_allreduce_is_the_sum_and_bit_identical_on_1_to_5_ranks():
+    lines = mpiexec(5, sys.executable, str(HERE / "allreduce_ranks.py")).splitlines()
+    cases = {(f"p={p}", a, f"n={n}") for p in range(1, 6) for a in ar.ALGORITHMS
+             for n in (1, 4, 1003)}
+    seen = {tuple(line.split()[:3]): line for line in lines}
+    assert set(seen) == cases
+    bad = [line for line in lines if "identical=True close=True" not in line]
+    assert not bad, bad
+
+
+def losses(tmp_path, ranks, *extra):
+    log = tmp_path / f"log-{ranks}-{'-'.join(extra)}.jsonl"
+    command = [sys.executable, "-m", "swsim.cli", "train", example("mlp"), "--steps", "3",
+               "--log", str(log), *extra]
+    mpiexec(ranks, *command)
+    return [json.loads(line) for line in log.read_text().splitlines()]
+
+
+def test_two_ranks_train_as_one_rank_with_the_full_batch(tmp_path):
+    solver = Solver(parse_net(example("mlp")), SolverParameter(base_lr=0.01))  # the CLI's
+    single = [solver.step() for _ in range(3)]
+    double = losses(tmp_path, 2, "--allreduce", "ring")
+    assert [r["step"] for r in double] == [1, 2, 3]
+    for one, two in zip(single, double):
+        assert two["loss"] == pytest.approx(one.loss, rel=1e-5)
+        assert two["sim_seconds"] < one.sim_seconds     # half the batch per node
