@@ -115,3 +115,19 @@ def test_bad_arguments_are_clear_errors():
         ar.closed_form("ring", 6, 1.0, ar.Network())
     with pytest.raises(TrainError, match="must divide"):
         ar.closed_form("topawa", 8, 1.0, ar.Network(nodes_per_supernode=3))
+
+
+def test_bench_model_reproduces_the_shape_of_figs_7_7_and_7_8():
+    from swsim.hostlib.tools.bench import allreduce as bench
+    result = bench.run(real=False)
+    for p in (512, 1024):
+        bandwidth = result["bandwidth"][p]
+        assert all(t > r for t, r in zip(bandwidth["topawa"], bandwidth["rabenseifner"]))
+        assert bandwidth["ring"] == sorted(bandwidth["ring"])      # better with larger messages
+        assert bandwidth["ring"][0] < bandwidth["topawa"][0] / 2    # latency and small chunks
+    for name, *_ in bench.NETWORKS:
+        assert result["scaling"]["topawa"][name][-1] <= 1024
+    resnet, alexnet = (result["scaling"]["topawa"][n][-1] / 1024 for n in ("ResNet-50", "AlexNet"))
+    assert resnet > 0.95 and alexnet < resnet                        # AlexNet scales worse
+    report = bench.format_report(result)
+    assert "Fig. 7.7" in report and "thesis (Topawa) 64.2%" in report

@@ -62,3 +62,15 @@ def test_two_ranks_train_as_one_rank_with_the_full_batch(tmp_path):
     for one, two in zip(single, double):
         assert two["loss"] == pytest.approx(one.loss, rel=1e-5)
         assert two["sim_seconds"] < one.sim_seconds     # half the batch per node
+
+
+def test_bench_real_run_traffic_is_the_closed_forms():
+    from swsim.hostlib.tools.bench import allreduce as bench
+    rows = bench.real_runs(nodes=(4,))
+    assert {r["algorithm"] for r in rows} == set(ar.ALGORITHMS)
+    for row in rows:
+        for key, want in row["expected"].items():
+            if want is not None:
+                assert max(r[key] for r in row["ranks"]) == want, (row["algorithm"], key)
+    across = {r["algorithm"]: max(x["bytes_across"] for x in r["ranks"]) for r in rows}
+    assert across["topawa"] < across["rabenseifner"]
