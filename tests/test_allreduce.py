@@ -131,3 +131,16 @@ def test_bench_model_reproduces_the_shape_of_figs_7_7_and_7_8():
     assert resnet > 0.95 and alexnet < resnet                        # AlexNet scales worse
     report = bench.format_report(result)
     assert "Fig. 7.7" in report and "thesis (Topawa) 64.2%" in report
+
+
+def test_executor_refuses_a_buffer_that_is_not_float32():
+    class OneRank:                                   # the executor checks before any MPI call
+        def Get_rank(self):
+            return 0
+
+        def Get_size(self):
+            return 1
+    with pytest.raises(TrainError, match="float32, got float64"):
+        ar.allreduce(np.zeros(4), OneRank())
+    total, traffic = ar.allreduce(np.arange(4, dtype=np.float32), OneRank())
+    assert total.tolist() == [0, 1, 2, 3] and traffic.messages == 0

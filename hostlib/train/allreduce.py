@@ -276,7 +276,9 @@ def allreduce(buffer: np.ndarray, comm, algorithm: str = "rabenseifner", *,
     """Sum the 1-D float32 `buffer` of every rank of the mpi4py communicator `comm` with
     `algorithm`; every rank gets the same bits. Returns (sum, Traffic). The buffer is not
     modified. `steps`: the schedule, when the caller keeps it between calls."""
-    buffer = np.ascontiguousarray(buffer, dtype=np.float32).reshape(-1)
+    if buffer.dtype != np.float32:
+        raise TrainError(f"allreduce: the packed gradient buffer is float32, got {buffer.dtype}")
+    buffer = np.ascontiguousarray(buffer).reshape(-1)
     me, p = comm.Get_rank(), comm.Get_size()
     if steps is None:
         steps = schedule(algorithm, p, buffer.size, supernode_size)
@@ -312,8 +314,8 @@ def allreduce(buffer: np.ndarray, comm, algorithm: str = "rabenseifner", *,
 
 
 def world():
-    """MPI.COMM_WORLD when this process was started by mpiexec (or mpi4py is already in use),
-    else None; a clear error when it was but mpi4py is missing."""
+    """MPI.COMM_WORLD when this process was started by mpiexec (MPICH's or Open MPI's
+    environment says so), else None; a clear error when it was but mpi4py is missing."""
     launched = any(k in os.environ for k in ("PMI_RANK", "PMI_SIZE", "OMPI_COMM_WORLD_SIZE",
                                              "PMIX_RANK", "HYDRA_CONTROL_FD"))
     if not launched:

@@ -34,8 +34,8 @@ FIG77_NODES = (256, 512, 1024)
 MESSAGE_MB = tuple(2 ** k for k in range(11))            # 1 MB … 1 GB, Fig. 7.7's range
 SCALING_NODES = tuple(2 ** k for k in range(11))         # 1 … 1024, Fig. 7.8
 BATCH_PER_NODE = 32                                      # thesis §7.3.2: 32 per node, 32K at 1024
-# (name, single-node img/s of Table 7.2, gradient bytes of §7.3.2 / Table 8.1, the thesis' 1024-node
-# weak-scaling efficiency of §7.3.2)
+# (name, single-node img/s of Table 7.2, gradient bytes of §7.3.2 / Table 8.1, the thesis'
+# 1024-node weak-scaling efficiency of §7.3.2)
 NETWORKS = (("AlexNet", 94.17, 233e6, 0.642), ("ResNet-50", 14.28, 103e6, 0.980))
 REAL_NODES = (2, 4, 8)
 REAL_ELEMENTS = 1 << 16                                  # float32: 256 KB per rank
