@@ -74,3 +74,12 @@ def test_bench_real_run_traffic_is_the_closed_forms():
                 assert max(r[key] for r in row["ranks"]) == want, (row["algorithm"], key)
     across = {r["algorithm"]: max(x["bytes_across"] for x in r["ranks"]) for r in rows}
     assert across["topawa"] < across["rabenseifner"]
+
+
+def test_a_bad_batch_split_stops_every_rank_with_the_layer_and_field():
+    done = subprocess.run([MPIEXEC, "-n", "3", sys.executable, "-m", "swsim.cli", "train",
+                           str(example("mlp")), "--steps", "1"],
+                          capture_output=True, text=True, timeout=TIMEOUT)
+    assert done.returncode != 0
+    assert "data_param.batch_size: 64 does not divide among 3 core groups" in done.stderr
+    assert "Traceback" not in done.stderr

@@ -70,13 +70,14 @@ def run(args) -> int:
     comm = allreduce.world()
     reducer = None if comm is None else allreduce.GradientAllreduce(
         comm, args.allreduce, supernode_size=args.supernode_size, cgs=args.cgs)
-    if reducer is not None and reducer.size > 1:
-        try:
-            return _run(args, spec, solver, reducer)
-        except BaseException as exc:      # one rank failing would leave the others waiting
-            print(f"swsim train: rank {comm.Get_rank()}: {exc}", file=sys.stderr, flush=True)
-            comm.Abort(1)
-    return _run(args, spec, solver, reducer)
+    if reducer is None or reducer.size == 1:
+        return _run(args, spec, solver, reducer)
+    try:
+        return _run(args, spec, solver, reducer)
+    except BaseException as exc:          # one rank failing would leave the others waiting
+        print(f"swsim train: rank {comm.Get_rank()}: {exc}", file=sys.stderr, flush=True)
+        comm.Abort(1)                     # asks mpiexec to end every rank
+        raise SystemExit(1) from None
 
 
 def _run(args, spec, solver, reducer) -> int:
