@@ -1,7 +1,6 @@
 """The allreduce and data-parallel training under a real MPI (the `mpi` extra: the mpich wheel's
 mpiexec and mpi4py), each through an `mpiexec` subprocess. Skipped when either is missing."""
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -31,7 +30,7 @@ TIMEOUT = 300        # seconds: 5 busy-polling ranks on 2 shared cores are slow,
 
 def mpiexec(ranks, *command):
     done = subprocess.run([MPIEXEC, "-n", str(ranks), *command], capture_output=True,
-                          text=True, timeout=TIMEOUT, env=dict(os.environ, TQDM_DISABLE="1"))
+                          text=True, timeout=TIMEOUT)
     assert done.returncode == 0, done.stderr[-2000:]
     return done.stdout
 
