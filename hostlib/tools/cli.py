@@ -48,6 +48,16 @@ def register(subparsers) -> None:
     ops.add_argument("--engine", choices=("c", "python"), default="c")
     ops.set_defaults(func=_ops)
 
+    allreduce = which.add_parser("allreduce", help="ring / Rabenseifner / Topawa: Fig. 7.7 "
+                                 "and 7.8 by the α-β model, checked against real MPI runs")
+    allreduce.add_argument("--quick", action="store_true", help="real runs at p = 2, 4 only")
+    allreduce.add_argument("--no-real", action="store_true",
+                           help="the model only (no mpiexec runs)")
+    allreduce.add_argument("--supernode-size", type=count_argument(1), default=256,
+                           metavar="Q", help="nodes per supernode in the model (default 256)")
+    allreduce.add_argument("--plot", metavar="FILE.png", help="Fig. 7.7 / 7.8 panels as a PNG")
+    allreduce.set_defaults(func=_allreduce)
+
     analyze = subparsers.add_parser("analyze", help="steady-state cycles per iteration of a "
                                     "loop under the issue rules (like llvm-mca)")
     analyze.add_argument("program", metavar="KERNEL", help="assembly source (.s) or program (.swo)")
@@ -142,6 +152,22 @@ def _gemm(args) -> int:
 def _ops(args) -> int:
     from .bench import ops
     print(ops.format_table(ops.run(engine=args.engine)))
+    return 0
+
+
+def _allreduce(args) -> int:
+    from .bench import allreduce
+    real = not args.no_real
+    bar = StepBar(2 if args.quick else 3) if real else None
+    try:
+        result = allreduce.run(real=real, quick=args.quick, supernode_size=args.supernode_size,
+                               progress=bar)
+    finally:
+        if bar:
+            bar.close()
+    print(allreduce.format_report(result))
+    if args.plot:
+        allreduce.plot(result, args.plot)
     return 0
 
 

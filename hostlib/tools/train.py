@@ -3,10 +3,12 @@ the Solver with a progress bar, a JSONL log, atomic checkpoints and ``--resume``
 from __future__ import annotations
 
 import json
+import sys
 
 from tqdm import tqdm
 
 from ..train import Net, Solver, TrainError, parse_net, parse_solver
+from ..train import allreduce
 from ..train.model import SolverParameter
 
 DEFAULT_STEPS = 100
@@ -30,6 +32,12 @@ def register(subparsers) -> None:
     train.add_argument("--resume", metavar="D", help="continue from the latest checkpoint in D "
                        "(and save into D unless --checkpoint-dir says otherwise)")
     train.add_argument("--plot", metavar="FILE.png", help="loss (and test accuracy) per step")
+    train.add_argument("--allreduce", choices=allreduce.ALGORITHMS, default="rabenseifner",
+                       help="under mpiexec -n P: the gradient allreduce between the P nodes "
+                            "(default rabenseifner)")
+    train.add_argument("--supernode-size", type=int, default=allreduce.NODES_PER_SUPERNODE,
+                       metavar="Q", help="nodes per supernode in the network model and Topawa's "
+                       f"rank mapping (default {allreduce.NODES_PER_SUPERNODE})")
     train.add_argument("--explain", action="store_true",
                        help="print each layer's operator, layout and predicted time; no training")
     train.set_defaults(func=run)
@@ -59,24 +67,46 @@ def run(args) -> int:
         from ...vm import Machine
         print(format_explain(Net(spec, "TRAIN", config=Machine().config)))
         return 0
-    trainer = Solver(spec, solver, cgs=args.cgs)
+    comm = allreduce.world()
+    reducer = None if comm is None else allreduce.GradientAllreduce(
+        comm, args.allreduce, supernode_size=args.supernode_size, cgs=args.cgs)
+    if reducer is None or reducer.size == 1:
+        return _run(args, spec, solver, reducer)
+    try:
+        return _run(args, spec, solver, reducer)
+    except BaseException as exc:          # one rank failing would leave the others waiting
+        print(f"swsim train: rank {comm.Get_rank()}: {exc}", file=sys.stderr, flush=True)
+        comm.Abort(1)                     # asks mpiexec to end every rank
+        raise SystemExit(1) from None
+
+
+def _run(args, spec, solver, reducer) -> int:
+    """Train; with a reducer (one node of an MPI run) only rank 0 logs, saves and plots."""
+    lead = reducer is None or reducer.comm.Get_rank() == 0
+    trainer = Solver(spec, solver, cgs=args.cgs, gradient_reducer=reducer,
+                     shard=(0, 1) if reducer is None else
+                     (reducer.comm.Get_rank(), reducer.size))
     every = args.checkpoint_every or solver.snapshot
     directory = args.checkpoint_dir or args.resume     # a resumed run goes on saving there
     if directory is None and args.checkpoint_every:
         raise TrainError("--checkpoint-every needs --checkpoint-dir")
+    directory = directory if lead else None            # the ranks' parameters are the same
     if args.resume:
         trainer.restore(args.resume)
     steps = args.steps or solver.max_iter or DEFAULT_STEPS
-    log = open(args.log, "a" if args.resume else "w", encoding="utf-8") if args.log else None
+    log = open(args.log, "a" if args.resume else "w", encoding="utf-8") \
+        if args.log and lead else None
     records = []
     try:
         with tqdm(total=steps, initial=trainer.step_count, unit="step",
-                  dynamic_ncols=True) as bar:
+                  dynamic_ncols=True, disable=not lead) as bar:
             while trainer.step_count < steps:
                 result = trainer.step()
+                if reducer is not None:
+                    result = reducer.global_result(result)
                 record = dict(step=result.step, loss=result.loss, lr=result.lr,
                               sim_seconds=result.sim_seconds, host_seconds=result.host_seconds)
-                if solver.test_interval and result.step % solver.test_interval == 0:
+                if lead and solver.test_interval and result.step % solver.test_interval == 0:
                     record["test_accuracy"] = trainer.test()
                 records.append(record)
                 if log:
@@ -94,7 +124,7 @@ def run(args) -> int:
             log.close()
     if directory and not (every and trainer.step_count % every == 0):
         trainer.save(directory)                        # the last step is always kept
-    if args.plot:
+    if args.plot and lead:
         plot(records, args.plot)
     return 0
 

@@ -63,7 +63,12 @@ def _digest(message) -> str:
 
 
 class Solver:
-    def __init__(self, net_spec, solver=None, *, cgs: int = 1, config="sw26010"):
+    def __init__(self, net_spec, solver=None, *, cgs: int = 1, config="sw26010",
+                 shard: tuple = (0, 1), gradient_reducer=None):
+        """`shard` = (k, K): this process is node k of K in a data-parallel run and takes the
+        k-th K-th of every minibatch; `gradient_reducer(gradient) -> (gradient, seconds)` is
+        called on the packed gradient buffer before the update (multi-node allreduce,
+        ``allreduce.GradientAllreduce``), its seconds added to the step's."""
         self.solver = (solver if isinstance(solver, SolverParameter)
                        else parse_solver(solver) if solver is not None else SolverParameter())
         s = self.solver
@@ -80,8 +85,13 @@ class Solver:
         if not 1 <= cgs <= chip.num_cgs:
             raise TrainError(f"cgs: 1..{chip.num_cgs} core groups, got {cgs}")
         self.cgs = cgs
+        self.shard, self.shards = shard
+        if not 0 <= self.shard < self.shards:
+            raise TrainError(f"shard: node k of K needs 0 <= k < K, got {shard}")
+        self.gradient_reducer = gradient_reducer or (lambda gradient: (gradient, {}))
         self.seed = s.random_seed if s.random_seed >= 0 else 0
-        self.net = Net(net_spec, "TRAIN", seed=self.seed, slices=cgs, config=chip)
+        self.net = Net(net_spec, "TRAIN", seed=self.seed, slices=cgs * self.shards,
+                       config=chip)
         if not self.net.losses:
             raise TrainError(f"net {self.net.spec.name!r} has no loss layer in phase TRAIN")
         self.history = np.zeros_like(self.net.params.buffer)
@@ -114,6 +124,9 @@ class Solver:
         slowest CG, then the reduction and the update."""
         started = time.perf_counter()
         data, label = self.feed.next()
+        mine = slice(self.shard * len(label) // self.shards,
+                     (self.shard + 1) * len(label) // self.shards)
+        data, label = data[mine], label[mine]
         size = len(label) // self.cgs
         runs, losses, accuracies, grads = [], [], [], []
         for part in range(self.cgs):
@@ -136,6 +149,8 @@ class Solver:
             gradient, stats = dnn.add(gradient, other, alpha=1.0 if index else 1 / self.cgs,
                                       beta=1 / self.cgs, machine=chip, cgs=self.cgs)
             seconds["(reduce)"] = seconds.get("(reduce)", 0.0) + stats.seconds
+        gradient, reducer_seconds = self.gradient_reducer(gradient)
+        seconds.update(reducer_seconds)
         lr = learning_rate(self.solver, self.step_count)
         params = self.net.params.buffer
         (new_params, new_history), stats = getattr(dnn, self.update_operator)(
