@@ -45,7 +45,8 @@ class Blocking(NamedTuple):
 @dataclass(frozen=True)
 class Problem:
     """One kernel run: C (m x n, row-major) = alpha A B + beta C, A stored K x M (or M x K if
-    a_transposed) with lda elements per memory row, B stored K x N (or N x K)."""
+    a_transposed) with lda elements per memory row, B stored K x N (or N x K), C with ldc
+    (default: ``c_leading_dim``'s)."""
     m: int
     n: int
     k: int
@@ -55,6 +56,7 @@ class Problem:
     has_beta: bool = False
     lda: Optional[int] = None
     ldb: Optional[int] = None
+    ldc: Optional[int] = None
 
     @property
     def lda_(self) -> int:
@@ -67,6 +69,29 @@ class Problem:
 
 def _ceil_div(a: int, b: int) -> int:
     return -(-a // b)
+
+
+def c_leading_dim(problem: Problem, config: VMConfig) -> int:
+    """Elements per memory row of C as swGEMM places it: a row longer than a DMA line is
+    padded to whole lines, so that every row starts on a line and the CPEs' puts can write
+    whole lines (docs/timing.md "DMA": a partial line is written 16 bytes at a time); a
+    shorter row stays packed (padding it would multiply C's memory and leave each row a
+    partial line)."""
+    if problem.ldc is not None:
+        return problem.ldc
+    line, es = config.dma_transaction_bytes, problem.itemsize
+    row = problem.n * es
+    return _ceil_div(row, line) * line // es if row > line else problem.n
+
+
+def c_grain(problem: Problem, blocking: Blocking, config: VMConfig) -> int:
+    """The C operand's O_GRAIN: when C's rows and every CPE's column block start on a line,
+    each CPE's valid columns are rounded up to whole lines (the columns past N are C's row
+    padding: written, never returned), so its puts write only whole lines; else 1."""
+    line, es = config.dma_transaction_bytes, problem.itemsize
+    if c_leading_dim(problem, config) * es % line or blocking.nb * es % line:
+        return 1
+    return line // es
 
 
 def mesh(config: VMConfig) -> int:
@@ -240,7 +265,9 @@ def predict(problem: Problem, blocking: Blocking, config: VMConfig,
                                         problem.a_transposed, True, config=config)
     b_dma = read * operand_transactions(k, problem.n, kb, nb, problem.ldb_ * es, es,
                                         problem.b_transposed, False, config=config)
-    c_block = (problem.m, problem.n, mb, nb, problem.n * es, es, False, False)
+    grain = c_grain(problem, blocking, config)
+    c_block = (problem.m, _ceil_div(problem.n, grain) * grain, mb, nb,
+               c_leading_dim(problem, config) * es, es, False, False)
     c_dma = operand_put_cycles(*c_block, config=config) + (
         read * operand_transactions(*c_block, config=config) if problem.has_beta else 0)
     # A changes every step unless K has one block and only N advances; B likewise.

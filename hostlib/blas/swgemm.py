@@ -141,8 +141,15 @@ def _run(problem, blocking, a_km, b_kn, c, alpha, beta, dtype, engine, machine, 
         raise GemmError(f"blocking {blocking} does not fit in LDM for {problem}")
     mem = machine.mem
     a_addr, b_addr = mem.put(a_km.array), mem.put(b_kn.array)
-    c_addr = mem.put(c.array) if c is not None else mem.alloc(
-        problem.m * problem.n * problem.itemsize)
+    ldc = gemm_model.c_leading_dim(problem, machine.config)
+    if c is None:
+        c_addr = mem.alloc(problem.m * ldc * problem.itemsize)
+    elif ldc == problem.n:
+        c_addr = mem.put(c.array)
+    else:
+        padded = np.zeros((problem.m, ldc), dtype)
+        padded[:, :problem.n] = c.array
+        c_addr = mem.put(padded)
     job = _job(problem, blocking, layout, (a_addr, b_addr, c_addr), alpha, beta, machine.config)
     (m, n) = (problem.n, problem.m) if swapped else (problem.m, problem.n)
     stats = KERNEL.launch(machine, [mem.put(job)], flops=2 * m * n * k,
@@ -151,7 +158,7 @@ def _run(problem, blocking, a_km, b_kn, c, alpha, beta, dtype, engine, machine, 
                                        blocking=blocking, swapped=swapped,
                                        predicted_cycles=predicted),
                           progress=progress)
-    result = mem.get(c_addr, (problem.m, problem.n), dtype)
+    result = np.ascontiguousarray(mem.get(c_addr, (problem.m, ldc), dtype)[:, :problem.n])
     return (result.T if swapped else result), stats
 
 
@@ -168,18 +175,20 @@ def _job(problem: Problem, blocking: Blocking, layout: dict, addresses, alpha, b
     k = problem.k
     a_addr, b_addr, c_addr = addresses
     operands = {
-        # name: base, ld (elements), transposed, rows, cols, R, L, swap, raw slots, pack
-        "a": (a_addr, problem.lda, problem.a_transposed, k, problem.m, blocking.kb,
-              blocking.mb, 1, layout["a_raw"], layout["a_pack"]),
-        "b": (b_addr, problem.ldb, problem.b_transposed, k, problem.n, blocking.kb,
-              blocking.nb, 0, layout["b_raw"], layout["b_pack"]),
-        "c": (c_addr, problem.n, False, problem.m, problem.n, blocking.mb, blocking.nb, 0,
-              (layout["c_in"], layout["c_out"]), 0),
+        # name: base, ld (elements), transposed, rows, cols, R, L, swap, raw slots, pack,
+        # grain
+        "a": (a_addr, problem.lda_, problem.a_transposed, k, problem.m, blocking.kb,
+              blocking.mb, 1, layout["a_raw"], layout["a_pack"], 1),
+        "b": (b_addr, problem.ldb_, problem.b_transposed, k, problem.n, blocking.kb,
+              blocking.nb, 0, layout["b_raw"], layout["b_pack"], 1),
+        "c": (c_addr, gemm_model.c_leading_dim(problem, config), False, problem.m, problem.n,
+              blocking.mb, blocking.nb, 0, (layout["c_in"], layout["c_out"]), 0,
+              gemm_model.c_grain(problem, blocking, config)),
     }
-    for name, (base, ld, trans, rows, cols, r, l, swap, raws, pack) in operands.items():
+    for name, (base, ld, trans, rows, cols, r, l, swap, raws, pack, grain) in operands.items():
         op = job.offset(f"op_{name}")
         operand.write(words, op, base=base, ldb=ld * es, trans=int(trans), rows=rows,
-                      cols=cols, r=r, l=l, swap=swap, pack=pack, cur=1)
+                      cols=cols, r=r, l=l, swap=swap, pack=pack, grain=grain, cur=1)
         for index, raw in enumerate(raws):
             slot.write(words, op + operand.offset("slot") + index * slot.nbytes, raw=raw)
     return words
