@@ -90,8 +90,8 @@ def _operand(draw, instr, op, global_ok):
         return str(draw(st.integers(0, 7)))
     if op == "truth":
         return str(draw(st.integers(0, 255)))
-    if op == "csr":   # the others fault (the fault cases plant one)
-        return str(isa.table.CSR_CYCLE_COUNTER)
+    if op == "csr":   # a modelled one; the others fault (the fault cases plant one)
+        return str(draw(st.sampled_from(isa.table.CSRS)))
     if op == "disp(rb)":
         if instr.cls == "alu":  # ldi / ldih: any displacement, any base
             return f"{draw(st.integers(-32768, 32767))}({_reg(draw, DATA_REGS + [31])})"
