@@ -99,7 +99,7 @@ def test_only_the_valid_data_is_moved():
 ])
 def test_c_rows_are_padded_to_lines_and_written_whole(n, es, nb, ldc, grain):
     problem = Problem(m=7, n=n, k=5, itemsize=es)
-    assert gemm_model.c_leading_dim(problem, CONFIG) == ldc
+    assert gemm_model.leading_dims(problem, CONFIG)[2] == ldc
     assert gemm_model.c_grain(problem, Blocking(4, nb, 4), CONFIG) == grain
 
 
@@ -155,7 +155,7 @@ def test_model_times_the_c_write_as_the_engine_does(rows, cols, r, l, es, packed
         problem = Problem(m=rows, n=cols, k=1, itemsize=es)
         grain = gemm_model.c_grain(problem, Blocking(r, l, 4), config)
         block = (rows, -(-cols // grain) * grain, r, l,
-                 gemm_model.c_leading_dim(problem, config) * es, es, False, False)
+                 gemm_model.leading_dims(problem, config)[2] * es, es, False, False)
     starts, ends, valid = gemm_model._operand_rows(*block, config)
     engine_cycles = 0
     for cpe in range(64):
@@ -187,3 +187,52 @@ def test_bench_padding_experiment_reports_what_gemm_measures():
         overheads.append(ragged / aligned - 1)
     assert experiment.rows[0].swsim.startswith(f"{100 * np.mean(overheads):+.1f}% mean, "
                                                f"{100 * max(overheads):+.1f}% max")
+
+
+def test_a_huge_call_is_refused_before_allocating_in_bounded_time_and_memory():
+    # issue 14's 1 x 402M x 1 f32 GEMM (it would run for hours): refused at once under CPU and
+    # address-space limits, naming what was asked, what it needs and the limit. B is left
+    # untouched (np.empty), so the 1.6 GB are only address space.
+    import subprocess
+    import sys
+    resource = pytest.importorskip("resource")
+    script = (
+        "import resource, numpy as np\n"
+        "resource.setrlimit(resource.RLIMIT_CPU, (60, 60))\n"
+        "resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))\n"
+        "from swsim.hostlib import gemm\n"
+        "from swsim.vm import HostError, Machine\n"
+        "machine = Machine()\n"
+        "try:\n"
+        "    gemm(np.ones((1, 1), np.float32), np.empty((1, 402_000_000), np.float32),\n"
+        "         machine=machine)\n"
+        "except HostError as error:\n"
+        "    print(error)\n"
+        "print('used', machine.mem.end - machine.mem.base)\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    message, used = done.stdout.splitlines()
+    assert message.startswith("gemm of 1 x 402000000 x 1 float32: the model predicts ")
+    assert "more than max_cycles=250000000 (default swsim.hostlib.blas.swgemm.MAX_CYCLES)" \
+        in message and "h of host time" in message and "bytes of simulated memory" in message
+    assert used == "used 0"
+
+
+def test_the_limits_are_overridable_and_checked():
+    from swsim.vm import HostError
+    from swsim.vm.config import VMConfig
+    a = np.ones((64, 64))
+    with pytest.raises(HostError, match="gemm of 64 x 64 x 64 float64: the model predicts"):
+        gemm(a, a, max_cycles=1000)
+    result, _ = gemm(a, a, max_cycles=None)
+    assert (result == 64).all()
+    with pytest.raises(ValueError, match="max_cycles must be None or an int >= 1"):
+        gemm(a, a, max_cycles=0)
+    config = VMConfig.preset()
+    small = Machine(config.replace(mem_limit=config.static_data_bytes + (1 << 16)))
+    used = small.mem.end
+    with pytest.raises(HostError, match="the operands need .* bytes of simulated main memory, "
+                                        "65536 are left of config.mem_limit="):
+        gemm(np.ones((100, 100)), np.ones((100, 100)), machine=small)
+    assert small.mem.end == used               # nothing was allocated

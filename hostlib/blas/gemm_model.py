@@ -45,8 +45,8 @@ class Blocking(NamedTuple):
 @dataclass(frozen=True)
 class Problem:
     """One kernel run: C (m x n, row-major) = alpha A B + beta C, A stored K x M (or M x K if
-    a_transposed) with lda elements per memory row, B stored K x N (or N x K), C with ldc
-    (default: ``c_leading_dim``'s)."""
+    a_transposed), B stored K x N (or N x K); lda, ldb, ldc: elements per memory row (default:
+    as swGEMM places them, ``leading_dims``)."""
     m: int
     n: int
     k: int
@@ -58,30 +58,29 @@ class Problem:
     ldb: Optional[int] = None
     ldc: Optional[int] = None
 
-    @property
-    def lda_(self) -> int:
-        return self.lda or (self.k if self.a_transposed else self.m)
-
-    @property
-    def ldb_(self) -> int:
-        return self.ldb or (self.k if self.b_transposed else self.n)
-
 
 def _ceil_div(a: int, b: int) -> int:
     return -(-a // b)
 
 
-def c_leading_dim(problem: Problem, config: VMConfig) -> int:
-    """Elements per memory row of C as swGEMM places it: a row longer than a DMA line is
-    padded to whole lines, so that every row starts on a line and the CPEs' puts can write
-    whole lines (docs/timing.md "DMA": a partial line is written 16 bytes at a time); a
-    shorter row stays packed (padding it would multiply C's memory and leave each row a
-    partial line)."""
-    if problem.ldc is not None:
-        return problem.ldc
-    line, es = config.dma_transaction_bytes, problem.itemsize
-    row = problem.n * es
-    return _ceil_div(row, line) * line // es if row > line else problem.n
+def line_padded(cols: int, itemsize: int, config: VMConfig) -> int:
+    """Elements per memory row of a matrix with rows of `cols` elements as swGEMM places it: a
+    row longer than a DMA line is padded to whole lines, so that every row starts on a line
+    (a CPE's block row then touches the fewest lines, and the puts of C can write whole
+    lines: docs/timing.md "DMA", a partial line is written 16 bytes at a time); a shorter row
+    stays packed (padding it would multiply the matrix's memory and leave each row a partial
+    line)."""
+    line, row = config.dma_transaction_bytes, cols * itemsize
+    return _ceil_div(row, line) * line // itemsize if row > line else cols
+
+
+def leading_dims(problem: Problem, config: VMConfig) -> tuple:
+    """(lda, ldb, ldc) of the problem: the given ones, else ``line_padded``'s."""
+    es = problem.itemsize
+    rows = ((problem.k if problem.a_transposed else problem.m),
+            (problem.k if problem.b_transposed else problem.n), problem.n)
+    return tuple(line_padded(cols, es, config) if ld is None else ld
+                 for ld, cols in zip((problem.lda, problem.ldb, problem.ldc), rows))
 
 
 def c_grain(problem: Problem, blocking: Blocking, config: VMConfig) -> int:
@@ -89,7 +88,7 @@ def c_grain(problem: Problem, blocking: Blocking, config: VMConfig) -> int:
     each CPE's valid columns are rounded up to whole lines (the columns past N are C's row
     padding: written, never returned), so its puts write only whole lines; else 1."""
     line, es = config.dma_transaction_bytes, problem.itemsize
-    if c_leading_dim(problem, config) * es % line or blocking.nb * es % line:
+    if leading_dims(problem, config)[2] * es % line or blocking.nb * es % line:
         return 1
     return line // es
 
@@ -261,13 +260,14 @@ def predict(problem: Problem, blocking: Blocking, config: VMConfig,
     es, read = problem.itemsize, config.dma_transaction_cycles
     n_m, n_n, n_k = block_counts(problem, blocking, config)
     k = problem.k
-    a_dma = read * operand_transactions(k, problem.m, kb, mb, problem.lda_ * es, es,
+    lda, ldb, ldc = leading_dims(problem, config)
+    a_dma = read * operand_transactions(k, problem.m, kb, mb, lda * es, es,
                                         problem.a_transposed, True, config=config)
-    b_dma = read * operand_transactions(k, problem.n, kb, nb, problem.ldb_ * es, es,
+    b_dma = read * operand_transactions(k, problem.n, kb, nb, ldb * es, es,
                                         problem.b_transposed, False, config=config)
     grain = c_grain(problem, blocking, config)
     c_block = (problem.m, _ceil_div(problem.n, grain) * grain, mb, nb,
-               c_leading_dim(problem, config) * es, es, False, False)
+               ldc * es, es, False, False)
     c_dma = operand_put_cycles(*c_block, config=config) + (
         read * operand_transactions(*c_block, config=config) if problem.has_beta else 0)
     # A changes every step unless K has one block and only N advances; B likewise.
