@@ -546,15 +546,19 @@ def test_a_bcast_athread_get_fills_the_rows_in_the_mask(engine):
     assert result.counters["dma_requests"] == 65
 
 
+# A second thread-local reply word, `__thread_local volatile int r2;`.
+SECOND_REPLY = """
+	.align 2
+	.type	r2, @tls_object
+r2:	.skip 4
+"""
+
+
 # void idma(long *a, long *b): CPE id: athread_dma_iget of a[8 id ..] into buf (reply r1),
 # athread_dma_wait_value(&r1, 1), adds id + 1 to each long, athread_dma_iput_stride of the 64
 # bytes to b + 128 id in 16-byte blocks 16 bytes apart (reply r2), athread_dma_barrier, then
 # stores r2 (1 once the barrier returned) to b[16 id + 15].
-IDMA = DMA_DATA + """
-	.align 2
-	.type	r2, @tls_object
-r2:	.skip 4
-""" + compiled("idma", """
+IDMA = DMA_DATA + SECOND_REPLY + compiled("idma", """
 	ldih $1,_MYID($31)		!tprelhi
 	ldw $9,_MYID($1)		!tprello
 	stl $17,40($30)
@@ -642,6 +646,73 @@ def test_blocking_athread_dma_calls_wait_for_their_transfer(engine):
     got = machine.mem.get(out, (64, 16), np.int64)
     for cpe in range(64):
         assert got[cpe].tolist() == a[:, 2 * cpe:2 * cpe + 2].ravel().tolist(), cpe
+
+
+# void others(long *a, long *b, long *c, long *d): CPE id: athread_dma_get of a[8 id ..] (64
+# bytes), athread_dma_put_stride of them to b + 128 id in 32-byte blocks 32 bytes apart; then
+# athread_dma_iget_stride of c[r][2id], c[r][2id+1] of every row (bsize 16, stride 1008, reply
+# r2) and athread_dma_iput of the 128 bytes to d + 128 id (reply), each waited for with
+# athread_dma_wait_value.
+OTHERS = DMA_DATA + SECOND_REPLY + compiled("others", """
+	ldih $1,_MYID($31)		!tprelhi
+	ldw $9,_MYID($1)		!tprello
+	stl $17,40($30)
+	stl $18,0($30)
+	stl $19,8($30)
+	sll $9,6,$1
+	addl $16,$1,$17
+	ldi $16,buf($31)		!tprel
+	ldi $18,64($31)
+""" + call("athread_dma_get", 2) + """
+	ldl $16,40($30)
+	sll $9,7,$1
+	addl $16,$1,$16
+	ldi $17,buf($31)		!tprel
+	ldi $18,64($31)
+	ldi $19,32($31)
+	ldi $20,32($31)
+""" + call("athread_dma_put_stride", 4) + """
+	ldih $1,r2($31)		!tprelhi
+	stw $31,r2($1)		!tprello
+	ldl $17,0($30)
+	sll $9,4,$1
+	addl $17,$1,$17
+	ldi $16,buf($31)		!tprel
+	ldi $18,128($31)
+	ldi $19,16($31)
+	ldi $20,1008($31)
+	ldi $21,r2($31)		!tprel
+""" + call("athread_dma_iget_stride", 6) + """
+	ldi $16,r2($31)		!tprel
+	ldi $17,1($31)
+""" + call("athread_dma_wait_value", 8) + """
+	ldih $1,reply($31)		!tprelhi
+	stw $31,reply($1)		!tprello
+	ldl $16,8($30)
+	sll $9,7,$1
+	addl $16,$1,$16
+	ldi $17,buf($31)		!tprel
+	ldi $18,128($31)
+	ldi $19,reply($31)		!tprel
+""" + call("athread_dma_iput", 10) + """
+	ldi $16,reply($31)		!tprel
+	ldi $17,1($31)
+""" + call("athread_dma_wait_value", 12))
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_the_other_athread_dma_forms(engine):
+    machine = Machine()
+    a = np.arange(512, dtype=np.int64) * 3 + 5
+    c = np.arange(8 * 128, dtype=np.int64).reshape(8, 128) * 7 + 1
+    args = [machine.mem.put(a), machine.mem.alloc(64 * 128), machine.mem.put(c),
+            machine.mem.alloc(64 * 128)]
+    machine.run(build(OTHERS), entry="others", args=args, engine=engine)
+    b = machine.mem.get(args[1], (64, 4, 4), np.int64)
+    assert (b[:, ::2].reshape(64, 8) == a.reshape(64, 8)).all() and not b[:, 1::2].any()
+    d = machine.mem.get(args[3], (64, 16), np.int64)
+    for cpe in range(64):
+        assert d[cpe].tolist() == c[:, 2 * cpe:2 * cpe + 2].ravel().tolist(), cpe
 
 
 @pytest.mark.parametrize("engine", ENGINES)
