@@ -44,9 +44,9 @@
 	J_HAS_BETA = 72       # 0: C is not read
 	J_CLDM = 80           # LDM: the C block (Mb x Nb doubles)
 	J_OP_A = 128          # operand records
-	J_OP_B = 424
-	J_OP_C = 720
-	JOB_BYTES = 1016
+	J_OP_B = 416
+	J_OP_C = 704
+	JOB_BYTES = 992
 
 # Operand record (host fills O_BASE..O_PACK, O_GRAIN and the slots' SL_RAW, zeroes the rest,
 # O_CUR = 1).
@@ -69,7 +69,7 @@
 	                      # of two (C: whole 128-byte lines when its rows are padded to them)
 	O_SLOT = 128          # two slots (A, B: the double buffer; C: 0 = C_in, 1 = C_out)
 	SLOT_BYTES = 80
-	OP_BYTES = 296
+	OP_BYTES = 288
 # Slot fields: the geometry of the block it holds and its DMA bookkeeping.
 	SL_RV = 0             # valid rows / columns of the block
 	SL_CV = 8
