@@ -72,3 +72,24 @@ def test_gemm_primitive_counts_exactly_its_flops():
     _, stats = ldm_gemm(rng.standard_normal((m, k)), rng.standard_normal((k, n)),
                         np.zeros((m, n)))
     assert sum(c.float_ops for c in stats.run.cpe.values()) == 2 * m * n * k
+
+
+def test_a_skipped_spin_loop_counts_its_operations_in_both_engines():
+    # a reply-word spin loop with a float add whose result never changes is a fixed point the
+    # C core skips; its float_ops must still advance as the Python engine steps them
+    from swsim.vm import Machine
+    from vm_helpers import dma_descriptor_asm
+    machine = Machine()
+    source = machine.mem.put(np.zeros(32768, np.uint8))
+    body = dma_descriptor_asm("$1", "$2", "get", 32768, 0x100) + f"""
+	ldi	$3, 0x1000
+	dma	$1, $16, $3
+1:	faddd	$5, $6, $7
+	ldw	$4, 0x100($31)
+	beq	$4, 1b
+	rcsr	$8, {CSR_FLOAT_OPS}
+	halt
+"""
+    result, m = run(body, args=[source], machine=machine)
+    spins = reg(m, 8)
+    assert spins > 100 and result.cpe[0].float_ops == spins   # one per poll of the reply
