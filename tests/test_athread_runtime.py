@@ -554,6 +554,22 @@ r2:	.skip 4
 """
 
 
+def clear(word):
+    """word = 0; for a thread-local reply word."""
+    return f"""
+	ldih $1,{word}($31)		!tprelhi
+	stw $31,{word}($1)		!tprello
+"""
+
+
+def wait_for_one(word, n):
+    """athread_dma_wait_value(&word, 1);"""
+    return f"""
+	ldi $16,{word}($31)		!tprel
+	ldi $17,1($31)
+""" + call("athread_dma_wait_value", n)
+
+
 # void idma(long *a, long *b): CPE id: athread_dma_iget of a[8 id ..] into buf (reply r1),
 # athread_dma_wait_value(&r1, 1), adds id + 1 to each long, athread_dma_iput_stride of the 64
 # bytes to b + 128 id in 16-byte blocks 16 bytes apart (reply r2), athread_dma_barrier, then
@@ -562,19 +578,13 @@ IDMA = DMA_DATA + SECOND_REPLY + compiled("idma", """
 	ldih $1,_MYID($31)		!tprelhi
 	ldw $9,_MYID($1)		!tprello
 	stl $17,40($30)
-	ldih $1,reply($31)		!tprelhi
-	stw $31,reply($1)		!tprello
-	ldih $1,r2($31)		!tprelhi
-	stw $31,r2($1)		!tprello
+""" + clear("reply") + clear("r2") + """
 	sll $9,6,$1
 	addl $16,$1,$17
 	ldi $16,buf($31)		!tprel
 	ldi $18,64($31)
 	ldi $19,reply($31)		!tprel
-""" + call("athread_dma_iget", 2) + """
-	ldi $16,reply($31)		!tprel
-	ldi $17,1($31)
-""" + call("athread_dma_wait_value", 4) + """
+""" + call("athread_dma_iget", 2) + wait_for_one("reply", 4) + """
 	ldi $2,buf($31)		!tprel
 	ldi $3,8($31)
 	addl $9,1,$4
@@ -671,9 +681,7 @@ OTHERS = DMA_DATA + SECOND_REPLY + compiled("others", """
 	ldi $18,64($31)
 	ldi $19,32($31)
 	ldi $20,32($31)
-""" + call("athread_dma_put_stride", 4) + """
-	ldih $1,r2($31)		!tprelhi
-	stw $31,r2($1)		!tprello
+""" + call("athread_dma_put_stride", 4) + clear("r2") + """
 	ldl $17,0($30)
 	sll $9,4,$1
 	addl $17,$1,$17
@@ -682,22 +690,14 @@ OTHERS = DMA_DATA + SECOND_REPLY + compiled("others", """
 	ldi $19,16($31)
 	ldi $20,1008($31)
 	ldi $21,r2($31)		!tprel
-""" + call("athread_dma_iget_stride", 6) + """
-	ldi $16,r2($31)		!tprel
-	ldi $17,1($31)
-""" + call("athread_dma_wait_value", 8) + """
-	ldih $1,reply($31)		!tprelhi
-	stw $31,reply($1)		!tprello
+""" + call("athread_dma_iget_stride", 6) + wait_for_one("r2", 8) + clear("reply") + """
 	ldl $16,8($30)
 	sll $9,7,$1
 	addl $16,$1,$16
 	ldi $17,buf($31)		!tprel
 	ldi $18,128($31)
 	ldi $19,reply($31)		!tprel
-""" + call("athread_dma_iput", 10) + """
-	ldi $16,reply($31)		!tprel
-	ldi $17,1($31)
-""" + call("athread_dma_wait_value", 12))
+""" + call("athread_dma_iput", 10) + wait_for_one("reply", 12))
 
 
 @pytest.mark.parametrize("engine", ENGINES)
