@@ -83,9 +83,15 @@ REG_ALIASES: dict[str, int] = {
     "ra": 26, "pv": 27, "t12": 27, "at": 28, "gp": 29, "sp": 30, "zero": 31,
 }
 
-# rcsr's only modelled control/status register: the core group's cycle counter (MACHINE.md
-# appendix).
+# rcsr's modelled control/status registers: the core group's cycle counter (MACHINE.md
+# appendix) and the CPE's count of floating-point operations (swsim's number [choice]: the
+# public sources do not say which register penv_slave_float_ops_count reads).
 CSR_CYCLE_COUNTER = 4
+CSR_FLOAT_OPS = 8
+CSRS = (CSR_CYCLE_COUNTER, CSR_FLOAT_OPS)
+# Lanes of a floating-point vector instruction (256 bits: 4 doubles, or 4 singles each held
+# in a 64-bit lane).
+FP_VECTOR_LANES = 4
 
 # The CPE address map (MACHINE.md §3). The VM's configuration takes its defaults from here.
 LDM_BASE = 0x0
@@ -133,6 +139,8 @@ class Instr:
     lit_fmt: Optional[str] = None      # literal form's format, if not fmt (vshff's selector)
     size: int = 0                # bytes accessed in memory (loads/stores), else 0
     accumulates: bool = False    # rc is also a source (umulqa, the *_take_carry family)
+    flops: int = 0               # floating-point operations one issue performs (a fused
+                                 # multiply-add is 2, a vector one 4 lanes of them)
     doc: str = ""                # one-line meaning
     operands: tuple[str, ...] = field(init=False)
 
@@ -294,7 +302,8 @@ for _name, _func, _syntax, _lat, _cls, _doc in [
     ("ifmovs", 0x40, "ra, rc", "fmove", "fmisc", "rc = double(binary32 with bits ra[31:0])"),
     ("ifmovd", 0x41, "ra, rc", "fmove", "fmisc", "rc = bits of ra (integer -> float move)"),
 ]:
-    _add(_I(_name, "fp", 0x18, _func, _syntax, "P0", _lat, _cls, doc=_doc))
+    _add(_I(_name, "fp", 0x18, _func, _syntax, "P0", _lat, _cls, doc=_doc,
+            flops=int(_cls in ("fp", "fdiv"))))
 
 # ---- scalar fused multiply-add: opcode 0x19, function in [15:10] ---------------------------
 for _name, _func, _doc in [
@@ -303,7 +312,8 @@ for _name, _func, _doc in [
     ("fnmas", 0x04, "rc = f32(-ra*rb + r3)"), ("fnmad", 0x05, "rc = -ra*rb + r3"),
     ("fnmss", 0x06, "rc = f32(-ra*rb - r3)"), ("fnmsd", 0x07, "rc = -ra*rb - r3"),
 ]:
-    _add(_I(_name, "fma", 0x19, _func, "ra, rb, r3, rc", "P0", "fp", "fp", doc=_doc + ", fused"))
+    _add(_I(_name, "fma", 0x19, _func, "ra, rb, r3, rc", "P0", "fp", "fp", doc=_doc + ", fused",
+            flops=2))
 
 # ---- vector arithmetic: opcode 0x1A, function in [12:5]; literal forms have own numbers ----
 for _name, _func, _lfunc, _doc in [
@@ -338,7 +348,8 @@ for _name, _func, _syntax, _lat, _cls, _doc in [
     ("vsqrts", 0x88, _FP1, "fdivs", "fdiv", "per lane: rc = f32(sqrt(rb))"),
     ("vsqrtd", 0x89, _FP1, "fdivd", "fdiv", "per lane: rc = sqrt(rb)"),
 ]:
-    _add(_I(_name, "vec", 0x1A, _func, _syntax, "P0", _lat, _cls, doc=_doc))
+    _add(_I(_name, "vec", 0x1A, _func, _syntax, "P0", _lat, _cls, doc=_doc,
+            flops=FP_VECTOR_LANES))
 
 # ---- vector fused multiply-add and lane operations: opcode 0x1B, function in [15:10] -------
 for _name, _func, _doc in [
@@ -348,7 +359,7 @@ for _name, _func, _doc in [
     ("vnmss", 0x06, "rc = f32(-ra*rb - r3)"), ("vnmsd", 0x07, "rc = -ra*rb - r3"),
 ]:
     _add(_I(_name, "fma", 0x1B, _func, "ra, rb, r3, rc", "P0", "fp", "fp",
-            doc="per lane: " + _doc + ", fused"))
+            doc="per lane: " + _doc + ", fused", flops=2 * FP_VECTOR_LANES))
 _add(
     _I("vinsw", "fma", 0x1B, 0x20, "ra, rb, lane, rc", "P0", "shuffle", "shuffle",
        doc="rc = rb with word lane `lane` (0-7) replaced by ra[31:0]"),
@@ -470,7 +481,8 @@ _add(
        doc="barrier with the CPEs of this column whose row bit is set in mask"),
     _I("rcsr", "cpe", 0x07, 0x20, "ra, csr", "P1", "misc", "misc",
        doc=f"ra = control/status register csr; {CSR_CYCLE_COUNTER}: the cycle number at issue "
-           "(as rtc), any other csr faults"),
+           f"(as rtc); {CSR_FLOAT_OPS}: the floating-point operations this CPE issued before "
+           "it; any other csr faults"),
 )
 # DMA: opcode 0x24, register operate layout, function 0.
 _add(_I("dma", "dma", 0x24, 0x00, "ra, rb, rc", "P1", "dma", "dma",

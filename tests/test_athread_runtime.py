@@ -9,7 +9,6 @@ import pytest
 
 import swsim
 from swsim.asm import assemble_object, link
-from swsim.errors import SwsimError
 from swsim.kernels.runtime import console_text, link_with_runtime, read_console
 from swsim.kernels.runtime.console import format_record
 from swsim.vm import Machine
@@ -107,13 +106,6 @@ def test_the_runtime_is_linked_only_when_called():
     assert "_slave_stdout" not in program.symbols and "__swsim_start" not in program.symbols
     assert program.code.tolist() == swsim.assemble(plain).code.tolist()
     assert "__swsim_start" in build(IDS).symbols
-
-
-def test_a_vendor_call_the_runtime_does_not_model_is_refused_with_the_reason():
-    source = compiled("f", call("penv_slave_float_ops_count", 1))
-    with pytest.raises(SwsimError, match="penv_slave_float_ops_count is not provided by the "
-                                         "swsim athread runtime: the engines count no"):
-        build(source)
 
 
 # printf: format in .rodata reached by !gprelhigh/!gprellow, the values in $17-$21 and the
@@ -251,6 +243,33 @@ def test_penv_cycle_count_reads_the_cycle_counter(engine):
     before, first, returned, second = machine.mem.get(out, (4,), np.int64).tolist()
     assert returned == first and before < first < second < result.kernel_cycles
     assert second - first > 101       # the first count's store is a global access (gst)
+
+
+# void flops(long *out): out[4 id ..] = the count before init, after init and 2 vmads and a
+# fadds (17), that count as returned, and a count taken again (still 17: no float op between).
+FLOPS = compiled("flops", """
+	rcid $1
+	s4addl $1,0,$1
+	s8addl $1,$16,$9
+	vmad $1,$2,$3,$4
+	mov $9,$16
+""" + call("penv_slave_float_ops_count", 2) + call("penv_slave_float_ops_init", 4) + """
+	vmad $1,$2,$3,$4
+	fadds $1,$2,$3
+	vmad $1,$2,$3,$5
+	ldi $16,8($9)
+""" + call("penv_slave_float_ops_count", 6) + """
+	stl $0,16($9)
+	ldi $16,24($9)
+""" + call("penv_slave_float_ops_count", 8))
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_penv_float_ops_count_from_init(engine):
+    machine = Machine()
+    out = machine.mem.alloc(64 * 32)
+    machine.run(build(FLOPS), entry="flops", args=[out], engine=engine)
+    assert machine.mem.get(out, (64, 4), np.int64).tolist() == [[8, 17, 17, 17]] * 64
 
 
 HELPERS = compiled("helpers", """
@@ -525,6 +544,175 @@ def test_a_bcast_athread_get_fills_the_rows_in_the_mask(engine):
     for row in range(8):
         assert (got[row] == (a if row in (0, 2, 7) else 0)).all(), row
     assert result.counters["dma_requests"] == 65
+
+
+# A second thread-local reply word, `__thread_local volatile int r2;`.
+SECOND_REPLY = """
+	.align 2
+	.type	r2, @tls_object
+r2:	.skip 4
+"""
+
+
+def clear(word):
+    """word = 0; for a thread-local reply word."""
+    return f"""
+	ldih $1,{word}($31)		!tprelhi
+	stw $31,{word}($1)		!tprello
+"""
+
+
+def wait_for_one(word, n):
+    """athread_dma_wait_value(&word, 1);"""
+    return f"""
+	ldi $16,{word}($31)		!tprel
+	ldi $17,1($31)
+""" + call("athread_dma_wait_value", n)
+
+
+# void idma(long *a, long *b): CPE id: athread_dma_iget of a[8 id ..] into buf (reply r1),
+# athread_dma_wait_value(&r1, 1), adds id + 1 to each long, athread_dma_iput_stride of the 64
+# bytes to b + 128 id in 16-byte blocks 16 bytes apart (reply r2), athread_dma_barrier, then
+# stores r2 (1 once the barrier returned) to b[16 id + 15].
+IDMA = DMA_DATA + SECOND_REPLY + compiled("idma", """
+	ldih $1,_MYID($31)		!tprelhi
+	ldw $9,_MYID($1)		!tprello
+	stl $17,40($30)
+""" + clear("reply") + clear("r2") + """
+	sll $9,6,$1
+	addl $16,$1,$17
+	ldi $16,buf($31)		!tprel
+	ldi $18,64($31)
+	ldi $19,reply($31)		!tprel
+""" + call("athread_dma_iget", 2) + wait_for_one("reply", 4) + """
+	ldi $2,buf($31)		!tprel
+	ldi $3,8($31)
+	addl $9,1,$4
+1:	ldl $1,0($2)
+	addl $1,$4,$1
+	stl $1,0($2)
+	ldi $2,8($2)
+	subl $3,1,$3
+	bne $3,1b
+	ldl $16,40($30)
+	sll $9,7,$1
+	addl $16,$1,$16
+	ldi $17,buf($31)		!tprel
+	ldi $18,64($31)
+	ldi $19,16($31)
+	ldi $20,16($31)
+	ldi $21,r2($31)		!tprel
+""" + call("athread_dma_iput_stride", 6) + call("athread_dma_barrier", 8) + """
+	ldih $1,r2($31)		!tprelhi
+	ldw $2,r2($1)		!tprello
+	ldl $16,40($30)
+	sll $9,7,$1
+	addl $16,$1,$16
+	stl $2,120($16)
+""")
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_athread_dma_iget_wait_iput_stride_and_barrier(engine):
+    machine = Machine()
+    a = np.arange(512, dtype=np.int64) * 5 - 900
+    src, dst = machine.mem.put(a), machine.mem.alloc(64 * 128)
+    result = machine.run(build(IDMA), entry="idma", args=[src, dst], engine=engine)
+    got = machine.mem.get(dst, (64, 8, 2), np.int64)
+    expected = (a + np.repeat(np.arange(64) + 1, 8)).reshape(64, 4, 2)
+    assert (got[:, ::2] == expected).all()               # the strided put's blocks
+    assert (got[:, 1::2, :].reshape(64, -1)[:, :-1] == 0).all()   # the gaps stay untouched
+    assert got[:, 7, 1].tolist() == [1] * 64             # r2 had landed when the barrier returned
+    assert result.counters["dma_requests"] == 3 * 64     # get, put and the barrier
+
+
+# void columns(long *a, long *out) again, with the blocking calls: athread_dma_get_stride of
+# a[r][2id], a[r][2id+1] of every row (bsize 16, stride 1008), athread_dma_put of the 16 longs.
+BLOCKING = DMA_DATA + compiled("columns", """
+	ldih $1,_MYID($31)		!tprelhi
+	ldw $9,_MYID($1)		!tprello
+	stl $17,40($30)
+	sll $9,4,$1
+	addl $16,$1,$17
+	ldi $16,buf($31)		!tprel
+	ldi $18,128($31)
+	ldi $19,16($31)
+	ldi $20,1008($31)
+""" + call("athread_dma_get_stride", 2) + """
+	ldl $16,40($30)
+	sll $9,7,$1
+	addl $16,$1,$16
+	ldi $17,buf($31)		!tprel
+	ldi $18,128($31)
+""" + call("athread_dma_put", 4))
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_blocking_athread_dma_calls_wait_for_their_transfer(engine):
+    machine = Machine()
+    a = np.arange(8 * 128, dtype=np.int64).reshape(8, 128) * 7 + 1
+    src, out = machine.mem.put(a), machine.mem.alloc(64 * 16 * 8)
+    machine.run(build(BLOCKING), entry="columns", args=[src, out], engine=engine)
+    got = machine.mem.get(out, (64, 16), np.int64)
+    for cpe in range(64):
+        assert got[cpe].tolist() == a[:, 2 * cpe:2 * cpe + 2].ravel().tolist(), cpe
+
+
+# void others(long *a, long *b, long *c, long *d): CPE id: athread_dma_get of a[8 id ..] (64
+# bytes), athread_dma_put_stride of them to b + 128 id in 32-byte blocks 32 bytes apart; then
+# athread_dma_iget_stride of c[r][2id], c[r][2id+1] of every row (bsize 16, stride 1008, reply
+# r2) and athread_dma_iput of the 128 bytes to d + 128 id (reply), each waited for with
+# athread_dma_wait_value.
+OTHERS = DMA_DATA + SECOND_REPLY + compiled("others", """
+	ldih $1,_MYID($31)		!tprelhi
+	ldw $9,_MYID($1)		!tprello
+	stl $17,40($30)
+	stl $18,0($30)
+	stl $19,8($30)
+	sll $9,6,$1
+	addl $16,$1,$17
+	ldi $16,buf($31)		!tprel
+	ldi $18,64($31)
+""" + call("athread_dma_get", 2) + """
+	ldl $16,40($30)
+	sll $9,7,$1
+	addl $16,$1,$16
+	ldi $17,buf($31)		!tprel
+	ldi $18,64($31)
+	ldi $19,32($31)
+	ldi $20,32($31)
+""" + call("athread_dma_put_stride", 4) + clear("r2") + """
+	ldl $17,0($30)
+	sll $9,4,$1
+	addl $17,$1,$17
+	ldi $16,buf($31)		!tprel
+	ldi $18,128($31)
+	ldi $19,16($31)
+	ldi $20,1008($31)
+	ldi $21,r2($31)		!tprel
+""" + call("athread_dma_iget_stride", 6) + wait_for_one("r2", 8) + clear("reply") + """
+	ldl $16,8($30)
+	sll $9,7,$1
+	addl $16,$1,$16
+	ldi $17,buf($31)		!tprel
+	ldi $18,128($31)
+	ldi $19,reply($31)		!tprel
+""" + call("athread_dma_iput", 10) + wait_for_one("reply", 12))
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_the_other_athread_dma_forms(engine):
+    machine = Machine()
+    a = np.arange(512, dtype=np.int64) * 3 + 5
+    c = np.arange(8 * 128, dtype=np.int64).reshape(8, 128) * 7 + 1
+    args = [machine.mem.put(a), machine.mem.alloc(64 * 128), machine.mem.put(c),
+            machine.mem.alloc(64 * 128)]
+    machine.run(build(OTHERS), entry="others", args=args, engine=engine)
+    b = machine.mem.get(args[1], (64, 4, 4), np.int64)
+    assert (b[:, ::2].reshape(64, 8) == a.reshape(64, 8)).all() and not b[:, 1::2].any()
+    d = machine.mem.get(args[3], (64, 16), np.int64)
+    for cpe in range(64):
+        assert d[cpe].tolist() == c[:, 2 * cpe:2 * cpe + 2].ravel().tolist(), cpe
 
 
 @pytest.mark.parametrize("engine", ENGINES)

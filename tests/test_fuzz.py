@@ -42,3 +42,24 @@ def test_replay_refuses_a_file_that_is_not_a_reproducer(tmp_path, capsys):
     path.write_text("[1, 2]")
     assert main(["fuzz", "--replay", str(path)]) == 1
     assert "not a fuzz reproducer" in capsys.readouterr().err
+
+
+def test_the_campaign_needs_no_source_tree(tmp_path):
+    # the generator is part of the package: a run from elsewhere imports nothing of tests/
+    import subprocess
+    import sys
+    script = ("import sys\nfrom swsim.vm import fuzz\nreport = fuzz.campaign(5, 1, out_dir='.')\n"
+              "print(report.programs, report.mismatches, "
+              "any(m in sys.modules for m in ('vm_helpers', 'vmgen')))\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          cwd=tmp_path, timeout=120)
+    assert done.stdout.split() == ["5", "0", "False"], done.stderr
+
+
+def test_without_hypothesis_fuzz_says_what_to_install(monkeypatch, capsys):
+    import sys
+    monkeypatch.setitem(sys.modules, "hypothesis", None)   # import hypothesis fails
+    assert main(["fuzz", "--programs", "1"]) == 1
+    err = capsys.readouterr().err
+    assert "swsim fuzz needs Hypothesis, which is not installed: pip install 'swsim[fuzz]'" \
+        in err and "Traceback" not in err

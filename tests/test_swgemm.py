@@ -78,14 +78,29 @@ def test_result_keeps_the_layout_of_c():
 
 def test_only_the_valid_data_is_moved():
     # One CG block per dimension, all partial: the DMA requests exactly A, B and C once (and
-    # C once more as input), plus the job record: the padding never leaves LDM.
+    # C once more as input), plus the job record: the padding never leaves LDM. C's rows
+    # (45 doubles) are placed padded to 48, so they start on 128-byte lines, and move in
+    # whole lines of 16 doubles (Nb = 16): 48 columns.
     rng = np.random.default_rng(5)
     m, n, k = 29, 45, 23
     A, B, C = (matrix(rng, m, k, np.float64, "C"), matrix(rng, k, n, np.float64, "C"),
                matrix(rng, m, n, np.float64, "C"))
     _, stats = check(A, B, C, beta=1.0, blocking=(4, 16, 4))
     assert stats.run.counters["dma_bytes_requested"] == 64 * KERNEL.symbol("JOB_BYTES") + 8 * (
-        m * k + k * n + 2 * m * n)
+        m * k + k * n + 2 * m * 48)
+
+
+@pytest.mark.parametrize("n, es, nb, ldc, grain", [
+    (45, 8, 16, 48, 16),     # f64 rows padded to lines, Nb = one line: whole lines
+    (100, 4, 32, 128, 32),   # f32, Nb = one line
+    (100, 4, 16, 128, 1),    # f32, Nb = half a line: CPE blocks cannot start on lines
+    (16, 8, 16, 16, 16),     # exactly one line: nothing to pad
+    (10, 8, 16, 10, 1),      # shorter than a line: rows stay packed
+])
+def test_c_rows_are_padded_to_lines_and_written_whole(n, es, nb, ldc, grain):
+    problem = Problem(m=7, n=n, k=5, itemsize=es)
+    assert gemm_model.leading_dims(problem, CONFIG)[2] == ldc
+    assert gemm_model.c_grain(problem, Blocking(4, nb, 4), CONFIG) == grain
 
 
 def test_non_contiguous_input_is_accepted():
@@ -127,13 +142,20 @@ def test_primitive_model_predicts_fresh_measurements_outside_its_fit(shape):
 
 @settings(max_examples=40, deadline=None)
 @given(st.integers(1, 300), st.integers(1, 300), st.sampled_from([4, 8, 16, 32]),
-       st.sampled_from([16, 32, 48, 64]), st.sampled_from([4, 8]))
-def test_model_times_the_c_write_as_the_engine_does(rows, cols, r, l, es):
-    # every CPE puts its valid part of the C block with one strided request
+       st.sampled_from([16, 32, 48, 64]), st.sampled_from([4, 8]), st.booleans())
+def test_model_times_the_c_write_as_the_engine_does(rows, cols, r, l, es, packed):
+    # every CPE puts its valid part of the C block with one strided request; C's rows packed
+    # or as swGEMM places them (padded to lines, columns rounded up to the grain)
     from swsim.vm.config import VMConfig
     from swsim.vm.pyengine import dma_pieces, transaction_cycles
     config = VMConfig.preset()
-    block = (rows, cols, r, l, cols * es, es, False, False)
+    if packed:
+        block = (rows, cols, r, l, cols * es, es, False, False)
+    else:
+        problem = Problem(m=rows, n=cols, k=1, itemsize=es)
+        grain = gemm_model.c_grain(problem, Blocking(r, l, 4), config)
+        block = (rows, -(-cols // grain) * grain, r, l,
+                 gemm_model.leading_dims(problem, config)[2] * es, es, False, False)
     starts, ends, valid = gemm_model._operand_rows(*block, config)
     engine_cycles = 0
     for cpe in range(64):
@@ -165,3 +187,52 @@ def test_bench_padding_experiment_reports_what_gemm_measures():
         overheads.append(ragged / aligned - 1)
     assert experiment.rows[0].swsim.startswith(f"{100 * np.mean(overheads):+.1f}% mean, "
                                                f"{100 * max(overheads):+.1f}% max")
+
+
+def test_a_huge_call_is_refused_before_allocating_in_bounded_time_and_memory():
+    # issue 14's 1 x 402M x 1 f32 GEMM (it would run for hours): refused at once under CPU and
+    # address-space limits, naming what was asked, what it needs and the limit. B is left
+    # untouched (np.empty), so the 1.6 GB are only address space.
+    import subprocess
+    import sys
+    resource = pytest.importorskip("resource")
+    script = (
+        "import resource, numpy as np\n"
+        "resource.setrlimit(resource.RLIMIT_CPU, (60, 60))\n"
+        "resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))\n"
+        "from swsim.hostlib import gemm\n"
+        "from swsim.vm import HostError, Machine\n"
+        "machine = Machine()\n"
+        "try:\n"
+        "    gemm(np.ones((1, 1), np.float32), np.empty((1, 402_000_000), np.float32),\n"
+        "         machine=machine)\n"
+        "except HostError as error:\n"
+        "    print(error)\n"
+        "print('used', machine.mem.end - machine.mem.base)\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    message, used = done.stdout.splitlines()
+    assert message.startswith("gemm of 1 x 402000000 x 1 float32: the model predicts ")
+    assert "more than max_cycles=250000000 (default swsim.hostlib.blas.swgemm.MAX_CYCLES)" \
+        in message and "h of host time" in message and "bytes of simulated memory" in message
+    assert used == "used 0"
+
+
+def test_the_limits_are_overridable_and_checked():
+    from swsim.vm import HostError
+    from swsim.vm.config import VMConfig
+    a = np.ones((64, 64))
+    with pytest.raises(HostError, match="gemm of 64 x 64 x 64 float64: the model predicts"):
+        gemm(a, a, max_cycles=1000)
+    result, _ = gemm(a, a, max_cycles=None)
+    assert (result == 64).all()
+    with pytest.raises(ValueError, match="max_cycles must be None or an int >= 1"):
+        gemm(a, a, max_cycles=0)
+    config = VMConfig.preset()
+    small = Machine(config.replace(mem_limit=config.static_data_bytes + (1 << 16)))
+    used = small.mem.end
+    with pytest.raises(HostError, match="the operands need .* bytes of simulated main memory, "
+                                        "65536 are left of config.mem_limit="):
+        gemm(np.ones((100, 100)), np.ones((100, 100)), machine=small)
+    assert small.mem.end == used               # nothing was allocated

@@ -1,6 +1,6 @@
 """Differential tests: the C core and the Python reference engine agree bit for bit.
 
-Random programs over the whole machine (tests/vmgen.py) — straight-line code, loops, calls,
+Random programs over the whole machine (vm/fuzzgen.py) — straight-line code, loops, calls,
 register communication, DMA, barriers, races on shared memory, on any set of CPEs of meshes of
 any shape and random valid configurations, and programs that fault or deadlock — run on both
 engines from the same initial state; every register, LDM byte, memory byte, counter, the stop
@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from vmgen import STRAIGHT, Case, programs, straight_instruction
+from swsim.vm.fuzzgen import STRAIGHT, Case, programs, straight_instruction
 
 from swsim.vm.differential import differences, run_both as run_job   # needs the C core built
 

@@ -8,8 +8,8 @@ import numpy as np
 
 import swsim
 from swsim.vm import Machine, RunStopped
-from swsim.vm.engine_api import DMA_FIELDS, DMA_MODES, DMA_OPS
 from swsim.vm.floats import bits_to_double
+from swsim.vm.fuzzgen import dma_descriptor, dma_descriptor_asm  # noqa: F401 (for the tests)
 
 PROLOGUE = ".text\n.globl kernel\nkernel:\n"
 
@@ -69,29 +69,3 @@ def idle(result, cpe=0, pipe=0):
     """Non-zero idle counters of one pipe."""
     counts = result.cpe[cpe].p0_idle if pipe == 0 else result.cpe[cpe].p1_idle
     return {reason: n for reason, n in counts.items() if n}
-
-
-def dma_descriptor(op, size, reply, mode="pe", block=0, stride=0, mask=0):
-    """A DMA descriptor (MACHINE.md section 6) from the engines' field table, as its eight
-    32-bit words, lowest first; op and mode by name ("get", "bcast", ...)."""
-    values = dict(op=DMA_OPS[op], mode=DMA_MODES[mode], size=size, reply=reply, block=block,
-                  stride=stride, mask=mask)
-    value = 0
-    for name, (low, width) in DMA_FIELDS.items():
-        assert 0 <= values[name] < 1 << width, (name, values[name])
-        value |= values[name] << low
-    return [value >> (32 * k) & 0xFFFFFFFF for k in range(8)]
-
-
-def dma_descriptor_asm(reg, temp, *args, **fields):
-    """Assembly that builds dma_descriptor(*args, **fields) in register `reg` (words 0-3, the
-    rest zero) with `temp` as scratch: ldih/ldi and vinsw per word."""
-    lines, source = [], "$31"
-    for k, word in enumerate(dma_descriptor(*args, **fields)[:4]):
-        low = (word & 0xFFFF) - ((word & 0x8000) << 1)       # ldi's sign-extended half
-        high = ((word - low) >> 16) & 0xFFFF
-        high -= (high & 0x8000) << 1
-        lines += [f"ldih {temp}, {high}($31)", f"ldi {temp}, {low}({temp})",
-                  f"vinsw {temp}, {source}, {k}, {reg}"]
-        source = reg
-    return "\n".join(lines)

@@ -86,7 +86,8 @@ def generate_header(table):
                + ", ".join(f"I_{c_name(i.name)} = {k + 1}" for k, i in enumerate(instrs))
                + f" }};\nenum {{ NUM_INSTRUCTIONS = {len(instrs) + 1} }};\n\n")
     out.append(f"#define ISA_ZERO_REG {table.ZERO_REG}\n")
-    out.append(f"#define ISA_CSR_CYCLE_COUNTER {table.CSR_CYCLE_COUNTER}\n\n")
+    out.append(f"#define ISA_CSR_CYCLE_COUNTER {table.CSR_CYCLE_COUNTER}\n")
+    out.append(f"#define ISA_CSR_FLOAT_OPS {table.CSR_FLOAT_OPS}\n\n")
     out.append("typedef struct { uint8_t low, width, is_signed; } FieldSpec;\n")
     out.append("static const FieldSpec FIELD_SPECS[NUM_FIELDS] = {\n")
     for name in fields:
@@ -108,7 +109,7 @@ def generate_header(table):
 
     out.append("typedef struct {\n"
                "    uint8_t opcode; uint16_t func; uint16_t id; uint8_t literal;\n"
-               "    uint8_t format, cls, pipes, latency_class, size, ends_group;\n"
+               "    uint8_t format, cls, pipes, latency_class, size, ends_group, flops;\n"
                "    int8_t dest_field, imm_fields[2], num_sources, source_fields[3];\n"
                "} DecodeEntry;\n")
     out.append(f"#define NUM_DECODE_ENTRIES {len(entries)}\n")
@@ -126,6 +127,7 @@ def generate_header(table):
             f"    {{0x{opcode:02x}, 0x{func:x}, I_{c_name(instr.name)}, {int(literal)}, "
             f"FMT_{c_name(instr.fmt)}, CLS_{c_name(instr.cls)}, {pipes}, "
             f"LAT_{c_name(instr.latency)}, {instr.size}, {int(instr.ends_group)}, "
+            f"{instr.flops}, "
             f"{f'FIELD_{c_name(dest)}' if dest else -1}, "
             f"{{{imm_list}}}, {len(sources)}, {{{source_list}}}}},\n")
     out.append("};\n\n")
@@ -148,7 +150,7 @@ RUN_FIELDS = (("uint64_t", "mem_bytes", "bytes of main memory from mem_base"),
 
 
 def _counter_macros(defs):
-    """COUNTER_VALID(pipe), COUNTER_IDLE(pipe, reason), COUNTER_ACTIVE: the columns of
+    """COUNTER_VALID(pipe), COUNTER_IDLE(pipe, reason), COUNTER_ACTIVE, COUNTER_FLOAT_OPS: the columns of
     CPE_COUNTERS, checked to be the linear layout the macros compute."""
     index, reasons = defs.CPE_COUNTER_INDEX, defs.STALL_REASONS
     valid, idle = index["p0_valid"], index[f"p0_idle_{reasons[0]}"]
@@ -158,7 +160,8 @@ def _counter_macros(defs):
             assert index[f"p{pipe}_idle_{reason}"] == idle + pipe * len(reasons) + k
     return (f"#define COUNTER_VALID(pipe) ({valid} + (pipe))\n"
             f"#define COUNTER_IDLE(pipe, reason) ({idle} + (pipe) * SWSIM_NUM_REASONS + (reason))\n"
-            f"#define COUNTER_ACTIVE {index['active_cycles']}\n")
+            f"#define COUNTER_ACTIVE {index['active_cycles']}\n"
+            f"#define COUNTER_FLOAT_OPS {index['float_ops']}\n")
 
 
 def generate_engine_public(table, defs, config):

@@ -17,6 +17,7 @@ CPE_COUNTERS = (
     *(f"p0_idle_{r}" for r in STALL_REASONS),
     *(f"p1_idle_{r}" for r in STALL_REASONS),
     "active_cycles",   # cycles up to and including the CPE's halt
+    "float_ops",       # floating-point operations issued (isa/table.py Instr.flops)
 )
 CPE_COUNTER_INDEX = {name: i for i, name in enumerate(CPE_COUNTERS)}
 
@@ -37,7 +38,7 @@ STOP_KINDS = {
     8: ("barrier", "barrier mask {a:#04x}: {detail}"),
     9: ("bcast_memory", "load-and-broadcast from main memory address {a:#x} (LDM only)"),
     10: ("csr", "rcsr of control/status register {a}, which swsim does not model (only 4, "
-                "the cycle counter)"),
+                "the cycle counter, and 8, the floating-point operations)"),
     11: ("put_outside", "register communication to position {a} of a row/column of {b} CPEs "
                         "(no such CPE)"),
     100: ("deadlock", "deadlock: every running CPE waits for something that cannot happen"),

@@ -1,4 +1,4 @@
-"""``swsim fuzz``: the differential campaign at length. Random programs of tests/vmgen.py (every
+"""``swsim fuzz``: the differential campaign at length. Random programs of vm/fuzzgen.py (every
 part of the machine, random valid configurations, planted faults) run on the C core and the
 Python reference engine; a program on which they differ (a *mismatch*) or on which one raises
 (a *crash*) is minimised by Hypothesis's shrinker and written as a reproducer file that
@@ -6,15 +6,13 @@ Python reference engine; a program on which they differ (a *mismatch*) or on whi
 
 The campaign runs in batches of ``BATCH`` programs, each a Hypothesis run with its own seed
 (``seed + batch index``), so a campaign is reproducible from its seed and a failure in one batch
-does not stop the others. Needs the source tree's tests/vmgen.py and Hypothesis
-(``pip install -e '.[test]'``).
+does not stop the others. Needs Hypothesis (``pip install 'swsim[fuzz]'``), which nothing
+else of the package uses.
 """
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
-import sys
 import time
 from dataclasses import dataclass, field
 from typing import Callable, Optional
@@ -49,27 +47,16 @@ class Mismatch(AssertionError):
     """The engines disagree on a program."""
 
 
-# The generator is test code, not part of the package: loaded by path from the source tree.
-GENERATOR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests",
-                         "vmgen.py")
-
-
 def _generator():
+    """The program generator and Hypothesis' decorators; a HostError if Hypothesis is
+    missing."""
     try:
         from hypothesis import HealthCheck, Phase, given, seed, settings
-        spec = importlib.util.spec_from_file_location("vmgen", GENERATOR)
-        vmgen = sys.modules.get("vmgen") or importlib.util.module_from_spec(spec)
-        if "vmgen" not in sys.modules:
-            sys.modules["vmgen"] = vmgen   # dataclasses look the module up
-            tests = os.path.dirname(GENERATOR)
-            if tests not in sys.path:      # vmgen imports its sibling vm_helpers
-                sys.path.append(tests)
-            spec.loader.exec_module(vmgen)
-    except (ImportError, OSError) as exc:
-        sys.modules.pop("vmgen", None)
-        raise HostError(f"swsim fuzz needs the source tree's tests/vmgen.py and Hypothesis "
-                        f"(pip install -e '.[test]'): {exc}") from None
-    return vmgen, (HealthCheck, Phase, given, seed, settings)
+    except ImportError as exc:
+        raise HostError("swsim fuzz needs Hypothesis, which is not installed: pip install "
+                        f"'swsim[fuzz]' (or hypothesis) ({exc})") from None
+    from . import fuzzgen
+    return fuzzgen, (HealthCheck, Phase, given, seed, settings)
 
 
 def check_case(case) -> None:
@@ -83,7 +70,7 @@ def check_case(case) -> None:
 def campaign(programs: int, seed_value: int, out_dir: str = ".",
              progress: Optional[Callable[[int], None]] = None) -> FuzzReport:
     """Run ``programs`` random programs from ``seed_value``; reproducers go to ``out_dir``."""
-    vmgen, (HealthCheck, Phase, given, seed, settings) = _generator()
+    fuzzgen, (HealthCheck, Phase, given, seed, settings) = _generator()
     report = FuzzReport()
     start = time.perf_counter()
     for batch, first in enumerate(range(0, programs, BATCH)):
@@ -93,7 +80,7 @@ def campaign(programs: int, seed_value: int, out_dir: str = ".",
                   suppress_health_check=list(HealthCheck), report_multiple_bugs=False,
                   phases=[Phase.generate, Phase.shrink])
         @seed(seed_value + batch)
-        @given(vmgen.programs(faults=True, configs=True))
+        @given(fuzzgen.programs(faults=True, configs=True))
         def check(case):
             if not state["shrinking"]:
                 report.programs += 1
@@ -131,11 +118,11 @@ def write_reproducer(case, exc: BaseException, out_dir: str, batch_seed: int) ->
 
 def replay(path: str) -> str:
     """Run a reproducer again: '' if the engines now agree, else what differs."""
-    vmgen, _ = _generator()
+    fuzzgen, _ = _generator()
     try:
         with open(path, encoding="utf-8") as f:
             data = json.load(f)
-        case = vmgen.Case(data["text"], data["cpes"], data["seed"],
+        case = fuzzgen.Case(data["text"], data["cpes"], data["seed"],
                           spawn=None if data["spawn"] is None else tuple(data["spawn"]),
                           overrides=data["overrides"])
     except (OSError, ValueError, KeyError, TypeError) as exc:

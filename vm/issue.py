@@ -22,7 +22,7 @@ class Op:
     """One instruction word decoded once, with everything the issue rules ask about it."""
     __slots__ = ("pc", "name", "fmt", "cls", "size", "ra", "rb", "rc", "r3", "lit", "literal",
                  "disp", "lane", "imm", "sources", "dest", "latency", "p0_only", "p1_only",
-                 "ends_group", "execute")
+                 "ends_group", "flops", "execute")
 
     def __init__(self, pc: int, instr, fields: dict, literal: bool, config):
         self.pc, self.name, self.fmt, self.cls, self.size = \
@@ -39,6 +39,7 @@ class Op:
         self.latency = config.latency(instr.latency)
         self.p0_only, self.p1_only = instr.pipe == "P0", instr.pipe == "P1"
         self.ends_group = instr.ends_group
+        self.flops = instr.flops
         self.execute = SEMANTICS[instr.name]
 
     def can_use(self, pipe: int) -> bool:

@@ -45,6 +45,11 @@ class Memory:
         """One past the last allocated address."""
         return self.base + self._size
 
+    @property
+    def available(self) -> int:
+        """Bytes that allocations may still take before ``mem_limit``."""
+        return self.limit - self._next
+
     def view(self) -> np.ndarray:
         """The used range as a uint8 array (what engines run on; writes go to memory)."""
         return self._buffer[:self._size]

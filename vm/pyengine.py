@@ -18,7 +18,7 @@ from typing import Callable, Optional
 
 import numpy as np
 
-from ..isa.table import CSR_CYCLE_COUNTER, ZERO_REG
+from ..isa.table import CSR_CYCLE_COUNTER, CSR_FLOAT_OPS, ZERO_REG
 from .engine_api import (BARRIER_PROBLEMS, CG_COUNTER_INDEX, CG_COUNTERS, CPE_COUNTER_INDEX,
                          CPE_COUNTERS, DMA_FIELDS, DMA_MODES, DMA_OPS, DMA_PROBLEMS,
                          STALL_REASONS, STOP_CYCLE_LIMIT, STOP_DEADLOCK, STOP_KINDS, EngineJob,
@@ -32,6 +32,7 @@ BARRIER_PROBLEM = {name: index for index, (name, _) in enumerate(BARRIER_PROBLEM
 PROGRESS_INTERVAL = 4096      # cycles between progress callbacks
 NEVER = math.inf
 RUNNING = "running"           # state of a CPE that issued in a cycle
+FLOAT_OPS = CPE_COUNTER_INDEX["float_ops"]   # the counter rcsr CSR_FLOAT_OPS reads
 
 
 class Fault(Exception):
@@ -323,7 +324,9 @@ class Cpe(IssueState):
         self.engine.mem[offset:offset + size] = data
 
     def control_register(self, n: int) -> int:
-        """rcsr: only the cycle counter is modelled."""
+        """rcsr: the cycle counter and the floating-point operations are modelled."""
+        if n == CSR_FLOAT_OPS:
+            return self.counters[FLOAT_OPS]
         if n != CSR_CYCLE_COUNTER:
             raise Fault("csr", n)
         return self.cycle
@@ -584,6 +587,7 @@ class Engine:
         except Fault:
             cpe.pc = op.pc
             raise
+        cpe.counters[FLOAT_OPS] += op.flops
         cpe.record_issue(op, t, cpe.result_ready)
         cpe.pc = cpe.next_pc
 

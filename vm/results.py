@@ -12,7 +12,7 @@ from .engine_api import CG_COUNTERS, CPE_COUNTER_INDEX, STALL_REASONS, EngineRes
 @dataclass
 class CpeStats:
     """Counters of one CPE (timing.md "Counters"); every cycle of the run is, per pipe, valid or
-    idle for exactly one reason."""
+    idle for exactly one reason. ``float_ops``: the floating-point operations it issued."""
     cpe: int
     row: int
     col: int
@@ -22,6 +22,7 @@ class CpeStats:
     active_cycles: int
     p0_idle: dict = field(default_factory=dict)   # reason -> cycles
     p1_idle: dict = field(default_factory=dict)
+    float_ops: int = 0
 
     @classmethod
     def from_counters(cls, cpe: int, mesh_cols: int, pc: int, row: np.ndarray) -> "CpeStats":
@@ -29,7 +30,7 @@ class CpeStats:
         return cls(cpe, cpe // mesh_cols, cpe % mesh_cols, pc, value["p0_valid"],
                    value["p1_valid"], value["active_cycles"],
                    {r: value[f"p0_idle_{r}"] for r in STALL_REASONS},
-                   {r: value[f"p1_idle_{r}"] for r in STALL_REASONS})
+                   {r: value[f"p1_idle_{r}"] for r in STALL_REASONS}, value["float_ops"])
 
     @property
     def ee(self) -> float:
@@ -48,7 +49,8 @@ class CpeStats:
         return {"cpe": self.cpe, "row": self.row, "col": self.col, "pc": self.pc,
                 "p0_valid": self.p0_valid, "p1_valid": self.p1_valid,
                 "active_cycles": self.active_cycles, "ee": self.ee,
-                "p0_idle": dict(self.p0_idle), "p1_idle": dict(self.p1_idle)}
+                "p0_idle": dict(self.p0_idle), "p1_idle": dict(self.p1_idle),
+                "float_ops": self.float_ops}
 
 
 @dataclass

@@ -45,7 +45,8 @@ class Blocking(NamedTuple):
 @dataclass(frozen=True)
 class Problem:
     """One kernel run: C (m x n, row-major) = alpha A B + beta C, A stored K x M (or M x K if
-    a_transposed) with lda elements per memory row, B stored K x N (or N x K)."""
+    a_transposed), B stored K x N (or N x K); lda, ldb, ldc: elements per memory row (default:
+    as swGEMM places them, ``leading_dims``)."""
     m: int
     n: int
     k: int
@@ -55,18 +56,41 @@ class Problem:
     has_beta: bool = False
     lda: Optional[int] = None
     ldb: Optional[int] = None
-
-    @property
-    def lda_(self) -> int:
-        return self.lda or (self.k if self.a_transposed else self.m)
-
-    @property
-    def ldb_(self) -> int:
-        return self.ldb or (self.k if self.b_transposed else self.n)
+    ldc: Optional[int] = None
 
 
 def _ceil_div(a: int, b: int) -> int:
     return -(-a // b)
+
+
+def line_padded(cols: int, itemsize: int, config: VMConfig) -> int:
+    """Elements per memory row of a matrix with rows of `cols` elements as swGEMM places it: a
+    row longer than a DMA line is padded to whole lines, so that every row starts on a line
+    (a CPE's block row then touches the fewest lines, and the puts of C can write whole
+    lines: docs/timing.md "DMA", a partial line is written 16 bytes at a time); a shorter row
+    stays packed (padding it would multiply the matrix's memory and leave each row a partial
+    line)."""
+    line, row = config.dma_transaction_bytes, cols * itemsize
+    return _ceil_div(row, line) * line // itemsize if row > line else cols
+
+
+def leading_dims(problem: Problem, config: VMConfig) -> tuple:
+    """(lda, ldb, ldc) of the problem: the given ones, else ``line_padded``'s."""
+    es = problem.itemsize
+    rows = ((problem.k if problem.a_transposed else problem.m),
+            (problem.k if problem.b_transposed else problem.n), problem.n)
+    return tuple(line_padded(cols, es, config) if ld is None else ld
+                 for ld, cols in zip((problem.lda, problem.ldb, problem.ldc), rows))
+
+
+def c_grain(problem: Problem, blocking: Blocking, config: VMConfig) -> int:
+    """The C operand's O_GRAIN: when C's rows and every CPE's column block start on a line,
+    each CPE's valid columns are rounded up to whole lines (the columns past N are C's row
+    padding: written, never returned), so its puts write only whole lines; else 1."""
+    line, es = config.dma_transaction_bytes, problem.itemsize
+    if leading_dims(problem, config)[2] * es % line or blocking.nb * es % line:
+        return 1
+    return line // es
 
 
 def mesh(config: VMConfig) -> int:
@@ -236,11 +260,14 @@ def predict(problem: Problem, blocking: Blocking, config: VMConfig,
     es, read = problem.itemsize, config.dma_transaction_cycles
     n_m, n_n, n_k = block_counts(problem, blocking, config)
     k = problem.k
-    a_dma = read * operand_transactions(k, problem.m, kb, mb, problem.lda_ * es, es,
+    lda, ldb, ldc = leading_dims(problem, config)
+    a_dma = read * operand_transactions(k, problem.m, kb, mb, lda * es, es,
                                         problem.a_transposed, True, config=config)
-    b_dma = read * operand_transactions(k, problem.n, kb, nb, problem.ldb_ * es, es,
+    b_dma = read * operand_transactions(k, problem.n, kb, nb, ldb * es, es,
                                         problem.b_transposed, False, config=config)
-    c_block = (problem.m, problem.n, mb, nb, problem.n * es, es, False, False)
+    grain = c_grain(problem, blocking, config)
+    c_block = (problem.m, _ceil_div(problem.n, grain) * grain, mb, nb,
+               ldc * es, es, False, False)
     c_dma = operand_put_cycles(*c_block, config=config) + (
         read * operand_transactions(*c_block, config=config) if problem.has_beta else 0)
     # A changes every step unless K has one block and only N advances; B likewise.

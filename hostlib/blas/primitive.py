@@ -102,7 +102,7 @@ def kernel_name(layout: str, dtype, f32_strategy: str = DEFAULT_F32_STRATEGY) ->
 
 
 def ldm_gemm(A, B, C=None, engine="c", layout="mn", f32_strategy=DEFAULT_F32_STRATEGY, *,
-             machine=None):
+             machine=None, progress=None):
     """C + A @ B on the VM's LDM GEMM primitive; returns (C, Stats).
 
     A is M x K, B is K x N, C (default zeros) M x N, all float64 or all float32; M, N, K are
@@ -110,6 +110,7 @@ def ldm_gemm(A, B, C=None, engine="c", layout="mn", f32_strategy=DEFAULT_F32_STR
     in LDM. `layout` picks the kernel variant (the C block's storage order in LDM). The
     Stats' `cycles` are the primitive's (last CPE's return - the common start after the
     barrier; the distribution DMA excluded); details: mb, nb, kb, layout, dtype, engine.
+    ``progress(cycle)``: ``Machine.run``'s.
     """
     machine = machine or Machine()
     if machine.config.num_cpes != MESH * MESH:
@@ -142,7 +143,7 @@ def ldm_gemm(A, B, C=None, engine="c", layout="mn", f32_strategy=DEFAULT_F32_STR
         return times[:, 1].max() - times[:, 0].min()
 
     stats = KERNEL.launch(machine, [primitive, job_mem, out], flops=2 * m * n * k,
-                          engine=engine, cycles=primitive_cycles,
+                          engine=engine, cycles=primitive_cycles, progress=progress,
                           details=dict(mb=mb, nb=nb, kb=kb, layout=layout, dtype=dtype.name,
                                        engine=engine))
     result = _unblock(mem.get(c_mem, (MESH * MESH, mb * nb), dtype), mb, nb, c_transposed)

@@ -19,9 +19,17 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...errors import SwsimError
-from ...vm import Machine
+from ...vm import HostError, Machine
 from . import gemm_model
 from .gemm_model import KERNEL, Blocking, Problem
+
+
+# The longest run gemm() starts unless told otherwise (max_cycles=): the model's predicted
+# kernel cycles. swGEMM simulates 0.5-2.5 x 10^5 cycles per host second on this project's
+# shared 2-core host, loaded to quiet (HOST_CYCLES_PER_SECOND, docs/gemm.md "Limits"), so
+# 2.5 x 10^8 cycles (0.17 s of simulated time) are about 17 min to 1.4 h of host time.
+MAX_CYCLES = 250_000_000
+HOST_CYCLES_PER_SECOND = (0.5e5, 2.5e5)
 
 
 @dataclass
@@ -86,14 +94,28 @@ def _operands(A, B, C, trans_a, trans_b):
     return dtype, _stored(op_a), _stored(op_b), None if C is None else _stored(C)
 
 
-def _problem(a_km: _Stored, b_kn: _Stored, m, n, k, dtype, has_beta) -> Problem:
-    return Problem(m=m, n=n, k=k, itemsize=np.dtype(dtype).itemsize,
-                   a_transposed=a_km.transposed, b_transposed=b_kn.transposed,
-                   has_beta=has_beta, lda=a_km.array.shape[1], ldb=b_kn.array.shape[1])
+def _problem(a_km: _Stored, b_kn: _Stored, m, n, k, dtype, has_beta, config) -> Problem:
+    """The kernel's problem; A and B are placed with ``line_padded`` rows of the arrays given
+    (which keep their K columns when alpha = 0 makes the product's K 0)."""
+    es = np.dtype(dtype).itemsize
+    return Problem(m=m, n=n, k=k, itemsize=es, a_transposed=a_km.transposed,
+                   b_transposed=b_kn.transposed, has_beta=has_beta,
+                   lda=gemm_model.line_padded(a_km.array.shape[1], es, config),
+                   ldb=gemm_model.line_padded(b_kn.array.shape[1], es, config))
+
+
+def _place(mem, array: np.ndarray, ld: int) -> int:
+    """Copy a matrix into simulated memory with `ld` elements per row (the padding zero);
+    returns its address."""
+    if ld == array.shape[1]:
+        return mem.put(array)
+    padded = np.zeros((array.shape[0], ld), array.dtype)
+    padded[:, :array.shape[1]] = array
+    return mem.put(padded)
 
 
 def gemm(A, B, C=None, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, *, engine="c",
-         blocking=None, machine=None, progress=None):
+         blocking=None, machine=None, progress=None, max_cycles=MAX_CYCLES):
     """alpha op(A) op(B) + beta C on the VM; returns (result, Stats).
 
     A, B (and C) are 2-D float32 or float64 numpy arrays, row- or column-major; op(X) is X.T
@@ -103,9 +125,15 @@ def gemm(A, B, C=None, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, *, eng
     configuration (default: a new ``Machine()``). The Stats' details: m, n, k, dtype,
     blocking, swapped (computed as C^T = op(B)^T op(A)^T), predicted_cycles. ``progress(cycle)``
     is called now and then during the simulation (``Machine.run``'s), a sign of life for
-    large problems.
+    large problems. A call whose predicted cycles exceed ``max_cycles`` (None: no limit), or
+    whose operands do not fit in the simulated memory left, is refused with a HostError before
+    anything is allocated.
     """
     _check_scalars(alpha, beta, trans_a, trans_b)
+    if max_cycles is not None and (isinstance(max_cycles, bool)
+                                   or not isinstance(max_cycles, numbers.Integral)
+                                   or max_cycles < 1):
+        raise GemmError(f"max_cycles must be None or an int >= 1, got {max_cycles!r}")
     machine = machine or Machine()
     config = machine.config
     dtype, op_a, op_b, c_mem = _operands(A, B, C, trans_a, trans_b)
@@ -120,18 +148,53 @@ def gemm(A, B, C=None, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, *, eng
                                                                else c_mem.T)]
     if c_mem is not None:
         plans = [plans[1] if c_mem.transposed else plans[0]]
-    machine = machine or Machine()
     choices = []
     for swapped, a_km, b_kn, c in plans:
         mm, nn = (n, m) if swapped else (m, n)
-        problem = _problem(a_km, b_kn, mm, nn, k_product, dtype, has_beta)
+        problem = _problem(a_km, b_kn, mm, nn, k_product, dtype, has_beta, config)
         chosen = (Blocking(*blocking) if blocking is not None
                   else gemm_model.choose(problem, config))
         choices.append((gemm_model.predict(problem, chosen, config), swapped, a_km, b_kn, c,
                         problem, chosen))
     predicted, swapped, a_km, b_kn, c, problem, chosen = min(choices, key=lambda c: c[0])
+    _check_limits(problem, predicted, (a_km, b_kn), machine, max_cycles,
+                  f"gemm of {m} x {n} x {k} {np.dtype(dtype).name}")
     return _run(problem, chosen, a_km, b_kn, c, alpha, beta, dtype, engine, machine, swapped,
                 predicted, k, progress)
+
+
+def _placed_bytes(problem: Problem, operands, config) -> int:
+    """Simulated main memory that A, B and C take as ``_run`` places them, with the job."""
+    lda, ldb, ldc = gemm_model.leading_dims(problem, config)
+    (a_km, b_kn), align = operands, config.mem_align
+    sizes = (a_km.array.shape[0] * lda, b_kn.array.shape[0] * ldb, problem.m * ldc)
+    return sum(-(-size * problem.itemsize // align) * align for size in sizes) + \
+        KERNEL.record("J_", "JOB_BYTES").nbytes
+
+
+def _hours(seconds: float) -> str:
+    return f"{seconds / 3600:.1f} h" if seconds >= 3600 else f"{seconds / 60:.0f} min"
+
+
+def _check_limits(problem, predicted, operands, machine, max_cycles, asked: str) -> None:
+    """Refuse a run longer than `max_cycles` predicted cycles, or one whose operands do not fit
+    in the simulated memory left (config.mem_limit), before anything is allocated."""
+    mem, config = machine.mem, machine.config
+    needed = _placed_bytes(problem, operands, config)
+    left = mem.available
+    if needed > left:
+        raise HostError(f"{asked}: the operands need {needed} bytes of simulated main memory, "
+                        f"{left} are left of config.mem_limit={mem.limit}")
+    if max_cycles is not None and predicted > max_cycles:
+        slow, fast = (predicted / rate for rate in HOST_CYCLES_PER_SECOND)
+        raise HostError(
+            f"{asked}: the model predicts {predicted:.3g} simulated cycles "
+            f"({predicted / config.clock_hz:.3g} s simulated; about {_hours(fast)} to "
+            f"{_hours(slow)} of host time at {HOST_CYCLES_PER_SECOND[0]:.1e}-"
+            f"{HOST_CYCLES_PER_SECOND[1]:.1e} cycles per host second) and {needed} bytes of "
+            f"simulated memory: more than max_cycles={max_cycles} (default "
+            "swsim.hostlib.blas.swgemm.MAX_CYCLES); pass max_cycles=None or a larger limit "
+            "to run it")
 
 
 def _run(problem, blocking, a_km, b_kn, c, alpha, beta, dtype, engine, machine, swapped,
@@ -140,10 +203,11 @@ def _run(problem, blocking, a_km, b_kn, c, alpha, beta, dtype, engine, machine, 
     if layout is None:
         raise GemmError(f"blocking {blocking} does not fit in LDM for {problem}")
     mem = machine.mem
-    a_addr, b_addr = mem.put(a_km.array), mem.put(b_kn.array)
-    c_addr = mem.put(c.array) if c is not None else mem.alloc(
-        problem.m * problem.n * problem.itemsize)
-    job = _job(problem, blocking, layout, (a_addr, b_addr, c_addr), alpha, beta, machine.config)
+    lda, ldb, ldc = gemm_model.leading_dims(problem, machine.config)
+    c_addr = (mem.alloc(problem.m * ldc * problem.itemsize) if c is None
+              else _place(mem, c.array, ldc))
+    addresses = (_place(mem, a_km.array, lda), _place(mem, b_kn.array, ldb), c_addr)
+    job = _job(problem, blocking, layout, addresses, alpha, beta, machine.config)
     (m, n) = (problem.n, problem.m) if swapped else (problem.m, problem.n)
     stats = KERNEL.launch(machine, [mem.put(job)], flops=2 * m * n * k,
                           engine=engine,
@@ -151,7 +215,7 @@ def _run(problem, blocking, a_km, b_kn, c, alpha, beta, dtype, engine, machine, 
                                        blocking=blocking, swapped=swapped,
                                        predicted_cycles=predicted),
                           progress=progress)
-    result = mem.get(c_addr, (problem.m, problem.n), dtype)
+    result = np.ascontiguousarray(mem.get(c_addr, (problem.m, ldc), dtype)[:, :problem.n])
     return (result.T if swapped else result), stats
 
 
@@ -167,19 +231,22 @@ def _job(problem: Problem, blocking: Blocking, layout: dict, addresses, alpha, b
                     has_beta=int(problem.has_beta), cldm=layout["c_ldm"])
     k = problem.k
     a_addr, b_addr, c_addr = addresses
+    lda, ldb, ldc = gemm_model.leading_dims(problem, config)
     operands = {
-        # name: base, ld (elements), transposed, rows, cols, R, L, swap, raw slots, pack
-        "a": (a_addr, problem.lda, problem.a_transposed, k, problem.m, blocking.kb,
-              blocking.mb, 1, layout["a_raw"], layout["a_pack"]),
-        "b": (b_addr, problem.ldb, problem.b_transposed, k, problem.n, blocking.kb,
-              blocking.nb, 0, layout["b_raw"], layout["b_pack"]),
-        "c": (c_addr, problem.n, False, problem.m, problem.n, blocking.mb, blocking.nb, 0,
-              (layout["c_in"], layout["c_out"]), 0),
+        # name: base, ld (elements), transposed, rows, cols, R, L, swap, raw slots, pack,
+        # grain
+        "a": (a_addr, lda, problem.a_transposed, k, problem.m, blocking.kb,
+              blocking.mb, 1, layout["a_raw"], layout["a_pack"], 1),
+        "b": (b_addr, ldb, problem.b_transposed, k, problem.n, blocking.kb,
+              blocking.nb, 0, layout["b_raw"], layout["b_pack"], 1),
+        "c": (c_addr, ldc, False, problem.m, problem.n,
+              blocking.mb, blocking.nb, 0, (layout["c_in"], layout["c_out"]), 0,
+              gemm_model.c_grain(problem, blocking, config)),
     }
-    for name, (base, ld, trans, rows, cols, r, l, swap, raws, pack) in operands.items():
+    for name, (base, ld, trans, rows, cols, r, l, swap, raws, pack, grain) in operands.items():
         op = job.offset(f"op_{name}")
         operand.write(words, op, base=base, ldb=ld * es, trans=int(trans), rows=rows,
-                      cols=cols, r=r, l=l, swap=swap, pack=pack, cur=1)
+                      cols=cols, r=r, l=l, swap=swap, pack=pack, grain=grain, cur=1)
         for index, raw in enumerate(raws):
             slot.write(words, op + operand.offset("slot") + index * slot.nbytes, raw=raw)
     return words

@@ -80,8 +80,8 @@ def register(subparsers) -> None:
     add_run_arguments(report)
     report.set_defaults(build=build_source_with_runtime)
     report.add_argument("--flops", type=float, metavar="N",
-                        help="floating-point operations the run performs (the VM does not "
-                             "count them; without it an upper bound is shown)")
+                        help="floating-point operations the run performs (default: those "
+                             "the VM counted)")
     report.add_argument("--roofline", metavar="FILE.png", help="write the roofline plot")
     report.add_argument("--json", action="store_true")
     report.set_defaults(func=_report)

@@ -2,9 +2,9 @@
 the thesis' RBW/MBW for memory -> LDM (eq. 3-5), achieved GFLOPS and a roofline plot
 (docs/analysis.md).
 
-The VM does not count flops (its counters are per pipe, not per instruction class), so the
-caller, who knows its workload, passes ``flops``; without it the report gives the ceiling
-``flops_per_cycle x #P0_valid`` (every P0 issue a full-width FMA), marked as an upper bound.
+The flops are the floating-point operations the VM counted (``CpeStats.float_ops``,
+docs/semantics.md ``rcsr``) unless the caller passes ``flops`` (the work it means, e.g. 2MNK
+for a GEMM whose padding the VM also computes).
 """
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from ...vm.results import RunResult
 @dataclass
 class Report:
     result: RunResult
-    flops: Optional[float] = None       # given by the caller
+    flops: Optional[float] = None       # given by the caller (default: counted)
 
     # -- time ----------------------------------------------------------------------------------
     @property
@@ -77,14 +77,13 @@ class Report:
 
     # -- flops ---------------------------------------------------------------------------------
     @property
-    def flops_ceiling(self) -> int:
-        """An upper bound from the counters: only P0 computes floats, at most
-        ``flops_per_cycle`` per instruction."""
-        return self.config.flops_per_cycle * self.valid_cycles(0)
+    def counted_flops(self) -> int:
+        """The floating-point operations the CPEs issued (the VM's float_ops counters)."""
+        return sum(s.float_ops for s in self.result.cpe.values())
 
     @property
     def effective_flops(self) -> float:
-        return self.flops if self.flops is not None else self.flops_ceiling
+        return self.flops if self.flops is not None else self.counted_flops
 
     @property
     def gflops(self) -> float:
@@ -135,8 +134,8 @@ class Report:
                     "t_dma_seconds": self.t_dma_seconds},
             "compute_cycles": self.compute_cycles,
             "rbw_mbw_memory_to_ldm": self.rbw_mbw_memory,
-            "flops": self.flops, "flops_ceiling": self.flops_ceiling,
-            "gflops": self.gflops, "gflops_is_upper_bound": self.flops is None,
+            "flops": self.flops, "counted_flops": self.counted_flops,
+            "gflops": self.gflops,
             "peak_gflops_cg": self.peak_gflops,
             "intensity": None if math.isinf(self.intensity) else self.intensity,
             "ridge_intensity": self.ridge_intensity,
@@ -170,14 +169,12 @@ class Report:
             f"Global accesses: {counters['gld_count']} loads, {counters['gst_count']} stores "
             f"({self.config.dma_transaction_bytes} B of memory traffic each)",
         ]
-        if self.flops is None:
-            lines.append(f"Flops: not given (--flops); ceiling {self.config.flops_per_cycle} x "
-                         f"#P0_valid = {self.flops_ceiling} -> at most {self.gflops:.1f} GFLOPS")
-        else:
-            lines.append(f"Flops: {self.flops:g} -> {self.gflops:.1f} GFLOPS = "
-                         f"{self.gflops / self.peak_gflops:.1%} of the CG peak "
-                         f"{self.peak_gflops:.1f} ({self.gflops / self.spawned_peak_gflops:.1%}"
-                         f" of the {len(r.cpe)} CPEs' peak)")
+        source = ("counted by the VM" if self.flops is None
+                  else f"given (the VM counted {self.counted_flops})")
+        lines.append(f"Flops: {self.effective_flops:g} {source} -> {self.gflops:.1f} GFLOPS = "
+                     f"{self.gflops / self.peak_gflops:.1%} of the CG peak "
+                     f"{self.peak_gflops:.1f} ({self.gflops / self.spawned_peak_gflops:.1%}"
+                     f" of the {len(r.cpe)} CPEs' peak)")
         if math.isinf(self.intensity):
             lines.append("  arithmetic intensity: no DRAM traffic")
         else:
@@ -210,9 +207,8 @@ class Report:
             axes.axhline(self.spawned_peak_gflops, color="gray", linestyle="--",
                          label=f"peak of the {len(self.result.cpe)} spawned CPEs")
         if plotted:
-            which = "run (flops upper bound)" if self.flops is None else "run"
             axes.loglog([self.intensity], [self.gflops], "o", color="tab:red", markersize=8,
-                        label=f"{which}: {self.gflops:.1f} GFLOPS at {self.intensity:.2f} flop/B")
+                        label=f"run: {self.gflops:.1f} GFLOPS at {self.intensity:.2f} flop/B")
         else:
             axes.set_title("no DRAM traffic or no flops: the run is not placed", fontsize=9)
         axes.set_xlabel("arithmetic intensity (flop / DRAM byte moved)")
@@ -226,7 +222,8 @@ class Report:
 
 
 def run_report(result: RunResult, flops: Optional[float] = None) -> Report:
-    """The report on ``result``; ``flops`` is the work the run did (the caller knows it)."""
+    """The report on ``result``; ``flops`` is the work the run did, if not the operations the
+    VM counted."""
     if flops is not None and flops < 0:
         raise ValueError(f"flops must be >= 0, got {flops}")
     return Report(result, flops)

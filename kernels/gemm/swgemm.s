@@ -48,7 +48,8 @@
 	J_OP_C = 704
 	JOB_BYTES = 992
 
-# Operand record (host fills O_BASE..O_PACK and the slots' SL_RAW, zeroes the rest, O_CUR = 1).
+# Operand record (host fills O_BASE..O_PACK, O_GRAIN and the slots' SL_RAW, zeroes the rest,
+# O_CUR = 1).
 	O_BASE = 0            # main-memory address of element (0, 0)
 	O_LDB = 8             # bytes per memory row
 	O_TRANS = 16          # 1: memory rows are the logical columns
@@ -64,7 +65,9 @@
 	O_PENDING = 96        # 1: the next step's block is in flight to the other slot
 	O_OPERAND = 104       # LDM address the primitive reads
 	O_FRESH = 112         # 1: the current block still has to be waited for and packed
-	O_SLOT = 120          # two slots (A, B: the double buffer; C: 0 = C_in, 1 = C_out)
+	O_GRAIN = 120         # a block's valid columns are rounded up to a multiple of this power
+	                      # of two (C: whole 128-byte lines when its rows are padded to them)
+	O_SLOT = 128          # two slots (A, B: the double buffer; C: 0 = C_in, 1 = C_out)
 	SLOT_BYTES = 80
 	OP_BYTES = 288
 # Slot fields: the geometry of the block it holds and its DMA bookkeeping.
@@ -118,14 +121,18 @@ swgemm_ldm_end:
 	.endm
 
 # locate(op $16, rb $17, cb $18, slot $19): the geometry of CG block (rb, cb) for this CPE
-# into the slot: valid rows rv = clamp(rows - r0, 0, R), cols likewise, and the strided DMA
-# that moves exactly the valid part (natural: rv memory rows of cv elements; transposed: cv
-# rows of rv), landing contiguous in LDM.
+# into the slot: valid rows rv = clamp(rows - r0, 0, R), cols likewise (rounded up to the
+# grain), and the strided DMA that moves exactly that part (natural: rv memory rows of cv
+# elements; transposed: cv rows of rv), landing contiguous in LDM.
 	.ent	locate
 locate:
 	SLOT_ADDRESS $16, $19
 	EXTENT	O_R, O_ROWOFF, O_ROWS, $17, $2, $4      # r0, rv
 	EXTENT	O_L, O_COLOFF, O_COLS, $18, $5, $6      # c0, cv
+	ldl	$1, O_GRAIN($16)
+	subl	$1, 1, $1
+	addl	$6, $1, $6
+	bic	$6, $1, $6
 	stl	$4, SL_RV($19)
 	stl	$6, SL_CV($19)
 	ldl	$7, JOB + J_ES($31)

@@ -1,8 +1,9 @@
 """The athread CPE runtime (docs/runtime.md): ``athread.s`` provides what compiled CPE code
 expects of the vendor library (the thread-local ``_MYID _PEN _ROW _COL _CGN``, ``printf`` into
-``_slave_stdout``, ``penv_slave_cycle_count``, ``athread_get_id``, ``athread_get_core``,
-``athread_syn``, the DMA wrappers ``athread_get`` and ``athread_put``) and the start routine
-``__swsim_start`` that sets the thread-local variables before the entry runs.
+``_slave_stdout``, ``penv_slave_cycle_count``, ``penv_slave_float_ops_init``/``_count``,
+``athread_get_id``, ``athread_get_core``, ``athread_syn``, the DMA calls ``athread_get``,
+``athread_put`` and ``athread_dma_*``) and the start routine ``__swsim_start`` that sets the
+thread-local variables before the entry runs.
 
 ``link_with_runtime(objects)`` links the runtime's object after ``objects`` when they refer to
 one of its symbols; ``build_with_runtime(paths)`` assembles source files and does the same (what
@@ -15,23 +16,13 @@ import os
 from pathlib import Path
 
 from ...asm import _read as read_source, assemble_object, link
-from ...errors import SwsimError
 from .console import console_text, read_console
 
-__all__ = ["RUNTIME_SOURCE", "NOT_MODELLED", "runtime_object", "runtime_symbols",
+__all__ = ["RUNTIME_SOURCE", "runtime_object", "runtime_symbols",
            "needs_runtime", "link_with_runtime", "build_with_runtime", "console_text",
            "read_console"]
 
 RUNTIME_SOURCE = Path(__file__).resolve().parent / "athread.s"
-
-# Vendor runtime calls that real code uses and swsim cannot model (the engines have no such
-# counter or mechanism): a program calling one is refused with this explanation.
-NOT_MODELLED = {
-    "penv_slave_float_ops_count": "the engines count no floating-point operations per CPE "
-                                  "(RunResult has p0/p1 valid cycles per CPE instead)",
-    "penv_slave_float_ops_init": "see penv_slave_float_ops_count",
-}
-
 
 @functools.lru_cache(maxsize=None)
 def runtime_object():
@@ -58,13 +49,8 @@ def needs_runtime(objects) -> bool:
 
 
 def link_with_runtime(objects):
-    """``link(objects)``, with the runtime's object after them if they refer to it. A call to
-    a vendor routine the runtime does not model is refused with the reason."""
+    """``link(objects)``, with the runtime's object after them if they refer to it."""
     objects = list(objects)
-    missing = sorted(_undefined(objects) & NOT_MODELLED.keys())
-    if missing:
-        raise SwsimError("; ".join(f"{name} is not provided by the swsim athread runtime: "
-                                   f"{NOT_MODELLED[name]}" for name in missing))
     if needs_runtime(objects):
         objects.append(runtime_object())
     return link(objects)

@@ -24,6 +24,7 @@
 	COL_SCOPE = 1
 	ARRAY_SCOPE = 2
 	CYCLE_CSR = 4			# rcsr 4: the core group's cycle counter
+	FLOAT_OPS_CSR = 8		# rcsr 8: this CPE's floating-point operations (isa/table.py)
 
 # ---- thread-local variables: every CPE's own, in its LDM (set by __swsim_start) -------------
 # Declared int by the athread headers; each sits in an 8-byte slot whose upper half is zero,
@@ -40,6 +41,8 @@ _CGN:	.skip	8			# core group number
 console_used:	.skip	8		# bytes of records this CPE has written
 console_dropped: .skip	8		# printfs that did not fit its region
 printf_args:	.skip	8 * REGISTER_ARGS
+float_ops_base:	.skip	8		# the count at penv_slave_float_ops_init
+dma_reply:	.skip	8		# reply word of the blocking athread_dma_* calls
 	.align	3
 printf_record:	.skip	RECORD_BYTES	# a record is built here, then copied out
 
@@ -51,6 +54,8 @@ printf_record:	.skip	RECORD_BYTES	# a record is built here, then copied out
 	USED = console_used - _MYID
 	DROPPED = console_dropped - _MYID
 	ARGS = printf_args - _MYID
+	FLOAT_OPS_BASE = float_ops_base - _MYID
+	DMA_REPLY = dma_reply - _MYID
 	RECORD = printf_record - _MYID
 
 # ---- the console: one region per (CG, CPE), read and printed by the host after the run ------
@@ -139,6 +144,30 @@ penv_slave_cycle_count:
 	ret
 	.end	penv_slave_cycle_count
 
+# void penv_slave_float_ops_init(void): start counting this CPE's floating-point operations
+# (rcsr 8, isa/table.py Instr.flops): later counts are taken from here.
+	.weak	penv_slave_float_ops_init
+	.ent	penv_slave_float_ops_init
+penv_slave_float_ops_init:
+	rcsr	$1, FLOAT_OPS_CSR
+	ldi	$2, _MYID
+	stl	$1, FLOAT_OPS_BASE($2)
+	ret
+	.end	penv_slave_float_ops_init
+
+# void penv_slave_float_ops_count(unsigned long *count): *count = the floating-point operations
+# this CPE issued since penv_slave_float_ops_init (since its start without one); also in $0.
+	.weak	penv_slave_float_ops_count
+	.ent	penv_slave_float_ops_count
+penv_slave_float_ops_count:
+	rcsr	$0, FLOAT_OPS_CSR
+	ldi	$1, _MYID
+	ldl	$2, FLOAT_OPS_BASE($1)
+	subl	$0, $2, $0
+	stl	$0, 0($16)
+	ret
+	.end	penv_slave_float_ops_count
+
 # int athread_get(dma_mode mode, void *src, void *dest, int len, void *reply, char mask,
 #                 int stride, int bsize): starts a GET of len bytes from memory src to LDM dest
 # in the given mode (PE_MODE 0, BCAST_MODE 1, ROW_MODE 2, BROW_MODE 3, RANK_MODE 4: the
@@ -167,6 +196,79 @@ athread_put:
 	clr	$0
 	ret
 	.end	athread_put
+
+# The athread_dma_* calls: PE-mode transfers in memcpy's argument order (destination first),
+# LDM <-> memory, `size` bytes, for the _stride forms in blocks of `bsize` bytes with `stride`
+# bytes skipped in memory between blocks. The i-forms return at once and the engine adds 1 to
+# the LDM int *rply when the transfer has landed; the others wait for it on the runtime's own
+# reply word.
+#
+# DMA_CALL name, op, ldm, mem, size, bsize, stride, rply: a call of `op` (DMA_GET, DMA_PUT)
+# with those registers (bsize $31: contiguous); without rply a blocking call.
+	.macro	DMA_CALL name, op, ldm, mem, size, bsize=$31, stride=$31, rply=$2, wait=1
+	.weak	\name
+	.ent	\name
+\name:
+	.if	\wait
+	ldi	$1, _MYID
+	ldi	$2, DMA_REPLY($1)
+	stw	$31, 0($2)
+	.endif
+	MAKE_DESC_ARGS $22, \op, $31, \size, \bsize, \stride, \rply, $31, $23
+	dma	$22, \mem, \ldm
+	.if	\wait
+	br	$31, wait_for_one
+	.else
+	ret
+	.endif
+	.end	\name
+	.endm
+
+# void athread_dma_iget(void *ldm, void *mem, int size, athread_rply_t *rply)
+	DMA_CALL athread_dma_iget, DMA_GET, $16, $17, $18, rply=$19, wait=0
+# void athread_dma_iput(void *mem, void *ldm, int size, athread_rply_t *rply)
+	DMA_CALL athread_dma_iput, DMA_PUT, $17, $16, $18, rply=$19, wait=0
+# void athread_dma_iget_stride(void *ldm, void *mem, int size, int bsize, int stride,
+#                              athread_rply_t *rply)
+	DMA_CALL athread_dma_iget_stride, DMA_GET, $16, $17, $18, $19, $20, $21, 0
+# void athread_dma_iput_stride(void *mem, void *ldm, int size, int bsize, int stride,
+#                              athread_rply_t *rply)
+	DMA_CALL athread_dma_iput_stride, DMA_PUT, $17, $16, $18, $19, $20, $21, 0
+# void athread_dma_get(void *ldm, void *mem, int size), athread_dma_put(void *mem, void *ldm,
+# int size) and their _stride forms (..., int bsize, int stride): the same, waiting.
+	DMA_CALL athread_dma_get, DMA_GET, $16, $17, $18
+	DMA_CALL athread_dma_put, DMA_PUT, $17, $16, $18
+	DMA_CALL athread_dma_get_stride, DMA_GET, $16, $17, $18, $19, $20
+	DMA_CALL athread_dma_put_stride, DMA_PUT, $17, $16, $18, $19, $20
+
+# void athread_dma_barrier(void): wait until every DMA this CPE issued before has landed (a
+# BARRIER request on the runtime's reply word: it replies after the CPE's earlier requests).
+	.weak	athread_dma_barrier
+	.ent	athread_dma_barrier
+athread_dma_barrier:
+	ldi	$1, _MYID
+	ldi	$2, DMA_REPLY($1)
+	stw	$31, 0($2)
+	MAKE_DESC_ARGS $22, DMA_BARRIER, $31, $31, $31, $31, $2, $31, $23
+	dma	$22, $31, $31
+	br	$31, wait_for_one
+	.end	athread_dma_barrier
+
+# void athread_dma_wait_value(athread_rply_t *rply, int value): spin until the reply word
+# *rply (an LDM int) equals value.
+	.weak	athread_dma_wait_value
+	.ent	athread_dma_wait_value
+athread_dma_wait_value:
+	mov	$16, $2
+	addw	$17, 0, $1
+	br	$31, 1f
+wait_for_one:				# the blocking calls: until their reply word at $2 is 1
+	ldi	$1, 1
+1:	ldw	$3, 0($2)
+	cmpeq	$3, $1, $3
+	beq	$3, 1b
+	ret
+	.end	athread_dma_wait_value
 
 # int printf(const char *format, ...): appends a record to this CPE's console region: the
 # format (copied), then per conversion its argument as a quad, except %s, whose string is

@@ -68,6 +68,7 @@ typedef struct {
     uint8_t literal;       /* rb is replaced by the immediate */
     uint8_t size;          /* bytes accessed by loads/stores */
     uint8_t ends_group;    /* branch, jump, halt or barrier: no follower is considered */
+    uint8_t flops;         /* floating-point operations it performs (counter float_ops) */
     uint8_t flags;         /* F_* (the follower flags are set once the whole code is decoded) */
     uint8_t checks[NUM_CHECKS]; /* slots whose ready time must be <= t to issue: the sources,
                                    the WAW slot, BUSY_SLOT if P0-only; padded with ZERO_SLOT */

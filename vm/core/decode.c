@@ -61,6 +61,7 @@ void decode_word(uint32_t word, const int64_t *latency, Instr *out)
     out->latency = latency[e->latency_class];
     out->imm = immediate_value(word, e);
     out->ends_group = e->ends_group;
+    out->flops = e->flops;
     out->dest = DISCARD_SLOT;
     out->waw_slot = ZERO_SLOT;
     if (e->dest_field >= 0) {

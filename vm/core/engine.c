@@ -239,7 +239,11 @@ static int execute_misc(Sim *s, Cpe *c, const Instr *in, int64_t t, Fault *fault
 {
     switch (in->id) {
     case I_RCSR:
-        if (in->imm != ISA_CSR_CYCLE_COUNTER) {   /* the only modelled register */
+        if (in->imm == ISA_CSR_FLOAT_OPS) {   /* marks dirty only if it changed */
+            write_scalar(c, in, c->counters[COUNTER_FLOAT_OPS], t + in->latency);
+            return EXEC_NEXT;
+        }
+        if (in->imm != ISA_CSR_CYCLE_COUNTER) {   /* the other modelled register */
             *fault = (Fault){STOP_CSR, in->imm, 0};
             return EXEC_FAULT;
         }

@@ -321,6 +321,7 @@ static inline void float_arith(Cpe *c, const Instr *in, enum FpOp op, int single
 {
     const uint64_t *a = c->regs[in->ra], *b = c->regs[in->rb], *r3 = c->regs[in->r3];
     uint64_t *dest = c->regs[in->dest];
+    c->counters[COUNTER_FLOAT_OPS] += in->flops;
     if (lanes == 1) {
         uint64_t r = double_bits(fp_lane(op, single, a[0], b[0], r3[0]));
         c->dirty |= dest[0] != r;

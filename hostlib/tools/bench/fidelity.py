@@ -38,16 +38,17 @@ class Row:
         return 100.0 * (self.measured - self.published) / self.published
 
 
-def _run(engine, name, entry, args, cpes, machine=None, **kw):
+def _run(engine, name, entry, args, cpes, machine=None, progress=None):
     m = machine or Machine()
-    res = m.run(program(name), entry=entry, args=args, cpes=range(cpes), engine=engine, **kw)
+    res = m.run(program(name), entry=entry, args=args, cpes=range(cpes), engine=engine,
+                progress=progress)
     return m, res
 
 
-def rc_latency(engine):
+def rc_latency(engine, progress=None):
     m = Machine()
     out = m.mem.put(np.zeros(2, np.int64))
-    _run(engine, "bench/fidelity.s", "rc_latency", [out], 2, machine=m)
+    _run(engine, "bench/fidelity.s", "rc_latency", [out], 2, machine=m, progress=progress)
     put_stamp, get_stamp = m.mem.get(out, (2,), np.int64)
     # putr issues one cycle after its rtc, getr one cycle before the rtc that follows it
     return [Row("rc_latency", "register communication latency (putr -> getr)",
@@ -55,7 +56,7 @@ def rc_latency(engine):
                 "cycles")]
 
 
-def rc_bandwidth(engine):
+def rc_bandwidth(engine, progress=None):
     clock = Machine().config.clock_hz
     rows = []
     for entry, key, transfers_per_iter, label in [
@@ -63,8 +64,8 @@ def rc_bandwidth(engine):
                                                     "and gets alternate)"),
             ("rc_bcast", "rc_bcast_bandwidth", 8 * 7 * 16, "broadcast (one row sender, 7 "
                                                            "receivers per row)")]:
-        cycles = [_run(engine, "bench/fidelity.s", entry, [n], 64)[1].kernel_cycles
-                  for n in (4, 12)]
+        cycles = [_run(engine, "bench/fidelity.s", entry, [n], 64,
+                       progress=progress)[1].kernel_cycles for n in (4, 12)]
         bytes_moved = transfers_per_iter * 32 * (12 - 4)
         per_cg = bytes_moved / ((cycles[1] - cycles[0]) / clock) / 1e9
         rows.append(Row(key, f"register communication bandwidth per CG, {label}",
@@ -76,7 +77,7 @@ def rc_bandwidth(engine):
     return rows
 
 
-def _dma_stream(engine, cpes, request_bytes, requests, block=0, stride=0):
+def _dma_stream(engine, cpes, request_bytes, requests, block=0, stride=0, progress=None):
     """Cycles (per CPE) of `requests` gets of `request_bytes` each, blocks/stride as given."""
     m = Machine()
     per_request = request_bytes if block == 0 else request_bytes // block * (block + stride)
@@ -85,21 +86,22 @@ def _dma_stream(engine, cpes, request_bytes, requests, block=0, stride=0):
     out = m.mem.put(np.zeros(cpes, np.int64))
     m.run(program("bench/fidelity.s"), entry="dma_stream",
           args=[src, cpe_step, request_bytes, requests, per_request, block, stride, out],
-          cpes=range(cpes), engine=engine)
+          cpes=range(cpes), engine=engine, progress=progress)
     return m.mem.get(out, (cpes,), np.int64), m.config
 
 
-def dma_bandwidth(engine):
-    cycles, config = _dma_stream(engine, 64, 16384, 4)
+def dma_bandwidth(engine, progress=None):
+    cycles, config = _dma_stream(engine, 64, 16384, 4, progress=progress)
     total = 64 * 16384 * 4
     return [Row("dma_bandwidth", "DMA bandwidth per CG, 64 CPEs, 16 KiB aligned contiguous gets",
                 PUBLISHED["dma_bandwidth"].value, total / (cycles.max() / config.clock_hz) / 1e9,
                 "GB/s")]
 
 
-def dma_latency(engine):
+def dma_latency(engine, progress=None):
     sizes = np.array([128, 512, 1024, 2048, 4096])
-    cycles = np.array([_dma_stream(engine, 1, int(s), 1)[0][0] for s in sizes], float)
+    cycles = np.array([_dma_stream(engine, 1, int(s), 1, progress=progress)[0][0]
+                       for s in sizes], float)
     slope, intercept = np.polyfit(sizes / 128, cycles, 1)
     return [Row("dma_latency", "DMA start-up latency (intercept of time vs size, incl. reply "
                 "polling)", PUBLISHED["dma_latency"].value, float(intercept), "cycles",
@@ -119,11 +121,12 @@ def strided_model_cycles(config, block, stride, total, cpes):
     return config.dma_latency + moved / (peak_bytes_per_cycle / cpes)
 
 
-def dma_strided(engine):
+def dma_strided(engine, progress=None):
     rows = []
     total = 8192
     for block in (32, 64, 128, 256, 512, 1024, 2048):
-        cycles, config = _dma_stream(engine, 64, total, 1, block=block, stride=block)
+        cycles, config = _dma_stream(engine, 64, total, 1, block=block, stride=block,
+                                     progress=progress)
         measured = 64 * total / (cycles.max() / config.clock_hz) / 1e9
         model = 64 * total / (strided_model_cycles(config, block, block, total, 64)
                               / config.clock_hz) / 1e9
@@ -133,13 +136,13 @@ def dma_strided(engine):
     return rows
 
 
-def dma_stream_pattern(engine):
+def dma_stream_pattern(engine, progress=None):
     return [Row(f"dma_stream_{c.pattern}_{c.buf}", f"DMA STREAM {c.pattern.capitalize()}, "
                 f"blocks of {c.buf} doubles (hardware, 64 CPEs)", c.hardware, c.measured,
-                "MB/s") for c in stream.table(engine)]
+                "MB/s") for c in stream.table(engine, progress)]
 
 
-def global_access(engine):
+def global_access(engine, progress=None):
     rows = []
     for with_store, key, label in [(0, "gld_latency", "gld latency"),
                                    (1, "gld_gst_latency", "gld + gst latency")]:
@@ -149,7 +152,7 @@ def global_access(engine):
             cell = m.mem.put(np.zeros(4, np.int64))
             out = m.mem.put(np.zeros(1, np.int64))
             _run(engine, "bench/fidelity.s", "gld_chain", [cell, loads, with_store, out], 1,
-                 machine=m)
+                 machine=m, progress=progress)
             spans.append(int(m.mem.get(out, (1,), np.int64)[0]))
         rows.append(Row(key, label, PUBLISHED[key].value, (spans[1] - spans[0]) / 32,
                         "cycles"))
@@ -158,7 +161,7 @@ def global_access(engine):
     for loads in (20, 60):
         src = m.mem.put(np.zeros(64 * 4, np.float64))
         cycles.append(_run(engine, "bench/fidelity.s", "gld_stream", [src, loads], 64,
-                           machine=m)[1].kernel_cycles)
+                           machine=m, progress=progress)[1].kernel_cycles)
     bandwidth = 64 * 32 * 40 / ((cycles[1] - cycles[0]) / m.config.clock_hz) / 1e9
     rows.append(Row("gld_bandwidth", "gld bandwidth per CG (64 CPEs, 32-byte loads)",
                     PUBLISHED["gld_bandwidth"].value, bandwidth, "GB/s",
@@ -166,22 +169,23 @@ def global_access(engine):
     return rows
 
 
-def barrier(engine):
-    cycles = [_run(engine, "bench/fidelity.s", "barriers", [n], 64)[1].kernel_cycles
-              for n in (4, 20)]
+def barrier(engine, progress=None):
+    cycles = [_run(engine, "bench/fidelity.s", "barriers", [n], 64,
+                   progress=progress)[1].kernel_cycles for n in (4, 20)]
     return [Row("barrier", "barrier (synr / sync, all 64 CPEs)", PUBLISHED["barrier"].value,
                 (cycles[1] - cycles[0]) / (32 * 16),
                 "cycles", "published: at least 14")]
 
 
-def gemm_inner_loop(engine):
+def gemm_inner_loop(engine, progress=None):
     per_iter = []
     for k in (16, 48):
         m = Machine()
         a = m.mem.put(np.zeros((8, k + 1, 16)))
         b = m.mem.put(np.zeros((8, k + 1, 4)))
         out = m.mem.put(np.zeros((64, 80)))
-        _run(engine, "gemm/gemm_kloop.s", "gemm_kloop", [k, a, b, out], 64, machine=m)
+        _run(engine, "gemm/gemm_kloop.s", "gemm_kloop", [k, a, b, out], 64, machine=m,
+             progress=progress)
         per_iter.append(m.mem.get(out, (64, 80), np.int64)[:, 64])
     slowest = float(np.max((per_iter[1] - per_iter[0]) / 32))
     return [Row("gemm_inner_loop", "GEMM inner loop, 16 vmad, all four roles (slowest CPE)",
@@ -189,11 +193,11 @@ def gemm_inner_loop(engine):
                 "cycles/iteration", "EE = 16 / this")]
 
 
-def gemm_primitive(engine):
+def gemm_primitive(engine, progress=None):
     # The best block shape of the primitive's sweep (docs/gemm.md): 16 x 4 x 384 per CPE.
     rng = np.random.default_rng(0)
     a, b = rng.standard_normal((8 * 16, 8 * 384)), rng.standard_normal((8 * 384, 8 * 4))
-    _, stats = ldm_gemm(a, b, layout="nm", engine=engine)
+    _, stats = ldm_gemm(a, b, layout="nm", engine=engine, progress=progress)
     return [Row("gemm_primitive_best", "LDM GEMM primitive, best case (blocks 16 x 4 x 384 per "
                 "CPE, double)", PUBLISHED["gemm_primitive_best"].value, stats.gflops, "GFLOPS",
                 f"{100 * stats.efficiency:.1f}% of the "
@@ -205,13 +209,14 @@ MEASUREMENTS: list[Callable] = [rc_latency, rc_bandwidth, dma_bandwidth, dma_lat
                                 gemm_inner_loop, gemm_primitive]
 
 
-def run(engine: str = "c", progress: Optional[Callable[[str], None]] = None) -> list[Row]:
-    """Every measurement; ``progress(name)`` is told each one's name as it starts."""
+def run(engine: str = "c", progress: Optional[Callable] = None) -> list[Row]:
+    """Every measurement; ``progress(name)`` is told each one's name as it starts, and
+    ``progress(cycle)`` the cycle its simulations reach (``Machine.run``'s callback)."""
     rows: list[Row] = []
     for measure in MEASUREMENTS:
         if progress is not None:
             progress(measure.__name__)
-        rows.extend(measure(engine))
+        rows.extend(measure(engine, progress))
     return rows
 
 

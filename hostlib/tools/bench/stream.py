@@ -46,8 +46,9 @@ class Cell:
         return 100.0 * (self.measured - self.hardware) / self.hardware
 
 
-def run_blocks(pattern: str, buf: int, blocks: int, engine: str = "c") -> int:
-    """Kernel cycles of `blocks` blocks per CPE of `pattern`; checks the arrays it computed."""
+def run_blocks(pattern: str, buf: int, blocks: int, engine: str = "c", progress=None) -> int:
+    """Kernel cycles of `blocks` blocks per CPE of `pattern`; checks the arrays it computed.
+    ``progress(cycle)``: ``Machine.run``'s."""
     if pattern not in STREAM_BYTES:
         raise ValueError(f"unknown STREAM pattern {pattern!r}; expected 'copy' or 'triad'")
     if not (1 <= buf <= MAX_BUF and blocks >= 1):
@@ -69,7 +70,7 @@ def run_blocks(pattern: str, buf: int, blocks: int, engine: str = "c") -> int:
         args = [a, b, c, blocks, buf, block_step, SCALAR]
         expected, result_at = values[1] + SCALAR * values[2], a
     res = m.run(program(KERNEL), entry=f"stream_{pattern}", args=args, cpes=range(CPES),
-                engine=engine)
+                engine=engine, progress=progress)
     result = m.mem.get(result_at, (n,), np.float64)
     if not np.array_equal(result, expected):
         raise RuntimeError(f"STREAM {pattern} with buf={buf} computed wrong values on the "
@@ -77,10 +78,10 @@ def run_blocks(pattern: str, buf: int, blocks: int, engine: str = "c") -> int:
     return res.kernel_cycles
 
 
-def round_cycles(pattern: str, buf: int, engine: str = "c") -> float:
+def round_cycles(pattern: str, buf: int, engine: str = "c", progress=None) -> float:
     """Steady-state cycles of one round (a block of `buf` doubles on every CPE)."""
-    short, long = (run_blocks(pattern, buf, blocks, engine) for blocks in (BLOCKS_SHORT,
-                                                                            BLOCKS_LONG))
+    short, long = (run_blocks(pattern, buf, blocks, engine, progress)
+                   for blocks in (BLOCKS_SHORT, BLOCKS_LONG))
     return (long - short) / (BLOCKS_LONG - BLOCKS_SHORT)
 
 
@@ -90,6 +91,7 @@ def rate(pattern: str, buf: int, cycles_per_round: float) -> float:
     return stream_bytes / (cycles_per_round / Machine().config.clock_hz) / 1e6
 
 
-def table(engine: str = "c") -> list[Cell]:
-    return [Cell(pattern, buf, hardware, rate(pattern, buf, round_cycles(pattern, buf, engine)))
+def table(engine: str = "c", progress=None) -> list[Cell]:
+    return [Cell(pattern, buf, hardware,
+                 rate(pattern, buf, round_cycles(pattern, buf, engine, progress)))
             for pattern, figures in HARDWARE.items() for buf, hardware in zip(BUFS, figures)]

@@ -1,4 +1,5 @@
-"""Random core-group programs for differential testing of the two engines.
+"""Random core-group programs for differential testing of the two engines (``swsim fuzz``,
+tests/test_vm_differential.py). Needs Hypothesis, which only ``swsim fuzz`` and the tests use.
 
 A generated case is assembly text, a configuration and the initial state: every spawned CPE
 (any set of ids of a mesh of any valid shape) runs its own random block (dispatched on rcid) made
@@ -24,8 +25,37 @@ from typing import Optional
 import numpy as np
 from hypothesis import strategies as st
 
-from swsim import isa
-from vm_helpers import dma_descriptor_asm
+from .. import isa
+from ..asm import assemble
+from .config import VMConfig
+from .engine_api import DMA_FIELDS, DMA_MODES, DMA_OPS, EngineJob
+
+
+def dma_descriptor(op, size, reply, mode="pe", block=0, stride=0, mask=0):
+    """A DMA descriptor (MACHINE.md section 6) from the engines' field table, as its eight
+    32-bit words, lowest first; op and mode by name ("get", "bcast", ...)."""
+    values = dict(op=DMA_OPS[op], mode=DMA_MODES[mode], size=size, reply=reply, block=block,
+                  stride=stride, mask=mask)
+    value = 0
+    for name, (low, width) in DMA_FIELDS.items():
+        assert 0 <= values[name] < 1 << width, (name, values[name])
+        value |= values[name] << low
+    return [value >> (32 * k) & 0xFFFFFFFF for k in range(8)]
+
+
+def dma_descriptor_asm(reg, temp, *args, **fields):
+    """Assembly that builds dma_descriptor(*args, **fields) in register `reg` (words 0-3, the
+    rest zero) with `temp` as scratch: ldih/ldi and vinsw per word."""
+    lines, source = [], "$31"
+    for k, word in enumerate(dma_descriptor(*args, **fields)[:4]):
+        low = (word & 0xFFFF) - ((word & 0x8000) << 1)       # ldi's sign-extended half
+        high = ((word - low) >> 16) & 0xFFFF
+        high -= (high & 0x8000) << 1
+        lines += [f"ldih {temp}, {high}($31)", f"ldi {temp}, {low}({temp})",
+                  f"vinsw {temp}, {source}, {k}, {reg}"]
+        source = reg
+    return "\n".join(lines)
+
 
 DATA_REGS = list(range(22))
 SHARED_REG = 22            # the main-memory region every CPE may race on
@@ -58,15 +88,12 @@ class Case:
         return tuple(range(self.cpes)) if self.spawn is None else self.spawn
 
     def config(self):
-        from swsim.vm import VMConfig
         return VMConfig.preset(**self.overrides)
 
     def job(self, max_cycles: int = 200_000, trace: bool = False):
         """The engine job of this case (program assembled, initial state filled)."""
-        import swsim
-        from swsim.vm.engine_api import EngineJob
         config = self.config()
-        program = swsim.assemble(self.text, filename="generated.s")
+        program = assemble(self.text, filename="generated.s")
         regs, ldm, mem = initial_state(self, config, len(program.code))
         spawned = np.zeros(config.num_cpes, bool)
         spawned[list(self.spawned_ids)] = True
@@ -90,8 +117,8 @@ def _operand(draw, instr, op, global_ok):
         return str(draw(st.integers(0, 7)))
     if op == "truth":
         return str(draw(st.integers(0, 255)))
-    if op == "csr":   # the others fault (the fault cases plant one)
-        return str(isa.table.CSR_CYCLE_COUNTER)
+    if op == "csr":   # a modelled one; the others fault (the fault cases plant one)
+        return str(draw(st.sampled_from(isa.table.CSRS)))
     if op == "disp(rb)":
         if instr.cls == "alu":  # ldi / ldih: any displacement, any base
             return f"{draw(st.integers(-32768, 32767))}({_reg(draw, DATA_REGS + [31])})"
@@ -361,7 +388,6 @@ def programs(draw, max_cpes=64, faults=False, configs=False) -> Case:
     if configs:
         overrides = {name: draw(strategy) for name, strategy in CONFIG_STRATEGIES.items()
                      if draw(st.booleans())}
-    from swsim.vm import VMConfig
     config = VMConfig.preset(**overrides)
     num = min(config.num_cpes, max_cpes)
     cpes = draw(st.sampled_from(sorted({n for n in (1, 2, 3, 8, 9, 16, 64, num) if n <= num})))
