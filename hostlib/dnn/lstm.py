@@ -174,3 +174,186 @@ def _tensorized(x, h0, c0, W, R, b, p: Plan, machine, engine):
     stats = combined([gemm_stats, kernel_stats], op="lstm_forward", algo="tensorized",
                      plan=p, split=split, launches=2, kernel_times=times)
     return (y, y[-1].copy(), c_t), stats
+
+
+# ---- the cell kernel (baseline forward, backward) --------------------------------------------------
+
+# The cell kernel's gate slots are i, f, o, g (the three sigmoids adjacent): PyTorch gate index
+# of each slot.
+CELL_GATES = (0, 1, 3, 2)
+
+
+@dataclass
+class Reserve:
+    """What the backward pass needs from a forward pass (cuDNN's reserve space): y (T, B, H),
+    the activated gates (T, B, 4H) in PyTorch's order (i, f, g, o) and the cells c_1..c_T
+    (T, B, H)."""
+    y: np.ndarray
+    gates: np.ndarray
+    c: np.ndarray
+
+
+def _cell(op: str, planes, rows: int, cols: int, dtype, machine, engine):
+    """One launch of kernels/dnn/lstm_cell.s over the planes [(address, row pitch in bytes)]:
+    the op's inputs then its outputs, each rows x cols elements."""
+    if len(planes) != CELL_KERNEL.symbol(f"{op}_IN") + CELL_KERNEL.symbol(f"{op}_OUT"):
+        raise DnnError(f"the cell's {op.lower()} takes other planes")   # a bug, not input
+    arena = CELL_KERNEL.arena(machine.config.ldm_bytes, nargs=1)
+    group = WIDEN_GROUP
+    widest = arena.free // (len(planes) * 8) // group * group
+    if widest < group:
+        raise DnnError("the LSTM cell kernel's slots do not fit in LDM")
+    width = min(_ceil(cols, group), widest)
+    width = cols if width >= cols else width
+    slot = _ceil(width, group) * 8
+    record = CELL_KERNEL.record("J_", "JOB_BYTES")
+    plane_record = CELL_KERNEL.record("P_", "PLANE_BYTES")
+    job = record.new(op=CELL_KERNEL.symbol(f"OP_{op}"), rows=rows, cols=cols,
+                     es=np.dtype(dtype).itemsize, hc=width, chunks=-(-cols // width),
+                     slot=slot, buf=arena.take(slot * len(planes)))
+    for k, (address, pitch) in enumerate(planes):
+        plane_record.write(job, record.offset("planes") + k * plane_record.nbytes,
+                           addr=address, pitch=pitch)
+    return CELL_KERNEL.launch(machine, [machine.mem.put(job)], flops=0, engine=engine,
+                              details=dict(op=f"lstm_cell_{op.lower()}", width=width))
+
+
+def _gate_planes(address: int, hidden: int, es: int, pitch: int):
+    """The four gate planes of a (B, 4H) array at `address` in the cell's slot order."""
+    return [(address + g * hidden * es, pitch) for g in CELL_GATES]
+
+
+def _split(parts):
+    gemm_cycles = sum(p.cycles for p in parts if "blocking" in p.details)
+    return {"gemm": gemm_cycles, "elementwise": sum(p.cycles for p in parts) - gemm_cycles}
+
+
+def _baseline(x, h0, c0, W, R, b, machine, engine):
+    """cuDNN/Appleyard-style: per step eight swGEMMs (W_g x_t, then + R_g h_{t-1} for each
+    gate) and one launch of the element-wise cell kernel; nothing stays in LDM."""
+    steps, batch, _ = x.shape
+    hidden = R.shape[1]
+    es = x.itemsize
+    mem = machine.mem
+    row = hidden * es
+    b_planes = _gate_planes(mem.put(b), hidden, es, 0)
+    h, c = h0, c0
+    parts, ys, cs, gates = [], [], [], []
+    for t in range(steps):
+        pre = []
+        for g in range(4):
+            rows = slice(g * hidden, (g + 1) * hidden)
+            projected, s_in = gemm(x[t], W[rows], trans_b=True, machine=machine, engine=engine)
+            pre_g, s_rec = gemm(h, R[rows], projected, beta=1.0, trans_b=True,
+                                machine=machine, engine=engine)
+            pre.append(pre_g)
+            parts += [s_in, s_rec]
+        act_addr = mem.alloc(batch * 4 * row)
+        c_addr, h_addr = mem.alloc(batch * row), mem.alloc(batch * row)
+        planes = ([(mem.put(pre[g]), row) for g in CELL_GATES] + b_planes + [(mem.put(c), row)]
+                  + _gate_planes(act_addr, hidden, es, 4 * row) + [(c_addr, row), (h_addr, row)])
+        parts.append(_cell("FORWARD", planes, batch, hidden, x.dtype, machine, engine))
+        h = mem.get(h_addr, (batch, hidden), x.dtype)
+        c = mem.get(c_addr, (batch, hidden), x.dtype)
+        ys.append(h)
+        cs.append(c)
+        gates.append(mem.get(act_addr, (batch, 4 * hidden), x.dtype))
+    y = np.stack(ys)
+    stats = combined(parts, op="lstm_forward", algo="baseline", split=_split(parts),
+                     launches=len(parts), reserve=Reserve(y, np.stack(gates), np.stack(cs)))
+    return (y, h, c), stats
+
+
+# ---- public ------------------------------------------------------------------------------------
+
+def _single_cg(machine, cgs):
+    machine, cgs = machine_and_cgs(machine, cgs)
+    if cgs != 1:
+        raise DnnError("the LSTM runs on one core group (the thesis' single-CG LSTM); use cgs=1")
+    return machine
+
+
+def lstm_forward(x, h0, c0, W, R, b, *, algo: str = "tensorized", machine=None, cgs=1,
+                 engine: str = "c"):
+    """One LSTM layer over T steps on the VM; returns ((y, h_T, c_T), Stats).
+
+    PyTorch's shapes and gate order (module docstring); float32 or float64, any sizes >= 1.
+    ``algo="tensorized"``: thesis Algorithm 6 (the hoisted swGEMM, then one kernel for the
+    time loop); when its LDM plan does not fit (``plan`` returns None) the baseline runs and
+    ``stats.fallback`` says why. ``algo="baseline"``: per step eight swGEMMs and the cell
+    kernel; its ``stats.reserve`` (a ``Reserve``) is what ``lstm_backward`` needs.
+    Stats: ``cycles`` (the launches one after another, spawn excluded), ``launches``,
+    ``split`` = {"gemm": ..., "elementwise": ...} cycles, ``algo``; tensorized also ``plan``.
+    """
+    if algo not in ALGOS:
+        raise DnnError(f"algo must be one of {', '.join(map(repr, ALGOS))}, got {algo!r}")
+    machine = _single_cg(machine, cgs)
+    x, h0, c0, W, R, b = _check_forward(x, h0, c0, W, R, b)
+    if algo == "tensorized":
+        p = plan(x.shape[1], R.shape[1], x.itemsize, machine.config)
+        if p is not None:
+            return _tensorized(x, h0, c0, W, R, b, p, machine, engine)
+    result, stats = _baseline(x, h0, c0, W, R, b, machine, engine)
+    if algo == "tensorized":
+        stats.details.update(algo="baseline", fallback="the tensorized kernel's state does "
+                             "not fit in LDM for this B and H")
+    return result, stats
+
+
+def lstm_backward(dy, x, h0, c0, W, R, b, *, dh_n=None, dc_n=None, reserve=None,
+                  machine=None, cgs=1, engine: str = "c"):
+    """Backward through time of ``lstm_forward``; returns ((dx, dh0, dc0, dW, dR, db), Stats).
+
+    ``dy`` (T, B, H) is the loss gradient of y; ``dh_n``, ``dc_n`` (B, H) those of h_T and c_T
+    (default zero). ``reserve``: the baseline forward's ``stats.reserve`` for these inputs; when
+    None the forward is run again (baseline) and its launches are part of the stats. Per step
+    (t = T-1 .. 0) the cell kernel gives the gates' pre-activation gradients dG_t and dc_{t-1},
+    and one swGEMM dh_{t-1} = dG_t R; then four swGEMMs over all steps at once: dW = dGᵀ x,
+    dR = dGᵀ [h_0 .. h_{T-1}], db = 1ᵀ dG, dx = dG W.
+    """
+    machine = _single_cg(machine, cgs)
+    x, h0, c0, W, R, b = _check_forward(x, h0, c0, W, R, b)
+    steps, batch, inputs = x.shape
+    hidden = R.shape[1]
+    (dy,) = float_arrays(x.dtype, dy=dy)
+    grads = {"dh_n": dh_n, "dc_n": dc_n}
+    for name, value in grads.items():
+        grads[name] = (np.zeros((batch, hidden), x.dtype) if value is None
+                       else float_arrays(x.dtype, **{name: value})[0])
+        if grads[name].shape != (batch, hidden):
+            raise DnnError(f"{name} must be {(batch, hidden)}, got {grads[name].shape}")
+    if dy.shape != (steps, batch, hidden):
+        raise DnnError(f"dy must be {(steps, batch, hidden)}, got {dy.shape}")
+    parts = []
+    if reserve is None:
+        _, forward = _baseline(x, h0, c0, W, R, b, machine, engine)
+        reserve, parts = forward.reserve, forward.parts
+    if not isinstance(reserve, Reserve) or reserve.gates.shape != (steps, batch, 4 * hidden):
+        raise DnnError("reserve must be the Reserve of a baseline lstm_forward of these shapes")
+    es = x.itemsize
+    row = hidden * es
+    mem = machine.mem
+    d_pre = np.empty((steps, batch, 4 * hidden), x.dtype)
+    dh, dc = np.ascontiguousarray(grads["dh_n"]), np.ascontiguousarray(grads["dc_n"])
+    for t in reversed(range(steps)):
+        c_prev = c0 if t == 0 else reserve.c[t - 1]
+        dg_addr, dc_addr = mem.alloc(batch * 4 * row), mem.alloc(batch * row)
+        planes = (_gate_planes(mem.put(reserve.gates[t]), hidden, es, 4 * row)
+                  + [(mem.put(np.ascontiguousarray(a)), row)
+                     for a in (c_prev, reserve.c[t], dy[t], dh, dc)]
+                  + _gate_planes(dg_addr, hidden, es, 4 * row) + [(dc_addr, row)])
+        parts.append(_cell("BACKWARD", planes, batch, hidden, x.dtype, machine, engine))
+        d_pre[t] = mem.get(dg_addr, (batch, 4 * hidden), x.dtype)
+        dc = mem.get(dc_addr, (batch, hidden), x.dtype)
+        dh, s_dh = gemm(d_pre[t], R, machine=machine, engine=engine)
+        parts.append(s_dh)
+    flat = d_pre.reshape(steps * batch, 4 * hidden)
+    h_prev = np.concatenate([h0[None], reserve.y[:-1]]).reshape(steps * batch, hidden)
+    dW, s_w = gemm(flat, x.reshape(steps * batch, inputs), trans_a=True, machine=machine,
+                   engine=engine)
+    dR, s_r = gemm(flat, h_prev, trans_a=True, machine=machine, engine=engine)
+    db, s_b = gemm(np.ones((1, steps * batch), x.dtype), flat, machine=machine, engine=engine)
+    dx, s_x = gemm(flat, W, machine=machine, engine=engine)
+    parts += [s_w, s_r, s_b, s_x]
+    stats = combined(parts, op="lstm_backward", split=_split(parts), launches=len(parts))
+    return (dx.reshape(steps, batch, inputs), dh, dc, dW, dR, db.reshape(-1)), stats
