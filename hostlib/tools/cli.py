@@ -48,6 +48,12 @@ def register(subparsers) -> None:
     ops.add_argument("--engine", choices=("c", "python"), default="c")
     ops.set_defaults(func=_ops)
 
+    lstm = which.add_parser("lstm", help="tensorized LSTM vs the cuDNN-style baseline: the 72 "
+                            "cases of thesis Listing 5.2 (sampled and extrapolated)")
+    lstm.add_argument("--quick", action="store_true", help="4 cases and 1 validation run")
+    lstm.add_argument("--engine", choices=("c", "python"), default="c")
+    lstm.set_defaults(func=_lstm)
+
     analyze = subparsers.add_parser("analyze", help="steady-state cycles per iteration of a "
                                     "loop under the issue rules (like llvm-mca)")
     analyze.add_argument("program", metavar="KERNEL", help="assembly source (.s) or program (.swo)")
@@ -136,6 +142,19 @@ def _gemm(args) -> int:
     finally:
         bar.close()
     print(gemm.format_report(experiments))
+    return 0
+
+
+def _lstm(args) -> int:
+    from .bench import lstm
+    cases = lstm.QUICK_CASES if args.quick else lstm.CASES
+    checks = lstm.QUICK_VALIDATION if args.quick else lstm.VALIDATION
+    bar = StepBar(len(cases) + len(checks))
+    try:
+        rows, validation = lstm.run(quick=args.quick, engine=args.engine, progress=bar)
+    finally:
+        bar.close()
+    print(lstm.format_report(rows, validation))
     return 0
 
 
