@@ -174,3 +174,14 @@ def test_bad_arguments_are_refused():
         dnn.lstm_backward(np.zeros((2, 2, 4), np.float32), *args)
     with pytest.raises(dnn.DnnError, match="cgs"):
         dnn.lstm_forward(*args, cgs=2)
+
+
+def test_bench_extrapolation_matches_full_runs():
+    """`swsim bench lstm` samples 1 and 2 steps (and 1 and 2 row blocks of the hoisted GEMM)
+    and extrapolates: within 3 % of full runs of both algorithms."""
+    from swsim.hostlib.tools.bench import lstm as bench
+    case = (6, 32, 32)
+    errors = bench.validate(case)
+    assert all(abs(e) <= 0.03 for e in errors), errors
+    report = bench.format_report([bench.measure(case)], [(case, errors)])
+    assert "speed-up mean" in report and "worst extrapolation error" in report

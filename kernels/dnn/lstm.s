@@ -92,46 +92,7 @@ lstm_ldm_end:
 
 # ---- leaf routines: arguments in $16.., clobber $0-$8, $16-$25, $27-$29 ------------------------
 
-# widen(src = $16, dst = $17, n = $18 elements, a multiple of 16): dst (doubles) = src (memory
-# precision JOB J_ES). In place when src = dst + n (8 - es): each group of 16 is loaded before it
-# is stored, and a group's stores reach only source elements already loaded. es = 8 and
-# src = dst: nothing to do.
-	.ent	widen
-widen:
-	ldl	$1, JOB + J_ES($31)
-	srl	$18, 4, $18
-	ble	$18, 9f
-	cmpeq	$1, 4, $1
-	beq	$1, 2f
-1:	vlds	$1, 0($16)
-	vlds	$2, 16($16)
-	vlds	$3, 32($16)
-	vlds	$4, 48($16)
-	addl	$16, 64, $16
-	subl	$18, 1, $18
-	vstd	$1, 0($17)
-	vstd	$2, 32($17)
-	vstd	$3, 64($17)
-	vstd	$4, 96($17)
-	addl	$17, 128, $17
-	bgt	$18, 1b
-	ret
-2:	cmpeq	$16, $17, $1
-	bne	$1, 9f
-3:	vldd	$1, 0($16)
-	vldd	$2, 32($16)
-	vldd	$3, 64($16)
-	vldd	$4, 96($16)
-	addl	$16, 128, $16
-	subl	$18, 1, $18
-	vstd	$1, 0($17)
-	vstd	$2, 32($17)
-	vstd	$3, 64($17)
-	vstd	$4, 96($17)
-	addl	$17, 128, $17
-	bgt	$18, 3b
-9:	ret
-	.end	widen
+	.include "lstm.inc"
 
 # load(mem = $16, dst = $17, n = $18 elements, a multiple of 16): get n contiguous elements of
 # memory precision and widen them to doubles at dst, in place (the get lands at the top of the
@@ -147,6 +108,7 @@ load:
 	MAKE_DESC $5, DMA_GET, 0($2), LOAD_REPLY
 	DMA_WAIT $5, $16, $4, LOAD_REPLY
 	mov	$4, $16
+	mov	$1, $19
 	bsr	$26, widen
 	mov	$7, $26
 	ret
@@ -340,6 +302,7 @@ lstm:
 	ldl	$2, JOB + J_HB($31)
 	mull	$1, $2, $18
 	sll	$18, 2, $18
+	ldl	$19, JOB + J_ES($31)
 	bsr	$26, widen
 	ldl	$1, JOB + J_PRE($31)
 	beq	$1, 4f
@@ -479,7 +442,7 @@ lstm:
 	cmplt	$2, $1, $2
 	bne	$2, 1b
 	ldl	$16, JOB + J_G($31)
-	bsr	$26, narrow
+	bsr	$26, narrow_y
 	ldl	$16, STEP($31)
 	ldl	$17, JOB + J_Y($31)
 	bsr	$26, put_block           # y + (t 64 + id) Mb Hb es
@@ -505,7 +468,7 @@ lstm:
 	cmplt	$2, $1, $2
 	bne	$2, 1b
 	ldl	$16, JOB + J_CST($31)
-	bsr	$26, narrow
+	bsr	$26, narrow_y
 	mov	$31, $16
 	ldl	$17, JOB + J_CT($31)
 	bsr	$26, put_block
@@ -559,32 +522,17 @@ r_offset:
 	ret
 	.end	r_offset
 
-# narrow(src = $16): YBUF = the Mb x Hb doubles at src in memory precision.
-	.ent	narrow
-narrow:
+# narrow_y(src = $16): YBUF = the Mb x Hb doubles at src in memory precision.
+	.ent	narrow_y
+narrow_y:
 	ldl	$1, JOB + J_MB($31)
 	ldl	$2, JOB + J_HB($31)
 	mull	$1, $2, $18
 	srl	$18, 2, $18              # vectors
 	ldl	$17, JOB + J_YBUF($31)
-	ldl	$1, JOB + J_ES($31)
-	cmpeq	$1, 4, $1
-	beq	$1, 2f
-1:	vldd	$2, 0($16)
-	addl	$16, 32, $16
-	subl	$18, 1, $18
-	vsts	$2, 0($17)
-	addl	$17, 16, $17
-	bgt	$18, 1b
-	ret
-2:	vldd	$2, 0($16)
-	addl	$16, 32, $16
-	subl	$18, 1, $18
-	vstd	$2, 0($17)
-	addl	$17, 32, $17
-	bgt	$18, 2b
-	ret
-	.end	narrow
+	ldl	$19, JOB + J_ES($31)
+	br	narrow
+	.end	narrow_y
 
 # put_block(k = $16, base = $17): put YBUF (Mb Hb elements) to base + (k 64 + id) Mb Hb es,
 # counted on Y_REPLY.

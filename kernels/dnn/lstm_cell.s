@@ -148,6 +148,7 @@ lstm_cell:
 	mull	$18, $4, $4
 	addl	$17, $4, $16
 	stl	$9, K($31)
+	ldl	$19, JOB + J_ES($31)
 	bsr	$26, widen
 	ldl	$9, K($31)
 	addl	$9, 1, $9
@@ -170,6 +171,8 @@ lstm_cell:
 	mull	$2, $9, $3
 	addl	$16, $3, $16
 	srl	$2, 5, $18
+	mov	$16, $17
+	ldl	$19, JOB + J_ES($31)
 	stl	$9, K($31)
 	bsr	$26, narrow
 	ldl	$9, K($31)
@@ -240,47 +243,7 @@ planes_dma:
 2:	ret
 	.end	planes_dma
 
-# widen(src = $16, dst = $17, n = $18 elements, a multiple of 16): doubles at dst from the
-# memory precision at src; in place when src = dst + n (8 - es) (each group of 16 is loaded
-# before it is stored). es = 8 and src = dst: nothing to do.
-	.ent	widen
-widen:
-	ldl	$1, JOB + J_ES($31)
-	srl	$18, 4, $18
-	ble	$18, 9f
-	cmpeq	$1, 4, $1
-	beq	$1, 9f
-1:	vlds	$1, 0($16)
-	vlds	$2, 16($16)
-	vlds	$3, 32($16)
-	vlds	$4, 48($16)
-	addl	$16, 64, $16
-	subl	$18, 1, $18
-	vstd	$1, 0($17)
-	vstd	$2, 32($17)
-	vstd	$3, 64($17)
-	vstd	$4, 96($17)
-	addl	$17, 128, $17
-	bgt	$18, 1b
-9:	ret
-	.end	widen
-
-# narrow(at = $16, vectors = $18): the doubles at `at` rounded in place to the memory
-# precision (float32: each vector stored at half its offset, behind what is still to be read).
-	.ent	narrow
-narrow:
-	ldl	$1, JOB + J_ES($31)
-	cmpeq	$1, 4, $1
-	beq	$1, 2f
-	mov	$16, $17
-1:	vldd	$2, 0($16)
-	addl	$16, 32, $16
-	subl	$18, 1, $18
-	vsts	$2, 0($17)
-	addl	$17, 16, $17
-	bgt	$18, 1b
-2:	ret
-	.end	narrow
+	.include "lstm.inc"
 
 # cell_forward: slots 0-3 Gi Gf Go Gg, 4-7 the biases, 8 c_{t-1}; 9-12 i f o g, 13 c_t, 14 h_t.
 	.ent	cell_forward
