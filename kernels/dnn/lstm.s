@@ -146,6 +146,32 @@ issue_i:
 	.end	issue_i
 
 
+# MBHB reg: reg = Mb Hb (elements of an h or c block; Mb Nb / 4). Clobbers $29.
+	.macro	MBHB reg
+	ldl	\reg, JOB + J_MB($31)
+	ldl	$29, JOB + J_HB($31)
+	mull	\reg, $29, \reg
+	.endm
+
+# PHASE field: add the cycles since MARK to TIMES + field and start the next phase.
+# Clobbers $1-$3.
+	.macro	PHASE field
+	rtc	$1
+	ldl	$2, MARK($31)
+	subl	$1, $2, $2
+	ldl	$3, TIMES + \field($31)
+	addl	$3, $2, $3
+	stl	$3, TIMES + \field($31)
+	stl	$1, MARK($31)
+	.endm
+
+# WAIT_COUNT reply, reg: spin until the reply word has counted `reg` completions. Clobbers $2.
+	.macro	WAIT_COUNT reply, reg
+1:	ldw	$2, \reply($31)
+	cmplt	$2, \reg, $2
+	bne	$2, 1b
+	.endm
+
 # Vector bodies of ROW_LOOP ($20 = byte offset of the vector in the row).
 # C[r] += b: $1 = row of C, $2 = BBUF.
 	.macro	BIAS_ADD
@@ -222,6 +248,7 @@ lstm:
 	stl	$1, MY_ID($31)
 	stw	$31, I_REPLY($31)
 	stw	$31, Y_REPLY($31)
+	stl	$31, TIMES + TM_INIT($31)
 	stl	$31, TIMES + TM_GEMM($31)
 	stl	$31, TIMES + TM_ELEM($31)
 	# bias: Nb doubles of column block j
@@ -248,9 +275,7 @@ lstm:
 	ldl	$17, JOB + J_A($31)
 	stl	$5, CHUNK($31)           # (scratch: the block offset)
 	bsr	$26, load
-	ldl	$1, JOB + J_MB($31)
-	ldl	$2, JOB + J_HB($31)
-	mull	$1, $2, $18
+	MBHB	$18
 	ldl	$16, JOB + J_C0($31)
 	ldl	$5, CHUNK($31)
 	addl	$16, $5, $16
@@ -273,11 +298,7 @@ lstm:
 	ldl	$17, JOB + J_STAGE($31)
 	bsr	$26, issue_i
 2:	stl	$31, STEP($31)
-	rtc	$1
-	ldl	$2, MARK($31)
-	subl	$1, $2, $2
-	stl	$2, TIMES + TM_INIT($31)
-	stl	$1, MARK($31)
+	PHASE	TM_INIT
 
 .Lstep:
 	# ---- I_t + b into C ----
@@ -289,18 +310,14 @@ lstm:
 	bsr	$26, issue_i
 1:	ldl	$1, STEP($31)
 	addl	$1, 1, $1
-2:	ldw	$2, I_REPLY($31)
-	cmplt	$2, $1, $2
-	bne	$2, 2b
+	WAIT_COUNT I_REPLY, $1
 	ldl	$1, JOB + J_PRE($31)
 	ldl	$16, JOB + J_STAGE($31)
 	bne	$1, 3f
 	bsr	$26, stage_in_c
 	mov	$0, $16
 3:	ldl	$17, JOB + J_C($31)
-	ldl	$1, JOB + J_MB($31)
-	ldl	$2, JOB + J_HB($31)
-	mull	$1, $2, $18
+	MBHB	$18
 	sll	$18, 2, $18
 	ldl	$19, JOB + J_ES($31)
 	bsr	$26, widen
@@ -375,13 +392,7 @@ lstm:
 	bne	$1, .Lchunk
 
 .Lelementwise:
-	rtc	$1
-	ldl	$2, MARK($31)
-	subl	$1, $2, $2
-	ldl	$3, TIMES + TM_GEMM($31)
-	addl	$3, $2, $3
-	stl	$3, TIMES + TM_GEMM($31)
-	stl	$1, MARK($31)
+	PHASE	TM_GEMM
 	# G = g columns of C (row r: C + r Nb + 2 Hb)
 	ldl	$1, JOB + J_C($31)
 	ldl	$2, JOB + J_G($31)
@@ -402,9 +413,7 @@ lstm:
 	bsr	$26, vsigmoid_d
 	ldl	$16, JOB + J_G($31)
 	mov	$16, $17
-	ldl	$1, JOB + J_MB($31)
-	ldl	$2, JOB + J_HB($31)
-	mull	$1, $2, $18
+	MBHB	$18
 	srl	$18, 2, $18
 	bsr	$26, vtanh_d
 	# c = f c + i g
@@ -421,9 +430,7 @@ lstm:
 	# G = tanh(c); h = o tanh(c) into G
 	ldl	$16, JOB + J_CST($31)
 	ldl	$17, JOB + J_G($31)
-	ldl	$1, JOB + J_MB($31)
-	ldl	$2, JOB + J_HB($31)
-	mull	$1, $2, $18
+	MBHB	$18
 	srl	$18, 2, $18
 	bsr	$26, vtanh_d
 	ldl	$1, JOB + J_C($31)
@@ -438,9 +445,7 @@ lstm:
 	ROW_LOOP HIDDEN
 	# y_t: wait for the put of y_{t-1} to leave YBUF, round h into it, put it
 	ldl	$1, STEP($31)
-1:	ldw	$2, Y_REPLY($31)
-	cmplt	$2, $1, $2
-	bne	$2, 1b
+	WAIT_COUNT Y_REPLY, $1
 	ldl	$16, JOB + J_G($31)
 	bsr	$26, narrow_y
 	ldl	$16, STEP($31)
@@ -448,13 +453,7 @@ lstm:
 	bsr	$26, put_block           # y + (t 64 + id) Mb Hb es
 	# A = h^T for the next step
 	bsr	$26, transpose_h
-	rtc	$1
-	ldl	$2, MARK($31)
-	subl	$1, $2, $2
-	ldl	$3, TIMES + TM_ELEM($31)
-	addl	$3, $2, $3
-	stl	$3, TIMES + TM_ELEM($31)
-	stl	$1, MARK($31)
+	PHASE	TM_ELEM
 	ldl	$1, STEP($31)
 	addl	$1, 1, $1
 	stl	$1, STEP($31)
@@ -464,9 +463,7 @@ lstm:
 
 	# ---- c_T out, the times, return ----
 	ldl	$1, STEP($31)
-1:	ldw	$2, Y_REPLY($31)
-	cmplt	$2, $1, $2
-	bne	$2, 1b
+	WAIT_COUNT Y_REPLY, $1
 	ldl	$16, JOB + J_CST($31)
 	bsr	$26, narrow_y
 	mov	$31, $16
@@ -474,9 +471,7 @@ lstm:
 	bsr	$26, put_block
 	ldl	$1, STEP($31)
 	addl	$1, 1, $1
-2:	ldw	$2, Y_REPLY($31)
-	cmplt	$2, $1, $2
-	bne	$2, 2b
+	WAIT_COUNT Y_REPLY, $1
 	rtc	$1
 	ldl	$2, TIMES + TM_TOTAL($31)
 	subl	$1, $2, $2
@@ -525,9 +520,7 @@ r_offset:
 # narrow_y(src = $16): YBUF = the Mb x Hb doubles at src in memory precision.
 	.ent	narrow_y
 narrow_y:
-	ldl	$1, JOB + J_MB($31)
-	ldl	$2, JOB + J_HB($31)
-	mull	$1, $2, $18
+	MBHB	$18
 	srl	$18, 2, $18              # vectors
 	ldl	$17, JOB + J_YBUF($31)
 	ldl	$19, JOB + J_ES($31)

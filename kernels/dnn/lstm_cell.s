@@ -84,6 +84,18 @@ lstm_cell_ldm_end:
 	.endr
 	.endm
 
+# ON_SLOTS routine, src, dst, slots: call a vmath.inc routine on `slots` adjacent slots from
+# slot src into slot dst.
+	.macro	ON_SLOTS routine, src, dst, slots=1
+	SLOT	$16, \src
+	SLOT	$17, \dst
+	ldl	$18, VECS($31)
+	.if	\slots - 1
+	mull	$18, \slots, $18
+	.endif
+	bsr	$26, \routine
+	.endm
+
 	.globl	lstm_cell
 	.ent	lstm_cell
 lstm_cell:
@@ -261,15 +273,8 @@ cell_forward:
 	vstd	$4, 0($1)
 	addl	$1, 32, $1
 	bgt	$3, 1b
-	SLOT	$16, 0
-	SLOT	$17, 9
-	ldl	$18, VECS($31)
-	mull	$18, 3, $18
-	bsr	$26, vsigmoid_d
-	SLOT	$16, 3
-	SLOT	$17, 12
-	ldl	$18, VECS($31)
-	bsr	$26, vtanh_d
+	ON_SLOTS vsigmoid_d, 0, 9, 3     # i f o
+	ON_SLOTS vtanh_d, 3, 12          # g
 	SLOT	$1, 9                    # c = f c_{t-1} + i g
 	SLOT	$2, 10
 	SLOT	$3, 12
@@ -290,10 +295,7 @@ cell_forward:
 	addl	$5, 32, $5
 	subl	$6, 1, $6
 	bgt	$6, 2b
-	SLOT	$16, 13
-	SLOT	$17, 14
-	ldl	$18, VECS($31)
-	bsr	$26, vtanh_d
+	ON_SLOTS vtanh_d, 13, 14         # tanh(c)
 	SLOT	$1, 11                   # h = o tanh(c)
 	SLOT	$2, 14
 	ldl	$6, VECS($31)
@@ -314,10 +316,7 @@ cell_forward:
 	.ent	cell_backward
 cell_backward:
 	stl	$26, CALC_RET($31)
-	SLOT	$16, 5
-	mov	$16, $17
-	ldl	$18, VECS($31)
-	bsr	$26, vtanh_d             # slot 5 = tc
+	ON_SLOTS vtanh_d, 5, 5           # slot 5 = tc
 	SLOT	$1, 0
 	ldl	$14, JOB + J_SLOT($31)
 	ldl	$15, VECS($31)
