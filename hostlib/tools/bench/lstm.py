@@ -11,7 +11,8 @@ Sampling: the time steps are identical work, so neither algorithm is simulated f
   h0/c0/R in, the first prefetch overlapping a step); loop(T) = loop(2) + (T - 2) (loop(3) -
   loop(2)). The
   hoisted swGEMM (T Bp x 4Hp x H) runs with the blocking and orientation swGEMM chooses for
-  the full size, on 1 and 2 of its blocks of rows; gemm(T) = g(1) + (blocks - 1) (g(2) - g(1)).
+  the full size, on 2 and 3 of its blocks of rows (the first fills the double buffer);
+  gemm(T) = g(2) + (blocks - 2) (g(3) - g(2)).
 - baseline: two steps (8 swGEMMs + 1 cell launch each); total = step 0 + (T - 1) step 1.
 The extrapolation is checked against full runs of both algorithms on VALIDATION cases and the
 worst error printed. Every sampled run's values are checked against a numpy reference.
@@ -41,6 +42,8 @@ TOLERANCE = 2e-5
 # Steps the time-loop kernel is simulated for: two of warm-up (the first step has no prefetch
 # in flight, the second is the first to overlap one), then one sampled step.
 LOOP_SAMPLES = (2, 3)
+# Row blocks the hoisted swGEMM is simulated for: its first block fills the double buffer.
+GEMM_SAMPLES = (2, 3)
 
 
 def _launch(stats) -> int:
@@ -106,7 +109,7 @@ def _linear(first, second, n, at=1):
 
 def hoisted_gemm(rows: int, n: int, k: int, engine) -> float:
     """Cycles (spawn included) of the hoisted GEMM x (rows x k) W_fused^T (W_fused n x k) at
-    `rows` rows, sampled on 1 and 2 blocks of rows with the full size's blocking and
+    `rows` rows, sampled on GEMM_SAMPLES blocks of rows with the full size's blocking and
     orientation."""
     config = Machine().config
     itemsize = np.dtype(DTYPE).itemsize
@@ -121,9 +124,11 @@ def hoisted_gemm(rows: int, n: int, k: int, engine) -> float:
     _, swapped, blocking = min(choices, key=lambda c: c[0])
     block_rows = 8 * (blocking.nb if swapped else blocking.mb)
     blocks = -(-rows // block_rows)
-    samples = (rows,) if blocks <= 2 else (block_rows, 2 * block_rows)
-    cycles = _gemm_samples(samples, n, k, tuple(blocking), swapped, engine)
-    return cycles[0] if len(cycles) == 1 else _linear(cycles[0], cycles[1], blocks)
+    if blocks <= GEMM_SAMPLES[-1]:
+        return _gemm_samples((rows,), n, k, tuple(blocking), swapped, engine)[0]
+    cycles = _gemm_samples(tuple(s * block_rows for s in GEMM_SAMPLES), n, k,
+                           tuple(blocking), swapped, engine)
+    return _linear(cycles[0], cycles[1], blocks, GEMM_SAMPLES[0])
 
 
 @functools.lru_cache(maxsize=None)
