@@ -79,26 +79,26 @@ class Plan:
 
 def plan(batch: int, hidden: int, itemsize: int, config, *, kc=None,
          prefetch=None) -> Optional[Plan]:
-    prefetch_choice = prefetch
     """The tensorized kernel's plan for (B, H) in this precision, or None when even one row of
     R^T per chunk does not fit in LDM (then the baseline runs). Largest chunk first (resident
-    R^T when the whole block fits), with the prefetch of I when it still fits; `kc` and
-    `prefetch` restrict the choice (tests use them to run every path)."""
+    R^T when the whole block fits), with the prefetch of I when it still fits; `kc` (a divisor
+    of Hb) and `prefetch` restrict the choice (tests use them to run every path)."""
     bp, hp = _ceil(batch, PAD), _ceil(hidden, PAD)
     mb, hb = bp // MESH, hp // MESH
     nb = 4 * hb
-    chunks = [kc] if kc is not None else sorted(
-        (d for d in range(1, hb + 1) if hb % d == 0), reverse=True)
-    for kc in chunks:
-        for prefetch in ((True, False) if prefetch_choice is None else (prefetch_choice,)):
+    divisors = sorted((d for d in range(1, hb + 1) if hb % d == 0), reverse=True)
+    if kc is not None and kc not in divisors:
+        raise DnnError(f"kc must divide Hb = {hb}, got {kc}")
+    for chunk in ([kc] if kc is not None else divisors):
+        for staged in ((True, False) if prefetch is None else (prefetch,)):
             arena = KERNEL.arena(config.ldm_bytes, nargs=1)
             ldm = {"a": arena.take(hb * mb * 8), "c": arena.take(mb * nb * 8),
                    "cst": arena.take(mb * hb * 8), "g": arena.take(mb * hb * 8),
-                   "stage": arena.take(mb * nb * itemsize) if prefetch else 0,
+                   "stage": arena.take(mb * nb * itemsize) if staged else 0,
                    "ybuf": arena.take(mb * hb * itemsize), "bbuf": arena.take(nb * 8),
-                   "rbuf": arena.take(kc * nb * 8)}
+                   "rbuf": arena.take(chunk * nb * 8)}
             if arena.fits:
-                return Plan(bp, hp, kc, kc == hb, prefetch, ldm)
+                return Plan(bp, hp, chunk, chunk == hb, staged, ldm)
     return None
 
 
@@ -215,8 +215,6 @@ class Reserve:
 def _cell(op: str, planes, rows: int, cols: int, dtype, machine, engine):
     """One launch of kernels/dnn/lstm_cell.s over the planes [(address, row pitch in bytes)]:
     the op's inputs then its outputs, each rows x cols elements."""
-    if len(planes) != CELL_KERNEL.symbol(f"{op}_IN") + CELL_KERNEL.symbol(f"{op}_OUT"):
-        raise DnnError(f"the cell's {op.lower()} takes other planes")   # a bug, not input
     arena = CELL_KERNEL.arena(machine.config.ldm_bytes, nargs=1)
     group = WIDEN_GROUP
     widest = arena.free // (len(planes) * 8) // group * group
