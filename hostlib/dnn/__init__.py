@@ -7,6 +7,8 @@ describes them.
 - ``conv2d_forward`` / ``conv2d_backward_data`` / ``conv2d_backward_filter``: 2-D convolution
   (explicit GEMM: im2col / col2im on the CPEs and swGEMM);
 - ``linear_forward`` / ``linear_backward``: FC through swGEMM;
+- ``lstm_forward`` (tensorized Algorithm 6 or the cuDNN-style baseline) / ``lstm_backward``:
+  one LSTM layer, forward and backward through time;
 - the memory-bound operators on one streaming driver (``stream``, with ``cgs=``): ``add``,
   ``scale``, ``sgd_update``, ``pool2d_forward`` / ``pool2d_backward`` and ``transform``
   between the ``LAYOUTS``; ``softmax_cross_entropy(logits, labels)``: the mean loss and the
@@ -19,6 +21,7 @@ from .conv import ConvStats, conv2d_backward_data, conv2d_backward_filter, conv2
 from .elementwise import add, scale, sgd_update
 from .layout import LAYOUTS, transform
 from .linear import linear_backward, linear_forward
+from .lstm import lstm_backward, lstm_forward
 from .pool import pool2d_backward, pool2d_forward
 from .softmax import softmax_cross_entropy
 
@@ -26,3 +29,4 @@ __all__ = ["ConvStats", "DnnError", "LAYOUTS", "activation_backward", "activatio
            "add", "batchnorm_backward", "batchnorm_forward", "conv2d_backward_data",
            "conv2d_backward_filter", "conv2d_forward", "exp", "linear_backward", "linear_forward", "pool2d_backward",
            "pool2d_forward", "scale", "sgd_update", "softmax_cross_entropy", "transform"]
+__all__ += ["lstm_backward", "lstm_forward"]

@@ -58,6 +58,12 @@ def register(subparsers) -> None:
     allreduce.add_argument("--plot", metavar="FILE.png", help="Fig. 7.7 / 7.8 panels as a PNG")
     allreduce.set_defaults(func=_allreduce)
 
+    lstm = which.add_parser("lstm", help="tensorized LSTM vs the cuDNN-style baseline: the 72 "
+                            "cases of thesis Listing 5.2 (sampled and extrapolated)")
+    lstm.add_argument("--quick", action="store_true", help="4 cases and 1 validation run")
+    lstm.add_argument("--engine", choices=("c", "python"), default="c")
+    lstm.set_defaults(func=_lstm)
+
     analyze = subparsers.add_parser("analyze", help="steady-state cycles per iteration of a "
                                     "loop under the issue rules (like llvm-mca)")
     analyze.add_argument("program", metavar="KERNEL", help="assembly source (.s) or program (.swo)")
@@ -146,6 +152,19 @@ def _gemm(args) -> int:
     finally:
         bar.close()
     print(gemm.format_report(experiments))
+    return 0
+
+
+def _lstm(args) -> int:
+    from .bench import lstm
+    cases = lstm.QUICK_CASES if args.quick else lstm.CASES
+    checks = lstm.QUICK_VALIDATION if args.quick else lstm.VALIDATION
+    bar = StepBar(len(cases) + len(checks))
+    try:
+        rows, validation = lstm.run(quick=args.quick, engine=args.engine, progress=bar)
+    finally:
+        bar.close()
+    print(lstm.format_report(rows, validation))
     return 0
 
 

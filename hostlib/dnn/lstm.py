@@ -1,0 +1,376 @@
+"""LSTM forward (tensorized, thesis Algorithm 6, and the cuDNN/Appleyard-style baseline) and
+backward through time on the VM. docs/dnn.md ("LSTM") describes both algorithms.
+
+PyTorch's conventions: x (T, B, I), h0 and c0 (B, H), W (4H, I), R (4H, H), b (4H,), gate
+order i, f, g, o; i = σ(·), f = σ(·), g = tanh(·), o = σ(·) of W x_t + R h_{t−1} + b,
+c_t = f c_{t−1} + i g, h_t = o tanh(c_t); y (T, B, H) stacks h_1 .. h_T.
+
+Every product and every element-wise operation runs on the CPEs: the GEMMs through swGEMM
+(``hostlib.blas.gemm``) or the LDM primitive inside ``kernels/dnn/lstm.s``, the gates and the
+cell in ``kernels/dnn/lstm.s`` (tensorized) or ``kernels/dnn/lstm_cell.s`` (baseline and
+backward). The host pads, permutes and blocks arrays (copies, no arithmetic) and reads the
+results back.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+import numpy as np
+
+from ..blas import gemm
+from ..runtime import Kernel
+from .common import DnnError, combined, float_arrays, machine_and_cgs
+
+ALGOS = ("tensorized", "baseline")
+MESH = 8                      # the core group's mesh side: CPE (i, j) = id 8 i + j
+PAD = 4 * MESH                # B and H are padded to multiples of 32: Mb, Hb multiples of 4
+WIDEN_GROUP = 16              # kernels widen float32 to double 16 elements at a time
+
+KERNEL = Kernel(("dnn/lstm.s", "gemm/gemm_prim.s"), entry="lstm", ldm_end="lstm_ldm_end",
+                stack="lstm_stack")
+CELL_KERNEL = Kernel(("dnn/lstm_cell.s",), entry="lstm_cell", ldm_end="lstm_cell_ldm_end")
+
+
+def _ceil(n: int, to: int) -> int:
+    return -(-n // to) * to
+
+
+# ---- arguments ----------------------------------------------------------------------------------
+
+def _check_forward(x, h0, c0, W, R, b):
+    x, h0, c0, W, R, b = float_arrays(x=x, h0=h0, c0=c0, W=W, R=R, b=b)
+    if x.ndim != 3:
+        raise DnnError(f"x must be (T, B, I), got shape {x.shape}")
+    steps, batch, inputs = x.shape
+    if R.ndim != 2 or R.shape[0] != 4 * R.shape[1]:
+        raise DnnError(f"R must be (4H, H), got shape {R.shape}")
+    hidden = R.shape[1]
+    expected = {"h0": (h0, (batch, hidden)), "c0": (c0, (batch, hidden)),
+                "W": (W, (4 * hidden, inputs)), "b": (b, (4 * hidden,))}
+    for name, (array, shape) in expected.items():
+        if array.shape != shape:
+            raise DnnError(f"{name} must be {shape} for x {x.shape} and R {R.shape}, "
+                           f"got {array.shape}")
+    return [np.ascontiguousarray(a) for a in (x, h0, c0, W, R, b)]
+
+
+# ---- tensorized ---------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Plan:
+    """The tensorized kernel's LDM plan: padded sizes, R^T resident or streamed in chunks of
+    `kc` rows per step, I_{t+1} prefetched or not, and the buffers' LDM addresses."""
+    bp: int
+    hp: int
+    kc: int
+    resident: bool
+    prefetch: bool
+    ldm: dict
+
+    @property
+    def mb(self):
+        return self.bp // MESH
+
+    @property
+    def hb(self):
+        return self.hp // MESH
+
+
+def plan(batch: int, hidden: int, itemsize: int, config, *, kc=None,
+         prefetch=None) -> Optional[Plan]:
+    """The tensorized kernel's plan for (B, H) in this precision, or None when even one row of
+    R^T per chunk does not fit in LDM (then the baseline runs). Largest chunk first (resident
+    R^T when the whole block fits), with the prefetch of I when it still fits; `kc` (a divisor
+    of Hb) and `prefetch` restrict the choice (tests use them to run every path)."""
+    bp, hp = _ceil(batch, PAD), _ceil(hidden, PAD)
+    mb, hb = bp // MESH, hp // MESH
+    nb = 4 * hb
+    divisors = sorted((d for d in range(1, hb + 1) if hb % d == 0), reverse=True)
+    if kc is not None and kc not in divisors:
+        raise DnnError(f"kc must divide Hb = {hb}, got {kc}")
+    for chunk in ([kc] if kc is not None else divisors):
+        for staged in ((True, False) if prefetch is None else (prefetch,)):
+            arena = KERNEL.arena(config.ldm_bytes, nargs=1)
+            ldm = {"a": arena.take(hb * mb * 8), "c": arena.take(mb * nb * 8),
+                   "cst": arena.take(mb * hb * 8), "g": arena.take(mb * hb * 8),
+                   "stage": arena.take(mb * nb * itemsize) if staged else 0,
+                   "ybuf": arena.take(mb * hb * itemsize), "bbuf": arena.take(nb * 8),
+                   "rbuf": arena.take(chunk * nb * 8)}
+            if arena.fits:
+                return Plan(bp, hp, chunk, chunk == hb, staged, ldm)
+    return None
+
+
+def _gate_columns(hidden: int, hp: int) -> np.ndarray:
+    """For each of the 4 Hp fused columns (block j, gate g, unit u at j 4Hb + g Hb + u), the row
+    of W / R / b it takes (g H + j Hb + u), or -1 for a padding unit."""
+    hb = hp // MESH
+    j, g, u = np.meshgrid(np.arange(MESH), np.arange(4), np.arange(hb), indexing="ij")
+    unit = j * hb + u
+    return np.where(unit < hidden, g * hidden + unit, -1).reshape(-1)
+
+
+def _take_rows(matrix: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """matrix[rows] with zero rows where rows == -1 (a copy, no arithmetic)."""
+    out = np.zeros((rows.size,) + matrix.shape[1:], matrix.dtype)
+    out[rows >= 0] = matrix[rows[rows >= 0]]
+    return out
+
+
+def _pad(array: np.ndarray, shape) -> np.ndarray:
+    out = np.zeros(shape, array.dtype)
+    out[tuple(slice(0, n) for n in array.shape)] = array
+    return out
+
+
+def _blocks(matrix: np.ndarray, rows: int, cols: int, transpose: bool) -> np.ndarray:
+    """The 64 (rows x cols) blocks of an (8 rows) x (8 cols) matrix, block (i, j) at 8 i + j,
+    each transposed when asked."""
+    grid = matrix.reshape(MESH, rows, MESH, cols).transpose(0, 2, 1, 3)
+    return np.ascontiguousarray(grid.transpose(0, 1, 3, 2) if transpose else grid)
+
+
+def _unblock(blocks: np.ndarray, rows: int, cols: int) -> np.ndarray:
+    return blocks.reshape(MESH, MESH, rows, cols).transpose(0, 2, 1, 3).reshape(
+        MESH * rows, MESH * cols)
+
+
+def hoist(x, W, hidden: int, p: Plan, machine, engine):
+    """The hoisted input projection of every step as one swGEMM: I = x_padded W_fused^T,
+    (T Bp) x 4Hp, gate columns in the kernel's order; returns (I, Stats)."""
+    steps, _, inputs = x.shape
+    w_fused = _take_rows(W, _gate_columns(hidden, p.hp))
+    x_padded = _pad(x, (steps, p.bp, inputs)).reshape(steps * p.bp, inputs)
+    return gemm(x_padded, w_fused, trans_b=True, machine=machine, engine=engine)
+
+
+def time_loop(projection, h0, c0, R, b, p: Plan, machine, engine):
+    """The one launch of kernels/dnn/lstm.s over the T = rows(projection) / Bp steps;
+    returns ((y, c_T), Stats with the kernel's per-CPE cycle split ``times``)."""
+    batch, hidden = h0.shape
+    steps = projection.shape[0] // p.bp
+    mb, hb, nb = p.mb, p.hb, 4 * p.hb
+    dtype = projection.dtype
+    es = dtype.itemsize
+    columns = _gate_columns(hidden, p.hp)
+    r_fused_t = _pad(_take_rows(R, columns).T, (p.hp, 4 * p.hp))  # R^T: (Hp, 4Hp)
+    b_fused = _take_rows(b.reshape(-1, 1), columns).reshape(-1)
+    mem = machine.mem
+    record = KERNEL.record("J_", "JOB_BYTES")
+    y_addr = mem.alloc(steps * p.bp * p.hp * es)
+    ct_addr = mem.alloc(p.bp * p.hp * es)
+    times_bytes = KERNEL.symbol("TIMES_BYTES")
+    times_addr = mem.alloc(MESH * MESH * times_bytes)
+    job = record.new(
+        t=steps, es=es, mb=mb, hb=hb, kc=p.kc, res=int(p.resident), pre=int(p.prefetch),
+        i=mem.put(np.ascontiguousarray(projection)), ipitch=4 * p.hp * es,
+        r=mem.put(_blocks(r_fused_t, hb, nb, False)), bias=mem.put(b_fused),
+        h0=mem.put(_blocks(_pad(h0, (p.bp, p.hp)), mb, hb, True)),
+        c0=mem.put(_blocks(_pad(c0, (p.bp, p.hp)), mb, hb, False)),
+        y=y_addr, ct=ct_addr, times=times_addr,
+        **{name: address for name, address in p.ldm.items()})
+    flops = 2 * steps * p.bp * p.hp * 4 * p.hp
+    times = {}
+    stats = KERNEL.launch(machine, [mem.put(job)], flops=flops, engine=engine,
+                          details=dict(plan=p, times=times))
+    cpe_times = mem.get(times_addr, (MESH * MESH, times_bytes // 8), np.int64)
+    for name in ("init", "gemm", "elem", "total"):
+        times[name] = cpe_times[:, KERNEL.symbol(f"TM_{name.upper()}") // 8]
+    y_blocks = mem.get(y_addr, (steps, MESH * MESH, mb, hb), dtype)
+    y = np.stack([_unblock(y_blocks[t], mb, hb)[:batch, :hidden] for t in range(steps)])
+    c_t = _unblock(mem.get(ct_addr, (MESH * MESH, mb, hb), dtype), mb, hb)[:batch, :hidden]
+    return (y, c_t), stats
+
+
+def _tensorized(x, h0, c0, W, R, b, p: Plan, machine, engine):
+    projection, gemm_stats = hoist(x, W, R.shape[1], p, machine, engine)
+    (y, c_t), loop_stats = time_loop(projection, h0, c0, R, b, p, machine, engine)
+    # the split of Figs. 5.15/5.16 on CPE 0 (the CPEs meet at every primitive call): the
+    # recurrent product with its I and R DMA counts as GEMM
+    split = {"gemm": gemm_stats.cycles + int(loop_stats.times["gemm"][0]),
+             "elementwise": int(loop_stats.times["elem"][0])}
+    stats = combined([gemm_stats, loop_stats], op="lstm_forward", algo="tensorized",
+                     plan=p, split=split, launches=2)
+    return (y, y[-1].copy(), c_t), stats
+
+
+# ---- the cell kernel (baseline forward, backward) --------------------------------------------------
+
+# The cell kernel's gate slots are i, f, o, g (the three sigmoids adjacent): PyTorch gate index
+# of each slot.
+CELL_GATES = (0, 1, 3, 2)
+
+
+@dataclass
+class Reserve:
+    """What the backward pass needs from a forward pass (cuDNN's reserve space): y (T, B, H),
+    the activated gates (T, B, 4H) in PyTorch's order (i, f, g, o) and the cells c_1..c_T
+    (T, B, H)."""
+    y: np.ndarray
+    gates: np.ndarray
+    c: np.ndarray
+
+
+def _cell(op: str, planes, rows: int, cols: int, dtype, machine, engine):
+    """One launch of kernels/dnn/lstm_cell.s over the planes [(address, row pitch in bytes)]:
+    the op's inputs then its outputs, each rows x cols elements."""
+    arena = CELL_KERNEL.arena(machine.config.ldm_bytes, nargs=1)
+    group = WIDEN_GROUP
+    widest = arena.free // (len(planes) * 8) // group * group
+    if widest < group:
+        raise DnnError("the LSTM cell kernel's slots do not fit in LDM")
+    width = min(_ceil(cols, group), widest)
+    width = cols if width >= cols else width
+    slot = _ceil(width, group) * 8
+    record = CELL_KERNEL.record("J_", "JOB_BYTES")
+    plane_record = CELL_KERNEL.record("P_", "PLANE_BYTES")
+    job = record.new(op=CELL_KERNEL.symbol(f"OP_{op}"), rows=rows, cols=cols,
+                     es=np.dtype(dtype).itemsize, hc=width, chunks=-(-cols // width),
+                     slot=slot, buf=arena.take(slot * len(planes)))
+    for k, (address, pitch) in enumerate(planes):
+        plane_record.write(job, record.offset("planes") + k * plane_record.nbytes,
+                           addr=address, pitch=pitch)
+    return CELL_KERNEL.launch(machine, [machine.mem.put(job)], flops=0, engine=engine,
+                              details=dict(op=f"lstm_cell_{op.lower()}", width=width))
+
+
+def _gate_planes(address: int, hidden: int, es: int, pitch: int):
+    """The four gate planes of a (B, 4H) array at `address` in the cell's slot order."""
+    return [(address + g * hidden * es, pitch) for g in CELL_GATES]
+
+
+def _split(parts):
+    gemm_cycles = sum(p.cycles for p in parts if "blocking" in p.details)
+    return {"gemm": gemm_cycles, "elementwise": sum(p.cycles for p in parts) - gemm_cycles}
+
+
+def _baseline(x, h0, c0, W, R, b, machine, engine):
+    """cuDNN/Appleyard-style: per step eight swGEMMs (W_g x_t, then + R_g h_{t-1} for each
+    gate) and one launch of the element-wise cell kernel; nothing stays in LDM."""
+    steps, batch, _ = x.shape
+    hidden = R.shape[1]
+    es = x.itemsize
+    mem = machine.mem
+    row = hidden * es
+    b_planes = _gate_planes(mem.put(b), hidden, es, 0)
+    h, c = h0, c0
+    parts, ys, cs, gates = [], [], [], []
+    for t in range(steps):
+        pre = []
+        for g in range(4):
+            rows = slice(g * hidden, (g + 1) * hidden)
+            projected, s_in = gemm(x[t], W[rows], trans_b=True, machine=machine, engine=engine)
+            pre_g, s_rec = gemm(h, R[rows], projected, beta=1.0, trans_b=True,
+                                machine=machine, engine=engine)
+            pre.append(pre_g)
+            parts += [s_in, s_rec]
+        act_addr = mem.alloc(batch * 4 * row)
+        c_addr, h_addr = mem.alloc(batch * row), mem.alloc(batch * row)
+        planes = ([(mem.put(pre[g]), row) for g in CELL_GATES] + b_planes + [(mem.put(c), row)]
+                  + _gate_planes(act_addr, hidden, es, 4 * row) + [(c_addr, row), (h_addr, row)])
+        parts.append(_cell("FORWARD", planes, batch, hidden, x.dtype, machine, engine))
+        h = mem.get(h_addr, (batch, hidden), x.dtype)
+        c = mem.get(c_addr, (batch, hidden), x.dtype)
+        ys.append(h)
+        cs.append(c)
+        gates.append(mem.get(act_addr, (batch, 4 * hidden), x.dtype))
+    y = np.stack(ys)
+    stats = combined(parts, op="lstm_forward", algo="baseline", split=_split(parts),
+                     launches=len(parts), reserve=Reserve(y, np.stack(gates), np.stack(cs)))
+    return (y, h, c), stats
+
+
+# ---- public ------------------------------------------------------------------------------------
+
+def _single_cg(machine, cgs):
+    machine, cgs = machine_and_cgs(machine, cgs)
+    if cgs != 1:
+        raise DnnError("the LSTM runs on one core group (the thesis' single-CG LSTM); use cgs=1")
+    return machine
+
+
+def lstm_forward(x, h0, c0, W, R, b, *, algo: str = "tensorized", machine=None, cgs=1,
+                 engine: str = "c"):
+    """One LSTM layer over T steps on the VM; returns ((y, h_T, c_T), Stats).
+
+    PyTorch's shapes and gate order (module docstring); float32 or float64, any sizes >= 1.
+    ``algo="tensorized"``: thesis Algorithm 6 (the hoisted swGEMM, then one kernel for the
+    time loop); when its LDM plan does not fit (``plan`` returns None) the baseline runs and
+    ``stats.fallback`` says why. ``algo="baseline"``: per step eight swGEMMs and the cell
+    kernel; its ``stats.reserve`` (a ``Reserve``) is what ``lstm_backward`` needs.
+    Stats: ``cycles`` (the launches one after another, spawn excluded), ``launches``,
+    ``split`` = {"gemm": ..., "elementwise": ...} cycles, ``algo``; tensorized also ``plan``.
+    """
+    if algo not in ALGOS:
+        raise DnnError(f"algo must be one of {', '.join(map(repr, ALGOS))}, got {algo!r}")
+    machine = _single_cg(machine, cgs)
+    x, h0, c0, W, R, b = _check_forward(x, h0, c0, W, R, b)
+    if algo == "tensorized":
+        p = plan(x.shape[1], R.shape[1], x.itemsize, machine.config)
+        if p is not None:
+            return _tensorized(x, h0, c0, W, R, b, p, machine, engine)
+    result, stats = _baseline(x, h0, c0, W, R, b, machine, engine)
+    if algo == "tensorized":
+        stats.details.update(algo="baseline", fallback="the tensorized kernel's state does "
+                             "not fit in LDM for this B and H")
+    return result, stats
+
+
+def lstm_backward(dy, x, h0, c0, W, R, b, *, dh_n=None, dc_n=None, reserve=None,
+                  machine=None, cgs=1, engine: str = "c"):
+    """Backward through time of ``lstm_forward``; returns ((dx, dh0, dc0, dW, dR, db), Stats).
+
+    ``dy`` (T, B, H) is the loss gradient of y; ``dh_n``, ``dc_n`` (B, H) those of h_T and c_T
+    (default zero). ``reserve``: the baseline forward's ``stats.reserve`` for these inputs; when
+    None the forward is run again (baseline) and its launches are part of the stats. Per step
+    (t = T-1 .. 0) the cell kernel gives the gates' pre-activation gradients dG_t and dc_{t-1},
+    and one swGEMM dh_{t-1} = dG_t R; then four swGEMMs over all steps at once: dW = dGᵀ x,
+    dR = dGᵀ [h_0 .. h_{T-1}], db = 1ᵀ dG, dx = dG W.
+    """
+    machine = _single_cg(machine, cgs)
+    x, h0, c0, W, R, b = _check_forward(x, h0, c0, W, R, b)
+    steps, batch, inputs = x.shape
+    hidden = R.shape[1]
+    (dy,) = float_arrays(x.dtype, dy=dy)
+    grads = {"dh_n": dh_n, "dc_n": dc_n}
+    for name, value in grads.items():
+        grads[name] = (np.zeros((batch, hidden), x.dtype) if value is None
+                       else float_arrays(x.dtype, **{name: value})[0])
+        if grads[name].shape != (batch, hidden):
+            raise DnnError(f"{name} must be {(batch, hidden)}, got {grads[name].shape}")
+    if dy.shape != (steps, batch, hidden):
+        raise DnnError(f"dy must be {(steps, batch, hidden)}, got {dy.shape}")
+    parts = []
+    if reserve is None:
+        _, forward = _baseline(x, h0, c0, W, R, b, machine, engine)
+        reserve, parts = forward.reserve, forward.parts
+    if not isinstance(reserve, Reserve) or reserve.gates.shape != (steps, batch, 4 * hidden):
+        raise DnnError("reserve must be the Reserve of a baseline lstm_forward of these shapes")
+    es = x.itemsize
+    row = hidden * es
+    mem = machine.mem
+    d_pre = np.empty((steps, batch, 4 * hidden), x.dtype)
+    dh, dc = np.ascontiguousarray(grads["dh_n"]), np.ascontiguousarray(grads["dc_n"])
+    for t in reversed(range(steps)):
+        c_prev = c0 if t == 0 else reserve.c[t - 1]
+        dg_addr, dc_addr = mem.alloc(batch * 4 * row), mem.alloc(batch * row)
+        planes = (_gate_planes(mem.put(reserve.gates[t]), hidden, es, 4 * row)
+                  + [(mem.put(np.ascontiguousarray(a)), row)
+                     for a in (c_prev, reserve.c[t], dy[t], dh, dc)]
+                  + _gate_planes(dg_addr, hidden, es, 4 * row) + [(dc_addr, row)])
+        parts.append(_cell("BACKWARD", planes, batch, hidden, x.dtype, machine, engine))
+        d_pre[t] = mem.get(dg_addr, (batch, 4 * hidden), x.dtype)
+        dc = mem.get(dc_addr, (batch, hidden), x.dtype)
+        dh, s_dh = gemm(d_pre[t], R, machine=machine, engine=engine)
+        parts.append(s_dh)
+    flat = d_pre.reshape(steps * batch, 4 * hidden)
+    h_prev = np.concatenate([h0[None], reserve.y[:-1]]).reshape(steps * batch, hidden)
+    dW, s_w = gemm(flat, x.reshape(steps * batch, inputs), trans_a=True, machine=machine,
+                   engine=engine)
+    dR, s_r = gemm(flat, h_prev, trans_a=True, machine=machine, engine=engine)
+    db, s_b = gemm(np.ones((1, steps * batch), x.dtype), flat, machine=machine, engine=engine)
+    dx, s_x = gemm(flat, W, machine=machine, engine=engine)
+    parts += [s_w, s_r, s_b, s_x]
+    stats = combined(parts, op="lstm_backward", split=_split(parts), launches=len(parts))
+    return (dx.reshape(steps, batch, inputs), dh, dc, dW, dR, db.reshape(-1)), stats
