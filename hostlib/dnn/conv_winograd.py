@@ -33,7 +33,6 @@ LAYOUT = "NHWC"
 KERNEL = Kernel(("dnn/winograd.s",), entry="winograd", ldm_end="winograd_ldm_end")
 KERNEL_ARGS = 1
 XI = 16                      # alpha^2 tile vectors per tile
-FILTER_BLOCK = 16            # o and i per filter-transform task (8 when that leaves CPEs idle)
 MIN_ROUNDS = 2               # tasks per CPE the transform planner aims for
 
 
@@ -107,21 +106,26 @@ def transform_plan(geo: ConvGeometry, op: str, channels: int, es: int, config) -
     return TransformPlan(m, cb, ncb, -(-tc // m), vec)
 
 
-def filter_blocks(n_o: int, n_i: int, es: int, config) -> tuple:
-    """(BO, BI) of a filter-transform task: FILTER_BLOCK square, halved while it leaves CPEs
-    idle or does not fit (25 BO BI elements of LDM)."""
-    bo, bi = min(n_o, FILTER_BLOCK), min(n_i, FILTER_BLOCK)
-    while True:
+def filter_blocks(n_o: int, n_i: int, rotate: bool, es: int, config) -> tuple:
+    """(BO, BI) of a filter-transform task (25 BO BI elements of LDM). A task spans whole rows
+    of U (all N of its K rows: the slices go out as one put of whole lines; the filters come
+    in as short strided blocks, and a get costs the engine less than a put); K rows as many
+    as fit, but few enough to give every CPE a task where there are that many rows."""
+    n_k, n_n = (n_o, n_i) if rotate else (n_i, n_o)
+
+    def fits(bk, bn):
         arena = KERNEL.arena(config.ldm_bytes, KERNEL_ARGS)
-        arena.take(9 * bo * bi * es)
-        arena.take(XI * bo * bi * es)
-        idle = -(-n_o // bo) * -(-n_i // bi) < config.num_cpes
-        if arena.fits and not (idle and max(bo, bi) > 1):
-            return bo, bi
-        if bo >= bi:
-            bo = -(-bo // 2)
-        else:
-            bi = -(-bi // 2)
+        arena.take(9 * bk * bn * es)
+        arena.take(XI * bk * bn * es)
+        return arena.fits
+
+    bn = n_n
+    while not fits(1, bn):
+        bn = -(-bn // 2)
+    bk = 1
+    while bk < n_k and fits(bk + 1, bn) and -(-n_k // (bk + 1)) >= config.num_cpes:
+        bk += 1
+    return (bk, bn) if rotate else (bn, bk)
 
 
 def _check_divisions(tasks: int, *divisors) -> None:
@@ -139,12 +143,13 @@ def _launch(machine, engine, **fields):
                          details=dict(op=fields["op"]))
 
 
-def _filter_transform(w, rotate: bool, machine, engine):
+def _filter_transform(w, rotate: bool, machine, engine, blocks=None):
     """U (16, K, N) of w (N_o, N_i, 3, 3): (K, N) = (N_i, N_o), or (N_o, N_i) with the filter
-    rotated by 180 degrees (rotate). Returns (U, Stats)."""
+    rotated by 180 degrees (rotate); `blocks` (BO, BI) overrides ``filter_blocks``. Returns
+    (U, Stats)."""
     n_o, n_i = w.shape[:2]
     es, config, mem = w.itemsize, machine.config, machine.mem
-    bo, bi = filter_blocks(n_o, n_i, es, config)
+    bo, bi = blocks or filter_blocks(n_o, n_i, rotate, es, config)
     nib = -(-n_i // bi)
     tasks = -(-n_o // bo) * nib
     _check_divisions(tasks, nib)
@@ -176,10 +181,11 @@ def _buffers(op: str, plan: TransformPlan, es: int, config) -> dict:
                 bias_buf=arena.take(bias_bytes))
 
 
-def _input_transform(geo: ConvGeometry, x, machine, engine):
-    """V (16, P, N_i) of x (B, R_i, C_i, N_i) with geo's padding. Returns (V, Stats)."""
+def _input_transform(geo: ConvGeometry, x, machine, engine, plan=None):
+    """V (16, P, N_i) of x (B, R_i, C_i, N_i) with geo's padding (`plan` overrides
+    ``transform_plan``). Returns (V, Stats)."""
     es, config, mem = x.itemsize, machine.config, machine.mem
-    plan = transform_plan(geo, "INPUT", geo.n_i, es, config)
+    plan = plan or transform_plan(geo, "INPUT", geo.n_i, es, config)
     _, _, p = _tiles(geo)
     v_addr = mem.alloc(XI * p * geo.n_i * es)
     stats = _launch(machine, engine, op=KERNEL.symbol("OP_INPUT"), src=mem.put(x), dst=v_addr,
@@ -189,10 +195,11 @@ def _input_transform(geo: ConvGeometry, x, machine, engine):
     return mem.get(v_addr, (XI, p, geo.n_i), x.dtype), stats
 
 
-def _output_transform(geo: ConvGeometry, m, bias, machine, engine):
-    """y (B, R_o, C_o, N_o) of M (16, P, N_o) (+ bias). Returns (y, Stats)."""
+def _output_transform(geo: ConvGeometry, m, bias, machine, engine, plan=None):
+    """y (B, R_o, C_o, N_o) of M (16, P, N_o) (+ bias) (`plan` overrides ``transform_plan``).
+    Returns (y, Stats)."""
     es, config, mem = m.itemsize, machine.config, machine.mem
-    plan = transform_plan(geo, "OUTPUT", geo.n_o, es, config)
+    plan = plan or transform_plan(geo, "OUTPUT", geo.n_o, es, config)
     bias = np.zeros(geo.n_o, m.dtype) if bias is None else bias
     y_shape = (geo.batch, geo.r_o, geo.c_o, geo.n_o)
     y_addr = mem.alloc(int(np.prod(y_shape)) * es)
@@ -306,3 +313,255 @@ def _winograd(geo: ConvGeometry, x, u, bias, machine, stats, engine) -> np.ndarr
     y, run = _output_transform(geo, m, bias, machine, engine)
     stats.phases["output_transform"].append(run)
     return y
+
+
+# ---- performance model -----------------------------------------------------------------------
+# The transforms are DMA bound (thesis eq. 5-7): with 64 CPEs issuing, the CG's DMA engine is
+# never idle, and a saturated engine spends on every request exactly its engine time
+# (docs/timing.md "DMA"): a get 6 cycles per 128-byte transaction (each strided block cut at
+# line boundaries), a put 11 per whole line or per 16-byte piece of a partial line plus 35 for
+# the acknowledgement. The model adds up the engine time of every request the kernel issues
+# (image 0's, times B; the interior tile rows are priced once each and weighted), the job
+# fetches and one DMA latency. The 16 GEMMs are swGEMM's model (hostlib/blas/gemm_model.py).
+
+def _blocks(starts, nbytes, config):
+    """Per block (arrays): first and last line, whether the first / last line is whole."""
+    line = config.dma_transaction_bytes
+    starts = np.asarray(starts, np.int64)
+    ends = starts + nbytes - 1
+    return starts, ends, starts // line, ends // line
+
+
+def _get_cycles(starts, nbytes, config) -> int:
+    _, _, first, last = _blocks(starts, nbytes, config)
+    return int(np.sum(last - first + 1)) * config.dma_transaction_cycles
+
+
+def _put_cycles(starts, nbytes, config) -> int:
+    """Engine cycles of one put request whose blocks start at `starts` (bytes each)."""
+    line, piece = config.dma_transaction_bytes, config.dma_put_write_bytes
+    starts, ends, first, last = _blocks(starts, nbytes, config)
+
+    def writes(lo, hi):
+        whole = (lo % line == 0) & (hi % line == line - 1)
+        return np.where(whole, 1, hi // piece - lo // piece + 1)
+
+    head = writes(starts, np.minimum(ends, first * line + line - 1))
+    tail = np.where(last > first, writes(last * line, ends), 0)
+    middle = np.maximum(last - first - 1, 0)
+    return (int(np.sum(head + tail + middle)) * config.dma_put_write_cycles
+            + config.dma_put_ack_cycles)
+
+
+def _xi_requests(plan: TransformPlan, channels, p, p0, mt, c0, ncv, es):
+    """The (blocks' starts, block bytes) of the request(s) moving a task's 16 m tile vectors
+    of V / M: one request of 16 blocks, or 16 requests of m blocks."""
+    xi = np.arange(XI)[:, None]
+    if ncv == channels:
+        return [(((xi[:, 0] * p + p0) * channels) * es, mt * channels * es)]
+    j = np.arange(mt)[None, :]
+    starts = ((xi * p + p0 + j) * channels + c0) * es
+    return [(row, ncv * es) for row in starts]
+
+
+def _row_blocks(row_start_pixel, pixels, channels, c0, ncv, es):
+    """Blocks of `pixels` pixels' channel blocks from pixel `row_start_pixel`."""
+    if ncv == channels:
+        return [row_start_pixel * channels * es], pixels * channels * es
+    q = row_start_pixel + np.arange(pixels)
+    return (q * channels + c0) * es, ncv * es
+
+
+def _task_cycles(op: str, geo: ConvGeometry, plan: TransformPlan, channels, tr, g, cb, es,
+                 config) -> int:
+    """Engine cycles of the requests of one OP_INPUT / OP_OUTPUT task of image 0."""
+    _, tc, p = _tiles(geo)
+    tc0 = g * plan.m
+    mt = min(plan.m, tc - tc0)
+    c0 = cb * plan.cb
+    ncv = min(plan.cb, channels - c0)
+    p0 = tr * tc + tc0
+    cycles = 0
+    xi_cost = _get_cycles if op == "OUTPUT" else _put_cycles
+    for starts, nbytes in _xi_requests(plan, channels, p, p0, mt, c0, ncv, es):
+        cycles += xi_cost(starts, nbytes, config)
+    if op == "INPUT":
+        cs = 2 * tc0 - geo.padding[1]
+        lo, hi = max(cs, 0), min(cs + 2 * mt + 2, geo.c_i)
+        for r in range(4):
+            ir = 2 * tr - geo.padding[0] + r
+            if 0 <= ir < geo.r_i and hi > lo:
+                cycles += _get_cycles(*_row_blocks(ir * geo.c_i + lo, hi - lo, channels, c0,
+                                                   ncv, es), config)
+    else:
+        cycles += _get_cycles([c0 * es], ncv * es, config)          # the bias
+        cols = min(2 * mt, geo.c_o - 2 * tc0)
+        for r in range(2):
+            if 2 * tr + r < geo.r_o:
+                cycles += _put_cycles(*_row_blocks((2 * tr + r) * geo.c_o + 2 * tc0, cols,
+                                                   channels, c0, ncv, es), config)
+    return cycles
+
+
+def _launch_overhead(config) -> int:
+    """Every CPE's job fetch, and the first request's latency."""
+    job = KERNEL.record("J_", "JOB_BYTES").nbytes
+    return (config.num_cpes * -(-job // config.dma_transaction_bytes)
+            * config.dma_transaction_cycles + config.dma_latency)
+
+
+def transform_cycles(op: str, geo: ConvGeometry, es: int, config) -> float:
+    """Predicted cycles of an OP_INPUT / OP_OUTPUT launch."""
+    channels = geo.n_i if op == "INPUT" else geo.n_o
+    plan = transform_plan(geo, op, channels, es, config)
+    tr_count, _, _ = _tiles(geo)
+    # tile rows 0, 1 and the last two touch the padding or the crop; the others cost alike
+    edges = sorted({0, 1, tr_count - 2, tr_count - 1} & set(range(tr_count)))
+    interior = [tr for tr in (2,) if tr < tr_count - 2]
+    weights = {tr: 1 for tr in edges}
+    if interior:
+        weights[2] = tr_count - len(edges)
+    engine = sum(weight * _task_cycles(op, geo, plan, channels, tr, g, cb, es, config)
+                 for tr, weight in weights.items() for g in range(plan.groups)
+                 for cb in range(plan.ncb))
+    return geo.batch * engine + _launch_overhead(config)
+
+
+def filter_cycles(n_o: int, n_i: int, rotate: bool, es: int, config) -> float:
+    """Predicted cycles of an OP_FILTER launch (its requests' engine time)."""
+    bo, bi = filter_blocks(n_o, n_i, rotate, es, config)
+    engine = 0
+    for o0 in range(0, n_o, bo):
+        for i0 in range(0, n_i, bi):
+            o = o0 + np.arange(min(bo, n_o - o0))
+            engine += _get_cycles((o * n_i + i0) * 9 * es, 9 * min(bi, n_i - i0) * es, config)
+    n_k, n_n = (n_o, n_i) if rotate else (n_i, n_o)
+    bk, bn = (bo, bi) if rotate else (bi, bo)
+    for k0 in range(0, n_k, bk):
+        for n0 in range(0, n_n, bn):
+            nk, nn = min(bk, n_k - k0), min(bn, n_n - n0)
+            k = k0 + np.arange(nk)
+            if nn == n_n:
+                engine += _put_cycles((np.arange(XI) * n_k + k0) * n_n * es, nk * n_n * es,
+                                      config)
+            else:
+                for xi in range(XI):
+                    engine += _put_cycles(((xi * n_k + k) * n_n + n0) * es, nn * es, config)
+    return engine + _launch_overhead(config)
+
+
+def _inner(geo: ConvGeometry, direction: str) -> ConvGeometry:
+    return _data_geometry(geo) if direction == "backward_data" else geo
+
+
+def predict_phases(geo: ConvGeometry, direction: str, dtype, config) -> dict:
+    """Predicted cycles of each phase of the pass (the model; nothing simulated)."""
+    es = np.dtype(dtype).itemsize
+    inner = _inner(geo, direction)
+    _, _, p = _tiles(inner)
+    plan = gemm_plan(p, inner.n_i, inner.n_o, es, config)
+    return {"filter_transform": filter_cycles(geo.n_o, geo.n_i, direction == "backward_data",
+                                              es, config),
+            "input_transform": transform_cycles("INPUT", inner, es, config),
+            "gemm": XI * gemm_model.predict(plan.problem, plan.blocking, config),
+            "output_transform": transform_cycles("OUTPUT", inner, es, config)}
+
+
+def predict(geo: ConvGeometry, direction: str, dtype, config) -> float:
+    """Predicted cycles of the pass on one CG (the model; nothing simulated)."""
+    return float(sum(predict_phases(geo, direction, dtype, config).values()))
+
+
+# ---- estimate: a simulated sample, extrapolated ----------------------------------------------
+# Every phase is a loop over identical units: K rows of U (filter), tile rows of the image
+# (transforms: each image's tile rows, the same for every image), CG blocks of P (a GEMM; the
+# 16 GEMMs have one shape). estimate() simulates each phase on two sizes u1 < u2 of its unit
+# count, with the full pass's plans (blocks, tiles per task, GEMM orientation and blocking)
+# forced, and extrapolates linearly to the full count (exact for a linear cost: the fixed
+# part, pipeline fill and drain, is the intercept). A phase whose count is at most u2 runs
+# whole. The edge units (padding rows, a ragged last block) are in every sample.
+
+def _extrapolate(run, full: int, u1: int, u2: int):
+    """Cycles at `full` units from run(u) at u1 < u2 (or run(full) when full <= u2)."""
+    if full <= u2:
+        return float(run(full)), {"simulated": full, "of": full}
+    c1, c2 = run(u1), run(u2)
+    return (c1 + (c2 - c1) * (full - u1) / (u2 - u1),
+            {"simulated": (u1, u2), "of": full, "cycles": (c1, c2)})
+
+
+def estimate(geo: ConvGeometry, direction: str, dtype, machine=None, engine="c"):
+    """Cycles of the pass extrapolated from simulated samples of each phase (random data);
+    details: per phase what was simulated (units, of how many) and its cycles."""
+    reason = supports(geo, direction, dtype, (machine or Machine()).config)
+    if reason is not None:
+        raise HostError(reason)
+    machine = machine or Machine()
+    config, dtype = machine.config, np.dtype(dtype)
+    es, rng = dtype.itemsize, np.random.default_rng(0)
+    rotate = direction == "backward_data"
+    inner = _inner(geo, direction)
+    cpes = config.num_cpes
+
+    def data(*shape):
+        return rng.standard_normal(shape).astype(dtype)
+
+    details, total = {}, 0.0
+    # filter: K rows (N_i forward, N_o backward data) in blocks of bk
+    bo, bi = filter_blocks(geo.n_o, geo.n_i, rotate, es, config)
+    bk, n_k = (bo, geo.n_o) if rotate else (bi, geo.n_i)
+
+    def filter_run(rows):
+        w = data(rows, geo.n_i, 3, 3) if rotate else data(geo.n_o, rows, 3, 3)
+        return _filter_transform(w, rotate, machine, engine, (bo, bi))[1].cycles
+
+    blocks = -(-n_k // bk)
+    cycles, info = _extrapolate(lambda b: filter_run(min(b * bk, n_k)), blocks, cpes, 2 * cpes)
+    details["filter_transform"], total = dict(info, unit="K block", cycles=cycles), cycles
+
+    # the transforms: tile rows per image
+    tr, _, _ = _tiles(inner)
+    for op, channels in (("INPUT", inner.n_i), ("OUTPUT", inner.n_o)):
+        plan = transform_plan(inner, op, channels, es, config)
+        per_row = inner.batch * plan.groups * plan.ncb
+        t1 = max(-(-cpes // per_row), max(inner.padding[0], 2))
+
+        def transform_run(rows, op=op, plan=plan):
+            g = _rows(inner, rows)
+            if op == "INPUT":
+                return _input_transform(g, data(g.batch, g.r_i, g.c_i, g.n_i), machine,
+                                        engine, plan)[1].cycles
+            _, _, p = _tiles(g)
+            return _output_transform(g, data(XI, p, g.n_o), None, machine, engine,
+                                     plan)[1].cycles
+
+        cycles, info = _extrapolate(transform_run, tr, t1, 2 * t1)
+        name = op.lower() + "_transform"
+        details[name] = dict(info, unit="tile row", cycles=cycles)
+        total += cycles
+
+    # one GEMM, CG blocks of P; the 16 have one shape
+    _, _, p = _tiles(inner)
+    plan = gemm_plan(p, inner.n_i, inner.n_o, es, config)
+    block = plan.p_block
+    n_p = -(-p // block)
+    tail = p - (n_p - 1) * block
+
+    def gemm_run(count):
+        rows = p if count == n_p else (count - 1) * block + tail
+        v, u = data(rows, inner.n_i), data(inner.n_i, inner.n_o)
+        return _gemm(v, u, plan, machine, engine)[1].cycles
+
+    cycles, info = _extrapolate(gemm_run, n_p, 2, 3)
+    details["gemm"] = dict(info, unit="P block", cycles=XI * cycles)
+    total += XI * cycles
+    return total, details
+
+
+def _rows(geo: ConvGeometry, tile_rows: int) -> ConvGeometry:
+    """geo with `tile_rows` tile rows per image (R_o = 2 tile_rows; the full geometry when that
+    is all of them)."""
+    if tile_rows >= -(-geo.r_o // 2):
+        return geo
+    r_o = 2 * tile_rows
+    return replace(geo, r_i=r_o + 2 - 2 * geo.padding[0])

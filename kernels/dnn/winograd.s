@@ -24,7 +24,8 @@
 # output rows of 2m pixels, and the 16 m tile vectors of V or M. With the whole channel range
 # in the block the 16 xi-slices of V / M are one strided DMA (blocks of m N elements), else
 # 16 (blocks of CB elements). A task of OP_FILTER is a BO x BI block of (o, i) filters, one
-# strided get of BO rows of 9 BI elements and 16 strided puts.
+# strided get of BO rows of 9 BI elements and, when the block spans whole rows of U (the
+# host's choice), one strided put of its 16 slices (else 16 puts of bk rows of bn elements).
 # B^T d B runs as two passes of 4 add/sub per 4-vector (32 per 4 x 4 x 4 tile, the thesis'
 # one-expression form takes 48), A^T m A as 16 + 8 and the bias 4. DMAs are synchronous per
 # CPE (the transforms are DMA bound, eq. 5-7; the 64 CPEs keep the engine busy).
@@ -579,7 +580,7 @@ winograd:
 	FILTER_LOOP flds, fsts
 .Lfilter_put:
 	ldl	$14, JOB + J_ES($31)
-	# 16 puts: U[xi][k0 + k][n0 + n], bk rows of bn elements (skip (NN - bn) es)
+	# the puts of U[xi][k0 + k][n0 + n]: bk rows of bn elements each
 	ldl	$15, JOB + J_ROT($31)
 	ldl	$10, T_B($31)            # o0
 	ldl	$11, T_ROW($31)          # i0
@@ -598,20 +599,30 @@ winograd:
 	ldl	$4, JOB + J_DST($31)
 	addl	$3, $4, $20              # U address of (0, k0, n0)
 	mull	$7, $14, $7              # xi step in U
-	mull	$6, $14, $22             # block: bn es
-	subl	$5, $6, $23
-	mull	$23, $14, $23            # skip
 	mull	$12, $13, $25
-	mull	$25, $14, $25            # size: bo bi es
+	mull	$25, $14, $25            # an xi slice: bo bi es
 	ldl	$21, JOB + J_OUT_BUF($31)
 	ldi	$18, REPLY
 	ldi	$24, DMA_PUT
+	cmpeq	$5, $6, $1
+	beq	$1, .Lfilter_split
+	# whole rows of U: one DMA of 16 blocks (a slice each), NK NN - bo bi elements apart
+	subl	$7, $25, $23
+	s4addl	$25, $31, $1
+	s4addl	$1, $31, $1
+	ISSUE	$24, $20, $21, $1, $25, $23
+	br	.Lfilter_wait
+.Lfilter_split:
+	mull	$6, $14, $22             # block: bn es
+	subl	$5, $6, $23
+	mull	$23, $14, $23            # skip: (NN - bn) es
 	ldi	$28, XI
 1:	ISSUE	$24, $20, $21, $25, $22, $23
 	addl	$20, $7, $20
 	addl	$21, $25, $21
 	subl	$28, 1, $28
 	bgt	$28, 1b
+.Lfilter_wait:
 	bsr	$26, dma_wait
 .Lnext_task:
 	ldl	$9, TASK($31)
