@@ -552,7 +552,7 @@ def estimate(geo: ConvGeometry, direction: str, dtype, machine=None, engine="c")
         v, u = data(rows, inner.n_i), data(inner.n_i, inner.n_o)
         return _gemm(v, u, plan, machine, engine)[1].cycles
 
-    cycles, info = _extrapolate(gemm_run, n_p, 2, 3)
+    cycles, info = _extrapolate(gemm_run, n_p, 2, 4)
     details["gemm"] = dict(info, unit="P block", cycles=XI * cycles)
     total += XI * cycles
     return total, details

@@ -1,0 +1,273 @@
+"""Winograd F(2x2, 3x3) convolution (hostlib/dnn/conv_winograd.py, kernels/dnn/winograd.s)
+against the float64 reference of tests/test_dnn_conv.py, with an error bound derived from
+where the algorithm rounds; the transforms against numpy's; the model and the sampled
+estimate against full runs."""
+import numpy as np
+import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+
+from swsim.hostlib.dnn import conv_winograd as wino
+from swsim.hostlib.dnn.conv_common import ConvGeometry, ConvStats
+from swsim.vm import HostError, Machine
+
+from test_dnn_conv import ref_backward_data, ref_forward
+
+DTYPES = (np.float32, np.float64)
+BT = np.array([[1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1]], float)
+G = np.array([[1, 0, 0], [.5, .5, .5], [.5, -.5, .5], [0, 0, 1]])
+AT = np.array([[1, 1, 1, 0], [0, 1, -1, -1]], float)
+
+
+def nhwc(a):
+    return np.ascontiguousarray(a.transpose(0, 2, 3, 1))
+
+
+def nchw(a):
+    return a.transpose(0, 3, 1, 2)
+
+
+def geometry(b, n_i, n_o, r, c, p):
+    return ConvGeometry(b, n_i, n_o, r, c, 3, 3, (1, 1), (p, p))
+
+
+def new_stats(geo, direction, machine):
+    return ConvStats("winograd", direction, geo.flops, machine.config.clock_hz,
+                     machine.config.peak_gflops_cg, {name: [] for name in wino.PHASES})
+
+
+# ---- numpy's transforms and the error bound --------------------------------------------------
+
+def tiles(x, p, r_o, c_o):
+    """(B, C, TR, TC, 4, 4) input tiles of x (B, C, R, C) padded by p (and zeros past it)."""
+    tr, tc = -(-r_o // 2), -(-c_o // 2)
+    b, ch, r, c = x.shape
+    xp = np.zeros((b, ch, 2 * tr + 2, 2 * tc + 2))
+    rows, cols = min(r, 2 * tr + 2 - p), min(c, 2 * tc + 2 - p)
+    xp[:, :, p:p + rows, p:p + cols] = x[:, :, :rows, :cols]
+    idx_r = 2 * np.arange(tr)[:, None] + np.arange(4)[None, :]
+    idx_c = 2 * np.arange(tc)[:, None] + np.arange(4)[None, :]
+    return xp[:, :, idx_r[:, None, :, None], idx_c[None, :, None, :]]
+
+
+def winograd_abs(x, w, p, r_o, c_o):
+    """The Winograd algorithm on |x| and |w| with |B|, |G|, |A|: every intermediate the
+    algorithm forms is bounded by it, element for element."""
+    d = tiles(np.abs(x), p, r_o, c_o)
+    v = np.einsum("ij,bctujk,lk->bctuil", np.abs(BT), d, np.abs(BT))
+    u = np.einsum("ij,ocjk,lk->ocil", np.abs(G), np.abs(w).astype(float), np.abs(G))
+    m = np.einsum("bctuil,ocil->botuil", v, u)
+    y = np.einsum("ij,botujk,lk->botuil", np.abs(AT), m, np.abs(AT))
+    b, o, tr, tc = y.shape[:4]
+    return y.transpose(0, 1, 2, 4, 3, 5).reshape(b, o, 2 * tr, 2 * tc)[:, :, :r_o, :c_o]
+
+
+def check(got, want, bound, dtype, n_i):
+    """The kernel rounds V, U, M (to the element type) and y: each a relative error <= u of a
+    quantity bounded by the |.| algorithm, so |error| <= 4 u Y_abs to first order; swGEMM's
+    double accumulation of N_i products adds (N_i + 2) 2^-53 Y_abs (also covering the
+    float64 reference's own rounding)."""
+    u = np.finfo(dtype).eps / 2
+    tol = (4 * u + (n_i + 2) * 2.0 ** -53) * bound * (1 + 1e-6) + 1e-300
+    assert got.dtype == dtype and got.shape == want.shape
+    err = np.abs(got - want)
+    assert np.all(err <= tol), f"max error / bound {np.max(err / np.maximum(tol, 1e-300))}"
+
+
+@st.composite
+def problems(draw):
+    p = draw(st.integers(0, 2))
+    r = draw(st.sampled_from([1, 2, 3, 4, 5, 7, 8, 9, 11]))
+    c = draw(st.sampled_from([1, 2, 3, 4, 5, 6, 7, 10, 13]))
+    assume(r + 2 * p >= 3 and c + 2 * p >= 3)
+    return dict(b=draw(st.integers(1, 3)), n_i=draw(st.sampled_from([1, 2, 3, 4, 5, 8, 12])),
+                n_o=draw(st.sampled_from([1, 3, 4, 7, 8, 16])), r=r, c=c, p=p,
+                dtype=draw(st.sampled_from(DTYPES)), bias=draw(st.booleans()),
+                seed=draw(st.integers(0, 2**31)))
+
+
+@settings(max_examples=12, deadline=None)
+@given(problems())
+def test_forward_matches_reference(pb):
+    rng = np.random.default_rng(pb["seed"])
+    dtype, p = pb["dtype"], pb["p"]
+    x = rng.standard_normal((pb["b"], pb["n_i"], pb["r"], pb["c"])).astype(dtype)
+    w = rng.standard_normal((pb["n_o"], pb["n_i"], 3, 3)).astype(dtype)
+    bias = rng.standard_normal(pb["n_o"]).astype(dtype) if pb["bias"] else None
+    geo = geometry(pb["b"], pb["n_i"], pb["n_o"], pb["r"], pb["c"], p)
+    machine = Machine()
+    stats = new_stats(geo, "forward", machine)
+    y = nchw(wino.forward(geo, nhwc(x), w, bias, machine, stats, "c"))
+    bound = winograd_abs(x, w, p, geo.r_o, geo.c_o) + (0 if bias is None else
+                                                       np.abs(bias)[None, :, None, None])
+    check(y, ref_forward(x, w, bias, (1, 1), (p, p)), bound, dtype, pb["n_i"])
+    assert [len(stats.phases[name]) for name in wino.PHASES] == [1, 1, 16, 1]
+
+
+@settings(max_examples=8, deadline=None)
+@given(problems())
+def test_backward_data_matches_reference(pb):
+    rng = np.random.default_rng(pb["seed"])
+    dtype, p = pb["dtype"], pb["p"]
+    geo = geometry(pb["b"], pb["n_i"], pb["n_o"], pb["r"], pb["c"], p)
+    dy = rng.standard_normal(geo.y_shape).astype(dtype)
+    w = rng.standard_normal((pb["n_o"], pb["n_i"], 3, 3)).astype(dtype)
+    machine = Machine()
+    dx = nchw(wino.backward_data(geo, nhwc(dy), w, machine,
+                                 new_stats(geo, "backward_data", machine), "c"))
+    w_data = np.ascontiguousarray(w[:, :, ::-1, ::-1].transpose(1, 0, 2, 3))
+    bound = winograd_abs(dy, w_data, 2 - p, pb["r"], pb["c"])
+    check(dx, ref_backward_data(dy, w, geo.x_shape, (1, 1), (p, p)), bound, dtype, pb["n_o"])
+
+
+def test_float32_error_is_within_the_bound_and_above_direct_convolution():
+    """On a 128-channel layer the bound holds, and Winograd's float32 error is larger than a
+    direct sum's (one rounding of y; measured: 3.4-3.7 times on average) — the price of the
+    rounded intermediates V, U and M."""
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((1, 128, 6, 6)).astype(np.float32)
+    w = rng.standard_normal((8, 128, 3, 3)).astype(np.float32)
+    geo = geometry(1, 128, 8, 6, 6, 1)
+    machine = Machine()
+    y = nchw(wino.forward(geo, nhwc(x), w, None, machine, new_stats(geo, "forward", machine),
+                          "c"))
+    ref = ref_forward(x, w, None, (1, 1), (1, 1))
+    check(y, ref, winograd_abs(x, w, 1, 6, 6), np.float32, 128)
+    direct = np.abs(ref.astype(np.float32) - ref).mean()
+    assert np.abs(y - ref).mean() > 2 * direct
+
+
+# ---- the transforms on their own --------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("channels, cb", [(24, 24), (24, 8), (6, 6), (7, 3)])
+def test_transforms_match_numpy(dtype, channels, cb):
+    """Whole channel rows and channel blocks (16 puts per task), vectors (multiples of 4) and
+    the scalar path; V = B^T d B, y = A^T m A + bias, U = G g G^T (and rotated)."""
+    rng = np.random.default_rng(channels)
+    geo = geometry(2, channels, channels, 7, 9, 1)
+    machine = Machine()
+    es = np.dtype(dtype).itemsize
+    x = rng.standard_normal((2, channels, 7, 9)).astype(dtype)
+    base = wino.transform_plan(geo, "INPUT", channels, es, machine.config)
+    plan = wino.TransformPlan(base.m, cb, -(-channels // cb), base.groups, cb % 4 == 0)
+    v, _ = wino._input_transform(geo, nhwc(x), machine, "c", plan)
+    d = tiles(x.astype(float), 1, geo.r_o, geo.c_o)
+    want = np.einsum("ij,bctujk,lk->ilbtuc", BT, d, BT).reshape(16, -1, channels)
+    # the kernel's two passes round in another order than numpy's sum: a few ulps of the
+    # inputs' scale (a tile vector sums at most 16 of them)
+    eps = np.finfo(dtype).eps
+
+    def close(got, want, scale):
+        np.testing.assert_allclose(got, want, rtol=0, atol=16 * eps * scale)
+
+    close(v, want, np.abs(x).max())
+    m = rng.standard_normal(v.shape).astype(dtype)
+    bias = rng.standard_normal(channels).astype(dtype)
+    y, _ = wino._output_transform(geo, m, bias, machine, "c", plan)
+    tr, tc = -(-geo.r_o // 2), -(-geo.c_o // 2)
+    mt = m.astype(float).reshape(4, 4, 2, tr, tc, channels)
+    full = np.einsum("ij,jkbtuc,lk->btiulc", AT, mt, AT).reshape(2, 2 * tr, 2 * tc, channels)
+    close(y, full[:, :geo.r_o, :geo.c_o] + bias, np.abs(m).max() + np.abs(bias).max())
+    w = rng.standard_normal((channels, 5, 3, 3)).astype(dtype)
+    for rotate in (False, True):
+        u, _ = wino._filter_transform(w, rotate, machine, "c")
+        g = w[:, :, ::-1, ::-1].astype(float) if rotate else w.astype(float)
+        want = np.einsum("ij,ocjk,lk->iloc", G, g, G).reshape(16, channels, 5)
+        want = want if rotate else want.transpose(0, 2, 1)
+        close(u, want, np.abs(w).max())
+
+
+def test_python_engine_gives_the_same_bits_and_cycles():
+    """The three transforms (swGEMM's engine agreement is tested with swGEMM)."""
+    rng = np.random.default_rng(3)
+    geo = geometry(1, 5, 4, 5, 4, 1)
+    x = nhwc(rng.standard_normal(geo.x_shape).astype(np.float32))
+    w = rng.standard_normal(geo.w_shape).astype(np.float32)
+    results = []
+    for engine in ("c", "python"):
+        machine = Machine()
+        u, s1 = wino._filter_transform(w, False, machine, engine)
+        v, s2 = wino._input_transform(geo, x, machine, engine)
+        y, s3 = wino._output_transform(geo, v[:, :, :4].copy(), None, machine, engine)
+        results.append((u.tobytes(), v.tobytes(), y.tobytes(), s1.cycles, s2.cycles,
+                        s3.cycles))
+    assert results[0] == results[1]
+
+
+def test_same_inputs_same_bits_and_cycles():
+    rng = np.random.default_rng(4)
+    geo = geometry(2, 8, 8, 6, 6, 1)
+    x, w = nhwc(rng.standard_normal(geo.x_shape)), rng.standard_normal(geo.w_shape)
+    runs = []
+    for _ in range(2):
+        machine = Machine()
+        stats = new_stats(geo, "forward", machine)
+        runs.append((wino.forward(geo, x, w, None, machine, stats, "c").tobytes(),
+                     stats.phase_cycles))
+    assert runs[0] == runs[1]
+
+
+# ---- plans, support, model, estimate ----------------------------------------------------------
+
+@pytest.mark.parametrize("channels, dtype", [(512, np.float32), (256, np.float64),
+                                             (64, np.float32), (6, np.float64)])
+def test_plans_fit_in_ldm_and_keep_the_cpes_busy(channels, dtype):
+    config = Machine().config
+    es = np.dtype(dtype).itemsize
+    geo = geometry(32, channels, channels, 16, 16, 1)
+    for op in ("INPUT", "OUTPUT"):
+        plan = wino.transform_plan(geo, op, channels, es, config)
+        assert wino._fits(op, plan.m, plan.cb, es, config)
+        assert plan.vec == (channels % 4 == 0) and plan.cb % (4 if plan.vec else 1) == 0
+        assert plan.tasks(geo) >= 2 * config.num_cpes
+        if plan.ncb > 1:      # split only when whole rows of 4 tiles do not fit
+            assert not wino._fits(op, 4, channels, es, config)
+    bo, bi = wino.filter_blocks(channels, channels, False, es, config)
+    assert bo == channels and -(-channels // bi) >= min(channels, config.num_cpes)
+
+
+def test_supports_names_what_it_cannot_do():
+    config = Machine().config
+    assert wino.supports(geometry(2, 4, 4, 8, 8, 1), "forward", np.float32, config) is None
+    assert "K = 3" in wino.supports(ConvGeometry(1, 2, 2, 8, 8, 5, 5, (1, 1), (0, 0)),
+                                    "forward", np.float32, config)
+    assert "stride 1" in wino.supports(ConvGeometry(1, 2, 2, 8, 8, 3, 3, (2, 2), (1, 1)),
+                                       "forward", np.float32, config)
+    assert "padding <= 2" in wino.supports(geometry(1, 2, 2, 8, 8, 3), "backward_data",
+                                           np.float64, config)
+    geo = geometry(1, 2, 2, 8, 8, 1)
+    reason = wino.supports(geo, "backward_filter", np.float32, config)
+    assert "backward-filter" in reason
+    machine = Machine()
+    with pytest.raises(HostError, match="backward-filter"):
+        wino.backward_filter(geo, np.zeros((1, 8, 8, 2), np.float32),
+                             np.zeros((1, 8, 8, 2), np.float32), machine,
+                             new_stats(geo, "backward_filter", machine), "c")
+
+
+@pytest.mark.parametrize("direction, dtype, padding", [("forward", np.float32, 1),
+                                                       ("backward_data", np.float64, 0)])
+def test_estimate_and_prediction_against_the_full_run(direction, dtype, padding):
+    """Cases where the transforms (and, forward, the GEMM) are sampled: the estimate is within
+    3% of the full run's cycles, the model within 10% (swGEMM's model is most of its error)."""
+    geo = geometry(2, 32, 32, 48, 48, padding)
+    estimate, details = wino.estimate(geo, direction, dtype)
+    sampled = ("input_transform", "output_transform", "gemm")[:3 if direction == "forward" else 2]
+    for phase in sampled:
+        assert isinstance(details[phase]["simulated"], tuple), phase
+    rng = np.random.default_rng(6)
+    machine = Machine()
+    stats = new_stats(geo, direction, machine)
+    w = rng.standard_normal(geo.w_shape).astype(dtype)
+    if direction == "forward":
+        wino.forward(geo, nhwc(rng.standard_normal(geo.x_shape).astype(dtype)), w, None,
+                     machine, stats, "c")
+    else:
+        wino.backward_data(geo, nhwc(rng.standard_normal(geo.y_shape).astype(dtype)), w,
+                           machine, stats, "c")
+    assert abs(estimate / stats.cycles - 1) <= 0.03
+    predicted = wino.predict_phases(geo, direction, dtype, machine.config)
+    assert abs(sum(predicted.values()) / stats.cycles - 1) <= 0.10
+    for phase in ("input_transform", "output_transform"):
+        assert abs(predicted[phase] / stats.phase_cycles[phase] - 1) <= 0.01, phase
