@@ -11,7 +11,7 @@ from swsim.hostlib.dnn import conv_winograd as wino
 from swsim.hostlib.dnn.conv_common import ConvGeometry, ConvStats
 from swsim.vm import HostError, Machine
 
-from test_dnn_conv import ref_backward_data, ref_forward
+from test_dnn_conv import ref_backward_data, ref_backward_filter, ref_forward
 
 DTYPES = (np.float32, np.float64)
 BT = np.array([[1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1]], float)
@@ -62,11 +62,30 @@ def winograd_abs(x, w, p, r_o, c_o):
     return y.transpose(0, 1, 2, 4, 3, 5).reshape(b, o, 2 * tr, 2 * tc)[:, :, :r_o, :c_o]
 
 
+def dy_tiles(dy):
+    """(B, O, TR, TC, 2, 2) tiles of dy, zeros past odd edges."""
+    b, o, r, c = dy.shape
+    tr, tc = -(-r // 2), -(-c // 2)
+    full = np.zeros((b, o, 2 * tr, 2 * tc))
+    full[:, :, :r, :c] = dy
+    return full.reshape(b, o, tr, 2, tc, 2).transpose(0, 1, 2, 4, 3, 5)
+
+
+def winograd_abs_filter(x, dy, p):
+    """The filter gradient's Winograd algorithm on |x|, |dy| with |B|, |A|, |G|."""
+    d = tiles(np.abs(x), p, dy.shape[2], dy.shape[3])
+    v = np.einsum("ij,bctujk,lk->bctuil", np.abs(BT), d, np.abs(BT))
+    z = np.einsum("ji,botujk,kl->botuil", np.abs(AT), dy_tiles(np.abs(dy)), np.abs(AT))
+    du = np.einsum("bctuil,botuil->ocil", v, z)
+    return np.einsum("ji,ocjk,kl->ocil", np.abs(G), du, np.abs(G))
+
+
 def check(got, want, bound, dtype, n_i):
     """The kernel rounds V, U, M (to the element type) and y: each a relative error <= u of a
     quantity bounded by the |.| algorithm, so |error| <= 4 u Y_abs to first order; swGEMM's
-    double accumulation of N_i products adds (N_i + 2) 2^-53 Y_abs (also covering the
-    float64 reference's own rounding)."""
+    double accumulation of n_i products (N_i, or P tiles for the filter gradient) adds
+    (n_i + 2) 2^-53 Y_abs (also covering the float64 reference's own rounding). The filter
+    gradient rounds V, Z, dU and dw: the same count."""
     u = np.finfo(dtype).eps / 2
     tol = (4 * u + (n_i + 2) * 2.0 ** -53) * bound * (1 + 1e-6) + 1e-300
     assert got.dtype == dtype and got.shape == want.shape
@@ -120,6 +139,23 @@ def test_backward_data_matches_reference(pb):
     check(dx, ref_backward_data(dy, w, geo.x_shape, (1, 1), (p, p)), bound, dtype, pb["n_o"])
 
 
+@settings(max_examples=8, deadline=None)
+@given(problems())
+def test_backward_filter_matches_reference(pb):
+    rng = np.random.default_rng(pb["seed"])
+    dtype, p = pb["dtype"], pb["p"]
+    geo = geometry(pb["b"], pb["n_i"], pb["n_o"], pb["r"], pb["c"], p)
+    x = rng.standard_normal(geo.x_shape).astype(dtype)
+    dy = rng.standard_normal(geo.y_shape).astype(dtype)
+    machine = Machine()
+    stats = new_stats(geo, "backward_filter", machine)
+    dw = wino.backward_filter(geo, nhwc(x), nhwc(dy), machine, stats, "c")
+    _, _, tiles_p = wino._tiles(geo)
+    check(dw, ref_backward_filter(x, dy, geo.w_shape, (1, 1), (p, p)),
+          winograd_abs_filter(x, dy, p), dtype, tiles_p)
+    assert [len(stats.phases[name]) for name in wino.PHASES] == [1, 1, 16, 1]
+
+
 def test_float32_error_is_within_the_bound_and_above_direct_convolution():
     """On a 128-channel layer the bound holds, and Winograd's float32 error is larger than a
     direct sum's (one rounding of y; measured: 3.4-3.7 times on average) — the price of the
@@ -142,8 +178,9 @@ def test_float32_error_is_within_the_bound_and_above_direct_convolution():
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("channels, cb", [(24, 24), (24, 8), (6, 6), (7, 3)])
 def test_transforms_match_numpy(dtype, channels, cb):
-    """Whole channel rows and channel blocks (16 puts per task), vectors (multiples of 4) and
-    the scalar path; V = B^T d B, y = A^T m A + bias, U = G g G^T (and rotated)."""
+    """Whole channel rows and channel blocks (16 DMAs per task), vectors (multiples of 4) and
+    the scalar path; V = B^T d B, y = A^T m A + bias, Z = A dy A^T, U = G g G^T (and
+    rotated), dw = G^T dU G."""
     rng = np.random.default_rng(channels)
     geo = geometry(2, channels, channels, 7, 9, 1)
     machine = Machine()
@@ -169,6 +206,14 @@ def test_transforms_match_numpy(dtype, channels, cb):
     mt = m.astype(float).reshape(4, 4, 2, tr, tc, channels)
     full = np.einsum("ij,jkbtuc,lk->btiulc", AT, mt, AT).reshape(2, 2 * tr, 2 * tc, channels)
     close(y, full[:, :geo.r_o, :geo.c_o] + bias, np.abs(m).max() + np.abs(bias).max())
+    dy = rng.standard_normal((2, channels, geo.r_o, geo.c_o)).astype(dtype)
+    z, _ = wino._dy_transform(geo, nhwc(dy), machine, "c", plan)
+    want = np.einsum("ji,botujk,kl->ilbtuo", AT, dy_tiles(dy.astype(float)), AT)
+    close(z, want.reshape(16, -1, channels), np.abs(dy).max())
+    du = rng.standard_normal((16, 5, channels)).astype(dtype)
+    dw, _ = wino._dw_transform(du, machine, "c")
+    want = np.einsum("ji,jkco,kl->ocil", G, du.astype(float).reshape(4, 4, 5, channels), G)
+    close(dw, want, np.abs(du).max())
     w = rng.standard_normal((channels, 5, 3, 3)).astype(dtype)
     for rotate in (False, True):
         u, _ = wino._filter_transform(w, rotate, machine, "c")
@@ -179,7 +224,7 @@ def test_transforms_match_numpy(dtype, channels, cb):
 
 
 def test_python_engine_gives_the_same_bits_and_cycles():
-    """The three transforms (swGEMM's engine agreement is tested with swGEMM)."""
+    """The five transforms (swGEMM's engine agreement is tested with swGEMM)."""
     rng = np.random.default_rng(3)
     geo = geometry(1, 5, 4, 5, 4, 1)
     x = nhwc(rng.standard_normal(geo.x_shape).astype(np.float32))
@@ -190,8 +235,10 @@ def test_python_engine_gives_the_same_bits_and_cycles():
         u, s1 = wino._filter_transform(w, False, machine, engine)
         v, s2 = wino._input_transform(geo, x, machine, engine)
         y, s3 = wino._output_transform(geo, v[:, :, :4].copy(), None, machine, engine)
-        results.append((u.tobytes(), v.tobytes(), y.tobytes(), s1.cycles, s2.cycles,
-                        s3.cycles))
+        z, s4 = wino._dy_transform(geo, y, machine, engine)
+        dw, s5 = wino._dw_transform(u, machine, engine)
+        results.append((u.tobytes(), v.tobytes(), y.tobytes(), z.tobytes(), dw.tobytes(),
+                        [s.cycles for s in (s1, s2, s3, s4, s5)]))
     assert results[0] == results[1]
 
 
@@ -236,36 +283,37 @@ def test_supports_names_what_it_cannot_do():
                                        "forward", np.float32, config)
     assert "padding <= 2" in wino.supports(geometry(1, 2, 2, 8, 8, 3), "backward_data",
                                            np.float64, config)
-    geo = geometry(1, 2, 2, 8, 8, 1)
-    reason = wino.supports(geo, "backward_filter", np.float32, config)
-    assert "backward-filter" in reason
-    machine = Machine()
-    with pytest.raises(HostError, match="backward-filter"):
-        wino.backward_filter(geo, np.zeros((1, 8, 8, 2), np.float32),
-                             np.zeros((1, 8, 8, 2), np.float32), machine,
-                             new_stats(geo, "backward_filter", machine), "c")
+    assert wino.supports(geometry(1, 2, 2, 8, 8, 3), "backward_filter", np.float64,
+                         config) is None
+    with pytest.raises(HostError, match="stride 1"):
+        wino.estimate(ConvGeometry(1, 2, 2, 8, 8, 3, 3, (2, 2), (1, 1)), "forward", np.float32)
 
 
 @pytest.mark.parametrize("direction, dtype, padding", [("forward", np.float32, 1),
-                                                       ("backward_data", np.float64, 0)])
+                                                       ("backward_data", np.float64, 0),
+                                                       ("backward_filter", np.float32, 2)])
 def test_estimate_and_prediction_against_the_full_run(direction, dtype, padding):
-    """Cases where the transforms (and, forward, the GEMM) are sampled: the estimate is within
-    3% of the full run's cycles, the model within 10% (swGEMM's model is most of its error)."""
+    """Cases where the transforms (and, but for backward data, the GEMM) are sampled: the
+    estimate is within 3% of the full run's cycles, the model within 10% (swGEMM's model is
+    most of its error)."""
     geo = geometry(2, 32, 32, 48, 48, padding)
     estimate, details = wino.estimate(geo, direction, dtype)
-    sampled = ("input_transform", "output_transform", "gemm")[:3 if direction == "forward" else 2]
+    sampled = ("input_transform", "output_transform", "gemm")[:2 if direction == "backward_data"
+                                                                else 3]
     for phase in sampled:
         assert isinstance(details[phase]["simulated"], tuple), phase
     rng = np.random.default_rng(6)
     machine = Machine()
     stats = new_stats(geo, direction, machine)
     w = rng.standard_normal(geo.w_shape).astype(dtype)
+    x = nhwc(rng.standard_normal(geo.x_shape).astype(dtype))
+    dy = nhwc(rng.standard_normal(geo.y_shape).astype(dtype))
     if direction == "forward":
-        wino.forward(geo, nhwc(rng.standard_normal(geo.x_shape).astype(dtype)), w, None,
-                     machine, stats, "c")
+        wino.forward(geo, x, w, None, machine, stats, "c")
+    elif direction == "backward_filter":
+        wino.backward_filter(geo, x, dy, machine, stats, "c")
     else:
-        wino.backward_data(geo, nhwc(rng.standard_normal(geo.y_shape).astype(dtype)), w,
-                           machine, stats, "c")
+        wino.backward_data(geo, dy, w, machine, stats, "c")
     assert abs(estimate / stats.cycles - 1) <= 0.03
     predicted = wino.predict_phases(geo, direction, dtype, machine.config)
     assert abs(sum(predicted.values()) / stats.cycles - 1) <= 0.10

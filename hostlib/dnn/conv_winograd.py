@@ -9,7 +9,8 @@ M (16, P, N_o). Activations are NHWC (``LAYOUT``): a pixel's channels are contig
 transforms move whole rows of pixels and are vectorised across channels.
 
 Backward data is the forward transform of dy with the 180-degree rotated, transposed filter
-(stride 1, padding 2 - p). Backward filter is not implemented (``supports`` says so).
+(stride 1, padding 2 - p). Backward filter: V as forward, Z = A dy A^T per tile (OP_DY),
+dU[xi] = V[xi]^T Z[xi] (16 swGEMM launches, a sum over the P tiles) and dw = G^T dU G (OP_DW).
 
 The module implements the algorithm interface of ``conv`` (NAME, PHASES, LAYOUT, supports,
 predict, forward, backward_data, backward_filter, estimate).
@@ -65,9 +66,12 @@ class TransformPlan:
 
 
 def _transform_bytes(op: str, m: int, cb: int, es: int) -> tuple:
-    """LDM bytes of the in and out buffers (and the bias) of a task of m tiles x cb channels."""
+    """LDM bytes of the in and out buffers (and the bias) of an OP_INPUT, OP_OUTPUT or OP_DY
+    task of m tiles x cb channels."""
     if op == "INPUT":
         return 4 * (2 * m + 2) * cb * es, XI * m * cb * es, 0
+    if op == "DY":
+        return 2 * 2 * m * cb * es, XI * m * cb * es, 0
     return XI * m * cb * es, 2 * 2 * m * cb * es, cb * es
 
 
@@ -106,12 +110,14 @@ def transform_plan(geo: ConvGeometry, op: str, channels: int, es: int, config) -
     return TransformPlan(m, cb, ncb, -(-tc // m), vec)
 
 
-def filter_blocks(n_o: int, n_i: int, rotate: bool, es: int, config) -> tuple:
-    """(BO, BI) of a filter-transform task (25 BO BI elements of LDM). A task spans whole rows
-    of U (all N of its K rows: the slices go out as one put of whole lines; the filters come
-    in as short strided blocks, and a get costs the engine less than a put); K rows as many
-    as fit, but few enough to give every CPE a task where there are that many rows."""
-    n_k, n_n = (n_o, n_i) if rotate else (n_i, n_o)
+def filter_blocks(n_o: int, n_i: int, whole_i: bool, es: int, config) -> tuple:
+    """(BO, BI) of an OP_FILTER / OP_DW task (25 BO BI elements of LDM). The block spans the
+    whole of one dimension and as many of the other as fit, but few enough to give every CPE a
+    task where there are that many. OP_FILTER spans the N of U (all o forward, all i rotated):
+    its slices go out as one put of whole lines and the filters come in as short strided
+    blocks (a get costs the engine less than a put). OP_DW (whole_i) spans all i, so the
+    gradients go out as one contiguous put of bo rows of w."""
+    n_k, n_n = (n_o, n_i) if whole_i else (n_i, n_o)
 
     def fits(bk, bn):
         arena = KERNEL.arena(config.ldm_bytes, KERNEL_ARGS)
@@ -125,7 +131,7 @@ def filter_blocks(n_o: int, n_i: int, rotate: bool, es: int, config) -> tuple:
     bk = 1
     while bk < n_k and fits(bk + 1, bn) and -(-n_k // (bk + 1)) >= config.num_cpes:
         bk += 1
-    return (bk, bn) if rotate else (bn, bk)
+    return (bk, bn) if whole_i else (bn, bk)
 
 
 def _check_divisions(tasks: int, *divisors) -> None:
@@ -143,25 +149,37 @@ def _launch(machine, engine, **fields):
                          details=dict(op=fields["op"]))
 
 
-def _filter_transform(w, rotate: bool, machine, engine, blocks=None):
-    """U (16, K, N) of w (N_o, N_i, 3, 3): (K, N) = (N_i, N_o), or (N_o, N_i) with the filter
-    rotated by 180 degrees (rotate); `blocks` (BO, BI) overrides ``filter_blocks``. Returns
-    (U, Stats)."""
-    n_o, n_i = w.shape[:2]
-    es, config, mem = w.itemsize, machine.config, machine.mem
-    bo, bi = blocks or filter_blocks(n_o, n_i, rotate, es, config)
+def _filter_launch(op: str, src, shape, n_o, n_i, rotate, machine, engine, blocks):
+    """One OP_FILTER / OP_DW launch over (BO, BI) blocks of (o, i) filters; returns the result
+    (`shape`) and its Stats."""
+    es, config, mem = src.itemsize, machine.config, machine.mem
+    bo, bi = blocks or filter_blocks(n_o, n_i, rotate or op == "DW", es, config)
     nib = -(-n_i // bi)
     tasks = -(-n_o // bo) * nib
     _check_divisions(tasks, nib)
     arena = KERNEL.arena(config.ldm_bytes, KERNEL_ARGS)
     in_buf, out_buf = arena.take(9 * bo * bi * es), arena.take(XI * bo * bi * es)
-    shape = (XI, n_o, n_i) if rotate else (XI, n_i, n_o)
-    u_addr = mem.alloc(int(np.prod(shape)) * es)
-    stats = _launch(machine, engine, op=KERNEL.symbol("OP_FILTER"), es=es, tasks=tasks,
-                    src=mem.put(np.ascontiguousarray(w)), dst=u_addr, ncb=nib,
+    dst = mem.alloc(int(np.prod(shape)) * es)
+    stats = _launch(machine, engine, op=KERNEL.symbol(f"OP_{op}"), es=es, tasks=tasks,
+                    src=mem.put(np.ascontiguousarray(src)), dst=dst, ncb=nib,
                     ncb_inv=_reciprocal(nib), m=bo, cb=bi, p=n_o, ch=n_i, rot=int(rotate),
                     in_buf=in_buf, out_buf=out_buf)
-    return mem.get(u_addr, shape, w.dtype), stats
+    return mem.get(dst, shape, src.dtype), stats
+
+
+def _filter_transform(w, rotate: bool, machine, engine, blocks=None):
+    """U (16, K, N) of w (N_o, N_i, 3, 3): (K, N) = (N_i, N_o), or (N_o, N_i) with the filter
+    rotated by 180 degrees (rotate); `blocks` (BO, BI) overrides ``filter_blocks``. Returns
+    (U, Stats)."""
+    n_o, n_i = w.shape[:2]
+    shape = (XI, n_o, n_i) if rotate else (XI, n_i, n_o)
+    return _filter_launch("FILTER", w, shape, n_o, n_i, rotate, machine, engine, blocks)
+
+
+def _dw_transform(du, machine, engine, blocks=None):
+    """dw (N_o, N_i, 3, 3) = G^T dU G of dU (16, N_i, N_o). Returns (dw, Stats)."""
+    n_i, n_o = du.shape[1:]
+    return _filter_launch("DW", du, (n_o, n_i, 3, 3), n_o, n_i, False, machine, engine, blocks)
 
 
 def _geometry_fields(geo: ConvGeometry, plan: TransformPlan, channels: int, es: int):
@@ -210,54 +228,81 @@ def _output_transform(geo: ConvGeometry, m, bias, machine, engine, plan=None):
     return mem.get(y_addr, y_shape, m.dtype), stats
 
 
+def _dy_transform(geo: ConvGeometry, dy, machine, engine, plan=None):
+    """Z (16, P, N_o) = A dy A^T of dy (B, R_o, C_o, N_o)'s 2 x 2 tiles (zeros past the
+    edges). Returns (Z, Stats)."""
+    es, config, mem = dy.itemsize, machine.config, machine.mem
+    plan = plan or transform_plan(geo, "DY", geo.n_o, es, config)
+    _, _, p = _tiles(geo)
+    z_addr = mem.alloc(XI * p * geo.n_o * es)
+    stats = _launch(machine, engine, op=KERNEL.symbol("OP_DY"), src=mem.put(dy), dst=z_addr,
+                    ri=geo.r_o, ci=geo.c_o, **_geometry_fields(geo, plan, geo.n_o, es),
+                    **_buffers("DY", plan, es, config))
+    return mem.get(z_addr, (XI, p, geo.n_o), dy.dtype), stats
+
+
 # ---- the 16 GEMMs ----------------------------------------------------------------------------
 
 @dataclass(frozen=True)
 class GemmPlan:
-    """How swGEMM runs M[xi] = V[xi] (P x K) U[xi] (K x N): computing C^T = U^T V^T (swapped)
-    or C, with the blocking the model picks; as ``gemm()`` decides without C."""
+    """How swGEMM runs the 16 products: forward M[xi] = V[xi] (P x K) U[xi] (K x N), or
+    (kind "filter") the filter gradient dU[xi] = V[xi]^T Z[xi], (N_i x P)(P x N_o), a sum over
+    P. Computing C^T (swapped) or C, with the blocking the model picks; as ``gemm()`` decides
+    without C."""
+    kind: str
     swapped: bool
     blocking: Blocking
     problem: Problem
 
     @property
     def p_block(self) -> int:
-        """Rows of V per CG block (P is the kernel's M, or its N when swapped)."""
-        return 8 * (self.blocking.nb if self.swapped else self.blocking.mb)
+        """Rows of V per CG block (P is the kernel's K, M or, swapped, N)."""
+        mb, nb, kb = self.blocking
+        return 8 * (kb if self.kind == "filter" else nb if self.swapped else mb)
 
 
-def _gemm_problem(p: int, k: int, n: int, es: int, swapped: bool) -> Problem:
+def _gemm_problem(kind: str, p: int, a: int, b: int, es: int, swapped: bool) -> Problem:
+    """The kernel's problem for operands of P x a and (forward) a x b or (filter) P x b."""
+    if kind == "filter":    # V^T Z: both stored P x ., the kernel's natural K-major operands
+        if swapped:
+            return Problem(m=b, n=a, k=p, itemsize=es, lda=b, ldb=a)
+        return Problem(m=a, n=b, k=p, itemsize=es, lda=a, ldb=b)
     if swapped:      # A' = U (K x N, natural), B' = V^T (V stored P x K: transposed)
-        return Problem(m=n, n=p, k=k, itemsize=es, b_transposed=True, lda=n, ldb=k)
-    return Problem(m=p, n=n, k=k, itemsize=es, a_transposed=True, lda=k, ldb=n)
+        return Problem(m=b, n=p, k=a, itemsize=es, b_transposed=True, lda=b, ldb=a)
+    return Problem(m=p, n=b, k=a, itemsize=es, a_transposed=True, lda=a, ldb=b)
 
 
-def gemm_plan(p: int, k: int, n: int, es: int, config) -> GemmPlan:
+def gemm_plan(kind: str, p: int, a: int, b: int, es: int, config) -> GemmPlan:
     options = []
     for swapped in (False, True):
-        problem = _gemm_problem(p, k, n, es, swapped)
+        problem = _gemm_problem(kind, p, a, b, es, swapped)
         blocking = gemm_model.choose(problem, config)
         options.append((gemm_model.predict(problem, blocking, config), swapped, blocking,
                         problem))
     _, swapped, blocking, problem = min(options, key=lambda o: o[0])
-    return GemmPlan(swapped, blocking, problem)
+    return GemmPlan(kind, swapped, blocking, problem)
 
 
 def _gemm(v, u, plan: GemmPlan, machine, engine):
-    """M[xi] = V[xi] U[xi] through swGEMM with the plan's orientation and blocking (a zero C
-    in that orientation, beta = 0, fixes it). Returns (M, Stats)."""
-    p, n = v.shape[0], u.shape[1]
-    c = np.zeros((n, p), v.dtype).T if plan.swapped else np.zeros((p, n), v.dtype)
-    return gemm(v, u, C=c, beta=0.0, blocking=plan.blocking, machine=machine, engine=engine)
+    """One product of the plan (V[xi] U[xi], or V[xi]^T Z[xi]) through swGEMM with the plan's
+    orientation and blocking (a zero C in that orientation, beta = 0, fixes it). Returns
+    (result, Stats)."""
+    rows, cols = (v.shape[1] if plan.kind == "filter" else v.shape[0]), u.shape[1]
+    c = np.zeros((cols, rows), v.dtype).T if plan.swapped else np.zeros((rows, cols), v.dtype)
+    return gemm(v, u, C=c, beta=0.0, trans_a=plan.kind == "filter", blocking=plan.blocking,
+                machine=machine, engine=engine)
 
 
-def _gemms(v, u, machine, stats, engine):
-    plan = gemm_plan(v.shape[1], u.shape[1], u.shape[2], v.itemsize, machine.config)
-    m = np.empty((XI, v.shape[1], u.shape[2]), v.dtype)
+def _gemms(kind, v, u, machine, stats, engine):
+    """The 16 products of `kind` ("forward": (16, P, K) x (16, K, N); "filter": (16, P, N_i)^T
+    x (16, P, N_o)), one swGEMM launch each."""
+    plan = gemm_plan(kind, v.shape[1], v.shape[2], u.shape[2], v.itemsize, machine.config)
+    rows = v.shape[2] if kind == "filter" else v.shape[1]
+    out = np.empty((XI, rows, u.shape[2]), v.dtype)
     for xi in range(XI):
-        m[xi], run = _gemm(v[xi], u[xi], plan, machine, engine)
+        out[xi], run = _gemm(v[xi], u[xi], plan, machine, engine)
         stats.phases["gemm"].append(run)
-    return m
+    return out
 
 
 # ---- the interface ---------------------------------------------------------------------------
@@ -272,14 +317,12 @@ def _data_geometry(geo: ConvGeometry) -> ConvGeometry:
 def supports(geo: ConvGeometry, direction: str, dtype, config) -> str | None:
     if (geo.k_r, geo.k_c) != (3, 3) or geo.stride != (1, 1):
         return "Winograd F(2x2, 3x3) needs K = 3, stride 1"
-    if direction == "backward_filter":
-        return "Winograd backward-filter is not implemented"
     if direction == "backward_data" and max(geo.padding) > 2:
         return "Winograd backward-data needs padding <= 2 (it pads dy by 2 - p)"
     es = np.dtype(dtype).itemsize
     inner = _data_geometry(geo) if direction == "backward_data" else geo
     try:
-        for op, channels in (("INPUT", inner.n_i), ("OUTPUT", inner.n_o)):
+        for op, channels in _transforms(inner, direction):
             plan = transform_plan(inner, op, channels, es, config)
             tr, _, _ = _tiles(inner)
             _check_divisions(plan.tasks(inner), plan.ncb, plan.groups, tr)
@@ -303,13 +346,29 @@ def backward_data(geo: ConvGeometry, dy, w, machine, stats, engine) -> np.ndarra
 
 
 def backward_filter(geo: ConvGeometry, x, dy, machine, stats, engine) -> np.ndarray:
-    raise HostError(supports(geo, "backward_filter", x.dtype, machine.config))
+    """dw (N_o, N_i, 3, 3) of x (B, R_i, C_i, N_i) and dy (B, R_o, C_o, N_o) (NHWC): the
+    gradient of y = A^T [U (.) V] A with respect to U is dU[xi] = V[xi]^T Z[xi] with
+    Z = A dy A^T per tile, and dw = G^T dU G. Phases: the dy transform is the pass's
+    output_transform, G^T dU G its filter_transform."""
+    v, run = _input_transform(geo, x, machine, engine)
+    stats.phases["input_transform"].append(run)
+    z, run = _dy_transform(geo, dy, machine, engine)
+    stats.phases["output_transform"].append(run)
+    du = _gemms("filter", v, z, machine, stats, engine)
+    dw, run = _dw_transform(du, machine, engine)
+    stats.phases["filter_transform"].append(run)
+    return dw
+
+
+def _transforms(geo: ConvGeometry, direction: str):
+    """The pass's tile transforms and their channels: (op, channels)."""
+    return (("INPUT", geo.n_i), ("DY" if direction == "backward_filter" else "OUTPUT", geo.n_o))
 
 
 def _winograd(geo: ConvGeometry, x, u, bias, machine, stats, engine) -> np.ndarray:
     v, run = _input_transform(geo, x, machine, engine)
     stats.phases["input_transform"].append(run)
-    m = _gemms(v, u, machine, stats, engine)
+    m = _gemms("forward", v, u, machine, stats, engine)
     y, run = _output_transform(geo, m, bias, machine, engine)
     stats.phases["output_transform"].append(run)
     return y
@@ -374,7 +433,7 @@ def _row_blocks(row_start_pixel, pixels, channels, c0, ncv, es):
 
 def _task_cycles(op: str, geo: ConvGeometry, plan: TransformPlan, channels, tr, g, cb, es,
                  config) -> int:
-    """Engine cycles of the requests of one OP_INPUT / OP_OUTPUT task of image 0."""
+    """Engine cycles of the requests of one OP_INPUT / OP_OUTPUT / OP_DY task of image 0."""
     _, tc, p = _tiles(geo)
     tc0 = g * plan.m
     mt = min(plan.m, tc - tc0)
@@ -382,7 +441,7 @@ def _task_cycles(op: str, geo: ConvGeometry, plan: TransformPlan, channels, tr, 
     ncv = min(plan.cb, channels - c0)
     p0 = tr * tc + tc0
     cycles = 0
-    xi_cost = _get_cycles if op == "OUTPUT" else _put_cycles
+    xi_cost = _get_cycles if op == "OUTPUT" else _put_cycles       # V, Z put; M got
     for starts, nbytes in _xi_requests(plan, channels, p, p0, mt, c0, ncv, es):
         cycles += xi_cost(starts, nbytes, config)
     if op == "INPUT":
@@ -394,11 +453,13 @@ def _task_cycles(op: str, geo: ConvGeometry, plan: TransformPlan, channels, tr, 
                 cycles += _get_cycles(*_row_blocks(ir * geo.c_i + lo, hi - lo, channels, c0,
                                                    ncv, es), config)
     else:
-        cycles += _get_cycles([c0 * es], ncv * es, config)          # the bias
+        if op == "OUTPUT":
+            cycles += _get_cycles([c0 * es], ncv * es, config)      # the bias
+        rows_cost = _put_cycles if op == "OUTPUT" else _get_cycles  # y put; dy got
         cols = min(2 * mt, geo.c_o - 2 * tc0)
         for r in range(2):
             if 2 * tr + r < geo.r_o:
-                cycles += _put_cycles(*_row_blocks((2 * tr + r) * geo.c_o + 2 * tc0, cols,
+                cycles += rows_cost(*_row_blocks((2 * tr + r) * geo.c_o + 2 * tc0, cols,
                                                    channels, c0, ncv, es), config)
     return cycles
 
@@ -411,7 +472,7 @@ def _launch_overhead(config) -> int:
 
 
 def transform_cycles(op: str, geo: ConvGeometry, es: int, config) -> float:
-    """Predicted cycles of an OP_INPUT / OP_OUTPUT launch."""
+    """Predicted cycles of an OP_INPUT / OP_OUTPUT / OP_DY launch."""
     channels = geo.n_i if op == "INPUT" else geo.n_o
     plan = transform_plan(geo, op, channels, es, config)
     tr_count, _, _ = _tiles(geo)
@@ -427,14 +488,20 @@ def transform_cycles(op: str, geo: ConvGeometry, es: int, config) -> float:
     return geo.batch * engine + _launch_overhead(config)
 
 
-def filter_cycles(n_o: int, n_i: int, rotate: bool, es: int, config) -> float:
-    """Predicted cycles of an OP_FILTER launch (its requests' engine time)."""
-    bo, bi = filter_blocks(n_o, n_i, rotate, es, config)
+def filter_cycles(op: str, n_o: int, n_i: int, rotate: bool, es: int, config) -> float:
+    """Predicted cycles of an OP_FILTER (w got, U put) or OP_DW (U got, w put) launch: its
+    requests' engine time."""
+    bo, bi = filter_blocks(n_o, n_i, rotate or op == "DW", es, config)
+    w_cost, u_cost = (_put_cycles, _get_cycles) if op == "DW" else (_get_cycles, _put_cycles)
     engine = 0
     for o0 in range(0, n_o, bo):
         for i0 in range(0, n_i, bi):
-            o = o0 + np.arange(min(bo, n_o - o0))
-            engine += _get_cycles((o * n_i + i0) * 9 * es, 9 * min(bi, n_i - i0) * es, config)
+            rows, cols = min(bo, n_o - o0), min(bi, n_i - i0)
+            if cols == n_i:      # contiguous rows of w
+                engine += w_cost([o0 * n_i * 9 * es], rows * 9 * n_i * es, config)
+            else:
+                o = o0 + np.arange(rows)
+                engine += w_cost((o * n_i + i0) * 9 * es, 9 * cols * es, config)
     n_k, n_n = (n_o, n_i) if rotate else (n_i, n_o)
     bk, bn = (bo, bi) if rotate else (bi, bo)
     for k0 in range(0, n_k, bk):
@@ -442,11 +509,11 @@ def filter_cycles(n_o: int, n_i: int, rotate: bool, es: int, config) -> float:
             nk, nn = min(bk, n_k - k0), min(bn, n_n - n0)
             k = k0 + np.arange(nk)
             if nn == n_n:
-                engine += _put_cycles((np.arange(XI) * n_k + k0) * n_n * es, nk * n_n * es,
-                                      config)
+                engine += u_cost((np.arange(XI) * n_k + k0) * n_n * es, nk * n_n * es,
+                                 config)
             else:
                 for xi in range(XI):
-                    engine += _put_cycles(((xi * n_k + k) * n_n + n0) * es, nn * es, config)
+                    engine += u_cost(((xi * n_k + k) * n_n + n0) * es, nn * es, config)
     return engine + _launch_overhead(config)
 
 
@@ -454,17 +521,23 @@ def _inner(geo: ConvGeometry, direction: str) -> ConvGeometry:
     return _data_geometry(geo) if direction == "backward_data" else geo
 
 
+def _gemm_kind(direction: str) -> str:
+    return "filter" if direction == "backward_filter" else "forward"
+
+
 def predict_phases(geo: ConvGeometry, direction: str, dtype, config) -> dict:
     """Predicted cycles of each phase of the pass (the model; nothing simulated)."""
     es = np.dtype(dtype).itemsize
     inner = _inner(geo, direction)
     _, _, p = _tiles(inner)
-    plan = gemm_plan(p, inner.n_i, inner.n_o, es, config)
-    return {"filter_transform": filter_cycles(geo.n_o, geo.n_i, direction == "backward_data",
-                                              es, config),
+    plan = gemm_plan(_gemm_kind(direction), p, inner.n_i, inner.n_o, es, config)
+    (_, _), (side, _) = _transforms(inner, direction)
+    filter_op = "DW" if direction == "backward_filter" else "FILTER"
+    return {"filter_transform": filter_cycles(filter_op, geo.n_o, geo.n_i,
+                                              direction == "backward_data", es, config),
             "input_transform": transform_cycles("INPUT", inner, es, config),
             "gemm": XI * gemm_model.predict(plan.problem, plan.blocking, config),
-            "output_transform": transform_cycles("OUTPUT", inner, es, config)}
+            "output_transform": transform_cycles(side, inner, es, config)}
 
 
 def predict(geo: ConvGeometry, direction: str, dtype, config) -> float:
@@ -473,8 +546,8 @@ def predict(geo: ConvGeometry, direction: str, dtype, config) -> float:
 
 
 # ---- estimate: a simulated sample, extrapolated ----------------------------------------------
-# Every phase is a loop over identical units: K rows of U (filter), tile rows of the image
-# (transforms: each image's tile rows, the same for every image), CG blocks of P (a GEMM; the
+# Every phase is a loop over identical units: blocks of o or i (filter side), images or, for a few large
+# images, tile rows (transforms; every image's tile rows alike), CG blocks of P (a GEMM; the
 # 16 GEMMs have one shape). estimate() simulates each phase on two sizes u1 < u2 of its unit
 # count, with the full pass's plans (blocks, tiles per task, GEMM orientation and blocking)
 # forced, and extrapolates linearly to the full count (exact for a linear cost: the fixed
@@ -507,11 +580,14 @@ def estimate(geo: ConvGeometry, direction: str, dtype, machine=None, engine="c")
         return rng.standard_normal(shape).astype(dtype)
 
     details, total = {}, 0.0
-    # filter: K rows (N_i forward, N_o backward data) in blocks of bk
-    bo, bi = filter_blocks(geo.n_o, geo.n_i, rotate, es, config)
-    bk, n_k = (bo, geo.n_o) if rotate else (bi, geo.n_i)
+    # filter side: blocks of the dimension it does not span whole (i forward; o backward)
+    dw = direction == "backward_filter"
+    bo, bi = filter_blocks(geo.n_o, geo.n_i, rotate or dw, es, config)
+    bk, n_k = (bo, geo.n_o) if rotate or dw else (bi, geo.n_i)
 
     def filter_run(rows):
+        if dw:
+            return _dw_transform(data(XI, geo.n_i, rows), machine, engine, (bo, bi))[1].cycles
         w = data(rows, geo.n_i, 3, 3) if rotate else data(geo.n_o, rows, 3, 3)
         return _filter_transform(w, rotate, machine, engine, (bo, bi))[1].cycles
 
@@ -519,37 +595,47 @@ def estimate(geo: ConvGeometry, direction: str, dtype, machine=None, engine="c")
     cycles, info = _extrapolate(lambda b: filter_run(min(b * bk, n_k)), blocks, cpes, 2 * cpes)
     details["filter_transform"], total = dict(info, unit="K block", cycles=cycles), cycles
 
-    # the transforms: tile rows per image
+    # the transforms: whole images when a few of them fill the CPEs, else tile rows
     tr, _, _ = _tiles(inner)
-    for op, channels in (("INPUT", inner.n_i), ("OUTPUT", inner.n_o)):
+    for op, channels in _transforms(inner, direction):
         plan = transform_plan(inner, op, channels, es, config)
-        per_row = inner.batch * plan.groups * plan.ncb
-        t1 = max(-(-cpes // per_row), max(inner.padding[0], 2))
+        per_image = tr * plan.groups * plan.ncb
+        images = -(-cpes // per_image)
+        if inner.batch > 2 * images:
+            unit, full, u1 = "image", inner.batch, images
+        else:
+            unit, full = "tile row", tr
+            u1 = max(-(-cpes // (inner.batch * plan.groups * plan.ncb)), inner.padding[0], 2)
 
-        def transform_run(rows, op=op, plan=plan):
-            g = _rows(inner, rows)
+        def transform_run(count, op=op, plan=plan, unit=unit):
+            g = replace(inner, batch=count) if unit == "image" else _rows(inner, count)
             if op == "INPUT":
                 return _input_transform(g, data(g.batch, g.r_i, g.c_i, g.n_i), machine,
                                         engine, plan)[1].cycles
+            if op == "DY":
+                return _dy_transform(g, data(g.batch, g.r_o, g.c_o, g.n_o), machine, engine,
+                                     plan)[1].cycles
             _, _, p = _tiles(g)
             return _output_transform(g, data(XI, p, g.n_o), None, machine, engine,
                                      plan)[1].cycles
 
-        cycles, info = _extrapolate(transform_run, tr, t1, 2 * t1)
-        name = op.lower() + "_transform"
-        details[name] = dict(info, unit="tile row", cycles=cycles)
+        cycles, info = _extrapolate(transform_run, full, u1, 2 * u1)
+        name = "input_transform" if op == "INPUT" else "output_transform"
+        details[name] = dict(info, unit=unit, cycles=cycles)
         total += cycles
 
     # one GEMM, CG blocks of P; the 16 have one shape
     _, _, p = _tiles(inner)
-    plan = gemm_plan(p, inner.n_i, inner.n_o, es, config)
+    kind = _gemm_kind(direction)
+    plan = gemm_plan(kind, p, inner.n_i, inner.n_o, es, config)
     block = plan.p_block
     n_p = -(-p // block)
     tail = p - (n_p - 1) * block
 
     def gemm_run(count):
         rows = p if count == n_p else (count - 1) * block + tail
-        v, u = data(rows, inner.n_i), data(inner.n_i, inner.n_o)
+        v = data(rows, inner.n_i)
+        u = data(rows, inner.n_o) if kind == "filter" else data(inner.n_i, inner.n_o)
         return _gemm(v, u, plan, machine, engine)[1].cycles
 
     cycles, info = _extrapolate(gemm_run, n_p, 2, 4)

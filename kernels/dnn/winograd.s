@@ -37,7 +37,7 @@
 	.set	noreorder
 	.include "../include/dma.inc"
 
-	J_OP = 0              # OP_INPUT, OP_OUTPUT or OP_FILTER
+	J_OP = 0              # OP_INPUT, OP_OUTPUT, OP_FILTER, OP_DW or OP_DY
 	J_ES = 8              # element bytes: 4 or 8
 	J_VEC = 16            # 1: 4 channels per vector (N and CB multiples of 4); 0: scalar
 	J_TASKS = 24
@@ -68,6 +68,8 @@
 	OP_INPUT = 0
 	OP_OUTPUT = 1
 	OP_FILTER = 2
+	OP_DW = 3
+	OP_DY = 4
 	NUM_CPES = 64
 	XI = 16               # tile vectors per tile (alpha^2)
 
@@ -314,6 +316,89 @@ winograd_ldm_end:
 	bgt	$28, 1b
 	.endm
 
+# A4 add, sub, x, y, t1, t2: (x, t1, t2, y) = A (x, y) = (x, x + y, x - y, -y).
+	.macro	A4 add, sub, x, y, t1, t2
+	\add	\x, \y, \t1
+	\sub	\x, \y, \t2
+	\sub	$31, \y, \y
+	.endm
+
+# DY_LOOP ld, st, add, sub, step: for every tile j < m and channel step: d = the 2 x 2 pixels
+# IN[r (2 m pix) + (2 j + c) pix + ch], OUT[(xi m + j) pix + ch] = (A d A^T)[xi]. Registers as
+# OUTPUT_LOOP's ($27 = m pix is also half the LDM row pitch).
+	.macro	DY_LOOP ld, st, add, sub, step
+1:	mov	$25, $26
+2:	\ld	$0, 0($22)
+	addl	$22, $24, $20
+	\ld	$1, 0($20)
+	addl	$22, $27, $20
+	addl	$20, $27, $20
+	\ld	$2, 0($20)
+	addl	$20, $24, $20
+	\ld	$3, 0($20)
+	# columns (d0c, d1c) -> rows 0-3 of column c; then each row (x, y) -> 4 values
+	A4	\add, \sub, $0, $2, $4, $5
+	A4	\add, \sub, $1, $3, $6, $7
+	A4	\add, \sub, $0, $1, $8, $9
+	A4	\add, \sub, $4, $6, $10, $11
+	A4	\add, \sub, $5, $7, $12, $13
+	A4	\add, \sub, $2, $3, $14, $15
+	mov	$23, $20
+	STORE4	\st, $0, $8, $9, $1
+	STORE4	\st, $4, $10, $11, $6
+	STORE4	\st, $5, $12, $13, $7
+	STORE4	\st, $2, $14, $15, $3
+	addl	$22, \step, $22
+	addl	$23, \step, $23
+	subl	$26, 1, $26
+	bgt	$26, 2b
+	addl	$22, $24, $22            # next tile: 2 pixels on, one passed
+	subl	$28, 1, $28
+	bgt	$28, 1b
+	.endm
+
+# GT4 a, b, c, d: (a, b, d) = G^T (a, b, c, d) = (a + (b + c)/2, (b - c)/2, (b + c)/2 + d); c
+# is free. $18 = 0.5; clobbers $16.
+	.macro	GT4 a, b, c, d
+	faddd	\b, \c, $16
+	fsubd	\b, \c, \b
+	fmuld	$16, $18, $16
+	fmuld	\b, $18, \b
+	faddd	\a, $16, \a
+	faddd	$16, \d, \d
+	.endm
+
+# DW_LOOP ld, st, es: for o < bo ($28), i < bi ($17): u[xi] = U_blk[xi][i][o] at $24 + xi $27
+# ($24 = OUT + o es + i $25), the 9 values of G^T u G stored in order at $20 (the [o][i][9]
+# block). Values $0-$16; $18 = 0.5.
+	.macro	DW_LOOP ld, st, es
+1:	mov	$21, $24
+	mov	$17, $26
+2:	mov	$24, $29
+	.irp	r, $0, $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15
+	\ld	\r, 0($29)
+	addl	$29, $27, $29
+	.endr
+	GT4	$0, $4, $8, $12
+	GT4	$1, $5, $9, $13
+	GT4	$2, $6, $10, $14
+	GT4	$3, $7, $11, $15
+	GT4	$0, $1, $2, $3
+	GT4	$4, $5, $6, $7
+	GT4	$12, $13, $14, $15
+	.irp	r, $0, $1, $3, $4, $5, $7, $12, $13, $15
+	\st	\r, 0($20)
+	addl	$20, \es, $20
+	.endr
+	addl	$24, $25, $24
+	subl	$26, 1, $26
+	bgt	$26, 2b
+	ldl	$29, F_OSTEP($31)
+	addl	$21, $29, $21
+	subl	$28, 1, $28
+	bgt	$28, 1b
+	.endm
+
 # DISPATCH loop: LOOP instantiated for the task's element size and vector mode.
 	.macro	DISPATCH loop
 	ldl	$1, JOB + J_VEC($31)
@@ -348,8 +433,12 @@ winograd:
 	ldl	$1, JOB + J_OP($31)
 	cmpeq	$1, OP_FILTER, $2
 	bne	$2, .Lfilter
+	cmpeq	$1, OP_DW, $2
+	bne	$2, .Lfilter
 	bsr	$26, task_geometry
 	ldl	$1, JOB + J_OP($31)
+	cmpeq	$1, OP_DY, $2
+	bne	$2, .Ldy
 	bne	$1, .Loutput
 
 # ---- OP_INPUT: 4 rows of 2m + 2 pixels in, B^T d B, the 16 m tile vectors out to V -------
@@ -468,37 +557,10 @@ winograd:
 	stl	$31, NDMA($31)
 	stw	$31, REPLY($31)
 	# put the rows r < 2 with 2 tr + r < R_o, their columns 2 tc0 + c < C_o
-	ldl	$10, T_PIX($31)
-	ldl	$1, T_MT($31)
-	addl	$1, $1, $11
-	mull	$11, $10, $12            # LDM pitch: 2 m pix
-	ldl	$13, T_COL($31)
-	ldl	$1, JOB + J_CI($31)
-	subl	$1, $13, $14
-	MIN	$14, $11, $14
-	mull	$14, $10, $17            # bytes per row
-	ldl	$20, T_ROW($31)
-	ldl	$1, T_B($31)
-	ldl	$22, JOB + J_RI($31)
-	mull	$1, $22, $23
-	addl	$23, $20, $23
-	ldl	$1, JOB + J_CI($31)
-	mull	$23, $1, $23
-	addl	$23, $13, $23
-	ldl	$2, JOB + J_CH($31)
-	mull	$23, $2, $23
-	ldl	$3, JOB + J_ES($31)
-	mull	$23, $3, $23
-	ldl	$4, T_C0($31)
-	addl	$23, $4, $23
-	ldl	$4, JOB + J_DST($31)
-	addl	$23, $4, $23             # y address of (b, 2 tr, 2 tc0, c0)
-	mull	$1, $2, $25
-	mull	$25, $3, $25             # bytes of an image row
+	ldl	$1, JOB + J_DST($31)
 	ldl	$21, JOB + J_OUT_BUF($31)
-	ldi	$18, REPLY
+	bsr	$26, pixel_rows
 	ldi	$24, DMA_PUT
-	ldi	$28, 2
 .Lout_row:
 	cmplt	$20, $22, $1
 	beq	$1, .Lout_done
@@ -511,6 +573,45 @@ winograd:
 	subl	$28, 1, $28
 	bgt	$28, .Lout_row
 .Lout_done:
+	bsr	$26, dma_wait
+	br	.Lnext_task
+
+# ---- OP_DY: 2 rows of 2m pixels of dy in (zeros past R_o, C_o), A d A^T, 16 m vectors out --
+.Ldy:
+	ldl	$1, JOB + J_SRC($31)
+	ldl	$21, JOB + J_IN_BUF($31)
+	bsr	$26, pixel_rows
+	ldi	$24, DMA_GET
+.Ldy_row:
+	addl	$21, $12, $8             # end of the LDM row
+	cmplt	$20, $22, $1
+	bne	$1, .Ldy_valid
+	mov	$21, $3                  # past R_o: zeros, no DMA
+	ZERO	$3, $8
+	br	.Ldy_next
+.Ldy_valid:
+	addl	$21, $17, $3             # the columns past C_o
+	ZERO	$3, $8
+	ble	$17, .Ldy_next
+	ldl	$5, T_BLOCK($31)
+	ldl	$6, T_SKIP($31)
+	ISSUE	$24, $23, $21, $17, $5, $6
+.Ldy_next:
+	addl	$21, $12, $21
+	addl	$20, 1, $20
+	addl	$23, $25, $23
+	subl	$28, 1, $28
+	bgt	$28, .Ldy_row
+	bsr	$26, dma_wait
+	ldl	$24, T_PIX($31)
+	ldl	$28, T_MT($31)
+	mull	$28, $24, $27            # m pix
+	ldl	$22, JOB + J_IN_BUF($31)
+	ldl	$23, JOB + J_OUT_BUF($31)
+	bsr	$26, channel_steps
+	DISPATCH DY_LOOP
+	ldi	$1, DMA_PUT
+	bsr	$26, xi_dma
 	bsr	$26, dma_wait
 	br	.Lnext_task
 
@@ -527,26 +628,18 @@ winograd:
 	ldl	$1, JOB + J_CH($31)
 	subl	$1, $11, $1
 	MIN	$1, $13, $13             # bi
-	ldl	$14, JOB + J_ES($31)
-	ldl	$1, JOB + J_CH($31)      # get w[o0:o0+bo, i0:i0+bi]: bo rows of 9 bi elements
-	mull	$10, $1, $2
-	addl	$2, $11, $2
-	mull	$2, $14, $2
-	s8addl	$2, $2, $2               # 9 (o0 N_i + i0) es
-	ldl	$3, JOB + J_SRC($31)
-	addl	$2, $3, $2
-	s8addl	$13, $13, $3
-	mull	$3, $14, $3              # block: 9 bi es
-	subl	$1, $13, $4
-	s8addl	$4, $4, $4
-	mull	$4, $14, $4              # skip: 9 (N_i - bi) es
-	mull	$3, $12, $5              # size
-	ldl	$6, JOB + J_IN_BUF($31)
-	ldi	$18, REPLY
-	ldi	$7, DMA_GET
-	ISSUE	$7, $2, $6, $5, $3, $4
+	stl	$10, T_B($31)            # keep o0, i0, bo, bi
+	stl	$11, T_ROW($31)
+	stl	$12, T_COL($31)
+	stl	$13, T_MT($31)
+	ldl	$1, JOB + J_OP($31)
+	cmpeq	$1, OP_DW, $1
+	bne	$1, .Ldw
+	ldi	$1, DMA_GET
+	bsr	$26, w_dma
 	bsr	$26, dma_wait
 	# the LDM output U_blk[xi][k][n]: (k, n) = (i, o) or, rotated, (o, i)
+	ldl	$14, JOB + J_ES($31)
 	ldl	$15, JOB + J_ROT($31)
 	mull	$12, $14, $1             # bo es
 	mull	$13, $14, $2             # bi es
@@ -554,10 +647,6 @@ winograd:
 	seleq	$15, $1, $14, $17        # i step: rotated es, else bo es
 	mull	$12, $13, $18
 	mull	$18, $14, $18            # xi step: bo bi es
-	stl	$10, T_B($31)            # keep o0, i0, bo, bi for the puts
-	stl	$11, T_ROW($31)
-	stl	$12, T_COL($31)
-	stl	$13, T_MT($31)
 	ldl	$20, JOB + J_IN_BUF($31) # the filter (o, i) in LDM
 	ldl	$21, JOB + J_OUT_BUF($31) # U_blk of o
 	mull	$14, 9, $1
@@ -579,50 +668,36 @@ winograd:
 .Lfilter_s:
 	FILTER_LOOP flds, fsts
 .Lfilter_put:
+	ldi	$1, DMA_PUT
+	bsr	$26, u_dma
+	bsr	$26, dma_wait
+	br	.Lnext_task
+
+# ---- OP_DW: 16 slices of dU in, G^T u G, a BO x BI block of 3 x 3 filter gradients out ----
+.Ldw:
+	ldi	$1, DMA_GET
+	bsr	$26, u_dma
+	bsr	$26, dma_wait
 	ldl	$14, JOB + J_ES($31)
-	# the puts of U[xi][k0 + k][n0 + n]: bk rows of bn elements each
-	ldl	$15, JOB + J_ROT($31)
-	ldl	$10, T_B($31)            # o0
-	ldl	$11, T_ROW($31)          # i0
-	ldl	$12, T_COL($31)          # bo
-	ldl	$13, T_MT($31)           # bi
-	ldl	$1, JOB + J_P($31)       # N_o
-	ldl	$2, JOB + J_CH($31)      # N_i
-	selne	$15, $10, $11, $3        # k0
-	selne	$15, $11, $10, $4        # n0
-	selne	$15, $2, $1, $5          # NN
-	selne	$15, $13, $12, $6        # bn
-	mull	$1, $2, $7               # NK NN
-	mull	$3, $5, $3
-	addl	$3, $4, $3
-	mull	$3, $14, $3
-	ldl	$4, JOB + J_DST($31)
-	addl	$3, $4, $20              # U address of (0, k0, n0)
-	mull	$7, $14, $7              # xi step in U
-	mull	$12, $13, $25
-	mull	$25, $14, $25            # an xi slice: bo bi es
+	ldl	$12, T_COL($31)
+	ldl	$13, T_MT($31)
+	mull	$12, $14, $25            # i step in U_blk: bo es
+	mull	$25, $13, $27            # xi step: bo bi es
+	stl	$14, F_OSTEP($31)        # o step: es
+	ldl	$20, JOB + J_IN_BUF($31) # the gradients, [o][i][9]
 	ldl	$21, JOB + J_OUT_BUF($31)
-	ldi	$18, REPLY
-	ldi	$24, DMA_PUT
-	cmpeq	$5, $6, $1
-	beq	$1, .Lfilter_split
-	# whole rows of U: one DMA of 16 blocks (a slice each), NK NN - bo bi elements apart
-	subl	$7, $25, $23
-	s4addl	$25, $31, $1
-	s4addl	$1, $31, $1
-	ISSUE	$24, $20, $21, $1, $25, $23
-	br	.Lfilter_wait
-.Lfilter_split:
-	mull	$6, $14, $22             # block: bn es
-	subl	$5, $6, $23
-	mull	$23, $14, $23            # skip: (NN - bn) es
-	ldi	$28, XI
-1:	ISSUE	$24, $20, $21, $25, $22, $23
-	addl	$20, $7, $20
-	addl	$21, $25, $21
-	subl	$28, 1, $28
-	bgt	$28, 1b
-.Lfilter_wait:
+	mov	$13, $17
+	mov	$12, $28
+	fldd	$18, HALF($31)
+	cmpeq	$14, 4, $1
+	bne	$1, .Ldw_s
+	DW_LOOP	fldd, fstd, 8
+	br	.Ldw_put
+.Ldw_s:
+	DW_LOOP	flds, fsts, 4
+.Ldw_put:
+	ldi	$1, DMA_PUT
+	bsr	$26, w_dma
 	bsr	$26, dma_wait
 .Lnext_task:
 	ldl	$9, TASK($31)
@@ -735,6 +810,130 @@ xi_dma:
 	mov	$8, $26
 	ret
 	.end	xi_dma
+
+# pixel_rows: for OP_OUTPUT / OP_DY, the task's 2 image rows of 2m pixels (R_o x C_o) at
+# $1 (y or dy) and $21 (the LDM rows): $12 LDM pitch (2 m pix), $17 bytes of a row's pixels
+# inside C_o (<= 0: none), $20 the first row 2 tr, $22 R_o, $23 the memory address of (b, 2 tr,
+# 2 tc0, c0), $25 bytes of an image row, $28 = 2 rows, $18 = REPLY. Clobbers $1-$6, $10-$14.
+	.ent	pixel_rows
+pixel_rows:
+	mov	$1, $6
+	ldl	$10, T_PIX($31)
+	ldl	$1, T_MT($31)
+	addl	$1, $1, $11
+	mull	$11, $10, $12            # LDM pitch: 2 m pix
+	ldl	$13, T_COL($31)
+	ldl	$1, JOB + J_CI($31)
+	subl	$1, $13, $14
+	MIN	$14, $11, $14
+	mull	$14, $10, $17            # bytes per row
+	ldl	$20, T_ROW($31)
+	ldl	$1, T_B($31)
+	ldl	$22, JOB + J_RI($31)
+	mull	$1, $22, $23
+	addl	$23, $20, $23
+	ldl	$1, JOB + J_CI($31)
+	mull	$23, $1, $23
+	addl	$23, $13, $23
+	ldl	$2, JOB + J_CH($31)
+	mull	$23, $2, $23
+	ldl	$3, JOB + J_ES($31)
+	mull	$23, $3, $23
+	ldl	$4, T_C0($31)
+	addl	$23, $4, $23
+	addl	$23, $6, $23             # address of (b, 2 tr, 2 tc0, c0)
+	mull	$1, $2, $25
+	mull	$25, $3, $25             # bytes of an image row
+	ldi	$18, REPLY
+	ldi	$28, 2
+	ret
+	.end	pixel_rows
+
+# w_dma: the block's filters between IN_BUF and w (OP_FILTER: a get from SRC, $1 = DMA_GET;
+# OP_DW: a put to DST): bo rows of 9 bi elements, 9 (N_i - bi) apart (contiguous when bi =
+# N_i). Clobbers $1-$7, $18, $19, $29.
+	.ent	w_dma
+w_dma:
+	ldl	$2, JOB + J_ES($31)
+	ldl	$3, JOB + J_CH($31)
+	ldl	$4, T_B($31)
+	mull	$4, $3, $4
+	ldl	$5, T_ROW($31)
+	addl	$4, $5, $4
+	mull	$4, $2, $4
+	s8addl	$4, $4, $4               # 9 (o0 N_i + i0) es
+	ldl	$5, JOB + J_SRC($31)
+	ldl	$6, JOB + J_DST($31)
+	cmpeq	$1, DMA_PUT, $7
+	seleq	$7, $5, $6, $5
+	addl	$4, $5, $4
+	ldl	$5, T_MT($31)
+	subl	$3, $5, $3
+	s8addl	$3, $3, $3
+	mull	$3, $2, $3               # skip: 9 (N_i - bi) es
+	s8addl	$5, $5, $5
+	mull	$5, $2, $5               # block: 9 bi es
+	ldl	$6, T_COL($31)
+	mull	$6, $5, $6               # size
+	selne	$3, $5, $31, $5          # no skip: contiguous
+	ldl	$7, JOB + J_IN_BUF($31)
+	ldi	$18, REPLY
+	ISSUE	$1, $4, $7, $6, $5, $3
+	ret
+	.end	w_dma
+
+# u_dma: the block's 16 slices U[xi][k0 + k][n0 + n] between OUT_BUF and U (OP_FILTER: a put
+# to DST, $1 = DMA_PUT; OP_DW: a get from SRC), (k, n) = (i, o), rotated (o, i): one DMA of 16
+# blocks when the block spans whole rows of U, else 16 of bk blocks of bn elements.
+# Clobbers $1-$7, $10-$15, $18-$25, $28, $29.
+	.ent	u_dma
+u_dma:
+	mov	$1, $24
+	ldl	$14, JOB + J_ES($31)
+	ldl	$15, JOB + J_ROT($31)
+	ldl	$10, T_B($31)            # o0
+	ldl	$11, T_ROW($31)          # i0
+	ldl	$12, T_COL($31)          # bo
+	ldl	$13, T_MT($31)           # bi
+	ldl	$1, JOB + J_P($31)       # N_o
+	ldl	$2, JOB + J_CH($31)      # N_i
+	selne	$15, $10, $11, $3        # k0
+	selne	$15, $11, $10, $4        # n0
+	selne	$15, $2, $1, $5          # NN
+	selne	$15, $13, $12, $6        # bn
+	mull	$1, $2, $7               # NK NN
+	mull	$3, $5, $3
+	addl	$3, $4, $3
+	mull	$3, $14, $3
+	ldl	$4, JOB + J_DST($31)
+	ldl	$1, JOB + J_SRC($31)
+	cmpeq	$24, DMA_PUT, $20
+	seleq	$20, $1, $4, $4
+	addl	$3, $4, $20              # U address of (0, k0, n0)
+	mull	$7, $14, $7              # xi step in U
+	mull	$12, $13, $25
+	mull	$25, $14, $25            # an xi slice: bo bi es
+	ldl	$21, JOB + J_OUT_BUF($31)
+	ldi	$18, REPLY
+	cmpeq	$5, $6, $1
+	beq	$1, 2f
+	# whole rows of U: one DMA of 16 blocks (a slice each), NK NN - bo bi elements apart
+	subl	$7, $25, $23
+	s4addl	$25, $31, $1
+	s4addl	$1, $31, $1
+	ISSUE	$24, $20, $21, $1, $25, $23
+	ret
+2:	mull	$6, $14, $22             # block: bn es
+	subl	$5, $6, $23
+	mull	$23, $14, $23            # skip: (NN - bn) es
+	ldi	$28, XI
+1:	ISSUE	$24, $20, $21, $25, $22, $23
+	addl	$20, $7, $20
+	addl	$21, $25, $21
+	subl	$28, 1, $28
+	bgt	$28, 1b
+	ret
+	.end	u_dma
 
 # dma_wait: spin until the NDMA DMAs issued since the task began have replied. Clobbers $29, $1.
 	.ent	dma_wait
