@@ -105,54 +105,47 @@ def problems(draw):
                 seed=draw(st.integers(0, 2**31)))
 
 
-@settings(max_examples=12, deadline=None)
-@given(problems())
-def test_forward_matches_reference(pb):
-    rng = np.random.default_rng(pb["seed"])
-    dtype, p = pb["dtype"], pb["p"]
-    x = rng.standard_normal((pb["b"], pb["n_i"], pb["r"], pb["c"])).astype(dtype)
-    w = rng.standard_normal((pb["n_o"], pb["n_i"], 3, 3)).astype(dtype)
-    bias = rng.standard_normal(pb["n_o"]).astype(dtype) if pb["bias"] else None
-    geo = geometry(pb["b"], pb["n_i"], pb["n_o"], pb["r"], pb["c"], p)
-    machine = Machine()
-    stats = new_stats(geo, "forward", machine)
-    y = nchw(wino.forward(geo, nhwc(x), w, bias, machine, stats, "c"))
-    bound = winograd_abs(x, w, p, geo.r_o, geo.c_o) + (0 if bias is None else
-                                                       np.abs(bias)[None, :, None, None])
-    check(y, ref_forward(x, w, bias, (1, 1), (p, p)), bound, dtype, pb["n_i"])
-    assert [len(stats.phases[name]) for name in wino.PHASES] == [1, 1, 16, 1]
-
-
-@settings(max_examples=8, deadline=None)
-@given(problems())
-def test_backward_data_matches_reference(pb):
-    rng = np.random.default_rng(pb["seed"])
-    dtype, p = pb["dtype"], pb["p"]
-    geo = geometry(pb["b"], pb["n_i"], pb["n_o"], pb["r"], pb["c"], p)
-    dy = rng.standard_normal(geo.y_shape).astype(dtype)
-    w = rng.standard_normal((pb["n_o"], pb["n_i"], 3, 3)).astype(dtype)
-    machine = Machine()
-    dx = nchw(wino.backward_data(geo, nhwc(dy), w, machine,
-                                 new_stats(geo, "backward_data", machine), "c"))
-    w_data = np.ascontiguousarray(w[:, :, ::-1, ::-1].transpose(1, 0, 2, 3))
-    bound = winograd_abs(dy, w_data, 2 - p, pb["r"], pb["c"])
-    check(dx, ref_backward_data(dy, w, geo.x_shape, (1, 1), (p, p)), bound, dtype, pb["n_o"])
-
-
-@settings(max_examples=8, deadline=None)
-@given(problems())
-def test_backward_filter_matches_reference(pb):
+def run_pass(pb, direction):
+    """The pass on the VM for problem `pb`: (result NCHW / OIHW, reference, bound, terms the
+    GEMM sums, stats)."""
     rng = np.random.default_rng(pb["seed"])
     dtype, p = pb["dtype"], pb["p"]
     geo = geometry(pb["b"], pb["n_i"], pb["n_o"], pb["r"], pb["c"], p)
     x = rng.standard_normal(geo.x_shape).astype(dtype)
     dy = rng.standard_normal(geo.y_shape).astype(dtype)
+    w = rng.standard_normal(geo.w_shape).astype(dtype)
     machine = Machine()
-    stats = new_stats(geo, "backward_filter", machine)
-    dw = wino.backward_filter(geo, nhwc(x), nhwc(dy), machine, stats, "c")
-    _, _, tiles_p = wino._tiles(geo)
-    check(dw, ref_backward_filter(x, dy, geo.w_shape, (1, 1), (p, p)),
-          winograd_abs_filter(x, dy, p), dtype, tiles_p)
+    stats = new_stats(geo, direction, machine)
+    if direction == "forward":
+        bias = rng.standard_normal(pb["n_o"]).astype(dtype) if pb["bias"] else None
+        got = nchw(wino.forward(geo, nhwc(x), w, bias, machine, stats, "c"))
+        bound = winograd_abs(x, w, p, geo.r_o, geo.c_o) + (
+            0 if bias is None else np.abs(bias)[None, :, None, None])
+        return got, ref_forward(x, w, bias, (1, 1), (p, p)), bound, pb["n_i"], stats
+    if direction == "backward_data":
+        got = nchw(wino.backward_data(geo, nhwc(dy), w, machine, stats, "c"))
+        w_data = np.ascontiguousarray(w[:, :, ::-1, ::-1].transpose(1, 0, 2, 3))
+        bound = winograd_abs(dy, w_data, 2 - p, pb["r"], pb["c"])
+        return (got, ref_backward_data(dy, w, geo.x_shape, (1, 1), (p, p)), bound, pb["n_o"],
+                stats)
+    got = wino.backward_filter(geo, nhwc(x), nhwc(dy), machine, stats, "c")
+    return (got, ref_backward_filter(x, dy, geo.w_shape, (1, 1), (p, p)),
+            winograd_abs_filter(x, dy, p), wino._tiles(geo)[2], stats)
+
+
+@settings(max_examples=12, deadline=None)
+@given(problems())
+def test_forward_matches_reference(pb):
+    got, want, bound, terms, stats = run_pass(pb, "forward")
+    check(got, want, bound, pb["dtype"], terms)
+    assert [len(stats.phases[name]) for name in wino.PHASES] == [1, 1, 16, 1]
+
+
+@settings(max_examples=8, deadline=None)
+@given(problems(), st.sampled_from(["backward_data", "backward_filter"]))
+def test_backward_matches_reference(pb, direction):
+    got, want, bound, terms, stats = run_pass(pb, direction)
+    check(got, want, bound, pb["dtype"], terms)
     assert [len(stats.phases[name]) for name in wino.PHASES] == [1, 1, 16, 1]
 
 

@@ -136,6 +136,25 @@ winograd_ldm_end:
 	stl	$29, NDMA($31)
 	.endm
 
+# ROW_ISSUE: a row of pixels between memory ($23) and LDM ($21), $17 bytes, op $24, blocks of
+# a pixel's channels (T_BLOCK, T_SKIP). Clobbers $5, $6, $19, $29.
+	.macro	ROW_ISSUE
+	ldl	$5, T_BLOCK($31)
+	ldl	$6, T_SKIP($31)
+	ISSUE	$24, $23, $21, $17, $5, $6
+	.endm
+
+# TILE_REGS: the registers the tile loops share: $24 pix, $28 = m tiles, $27 m pix, $22 / $23
+# IN / OUT, $25 channel steps. Clobbers $1, $2.
+	.macro	TILE_REGS
+	ldl	$24, T_PIX($31)
+	ldl	$28, T_MT($31)
+	mull	$28, $24, $27            # m pix
+	ldl	$22, JOB + J_IN_BUF($31)
+	ldl	$23, JOB + J_OUT_BUF($31)
+	bsr	$26, channel_steps
+	.endm
+
 # --- the 4 x 4 tile transforms on registers $0-$19 (values) ---------------------------------
 # BT4 a, b, c, d, t: (a, b, t, d) = B^T (a, b, c, d) = (a - c, b + c, c - b, b - d); c is free.
 	.macro	BT4 add, sub, a, b, c, d, t
@@ -145,28 +164,17 @@ winograd_ldm_end:
 	\add	\b, \c, \b
 	.endm
 
-# LOAD4 ld, r0..r3: four loads from $20, stepping $24 bytes; then $20 += $21 (next row).
-	.macro	LOAD4 ld, r0, r1, r2, r3
-	\ld	\r0, 0($20)
-	addl	$20, $24, $20
-	\ld	\r1, 0($20)
-	addl	$20, $24, $20
-	\ld	\r2, 0($20)
-	addl	$20, $24, $20
-	\ld	\r3, 0($20)
-	addl	$20, $21, $20
-	.endm
-
-# STORE4 st, r0..r3: four stores to $20, stepping $27 bytes (the next tile vector).
-	.macro	STORE4 st, r0, r1, r2, r3
-	\st	\r0, 0($20)
-	addl	$20, $27, $20
-	\st	\r1, 0($20)
-	addl	$20, $27, $20
-	\st	\r2, 0($20)
-	addl	$20, $27, $20
-	\st	\r3, 0($20)
-	addl	$20, $27, $20
+# WALK4 op, step, last, r0..r3: four loads or stores at $20, stepping `step` bytes between
+# them and `last` after the fourth (the next row of the input tile, or the next tile vector).
+	.macro	WALK4 op, step, last, r0, r1, r2, r3
+	\op	\r0, 0($20)
+	addl	$20, \step, $20
+	\op	\r1, 0($20)
+	addl	$20, \step, $20
+	\op	\r2, 0($20)
+	addl	$20, \step, $20
+	\op	\r3, 0($20)
+	addl	$20, \last, $20
 	.endm
 
 # INPUT_LOOP ld, st, add, sub, step: for every tile j < m and channel step of the task:
@@ -176,10 +184,10 @@ winograd_ldm_end:
 	.macro	INPUT_LOOP ld, st, add, sub, step
 1:	mov	$25, $26
 2:	mov	$22, $20
-	LOAD4	\ld, $0, $1, $2, $3
-	LOAD4	\ld, $4, $5, $6, $7
-	LOAD4	\ld, $8, $9, $10, $11
-	LOAD4	\ld, $12, $13, $14, $15
+	WALK4	\ld, $24, $21, $0, $1, $2, $3
+	WALK4	\ld, $24, $21, $4, $5, $6, $7
+	WALK4	\ld, $24, $21, $8, $9, $10, $11
+	WALK4	\ld, $24, $21, $12, $13, $14, $15
 	# columns: rows (0, 1, 2, 3) of column c -> registers, column c's row 2 lands in $16+c
 	BT4	\add, \sub, $0, $4, $8, $12, $16
 	BT4	\add, \sub, $1, $5, $9, $13, $17
@@ -191,10 +199,10 @@ winograd_ldm_end:
 	BT4	\add, \sub, $16, $17, $18, $19, $10
 	BT4	\add, \sub, $12, $13, $14, $15, $11
 	mov	$23, $20
-	STORE4	\st, $0, $1, $8, $3
-	STORE4	\st, $4, $5, $9, $7
-	STORE4	\st, $16, $17, $10, $19
-	STORE4	\st, $12, $13, $11, $15
+	WALK4	\st, $27, $27, $0, $1, $8, $3
+	WALK4	\st, $27, $27, $4, $5, $9, $7
+	WALK4	\st, $27, $27, $16, $17, $10, $19
+	WALK4	\st, $27, $27, $12, $13, $11, $15
 	addl	$22, \step, $22
 	addl	$23, \step, $23
 	subl	$26, 1, $26
@@ -344,10 +352,10 @@ winograd_ldm_end:
 	A4	\add, \sub, $5, $7, $12, $13
 	A4	\add, \sub, $2, $3, $14, $15
 	mov	$23, $20
-	STORE4	\st, $0, $8, $9, $1
-	STORE4	\st, $4, $10, $11, $6
-	STORE4	\st, $5, $12, $13, $7
-	STORE4	\st, $2, $14, $15, $3
+	WALK4	\st, $27, $27, $0, $8, $9, $1
+	WALK4	\st, $27, $27, $4, $10, $11, $6
+	WALK4	\st, $27, $27, $5, $12, $13, $7
+	WALK4	\st, $27, $27, $2, $14, $15, $3
 	addl	$22, \step, $22
 	addl	$23, \step, $23
 	subl	$26, 1, $26
@@ -514,18 +522,12 @@ winograd:
 	subl	$28, 1, $28
 	bgt	$28, .Lin_row
 	bsr	$26, dma_wait
-	ldl	$24, T_PIX($31)
-	ldl	$1, T_MT($31)
-	addl	$1, $1, $2
+	TILE_REGS
+	addl	$28, $28, $2
 	addl	$2, 2, $2
-	mull	$2, $24, $21             # pitch
-	s4subl	$24, $24, $1             # s4subl: 4 pix - pix = 3 pix
+	mull	$2, $24, $21             # pitch: (2 m + 2) pix
+	s4subl	$24, $24, $1             # 4 pix - pix = 3 pix
 	subl	$21, $1, $21             # pitch - 3 pix
-	ldl	$28, T_MT($31)
-	mull	$28, $24, $27            # m pix
-	ldl	$22, JOB + J_IN_BUF($31)
-	ldl	$23, JOB + J_OUT_BUF($31)
-	bsr	$26, channel_steps
 	DISPATCH INPUT_LOOP
 	ldi	$1, DMA_PUT
 	bsr	$26, xi_dma
@@ -547,12 +549,7 @@ winograd:
 	ldi	$1, DMA_GET
 	bsr	$26, xi_dma
 	bsr	$26, dma_wait
-	ldl	$24, T_PIX($31)
-	ldl	$28, T_MT($31)
-	mull	$28, $24, $27            # m pix
-	ldl	$22, JOB + J_IN_BUF($31)
-	ldl	$23, JOB + J_OUT_BUF($31)
-	bsr	$26, channel_steps
+	TILE_REGS
 	DISPATCH OUTPUT_LOOP
 	stl	$31, NDMA($31)
 	stw	$31, REPLY($31)
@@ -564,9 +561,7 @@ winograd:
 .Lout_row:
 	cmplt	$20, $22, $1
 	beq	$1, .Lout_done
-	ldl	$5, T_BLOCK($31)
-	ldl	$6, T_SKIP($31)
-	ISSUE	$24, $23, $21, $17, $5, $6
+	ROW_ISSUE
 	addl	$21, $12, $21
 	addl	$20, 1, $20
 	addl	$23, $25, $23
@@ -593,9 +588,7 @@ winograd:
 	addl	$21, $17, $3             # the columns past C_o
 	ZERO	$3, $8
 	ble	$17, .Ldy_next
-	ldl	$5, T_BLOCK($31)
-	ldl	$6, T_SKIP($31)
-	ISSUE	$24, $23, $21, $17, $5, $6
+	ROW_ISSUE
 .Ldy_next:
 	addl	$21, $12, $21
 	addl	$20, 1, $20
@@ -603,12 +596,7 @@ winograd:
 	subl	$28, 1, $28
 	bgt	$28, .Ldy_row
 	bsr	$26, dma_wait
-	ldl	$24, T_PIX($31)
-	ldl	$28, T_MT($31)
-	mull	$28, $24, $27            # m pix
-	ldl	$22, JOB + J_IN_BUF($31)
-	ldl	$23, JOB + J_OUT_BUF($31)
-	bsr	$26, channel_steps
+	TILE_REGS
 	DISPATCH DY_LOOP
 	ldi	$1, DMA_PUT
 	bsr	$26, xi_dma
@@ -762,12 +750,10 @@ channel_steps:
 	ret
 	.end	channel_steps
 
-# xi_dma: the 16 m tile vectors between OUT (OP_INPUT, a put, $1 = DMA_PUT) or IN (OP_OUTPUT,
-# a get) and V / M: one DMA of 16 blocks of m N elements when the task has all channels,
-# else 16 DMAs of m blocks of its ncv channels. Clobbers $1-$8, $16-$19, $29.
+# xi_dma: the 16 m tile vectors between OUT (OP_INPUT, OP_DY: a put, $1 = DMA_PUT) or IN
+# (OP_OUTPUT: a get) and V / M / Z, as slices_dma moves them. Clobbers $1-$7, $16-$19, $29.
 	.ent	xi_dma
 xi_dma:
-	mov	$26, $8
 	ldl	$2, JOB + J_ES($31)
 	ldl	$3, JOB + J_CH($31)
 	mull	$2, $3, $3               # bytes of a tile vector in memory
@@ -788,28 +774,32 @@ xi_dma:
 	ldl	$7, T_MT($31)
 	ldl	$2, T_PIX($31)
 	mull	$7, $2, $2               # m pix: an xi slice in LDM
-	ldi	$18, REPLY
-	ldl	$29, T_BLOCK($31)
-	bne	$29, .Lxi_split
-	mull	$7, $3, $7               # one DMA: blocks m N es, skip (P - m) N es
-	subl	$6, $7, $6
-	s4addl	$2, $31, $3
-	s4addl	$3, $31, $3              # size 16 m pix
-	ISSUE	$1, $4, $5, $3, $7, $6
-	mov	$8, $26
-	ret
-.Lxi_split:
-	ldi	$7, XI
 	ldl	$16, T_BLOCK($31)
 	ldl	$17, T_SKIP($31)
+	br	slices_dma
+	.end	xi_dma
+
+# slices_dma: a task's 16 slices between LDM ($5, $2 bytes each, one after the other) and
+# memory ($4, $6 bytes apart), $1 = DMA_GET or DMA_PUT: one DMA of 16 blocks when $16 = 0
+# (each slice contiguous in memory), else 16 DMAs of blocks of $16 bytes, $17 bytes apart.
+# Clobbers $3-$7, $17-$19, $29.
+	.ent	slices_dma
+slices_dma:
+	ldi	$18, REPLY
+	bne	$16, 2f
+	subl	$6, $2, $17
+	s4addl	$2, $31, $3
+	s4addl	$3, $31, $3              # 16 slices
+	ISSUE	$1, $4, $5, $3, $2, $17
+	ret
+2:	ldi	$7, XI
 1:	ISSUE	$1, $4, $5, $2, $16, $17
 	addl	$4, $6, $4
 	addl	$5, $2, $5
 	subl	$7, 1, $7
 	bgt	$7, 1b
-	mov	$8, $26
 	ret
-	.end	xi_dma
+	.end	slices_dma
 
 # pixel_rows: for OP_OUTPUT / OP_DY, the task's 2 image rows of 2m pixels (R_o x C_o) at
 # $1 (y or dy) and $21 (the LDM rows): $12 LDM pitch (2 m pix), $17 bytes of a row's pixels
@@ -883,56 +873,42 @@ w_dma:
 	.end	w_dma
 
 # u_dma: the block's 16 slices U[xi][k0 + k][n0 + n] between OUT_BUF and U (OP_FILTER: a put
-# to DST, $1 = DMA_PUT; OP_DW: a get from SRC), (k, n) = (i, o), rotated (o, i): one DMA of 16
-# blocks when the block spans whole rows of U, else 16 of bk blocks of bn elements.
-# Clobbers $1-$7, $10-$15, $18-$25, $28, $29.
+# to DST, $1 = DMA_PUT; OP_DW: a get from SRC), (k, n) = (i, o), rotated (o, i), as slices_dma
+# moves them: bk rows of bn elements, one DMA when they are whole rows of U (bn = NN).
+# Clobbers $1-$7, $10-$17, $18, $19, $29.
 	.ent	u_dma
 u_dma:
-	mov	$1, $24
 	ldl	$14, JOB + J_ES($31)
 	ldl	$15, JOB + J_ROT($31)
 	ldl	$10, T_B($31)            # o0
 	ldl	$11, T_ROW($31)          # i0
 	ldl	$12, T_COL($31)          # bo
 	ldl	$13, T_MT($31)           # bi
-	ldl	$1, JOB + J_P($31)       # N_o
-	ldl	$2, JOB + J_CH($31)      # N_i
-	selne	$15, $10, $11, $3        # k0
-	selne	$15, $11, $10, $4        # n0
-	selne	$15, $2, $1, $5          # NN
-	selne	$15, $13, $12, $6        # bn
-	mull	$1, $2, $7               # NK NN
-	mull	$3, $5, $3
-	addl	$3, $4, $3
-	mull	$3, $14, $3
-	ldl	$4, JOB + J_DST($31)
-	ldl	$1, JOB + J_SRC($31)
-	cmpeq	$24, DMA_PUT, $20
-	seleq	$20, $1, $4, $4
-	addl	$3, $4, $20              # U address of (0, k0, n0)
-	mull	$7, $14, $7              # xi step in U
-	mull	$12, $13, $25
-	mull	$25, $14, $25            # an xi slice: bo bi es
-	ldl	$21, JOB + J_OUT_BUF($31)
-	ldi	$18, REPLY
-	cmpeq	$5, $6, $1
-	beq	$1, 2f
-	# whole rows of U: one DMA of 16 blocks (a slice each), NK NN - bo bi elements apart
-	subl	$7, $25, $23
-	s4addl	$25, $31, $1
-	s4addl	$1, $31, $1
-	ISSUE	$24, $20, $21, $1, $25, $23
-	ret
-2:	mull	$6, $14, $22             # block: bn es
-	subl	$5, $6, $23
-	mull	$23, $14, $23            # skip: (NN - bn) es
-	ldi	$28, XI
-1:	ISSUE	$24, $20, $21, $25, $22, $23
-	addl	$20, $7, $20
-	addl	$21, $25, $21
-	subl	$28, 1, $28
-	bgt	$28, 1b
-	ret
+	ldl	$2, JOB + J_P($31)       # N_o
+	ldl	$3, JOB + J_CH($31)      # N_i
+	selne	$15, $10, $11, $4        # k0
+	selne	$15, $11, $10, $5        # n0
+	selne	$15, $3, $2, $16         # NN
+	selne	$15, $13, $12, $17       # bn
+	mull	$2, $3, $6
+	mull	$6, $14, $6              # xi step in U: NK NN es
+	mull	$4, $16, $4
+	addl	$4, $5, $4
+	mull	$4, $14, $4
+	ldl	$5, JOB + J_DST($31)
+	ldl	$7, JOB + J_SRC($31)
+	cmpeq	$1, DMA_PUT, $2
+	seleq	$2, $7, $5, $5
+	addl	$4, $5, $4               # U address of (0, k0, n0)
+	mull	$12, $13, $2
+	mull	$2, $14, $2              # an xi slice: bo bi es
+	ldl	$5, JOB + J_OUT_BUF($31)
+	subl	$16, $17, $3
+	mull	$3, $14, $3              # skip: (NN - bn) es
+	mull	$17, $14, $16            # block: bn es
+	seleq	$3, $31, $16, $16        # bn = NN: whole rows
+	mov	$3, $17
+	br	slices_dma
 	.end	u_dma
 
 # dma_wait: spin until the NDMA DMAs issued since the task began have replied. Clobbers $29, $1.
