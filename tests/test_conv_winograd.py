@@ -263,8 +263,32 @@ def test_plans_fit_in_ldm_and_keep_the_cpes_busy(channels, dtype):
         assert plan.tasks(geo) >= 2 * config.num_cpes
         if plan.ncb > 1:      # split only when whole rows of 4 tiles do not fit
             assert not wino._fits(op, 4, channels, es, config)
-    bo, bi = wino.filter_blocks(channels, channels, False, es, config)
-    assert bo == channels and -(-channels // bi) >= min(channels, config.num_cpes)
+    for op, rotate in (("FILTER", False), ("FILTER", True), ("DW", False)):
+        assert wino._filter_fits(*wino.filter_blocks(op, channels, channels, rotate, es,
+                                                     config), es, config)
+
+
+@pytest.mark.parametrize("op, rotate", [("FILTER", False), ("FILTER", True), ("DW", False)])
+def test_filter_side_block_is_the_fastest_of_the_simple_ones(op, rotate):
+    """96 x 80 float32 filters: the block the model picks runs no slower than spanning all o
+    or all i (the two one-sided layouts), and the model is within 30% of the run (it misses
+    some of the cost of many short strided blocks)."""
+    rng = np.random.default_rng(7)
+    config = Machine().config
+    chosen = wino.filter_blocks(op, 96, 80, rotate, 4, config)
+    data = (rng.standard_normal((16, 80, 96)) if op == "DW"
+            else rng.standard_normal((96, 80, 3, 3))).astype(np.float32)
+
+    def run(blocks):
+        machine = Machine()
+        if op == "DW":
+            return wino._dw_transform(data, machine, "c", blocks)[1].cycles
+        return wino._filter_transform(data, rotate, machine, "c", blocks)[1].cycles
+
+    cycles = run(chosen)
+    for blocks in ((96, 4), (4, 80)):
+        assert cycles <= run(blocks), blocks
+    assert abs(wino.filter_cycles(op, 96, 80, rotate, 4, config) / cycles - 1) <= 0.30
 
 
 def test_supports_names_what_it_cannot_do():

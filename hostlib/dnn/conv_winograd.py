@@ -17,6 +17,7 @@ predict, forward, backward_data, backward_filter, estimate).
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -110,28 +111,36 @@ def transform_plan(geo: ConvGeometry, op: str, channels: int, es: int, config) -
     return TransformPlan(m, cb, ncb, -(-tc // m), vec)
 
 
-def filter_blocks(n_o: int, n_i: int, whole_i: bool, es: int, config) -> tuple:
-    """(BO, BI) of an OP_FILTER / OP_DW task (25 BO BI elements of LDM). The block spans the
-    whole of one dimension and as many of the other as fit, but few enough to give every CPE a
-    task where there are that many. OP_FILTER spans the N of U (all o forward, all i rotated):
-    its slices go out as one put of whole lines and the filters come in as short strided
-    blocks (a get costs the engine less than a put). OP_DW (whole_i) spans all i, so the
-    gradients go out as one contiguous put of bo rows of w."""
-    n_k, n_n = (n_o, n_i) if whole_i else (n_i, n_o)
+# CPE cycles per filter of the scalar G g G^T (OP_FILTER) and G^T u G (OP_DW) loops, measured
+# (C engine, one task of 16 x 16 against 8 x 8 filters: 171 and 146 cycles; the FP latency
+# chains of a filter are not interleaved).
+FILTER_CPE_CYCLES = {"FILTER": 171, "DW": 146}
+BLOCK_GRID = (1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512)
 
-    def fits(bk, bn):
-        arena = KERNEL.arena(config.ldm_bytes, KERNEL_ARGS)
-        arena.take(9 * bk * bn * es)
-        arena.take(XI * bk * bn * es)
-        return arena.fits
 
-    bn = n_n
-    while not fits(1, bn):
-        bn = -(-bn // 2)
-    bk = 1
-    while bk < n_k and fits(bk + 1, bn) and -(-n_k // (bk + 1)) >= config.num_cpes:
-        bk += 1
-    return (bk, bn) if whole_i else (bn, bk)
+def _filter_fits(bo, bi, es, config) -> bool:
+    arena = KERNEL.arena(config.ldm_bytes, KERNEL_ARGS)
+    arena.take(9 * bo * bi * es)
+    arena.take(XI * bo * bi * es)
+    return arena.fits
+
+
+@functools.lru_cache(maxsize=4096)
+def filter_blocks(op: str, n_o: int, n_i: int, rotate: bool, es: int, config) -> tuple:
+    """(BO, BI) of an OP_FILTER / OP_DW task (25 BO BI elements of LDM): the block of the grid
+    (and the whole N_o, N_i) with the smallest modelled time (``_filter_time``). One side of the transfer is strided
+    whatever the block: w's rows (o) hold 9 N_i elements, U's rows (i, rotated o) hold N_o
+    (N_i); a get costs the engine 6 cycles per touched line, a put 11 per whole line or
+    16-byte piece, so the block makes the puts' rows long and the gets' blocks no shorter than
+    a line where LDM allows."""
+    grid_o = sorted({min(b, n_o) for b in BLOCK_GRID} | {n_o})
+    grid_i = sorted({min(b, n_i) for b in BLOCK_GRID} | {n_i})
+    options = [(bo, bi) for bo in grid_o for bi in grid_i if _filter_fits(bo, bi, es, config)]
+    if not options:
+        raise HostError("winograd: no filter-transform block fits in LDM")
+
+    return min(options, key=lambda block: _filter_time(op, *block, n_o, n_i, rotate, es, config,
+                                                       every_task=False))
 
 
 def _check_divisions(tasks: int, *divisors) -> None:
@@ -153,7 +162,7 @@ def _filter_launch(op: str, src, shape, n_o, n_i, rotate, machine, engine, block
     """One OP_FILTER / OP_DW launch over (BO, BI) blocks of (o, i) filters; returns the result
     (`shape`) and its Stats."""
     es, config, mem = src.itemsize, machine.config, machine.mem
-    bo, bi = blocks or filter_blocks(n_o, n_i, rotate or op == "DW", es, config)
+    bo, bi = blocks or filter_blocks(op, n_o, n_i, rotate, es, config)
     nib = -(-n_i // bi)
     tasks = -(-n_o // bo) * nib
     _check_divisions(tasks, nib)
@@ -391,13 +400,14 @@ def _blocks(starts, nbytes, config):
     return starts, ends, starts // line, ends // line
 
 
-def _get_cycles(starts, nbytes, config) -> int:
+def _get_cycles(starts, nbytes, config, requests=1) -> int:
     _, _, first, last = _blocks(starts, nbytes, config)
     return int(np.sum(last - first + 1)) * config.dma_transaction_cycles
 
 
-def _put_cycles(starts, nbytes, config) -> int:
-    """Engine cycles of one put request whose blocks start at `starts` (bytes each)."""
+def _put_cycles(starts, nbytes, config, requests=1) -> int:
+    """Engine cycles of `requests` put requests whose blocks start at `starts` (`nbytes`
+    each)."""
     line, piece = config.dma_transaction_bytes, config.dma_put_write_bytes
     starts, ends, first, last = _blocks(starts, nbytes, config)
 
@@ -409,7 +419,7 @@ def _put_cycles(starts, nbytes, config) -> int:
     tail = np.where(last > first, writes(last * line, ends), 0)
     middle = np.maximum(last - first - 1, 0)
     return (int(np.sum(head + tail + middle)) * config.dma_put_write_cycles
-            + config.dma_put_ack_cycles)
+            + requests * config.dma_put_ack_cycles)
 
 
 def _xi_requests(plan: TransformPlan, channels, p, p0, mt, c0, ncv, es):
@@ -488,33 +498,51 @@ def transform_cycles(op: str, geo: ConvGeometry, es: int, config) -> float:
     return geo.batch * engine + _launch_overhead(config)
 
 
-def filter_cycles(op: str, n_o: int, n_i: int, rotate: bool, es: int, config) -> float:
-    """Predicted cycles of an OP_FILTER (w got, U put) or OP_DW (U got, w put) launch: its
-    requests' engine time."""
-    bo, bi = filter_blocks(n_o, n_i, rotate or op == "DW", es, config)
-    w_cost, u_cost = (_put_cycles, _get_cycles) if op == "DW" else (_get_cycles, _put_cycles)
-    engine = 0
-    for o0 in range(0, n_o, bo):
-        for i0 in range(0, n_i, bi):
-            rows, cols = min(bo, n_o - o0), min(bi, n_i - i0)
-            if cols == n_i:      # contiguous rows of w
-                engine += w_cost([o0 * n_i * 9 * es], rows * 9 * n_i * es, config)
-            else:
-                o = o0 + np.arange(rows)
-                engine += w_cost((o * n_i + i0) * 9 * es, 9 * cols * es, config)
+def _filter_task_cycles(op, o0, i0, bo, bi, n_o, n_i, rotate, es, config) -> tuple:
+    """Engine cycles of one OP_FILTER (w got, U put) or OP_DW (U got, w put) task's gets and
+    puts: the block of filters (o0.., i0..) in w and its 16 slices in U."""
+    rows, cols = min(bo, n_o - o0), min(bi, n_i - i0)
+    if cols == n_i:      # contiguous rows of w
+        w_side = ([o0 * n_i * 9 * es], rows * 9 * n_i * es)
+    else:
+        w_side = ((o0 + np.arange(rows)) * n_i * 9 * es + i0 * 9 * es, 9 * cols * es)
     n_k, n_n = (n_o, n_i) if rotate else (n_i, n_o)
-    bk, bn = (bo, bi) if rotate else (bi, bo)
-    for k0 in range(0, n_k, bk):
-        for n0 in range(0, n_n, bn):
-            nk, nn = min(bk, n_k - k0), min(bn, n_n - n0)
-            k = k0 + np.arange(nk)
-            if nn == n_n:
-                engine += u_cost((np.arange(XI) * n_k + k0) * n_n * es, nk * n_n * es,
-                                 config)
-            else:
-                for xi in range(XI):
-                    engine += u_cost(((xi * n_k + k) * n_n + n0) * es, nn * es, config)
-    return engine + _launch_overhead(config)
+    k0, n0, nk, nn = (o0, i0, rows, cols) if rotate else (i0, o0, cols, rows)
+    if nn == n_n:        # whole rows of U: one request
+        u_side, requests = ((np.arange(XI) * n_k + k0) * n_n * es, nk * n_n * es), 1
+    else:
+        starts = ((np.arange(XI)[:, None] * n_k + k0 + np.arange(nk)) * n_n + n0) * es
+        u_side, requests = (starts.ravel(), nn * es), XI
+    if op == "DW":
+        return (_get_cycles(*u_side, config, requests=requests),
+                _put_cycles(*w_side, config))
+    return _get_cycles(*w_side, config), _put_cycles(*u_side, config, requests=requests)
+
+
+def _filter_time(op, bo, bi, n_o, n_i, rotate, es, config, every_task=True) -> float:
+    """Modelled cycles of an OP_FILTER / OP_DW launch with (bo, bi) blocks (every task priced,
+    or the first one times the tasks). The CPEs work in rounds of 64 tasks: get, compute,
+    put, synchronously. When compute is short the engine never idles (its total time); when
+    it is long the round's CPEs run in lockstep: their gets queue behind one another, and so
+    do their puts, after the compute: rounds x compute + the longer of (a round's gets, then
+    one put) and (one get, then a round's puts)."""
+    origins = [(o0, i0) for o0 in range(0, n_o, bo) for i0 in range(0, n_i, bi)]
+    tasks = len(origins)
+    costs = [_filter_task_cycles(op, o0, i0, bo, bi, n_o, n_i, rotate, es, config)
+             for o0, i0 in (origins if every_task else origins[:1])]
+    gets, puts = (sum(c) * (1 if every_task else tasks) for c in zip(*costs))
+    rounds = -(-tasks // config.num_cpes)
+    compute = bo * bi * FILTER_CPE_CYCLES[op]
+    lockstep = (rounds * (compute + 2 * config.dma_latency)
+                + max(gets / rounds + puts / tasks, gets / tasks + puts / rounds))
+    return max(gets + puts, lockstep)
+
+
+def filter_cycles(op: str, n_o: int, n_i: int, rotate: bool, es: int, config) -> float:
+    """Predicted cycles of an OP_FILTER / OP_DW launch (``_filter_time``), with the job
+    fetches and a latency."""
+    bo, bi = filter_blocks(op, n_o, n_i, rotate, es, config)
+    return _filter_time(op, bo, bi, n_o, n_i, rotate, es, config) + _launch_overhead(config)
 
 
 def _inner(geo: ConvGeometry, direction: str) -> ConvGeometry:
@@ -546,9 +574,9 @@ def predict(geo: ConvGeometry, direction: str, dtype, config) -> float:
 
 
 # ---- estimate: a simulated sample, extrapolated ----------------------------------------------
-# Every phase is a loop over identical units: blocks of o or i (filter side), images or, for a few large
-# images, tile rows (transforms; every image's tile rows alike), CG blocks of P (a GEMM; the
-# 16 GEMMs have one shape). estimate() simulates each phase on two sizes u1 < u2 of its unit
+# Every phase is a loop over identical units: blocks of o (filter side), images or, for a
+# few large images, tile rows (transforms; every image's tile rows alike), CG blocks of P (a
+# GEMM; the 16 GEMMs have one shape). estimate() simulates each phase on two sizes u1 < u2 of its unit
 # count, with the full pass's plans (blocks, tiles per task, GEMM orientation and blocking)
 # forced, and extrapolates linearly to the full count (exact for a linear cost: the fixed
 # part, pipeline fill and drain, is the intercept). A phase whose count is at most u2 runs
@@ -582,18 +610,21 @@ def estimate(geo: ConvGeometry, direction: str, dtype, machine=None, engine="c")
     details, total = {}, 0.0
     # filter side: blocks of the dimension it does not span whole (i forward; o backward)
     dw = direction == "backward_filter"
-    bo, bi = filter_blocks(geo.n_o, geo.n_i, rotate or dw, es, config)
-    bk, n_k = (bo, geo.n_o) if rotate or dw else (bi, geo.n_i)
+    bo, bi = filter_blocks("DW" if dw else "FILTER", geo.n_o, geo.n_i, rotate, es, config)
+    o_blocks = -(-geo.n_o // bo)
 
-    def filter_run(rows):
+    def filter_run(count):
+        rows = min(count * bo, geo.n_o)
         if dw:
             return _dw_transform(data(XI, geo.n_i, rows), machine, engine, (bo, bi))[1].cycles
-        w = data(rows, geo.n_i, 3, 3) if rotate else data(geo.n_o, rows, 3, 3)
-        return _filter_transform(w, rotate, machine, engine, (bo, bi))[1].cycles
+        return _filter_transform(data(rows, geo.n_i, 3, 3), rotate, machine, engine,
+                                 (bo, bi))[1].cycles
 
-    blocks = -(-n_k // bk)
-    cycles, info = _extrapolate(lambda b: filter_run(min(b * bk, n_k)), blocks, cpes, 2 * cpes)
-    details["filter_transform"], total = dict(info, unit="K block", cycles=cycles), cycles
+    # blocks of o, a multiple of 64 tasks per sample (every CPE busy alike)
+    per_o = -(-geo.n_i // bi)
+    u1 = -(-cpes // per_o)
+    cycles, info = _extrapolate(filter_run, o_blocks, u1, 2 * u1)
+    details["filter_transform"], total = dict(info, unit="o block", cycles=cycles), cycles
 
     # the transforms: whole images when a few of them fill the CPEs, else tile rows
     tr, _, _ = _tiles(inner)
