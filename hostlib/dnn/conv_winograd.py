@@ -36,6 +36,7 @@ KERNEL = Kernel(("dnn/winograd.s",), entry="winograd", ldm_end="winograd_ldm_end
 KERNEL_ARGS = 1
 XI = 16                      # alpha^2 tile vectors per tile
 MIN_ROUNDS = 2               # tasks per CPE the transform planner aims for
+DESC_STRIDE_LIMIT = 1 << 32  # a DMA descriptor's stride lane: 32 bits (include/dma.inc)
 
 
 # ---- the plan: tiles, tasks and LDM buffers --------------------------------------------------
@@ -128,17 +129,16 @@ def _filter_fits(bo, bi, es, config) -> bool:
 @functools.lru_cache(maxsize=4096)
 def filter_blocks(op: str, n_o: int, n_i: int, rotate: bool, es: int, config) -> tuple:
     """(BO, BI) of an OP_FILTER / OP_DW task (25 BO BI elements of LDM): the block of the grid
-    (and the whole N_o, N_i) with the smallest modelled time (``_filter_time``). One side of the transfer is strided
-    whatever the block: w's rows (o) hold 9 N_i elements, U's rows (i, rotated o) hold N_o
-    (N_i); a get costs the engine 6 cycles per touched line, a put 11 per whole line or
-    16-byte piece, so the block makes the puts' rows long and the gets' blocks no shorter than
-    a line where LDM allows."""
+    (and the whole N_o, N_i) with the smallest modelled time (``_filter_time``). One side of
+    the transfer is strided whatever the block: w's rows (o) hold 9 N_i elements, U's rows
+    (i, rotated o) hold N_o (N_i); a get costs the engine 6 cycles per touched line, a put 11
+    per whole line or 16-byte piece, so the best block makes the puts' rows long and the gets'
+    blocks no shorter than a line where LDM allows."""
     grid_o = sorted({min(b, n_o) for b in BLOCK_GRID} | {n_o})
     grid_i = sorted({min(b, n_i) for b in BLOCK_GRID} | {n_i})
     options = [(bo, bi) for bo in grid_o for bi in grid_i if _filter_fits(bo, bi, es, config)]
     if not options:
         raise HostError("winograd: no filter-transform block fits in LDM")
-
     return min(options, key=lambda block: _filter_time(op, *block, n_o, n_i, rotate, es, config,
                                                        every_task=False))
 
@@ -195,6 +195,9 @@ def _geometry_fields(geo: ConvGeometry, plan: TransformPlan, channels: int, es: 
     tr, tc, p = _tiles(geo)
     tasks = plan.tasks(geo)
     _check_divisions(tasks, plan.ncb, plan.groups, tr)
+    if p * channels * es >= DESC_STRIDE_LIMIT:
+        raise HostError(f"winograd: the 16 slices of {p} tiles x {channels} channels lie too "
+                        f"far apart for a DMA stride ({DESC_STRIDE_LIMIT} bytes)")
     return dict(es=es, vec=int(plan.vec), tasks=tasks, ncb=plan.ncb,
                 ncb_inv=_reciprocal(plan.ncb), groups=plan.groups,
                 groups_inv=_reciprocal(plan.groups), tr=tr, tr_inv=_reciprocal(tr), ch=channels,
@@ -392,34 +395,28 @@ def _winograd(geo: ConvGeometry, x, u, bias, machine, stats, engine) -> np.ndarr
 # (image 0's, times B; the interior tile rows are priced once each and weighted), the job
 # fetches and one DMA latency. The 16 GEMMs are swGEMM's model (hostlib/blas/gemm_model.py).
 
-def _blocks(starts, nbytes, config):
-    """Per block (arrays): first and last line, whether the first / last line is whole."""
-    line = config.dma_transaction_bytes
+def _lines(starts, nbytes, config):
+    """First and last byte and first and last line of blocks of `nbytes` at `starts`."""
     starts = np.asarray(starts, np.int64)
     ends = starts + nbytes - 1
+    line = config.dma_transaction_bytes
     return starts, ends, starts // line, ends // line
 
 
 def _get_cycles(starts, nbytes, config, requests=1) -> int:
-    _, _, first, last = _blocks(starts, nbytes, config)
+    """Engine cycles of get requests whose blocks start at `starts` (`nbytes` each): a
+    transaction per touched line; a get has no per-request engine time (`requests` is
+    accepted for symmetry with ``_put_cycles``)."""
+    _, _, first, last = _lines(starts, nbytes, config)
     return int(np.sum(last - first + 1)) * config.dma_transaction_cycles
 
 
 def _put_cycles(starts, nbytes, config, requests=1) -> int:
     """Engine cycles of `requests` put requests whose blocks start at `starts` (`nbytes`
-    each)."""
-    line, piece = config.dma_transaction_bytes, config.dma_put_write_bytes
-    starts, ends, first, last = _blocks(starts, nbytes, config)
-
-    def writes(lo, hi):
-        whole = (lo % line == 0) & (hi % line == line - 1)
-        return np.where(whole, 1, hi // piece - lo // piece + 1)
-
-    head = writes(starts, np.minimum(ends, first * line + line - 1))
-    tail = np.where(last > first, writes(last * line, ends), 0)
-    middle = np.maximum(last - first - 1, 0)
-    return (int(np.sum(head + tail + middle)) * config.dma_put_write_cycles
-            + requests * config.dma_put_ack_cycles)
+    each): swGEMM's model of a put's writes, and an acknowledgement per request."""
+    starts, ends, _, _ = _lines(starts, nbytes, config)
+    return (int(np.sum(gemm_model.put_writes(starts, ends, config)))
+            * config.dma_put_write_cycles + requests * config.dma_put_ack_cycles)
 
 
 def _xi_requests(plan: TransformPlan, channels, p, p0, mt, c0, ncv, es):
@@ -576,10 +573,10 @@ def predict(geo: ConvGeometry, direction: str, dtype, config) -> float:
 # ---- estimate: a simulated sample, extrapolated ----------------------------------------------
 # Every phase is a loop over identical units: blocks of o (filter side), images or, for a
 # few large images, tile rows (transforms; every image's tile rows alike), CG blocks of P (a
-# GEMM; the 16 GEMMs have one shape). estimate() simulates each phase on two sizes u1 < u2 of its unit
-# count, with the full pass's plans (blocks, tiles per task, GEMM orientation and blocking)
-# forced, and extrapolates linearly to the full count (exact for a linear cost: the fixed
-# part, pipeline fill and drain, is the intercept). A phase whose count is at most u2 runs
+# GEMM; the 16 GEMMs have one shape). estimate() simulates each phase on two sizes u1 < u2
+# of its unit count, with the full pass's plans (blocks, tiles per task, GEMM orientation and
+# blocking) forced, and extrapolates linearly to the full count (exact for a linear cost: the
+# fixed part, pipeline fill and drain, is the intercept). A phase whose count is at most u2 runs
 # whole. The edge units (padding rows, a ragged last block) are in every sample.
 
 def _extrapolate(run, full: int, u1: int, u2: int):
