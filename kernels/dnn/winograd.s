@@ -17,18 +17,25 @@
 #   OP_FILTER  w (N_o, N_i, 3, 3) -> U (16, K, N): U[xi][k][n] = (G g G^T)[xi] with (k, n) =
 #              (i, o), or for J_ROT = 1 (backward data) g rotated by 180 degrees and (k, n) =
 #              (o, i): the transposed, flipped filter of dx = conv(dy, w').
+#   OP_DY      dy (B, R_o, C_o, N) -> Z (16, P, N): Z[xi][p] = (A d A^T)[xi] of the tile's 2 x 2
+#              pixels of dy, zeros past R_o or C_o (backward filter).
+#   OP_DW      dU (16, N_i, N_o) -> dw (N_o, N_i, 3, 3): dw[o][i] = G^T u G of the 16 values
+#              dU[xi][i][o] (backward filter).
 #
-# A task of OP_INPUT / OP_OUTPUT is M consecutive tiles of one tile row and a block of CB
-# channels; task t runs on CPE t mod 64 and is (tile row, tile group, channel block) with the
-# channel block innermost. Its data: 4 input rows of 2m+2 pixels (m = the group's tiles), or 2
-# output rows of 2m pixels, and the 16 m tile vectors of V or M. With the whole channel range
-# in the block the 16 xi-slices of V / M are one strided DMA (blocks of m N elements), else
-# 16 (blocks of CB elements). A task of OP_FILTER is a BO x BI block of (o, i) filters, one
-# strided get of BO rows of 9 BI elements and, when the block spans whole rows of U (the
-# host's choice), one strided put of its 16 slices (else 16 puts of bk rows of bn elements).
+# A task of OP_INPUT / OP_OUTPUT / OP_DY is M consecutive tiles of one tile row and a block of
+# CB channels; task t runs on CPE t mod 64 and is (tile row, tile group, channel block) with
+# the channel block innermost. Its data: 4 input rows of 2m+2 pixels (m = the group's tiles),
+# or 2 rows of 2m pixels of y / dy, and the 16 m tile vectors of V, M or Z. With the whole
+# channel range in the block a row is one contiguous DMA and the 16 xi-slices one strided DMA
+# (blocks of m N elements), else each pixel is a block and the slices are 16 DMAs (blocks of
+# CB elements). A task of OP_FILTER / OP_DW is a BO x BI block of (o, i) filters (LDM: the
+# filters [o][i][9] in IN_BUF, the slices [xi][k][n] in OUT_BUF): one strided DMA of BO rows
+# of 9 BI elements of w (contiguous when BI = N_i) and one of the 16 slices when the block
+# spans whole rows of U, else 16 of bk rows of bn elements; the host picks the block.
 # B^T d B runs as two passes of 4 add/sub per 4-vector (32 per 4 x 4 x 4 tile, the thesis'
-# one-expression form takes 48), A^T m A as 16 + 8 and the bias 4. DMAs are synchronous per
-# CPE (the transforms are DMA bound, eq. 5-7; the 64 CPEs keep the engine busy).
+# one-expression form takes 48), A^T m A as 16 + 8 and the bias 4, A d A^T as 6 + 12; the
+# filter transforms are scalar. DMAs are synchronous per CPE (the transforms are DMA bound,
+# eq. 5-7; the 64 CPEs keep the engine busy).
 # Divisions by the task counts are multiplications by ceil(2^32 / d) (exact below 2^32 / d;
 # the host checks the sizes).
 #
@@ -41,24 +48,24 @@
 	J_ES = 8              # element bytes: 4 or 8
 	J_VEC = 16            # 1: 4 channels per vector (N and CB multiples of 4); 0: scalar
 	J_TASKS = 24
-	J_SRC = 32            # x, M or w
-	J_DST = 40            # V, y or U
+	J_SRC = 32            # x, M, dy, w or dU
+	J_DST = 40            # V, y, Z, U or dw
 	J_BIAS = 48           # OP_OUTPUT: the bias (N elements)
-	J_NCB = 56            # channel blocks per tile group (OP_FILTER: blocks of i)
+	J_NCB = 56            # channel blocks per tile group (OP_FILTER / OP_DW: blocks of i)
 	J_NCB_INV = 64
-	J_GROUPS = 72         # tile groups per tile row (OP_FILTER: blocks of o)
+	J_GROUPS = 72         # tile groups per tile row
 	J_GROUPS_INV = 80
 	J_TR = 88             # tile rows per image
 	J_TR_INV = 96
-	J_RI = 104            # image rows and columns: of x (OP_INPUT) or y (OP_OUTPUT)
+	J_RI = 104            # image rows and columns: of x (OP_INPUT) or y / dy
 	J_CI = 112
 	J_PR = 120            # padding (OP_INPUT)
 	J_PC = 128
-	J_CH = 136            # channels N (OP_FILTER: N_i)
-	J_CB = 144            # channels per block (OP_FILTER: BI)
-	J_M = 152             # tiles per group (OP_FILTER: BO)
+	J_CH = 136            # channels N (OP_FILTER / OP_DW: N_i)
+	J_CB = 144            # channels per block (OP_FILTER / OP_DW: BI)
+	J_M = 152             # tiles per group (OP_FILTER / OP_DW: BO)
 	J_TC = 160            # tiles per tile row
-	J_P = 168             # tiles in all (OP_FILTER: N_o)
+	J_P = 168             # tiles in all (OP_FILTER / OP_DW: N_o)
 	J_ROT = 176           # OP_FILTER: 1 = rotated and transposed (backward data)
 	J_IN_BUF = 184        # LDM buffers, placed by the host from winograd_ldm_end
 	J_OUT_BUF = 192
