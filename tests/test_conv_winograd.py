@@ -149,6 +149,19 @@ def test_backward_matches_reference(pb, direction):
     assert [len(stats.phases[name]) for name in wino.PHASES] == [1, 1, 16, 1]
 
 
+@pytest.mark.parametrize("dtype, direction", [(np.float32, "forward"),
+                                              (np.float64, "backward_filter")])
+def test_channels_too_wide_for_ldm_are_split_into_blocks(dtype, direction):
+    """512 input channels do not fit a task of 4 tiles: the input transform splits them into
+    blocks (16 DMAs per task) and the result still holds the bound."""
+    pb = dict(b=1, n_i=512, n_o=4, r=5, c=6, p=1, dtype=dtype, bias=True, seed=9)
+    geo = geometry(1, 512, 4, 5, 6, 1)
+    assert wino.transform_plan(geo, "INPUT", 512, np.dtype(dtype).itemsize,
+                               Machine().config).ncb > 1
+    got, want, bound, terms, _ = run_pass(pb, direction)
+    check(got, want, bound, dtype, terms)
+
+
 def test_float32_error_is_within_the_bound_and_above_direct_convolution():
     """On a 128-channel layer the bound holds, and Winograd's float32 error is larger than a
     direct sum's (one rounding of y; measured: 3.4-3.7 times on average) — the price of the
