@@ -232,6 +232,15 @@ def operand_put_cycles(*block, config: VMConfig) -> int:
     valid part): a write command per whole line, per write piece of a partial line, and the
     write acknowledgement per request (docs/timing.md "DMA"). Operands start line-aligned."""
     starts, ends, valid = _operand_rows(*block, config)
+    commands = int(np.sum(put_writes(starts, ends, config) * valid))
+    requests = int(np.sum(valid.any(axis=1)))
+    return commands * config.dma_put_write_cycles + requests * config.dma_put_ack_cycles
+
+
+def put_writes(starts, ends, config: VMConfig) -> np.ndarray:
+    """Write commands of putting the bytes starts..ends (arrays of first and last byte
+    addresses): one per whole line, one per write piece of a partial line (docs/timing.md
+    "DMA")."""
     line, piece = config.dma_transaction_bytes, config.dma_put_write_bytes
     first, last = starts // line, ends // line
 
@@ -242,9 +251,7 @@ def operand_put_cycles(*block, config: VMConfig) -> int:
     head = writes(starts, np.minimum(ends, first * line + line - 1))
     tail = np.where(last > first, writes(last * line, ends), 0)
     middle = np.maximum(last - first - 1, 0)
-    commands = int(np.sum((head + tail + middle) * valid))
-    requests = int(np.sum(valid.any(axis=1)))
-    return commands * config.dma_put_write_cycles + requests * config.dma_put_ack_cycles
+    return head + tail + middle
 
 
 def dma_cycles(engine_cycles: float, config: VMConfig) -> float:
