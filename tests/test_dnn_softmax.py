@@ -144,7 +144,6 @@ def test_engines_agree():
 # ---- the log routine, alone on one CPE -------------------------------------------------------
 LOG_BATCH = 512
 _LOG_HARNESS = f"""
-	.include "softmax.s"
 	.include "../include/dma.inc"
 	.ldm
 	.align	5
@@ -183,9 +182,13 @@ log_test:                     # a0 = LOG_BATCH doubles in main memory, replaced 
 
 @functools.lru_cache(maxsize=None)
 def _log_harness():
-    from swsim import assemble
-    from swsim.kernels import KERNEL_DIR
-    return assemble(_LOG_HARNESS, include_dirs=(str(KERNEL_DIR), str(KERNEL_DIR / "dnn")))
+    """The harness linked with softmax.s (log_d) and the driver it needs."""
+    from swsim.asm import build
+    from swsim.kernels import KERNEL_DIR, source_path
+    sources = [(_LOG_HARNESS, "log_harness.s")] + [
+        (source_path(name).read_text(), str(source_path(name)))
+        for name in ("dnn/softmax.s", "dnn/stream.s")]
+    return build(sources, include_dirs=(str(KERNEL_DIR), str(KERNEL_DIR / "dnn")))
 
 
 def run_log(values):

@@ -10,7 +10,7 @@ from ..runtime import Kernel
 from . import stream
 from .common import DnnError, float_arrays, machine_and_cgs, scalar
 
-KERNEL = Kernel(("dnn/batchnorm.s",), "stream_run", "stream_ldm_end", stack="stream_stack")
+KERNEL = Kernel(("dnn/batchnorm.s", "dnn/stream.s"), "stream_run", "stream_ldm_end", stack="stream_stack")
 PLANES, NONE = 1, 0           # stream kinds of bn_plan (k > 1: k elements per channel)
 
 

@@ -10,7 +10,7 @@ from ..runtime import Kernel
 from . import stream
 from .common import DnnError, combined, float_arrays, machine_and_cgs
 
-KERNEL = Kernel(("dnn/softmax.s",), "stream_run", "stream_ldm_end", stack="stream_stack")
+KERNEL = Kernel(("dnn/softmax.s", "dnn/stream.s"), "stream_run", "stream_ldm_end", stack="stream_stack")
 REDUCE_VALUES = 1024          # row losses one reduction unit sums
 
 

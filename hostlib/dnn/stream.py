@@ -38,9 +38,10 @@ def arena(config, kernel=KERNEL):
     return kernel.arena(config.ldm_bytes, nargs=1)
 
 
-def chunk_elements(config, itemsize: int, n: int, streams: int, workers: int) -> int:
+def chunk_elements(config, itemsize: int, n: int, streams: int, workers: int,
+                   kernel=KERNEL) -> int:
     line = config.dma_transaction_bytes
-    fit = arena(config).free // (2 * streams) // line * line
+    fit = arena(config, kernel).free // (2 * streams) // line * line
     share = -(-n * itemsize // (workers * line)) * line
     chunk_bytes = max(line, min(MAX_CHUNK_BYTES, fit, share))
     return chunk_bytes // itemsize
@@ -102,16 +103,18 @@ def with_bandwidth(stats, config, moved, cgs: int = 1):
     return stats
 
 
-def run(body: str, inputs, params=(), *, machine=None, cgs=1, engine="c"):
-    """Run element-wise body `body` (``BODIES``) over the flat inputs (numpy arrays of one
-    dtype and size, already checked); returns (outputs as flat arrays, Stats). Stats details:
-    body, n, dtype, chunk_bytes, cgs and those of ``launch``."""
-    nin, nout = BODIES[body]
+def run(body: str, inputs, params=(), *, outputs=None, kernel=KERNEL, machine=None, cgs=1,
+        engine="c", details=None):
+    """Run element-wise body `body` (``BODIES``, or a body of `kernel`'s with `outputs`
+    outputs) over the flat inputs (numpy arrays of one dtype and size, already checked) on the
+    element-wise plan; returns (outputs as flat arrays, Stats). Stats details: body, n, dtype,
+    chunk_bytes, cgs, `details` and those of ``launch``."""
+    nin, nout = len(inputs), BODIES[body][1] if outputs is None else outputs
     machine, cgs = machine_and_cgs(machine, cgs)
     config = machine.config
     dtype = inputs[0].dtype
     es, n = dtype.itemsize, inputs[0].size
-    chunk = chunk_elements(config, es, n, nin + nout, config.num_cpes * cgs)
+    chunk = chunk_elements(config, es, n, nin + nout, config.num_cpes * cgs, kernel)
     mem = machine.mem
     in_addr = [mem.put(np.ascontiguousarray(a).reshape(-1)) for a in inputs]
     out_addr = [mem.alloc(n * es) for _ in range(nout)]
@@ -119,6 +122,7 @@ def run(body: str, inputs, params=(), *, machine=None, cgs=1, engine="c"):
                    plan="elementwise_plan", inputs=in_addr, outputs=out_addr,
                    buffer_bytes=[chunk * es] * (nin + nout), units=-(-n // chunk), es=es,
                    params=params, chunk=chunk, n=n, moved=(nin * n * es, nout * n * es),
-                   engine=engine, details=dict(body=body, n=n, dtype=dtype.name,
-                                               chunk_bytes=chunk * es))
+                   engine=engine, kernel=kernel,
+                   details=dict(details or {}, body=body, n=n, dtype=dtype.name,
+                                chunk_bytes=chunk * es))
     return [mem.get(addr, (n,), dtype) for addr in out_addr], stats

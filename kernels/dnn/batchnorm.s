@@ -11,8 +11,10 @@
 # bn_backward_{s,d}: in0 dy, in1 x, in2 (gamma, mean, invstd, -), out0 dx, out1 (dgamma, dbeta):
 #   dbeta = sum dy, dgamma = sum dy xhat, dx = gamma invstd (dy - dbeta/N - xhat dgamma/N).
 
+# Linked before stream.s (stream.inc has the driver's interface).
+
 	.set	noreorder
-	.include "stream.s"
+	.include "stream.inc"
 
 	X_B = 0               # J_X words: batch, H W, channels, then per stream (in0-2, out0-1):
 	X_HW = 8              # 0 none, 1 the channel's planes, k > 1: k elements per channel

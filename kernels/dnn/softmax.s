@@ -10,15 +10,14 @@
 # stores the sum / J_P[0] to out0[u] (double for _d, rounded to f32 for _s). The host runs
 # passes until one value is left, the last dividing by B: the mean loss.
 #
-# This file's LDM data and vmath.inc's come before the driver's, so stream_ldm_end stays the
-# end of the static LDM (the host's buffers start there).
+# Linked before stream.s (stream.inc has the driver's interface).
 
 	.set	noreorder
 
 	.ldm
 	.align	5
 SM_VEC:	.skip	32            # a vector's lanes, summed by scalar loads
-SM_SAVE:			# the driver's registers $9-$15 and ra across vexp_d
+SM_SAVE:			# KEEP_DRIVER's area (across vexp_d)
 	.skip	64
 SM_PTRS:	.skip	48      # x, label, scratch, dlogits, loss, count
 SM_MAX:	.quad	0
@@ -35,7 +34,7 @@ SM_ATANH:			# 1 / (2j + 1), j = 11 .. 1: log(m) = 2f (1 + f^2/3 + f^4/5 + ...)
 	SM_ATANH_TERMS = 11
 
 	.include "vmath.inc"
-	.include "stream.s"
+	.include "stream.inc"
 
 	X_C = 0               # J_X words: softmax: classes
 	X_N = 0               # reduce: values, values per unit
@@ -47,6 +46,7 @@ SM_ATANH:			# 1 / (2j + 1), j = 11 .. 1: log(m) = 2f (1 + f^2/3 + f^4/5 + ...)
 # $16 = 2^k m with m in [sqrt(1/2), sqrt(2)); f = (m - 1) / (m + 1) (m - 1 exact),
 # log m = 2 atanh f by its series to f^23 (|f| <= 0.1716: truncation < 2^-60 relative),
 # log = k LN2HI + (k LN2LO + log m). Leaf; clobbers $0-$8, $16, $28.
+	.globl	log_d
 	.ent	log_d
 log_d:
 	fimovd	$16, $1
@@ -130,9 +130,7 @@ softmax_plan:
 	.globl	\label
 	.ent	\label
 \label:
-	.irp	r, 9, 10, 11, 12, 13, 14, 15, 26
-	stl	$\r, SM_SAVE + 8 * (\r - 9 - 10 * (\r / 26))($31)
-	.endr
+	KEEP_DRIVER SM_SAVE
 	ldl	$1, 0($16)            # x
 	ldl	$2, 8($16)            # label
 	ldl	$3, 16($16)           # scratch
@@ -244,9 +242,7 @@ softmax_plan:
 	sll	$2, \shift, $2
 	addl	$4, $2, $4
 	\store	$21, 0($4)
-	.irp	r, 9, 10, 11, 12, 13, 14, 15, 26
-	ldl	$\r, SM_SAVE + 8 * (\r - 9 - 10 * (\r / 26))($31)
-	.endr
+	RESUME_DRIVER SM_SAVE
 	ret
 	.end	\label
 	.endm
