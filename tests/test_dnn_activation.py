@@ -191,6 +191,23 @@ def test_relu_backward_edge_values():
     np.testing.assert_array_equal(dx, [0, 0, 3, 0, 5, 0, 0, np.nan])
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_core_groups_give_the_same_bits(dtype):
+    rng = np.random.default_rng(12)
+    x = rng.normal(scale=5, size=64 * 512 + 77).astype(dtype)
+    dy = rng.normal(size=x.size).astype(dtype)
+    for kind in ("relu", "sigmoid", "tanh"):
+        y, single = activation_forward(x, kind)
+        dx, _ = activation_backward(dy, x=x, y=y, kind=kind)
+        for cgs in (2, 4):
+            y2, stats = activation_forward(x, kind, cgs=cgs)
+            dx2, _ = activation_backward(dy, x=x, y=y, kind=kind, cgs=cgs)
+            assert y2.tobytes() == y.tobytes() and dx2.tobytes() == dx.tobytes()
+            assert stats.cgs == cgs and stats.cycles < single.cycles
+    e, _ = exp(x)
+    assert exp(x, cgs=4)[0].tobytes() == e.tobytes()
+
+
 # ---- stats, engines, errors -----------------------------------------------------------------
 def test_stats_report_bandwidth_against_the_dma_stream_ceiling():
     x = np.ones(64 * 1024 * 4)

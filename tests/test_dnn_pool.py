@@ -119,6 +119,19 @@ def test_many_units_per_cpe_and_core_groups_agree(kernel, stride, padding):
                                rtol=1e-6, atol=1e-6)
 
 
+def test_backward_core_groups_give_the_same_bits():
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal((2, 70, 9, 11))
+    (y, argmax), _ = dnn.pool2d_forward(x, 3, 2, 1)
+    dy = rng.standard_normal(y.shape)
+    for mode in ("max", "avg"):
+        first, _ = dnn.pool2d_backward(dy, x.shape, 3, 2, 1, mode=mode, argmax=argmax)
+        for cgs in (2, 4):
+            dx, stats = dnn.pool2d_backward(dy, x.shape, 3, 2, 1, mode=mode, argmax=argmax,
+                                            cgs=cgs)
+            assert dx.tobytes() == first.tobytes() and stats.cgs == cgs
+
+
 def test_large_planes_are_cut_into_row_blocks():
     x = np.random.default_rng(5).standard_normal((2, 130, 150)).astype(np.float64)
     (y, argmax), stats = dnn.pool2d_forward(x, 3, 2, 1)

@@ -141,6 +141,18 @@ def test_engines_agree():
     assert sa.cycles == sb.cycles
 
 
+def test_core_groups_give_the_same_bits():
+    """The rows are shared by the CGs; the row losses are summed in one order on one CG."""
+    rng = np.random.default_rng(8)
+    x = rng.normal(scale=3, size=(300, 37)).astype(np.float32)
+    labels = rng.integers(0, 37, 300)
+    (loss, grad), single = dnn.softmax_cross_entropy(x, labels)
+    for cgs in (2, 4):
+        (l2, g2), stats = dnn.softmax_cross_entropy(x, labels, cgs=cgs)
+        assert l2.tobytes() == loss.tobytes() and g2.tobytes() == grad.tobytes()
+        assert stats.parts[0].cgs == cgs and stats.cycles < single.cycles
+
+
 # ---- the log routine, alone on one CPE -------------------------------------------------------
 LOG_BATCH = 512
 _LOG_HARNESS = f"""
