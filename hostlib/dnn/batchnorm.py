@@ -29,28 +29,49 @@ MAX_FOLD = 512                # records one fold unit combines, at most (and wha
 
 @dataclass(frozen=True)
 class Pieces:
-    """How a channel is cut: `per_channel` pieces of `planes` whole planes each (planes > 0),
-    or of `segment` elements of one plane (`segments` per plane); `elements`: the largest."""
+    """How x is cut (kernels/dnn/batchnorm.s): `channels` > 0: the planes of that many
+    consecutive channels of one image (`blocks` per image); else `planes` > 0 whole planes of
+    one channel, or segments of `segment` elements of one plane (`segments` per plane).
+    `per_channel`: the records a channel's statistics come in; `elements`: the largest piece."""
     per_channel: int
     planes: int
     segment: int
     segments: int
     elements: int
+    channels: int = 0
+    blocks: int = 0
+
+    def units(self, shape):
+        return shape[0] * self.blocks if self.channels else shape[1] * self.per_channel
+
+    def records(self, shape):
+        """The per-unit records a statistics launch writes (channels: M per unit)."""
+        return self.units(shape) * max(1, self.channels)
 
     def words(self, shape):
         batch, channels, h, w = shape
+        if self.channels:
+            return [batch, h * w, channels, self.blocks, -self.channels, 0, 0]
         return [batch, h * w, channels, self.per_channel, self.planes, self.segment,
                 self.segments]
 
 
-def _pieces(config, shape, es, streams, workers) -> Pieces:
-    """The pieces for launches moving `streams` piece buffers (double-buffered, with a
-    per-channel record beside them) over `workers` CPEs."""
+def pieces(config, shape, es, streams, workers=None) -> Pieces:
+    """The pieces of x of `shape` (element size `es`) for launches moving `streams` piece
+    buffers (double-buffered, with a per-channel record beside them) over `workers` CPEs
+    (default: the whole chip's, whatever cgs: the same sums)."""
+    workers = workers or config.num_cpes * config.num_cgs
     batch, channels, h, w = shape
     plane = h * w
     line = config.dma_transaction_bytes
     free = stream.arena(config, KERNEL).free // 2 - 2 * APPLY_BYTES
     budget = min(MAX_PIECE_BYTES, free // streams // VECTOR * VECTOR)
+    if plane * es <= budget and plane % 4 == 0:
+        # consecutive channels' planes (whole vectors each): one contiguous DMA, whole lines
+        # when the piece is a multiple of a line and that costs at most half the channels
+        most = min(channels, budget // (plane * es))
+        m = next((m for m in range(most, most // 2, -1) if m * plane * es % line == 0), most)
+        return Pieces(batch, 0, 0, 0, m * plane, channels=m, blocks=-(-channels // m))
     if plane * es <= budget:
         # whole planes; no fewer pieces than CPEs when the planes allow it
         planes = min(batch, budget // (plane * es), max(1, batch * channels // workers))
@@ -86,46 +107,52 @@ class _Run:
     def __init__(self, machine, cgs, shape, es, piece_streams, engine, name):
         self.machine, self.cgs, self.shape, self.es, self.engine, self.name = \
             machine, cgs, shape, es, engine, name
-        config = machine.config      # pieces for the whole chip, whatever cgs: same sums
-        self.pieces = _pieces(config, shape, es, piece_streams,
-                              config.num_cpes * config.num_cgs)
+        self.pieces = pieces(machine.config, shape, es, piece_streams)
         self.parts = []
 
-    def launch(self, body, inputs, outputs, *, per_channel=None, group=(0, 0), params=()):
-        """Run `body` over the channels' pieces (or `per_channel` units per channel: folds
-        and finishes). `inputs` / `outputs`: (mode, bytes, address) per stream; a piece
-        stream's bytes are ignored. Returns nothing; the Stats go to `parts`."""
+    def launch(self, body, inputs, outputs, *, per_channel=None, group=(0, 0, 0, 0),
+               params=()):
+        """Run `body` over the pieces (through bn_planes), or over `per_channel` units per
+        channel (folds: `group` = (records per unit, records per channel, their strides
+        between channels and within one); finishes). `inputs` / `outputs`: (mode, bytes,
+        address) per stream; a piece stream's bytes are ignored. The Stats go to `parts`."""
         batch, channels, h, w = self.shape
+        inner = 0
         if per_channel is None:
             words = self.pieces.words(self.shape)
+            units = self.pieces.units(self.shape)
             piece_bytes = self.pieces.elements * self.es
+            body, inner = "bn_planes", KERNEL.symbol(body)
+            records = max(1, self.pieces.channels)
         else:             # no piece streams: a harmless geometry of one-element planes
-            words = [per_channel, 1, channels, per_channel, 1, 0, 0]
-            piece_bytes = 0
-        units = channels * words[3]
+            words = [per_channel, 1, channels, per_channel, 1, *group[2:]]
+            units, piece_bytes, records = channels * per_channel, 0, 1
         streams = list(inputs) + list(outputs)
         kinds = [nbytes << 3 | mode for mode, nbytes, _ in streams]
         kinds = kinds[:len(inputs)] + [NONE] * (stream.MAX_IN - len(inputs)) + \
             kinds[len(inputs):] + [NONE] * (stream.MAX_OUT - len(outputs))
-        buffers = [piece_bytes if mode == PIECE else
-                   nbytes * (group[0] if mode == GROUP else 1) for mode, nbytes, _ in streams]
+        buffers = [piece_bytes if mode == PIECE else nbytes * (
+            group[0] if mode == GROUP else records) for mode, nbytes, _ in streams]
         moved = [0, 0]
         for index, (mode, nbytes, _) in enumerate(streams):
             total = (batch * channels * h * w * self.es if mode == PIECE else
-                     nbytes * (units if mode == UNIT else channels * group[1]
-                               if mode == GROUP else channels if mode == CHANNEL else 0))
+                     nbytes * {UNIT: units * records, GROUP: channels * group[1],
+                               CHANNEL: channels}.get(mode, 0))
             moved[index >= len(inputs)] += total
         self.parts.append(stream.launch(
             self.machine, self.cgs, name=self.name, body=body, plan="bn_plan",
             inputs=[a for _, _, a in inputs], outputs=[a for _, _, a in outputs],
             buffer_bytes=buffers, units=units, es=self.es, params=params,
-            ints=words + list(group) + kinds, moved=tuple(moved), engine=self.engine,
-            kernel=KERNEL, details=dict(op=body)))
+            ints=words + list(group[:2]) + kinds + [inner], moved=tuple(moved),
+            engine=self.engine, kernel=KERNEL, details=dict(op=body)))
 
     def fold(self, body, records):
-        """Fold the per-piece records at `records` (REC_BYTES each, per_channel per channel)
-        until one per channel is left; returns its address."""
+        """Fold the statistics launch's records at `records` (REC_BYTES each) until one per
+        channel is left; returns its address. Channel pieces leave a channel's records one
+        image apart (strided); a fold's output is by channel."""
         per_channel = self.pieces.per_channel
+        strides = (1, self.pieces.blocks * self.pieces.channels) if self.pieces.channels \
+            else (per_channel, 1)
         limit = min(MAX_FOLD, (stream.arena(self.machine.config, KERNEL).free // 2 -
                                REC_BYTES) // REC_BYTES)
         while per_channel > 1:
@@ -133,8 +160,8 @@ class _Run:
             groups = -(-per_channel // size)
             out = self.machine.mem.alloc(self.shape[1] * groups * REC_BYTES)
             self.launch(body, [(GROUP, REC_BYTES, records)], [(UNIT, REC_BYTES, out)],
-                        per_channel=groups, group=(size, per_channel))
-            records, per_channel = out, groups
+                        per_channel=groups, group=(size, per_channel, *strides))
+            records, per_channel, strides = out, groups, (groups, 1)
         return records
 
     def stats(self, moved, **details):
@@ -171,7 +198,7 @@ def batchnorm_forward(x, gamma, beta, running_mean, running_var, *, training=Tru
     record = mem.put(np.ascontiguousarray(np.stack(params, axis=1)))   # gamma, beta, rm, rv
     statistics = (NONE, 0, 0)
     if training:
-        pieces = mem.alloc(channels * run.pieces.per_channel * REC_BYTES)
+        pieces = mem.alloc(run.pieces.records(x.shape) * REC_BYTES)
         run.launch(f"bn_stats_{stream.SUFFIX[es]}", [(PIECE, 0, x_addr)],
                    [(UNIT, REC_BYTES, pieces)])
         statistics = (CHANNEL, REC_BYTES, run.fold("bn_fold_stats", pieces))
@@ -204,7 +231,7 @@ def batchnorm_backward(dy, x, gamma, saved_mean, saved_invstd, *, machine=None, 
     dy_addr, x_addr = mem.put(np.ascontiguousarray(dy)), mem.put(np.ascontiguousarray(x))
     record = mem.put(np.ascontiguousarray(np.stack(params + [np.zeros_like(params[0])],
                                                    axis=1)))     # gamma, mean, invstd, 0
-    pieces = mem.alloc(channels * run.pieces.per_channel * REC_BYTES)
+    pieces = mem.alloc(run.pieces.records(x.shape) * REC_BYTES)
     run.launch(f"bn_backward_stats_{stream.SUFFIX[es]}",
                [(PIECE, 0, dy_addr), (PIECE, 0, x_addr), (CHANNEL, 4 * es, record)],
                [(UNIT, REC_BYTES, pieces)])

@@ -1,8 +1,13 @@
 # Batch normalisation on the streaming driver (stream.s, linked after this file; docs/dnn.md
 # "Batch normalisation"); hostlib/dnn/batchnorm.py is the host side and chains the launches.
-# x is (B, C, H, W); a channel's N = B H W elements are cut into *pieces* of at most a few KiB:
-# K whole planes (one strided DMA: blocks of H W elements, C - 1 planes skipped), or, when a
-# plane is larger, a segment of one plane. Any shape fits: nothing holds a whole channel.
+# x is (B, C, H, W); its elements are cut into *pieces* of at most a few KiB, three ways:
+#   channels (X_K = -M): the planes of M consecutive channels of one image, one contiguous DMA
+#     (small planes of a multiple of 4 elements: whole vectors per plane);
+#   planes (X_K = K > 0): K planes of one channel, one strided DMA (blocks of H W elements,
+#     C - 1 planes skipped);
+#   segments (X_K = 0): a segment of one plane, when a plane is larger than a piece.
+# Any shape fits: nothing holds a whole channel. bn_planes runs a body once per channel plane
+# of the piece (once for the other two ways), stepping every stream.
 #
 # Launches (unit = piece, or channel / group of records), everything in double:
 #   forward, training:  bn_stats (per piece: count, mean, M2 = sum (x - mean)^2)
@@ -31,12 +36,17 @@
 	X_G = 56              # fold: records per group, records per channel
 	X_RECS = 64
 	X_KIND = 72           # per stream (in0-2, out0-1): bytes << 3 | mode
+	X_INNER = 112         # bn_planes: the body it runs per plane
+	X_RSC = X_SEG         # fold: record strides between channels and within a channel
+	X_RSR = X_SEGS
+	UX_PLANES = 0         # unit word: the piece's channel planes (records)
 
 	MODE_NONE = 0
 	MODE_PIECE = 1        # the unit's piece of an x-shaped array
 	MODE_CHANNEL = 2      # a record of `bytes` per channel
-	MODE_UNIT = 3         # a record of `bytes` per unit
-	MODE_GROUP = 4        # fold: the unit's group of records of `bytes` (count: the records)
+	MODE_UNIT = 3         # a record of `bytes` per channel plane of the unit
+	MODE_GROUP = 4        # fold: the unit's group of records of `bytes` (count: the records,
+	                      # X_RSR apart; channel c's first at c X_RSC)
 	REC_BYTES = 32
 	APPLY_BYTES = 64
 
@@ -46,11 +56,22 @@ BN_LANES:
 	.skip	32            # a vector's lanes, summed by scalar loads
 BN_BCAST:
 	.skip	8             # a double, broadcast by ldde
+BN_FRAME:
+	.skip	8 * (STREAM_OUT + 1)  # bn_planes: the current plane's buffers (in0-2, out0),
+BN_STEP:
+	.skip	8 * (STREAM_OUT + 1)  # their steps, the count, planes left, return
+BN_COUNT:
+	.skip	8
+BN_LEFT:
+	.skip	8
+BN_RA:
+	.skip	8
 
 	.text
 
-# bn_plan(unit $16, record $17). $2 channel, $3 piece, $4 the piece's first element,
-# $5 planes, $6 elements per plane, $7 es, $18-$20 stream walk, $21 kind.
+# bn_plan(unit $16, record $17). $2 channel (channels: the first; folds: the channel), $3
+# piece (group), $4 the piece's first element, $5 planes, $6 elements per plane, $7 es,
+# $18-$20 the stream walk, $21 a stream's kind, $27 the unit's records.
 	.globl	bn_plan
 	.ent	bn_plan
 bn_plan:
@@ -59,7 +80,10 @@ bn_plan:
 	mull	$2, $1, $3
 	subl	$16, $3, $3
 	ldl	$6, JOB + J_X + X_HW($31)
+	ldi	$5, 1
+	stl	$5, U_X + UX_PLANES($17)
 	ldl	$7, JOB + J_X + X_K($31)
+	blt	$7, 11f
 	beq	$7, 1f
 	mull	$3, $7, $8            # planes: b0 = piece K, min(K, B - b0) of them
 	ldl	$5, JOB + J_X + X_B($31)
@@ -67,6 +91,16 @@ bn_plan:
 	cmplt	$5, $7, $19
 	seleq	$19, $7, $5, $5
 	clr	$19                   # from the plane's start
+	br	2f
+11:	subl	$31, $7, $7           # channels: image b = $2, block $3 of M = -K channels
+	mov	$2, $8
+	mull	$3, $7, $2            # c0
+	ldl	$5, JOB + J_X + X_C($31)
+	subl	$5, $2, $5
+	cmplt	$5, $7, $19
+	seleq	$19, $7, $5, $5       # min(M, C - c0) planes
+	stl	$5, U_X + UX_PLANES($17)
+	clr	$19
 	br	2f
 1:	ldl	$18, JOB + J_X + X_SEGS($31)
 	QUOTIENT $3, $18, $8          # segment: plane b0 = piece / SEGS, one of them
@@ -77,15 +111,18 @@ bn_plan:
 	subl	$6, $19, $6
 	cmplt	$6, $20, $21
 	seleq	$21, $20, $6, $6      # min(SEG, HW - offset)
-	ldi	$5, 1
-2:	ldl	$18, JOB + J_X + X_C($31)
+2:
+	ldl	$18, JOB + J_X + X_C($31)
 	mull	$8, $18, $4
 	addl	$4, $2, $4
 	ldl	$18, JOB + J_X + X_HW($31)
 	mull	$4, $18, $4
 	addl	$4, $19, $4           # (b0 C + c) HW + offset
 	mull	$5, $6, $1
-	stl	$1, U_COUNT($17)      # the piece's elements (a group's records, below)
+	ldl	$27, U_X + UX_PLANES($17)   # the records (channel planes) of the unit
+	cmpeq	$27, 1, $24
+	seleq	$24, $6, $1, $1
+	stl	$1, U_COUNT($17)      # a plane's elements, or the piece's (a group's records, below)
 	ldl	$7, JOB + J_ES($31)
 	ldi	$18, JOB + J_IN($31)  # bases (J_OUT follows J_IN)
 	ldi	$19, JOB + J_X + X_KIND($31)
@@ -111,8 +148,10 @@ bn_plan:
 	mull	$5, $6, $24
 	mull	$24, $7, $24
 	stl	$24, U_BYTES($17)
+	ldl	$24, JOB + J_X + X_K($31)
+	ble	$24, 8f               # channels, segments: contiguous
 	cmpeq	$5, 1, $24
-	bne	$24, 8f               # one plane's elements: contiguous
+	bne	$24, 8f               # one plane
 	ldl	$24, JOB + J_X + X_C($31)
 	subl	$24, 1, $24
 	beq	$24, 8f               # one channel: the planes touch
@@ -122,22 +161,37 @@ bn_plan:
 	mull	$6, $7, $24
 	stl	$24, U_BLOCK($17)
 	br	8f
-5:	mull	$2, $21, $24          # the channel's record
+5:	mull	$2, $21, $24          # the piece's channels' records
+	mull	$27, $21, $21
 	br	10f
-6:	mull	$16, $21, $24         # the unit's record
+6:	ldl	$24, JOB + J_X + X_K($31)   # the unit's records: M per unit (channels), else one
+	subl	$31, $24, $24
+	cmple	$24, 0, $25
+	selne	$25, 1, $24, $24
+	mull	$16, $24, $24
+	mull	$24, $21, $24
+	mull	$27, $21, $21
 	br	10f
-7:	ldl	$24, JOB + J_X + X_G($31)   # records [c RECS + p G, + min(G, RECS - p G))
+7:	ldl	$24, JOB + J_X + X_G($31)   # records p G .. + min(G, RECS - p G) of channel c
 	mull	$3, $24, $25
 	ldl	$1, JOB + J_X + X_RECS($31)
 	subl	$1, $25, $1
 	cmplt	$1, $24, $8
 	seleq	$8, $24, $1, $1
 	stl	$1, U_COUNT($17)
-	ldl	$24, JOB + J_X + X_RECS($31)
+	ldl	$8, JOB + J_X + X_RSR($31)
+	mull	$25, $8, $25
+	ldl	$24, JOB + J_X + X_RSC($31)
 	mull	$2, $24, $24
 	addl	$24, $25, $24
 	mull	$24, $21, $24
-	mull	$1, $21, $21          # the group's bytes
+	cmpeq	$8, 1, $25
+	bne	$25, 12f
+	subl	$8, 1, $8             # records X_RSR apart
+	mull	$8, $21, $8
+	stl	$8, U_STRIDE($17)
+	stl	$21, U_BLOCK($17)
+12:	mull	$1, $21, $21          # the group's bytes
 10:	addl	$23, $24, $23
 	stl	$21, U_BYTES($17)
 8:	stl	$23, U_ADDR($17)
@@ -148,6 +202,68 @@ bn_plan:
 	bgt	$20, 3b
 	ret
 	.end	bn_plan
+
+# bn_planes(frame $16, count $17, record $18): the body X_INNER once per channel plane of the
+# unit (UX_PLANES), each time on the next plane's elements and records: the piece streams step
+# by count elements, the record streams by their bytes (a piece launch's bodies have one
+# output: in0-2 and out0 step).
+	.globl	bn_planes
+	.ent	bn_planes
+bn_planes:
+	stl	$26, BN_RA($31)
+	stl	$17, BN_COUNT($31)
+	ldl	$1, U_X + UX_PLANES($18)
+	stl	$1, BN_LEFT($31)
+	ldl	$2, JOB + J_ES($31)
+	mull	$2, $17, $2           # a piece stream's step
+	ldi	$3, JOB + J_X + X_KIND($31)
+	clr	$4
+1:	ldl	$5, 0($16)
+	stl	$5, BN_FRAME($4)
+	ldl	$5, 0($3)
+	and	$5, 7, $6
+	srl	$5, 3, $5             # a record's bytes
+	cmpeq	$6, MODE_PIECE, $7
+	selne	$7, $2, $5, $5
+	cmpeq	$6, MODE_GROUP, $7
+	selne	$7, $31, $5, $5
+	cmpeq	$6, MODE_NONE, $7
+	selne	$7, $31, $5, $5
+	stl	$5, BN_STEP($4)
+	ldi	$16, 8($16)
+	ldi	$3, 8($3)
+	ldi	$4, 8($4)
+	cmplt	$4, 8 * (STREAM_OUT + 1), $7
+	bne	$7, 1b
+2:	ldi	$16, BN_FRAME($31)
+	ldl	$17, BN_COUNT($31)
+	ldl	$27, JOB + J_X + X_INNER($31)
+	call	$26, ($27), 0
+	ldi	$1, BN_FRAME($31)
+	ldi	$2, BN_STEP($31)
+	ldi	$3, STREAM_OUT + 1
+3:	ldl	$4, 0($1)
+	ldl	$5, 0($2)
+	addl	$4, $5, $4
+	stl	$4, 0($1)
+	ldi	$1, 8($1)
+	ldi	$2, 8($2)
+	subl	$3, 1, $3
+	bgt	$3, 3b
+	ldl	$1, BN_LEFT($31)
+	subl	$1, 1, $1
+	stl	$1, BN_LEFT($31)
+	bgt	$1, 2b
+	ldl	$26, BN_RA($31)
+	ret
+	.end	bn_planes
+
+# ONE reg: reg = 1.0.
+	.macro	ONE reg
+	ldi	\reg, 0x3FF
+	sll	\reg, 52, \reg
+	ifmovd	\reg, \reg
+	.endm
 
 # LANE_SUM vreg, sum: sum = (l0 + l1) + (l2 + l3) of vreg's lanes. Temporaries $28, $29.
 	.macro	LANE_SUM vreg, sum
@@ -302,9 +418,10 @@ bn_fold_stats:
 	fldd	$20, 16($1)
 	faddd	$5, $18, $21          # n'
 	fsubd	$19, $6, $22          # d
-	fmuld	$5, $18, $23
-	fdivd	$23, $21, $23         # na nb / n'
-	fdivd	$18, $21, $24         # nb / n'
+	ONE	$24
+	fdivd	$24, $21, $24         # 1 / n' (one divide: the unit does not pipeline them)
+	fmuld	$18, $24, $24         # nb / n'
+	fmuld	$5, $24, $23          # na nb / n'
 	fmad	$22, $24, $6, $6
 	faddd	$7, $20, $7
 	fmuld	$22, $22, $22
@@ -336,13 +453,6 @@ bn_fold_sums:
 	vstd	$5, 0($4)
 	ret
 	.end	bn_fold_sums
-
-# ONE reg: reg = 1.0.
-	.macro	ONE reg
-	ldi	\reg, 0x3FF
-	sll	\reg, 52, \reg
-	ifmovd	\reg, \reg
-	.endm
 
 # BN_FINISH_FORWARD label, load, store, shift: per channel, in0 its (count, mean, M2, 0)
 # (training) and in1 (gamma, beta, running mean, running var) elements; J_P: momentum, eps,
