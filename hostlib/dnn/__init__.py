@@ -1,16 +1,16 @@
 """The DNN library on the VM (thesis chapter 5), above ``hostlib.blas``: every operator takes
-numpy arrays (float32 or float64) and ``machine=``, and returns ``(result, stats)``; docs/dnn.md
-describes them.
+numpy arrays (float32 or float64), ``machine=`` and ``cgs=`` (the core groups sharing the
+work), and returns ``(result, stats)``; docs/dnn.md describes them.
 
 - ``activation_forward(x, kind)`` / ``activation_backward(dy, x=..., y=..., kind)``: ReLU,
   sigmoid and tanh; ``exp(x)``, the element-wise exponential they are built on;
 - ``conv2d_forward`` / ``conv2d_backward_data`` / ``conv2d_backward_filter``: 2-D convolution
   (explicit GEMM: im2col / col2im on the CPEs and swGEMM);
 - ``linear_forward`` / ``linear_backward``: FC through swGEMM;
-- the memory-bound operators on one streaming driver (``stream``, with ``cgs=``): ``add``,
-  ``scale``, ``sgd_update``, ``pool2d_forward`` / ``pool2d_backward`` and ``transform``
-  between the ``LAYOUTS``; ``softmax_cross_entropy(logits, labels)``: the mean loss and the
-  logits' gradient; ``batchnorm_forward`` / ``batchnorm_backward``.
+- the memory-bound operators on one streaming driver (``stream``): the activations, ``add``,
+  ``scale``, ``sgd_update``, ``pool2d_forward`` / ``pool2d_backward``, ``transform`` between
+  the ``LAYOUTS``, ``softmax_cross_entropy(logits, labels)`` (the mean loss and the logits'
+  gradient) and ``batchnorm_forward`` / ``batchnorm_backward`` (any shape).
 """
 from .activation import activation_backward, activation_forward, exp
 from .batchnorm import batchnorm_backward, batchnorm_forward

@@ -95,5 +95,7 @@ def softmax_cross_entropy(logits, labels, *, machine=None, cgs=1, engine="c"):
             break
     loss = mem.get(addr, (), dtype)
     dlogits = mem.get(dlogits_addr, logits.shape, dtype)
-    return (loss, dlogits), combined(parts, op="softmax_cross_entropy", batch=batch,
-                                     classes=classes)
+    stats = combined(parts, op="softmax_cross_entropy", batch=batch, classes=classes)
+    # what it must move: the logits and labels in, dlogits and the loss out
+    return (loss, dlogits), stream.with_bandwidth(
+        stats, machine.config, (logits.nbytes + 4 * batch, logits.nbytes + es), cgs)

@@ -302,8 +302,7 @@ bn_planes:
 	.globl	\label
 	.ent	\label
 \label:
-	ldl	$1, 0($16)
-	ldl	$4, 8 * STREAM_OUT($16)
+	BODY_BUFFERS
 	SPLIT_COUNT $17, $2, $3
 	vaddd	$31, $31, $5
 	mov	$1, $6
@@ -360,10 +359,7 @@ bn_planes:
 	.globl	\label
 	.ent	\label
 \label:
-	ldl	$1, 0($16)
-	ldl	$2, 8($16)
-	ldl	$3, 16($16)
-	ldl	$4, 8 * STREAM_OUT($16)
+	BODY_BUFFERS
 	\load	$19, 1 << \shift($3)  # mean
 	BROADCAST $19, $20
 	SPLIT_COUNT $17, $7, $25
@@ -407,8 +403,7 @@ bn_planes:
 	.globl	bn_fold_stats
 	.ent	bn_fold_stats
 bn_fold_stats:
-	ldl	$1, 0($16)
-	ldl	$4, 8 * STREAM_OUT($16)
+	BODY_BUFFERS
 	fldd	$5, 0($1)             # n, mean, M2
 	fldd	$6, 8($1)
 	fldd	$7, 16($1)
@@ -441,8 +436,7 @@ bn_fold_stats:
 	.globl	bn_fold_sums
 	.ent	bn_fold_sums
 bn_fold_sums:
-	ldl	$1, 0($16)
-	ldl	$4, 8 * STREAM_OUT($16)
+	BODY_BUFFERS
 	vldd	$5, 0($1)
 	br	2f
 1:	vldd	$6, 0($1)
@@ -464,10 +458,7 @@ bn_fold_sums:
 	.globl	\label
 	.ent	\label
 \label:
-	ldl	$1, 0($16)
-	ldl	$2, 8($16)
-	ldl	$4, 8 * STREAM_OUT($16)
-	ldl	$25, 8 * STREAM_OUT + 8($16)
+	BODY_BUFFERS
 	\load	$21, 2 << \shift($2)  # running mean, var
 	\load	$22, 3 << \shift($2)
 	ldl	$24, JOB + J_P + 16($31)   # training
@@ -519,10 +510,7 @@ bn_fold_sums:
 	.globl	\label
 	.ent	\label
 \label:
-	ldl	$1, 0($16)
-	ldl	$2, 8($16)
-	ldl	$4, 8 * STREAM_OUT($16)
-	ldl	$25, 8 * STREAM_OUT + 8($16)
+	BODY_BUFFERS
 	fldd	$18, 0($1)            # N
 	fldd	$5, 8($1)             # dbeta
 	fldd	$21, 16($1)
@@ -553,9 +541,7 @@ bn_fold_sums:
 	.globl	\label
 	.ent	\label
 \label:
-	ldl	$1, 0($16)
-	ldl	$2, 8($16)
-	ldl	$4, 8 * STREAM_OUT($16)
+	BODY_BUFFERS
 	ldde	$5, 0($2)
 	ldde	$6, 8($2)
 	ldde	$7, 16($2)
@@ -581,10 +567,7 @@ bn_fold_sums:
 	.globl	\label
 	.ent	\label
 \label:
-	ldl	$1, 0($16)
-	ldl	$2, 8($16)
-	ldl	$3, 16($16)
-	ldl	$4, 8 * STREAM_OUT($16)
+	BODY_BUFFERS
 	ldde	$5, 0($3)             # mean
 	ldde	$6, 8($3)             # invstd
 	ldde	$7, 16($3)            # dbeta / N

@@ -197,11 +197,7 @@ elementwise_plan:
 	.globl	\label
 	.ent	\label
 \label:
-	ldl	$1, 0($16)            # in0, in1, in2
-	ldl	$2, 8($16)
-	ldl	$3, 16($16)
-	ldl	$4, 8 * STREAM_OUT($16)   # out0, out1
-	ldl	$25, 8 * STREAM_OUT + 8($16)
+	BODY_BUFFERS
 	ldde	$5, JOB + J_P($31)
 	ldde	$6, JOB + J_P + 8($31)
 	ldde	$7, JOB + J_P + 16($31)

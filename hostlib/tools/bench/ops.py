@@ -1,20 +1,26 @@
-"""`swsim bench ops`: achieved memory bandwidth of the DNN library's memory-bound operators at
-realistic sizes, against the DMA engine's ceiling and the DMA figure of `swsim bench fidelity`.
+"""`swsim bench ops`: achieved memory bandwidth of the DNN library's memory-bound operators
+(element-wise, activations, pooling, batch normalisation, softmax with cross-entropy, layout
+transforms) at realistic sizes, against the DMA engine's ceiling and the DMA figure of
+`swsim bench fidelity`.
 
-The streaming driver (hostlib/dnn/stream.py) runs in rounds: one chunk on each of the 64 CPEs.
-Rounds are identical work, so the cycles of a size are linear in its rounds once the pipeline
-is full. Each case simulates two samples (SAMPLE_ROUNDS), extrapolates to the full size from
-their difference, and checks the extrapolation against a full run of VALIDATION_ROUNDS (plus
-a partial round): the error is printed. Every sample's values are checked against numpy.
+The streaming driver (hostlib/dnn/stream.py) runs in rounds: one chunk on each of the 64 CPEs
+(pooling: a plane per CPE; transforms: 8 channels or one image; batch normalisation: the
+fewest channels whose samples are cut into the full map's pieces). Rounds are identical work,
+so the cycles of a size are linear in its rounds once the pipeline is full. Each case
+simulates two samples (SAMPLE_ROUNDS), extrapolates to the full size from their difference,
+and checks the extrapolation against a full run of VALIDATION_ROUNDS (plus a partial round):
+the error is printed, and the worst below the table. Softmax cases are small and run whole.
+Every run's values are checked against numpy.
 
 Columns: GB/s = bytes the operator must move (each input read once, each output written
-once; a transform's every pass) / time; "ceiling" = ``stream_bound_gbps`` for its mix of gets and puts (docs/timing.md
-"DMA": a put line costs the engine more than a get line); "of get BW" = against the measured
-`swsim bench fidelity` row ``dma_bandwidth`` (large aligned gets only). Target: >= 80 % of the
-ceiling for every operator.
+once; a transform's every pass) / time; "ceiling" = ``stream_bound_gbps`` for its mix of gets
+and puts (docs/timing.md "DMA": a put line costs the engine more than a get line); "of get
+BW" = against the measured `swsim bench fidelity` row ``dma_bandwidth`` (large aligned gets
+only). Target: >= 80 % of the ceiling for every operator.
 """
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass
 from typing import Optional
@@ -206,7 +212,7 @@ class TransformCase:
 class BatchNormCase:
     """Batch normalisation of a (batch, channels, h, w) map, `mode` "train" / "infer"
     (forward) or "backward"; sampled along the channels (units, folds and finishes are per
-    channel). A round: the fewest channels (a power of 2) whose samples cut the channels into
+    channel). A round: the channels of a unit per CPE, doubled until the samples are cut into
     the pieces the full map gets."""
     name: str
     shape: tuple
@@ -215,10 +221,18 @@ class BatchNormCase:
 
     def round_size(self, config):
         es, streams = np.dtype(self.dtype).itemsize, 3 if self.mode == "backward" else 2
-        full = batchnorm.pieces(config, self.shape, es, streams)
-        channels = 2
-        while batchnorm.pieces(config, (self.shape[0], SAMPLE_ROUNDS[0] * channels) +
-                               self.shape[2:], es, streams) != full:
+
+        def cut(channels):      # the pieces but their count along the channels
+            return dataclasses.replace(batchnorm.pieces(
+                config, (self.shape[0], channels) + self.shape[2:], es, streams), blocks=0)
+
+        full = cut(self.shape[1])
+        cpes, batch = config.num_cpes, self.shape[0]
+        if full.channels:       # units: batch x channel blocks
+            channels = full.channels * -(-cpes // batch)
+        else:                   # units: channels x pieces per channel
+            channels = -(-cpes // full.per_channel)
+        while cut(SAMPLE_ROUNDS[0] * channels) != full and channels < self.shape[1]:
             channels *= 2
         return channels
 
