@@ -58,10 +58,12 @@ def launch(machine, cgs, *, name, body, plan, inputs, outputs, buffer_bytes, uni
     Returns Stats with bytes_moved, bandwidth_gbps, stream_gbps and bandwidth_ratio."""
     config = machine.config
     nin, nout = len(inputs), len(outputs)
+    record = kernel.record("J_", "JOB_BYTES")
+    max_ints = (record.nbytes - record.offset("x")) // 8
     if not (1 <= nin <= MAX_IN and 1 <= nout <= MAX_OUT and len(params) <= 4
-            and len(buffer_bytes) == nin + nout):
+            and len(buffer_bytes) == nin + nout and len(ints) <= max_ints):
         raise DnnError(f"{name}: the driver takes 1-{MAX_IN} inputs, 1-{MAX_OUT} outputs, "
-                       "a buffer per stream and at most 4 parameters")
+                       f"a buffer per stream, at most 4 parameters and {max_ints} words")
     space = arena(config, kernel)
     sizes = list(buffer_bytes[:nin]) + [0] * (MAX_IN - nin) + list(buffer_bytes[nin:]) + \
         [0] * (MAX_OUT - nout)
@@ -69,7 +71,6 @@ def launch(machine, cgs, *, name, body, plan, inputs, outputs, buffer_bytes, uni
     if not space.fits:
         raise DnnError(f"{name}: LDM buffers of {sum(sizes) * 2} bytes do not fit in the "
                        f"{space.limit - kernel.symbol(kernel.ldm_end)} bytes free")
-    record = kernel.record("J_", "JOB_BYTES")
     frame_bytes = kernel.symbol("FRAME_BYTES")
     jobs = []
     for cg in range(cgs):

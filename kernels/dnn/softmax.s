@@ -125,6 +125,42 @@ softmax_plan:
 	ret
 	.end	softmax_plan
 
+# MAX_STEP m, v, t, u: m = v when m < v or v is NaN (the maximum, NaN wins: a NaN m stays);
+# t, u temporaries. MAX_STEP2 / MAX_STEP4: two / four independent ones, interleaved to hide
+# the compare's latency.
+	.macro	MAX_CMP m, v, t, u
+	fcmplt	\m, \v, \t
+	fcmpun	\v, \v, \u
+	.endm
+
+	.macro	MAX_SEL m, v, t, u
+	bis	\t, \u, \t
+	selne	\t, \v, \m, \m
+	.endm
+
+	.macro	MAX_STEP m, v, t, u
+	MAX_CMP	\m, \v, \t, \u
+	MAX_SEL	\m, \v, \t, \u
+	.endm
+
+	.macro	MAX_STEP2 m0, v0, t0, u0, m1, v1, t1, u1
+	MAX_CMP	\m0, \v0, \t0, \u0
+	MAX_CMP	\m1, \v1, \t1, \u1
+	MAX_SEL	\m0, \v0, \t0, \u0
+	MAX_SEL	\m1, \v1, \t1, \u1
+	.endm
+
+	.macro	MAX_STEP4 m0, v0, t0, u0, m1, v1, t1, u1, m2, v2, t2, u2, m3, v3, t3, u3
+	MAX_CMP	\m0, \v0, \t0, \u0
+	MAX_CMP	\m1, \v1, \t1, \u1
+	MAX_CMP	\m2, \v2, \t2, \u2
+	MAX_CMP	\m3, \v3, \t3, \u3
+	MAX_SEL	\m0, \v0, \t0, \u0
+	MAX_SEL	\m1, \v1, \t1, \u1
+	MAX_SEL	\m2, \v2, \t2, \u2
+	MAX_SEL	\m3, \v3, \t3, \u3
+	.endm
+
 # SOFTMAX label, load, store, vload, vstore, shift: the body for elements of 1 << shift bytes.
 	.macro	SOFTMAX label, load, store, vload, vstore, shift
 	.globl	\label
@@ -142,20 +178,30 @@ softmax_plan:
 	stl	$4, SM_PTRS + 24($31)
 	stl	$5, SM_PTRS + 32($31)
 	stl	$17, SM_PTRS + 40($31)
-	\load	$6, 0($1)             # the row's maximum (NaN wins)
+	\load	$6, 0($1)             # the row's maximum (NaN wins), four chains
+	mov	$6, $9
+	mov	$6, $10
+	mov	$6, $11
 	mov	$1, $7
-	ldi	$8, 1
-	br	2f
+	srl	$17, 2, $8
+	beq	$8, 2f
 1:	\load	$20, 0($7)
-	fcmplt	$6, $20, $21
-	fcmpeq	$20, $20, $22
-	cmpeq	$22, 0, $22
-	bis	$21, $22, $21
-	selne	$21, $20, $6, $6
-	addl	$8, 1, $8
-2:	ldi	$7, 1 << \shift($7)
-	cmplt	$8, $17, $21
-	bne	$21, 1b
+	\load	$21, 1 << \shift($7)
+	\load	$22, 2 << \shift($7)
+	\load	$23, 3 << \shift($7)
+	MAX_STEP4 $6, $20, $12, $13, $9, $21, $14, $15, $10, $22, $24, $25, $11, $23, $27, $28
+	ldi	$7, 4 << \shift($7)
+	subl	$8, 1, $8
+	bgt	$8, 1b
+2:	and	$17, 3, $8            # the rest, on chain 0
+	beq	$8, 4f
+3:	\load	$20, 0($7)
+	MAX_STEP $6, $20, $12, $13
+	ldi	$7, 1 << \shift($7)
+	subl	$8, 1, $8
+	bgt	$8, 3b
+4:	MAX_STEP2 $6, $9, $12, $13, $10, $11, $14, $15
+	MAX_STEP $6, $10, $12, $13
 	fstd	$6, SM_MAX($31)
 	ldde	$6, SM_MAX($31)
 	addl	$17, 3, $18
