@@ -131,12 +131,20 @@ def test_constant_channels_and_edge_values(dtype):
     assert invstd[0] == dtype(1 / np.sqrt(1e-5)) and np.isnan(rm[2])
 
 
-def test_engines_agree():
+@pytest.mark.parametrize("shape, backward", [
+    ((3, 4, 5, 3), False),                                            # planes
+    pytest.param((3, 6, 2, 4), True, marks=pytest.mark.slow)])        # channel pieces (~20 s)
+def test_engines_agree(shape, backward):
     rng = np.random.default_rng(5)
-    args = inputs(rng, (3, 4, 5, 3), np.float64)
+    args = inputs(rng, shape, np.float64)
     a, sa = dnn.batchnorm_forward(*args, engine="c")
     b, sb = dnn.batchnorm_forward(*args, engine="python")
     assert all(p.tobytes() == q.tobytes() for p, q in zip(a, b)) and sa.cycles == sb.cycles
+    if backward:
+        dy = rng.normal(size=shape)
+        c, sc = dnn.batchnorm_backward(dy, args[0], args[1], a[3], a[4], engine="c")
+        d, sd = dnn.batchnorm_backward(dy, args[0], args[1], a[3], a[4], engine="python")
+        assert all(p.tobytes() == q.tobytes() for p, q in zip(c, d)) and sc.cycles == sd.cycles
 
 
 def test_errors():
