@@ -209,13 +209,25 @@ softmax_plan:
 	mov	$18, $8
 	mov	$1, $7
 	mov	$3, $19
-3:	\vload	$20, 0($7)
-	vsubd	$20, $6, $20          # z = x - max
+	blbc	$8, 8f                # z = x - max: an odd vector first, then pairs
+	\vload	$20, 0($7)
+	vsubd	$20, $6, $20
 	vstd	$20, 0($19)
 	ldi	$7, 4 << \shift($7)
 	ldi	$19, 32($19)
 	subl	$8, 1, $8
+8:	ble	$8, 9f
+3:	\vload	$20, 0($7)
+	\vload	$21, 4 << \shift($7)
+	vsubd	$20, $6, $20
+	vsubd	$21, $6, $21
+	vstd	$20, 0($19)
+	vstd	$21, 32($19)
+	ldi	$7, 8 << \shift($7)
+	ldi	$19, 64($19)
+	subl	$8, 2, $8
 	bgt	$8, 3b
+9:
 	mov	$3, $16
 	mov	$3, $17
 	bsr	$26, vexp_d
@@ -270,14 +282,28 @@ softmax_plan:
 	ldl	$4, SM_PTRS + 24($31)
 	mov	$3, $19
 	mov	$4, $20
-7:	vldd	$21, 0($19)
-	vmuld	$21, $6, $21          # softmax
-	vmuld	$21, $8, $21          # / B
+	blbc	$18, 8f               # softmax / B: an odd vector first, then pairs
+	vldd	$21, 0($19)
+	vmuld	$21, $6, $21
+	vmuld	$21, $8, $21
 	\vstore	$21, 0($20)
 	ldi	$19, 32($19)
 	ldi	$20, 4 << \shift($20)
 	subl	$18, 1, $18
+8:	ble	$18, 9f
+7:	vldd	$21, 0($19)
+	vldd	$22, 32($19)
+	vmuld	$21, $6, $21          # softmax
+	vmuld	$22, $6, $22
+	vmuld	$21, $8, $21          # / B
+	vmuld	$22, $8, $22
+	\vstore	$21, 0($20)
+	\vstore	$22, 4 << \shift($20)
+	ldi	$19, 64($19)
+	ldi	$20, 8 << \shift($20)
+	subl	$18, 2, $18
 	bgt	$18, 7b
+9:
 	s8addl	$2, $3, $19           # the label's element: (softmax - 1) / B
 	fldd	$21, 0($19)
 	fmuld	$21, $7, $21
