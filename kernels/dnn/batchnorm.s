@@ -299,10 +299,7 @@ bn_planes:
 # elements): the sum by vectors (4 lane sums) and a scalar tail, mean = sum / count, then
 # M2 = sum (x - mean)^2 the same way.
 	.macro	BN_STATS label, load, vload, shift
-	.globl	\label
-	.ent	\label
-\label:
-	BODY_BUFFERS
+	BODY_START \label
 	SPLIT_COUNT $17, $2, $3
 	vaddd	$31, $31, $5
 	mov	$1, $6
@@ -347,8 +344,7 @@ bn_planes:
 	fstd	$5, 8($4)
 	fstd	$20, 16($4)
 	stl	$31, 24($4)
-	ret
-	.end	\label
+	BODY_END \label
 	.endm
 	BN_STATS bn_stats_s, flds, vlds, 2
 	BN_STATS bn_stats_d, fldd, vldd, 3
@@ -356,10 +352,7 @@ bn_planes:
 # BN_BACKWARD_STATS label, load, vload, shift: out0 = (count, sum dy, sum dy (x - mean), 0)
 # of the piece (in0 dy, in1 x; in2 the channel's (gamma, mean, invstd, 0) elements).
 	.macro	BN_BACKWARD_STATS label, load, vload, shift
-	.globl	\label
-	.ent	\label
-\label:
-	BODY_BUFFERS
+	BODY_START \label
 	\load	$19, 1 << \shift($3)  # mean
 	BROADCAST $19, $20
 	SPLIT_COUNT $17, $7, $25
@@ -392,18 +385,14 @@ bn_planes:
 	fstd	$5, 8($4)
 	fstd	$21, 16($4)
 	stl	$31, 24($4)
-	ret
-	.end	\label
+	BODY_END \label
 	.endm
 	BN_BACKWARD_STATS bn_backward_stats_s, flds, vlds, 2
 	BN_BACKWARD_STATS bn_backward_stats_d, fldd, vldd, 3
 
 # bn_fold_stats: out0 = in0's $17 records (count, mean, M2, 0) combined in order (Chan, Golub
 # and LeVeque: n = na + nb, d = mb - ma, mean = ma + d nb / n, M2 = M2a + M2b + d^2 na nb / n).
-	.globl	bn_fold_stats
-	.ent	bn_fold_stats
-bn_fold_stats:
-	BODY_BUFFERS
+	BODY_START bn_fold_stats
 	fldd	$5, 0($1)             # n, mean, M2
 	fldd	$6, 8($1)
 	fldd	$7, 16($1)
@@ -429,14 +418,10 @@ bn_fold_stats:
 	fstd	$6, 8($4)
 	fstd	$7, 16($4)
 	stl	$31, 24($4)
-	ret
-	.end	bn_fold_stats
+	BODY_END bn_fold_stats
 
 # bn_fold_sums: out0 = in0's $17 records (count, s1, s2, 0) summed field by field, in order.
-	.globl	bn_fold_sums
-	.ent	bn_fold_sums
-bn_fold_sums:
-	BODY_BUFFERS
+	BODY_START bn_fold_sums
 	vldd	$5, 0($1)
 	br	2f
 1:	vldd	$6, 0($1)
@@ -445,8 +430,7 @@ bn_fold_sums:
 	subl	$17, 1, $17
 	bgt	$17, 1b
 	vstd	$5, 0($4)
-	ret
-	.end	bn_fold_sums
+	BODY_END bn_fold_sums
 
 # BN_FINISH_FORWARD label, load, store, shift: per channel, in0 its (count, mean, M2, 0)
 # (training) and in1 (gamma, beta, running mean, running var) elements; J_P: momentum, eps,
@@ -455,10 +439,7 @@ bn_fold_sums:
 # variance M2 / N for the normalisation, running stats (1 - momentum) r + momentum s with the
 # unbiased M2 / (N - 1); inference: the running stats, returned unchanged.
 	.macro	BN_FINISH_FORWARD label, load, store, shift
-	.globl	\label
-	.ent	\label
-\label:
-	BODY_BUFFERS
+	BODY_START \label
 	\load	$21, 2 << \shift($2)  # running mean, var
 	\load	$22, 3 << \shift($2)
 	ldl	$24, JOB + J_P + 16($31)   # training
@@ -496,8 +477,7 @@ bn_fold_sums:
 	fstd	$5, 0($25)
 	fstd	$21, 8($25)
 	fstd	$22, 16($25)
-	ret
-	.end	\label
+	BODY_END \label
 	.endm
 	BN_FINISH_FORWARD bn_finish_forward_s, flds, fsts, 2
 	BN_FINISH_FORWARD bn_finish_forward_d, fldd, fstd, 3
@@ -507,10 +487,7 @@ bn_fold_sums:
 # elements, out1 = the apply record (mean, invstd, dbeta / N, dgamma / N, gamma invstd) in
 # double.
 	.macro	BN_FINISH_BACKWARD label, load, store, shift
-	.globl	\label
-	.ent	\label
-\label:
-	BODY_BUFFERS
+	BODY_START \label
 	fldd	$18, 0($1)            # N
 	fldd	$5, 8($1)             # dbeta
 	fldd	$21, 16($1)
@@ -528,8 +505,7 @@ bn_fold_sums:
 	fstd	$5, 16($25)
 	fstd	$21, 24($25)
 	fstd	$24, 32($25)
-	ret
-	.end	\label
+	BODY_END \label
 	.endm
 	BN_FINISH_BACKWARD bn_finish_backward_s, flds, fsts, 2
 	BN_FINISH_BACKWARD bn_finish_backward_d, fldd, fstd, 3
@@ -538,10 +514,7 @@ bn_fold_sums:
 # the piece's $17 elements (whole vectors: the lanes past the end are never put); in1 is the
 # channel's apply record (mean, a, beta).
 	.macro	BN_APPLY_FORWARD label, vload, vstore, shift
-	.globl	\label
-	.ent	\label
-\label:
-	BODY_BUFFERS
+	BODY_START \label
 	ldde	$5, 0($2)
 	ldde	$6, 8($2)
 	ldde	$7, 16($2)
@@ -555,8 +528,7 @@ bn_fold_sums:
 	ldi	$4, 4 << \shift($4)
 	subl	$17, 1, $17
 	bgt	$17, 1b
-	ret
-	.end	\label
+	BODY_END \label
 	.endm
 	BN_APPLY_FORWARD bn_apply_forward_s, vlds, vsts, 2
 	BN_APPLY_FORWARD bn_apply_forward_d, vldd, vstd, 3
@@ -564,10 +536,7 @@ bn_fold_sums:
 # BN_APPLY_BACKWARD label, vload, vstore, shift: out0 = ((dy - dbeta/N) - xhat dgamma/N)
 # gamma invstd, xhat = (x - mean) invstd, by vectors (in0 dy, in1 x, in2 the apply record).
 	.macro	BN_APPLY_BACKWARD label, vload, vstore, shift
-	.globl	\label
-	.ent	\label
-\label:
-	BODY_BUFFERS
+	BODY_START \label
 	ldde	$5, 0($3)             # mean
 	ldde	$6, 8($3)             # invstd
 	ldde	$7, 16($3)            # dbeta / N
@@ -588,8 +557,7 @@ bn_fold_sums:
 	ldi	$4, 4 << \shift($4)
 	subl	$17, 1, $17
 	bgt	$17, 1b
-	ret
-	.end	\label
+	BODY_END \label
 	.endm
 	BN_APPLY_BACKWARD bn_apply_backward_s, vlds, vsts, 2
 	BN_APPLY_BACKWARD bn_apply_backward_d, vldd, vstd, 3

@@ -194,10 +194,7 @@ elementwise_plan:
 	.endm
 
 	.macro	BODY label, nin, nout, op, load, store, step
-	.globl	\label
-	.ent	\label
-\label:
-	BODY_BUFFERS
+	BODY_START \label
 	ldde	$5, JOB + J_P($31)
 	ldde	$6, JOB + J_P + 8($31)
 	ldde	$7, JOB + J_P + 16($31)
@@ -221,8 +218,7 @@ elementwise_plan:
 	.endr
 	subl	$17, 1, $17
 	bgt	$17, 1b
-	ret
-	.end	\label
+	BODY_END \label
 	.endm
 
 # axpby: out0 = p0 in0 + p1 in1 (add, residuals).
