@@ -68,8 +68,9 @@ def pieces(config, shape, es, streams, workers=None) -> Pieces:
     budget = min(MAX_PIECE_BYTES, free // streams // VECTOR * VECTOR)
     if plane * es <= budget and plane % 4 == 0:
         # consecutive channels' planes (whole vectors each): one contiguous DMA, whole lines
-        # when the piece is a multiple of a line and that costs at most half the channels
-        most = min(channels, budget // (plane * es))
+        # when the piece is a multiple of a line and that costs at most half the channels;
+        # no fewer pieces than CPEs when the planes allow it
+        most = min(channels, budget // (plane * es), max(1, batch * channels // workers))
         m = next((m for m in range(most, most // 2, -1) if m * plane * es % line == 0), most)
         return Pieces(batch, 0, 0, 0, m * plane, channels=m, blocks=-(-channels // m))
     if plane * es <= budget:
