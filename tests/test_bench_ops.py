@@ -11,3 +11,14 @@ def test_extrapolation_matches_a_full_run_and_meets_the_target():
     assert result.ratio >= ops.TARGET
     table = ops.format_table([result])
     assert "add, small" in table and "met by every operator" in table
+
+
+def test_batchnorm_and_softmax_cases():
+    """Batch normalisation sampled along the channels (pieces as the full map's) within 3 %
+    of a full run; softmax runs whole (no extrapolation error to report)."""
+    bn = ops.measure(ops.BatchNormCase("bn, small", (8, 96, 12, 12), "train"), "c", 30.9)
+    assert abs(bn.validation_error) < 0.03 and 0 < bn.ratio < 1
+    softmax = ops.measure(ops.SoftmaxCase("softmax, small", 16, 100), "c", 30.9)
+    assert softmax.validation_error is None
+    table = ops.format_table([bn, softmax])
+    assert "whole run" in table and "missed by" in table

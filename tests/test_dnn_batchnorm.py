@@ -7,6 +7,7 @@ from hypothesis import given, settings, strategies as st
 
 from swsim import Machine
 from swsim.hostlib import dnn
+from swsim.hostlib.dnn import batchnorm
 
 DTYPES = [np.float32, np.float64]
 EPS = {np.float32: 2.0 ** -24, np.float64: 2.0 ** -53}
@@ -130,12 +131,20 @@ def test_constant_channels_and_edge_values(dtype):
     assert invstd[0] == dtype(1 / np.sqrt(1e-5)) and np.isnan(rm[2])
 
 
-def test_engines_agree():
+@pytest.mark.parametrize("shape, backward", [
+    ((3, 4, 5, 3), False),                                            # planes
+    pytest.param((3, 6, 2, 4), True, marks=pytest.mark.slow)])        # channel pieces (~20 s)
+def test_engines_agree(shape, backward):
     rng = np.random.default_rng(5)
-    args = inputs(rng, (3, 4, 5, 3), np.float64)
+    args = inputs(rng, shape, np.float64)
     a, sa = dnn.batchnorm_forward(*args, engine="c")
     b, sb = dnn.batchnorm_forward(*args, engine="python")
     assert all(p.tobytes() == q.tobytes() for p, q in zip(a, b)) and sa.cycles == sb.cycles
+    if backward:
+        dy = rng.normal(size=shape)
+        c, sc = dnn.batchnorm_backward(dy, args[0], args[1], a[3], a[4], engine="c")
+        d, sd = dnn.batchnorm_backward(dy, args[0], args[1], a[3], a[4], engine="python")
+        assert all(p.tobytes() == q.tobytes() for p, q in zip(c, d)) and sc.cycles == sd.cycles
 
 
 def test_errors():
@@ -151,7 +160,56 @@ def test_errors():
         dnn.batchnorm_forward(x[:1, :, :1, :1], c, c, c, c)
     with pytest.raises(dnn.DnnError, match="training must be"):
         dnn.batchnorm_forward(x, c, c, c, c, training=1)
-    with pytest.raises(dnn.DnnError, match="do not fit in LDM"):
-        dnn.batchnorm_forward(np.zeros((64, 1, 64, 64), np.float32), *[c[:1]] * 4)
     with pytest.raises(dnn.DnnError, match="dy must have"):
         dnn.batchnorm_backward(x[:1], x, c, c, c)
+
+
+def check_both_passes(x, gamma, beta, rm, rv, dy, **kwargs):
+    """Forward (training and inference) and backward against the references; returns the
+    results and the training forward's Stats."""
+    dtype, n = x.dtype.type, x.size // x.shape[1]
+    results = []
+    for training in (False, True):
+        got, stats = dnn.batchnorm_forward(x, gamma, beta, rm, rv, training=training, **kwargs)
+        want = forward_reference(x, gamma, beta, rm, rv, training=training)
+        close(got[0], want[0], dtype, (np.abs(want[0]).max() + 1) * (1 + n * 2.0 ** -40))
+        for g, r in zip(got[1:], want[1:]):
+            close(g, r, dtype, np.abs(r).max() + 1, roundings=8 + n)
+        results += list(got)
+    mean, invstd = results[-2], results[-1]
+    grads, _ = dnn.batchnorm_backward(dy, x, gamma, mean, invstd, **kwargs)
+    want = backward_reference(dy, x, gamma, mean, invstd)
+    scale = (np.abs(dy).sum() + 1) * (np.abs(invstd).max() + 1) * (np.abs(gamma).max() + 1)
+    for got, ref in zip(grads, want):
+        close(got, ref, dtype, scale, roundings=8 + 2 * n)
+    return results + list(grads), stats
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(8, 2, 33, 65), (40, 4, 3, 5), (3, 5, 1, 1)])
+def test_any_shape_and_core_groups_agree(dtype, shape):
+    """Planes larger than a piece (segments of a plane, a partial last one), several planes
+    per piece (strided gets over the other channels) and one-element planes; cgs = 1, 2, 4
+    give the same bits (the folds combine the pieces in one order)."""
+    rng = np.random.default_rng(sum(shape))
+    x, gamma, beta, rm, rv = inputs(rng, shape, dtype, 2.0, 1.0)
+    dy = rng.normal(size=shape).astype(dtype)
+    first, stats = check_both_passes(x, gamma, beta, rm, rv, dy)
+    machine = Machine()
+    for cgs in (2, 4):
+        again, chip = check_both_passes(x, gamma, beta, rm, rv, dy, cgs=cgs, machine=machine)
+        assert all(a.tobytes() == b.tobytes() for a, b in zip(first, again))
+        assert chip.cgs == cgs and chip.cycles < stats.cycles
+
+
+def test_folds_of_folds(monkeypatch):
+    """Tiny pieces and folds of at most 3 records: several fold levels per channel."""
+    monkeypatch.setattr(batchnorm, "MAX_PIECE_BYTES", 128)
+    monkeypatch.setattr(batchnorm, "MAX_FOLD", 3)
+    rng = np.random.default_rng(9)
+    x, gamma, beta, rm, rv = inputs(rng, (5, 2, 9, 13), np.float64, 3.0, 100.0)
+    dy = rng.normal(size=x.shape)
+    _, stats = check_both_passes(x, gamma, beta, rm, rv, dy)
+    assert stats.pieces.per_channel > 9 and stats.pieces.segments > 1
+    folds = [p for p in stats.parts if p.op == "bn_fold_stats"]
+    assert len(folds) >= 3

@@ -50,6 +50,15 @@ def test_large_planes_are_cut_along_their_rows():
     np.testing.assert_array_equal(back, x)
 
 
+def test_core_groups_give_the_same_bits():
+    x = np.random.default_rng(4).standard_normal((3, 70, 5, 9)).astype(np.float32)
+    first, _ = dnn.transform(x, "NCHW", "RCNB")
+    for cgs in (2, 4):
+        y, stats = dnn.transform(x, "NCHW", "RCNB", cgs=cgs)
+        assert y.tobytes() == first.tobytes() and stats.parts[0].cgs == cgs
+    np.testing.assert_array_equal(first, x.transpose(2, 3, 1, 0))
+
+
 def test_fewest_group_swaps():
     assert group_swaps("NCHW", "NHWC") == [(1, 2, 4)]      # one pass: (N, C, HW) -> (N, HW, C)
     assert len(group_swaps("NCHW", "HWCN")) == 2

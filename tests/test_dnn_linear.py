@@ -69,8 +69,9 @@ def test_stats_report_gflops_and_efficiency():
     x, w = rng.standard_normal((128, 256)), rng.standard_normal((256, 256))
     _, stats = dnn.linear_forward(x, w, np.zeros(256))
     assert stats.gflops == pytest.approx(stats.flops / stats.seconds / 1e9)
-    assert 0 < stats.efficiency < 1 and len(stats.parts) == 2
-    assert stats.cycles == sum(p.cycles for p in stats.parts)
+    (part,) = stats.per_cg
+    assert 0 < stats.efficiency < 1 and len(part.parts) == 2
+    assert stats.cycles == part.cycles == sum(p.cycles for p in part.parts)
 
 
 @pytest.mark.parametrize("call, message", [
@@ -79,8 +80,31 @@ def test_stats_report_gflops_and_efficiency():
     (lambda: dnn.linear_forward(np.ones(3), np.ones((4, 3))), r"x must be \(B, I\)"),
     (lambda: dnn.linear_backward(np.ones((2, 5)), np.ones((2, 3)), np.ones((4, 3))),
      r"dy must be \(B, O\)"),
-    (lambda: dnn.linear_forward(np.ones((2, 3)), np.ones((4, 3)), cgs=2), "one core group"),
+    (lambda: dnn.linear_forward(np.ones((2, 3)), np.ones((4, 3)), cgs=5), "cgs must be"),
 ])
 def test_bad_arguments_are_refused(call, message):
     with pytest.raises(dnn.DnnError, match=message):
         call()
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_core_groups_split_rows_and_outputs(dtype):
+    """cgs = 2, 4: y and dx by batch rows, dw and db by outputs (5 rows: one CG idles in
+    dx's split); every result within the single CG's rounding bound of the reference (the
+    blocking, and so the order of a sum, may differ with the slice's shape); the chip's
+    cycles are the slowest CG's and below the single CG's."""
+    rng = np.random.default_rng(11)
+    x, w = rng.standard_normal((5, 70)).astype(dtype), rng.standard_normal((33, 70)).astype(dtype)
+    b, dy = rng.standard_normal(33).astype(dtype), rng.standard_normal((5, 33)).astype(dtype)
+    x64, w64, dy64 = (a.astype(np.float64) for a in (x, w, dy))
+    y1, s1 = dnn.linear_forward(x, w, b)
+    g1, t1 = dnn.linear_backward(dy, x, w)
+    for cgs in (2, 4):
+        y, stats = dnn.linear_forward(x, w, b, cgs=cgs)
+        assert_product_close(y, reference_forward(x64, w64, b), dtype, 71, 16.0)
+        assert stats.cgs == cgs and stats.cycles == max(p.cycles for p in stats.per_cg)
+        assert stats.cycles < s1.cycles and stats.flops == s1.flops
+        grads, chip = dnn.linear_backward(dy, x, w, cgs=cgs)
+        for got, ref, k in zip(grads, reference_backward(dy64, x64, w64), (33, 5, 5)):
+            assert_product_close(got, ref, dtype, k, 16.0)
+        assert chip.cycles < t1.cycles and chip.flops == t1.flops

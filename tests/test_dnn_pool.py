@@ -99,6 +99,39 @@ def test_edge_values(dtype):
     assert np.isnan(y[0, 0, 1]) and y[0, 1, 1] == -np.inf and argmax[0, 1, 1] == 10
 
 
+@pytest.mark.parametrize("kernel, stride, padding", [(3, 2, 1), (2, 2, 0), (3, 1, 1)])
+def test_many_units_per_cpe_and_core_groups_agree(kernel, stride, padding):
+    """Several units per CPE (each parity's unit record and buffers reused), ties, signed
+    zeros and NaN; cgs = 1, 2, 4 give the same bits."""
+    rng = np.random.default_rng(kernel + 10 * stride)
+    x = rng.integers(-3, 4, (4, 70, 9, 11)).astype(np.float32)     # many ties
+    x[0, 0, 1, 1], x[1, 5, 2, 3], x[3, 69, 8, 10] = np.nan, -0.0, np.inf
+    want, want_argmax = reference_forward(x, kernel, stride, padding, "max")
+    for cgs in (1, 2, 4):
+        (y, argmax), stats = dnn.pool2d_forward(x, kernel, stride, padding, cgs=cgs)
+        np.testing.assert_array_equal(y, want.astype(np.float32))
+        np.testing.assert_array_equal(argmax, want_argmax)
+        avg, _ = dnn.pool2d_forward(x, kernel, stride, padding, mode="avg", cgs=cgs)
+        if cgs == 1:
+            first = avg
+        assert avg.tobytes() == first.tobytes() and stats.cgs == cgs
+    np.testing.assert_allclose(first, reference_forward(x, kernel, stride, padding, "avg")[0],
+                               rtol=1e-6, atol=1e-6)
+
+
+def test_backward_core_groups_give_the_same_bits():
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal((2, 70, 9, 11))
+    (y, argmax), _ = dnn.pool2d_forward(x, 3, 2, 1)
+    dy = rng.standard_normal(y.shape)
+    for mode in ("max", "avg"):
+        first, _ = dnn.pool2d_backward(dy, x.shape, 3, 2, 1, mode=mode, argmax=argmax)
+        for cgs in (2, 4):
+            dx, stats = dnn.pool2d_backward(dy, x.shape, 3, 2, 1, mode=mode, argmax=argmax,
+                                            cgs=cgs)
+            assert dx.tobytes() == first.tobytes() and stats.cgs == cgs
+
+
 def test_large_planes_are_cut_into_row_blocks():
     x = np.random.default_rng(5).standard_normal((2, 130, 150)).astype(np.float64)
     (y, argmax), stats = dnn.pool2d_forward(x, 3, 2, 1)

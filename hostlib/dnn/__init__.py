@@ -1,6 +1,6 @@
 """The DNN library on the VM (thesis chapter 5), above ``hostlib.blas``: every operator takes
-numpy arrays (float32 or float64) and ``machine=``, and returns ``(result, stats)``; docs/dnn.md
-describes them.
+numpy arrays (float32 or float64), ``machine=`` and ``cgs=`` (the core groups sharing the
+work), and returns ``(result, stats)``; docs/dnn.md describes them.
 
 - ``activation_forward(x, kind)`` / ``activation_backward(dy, x=..., y=..., kind)``: ReLU,
   sigmoid and tanh; ``exp(x)``, the element-wise exponential they are built on;
@@ -9,10 +9,10 @@ describes them.
 - ``linear_forward`` / ``linear_backward``: FC through swGEMM;
 - ``lstm_forward`` (tensorized Algorithm 6 or the cuDNN-style baseline) / ``lstm_backward``:
   one LSTM layer, forward and backward through time;
-- the memory-bound operators on one streaming driver (``stream``, with ``cgs=``): ``add``,
-  ``scale``, ``sgd_update``, ``pool2d_forward`` / ``pool2d_backward`` and ``transform``
-  between the ``LAYOUTS``; ``softmax_cross_entropy(logits, labels)``: the mean loss and the
-  logits' gradient; ``batchnorm_forward`` / ``batchnorm_backward``.
+- the memory-bound operators on one streaming driver (``stream``): the activations, ``add``,
+  ``scale``, ``sgd_update``, ``pool2d_forward`` / ``pool2d_backward``, ``transform`` between
+  the ``LAYOUTS``, ``softmax_cross_entropy(logits, labels)`` (the mean loss and the logits'
+  gradient) and ``batchnorm_forward`` / ``batchnorm_backward`` (any shape).
 """
 from .activation import activation_backward, activation_forward, exp
 from .batchnorm import batchnorm_backward, batchnorm_forward
@@ -27,6 +27,6 @@ from .softmax import softmax_cross_entropy
 
 __all__ = ["ConvStats", "DnnError", "LAYOUTS", "activation_backward", "activation_forward",
            "add", "batchnorm_backward", "batchnorm_forward", "conv2d_backward_data",
-           "conv2d_backward_filter", "conv2d_forward", "exp", "linear_backward", "linear_forward", "pool2d_backward",
-           "pool2d_forward", "scale", "sgd_update", "softmax_cross_entropy", "transform"]
-__all__ += ["lstm_backward", "lstm_forward"]
+           "conv2d_backward_filter", "conv2d_forward", "exp", "linear_backward", "linear_forward",
+           "lstm_backward", "lstm_forward", "pool2d_backward", "pool2d_forward", "scale",
+           "sgd_update", "softmax_cross_entropy", "transform"]

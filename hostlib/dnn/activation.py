@@ -1,37 +1,38 @@
-"""Activation operators (ReLU, sigmoid, tanh; forward and backward) and exp on the VM.
-
-The host copies the arrays into simulated main memory, writes the job record of
-``kernels/dnn/activation.s`` (field offsets and op codes read from the kernel's symbols) and
-spawns it on the 64 CPEs of a core group; every element is computed by CPE instructions.
+"""Activation operators (ReLU, sigmoid, tanh; forward and backward) and exp on the VM: the
+bodies of ``kernels/dnn/activation.s`` run by the streaming driver's element-wise plan
+(``stream.run``) over the CPEs of `cgs` core groups; every element is computed by CPE
+instructions.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from ...vm import HostError, Machine
+from ...vm import HostError
 from ..runtime import Kernel
-from .stream import with_bandwidth
+from . import stream
 
-KERNEL = Kernel(("dnn/activation.s",), entry="activation", ldm_end="activation_ldm_end")
+KERNEL = Kernel(("dnn/activation.s", "dnn/stream.s"), "stream_run", "stream_ldm_end",
+                stack="stream_stack")
 KINDS = ("relu", "sigmoid", "tanh")
 # Backward needs x for ReLU and y for sigmoid and tanh (as cuDNN computes them).
 _BACKWARD_INPUT = {"relu": "x", "sigmoid": "y", "tanh": "y"}
 
 
-def activation_forward(x, kind: str = "relu", *, machine=None, engine: str = "c"):
+def activation_forward(x, kind: str = "relu", *, machine=None, cgs=1, engine: str = "c"):
     """y = f(x) element-wise for f = relu, sigmoid or tanh; returns (y, Stats).
 
     ``x``: a float32 or float64 array of any shape with at least one element. ``machine``:
-    the VM to run on (a new default Machine if None); ``engine``: "c" or "python". The stats
+    the VM to run on (a new default Machine if None); ``cgs``: the core groups sharing the
+    chunks; ``engine``: "c" or "python". The stats
     carry the kernel's cycles and, as every memory-bound operator's, ``bytes_moved``,
     ``bandwidth_gbps``, the DMA ceiling ``stream_gbps`` for its reads and writes and
     ``bandwidth_ratio``.
     """
     _check_kind(kind)
-    return _run(kind.upper(), _array("x", x), None, machine, engine)
+    return _run(kind, _array("x", x), None, machine, cgs, engine)
 
 
-def activation_backward(dy, *, x=None, y=None, kind: str = "relu", machine=None,
+def activation_backward(dy, *, x=None, y=None, kind: str = "relu", machine=None, cgs=1,
                         engine: str = "c"):
     """dx = dy * f'(.) element-wise; returns (dx, Stats).
 
@@ -49,12 +50,12 @@ def activation_backward(dy, *, x=None, y=None, kind: str = "relu", machine=None,
     if given.shape != dy.shape or given.dtype != dy.dtype:
         raise HostError(f"{needed} and dy must have the same shape and dtype, got "
                         f"{given.shape} {given.dtype} and {dy.shape} {dy.dtype}")
-    return _run(f"{kind.upper()}_BACKWARD", given, dy, machine, engine)
+    return _run(f"{kind}_backward", given, dy, machine, cgs, engine)
 
 
-def exp(x, *, machine=None, engine: str = "c"):
+def exp(x, *, machine=None, cgs=1, engine: str = "c"):
     """exp(x) element-wise; returns (result, Stats)."""
-    return _run("EXP", _array("x", x), None, machine, engine)
+    return _run("exp", _array("x", x), None, machine, cgs, engine)
 
 
 def _check_kind(kind) -> None:
@@ -71,15 +72,8 @@ def _array(name: str, value) -> np.ndarray:
     return np.ascontiguousarray(array)
 
 
-def _run(op: str, inp: np.ndarray, dy, machine, engine):
-    machine = machine or Machine()
-    mem = machine.mem
-    out = mem.alloc(inp.nbytes)
-    job = KERNEL.record("J_", "JOB_BYTES").new(
-        n=inp.size, es=inp.itemsize, op=KERNEL.symbol(f"OP_{op}"), out=out,
-        dy=mem.put(dy) if dy is not None else 0, **{"in": mem.put(inp)})
-    stats = KERNEL.launch(machine, [mem.put(job)], flops=0, engine=engine,
-                          details=dict(op=op, dtype=inp.dtype.name, n=inp.size))
-    reads = inp.nbytes * (2 if dy is not None else 1)
-    return (mem.get(out, inp.shape, inp.dtype),
-            with_bandwidth(stats, machine.config, (reads, inp.nbytes)))
+def _run(op: str, inp: np.ndarray, dy, machine, cgs, engine):
+    inputs = [inp] + ([dy] if dy is not None else [])
+    (out,), stats = stream.run(f"act_{op}", inputs, outputs=1, kernel=KERNEL, machine=machine,
+                               cgs=cgs, engine=engine, details=dict(op=op))
+    return out.reshape(inp.shape), stats

@@ -1,17 +1,89 @@
 """Batch normalisation (NCHW, per-channel statistics over B, H, W; PyTorch's semantics) on the
-streaming driver (``kernels/dnn/batchnorm.s``): a channel per unit, its B planes in LDM whole
-(one strided DMA), the statistics, the running averages and the normalisation computed there
-in double. docs/dnn.md "Batch normalisation"."""
+streaming driver (``kernels/dnn/batchnorm.s``), for any shape: a channel's B H W elements are
+cut into pieces of a few KiB (whole planes, or segments of a plane), so nothing has to hold a
+whole channel. Training forward: per-piece statistics, folded per channel in a fixed order
+(Chan's pairwise update) until one record is left, the channel's finish (mean, invstd, running
+averages), then the normalisation of every piece; inference: finish and normalisation only.
+Backward: per-piece sums, folded, finished, then dx per piece. Every sum runs on the CPEs in
+double; the units are shared by `cgs` core groups and the results do not depend on `cgs`.
+docs/dnn.md "Batch normalisation"."""
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 
 from ..runtime import Kernel
 from . import stream
-from .common import DnnError, float_arrays, machine_and_cgs, scalar
+from .common import DnnError, combined, float_arrays, machine_and_cgs, scalar
 
-KERNEL = Kernel(("dnn/batchnorm.s",), "stream_run", "stream_ldm_end", stack="stream_stack")
-PLANES, NONE = 1, 0           # stream kinds of bn_plan (k > 1: k elements per channel)
+KERNEL = Kernel(("dnn/batchnorm.s", "dnn/stream.s"), "stream_run", "stream_ldm_end",
+                stack="stream_stack")
+NONE, PIECE, CHANNEL, UNIT, GROUP = (KERNEL.symbol(f"MODE_{m}")
+                                     for m in ("NONE", "PIECE", "CHANNEL", "UNIT", "GROUP"))
+REC_BYTES, APPLY_BYTES = KERNEL.symbol("REC_BYTES"), KERNEL.symbol("APPLY_BYTES")
+VECTOR = 32                   # the arena hands out buffers in whole 32-byte vectors
+MAX_PIECE_BYTES = stream.MAX_CHUNK_BYTES   # a piece's bytes per stream, at most
+MAX_FOLD = 512                # records one fold unit combines, at most (and what fits LDM)
+
+
+@dataclass(frozen=True)
+class Pieces:
+    """How x is cut (kernels/dnn/batchnorm.s): `channels` > 0: the planes of that many
+    consecutive channels of one image (`blocks` per image); else `planes` > 0 whole planes of
+    one channel, or segments of `segment` elements of one plane (`segments` per plane).
+    `per_channel`: the records a channel's statistics come in; `elements`: the largest piece."""
+    per_channel: int
+    planes: int
+    segment: int
+    segments: int
+    elements: int
+    channels: int = 0
+    blocks: int = 0
+
+    def units(self, shape):
+        return shape[0] * self.blocks if self.channels else shape[1] * self.per_channel
+
+    def records(self, shape):
+        """The per-unit records a statistics launch writes (channels: M per unit)."""
+        return self.units(shape) * max(1, self.channels)
+
+    def words(self, shape):
+        batch, channels, h, w = shape
+        if self.channels:
+            return [batch, h * w, channels, self.blocks, -self.channels, 0, 0]
+        return [batch, h * w, channels, self.per_channel, self.planes, self.segment,
+                self.segments]
+
+
+def pieces(config, shape, es, streams, workers=None) -> Pieces:
+    """The pieces of x of `shape` (element size `es`) for launches moving `streams` piece
+    buffers (double-buffered, with a per-channel record beside them) over `workers` CPEs
+    (default: the whole chip's, whatever cgs: the same sums)."""
+    workers = workers or config.num_cpes * config.num_cgs
+    batch, channels, h, w = shape
+    plane = h * w
+    line = config.dma_transaction_bytes
+    free = stream.arena(config, KERNEL).free // 2 - 2 * APPLY_BYTES
+    budget = min(MAX_PIECE_BYTES, free // streams // VECTOR * VECTOR)
+    if plane * es <= budget and plane % 4 == 0:
+        # consecutive channels' planes (whole vectors each): one contiguous DMA, whole lines
+        # when the piece is a multiple of a line and that costs at most half the channels;
+        # no fewer pieces than CPEs when the planes allow it
+        most = min(channels, budget // (plane * es), max(1, batch * channels // workers))
+        m = next((m for m in range(most, most // 2, -1) if m * plane * es % line == 0), most)
+        return Pieces(batch, 0, 0, 0, m * plane, channels=m, blocks=-(-channels // m))
+    if plane * es <= budget:
+        # whole planes; no fewer pieces than CPEs when the planes allow it
+        planes = min(batch, budget // (plane * es), max(1, batch * channels // workers))
+        per_channel = -(-batch // planes)
+        return Pieces(per_channel, -(-batch // per_channel), 0, 0,
+                      -(-batch // per_channel) * plane)
+    segments = -(-plane * es // budget)
+    step = line // es         # segments of whole lines
+    segment = -(-(-(-plane // segments)) // step) * step
+    segments = -(-plane // segment)
+    return Pieces(batch * segments, 0, segment, segments, segment)
 
 
 def _shape(x):
@@ -29,44 +101,87 @@ def _per_channel(channels, dtype, **arrays):
     return out
 
 
-def _launch(machine, name, body, planes, records, outputs, x_shape, es, params, engine):
-    """Run `body` over the channels: `planes` (arrays read as the channel's planes),
-    `records` ((C, k) arrays read k elements per channel), `outputs` ((planes?, k) per
-    output: k = 0 for an output of x's shape); returns the outputs and Stats."""
-    batch, channels, h, w = x_shape
-    n = batch * h * w
-    mem = machine.mem
-    inputs = [mem.put(np.ascontiguousarray(a).reshape(-1)) for a in planes + records]
-    kinds = [PLANES] * len(planes) + [r.shape[1] for r in records]
-    out_addr = [mem.alloc((k or n) * channels * es) for k in outputs]
-    kinds_out = [k or PLANES for k in outputs]
-    buffers = [n * es if k == PLANES else k * es for k in kinds + kinds_out]
-    needed = 2 * sum(-(-b // 32) * 32 for b in buffers)
-    free = stream.arena(machine.config, KERNEL).free
-    if needed > free:
-        raise DnnError(f"{name}: a channel's {n} elements (B H W) do not fit in LDM "
-                       f"({needed} bytes of buffers, {free} free)")
-    kind_words = kinds + [NONE] * (stream.MAX_IN - len(kinds)) + kinds_out + \
-        [NONE] * (stream.MAX_OUT - len(kinds_out))
-    moved = (sum(a.nbytes for a in planes + records),
-             sum((k or n) * channels * es for k in outputs))
-    stats = stream.launch(machine, 1, name=name, body=f"{body}_{stream.SUFFIX[es]}",
-                          plan="bn_plan", inputs=inputs, outputs=out_addr,
-                          buffer_bytes=buffers, units=channels, es=es, params=params,
-                          ints=[batch, h * w, channels] + kind_words, moved=moved,
-                          engine=engine, kernel=KERNEL, details=dict(op=name))
-    dtype = planes[0].dtype
-    return [mem.get(addr, x_shape if k == 0 else (channels, k), dtype)
-            for addr, k in zip(out_addr, outputs)], stats
+class _Run:
+    """The launches of one call: `shape`, element size, machine and core groups; `parts`
+    collects their Stats and `transferred` the bytes they move."""
+
+    def __init__(self, machine, cgs, shape, es, piece_streams, engine, name):
+        self.machine, self.cgs, self.shape, self.es, self.engine, self.name = \
+            machine, cgs, shape, es, engine, name
+        self.pieces = pieces(machine.config, shape, es, piece_streams)
+        self.parts = []
+
+    def launch(self, body, inputs, outputs, *, per_channel=None, group=(0, 0, 0, 0),
+               params=()):
+        """Run `body` over the pieces (through bn_planes), or over `per_channel` units per
+        channel (folds: `group` = (records per unit, records per channel, their strides
+        between channels and within one); finishes). `inputs` / `outputs`: (mode, bytes,
+        address) per stream; a piece stream's bytes are ignored. The Stats go to `parts`."""
+        batch, channels, h, w = self.shape
+        inner = 0
+        if per_channel is None:
+            words = self.pieces.words(self.shape)
+            units = self.pieces.units(self.shape)
+            piece_bytes = self.pieces.elements * self.es
+            body, inner = "bn_planes", KERNEL.symbol(body)
+            records = max(1, self.pieces.channels)
+        else:             # no piece streams: a harmless geometry of one-element planes
+            words = [per_channel, 1, channels, per_channel, 1, *group[2:]]
+            units, piece_bytes, records = channels * per_channel, 0, 1
+        streams = list(inputs) + list(outputs)
+        kinds = [nbytes << 3 | mode for mode, nbytes, _ in streams]
+        kinds = kinds[:len(inputs)] + [NONE] * (stream.MAX_IN - len(inputs)) + \
+            kinds[len(inputs):] + [NONE] * (stream.MAX_OUT - len(outputs))
+        buffers = [piece_bytes if mode == PIECE else nbytes * (
+            group[0] if mode == GROUP else records) for mode, nbytes, _ in streams]
+        moved = [0, 0]
+        for index, (mode, nbytes, _) in enumerate(streams):
+            total = (batch * channels * h * w * self.es if mode == PIECE else
+                     nbytes * {UNIT: units * records, GROUP: channels * group[1],
+                               CHANNEL: channels}.get(mode, 0))
+            moved[index >= len(inputs)] += total
+        self.parts.append(stream.launch(
+            self.machine, self.cgs, name=self.name, body=body, plan="bn_plan",
+            inputs=[a for _, _, a in inputs], outputs=[a for _, _, a in outputs],
+            buffer_bytes=buffers, units=units, es=self.es, params=params,
+            ints=words + list(group[:2]) + kinds + [inner], moved=tuple(moved),
+            engine=self.engine, kernel=KERNEL, details=dict(op=body)))
+
+    def fold(self, body, records):
+        """Fold the statistics launch's records at `records` (REC_BYTES each) until one per
+        channel is left; returns its address. Channel pieces leave a channel's records one
+        image apart (strided); a fold's output is by channel."""
+        per_channel = self.pieces.per_channel
+        strides = (1, self.pieces.blocks * self.pieces.channels) if self.pieces.channels \
+            else (per_channel, 1)
+        limit = min(MAX_FOLD, (stream.arena(self.machine.config, KERNEL).free // 2 -
+                               REC_BYTES) // REC_BYTES)
+        while per_channel > 1:
+            size = min(per_channel, limit)
+            groups = -(-per_channel // size)
+            out = self.machine.mem.alloc(self.shape[1] * groups * REC_BYTES)
+            self.launch(body, [(GROUP, REC_BYTES, records)], [(UNIT, REC_BYTES, out)],
+                        per_channel=groups, group=(size, per_channel, *strides))
+            records, per_channel, strides = out, groups, (groups, 1)
+        return records
+
+    def stats(self, moved, **details):
+        """One Stats for the launches: bandwidth against the bytes the operator must move
+        (`moved`: read, written); ``bytes_transferred``: what the launches moved."""
+        config = self.machine.config
+        total = combined(self.parts, op=self.name, cgs=self.cgs, pieces=self.pieces,
+                         bytes_transferred=sum(p.bytes_moved for p in self.parts), **details)
+        return stream.with_bandwidth(total, config, moved, self.cgs)
 
 
 def batchnorm_forward(x, gamma, beta, running_mean, running_var, *, training=True,
-                      momentum=0.1, eps=1e-5, machine=None, engine="c"):
-    """y = (x - mean) / sqrt(var + eps) gamma + beta per channel of x (B, C, H, W). Training:
-    the batch's mean and biased variance, running stats updated as (1 - momentum) r +
-    momentum s with the unbiased variance; inference: the running stats (returned unchanged).
-    Returns ((y, new_running_mean, new_running_var, saved_mean, saved_invstd), Stats): saved_*
-    are the mean and 1/sqrt(var + eps) used, for batchnorm_backward."""
+                      momentum=0.1, eps=1e-5, machine=None, cgs=1, engine="c"):
+    """y = (x - mean) / sqrt(var + eps) gamma + beta per channel of x (B, C, H, W), any size.
+    Training: the batch's mean and biased variance, running stats updated as
+    (1 - momentum) r + momentum s with the unbiased variance; inference: the running stats
+    (returned unchanged). Returns ((y, new_running_mean, new_running_var, saved_mean,
+    saved_invstd), Stats): saved_* are the mean and 1/sqrt(var + eps) used, for
+    batchnorm_backward."""
     (x,) = float_arrays(x=x)
     batch, channels, h, w = _shape(x)
     params = _per_channel(channels, x.dtype, gamma=gamma, beta=beta,
@@ -76,16 +191,33 @@ def batchnorm_forward(x, gamma, beta, running_mean, running_var, *, training=Tru
     if training and batch * h * w < 2:
         raise DnnError("batchnorm_forward(training=True) needs more than one value per "
                        f"channel, got x of shape {x.shape}")
-    machine, _ = machine_and_cgs(machine, 1)
-    record = np.stack(params, axis=1)            # (C, 4): gamma, beta, mean, var
-    (y, out), stats = _launch(
-        machine, "batchnorm_forward", "bn_forward", [x], [record], [0, 4], x.shape,
-        x.itemsize, [scalar("momentum", momentum), scalar("eps", eps), float(training)],
-        engine)
-    return (y, *(out[:, i].copy() for i in range(4))), stats
+    settings = [scalar("momentum", momentum), scalar("eps", eps), float(training)]
+    machine, cgs = machine_and_cgs(machine, cgs)
+    es, mem = x.itemsize, machine.mem
+    run = _Run(machine, cgs, x.shape, es, 2, engine, "batchnorm_forward")
+    x_addr = mem.put(np.ascontiguousarray(x))
+    record = mem.put(np.ascontiguousarray(np.stack(params, axis=1)))   # gamma, beta, rm, rv
+    statistics = (NONE, 0, 0)
+    if training:
+        pieces = mem.alloc(run.pieces.records(x.shape) * REC_BYTES)
+        run.launch(f"bn_stats_{stream.SUFFIX[es]}", [(PIECE, 0, x_addr)],
+                   [(UNIT, REC_BYTES, pieces)])
+        statistics = (CHANNEL, REC_BYTES, run.fold("bn_fold_stats", pieces))
+    out, apply = mem.alloc(channels * 4 * es), mem.alloc(channels * APPLY_BYTES)
+    run.launch(f"bn_finish_forward_{stream.SUFFIX[es]}", [statistics, (CHANNEL, 4 * es, record)],
+               [(CHANNEL, 4 * es, out), (CHANNEL, APPLY_BYTES, apply)], per_channel=1,
+               params=settings)
+    y = mem.alloc(x.nbytes)
+    run.launch(f"bn_apply_forward_{stream.SUFFIX[es]}",
+               [(PIECE, 0, x_addr), (CHANNEL, APPLY_BYTES, apply)], [(PIECE, 0, y)])
+    stats = run.stats((x.nbytes + 4 * channels * es, x.nbytes + 4 * channels * es),
+                      training=training)
+    out = mem.get(out, (channels, 4), x.dtype)
+    return (mem.get(y, x.shape, x.dtype), *(out[:, i].copy() for i in range(4))), stats
 
 
-def batchnorm_backward(dy, x, gamma, saved_mean, saved_invstd, *, machine=None, engine="c"):
+def batchnorm_backward(dy, x, gamma, saved_mean, saved_invstd, *, machine=None, cgs=1,
+                       engine="c"):
     """The gradients of batchnorm_forward(training=True) from dy and its saved mean and
     invstd: returns ((dx, dgamma, dbeta), Stats)."""
     dy, x = float_arrays(dy=dy, x=x)
@@ -94,8 +226,25 @@ def batchnorm_backward(dy, x, gamma, saved_mean, saved_invstd, *, machine=None, 
     batch, channels, h, w = _shape(x)
     params = _per_channel(channels, x.dtype, gamma=gamma, saved_mean=saved_mean,
                           saved_invstd=saved_invstd)
-    machine, _ = machine_and_cgs(machine, 1)
-    record = np.stack(params + [np.zeros_like(params[0])], axis=1)
-    (dx, out), stats = _launch(machine, "batchnorm_backward", "bn_backward", [dy, x],
-                               [record], [0, 2], x.shape, x.itemsize, [], engine)
-    return (dx, out[:, 0].copy(), out[:, 1].copy()), stats
+    machine, cgs = machine_and_cgs(machine, cgs)
+    es, mem = x.itemsize, machine.mem
+    run = _Run(machine, cgs, x.shape, es, 3, engine, "batchnorm_backward")
+    dy_addr, x_addr = mem.put(np.ascontiguousarray(dy)), mem.put(np.ascontiguousarray(x))
+    record = mem.put(np.ascontiguousarray(np.stack(params + [np.zeros_like(params[0])],
+                                                   axis=1)))     # gamma, mean, invstd, 0
+    pieces = mem.alloc(run.pieces.records(x.shape) * REC_BYTES)
+    run.launch(f"bn_backward_stats_{stream.SUFFIX[es]}",
+               [(PIECE, 0, dy_addr), (PIECE, 0, x_addr), (CHANNEL, 4 * es, record)],
+               [(UNIT, REC_BYTES, pieces)])
+    sums = run.fold("bn_fold_sums", pieces)
+    out, apply = mem.alloc(channels * 2 * es), mem.alloc(channels * APPLY_BYTES)
+    run.launch(f"bn_finish_backward_{stream.SUFFIX[es]}",
+               [(CHANNEL, REC_BYTES, sums), (CHANNEL, 4 * es, record)],
+               [(CHANNEL, 2 * es, out), (CHANNEL, APPLY_BYTES, apply)], per_channel=1)
+    dx = mem.alloc(x.nbytes)
+    run.launch(f"bn_apply_backward_{stream.SUFFIX[es]}",
+               [(PIECE, 0, dy_addr), (PIECE, 0, x_addr), (CHANNEL, APPLY_BYTES, apply)],
+               [(PIECE, 0, dx)])
+    stats = run.stats((2 * x.nbytes + 3 * channels * es, x.nbytes + 2 * channels * es))
+    out = mem.get(out, (channels, 2), x.dtype)
+    return (mem.get(dx, x.shape, x.dtype), out[:, 0].copy(), out[:, 1].copy()), stats

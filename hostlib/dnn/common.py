@@ -68,3 +68,21 @@ def combined(parts, **details):
                  peak_gflops=last.peak_gflops,
                  host_seconds=sum(p.host_seconds for p in parts), run=last.run,
                  details=dict(details, parts=list(parts)))
+
+
+def chip(per_cg, **details):
+    """One Stats for work split over core groups that run side by side: the cycles are the
+    slowest CG's, flops and host time add up, the peak is the CGs'; ``per_cg`` has each CG's
+    Stats."""
+    slowest = max(per_cg, key=lambda p: p.cycles)
+    return Stats(flops=sum(p.flops for p in per_cg), cycles=slowest.cycles,
+                 kernel_cycles=slowest.kernel_cycles, clock_hz=slowest.clock_hz,
+                 peak_gflops=sum(p.peak_gflops for p in per_cg),
+                 host_seconds=sum(p.host_seconds for p in per_cg), run=per_cg[0].run,
+                 details=dict(details, per_cg=list(per_cg), cgs=len(per_cg)))
+
+
+def split(n: int, parts: int):
+    """[lo, hi) ranges cutting range(n) into at most `parts` non-empty contiguous pieces."""
+    bounds = [n * i // parts for i in range(parts + 1)]
+    return [(lo, hi) for lo, hi in zip(bounds, bounds[1:]) if hi > lo]

@@ -3,20 +3,18 @@ Caffe's layer code and swaps in swGEMM): the bias is added by a rank-1 GEMM of a
 ones and the bias row (Caffe's ``bias_multiplier_``), the bias gradient is the GEMM of a row
 of ones and dy (the column sums). Every product and sum runs on the CPEs.
 
+``cgs`` core groups split the work where no sum crosses them: y and dx by rows of the batch,
+dw and db by outputs. swGEMM launches on one core group; the CGs' GEMMs are independent (each
+CG has its own DMA engine, nothing is shared in the model), so each CG's share is simulated in
+turn and the chip's cycles are the slowest CG's (``common.chip``).
+
 Shapes as PyTorch: x (B, I), w (O, I), b (O,); y = x wᵀ + b."""
 from __future__ import annotations
 
 import numpy as np
 
 from ..blas import gemm
-from .common import DnnError, combined, float_arrays, machine_and_cgs
-
-
-def _single_cg(machine, cgs):
-    machine, cgs = machine_and_cgs(machine, cgs)
-    if cgs != 1:
-        raise DnnError("linear layers run on one core group (swGEMM drives one CG); use cgs=1")
-    return machine
+from .common import DnnError, chip, combined, float_arrays, machine_and_cgs, split
 
 
 def _matrices(x, w, **others):
@@ -28,33 +26,55 @@ def _matrices(x, w, **others):
 
 
 def linear_forward(x, w, b=None, *, machine=None, cgs=1, engine="c"):
-    """y = x wᵀ + b on the VM; returns (y (B, O), Stats with GFLOPS and efficiency)."""
-    machine = _single_cg(machine, cgs)
+    """y = x wᵀ + b on the VM, the batch's rows split over `cgs` core groups; returns
+    (y (B, O), Stats with GFLOPS and efficiency against the CGs' peak)."""
+    machine, cgs = machine_and_cgs(machine, cgs)
     x, w, *rest = _matrices(x, w, b=b)
     batch, outputs = x.shape[0], w.shape[0]
-    parts, c = [], None
-    if rest:
-        (b,) = rest
-        if b.shape != (outputs,):
-            raise DnnError(f"b must be ({outputs},) for w {w.shape}, got {b.shape}")
-        c, bias_stats = gemm(np.ones((batch, 1), x.dtype), b.reshape(1, outputs),
-                             machine=machine, engine=engine)
-        parts.append(bias_stats)
-    y, stats = gemm(x, w, c, beta=1.0 if c is not None else 0.0, trans_b=True,
-                    machine=machine, engine=engine)
-    parts.append(stats)
-    return y, combined(parts, op="linear_forward", shape=(batch, x.shape[1], outputs))
+    if rest and rest[0].shape != (outputs,):
+        raise DnnError(f"b must be ({outputs},) for w {w.shape}, got {rest[0].shape}")
+    y, per_cg = np.empty((batch, outputs), x.dtype), []
+    for lo, hi in split(batch, cgs):
+        parts, c = [], None
+        if rest:
+            c, bias_stats = gemm(np.ones((hi - lo, 1), x.dtype), rest[0].reshape(1, outputs),
+                                 machine=machine, engine=engine)
+            parts.append(bias_stats)
+        y[lo:hi], stats = gemm(x[lo:hi], w, c, beta=1.0 if c is not None else 0.0,
+                               trans_b=True, machine=machine, engine=engine)
+        parts.append(stats)
+        per_cg.append(combined(parts, rows=(lo, hi)))
+    return y, chip(per_cg, op="linear_forward", shape=(batch, x.shape[1], outputs))
 
 
 def linear_backward(dy, x, w, *, machine=None, cgs=1, engine="c"):
     """Gradients of y = x wᵀ + b: returns ((dx = dy w, dw = dyᵀ x, db = column sums of dy),
-    Stats of the three GEMMs)."""
-    machine = _single_cg(machine, cgs)
+    Stats of the GEMMs); dx is split over `cgs` core groups by the batch's rows, dw and db by
+    outputs."""
+    machine, cgs = machine_and_cgs(machine, cgs)
     x, w, dy = _matrices(x, w, dy=dy)
-    if dy.shape != (x.shape[0], w.shape[0]):
-        raise DnnError(f"dy must be (B, O) = {(x.shape[0], w.shape[0])}, got {dy.shape}")
-    dx, s_dx = gemm(dy, w, machine=machine, engine=engine)
-    dw, s_dw = gemm(dy, x, trans_a=True, machine=machine, engine=engine)
-    db, s_db = gemm(np.ones((1, dy.shape[0]), dy.dtype), dy, machine=machine, engine=engine)
-    return (dx, dw, db.reshape(-1)), combined([s_dx, s_dw, s_db], op="linear_backward",
-                                              shape=(x.shape[0], x.shape[1], w.shape[0]))
+    batch, outputs = x.shape[0], w.shape[0]
+    if dy.shape != (batch, outputs):
+        raise DnnError(f"dy must be (B, O) = {(batch, outputs)}, got {dy.shape}")
+    dx = np.empty(x.shape, x.dtype)
+    dw, db = np.empty(w.shape, x.dtype), np.empty(outputs, x.dtype)
+    rows, outs = split(batch, cgs), split(outputs, cgs)
+    per_cg = []
+    for cg in range(max(len(rows), len(outs))):
+        parts = []
+        if cg < len(rows):
+            lo, hi = rows[cg]
+            dx[lo:hi], stats = gemm(dy[lo:hi], w, machine=machine, engine=engine)
+            parts.append(stats)
+        if cg < len(outs):
+            lo, hi = outs[cg]
+            dw[lo:hi], stats = gemm(dy[:, lo:hi], x, trans_a=True, machine=machine,
+                                    engine=engine)
+            parts.append(stats)
+            sums, stats = gemm(np.ones((1, batch), dy.dtype), dy[:, lo:hi], machine=machine,
+                               engine=engine)
+            db[lo:hi] = sums.reshape(-1)
+            parts.append(stats)
+        per_cg.append(combined(parts))
+    return (dx, dw, db), chip(per_cg, op="linear_backward",
+                              shape=(batch, x.shape[1], outputs))

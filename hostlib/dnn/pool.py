@@ -66,10 +66,12 @@ def pool2d_forward(x, kernel, stride=None, padding=0, mode="max", *, machine=Non
     outputs = [mem.alloc(planes * oh * ow * es)] + ([mem.alloc(planes * oh * ow * 4)]
                                                      if is_max else [])
     in_rows = min(h, (rows - 1) * stride + kernel)
-    buffers = [in_rows * w * es, rows * ow * es] + ([rows * ow * 4] if is_max else [])
+    sums = [] if is_max else [ow * 8]          # average: a row of double sums, LDM only
+    buffers = [in_rows * w * es] + sums + [rows * ow * es] + ([rows * ow * 4] if is_max else [])
     moved = (planes * h * w * es, planes * oh * ow * (es + (4 if is_max else 0)))
     stats = stream.launch(machine, cgs, name="pool2d", body=f"pool_forward_{mode}_{stream.SUFFIX[es]}",
-                          plan="pool_plan", inputs=[x_addr], outputs=outputs,
+                          plan="pool_plan", inputs=[x_addr] + [0] * len(sums),
+                          outputs=outputs,
                           buffer_bytes=buffers, units=planes * blocks, es=es,
                           params=[1.0 / kernel ** 2],
                           ints=[h, w, oh, ow, kernel, stride, padding, blocks, rows, int(is_max)],
@@ -83,7 +85,8 @@ def pool2d_forward(x, kernel, stride=None, padding=0, mode="max", *, machine=Non
 
 
 def _unit_bytes(rows, w, ow, kernel, stride, es, is_max):
-    return ((rows - 1) * stride + kernel) * w * es + rows * ow * (es + (4 if is_max else 0)) + 96
+    return ((rows - 1) * stride + kernel) * w * es + rows * ow * (es + (4 if is_max else 0)) + \
+        (0 if is_max else ow * 8) + 128
 
 
 def _backward_unit_bytes(rows, w, oh, ow, kernel, stride, es, is_max):

@@ -10,7 +10,7 @@ from ..runtime import Kernel
 from . import stream
 from .common import DnnError, combined, float_arrays, machine_and_cgs
 
-KERNEL = Kernel(("dnn/softmax.s",), "stream_run", "stream_ldm_end", stack="stream_stack")
+KERNEL = Kernel(("dnn/softmax.s", "dnn/stream.s"), "stream_run", "stream_ldm_end", stack="stream_stack")
 REDUCE_VALUES = 1024          # row losses one reduction unit sums
 
 
@@ -48,17 +48,19 @@ def _labels(labels, batch: int, classes: int) -> np.ndarray:
     return array.astype(np.int32)
 
 
-def softmax_cross_entropy(logits, labels, *, machine=None, engine="c"):
+def softmax_cross_entropy(logits, labels, *, machine=None, cgs=1, engine="c"):
     """Mean cross-entropy of softmax(logits) against integer labels, and its gradient:
     logits (B, C) float32/float64, labels (B,) in 0..C-1. Returns ((loss, dlogits), Stats):
     loss = mean over rows of log(sum_j exp(x_j - max)) - (x_label - max) (a 0-d array of the
-    logits' dtype), dlogits = (softmax(logits) - onehot(labels)) / B."""
+    logits' dtype), dlogits = (softmax(logits) - onehot(labels)) / B. The rows are shared by
+    `cgs` core groups; the row losses of all of them are then summed in order by reduction
+    passes on one CG's CPEs (so the result does not depend on `cgs`)."""
     (logits,) = float_arrays(logits=logits)
     if logits.ndim != 2:
         raise DnnError(f"logits must be (batch, classes), got shape {logits.shape}")
     batch, classes = logits.shape
     labels = _labels(labels, batch, classes)
-    machine, _ = machine_and_cgs(machine, 1)
+    machine, cgs = machine_and_cgs(machine, cgs)
     dtype, es = logits.dtype, logits.dtype.itemsize
     limit = max_classes(machine.config, es)
     if classes > limit:
@@ -70,7 +72,7 @@ def softmax_cross_entropy(logits, labels, *, machine=None, engine="c"):
     dlogits_addr = mem.alloc(logits.nbytes)
     losses_addr = mem.alloc(batch * 8)
     parts = [stream.launch(
-        machine, 1, name="softmax_cross_entropy", body=f"softmax_xent_{stream.SUFFIX[es]}",
+        machine, cgs, name="softmax_cross_entropy", body=f"softmax_xent_{stream.SUFFIX[es]}",
         plan="softmax_plan", inputs=[x_addr, label_addr, 0], outputs=[dlogits_addr, losses_addr],
         buffer_bytes=_row_bytes(classes, es), units=batch, es=es, params=[1.0 / batch],
         ints=[classes], moved=(logits.nbytes + 4 * batch, logits.nbytes + 8 * batch),
@@ -93,5 +95,7 @@ def softmax_cross_entropy(logits, labels, *, machine=None, engine="c"):
             break
     loss = mem.get(addr, (), dtype)
     dlogits = mem.get(dlogits_addr, logits.shape, dtype)
-    return (loss, dlogits), combined(parts, op="softmax_cross_entropy", batch=batch,
-                                     classes=classes)
+    stats = combined(parts, op="softmax_cross_entropy", batch=batch, classes=classes)
+    # what it must move: the logits and labels in, dlogits and the loss out
+    return (loss, dlogits), stream.with_bandwidth(
+        stats, machine.config, (logits.nbytes + 4 * batch, logits.nbytes + es), cgs)

@@ -38,9 +38,10 @@ def arena(config, kernel=KERNEL):
     return kernel.arena(config.ldm_bytes, nargs=1)
 
 
-def chunk_elements(config, itemsize: int, n: int, streams: int, workers: int) -> int:
+def chunk_elements(config, itemsize: int, n: int, streams: int, workers: int,
+                   kernel=KERNEL) -> int:
     line = config.dma_transaction_bytes
-    fit = arena(config).free // (2 * streams) // line * line
+    fit = arena(config, kernel).free // (2 * streams) // line * line
     share = -(-n * itemsize // (workers * line)) * line
     chunk_bytes = max(line, min(MAX_CHUNK_BYTES, fit, share))
     return chunk_bytes // itemsize
@@ -57,10 +58,12 @@ def launch(machine, cgs, *, name, body, plan, inputs, outputs, buffer_bytes, uni
     Returns Stats with bytes_moved, bandwidth_gbps, stream_gbps and bandwidth_ratio."""
     config = machine.config
     nin, nout = len(inputs), len(outputs)
+    record = kernel.record("J_", "JOB_BYTES")
+    max_ints = (record.nbytes - record.offset("x")) // 8
     if not (1 <= nin <= MAX_IN and 1 <= nout <= MAX_OUT and len(params) <= 4
-            and len(buffer_bytes) == nin + nout):
+            and len(buffer_bytes) == nin + nout and len(ints) <= max_ints):
         raise DnnError(f"{name}: the driver takes 1-{MAX_IN} inputs, 1-{MAX_OUT} outputs, "
-                       "a buffer per stream and at most 4 parameters")
+                       f"a buffer per stream, at most 4 parameters and {max_ints} words")
     space = arena(config, kernel)
     sizes = list(buffer_bytes[:nin]) + [0] * (MAX_IN - nin) + list(buffer_bytes[nin:]) + \
         [0] * (MAX_OUT - nout)
@@ -68,7 +71,6 @@ def launch(machine, cgs, *, name, body, plan, inputs, outputs, buffer_bytes, uni
     if not space.fits:
         raise DnnError(f"{name}: LDM buffers of {sum(sizes) * 2} bytes do not fit in the "
                        f"{space.limit - kernel.symbol(kernel.ldm_end)} bytes free")
-    record = kernel.record("J_", "JOB_BYTES")
     frame_bytes = kernel.symbol("FRAME_BYTES")
     jobs = []
     for cg in range(cgs):
@@ -102,16 +104,18 @@ def with_bandwidth(stats, config, moved, cgs: int = 1):
     return stats
 
 
-def run(body: str, inputs, params=(), *, machine=None, cgs=1, engine="c"):
-    """Run element-wise body `body` (``BODIES``) over the flat inputs (numpy arrays of one
-    dtype and size, already checked); returns (outputs as flat arrays, Stats). Stats details:
-    body, n, dtype, chunk_bytes, cgs and those of ``launch``."""
-    nin, nout = BODIES[body]
+def run(body: str, inputs, params=(), *, outputs=None, kernel=KERNEL, machine=None, cgs=1,
+        engine="c", details=None):
+    """Run element-wise body `body` (``BODIES``, or a body of `kernel`'s with `outputs`
+    outputs) over the flat inputs (numpy arrays of one dtype and size, already checked) on the
+    element-wise plan; returns (outputs as flat arrays, Stats). Stats details: body, n, dtype,
+    chunk_bytes, cgs, `details` and those of ``launch``."""
+    nin, nout = len(inputs), BODIES[body][1] if outputs is None else outputs
     machine, cgs = machine_and_cgs(machine, cgs)
     config = machine.config
     dtype = inputs[0].dtype
     es, n = dtype.itemsize, inputs[0].size
-    chunk = chunk_elements(config, es, n, nin + nout, config.num_cpes * cgs)
+    chunk = chunk_elements(config, es, n, nin + nout, config.num_cpes * cgs, kernel)
     mem = machine.mem
     in_addr = [mem.put(np.ascontiguousarray(a).reshape(-1)) for a in inputs]
     out_addr = [mem.alloc(n * es) for _ in range(nout)]
@@ -119,6 +123,7 @@ def run(body: str, inputs, params=(), *, machine=None, cgs=1, engine="c"):
                    plan="elementwise_plan", inputs=in_addr, outputs=out_addr,
                    buffer_bytes=[chunk * es] * (nin + nout), units=-(-n // chunk), es=es,
                    params=params, chunk=chunk, n=n, moved=(nin * n * es, nout * n * es),
-                   engine=engine, details=dict(body=body, n=n, dtype=dtype.name,
-                                               chunk_bytes=chunk * es))
+                   engine=engine, kernel=kernel,
+                   details=dict(details or {}, body=body, n=n, dtype=dtype.name,
+                                chunk_bytes=chunk * es))
     return [mem.get(addr, (n,), dtype) for addr in out_addr], stats

@@ -10,15 +10,14 @@
 # stores the sum / J_P[0] to out0[u] (double for _d, rounded to f32 for _s). The host runs
 # passes until one value is left, the last dividing by B: the mean loss.
 #
-# This file's LDM data and vmath.inc's come before the driver's, so stream_ldm_end stays the
-# end of the static LDM (the host's buffers start there).
+# Linked before stream.s (stream.inc has the driver's interface).
 
 	.set	noreorder
 
 	.ldm
 	.align	5
 SM_VEC:	.skip	32            # a vector's lanes, summed by scalar loads
-SM_SAVE:			# the driver's registers $9-$15 and ra across vexp_d
+SM_SAVE:			# KEEP_DRIVER's area (across vexp_d)
 	.skip	64
 SM_PTRS:	.skip	48      # x, label, scratch, dlogits, loss, count
 SM_MAX:	.quad	0
@@ -35,7 +34,7 @@ SM_ATANH:			# 1 / (2j + 1), j = 11 .. 1: log(m) = 2f (1 + f^2/3 + f^4/5 + ...)
 	SM_ATANH_TERMS = 11
 
 	.include "vmath.inc"
-	.include "stream.s"
+	.include "stream.inc"
 
 	X_C = 0               # J_X words: softmax: classes
 	X_N = 0               # reduce: values, values per unit
@@ -47,6 +46,7 @@ SM_ATANH:			# 1 / (2j + 1), j = 11 .. 1: log(m) = 2f (1 + f^2/3 + f^4/5 + ...)
 # $16 = 2^k m with m in [sqrt(1/2), sqrt(2)); f = (m - 1) / (m + 1) (m - 1 exact),
 # log m = 2 atanh f by its series to f^23 (|f| <= 0.1716: truncation < 2^-60 relative),
 # log = k LN2HI + (k LN2LO + log m). Leaf; clobbers $0-$8, $16, $28.
+	.globl	log_d
 	.ent	log_d
 log_d:
 	fimovd	$16, $1
@@ -125,14 +125,48 @@ softmax_plan:
 	ret
 	.end	softmax_plan
 
+# MAX_STEP m, v, t, u: m = v when m < v or v is NaN (the maximum, NaN wins: a NaN m stays);
+# t, u temporaries. MAX_STEP2 / MAX_STEP4: two / four independent ones, interleaved to hide
+# the compare's latency.
+	.macro	MAX_CMP m, v, t, u
+	fcmplt	\m, \v, \t
+	fcmpun	\v, \v, \u
+	.endm
+
+	.macro	MAX_SEL m, v, t, u
+	bis	\t, \u, \t
+	selne	\t, \v, \m, \m
+	.endm
+
+	.macro	MAX_STEP m, v, t, u
+	MAX_CMP	\m, \v, \t, \u
+	MAX_SEL	\m, \v, \t, \u
+	.endm
+
+	.macro	MAX_STEP2 m0, v0, t0, u0, m1, v1, t1, u1
+	MAX_CMP	\m0, \v0, \t0, \u0
+	MAX_CMP	\m1, \v1, \t1, \u1
+	MAX_SEL	\m0, \v0, \t0, \u0
+	MAX_SEL	\m1, \v1, \t1, \u1
+	.endm
+
+	.macro	MAX_STEP4 m0, v0, t0, u0, m1, v1, t1, u1, m2, v2, t2, u2, m3, v3, t3, u3
+	MAX_CMP	\m0, \v0, \t0, \u0
+	MAX_CMP	\m1, \v1, \t1, \u1
+	MAX_CMP	\m2, \v2, \t2, \u2
+	MAX_CMP	\m3, \v3, \t3, \u3
+	MAX_SEL	\m0, \v0, \t0, \u0
+	MAX_SEL	\m1, \v1, \t1, \u1
+	MAX_SEL	\m2, \v2, \t2, \u2
+	MAX_SEL	\m3, \v3, \t3, \u3
+	.endm
+
 # SOFTMAX label, load, store, vload, vstore, shift: the body for elements of 1 << shift bytes.
 	.macro	SOFTMAX label, load, store, vload, vstore, shift
 	.globl	\label
 	.ent	\label
 \label:
-	.irp	r, 9, 10, 11, 12, 13, 14, 15, 26
-	stl	$\r, SM_SAVE + 8 * (\r - 9 - 10 * (\r / 26))($31)
-	.endr
+	KEEP_DRIVER SM_SAVE
 	ldl	$1, 0($16)            # x
 	ldl	$2, 8($16)            # label
 	ldl	$3, 16($16)           # scratch
@@ -144,20 +178,30 @@ softmax_plan:
 	stl	$4, SM_PTRS + 24($31)
 	stl	$5, SM_PTRS + 32($31)
 	stl	$17, SM_PTRS + 40($31)
-	\load	$6, 0($1)             # the row's maximum (NaN wins)
+	\load	$6, 0($1)             # the row's maximum (NaN wins), four chains
+	mov	$6, $9
+	mov	$6, $10
+	mov	$6, $11
 	mov	$1, $7
-	ldi	$8, 1
-	br	2f
+	srl	$17, 2, $8
+	beq	$8, 2f
 1:	\load	$20, 0($7)
-	fcmplt	$6, $20, $21
-	fcmpeq	$20, $20, $22
-	cmpeq	$22, 0, $22
-	bis	$21, $22, $21
-	selne	$21, $20, $6, $6
-	addl	$8, 1, $8
-2:	ldi	$7, 1 << \shift($7)
-	cmplt	$8, $17, $21
-	bne	$21, 1b
+	\load	$21, 1 << \shift($7)
+	\load	$22, 2 << \shift($7)
+	\load	$23, 3 << \shift($7)
+	MAX_STEP4 $6, $20, $12, $13, $9, $21, $14, $15, $10, $22, $24, $25, $11, $23, $27, $28
+	ldi	$7, 4 << \shift($7)
+	subl	$8, 1, $8
+	bgt	$8, 1b
+2:	and	$17, 3, $8            # the rest, on chain 0
+	beq	$8, 4f
+3:	\load	$20, 0($7)
+	MAX_STEP $6, $20, $12, $13
+	ldi	$7, 1 << \shift($7)
+	subl	$8, 1, $8
+	bgt	$8, 3b
+4:	MAX_STEP2 $6, $9, $12, $13, $10, $11, $14, $15
+	MAX_STEP $6, $10, $12, $13
 	fstd	$6, SM_MAX($31)
 	ldde	$6, SM_MAX($31)
 	addl	$17, 3, $18
@@ -165,13 +209,25 @@ softmax_plan:
 	mov	$18, $8
 	mov	$1, $7
 	mov	$3, $19
-3:	\vload	$20, 0($7)
-	vsubd	$20, $6, $20          # z = x - max
+	blbc	$8, 8f                # z = x - max: an odd vector first, then pairs
+	\vload	$20, 0($7)
+	vsubd	$20, $6, $20
 	vstd	$20, 0($19)
 	ldi	$7, 4 << \shift($7)
 	ldi	$19, 32($19)
 	subl	$8, 1, $8
+8:	ble	$8, 9f
+3:	\vload	$20, 0($7)
+	\vload	$21, 4 << \shift($7)
+	vsubd	$20, $6, $20
+	vsubd	$21, $6, $21
+	vstd	$20, 0($19)
+	vstd	$21, 32($19)
+	ldi	$7, 8 << \shift($7)
+	ldi	$19, 64($19)
+	subl	$8, 2, $8
 	bgt	$8, 3b
+9:
 	mov	$3, $16
 	mov	$3, $17
 	bsr	$26, vexp_d
@@ -226,14 +282,28 @@ softmax_plan:
 	ldl	$4, SM_PTRS + 24($31)
 	mov	$3, $19
 	mov	$4, $20
-7:	vldd	$21, 0($19)
-	vmuld	$21, $6, $21          # softmax
-	vmuld	$21, $8, $21          # / B
+	blbc	$18, 8f               # softmax / B: an odd vector first, then pairs
+	vldd	$21, 0($19)
+	vmuld	$21, $6, $21
+	vmuld	$21, $8, $21
 	\vstore	$21, 0($20)
 	ldi	$19, 32($19)
 	ldi	$20, 4 << \shift($20)
 	subl	$18, 1, $18
+8:	ble	$18, 9f
+7:	vldd	$21, 0($19)
+	vldd	$22, 32($19)
+	vmuld	$21, $6, $21          # softmax
+	vmuld	$22, $6, $22
+	vmuld	$21, $8, $21          # / B
+	vmuld	$22, $8, $22
+	\vstore	$21, 0($20)
+	\vstore	$22, 4 << \shift($20)
+	ldi	$19, 64($19)
+	ldi	$20, 8 << \shift($20)
+	subl	$18, 2, $18
 	bgt	$18, 7b
+9:
 	s8addl	$2, $3, $19           # the label's element: (softmax - 1) / B
 	fldd	$21, 0($19)
 	fmuld	$21, $7, $21
@@ -244,9 +314,7 @@ softmax_plan:
 	sll	$2, \shift, $2
 	addl	$4, $2, $4
 	\store	$21, 0($4)
-	.irp	r, 9, 10, 11, 12, 13, 14, 15, 26
-	ldl	$\r, SM_SAVE + 8 * (\r - 9 - 10 * (\r / 26))($31)
-	.endr
+	RESUME_DRIVER SM_SAVE
 	ret
 	.end	\label
 	.endm

@@ -1,56 +1,16 @@
 # The DNN library's streaming driver (thesis §5.3: memory-bound operators are data parallel
 # over the 64 CPEs with large contiguous DMA and no register communication), and the
-# element-wise plan and bodies it runs. hostlib/dnn/stream.py prepares the job; docs/dnn.md
-# ("Memory-bound operators") describes the scheme.
+# element-wise plan and bodies, pooling and layout transforms it runs. stream.inc has the job and
+# unit records and the plan / body conventions; hostlib/dnn/stream.py prepares the job;
+# docs/dnn.md ("Memory-bound operators") describes the scheme.
 #
-# The work is cut into units; CPE id takes units FIRST + id, FIRST + id + CPES, ... below CHUNKS. For each unit an
-# operator's *plan* routine fills a unit record: for each stream (up to 3 inputs, 2 outputs)
-# the main-memory address and bytes it moves (0: none) with its DMA's block and stride (0, 0:
-# contiguous), the count the body gets, and words of its own. Two parities of unit records and LDM buffers double-buffer the units: while a CPE
-# computes unit u, the gets of its next unit and the puts of its previous one are in flight;
-# before a parity is reused the CPE waits for the puts issued from it.
-#
-# plan($16 = unit, $17 = the unit record): leaf, clobbers $1-$8, $16-$25, $27-$29.
-# body($16 = the parity's frame: LDM buffers of in0, in1, in2, out0, out1, 8 bytes each;
-#      $17 = the record's count; $18 = the unit record): leaf, same clobbers.
-#
-# Element-wise operators: every stream holds N elements of ES bytes; unit c is elements
-# [c * CHUNK, min(N, (c + 1) * CHUNK)) of every stream. CHUNK * ES is a multiple of 128 bytes, so
-# every chunk starts on a line and a put writes whole lines. Their bodies process whole
-# vectors of 4 (the buffers are whole lines; the extra lanes are never put), compute in double
-# (f32 is widened by vlds and rounded once by vsts) and read their parameters from J_P.
-#
-# Argument: a0 = the job in main memory (JOB_BYTES, int64 fields J_*).
+# Operators whose routines live in their own file (activation.s, softmax.s, batchnorm.s) are
+# linked BEFORE this one: the linker places LDM data in link order, and stream_ldm_end must stay
+# the end of the static LDM (the host's buffers start there).
 
 	.set	noreorder
 	.include "../include/dma.inc"
-
-	J_N = 0               # elements of every stream (element-wise plan)
-	J_ES = 8              # element size: 4 or 8
-	J_CHUNK = 16          # elements per chunk (element-wise plan)
-	J_CPES = 24           # CPEs taking units round robin
-	J_NIN = 32            # input streams (1..3)
-	J_NOUT = 40           # output streams (1..2)
-	J_BODY = 48           # code addresses of the body and the plan routines
-	J_PLAN = 56
-	J_IN = 64             # input base addresses (3)
-	J_OUT = 88            # output base addresses (2)
-	J_FIRST = 104         # this core group's units: [J_FIRST, J_CHUNKS)
-	J_CHUNKS = 112
-	J_FRAME = 120         # two frames (parity 0, 1) of FRAME_BYTES
-	FRAME_BYTES = 40      # LDM buffers of in0, in1, in2, out0, out1
-	STREAM_OUT = 3        # index of out0 among the streams
-	J_P = 200             # parameters: 4 doubles
-	J_X = 232             # the operator's integer parameters: 12 words
-	JOB_BYTES = 352
-
-	U_ADDR = 0            # unit record: main-memory address of each stream (5)
-	U_BYTES = 40          # bytes each stream moves (5)
-	U_BLOCK = 80          # strided streams: bytes per block and bytes skipped between blocks
-	U_STRIDE = 120        # (5 each; 0, 0: contiguous)
-	U_COUNT = 160         # the body's count
-	U_X = 168             # the operator's own words (5)
-	UNIT_BYTES = 224
+	.include "stream.inc"
 
 	FRAME_SIZE = 32       # 0: ra
 	.globl	stream_stack
@@ -58,6 +18,7 @@
 
 	.ldm
 	.align	5
+	.globl	JOB
 JOB:	.skip	JOB_BYTES
 UNIT:	.skip	2 * UNIT_BYTES        # unit records per parity
 JOB_REPLY:
@@ -233,14 +194,7 @@ elementwise_plan:
 	.endm
 
 	.macro	BODY label, nin, nout, op, load, store, step
-	.globl	\label
-	.ent	\label
-\label:
-	ldl	$1, 0($16)            # in0, in1, in2
-	ldl	$2, 8($16)
-	ldl	$3, 16($16)
-	ldl	$4, 8 * STREAM_OUT($16)   # out0, out1
-	ldl	$25, 8 * STREAM_OUT + 8($16)
+	BODY_START \label
 	ldde	$5, JOB + J_P($31)
 	ldde	$6, JOB + J_P + 8($31)
 	ldde	$7, JOB + J_P + 16($31)
@@ -264,8 +218,7 @@ elementwise_plan:
 	.endr
 	subl	$17, 1, $17
 	bgt	$17, 1b
-	ret
-	.end	\label
+	BODY_END \label
 	.endm
 
 # axpby: out0 = p0 in0 + p1 in1 (add, residuals).

@@ -1,28 +1,35 @@
-"""`swsim bench ops`: achieved memory bandwidth of the DNN library's memory-bound operators at
-realistic sizes, against the DMA engine's ceiling and the DMA figure of `swsim bench fidelity`.
+"""`swsim bench ops`: achieved memory bandwidth of the DNN library's memory-bound operators
+(element-wise, activations, pooling, batch normalisation, softmax with cross-entropy, layout
+transforms) at realistic sizes, against the DMA engine's ceiling and the DMA figure of
+`swsim bench fidelity`.
 
-The streaming driver (hostlib/dnn/stream.py) runs in rounds: one chunk on each of the 64 CPEs.
-Rounds are identical work, so the cycles of a size are linear in its rounds once the pipeline
-is full. Each case simulates two samples (SAMPLE_ROUNDS), extrapolates to the full size from
-their difference, and checks the extrapolation against a full run of VALIDATION_ROUNDS (plus
-a partial round): the error is printed. Every sample's values are checked against numpy.
+The streaming driver (hostlib/dnn/stream.py) runs in rounds: one chunk on each of the 64 CPEs
+(pooling: a plane per CPE; transforms: 8 channels or one image; batch normalisation: the
+fewest channels whose samples are cut into the full map's pieces). Rounds are identical work,
+so the cycles of a size are linear in its rounds once the pipeline is full. Each case
+simulates two samples (SAMPLE_ROUNDS), extrapolates to the full size from their difference,
+and checks the extrapolation against a full run of VALIDATION_ROUNDS (plus a partial round):
+the error is printed, and the worst below the table. Softmax cases are small and run whole.
+Every run's values are checked against numpy.
 
 Columns: GB/s = bytes the operator must move (each input read once, each output written
-once; a transform's every pass) / time; "ceiling" = ``stream_bound_gbps`` for its mix of gets and puts (docs/timing.md
-"DMA": a put line costs the engine more than a get line); "of get BW" = against the measured
-`swsim bench fidelity` row ``dma_bandwidth`` (large aligned gets only). Target: >= 80 % of the
-ceiling for every operator.
+once; a transform's every pass) / time; "ceiling" = ``stream_bound_gbps`` for its mix of gets
+and puts (docs/timing.md "DMA": a put line costs the engine more than a get line); "of get
+BW" = against the measured `swsim bench fidelity` row ``dma_bandwidth`` (large aligned gets
+only). Target: >= 80 % of the ceiling for every operator.
 """
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass
+from typing import Optional
 
 import numpy as np
 
 from ....vm import Machine
 from ... import dnn
-from ...dnn import stream
+from ...dnn import activation, batchnorm, stream
 from ...dnn.layout import group_swaps
 from . import fidelity
 
@@ -37,32 +44,51 @@ def _check(name, got, want, dtype):
         raise RuntimeError(f"{name}: wrong values on the VM")
 
 
+ACTIVATIONS = ("relu", "sigmoid", "tanh")
+STREAMS = dict(stream.BODIES, **{kind: (1, 1) for kind in ACTIVATIONS},
+               **{f"{kind}_backward": (2, 1) for kind in ACTIVATIONS})   # op: (in, out)
+
+
+def _activation_reference(op, xs):
+    x = xs[0]
+    if op == "relu":
+        return np.maximum(x, 0)
+    if op == "sigmoid":
+        return 1 / (1 + np.exp(-x))
+    if op == "tanh":
+        return np.tanh(x)
+    y, dy = xs
+    return {"relu_backward": np.where(y > 0, dy, 0), "sigmoid_backward": dy * y * (1 - y),
+            "tanh_backward": dy * (1 - y * y)}[op]
+
+
 @dataclass(frozen=True)
 class Case:
-    """An element-wise operator (its streaming body) on `elements` elements. A round is one
-    chunk on each CPE."""
+    """An element-wise operator (a streaming body: add, scale, sgd_update or an activation,
+    forward or backward) on `elements` elements. A round is one chunk on each CPE."""
     name: str
     body: str
     elements: int
     dtype: type = np.float32
 
     def round_size(self, config):
-        nin, nout = stream.BODIES[self.body]
+        nin, nout = STREAMS[self.body]
         es = np.dtype(self.dtype).itemsize
+        kernel = stream.KERNEL if self.body in stream.BODIES else activation.KERNEL
         return stream.chunk_elements(config, es, self.elements, nin + nout,
-                                     config.num_cpes) * config.num_cpes
+                                     config.num_cpes, kernel) * config.num_cpes
 
     @property
     def full(self):
         return self.elements
 
     def bytes_moved(self, n):
-        nin, nout = stream.BODIES[self.body]
+        nin, nout = STREAMS[self.body]
         return (nin + nout) * n * np.dtype(self.dtype).itemsize
 
     def run(self, n, engine, rng):
         """Run the operator on n random elements; check it; return its Stats."""
-        nin, _ = stream.BODIES[self.body]
+        nin, _ = STREAMS[self.body]
         xs = [rng.standard_normal(n).astype(self.dtype) for _ in range(nin)]
         x64 = [x.astype(np.float64) for x in xs]
         if self.body == "axpby":
@@ -71,9 +97,17 @@ class Case:
         elif self.body == "scale":
             out, stats = dnn.scale(xs[0], 0.5, engine=engine)
             want = 0.5 * x64[0]
-        else:
+        elif self.body == "sgd":
             (out, _), stats = dnn.sgd_update(*xs, 0.01, 0.9, 5e-4, engine=engine)
             want = x64[0] - (0.01 * (x64[1] + 5e-4 * x64[0]) + 0.9 * x64[2])
+        elif self.body in ACTIVATIONS:
+            out, stats = dnn.activation_forward(xs[0], self.body, engine=engine)
+            want = _activation_reference(self.body, x64)
+        else:
+            kind = self.body.split("_")[0]
+            given = {"x" if kind == "relu" else "y": xs[0]}
+            out, stats = dnn.activation_backward(xs[1], kind=kind, engine=engine, **given)
+            want = _activation_reference(self.body, x64)
         _check(self.name, out, want, self.dtype)
         return stats
 
@@ -112,6 +146,12 @@ class PoolCase:
         args = (self.kernel, self.stride, self.padding)
         y, stats = dnn.pool2d_forward(x, *args, mode=self.mode, engine=engine)
         argmax = None
+        if self.mode == "avg":      # count_include_pad: zero padding, sum / kernel^2
+            padded = np.pad(x.astype(np.float64), ((0, 0),) + ((self.padding,) * 2,) * 2)
+            windows = np.lib.stride_tricks.sliding_window_view(
+                padded, (self.kernel, self.kernel), axis=(1, 2))
+            want = windows[:, ::self.stride, ::self.stride].sum(axis=(3, 4)) / self.kernel ** 2
+            _check(self.name, y, want[:, :y.shape[1], :y.shape[2]], self.dtype)
         if self.mode == "max":
             y, argmax = y
             # each window's maximum, read back through the argmax
@@ -168,21 +208,142 @@ class TransformCase:
         return stats
 
 
+@dataclass(frozen=True)
+class BatchNormCase:
+    """Batch normalisation of a (batch, channels, h, w) map, `mode` "train" / "infer"
+    (forward) or "backward"; sampled along the channels (units, folds and finishes are per
+    channel). A round: the channels of a unit per CPE, doubled until the samples are cut into
+    the pieces the full map gets."""
+    name: str
+    shape: tuple
+    mode: str
+    dtype: type = np.float32
+
+    def round_size(self, config):
+        es, streams = np.dtype(self.dtype).itemsize, 3 if self.mode == "backward" else 2
+
+        def cut(channels):      # the pieces but their count along the channels
+            return dataclasses.replace(batchnorm.pieces(
+                config, (self.shape[0], channels) + self.shape[2:], es, streams), blocks=0)
+
+        full = cut(self.shape[1])
+        cpes, batch = config.num_cpes, self.shape[0]
+        if full.channels:       # units: batch x channel blocks
+            channels = full.channels * -(-cpes // batch)
+        else:                   # units: channels x pieces per channel
+            channels = -(-cpes // full.per_channel)
+        while cut(SAMPLE_ROUNDS[0] * channels) != full and channels < self.shape[1]:
+            channels *= 2
+        return channels
+
+    @property
+    def full(self):
+        return self.shape[1]
+
+    def bytes_moved(self, channels):      # what the operator must move: x (and dy) once, y
+        batch, _, h, w = self.shape
+        n = batch * channels * h * w * np.dtype(self.dtype).itemsize
+        return 3 * n if self.mode == "backward" else 2 * n
+
+    def run(self, channels, engine, rng):
+        shape = (self.shape[0], channels) + self.shape[2:]
+        x = (rng.standard_normal(shape) * 2 + 1).astype(self.dtype)
+        gamma, beta = (rng.standard_normal(channels).astype(self.dtype) for _ in range(2))
+        rm, rv = np.zeros(channels, self.dtype), np.ones(channels, self.dtype)
+        x64 = x.astype(np.float64)
+        axes = (0, 2, 3)
+        mean, var = x64.mean(axis=axes), x64.var(axis=axes)
+        invstd = 1 / np.sqrt(var + 1e-5)
+        if self.mode == "backward":
+            dy = rng.standard_normal(shape).astype(self.dtype)
+            saved = (mean.astype(self.dtype), invstd.astype(self.dtype))
+            (dx, _, _), stats = dnn.batchnorm_backward(dy, x, gamma, *saved, engine=engine)
+            m, s = (np.float64(a)[None, :, None, None] for a in saved)
+            xhat, dy64 = (x64 - m) * s, dy.astype(np.float64)
+            want = (gamma.astype(np.float64)[None, :, None, None] * s) * (
+                dy64 - dy64.mean(axis=axes, keepdims=True) -
+                xhat * (dy64 * xhat).mean(axis=axes, keepdims=True))
+            _check(self.name, dx, want, self.dtype)
+            return stats
+        training = self.mode == "train"
+        (y, *_), stats = dnn.batchnorm_forward(x, gamma, beta, rm, rv, training=training,
+                                               engine=engine)
+        if not training:                    # the running statistics: 0 and 1
+            mean, invstd = np.zeros(channels), np.full(channels, 1 / np.sqrt(1 + 1e-5))
+        per_channel = [a.astype(np.float64)[None, :, None, None]
+                       for a in (mean, gamma * invstd, beta)]
+        _check(self.name, y, (x64 - per_channel[0]) * per_channel[1] + per_channel[2],
+               self.dtype)
+        return stats
+
+
+@dataclass(frozen=True)
+class SoftmaxCase:
+    """Softmax with cross-entropy of (batch, classes) logits: run whole (no sampling)."""
+    name: str
+    batch: int
+    classes: int
+    dtype: type = np.float32
+
+    def round_size(self, config):
+        return None
+
+    @property
+    def full(self):
+        return self.batch
+
+    def bytes_moved(self, batch):         # logits read, dlogits written, labels read
+        return 2 * batch * self.classes * np.dtype(self.dtype).itemsize + 4 * batch
+
+    def run(self, batch, engine, rng):
+        x = (rng.standard_normal((batch, self.classes)) * 3).astype(self.dtype)
+        labels = rng.integers(0, self.classes, batch)
+        (_, grad), stats = dnn.softmax_cross_entropy(x, labels, engine=engine)
+        z = np.exp(x - x.max(axis=1, keepdims=True).astype(np.float64))
+        want = z / z.sum(axis=1, keepdims=True)
+        want[np.arange(batch), labels] -= 1
+        _check(self.name, grad, want / batch, self.dtype)
+        return stats
+
+
 RESNET_RESIDUAL = 32 * 256 * 56 * 56     # ResNet-50 conv2_x output, B = 32
 VGG_CONV1 = 32 * 64 * 224 * 224          # VGG-16 conv1 feature map, B = 32
+VGG_CONV3 = 32 * 256 * 56 * 56           # VGG-16 conv3 feature map, B = 32
 CASES = (
     Case("add: ResNet-50 residual, 32x256x56x56", "axpby", RESNET_RESIDUAL),
     Case("add: ResNet-50 residual, 32x256x56x56, f64", "axpby", RESNET_RESIDUAL, np.float64),
     Case("scale: VGG-16 conv1 map, 32x64x224x224", "scale", VGG_CONV1),
     Case("sgd_update: ResNet-50 weights, 25.6 M", "sgd", 25_557_032),
     Case("sgd_update: VGG-16 weights, 138.4 M", "sgd", 138_357_544),
+    Case("relu: VGG-16 conv1 map, 32x64x224x224", "relu", VGG_CONV1),
+    Case("sigmoid: VGG-16 conv3 map, 32x256x56x56", "sigmoid", VGG_CONV3),
+    Case("tanh: VGG-16 conv3 map, 32x256x56x56, f64", "tanh", VGG_CONV3, np.float64),
+    Case("relu backward: VGG-16 conv1 map", "relu_backward", VGG_CONV1),
+    Case("tanh backward: VGG-16 conv3 map", "tanh_backward", VGG_CONV3),
     PoolCase("max pool 3/2/1: ResNet-50 stem, 32x64x112x112", 32 * 64, 112, 112, 3, 2, 1,
              "max"),
+    PoolCase("avg pool 3/2/1: ResNet-50 stem size, 32x64x112x112", 32 * 64, 112, 112, 3, 2,
+             1, "avg"),
     PoolCase("max pool 2/2: VGG-16 pool1, 32x64x224x224", 32 * 64, 224, 224, 2, 2, 0, "max"),
     PoolCase("avg pool 2/2: VGG-16 pool1 size, 32x64x224x224", 32 * 64, 224, 224, 2, 2, 0,
              "avg"),
+    PoolCase("max pool 2/2: VGG-16 pool3, 32x256x56x56", 32 * 256, 56, 56, 2, 2, 0, "max"),
+    PoolCase("max pool 2/2, f64: VGG-16 pool3, 32x256x56x56", 32 * 256, 56, 56, 2, 2, 0,
+             "max", dtype=np.float64),
     PoolCase("max pool backward 3/2/1: ResNet-50 stem", 32 * 64, 112, 112, 3, 2, 1, "max",
              backward=True),
+    BatchNormCase("batchnorm train: ResNet-50 bn1, 32x64x112x112", (32, 64, 112, 112),
+                  "train"),
+    BatchNormCase("batchnorm train: ResNet-50 conv2_x, 32x256x56x56", (32, 256, 56, 56),
+                  "train"),
+    BatchNormCase("batchnorm infer: ResNet-50 conv2_x, 32x256x56x56", (32, 256, 56, 56),
+                  "infer"),
+    BatchNormCase("batchnorm backward: ResNet-50 conv2_x, 32x256x56x56", (32, 256, 56, 56),
+                  "backward"),
+    BatchNormCase("batchnorm train: ResNet-50 conv4_x, 32x1024x14x14", (32, 1024, 14, 14),
+                  "train"),
+    SoftmaxCase("softmax + cross-entropy: ImageNet, 32x1000", 32, 1000),
+    SoftmaxCase("softmax + cross-entropy: ImageNet, 256x1000", 256, 1000),
     TransformCase("transform NCHW->NHWC: 32x256x56x56", "NHWC", (32, 256, 56, 56), "batch"),
     TransformCase("transform NCHW->RCNB (2 passes): 32x256x56x56", "RCNB", (32, 256, 56, 56)),
 )
@@ -196,7 +357,8 @@ class Result:
     gbps: float
     ceiling_gbps: float
     get_gbps: float        # bench fidelity's dma_bandwidth, measured
-    validation_error: float   # extrapolated vs simulated cycles at VALIDATION_ROUNDS
+    validation_error: Optional[float]   # extrapolated vs simulated cycles at
+    #                                     VALIDATION_ROUNDS (None: run whole)
     host_seconds: float
 
     @property
@@ -209,20 +371,24 @@ def measure(case, engine: str, get_gbps: float) -> Result:
     config = Machine().config
     per_round = case.round_size(config)
     rng = np.random.default_rng(0)
-    rounds = np.array(SAMPLE_ROUNDS, float)
-    samples = [case.run(int(r * per_round), engine, rng) for r in rounds]
-    cycles = np.array([s.cycles for s in samples], float)
-    slope = (cycles[1] - cycles[0]) / (rounds[1] - rounds[0])
+    if per_round is None:          # small enough to run whole
+        stats = case.run(case.full, engine, rng)
+        full, error = stats.cycles, None
+    else:
+        rounds = np.array(SAMPLE_ROUNDS, float)
+        samples = [case.run(int(r * per_round), engine, rng) for r in rounds]
+        cycles = np.array([s.cycles for s in samples], float)
+        slope = (cycles[1] - cycles[0]) / (rounds[1] - rounds[0])
 
-    def predict(n):
-        return cycles[0] + slope * (n / per_round - rounds[0])
+        def predict(n):
+            return cycles[0] + slope * (n / per_round - rounds[0])
 
-    n_valid = int(VALIDATION_ROUNDS * per_round)
-    simulated = case.run(n_valid, engine, rng).cycles
-    error = predict(n_valid) / simulated - 1
-    full = predict(case.full)
+        n_valid = int(VALIDATION_ROUNDS * per_round)
+        simulated = case.run(n_valid, engine, rng).cycles
+        error = predict(n_valid) / simulated - 1
+        full = predict(case.full)
+        stats = samples[-1]
     gbps = case.bytes_moved(case.full) / (full / config.clock_hz) / 1e9
-    stats = samples[-1]
     unit = stats.details.get("chunk_bytes", 0)
     return Result(case, unit, full, gbps, stats.stream_gbps, get_gbps, error,
                   time.perf_counter() - start)
@@ -238,18 +404,21 @@ def format_table(results) -> str:
               "of ceiling", "of get BW", "extrap. err", "host s")
     body = [(r.case.name, f"{r.case.full:,}", str(r.chunk_bytes or "-"), f"{r.cycles / 1e6:.2f}",
              f"{r.gbps:.2f}", f"{r.ceiling_gbps:.2f}", f"{100 * r.ratio:.1f} %",
-             f"{100 * r.gbps / r.get_gbps:.1f} %", f"{100 * r.validation_error:+.3f} %",
+             f"{100 * r.gbps / r.get_gbps:.1f} %",
+             "whole run" if r.validation_error is None else f"{100 * r.validation_error:+.3f} %",
              f"{r.host_seconds:.1f}") for r in results]
     widths = [max(len(row[i]) for row in [header, *body]) for i in range(len(header))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(header, widths)),
              "  ".join("-" * w for w in widths)]
     lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths)) for row in body]
     below = [r.case.name for r in results if r.ratio < TARGET]
+    errors = [abs(r.validation_error) for r in results if r.validation_error is not None]
     get = results[0].get_gbps if results else 0
     lines += ["", f"ceiling: the DMA engine's rate for the operator's gets and puts in whole "
               f"lines; get BW: bench fidelity's dma_bandwidth, measured {get:.2f} GB/s.",
               f"extrap. err: cycles extrapolated from {SAMPLE_ROUNDS[0]} and "
-              f"{SAMPLE_ROUNDS[1]} rounds vs a full run of {VALIDATION_ROUNDS} rounds.",
+              f"{SAMPLE_ROUNDS[1]} rounds vs a full run of {VALIDATION_ROUNDS} rounds; worst "
+              f"{100 * max(errors, default=0):.3f} %.",
               f"target >= {100 * TARGET:.0f} % of the ceiling: " +
               ("met by every operator" if not below else "missed by " + ", ".join(below))]
     return "\n".join(lines)
