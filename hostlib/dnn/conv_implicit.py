@@ -1,0 +1,349 @@
+"""Implicit GEMM convolution (thesis §5.1.2, Algorithms 3 and 4; docs/dnn.md "Implicit
+convolution"): ``kernels/dnn/conv_implicit.s`` runs the whole pass as LDM GEMM primitive calls
+whose operands it DMAs straight out of the activation (RCNB: batch innermost) and the weights.
+
+The host copies arrays into simulated memory, chooses the blocking with the model below and
+writes one job record; the weights are rearranged on the VM (``dnn.transform``, phase
+"weights") into one N_i x N_o matrix per tap. Passes:
+    forward          y = conv(x, w) + bias
+    backward-data    dx = conv(dy padded by K - 1 - p, w rotated by 180 degrees, its channels
+                     swapped) (thesis eq. 5-2), stride 1: the same kernel, the taps walked
+                     backwards (a negative tap stride), the weights transformed as (K_r, K_c,
+                     N_o, N_i)
+    backward-filter  not provided: its GEMM reduces over the batch, the primitive's vector
+                     dimension (the explicit algorithm computes it)
+
+The model (``predict``): per step of the kernel, the primitive's fitted time (eq. 4-2,
+``gemm_model.primitive_cycles``) plus packing, against the DMA engine's time for the 64 CPEs'
+pieces (eq. 3-1/3-2: 128-byte transactions, the waste of each row counted); a double-buffered
+step costs the larger of the two (thesis eq. 5-5/5-6 are this ratio for full blocks), plus the
+per-tile write-out and the weight loads. ``choose`` takes the cheapest feasible blocking,
+which decides the variant: one output column per tile (CB = 1, Algorithm 3, batch-size-aware)
+or several (CB > 1, Algorithm 4, image-size-aware).
+"""
+from __future__ import annotations
+
+import functools
+import itertools
+from typing import NamedTuple
+
+import numpy as np
+
+from ...vm import HostError
+from ..blas import gemm_model
+from ..runtime.kernel import Kernel
+from .conv_common import ConvGeometry
+from .layout import transform
+
+NAME = "implicit"
+PHASES = ("weights", "conv")
+LAYOUT = "RCNB"
+
+KERNEL = Kernel(("gemm/gemm_prim.s", "dnn/conv_implicit.s"), entry="conv_implicit",
+                ldm_end="conv_implicit_ldm_end", stack="conv_implicit_stack")
+KERNEL_ARGS = 1
+MESH = 8
+MAX_DMAS_PER_STEP = 3         # the CPE's DMA channel depth: more would stall the prefetch
+
+
+class Blocking(NamedTuple):
+    """Per CPE: MB images of one output column (M), NB output channels, KI input channels of
+    each of G taps per step (K = G KI); per tile BB images x CB columns (8 MB = BB CB);
+    resident: the weights of an N_o block stay in LDM."""
+    mb: int
+    nb: int
+    ki: int
+    g: int
+    bb: int
+    cb: int
+    resident: bool
+
+    @property
+    def kb(self) -> int:
+        return self.g * self.ki
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def counts(geo: ConvGeometry, blk: Blocking) -> dict:
+    """Block counts along N_o, the batch, the output columns, N_i and the tap groups."""
+    return dict(nnb=_cdiv(geo.n_o, MESH * blk.nb), nbb=_cdiv(geo.batch, blk.bb),
+                ncb=_cdiv(geo.c_o, blk.cb), nkb=_cdiv(geo.n_i, MESH * blk.ki),
+                nkg=geo.k_c // blk.g)
+
+
+def kernel_rows(geo: ConvGeometry) -> np.ndarray:
+    """For every output row, the kernel rows whose input row is inside the image (the others
+    are padding rows: the kernel skips them)."""
+    top = np.arange(geo.r_o) * geo.stride[0] - geo.padding[0]
+    lo = np.maximum(0, -top)
+    hi = np.minimum(geo.k_r, geo.r_i - top)
+    return np.maximum(hi - lo, 0)
+
+
+def ldm_layout(geo: ConvGeometry, es: int, blk: Blocking, config):
+    """LDM addresses of the kernel's buffers, or None if they do not fit beside its stack."""
+    arena = KERNEL.arena(config.ldm_bytes, KERNEL_ARGS)
+    take = arena.take
+    c = counts(geo, blk)
+    x_block, w_block = blk.kb * blk.mb, blk.kb * blk.nb
+    layout = dict(a_raw0=take(x_block * es), a_raw1=take(x_block * es),
+                  a_pack=take(x_block * 8), w_raw0=take(w_block * es),
+                  w_raw1=0 if blk.resident else take(w_block * es),
+                  w_pack=take(w_block * 8 * (geo.k_r * c["nkg"] * c["nkb"] if blk.resident
+                                              else 1)),
+                  c=take(blk.nb * blk.mb * 8), c_out=take(blk.nb * blk.mb * es),
+                  bias_ldm=take(blk.nb * 8), bias_raw=take(blk.nb * es))
+    return layout if arena.fits else None
+
+
+def _grid(values, top):
+    return sorted({min(v, top) for v in values})
+
+
+def candidates(geo: ConvGeometry, es: int, config) -> list:
+    """Every blocking of the grids that is legal (the primitive's nm shape rules: MB % 16, NB
+    % 4; at most MAX_DMAS_PER_STEP DMAs a step; G divides K_c) and fits in LDM."""
+    out = []
+    top_nb = _cdiv(_cdiv(geo.n_o, MESH), 4) * 4
+    top_ki = _cdiv(geo.n_i, MESH)
+    top_mb = _cdiv(max(geo.batch, 16), 16) * 16
+    for mb, per_col, nb, ki, g, resident in itertools.product(
+            _grid((16, 32, 48, 64, 96, 128), top_mb), (1, 2, 4, 8),
+            _grid((4, 8, 12, 16, 24, 32, 48, 64), top_nb),
+            _grid((1, 2, 4, 8, 12, 16, 24, 32, 48, 64), top_ki), (1, 2, 3, 5, 7), (False, True)):
+        if geo.k_c % g or g * (1 if resident else 2) > MAX_DMAS_PER_STEP:
+            continue
+        bb = mb * per_col
+        if per_col > 1 and bb > top_mb:
+            continue
+        blk = Blocking(mb, nb, ki, g, bb, MESH // per_col, resident)
+        if ldm_layout(geo, es, blk, config) is not None:
+            out.append(blk)
+    return out
+
+
+# ---- the model -----------------------------------------------------------------------------
+# CPE cycles of the kernel's work beside the primitive, read off its loops and checked against
+# runs (docs/dnn.md "Implicit convolution"): a step's bookkeeping (advance, issuing, waiting,
+# the pack calls), widening f32 per element, zero filling a partial block per element, and a
+# tile's C zeroing and write-out per element of C.
+STEP_CYCLES = 420.0
+WIDEN_CYCLES = {4: gemm_model.PACK_CYCLES["natural_s"], 8: 0.0}
+FINISH_CYCLES = 1.0
+
+
+def _row_transactions(starts, length, config) -> int:
+    """128-byte transactions of rows of `length` bytes starting at the byte offsets
+    `starts` (eq. 3-2's waste: every line a row touches is a whole transaction)."""
+    line = config.dma_transaction_bytes
+    starts = np.asarray(starts, np.int64)
+    return int(np.sum((starts + length - 1) // line - starts // line + 1))
+
+
+def _put_cycles(starts, length, config) -> int:
+    """Engine cycles of a put of rows of `length` bytes at `starts` (docs/timing.md "DMA": a
+    write per whole line or per 16-byte piece of a partial line; the acknowledgement is
+    added by the caller per request)."""
+    line, piece = config.dma_transaction_bytes, config.dma_put_write_bytes
+    total = 0
+    for s in np.asarray(starts, np.int64).ravel():
+        e = s + length - 1
+        for ln in range(s // line, e // line + 1):
+            lo, hi = max(s, ln * line), min(e, ln * line + line - 1)
+            whole = lo == ln * line and hi == ln * line + line - 1
+            total += 1 if whole else hi // piece - lo // piece + 1
+    return total * config.dma_put_write_cycles
+
+
+def _step_dma(geo: ConvGeometry, es: int, blk: Blocking, config) -> tuple:
+    """Engine cycles of one interior step's gets (X, and W when streamed) and of one tile's
+    put, summed over the 64 CPEs (first blocks of every dimension as the typical ones)."""
+    read = config.dma_transaction_cycles
+    i, j = np.divmod(np.arange(MESH * MESH), MESH)
+    m0 = i * blk.mb
+    b0 = m0 % blk.bb
+    bv = np.clip(geo.batch - b0, 0, blk.mb)
+    kv_x = np.clip(geo.n_i - j * blk.ki, 0, blk.ki)
+    x = 0
+    pixel = geo.n_i * geo.batch * es
+    for cpe in range(MESH * MESH):
+        if bv[cpe] and kv_x[cpe]:
+            rows = (j[cpe] * blk.ki + np.arange(kv_x[cpe])) * geo.batch * es + b0[cpe] * es
+            x += blk.g * _row_transactions(rows + pixel * 7, bv[cpe] * es, config)
+    w = put = 0
+    nv = np.clip(geo.n_o - j * blk.nb, 0, blk.nb)
+    kv_w = np.clip(geo.n_i - i * blk.ki, 0, blk.ki)
+    for cpe in range(MESH * MESH):
+        if nv[cpe] and kv_w[cpe] and not blk.resident:
+            rows = ((i[cpe] * blk.ki + np.arange(kv_w[cpe])) * geo.n_o + j[cpe] * blk.nb) * es
+            w += blk.g * _row_transactions(rows, nv[cpe] * es, config)
+        if nv[cpe] and bv[cpe]:
+            rows = ((j[cpe] * blk.nb + np.arange(nv[cpe])) * geo.batch + b0[cpe]) * es
+            put += _put_cycles(rows, bv[cpe] * es, config) + config.dma_put_ack_cycles
+    return x * read, w * read, put
+
+
+def _compute_step(geo: ConvGeometry, es: int, blk: Blocking) -> float:
+    prim = gemm_model.primitive_cycles(blk.nb, blk.mb, blk.kb)   # nm: (S, V) = (NB, MB)
+    widen = WIDEN_CYCLES[es] * blk.kb * (blk.mb + (0 if blk.resident else blk.nb))
+    return prim + widen + STEP_CYCLES
+
+
+def predict_blocking(geo: ConvGeometry, es: int, blk: Blocking, config, *, tiles=None,
+                     steps=None) -> float:
+    """Predicted cycles of the kernel with blocking `blk` (all tiles, or `tiles` tiles of
+    `steps` steps in all)."""
+    c = counts(geo, blk)
+    per_tile_col = c["nnb"] * c["nbb"] * c["ncb"]
+    if tiles is None:
+        tiles = per_tile_col * geo.r_o
+        steps = per_tile_col * int(kernel_rows(geo).sum()) * c["nkg"] * c["nkb"]
+    x_dma, w_dma, put = _step_dma(geo, es, blk, config)
+    steps_per_tile = steps / tiles
+    compute = _compute_step(geo, es, blk)
+    # a tile: its steps (each the larger of compute and DMA, double buffered), then C written
+    # out (the put travels during the next tile's steps: engine time shared with them)
+    dma_step = x_dma + w_dma + put / steps_per_tile
+    tile = (steps_per_tile * max(compute, dma_step)
+            + FINISH_CYCLES * blk.nb * blk.mb * 1.25)
+    # exposed: the job record, the first step's gets, the last put; the weight loads of each
+    # N_o block (resident: every block fetched and packed one after the other) and the bias
+    job = _cdiv(KERNEL.record("J_", "JOB_BYTES").nbytes, config.dma_transaction_bytes)
+    exposed = (2 * config.dma_latency + job * MESH * MESH * config.dma_transaction_cycles
+               + x_dma + w_dma + put)
+    loads = c["nnb"] * (config.dma_latency + config.dma_transaction_cycles * MESH * MESH)
+    if blk.resident:
+        blocks = geo.k_r * c["nkg"] * c["nkb"]
+        per_block = (config.dma_latency + _step_dma(geo, es, blk._replace(resident=False),
+                                                    config)[1]
+                     + (WIDEN_CYCLES[es] + 0.25) * blk.kb * blk.nb + STEP_CYCLES)
+        loads += c["nnb"] * blocks * per_block
+    return tiles * tile + exposed + loads
+
+
+def supports(geo: ConvGeometry, direction, dtype, config) -> str | None:
+    if direction == "backward_filter":
+        return ("implicit GEMM has no backward-filter: its GEMM reduces over the batch, the "
+                "primitive's vector dimension")
+    if geo.padding[0] >= geo.k_r or geo.padding[1] >= geo.k_c:
+        return "implicit GEMM needs padding < kernel size"
+    if direction == "backward_data" and geo.stride != (1, 1):
+        return "implicit GEMM backward-data needs stride 1"
+    pass_geo = _pass_geometry(geo, direction)
+    if not candidates(pass_geo, np.dtype(dtype).itemsize, config):
+        return "no implicit GEMM blocking fits in LDM"
+    return None
+
+
+@functools.lru_cache(maxsize=256)
+def _choose(geo: ConvGeometry, es: int, config) -> tuple:
+    options = candidates(geo, es, config)
+    if not options:
+        raise HostError(f"implicit convolution: no blocking fits in LDM for {geo}")
+    predictions = [predict_blocking(geo, es, b, config) for b in options]
+    best = int(np.argmin(predictions))
+    return options[best], predictions[best]
+
+
+def choose(geo: ConvGeometry, es: int, config) -> Blocking:
+    """The feasible blocking with the smallest predicted time."""
+    return _choose(geo, es, config)[0]
+
+
+def _pass_geometry(geo: ConvGeometry, direction) -> ConvGeometry:
+    """The forward convolution the kernel runs for a pass."""
+    if direction != "backward_data":
+        return geo
+    return ConvGeometry(geo.batch, geo.n_o, geo.n_i, geo.r_o, geo.c_o, geo.k_r, geo.k_c,
+                        (1, 1), (geo.k_r - 1 - geo.padding[0], geo.k_c - 1 - geo.padding[1]))
+
+
+def predict(geo: ConvGeometry, direction, dtype, config) -> float:
+    """Predicted cycles of the pass on one CG (the weight rearrangement not included)."""
+    return _choose(_pass_geometry(geo, direction), np.dtype(dtype).itemsize, config)[1]
+
+
+# ---- running the kernel --------------------------------------------------------------------
+
+def _job(geo: ConvGeometry, es: int, blk: Blocking, layout: dict, addresses: dict, wtap: int,
+         sample=None):
+    c = counts(geo, blk)
+    per_col = MESH // blk.cb
+    rows = np.arange(MESH)
+    start, tiles = sample or ((0, 0, 0, 0), c["nnb"] * c["nbb"] * geo.r_o * c["ncb"])
+    record = KERNEL.record("J_", "JOB_BYTES")
+    words = record.new(
+        es=es, wtap=wtap, b=geo.batch, ni=geo.n_i, no=geo.n_o, ri=geo.r_i, ci=geo.c_i,
+        ro=geo.r_o, co=geo.c_o, kr=geo.k_r, kc=geo.k_c, sr=geo.stride[0], sc=geo.stride[1],
+        pr=geo.padding[0], pc=geo.padding[1], mb=blk.mb, nb=blk.nb, ki=blk.ki, g=blk.g,
+        kb=blk.kb, bb=blk.bb, cb=blk.cb, resident=int(blk.resident),
+        start_nb=start[0], start_bb=start[1], start_ro=start[2], start_cb=start[3],
+        tiles=tiles, **c, **addresses, **layout)
+    at = record.offset("row_c") // 8
+    words[at:at + MESH] = rows // per_col
+    at = record.offset("row_b") // 8
+    words[at:at + MESH] = (rows % per_col) * blk.mb
+    return words
+
+
+def run_kernel(geo: ConvGeometry, x, wt, bias, machine, engine, *, reverse=False,
+               blocking=None, sample=None):
+    """Run conv_implicit.s: x (R_i, C_i, N_i, B), wt (T, N_i, N_o) (walked from the last tap
+    when `reverse`), bias (N_o,) or None. Returns (y (R_o, C_o, N_o, B), Stats); with `sample`
+    = ((nb, bb, r_o, cb), tiles) only those tiles run (y is then partial)."""
+    config = machine.config
+    es = x.itemsize
+    blk = blocking or choose(geo, es, config)
+    layout = ldm_layout(geo, es, blk, config)
+    if layout is None:
+        raise HostError(f"implicit convolution: blocking {blk} does not fit in LDM")
+    mem = machine.mem
+    taps = geo.k_r * geo.k_c
+    tap_bytes = geo.n_i * geo.n_o * es
+    w_addr = mem.put(np.ascontiguousarray(wt))
+    addresses = dict(x=mem.put(np.ascontiguousarray(x)),
+                     w=w_addr + (taps - 1) * tap_bytes if reverse else w_addr,
+                     y=mem.alloc(geo.r_o * geo.c_o * geo.n_o * geo.batch * es),
+                     bias=mem.put(np.zeros(geo.n_o, x.dtype) if bias is None
+                                  else np.ascontiguousarray(bias, x.dtype)))
+    job = _job(geo, es, blk, layout, addresses, -tap_bytes if reverse else tap_bytes, sample)
+    stats = KERNEL.launch(machine, [mem.put(job)], flops=geo.flops, engine=engine,
+                          details=dict(blocking=blk, predicted_cycles=predict_blocking(
+                              geo, es, blk, config),
+                              variant="batch" if blk.cb == 1 else "image"))
+    y = mem.get(addresses["y"], (geo.r_o, geo.c_o, geo.n_o, geo.batch), x.dtype)
+    return y, stats
+
+
+def _weights(w, layout, machine, stats, engine):
+    """w (N_o, N_i, K_r, K_c) rearranged on the VM into one matrix per tap: "NCHW" -> RCNB
+    gives (K_r, K_c, N_i, N_o); read as "CNHW" (channels swapped) it gives (K_r, K_c, N_o,
+    N_i)."""
+    wt, run = transform(w, layout, "RCNB", machine=machine, engine=engine)
+    stats.phases["weights"].append(run)
+    return wt
+
+
+def forward(geo: ConvGeometry, x, w, bias, machine, stats, engine) -> np.ndarray:
+    wt = _weights(w, "NCHW", machine, stats, engine)
+    y, run = run_kernel(geo, x, wt, bias, machine, engine)
+    stats.phases["conv"].append(run)
+    return y
+
+
+def backward_data(geo: ConvGeometry, dy, w, machine, stats, engine) -> np.ndarray:
+    reason = supports(geo, "backward_data", dy.dtype, machine.config)
+    if reason:
+        raise HostError(reason)
+    wt = _weights(w, "CNHW", machine, stats, engine)
+    dx, run = run_kernel(_pass_geometry(geo, "backward_data"), dy, wt, None, machine, engine,
+                         reverse=True)
+    stats.phases["conv"].append(run)
+    return dx
+
+
+def backward_filter(geo: ConvGeometry, x, dy, machine, stats, engine) -> np.ndarray:
+    raise HostError(supports(geo, "backward_filter", x.dtype, machine.config))
