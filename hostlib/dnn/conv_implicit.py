@@ -281,7 +281,7 @@ def _job(geo: ConvGeometry, es: int, blk: Blocking, layout: dict, addresses: dic
         pr=geo.padding[0], pc=geo.padding[1], mb=blk.mb, nb=blk.nb, ki=blk.ki, g=blk.g,
         kb=blk.kb, bb=blk.bb, cb=blk.cb, resident=int(blk.resident),
         start_nb=start[0], start_bb=start[1], start_ro=start[2], start_cb=start[3],
-        tiles=tiles, **c, **addresses, **layout)
+        tiles=tiles, wrow=int(geo.n_o == MESH * blk.nb), **c, **addresses, **layout)
     at = record.offset("row_c") // 8
     words[at:at + MESH] = rows // per_col
     at = record.offset("row_b") // 8

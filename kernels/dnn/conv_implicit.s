@@ -105,7 +105,8 @@
 	J_C_OUT = 480         # NB x MB elements
 	J_BIAS_LDM = 488      # NB doubles
 	J_BIAS_RAW = 496      # NB elements
-	JOB_BYTES = 504
+	J_WROW = 504          # 1 (N_o = 8 NB): a W block comes as one ROW-mode DMA per CPE row
+	JOB_BYTES = 512
 
 # A step's state (the current step CUR and the next one NXT).
 	ST_NB = 0
@@ -128,6 +129,7 @@
 	SL_ISSUED = 24        # DMAs issued with the slot's reply word (cumulative)
 	SL_BYTES = 32
 
+	DMA_DEPTH = 3         # requests a CPE's DMA channel holds (vm/config.py dma_channel_depth)
 	CI_FRAME = 32         # 0: ra
 	.globl	conv_implicit_stack
 	conv_implicit_stack = CI_FRAME + GEMM_PRIM_FRAME
@@ -143,12 +145,23 @@ A_SLOT:	.skip	2 * SL_BYTES
 W_SLOT:	.skip	2 * SL_BYTES
 TILES_LEFT:
 	.quad	0
+X_FIRST:                      # issue_x's piece range
+	.quad	0
+X_END:
+	.quad	0
+X_DEFERRED:                   # 1: the next step's last X piece is still to be issued
+	.quad	0
 C_ISSUED:
 	.quad	0
 A_OPERAND:
 	.quad	0
 W_OPERAND:
 	.quad	0
+PUT_ADDR:                     # the tile written out by the next issue_put (0: none)
+	.quad	0
+	.align	5
+PUT_DESC:
+	.skip	32
 REPLIES:                      # reply words: A slots 0/1, W slots 0/1, C puts, job / bias
 	.skip	24
 	R_A = 0
@@ -266,15 +279,21 @@ advance:
 
 # ---- DMA issue -----------------------------------------------------------------------------
 
-# issue_x(state $16, slot $17): the X pieces of the state's step into A raw slot `slot`; the
-# slot record says what was fetched. Uses $10 = i, $11 = j.
+# issue_x(state $16, slot $17, pieces $18 .. $19 - 1): X pieces of the state's step into A
+# raw slot `slot`; the slot record (reset when the range starts at piece 0) says what was
+# fetched. Uses $10 = i, $11 = j.
 	.ent	issue_x
 issue_x:
+	stl	$18, X_FIRST($31)
+	stl	$19, X_END($31)
 	sll	$17, 5, $18
 	ldi	$18, A_SLOT($18)      # slot record (SL_BYTES = 32)
+	ldl	$1, X_FIRST($31)
+	bne	$1, 1f
 	stl	$31, SL_MASK($18)
 	stl	$31, SL_KV($18)
 	stl	$31, SL_LEN($18)
+1:
 	# output column c = cb CB + ROW_C[i]
 	ldl	$1, ST_CB($16)
 	ldl	$2, JOB + J_CB($31)
@@ -355,8 +374,16 @@ issue_x:
 	ldl	$5, JOB + J_MB($31)
 	mull	$4, $5, $4
 	mull	$4, $7, $4            # raw piece pitch KI MB es
-	ldl	$3, JOB + J_G($31)
-	ldi	$0, 1                 # bit of g
+	ldl	$3, X_FIRST($31)      # skip to the first piece of the range
+	mull	$3, $2, $5
+	addl	$1, $5, $1
+	mull	$3, $4, $5
+	addl	$8, $5, $8
+	addl	$19, $3, $19
+	ldi	$0, 1
+	sll	$0, $3, $0            # bit of g
+	ldl	$5, X_END($31)
+	subl	$5, $3, $3            # pieces to go
 	ldl	$25, JOB + J_CI($31)
 .Lx_piece:
 	cmplt	$19, $25, $5
@@ -422,8 +449,25 @@ issue_w:
 	subl	$3, $24, $3           # stride
 	sll	$17, 2, $4
 	ldi	$4, REPLIES + R_W($4)
+	ldl	$5, JOB + J_WROW($31)
+	bne	$5, .Lw_row
 	ldi	$5, DMA_GET
 	MAKE_DESC_REGS $6, $5, $25, $24, $3, $4
+	br	.Lw_address
+.Lw_row:
+	# N_o = 8 NB: the row's kv x N_o elements are contiguous; CPE (i, 0) gets them in ROW
+	# mode, NB-element blocks dealt round robin to the row's columns: each CPE receives its
+	# kv x NB block packed. The others only record what arrives (their reply words stay).
+	ldl	$5, JOB + J_G($31)
+	ldi	$1, 1
+	sll	$1, $5, $1
+	subl	$1, 1, $1
+	stl	$1, SL_MASK($19)
+	bne	$11, .Lw_none
+	sll	$25, 3, $25           # 8 CPEs' blocks
+	ldi	$5, DMA_ROW
+	MAKE_DESC_ARGS $6, DMA_GET, $5, $25, $24, $31, $4, $31, $29
+.Lw_address:
 	# tap t = kr K_c + kg G: address w + t WTAP + (ni0 N_o + no0) es
 	ldl	$1, ST_KR($16)
 	ldl	$2, JOB + J_KC($31)
@@ -524,9 +568,10 @@ copy_rows:
 	ret
 	.end	copy_rows
 
-# pack(slot record $16, raw $17, packed $18, rows per piece KI $19, width MB or NB $20):
-# returns in $0 the block the primitive reads (K x width doubles): the raw buffer itself when
-# the block is full and f64, else `packed`, zero-filled when partial, with each fetched
+# pack(slot record $16, raw $17, packed $18, rows per piece KI $19, width MB or NB $20, $21 = 1
+# if the raw buffer may be used in place): returns in $0 the block the primitive reads
+# (K x width doubles): the raw buffer itself when that is allowed and the block is full and
+# f64, else `packed`, zero-filled when partial, with each fetched
 # piece's kv x len valid part widened into it.
 	.ent	pack
 pack:
@@ -547,6 +592,7 @@ pack:
 	ldl	$6, JOB + J_ES($31)
 	cmpeq	$6, 8, $6
 	and	$6, $5, $6
+	and	$6, $21, $6
 	mov	$17, $0
 	bne	$6, .Lpack_done
 	mov	$18, $0
@@ -674,13 +720,20 @@ load_nb:
 	clr	$18
 	bsr	$26, issue_w
 	AWAIT	W_SLOT + SL_ISSUED, R_W
+	ldl	$21, JOB + J_WROW($31)
+	beq	$21, 4f
+	synr	0xff                  # the row's block came with CPE (i, 0)'s DMA
+4:	cmpeq	$21, 0, $21
 	ldi	$16, W_SLOT
 	ldl	$17, JOB + J_W_RAW0($31)
 	ldl	$18, 8($sp)
 	ldl	$19, JOB + J_KI($31)
 	ldl	$20, JOB + J_NB($31)
 	bsr	$26, pack_saved
-	ldl	$18, 8($sp)
+	ldl	$1, JOB + J_WROW($31)
+	beq	$1, 5f
+	synr	0xff                  # every CPE of the row has packed it: the raw buffer is free
+5:	ldl	$18, 8($sp)
 	cmpeq	$0, $18, $1           # full f64 blocks come back in the raw buffer: copy
 	bne	$1, 3f
 	mov	$0, $16
@@ -723,8 +776,9 @@ load_nb:
 	.end	load_nb
 
 # finish(): after the tile's last step: C_OUT = C + bias (rounded to the memory precision),
-# its valid nv x bv part, rows of bv elements; one strided put to y. The previous tile's put
-# is waited for before C_OUT is rewritten. Uses $10 = i, $11 = j.
+# its valid nv x bv part, rows of bv elements, and the strided put to y that issue_put
+# issues. The previous tile's put is waited for before C_OUT is rewritten. Uses $10 = i,
+# $11 = j.
 	.ent	finish
 finish:
 	ldl	$1, CUR + ST_CB($31)
@@ -826,14 +880,27 @@ finish:
 	mull	$1, $7, $1
 	ldl	$2, JOB + J_Y($31)
 	addl	$1, $2, $1
-	ldl	$2, JOB + J_C_OUT($31)
-	dma	$6, $1, $2
-	ldl	$1, C_ISSUED($31)
-	addl	$1, 1, $1
-	stl	$1, C_ISSUED($31)
+	vstd	$6, PUT_DESC($31)
+	stl	$1, PUT_ADDR($31)
 .Lfin_none:
 	ret
 	.end	finish
+
+# issue_put(): the put finish prepared, if any (issued at the next step's start, after its
+# prefetches).
+	.ent	issue_put
+issue_put:
+	ldl	$1, PUT_ADDR($31)
+	beq	$1, 1f
+	vldd	$6, PUT_DESC($31)
+	ldl	$2, JOB + J_C_OUT($31)
+	dma	$6, $1, $2
+	stl	$31, PUT_ADDR($31)
+	ldl	$1, C_ISSUED($31)
+	addl	$1, 1, $1
+	stl	$1, C_ISSUED($31)
+1:	ret
+	.end	issue_put
 
 # ---- the driver ----------------------------------------------------------------------------
 # $9 the current slot (0/1), $10 = i, $11 = j (preserved by the primitive).
@@ -848,7 +915,7 @@ conv_implicit:
 	.irp	r, R_A, R_A+4, R_W, R_W+4, R_C
 	stw	$31, REPLIES + \r($31)
 	.endr
-	.irp	v, A_SLOT+SL_ISSUED, A_SLOT+SL_BYTES+SL_ISSUED, W_SLOT+SL_ISSUED, W_SLOT+SL_BYTES+SL_ISSUED, C_ISSUED
+	.irp	v, A_SLOT+SL_ISSUED, A_SLOT+SL_BYTES+SL_ISSUED, W_SLOT+SL_ISSUED, W_SLOT+SL_BYTES+SL_ISSUED, C_ISSUED, PUT_ADDR, X_DEFERRED
 	stl	$31, \v($31)
 	.endr
 	rcid	$1
@@ -873,6 +940,8 @@ conv_implicit:
 	stl	$1, CUR + ST_NEWNB($31)
 	ldi	$16, CUR
 	clr	$17
+	clr	$18
+	ldl	$19, JOB + J_G($31)
 	bsr	$26, issue_x
 	ldl	$1, JOB + J_RESIDENT($31)
 	bne	$1, .Lstep
@@ -882,10 +951,27 @@ conv_implicit:
 	bsr	$26, issue_w
 .Lstep:
 	bsr	$26, advance
+	# Prefetch the next step's blocks, then issue the put of the tile finished last step. The
+	# 64 CPEs' puts drain from the engine's FIFO one after the other, and requests waiting in
+	# the FIFO fill a CPE's channel: with 3 X pieces and a put, the last dma would stall until
+	# the put is served. So then the last X piece waits until after the primitive call.
 	ldl	$1, NXT + ST_VALID($31)
 	beq	$1, 1f
+	ldl	$19, JOB + J_G($31)
+	ldl	$1, PUT_ADDR($31)
+	cmpult	$31, $1, $1
+	ldl	$2, JOB + J_RESIDENT($31)
+	cmpeq	$2, 0, $2
+	addl	$2, 1, $2
+	mull	$2, $19, $2           # DMAs of the prefetch
+	cmplt	$2, DMA_DEPTH, $2
+	cmpeq	$2, 0, $2
+	and	$1, $2, $1
+	stl	$1, X_DEFERRED($31)
+	subl	$19, $1, $19
 	ldi	$16, NXT
 	xor	$9, 1, $17
+	clr	$18
 	bsr	$26, issue_x
 	ldl	$1, JOB + J_RESIDENT($31)
 	bne	$1, 1f
@@ -893,7 +979,8 @@ conv_implicit:
 	xor	$9, 1, $17
 	clr	$18
 	bsr	$26, issue_w
-1:	ldl	$1, CUR + ST_NEWNB($31)
+1:	bsr	$26, issue_put
+	ldl	$1, CUR + ST_NEWNB($31)
 	beq	$1, 2f
 	bsr	$26, load_nb
 2:	ldl	$1, CUR + ST_FIRST($31)
@@ -918,6 +1005,7 @@ conv_implicit:
 	ldl	$18, JOB + J_A_PACK($31)
 	ldl	$19, JOB + J_KI($31)
 	ldl	$20, JOB + J_MB($31)
+	ldi	$21, 1
 	bsr	$26, pack_saved
 	stl	$0, A_OPERAND($31)
 	# W: resident block (kr NKG + kg) NKB + kb, or this step's streamed pieces
@@ -947,6 +1035,10 @@ conv_implicit:
 	ldw	$2, REPLIES + R_W($3)
 	cmplt	$2, $1, $2
 	bne	$2, .Lwait_w
+	ldl	$21, JOB + J_WROW($31)
+	beq	$21, 7f
+	synr	0xff                  # the row's W came with CPE (i, 0)'s DMA
+7:	cmpeq	$21, 0, $21           # ROW-mode blocks are always packed (see load_nb)
 	s8addl	$9, $31, $17
 	ldl	$17, JOB + J_W_RAW0($17)
 	ldl	$18, JOB + J_W_PACK($31)
@@ -960,7 +1052,14 @@ conv_implicit:
 	ldl	$20, JOB + J_NB($31)
 	ldl	$21, JOB + J_KB($31)
 	bsr	$26, gemm_prim_nm_d
-	ldl	$1, CUR + ST_LAST($31)
+	ldl	$1, X_DEFERRED($31)
+	beq	$1, 8f
+	ldi	$16, NXT
+	xor	$9, 1, $17
+	ldl	$19, JOB + J_G($31)
+	subl	$19, 1, $18
+	bsr	$26, issue_x
+8:	ldl	$1, CUR + ST_LAST($31)
 	beq	$1, 6f
 	bsr	$26, finish
 6:	ldl	$1, NXT + ST_VALID($31)
@@ -972,6 +1071,7 @@ conv_implicit:
 	xor	$9, 1, $9
 	br	.Lstep
 .Lreturn:
+	bsr	$26, issue_put
 	AWAIT	C_ISSUED, R_C
 	ldl	$26, 0($sp)
 	ldi	$sp, CI_FRAME($sp)
