@@ -44,6 +44,7 @@ KERNEL = Kernel(("gemm/gemm_prim.s", "dnn/conv_implicit.s"), entry="conv_implici
 KERNEL_ARGS = 1
 MESH = 8
 MAX_DMAS_PER_STEP = 3         # the CPE's DMA channel depth: more would stall the prefetch
+SAMPLE_ROW_TILES = 4          # estimate(): tile rows up to this long are sampled whole
 
 
 class Blocking(NamedTuple):
@@ -126,13 +127,17 @@ def candidates(geo: ConvGeometry, es: int, config) -> list:
 
 
 # ---- the model -----------------------------------------------------------------------------
-# CPE cycles of the kernel's work beside the primitive, read off its loops and checked against
-# runs (docs/dnn.md "Implicit convolution"): a step's bookkeeping (advance, issuing, waiting,
-# the pack calls), widening f32 per element, zero filling a partial block per element, and a
-# tile's C zeroing and write-out per element of C.
-STEP_CYCLES = 420.0
-WIDEN_CYCLES = {4: gemm_model.PACK_CYCLES["natural_s"], 8: 0.0}
-FINISH_CYCLES = 1.0
+# CPE cycles of the kernel's work beside the primitive, measured on the VM with rtc around the
+# kernel's parts (docs/dnn.md "Implicit convolution"): a step's bookkeeping (advance, issuing,
+# waiting, the pack calls), packing an f32 element (widening; a full f64 block is used in
+# place), and writing out a tile per element of C (bias, rounding, C zeroing).
+STEP_CYCLES = 450.0
+PACK_CYCLES = {4: 0.95, 8: 0.0}
+FINISH_CYCLES = 4.2
+# The 64 CPEs' puts of a tile leave together and hold the engine's FIFO: the prefetches behind
+# them (and the piece deferred past the channel depth) wait, so a compute-bound tile still
+# loses about this fraction of the put's engine time (fitted on 10 blockings, 2026-11-23).
+PUT_EXPOSED = 0.7
 
 
 def _row_transactions(starts, length, config) -> int:
@@ -187,41 +192,49 @@ def _step_dma(geo: ConvGeometry, es: int, blk: Blocking, config) -> tuple:
 
 
 def _compute_step(geo: ConvGeometry, es: int, blk: Blocking) -> float:
+    """CPE cycles of one step: the primitive call (eq. 4-2 fit), packing, bookkeeping."""
     prim = gemm_model.primitive_cycles(blk.nb, blk.mb, blk.kb)   # nm: (S, V) = (NB, MB)
-    widen = WIDEN_CYCLES[es] * blk.kb * (blk.mb + (0 if blk.resident else blk.nb))
-    return prim + widen + STEP_CYCLES
+    pack = PACK_CYCLES[es] * blk.kb * (blk.mb + (0 if blk.resident else blk.nb))
+    return prim + pack + STEP_CYCLES
 
 
-def predict_blocking(geo: ConvGeometry, es: int, blk: Blocking, config, *, tiles=None,
-                     steps=None) -> float:
-    """Predicted cycles of the kernel with blocking `blk` (all tiles, or `tiles` tiles of
-    `steps` steps in all)."""
+def predict_blocking(geo: ConvGeometry, es: int, blk: Blocking, config) -> float:
+    """Predicted cycles of the kernel with blocking `blk`."""
     c = counts(geo, blk)
-    per_tile_col = c["nnb"] * c["nbb"] * c["ncb"]
-    if tiles is None:
-        tiles = per_tile_col * geo.r_o
-        steps = per_tile_col * int(kernel_rows(geo).sum()) * c["nkg"] * c["nkb"]
+    tiles = c["nnb"] * c["nbb"] * c["ncb"] * geo.r_o
+    steps = c["nnb"] * c["nbb"] * c["ncb"] * int(kernel_rows(geo).sum()) * c["nkg"] * c["nkb"]
     x_dma, w_dma, put = _step_dma(geo, es, blk, config)
     steps_per_tile = steps / tiles
-    compute = _compute_step(geo, es, blk)
-    # a tile: its steps (each the larger of compute and DMA, double buffered), then C written
-    # out (the put travels during the next tile's steps: engine time shared with them)
-    dma_step = x_dma + w_dma + put / steps_per_tile
-    tile = (steps_per_tile * max(compute, dma_step)
-            + FINISH_CYCLES * blk.nb * blk.mb * 1.25)
+    # a tile: its steps double-buffered (the larger of compute and the engine's time for the
+    # gets and the tile's put), then C written out
+    tile = (max(steps_per_tile * _compute_step(geo, es, blk) + PUT_EXPOSED * put,
+                steps_per_tile * (x_dma + w_dma) + put)
+            + FINISH_CYCLES * blk.nb * blk.mb)
     # exposed: the job record, the first step's gets, the last put; the weight loads of each
-    # N_o block (resident: every block fetched and packed one after the other) and the bias
+    # N_o block
     job = _cdiv(KERNEL.record("J_", "JOB_BYTES").nbytes, config.dma_transaction_bytes)
     exposed = (2 * config.dma_latency + job * MESH * MESH * config.dma_transaction_cycles
                + x_dma + w_dma + put)
-    loads = c["nnb"] * (config.dma_latency + config.dma_transaction_cycles * MESH * MESH)
-    if blk.resident:
-        blocks = geo.k_r * c["nkg"] * c["nkb"]
-        per_block = (config.dma_latency + _step_dma(geo, es, blk._replace(resident=False),
-                                                    config)[1]
-                     + (WIDEN_CYCLES[es] + 0.25) * blk.kb * blk.nb + STEP_CYCLES)
-        loads += c["nnb"] * blocks * per_block
-    return tiles * tile + exposed + loads
+    return tiles * tile + exposed + c["nnb"] * nb_load(geo, es, blk, config)
+
+
+def _tile_fixed(geo: ConvGeometry, es: int, blk: Blocking, config) -> float:
+    """The model's cycles of a compute-bound tile that do not grow with its steps: the
+    write-out and the exposed part of the put."""
+    return FINISH_CYCLES * blk.nb * blk.mb + PUT_EXPOSED * _step_dma(geo, es, blk, config)[2]
+
+
+def nb_load(geo: ConvGeometry, es: int, blk: Blocking, config) -> float:
+    """Cycles of the start of an N_o block: the bias and, when resident, every W block
+    fetched and packed one after the other."""
+    bias = config.dma_latency + config.dma_transaction_cycles * MESH * MESH
+    if not blk.resident:
+        return bias
+    c = counts(geo, blk)
+    per_block = (config.dma_latency + _step_dma(geo, es, blk._replace(resident=False),
+                                                config)[1]
+                 + (PACK_CYCLES[es] + 0.25) * blk.kb * blk.nb + STEP_CYCLES)
+    return bias + geo.k_r * c["nkg"] * c["nkb"] * per_block
 
 
 def supports(geo: ConvGeometry, direction, dtype, config) -> str | None:
@@ -347,3 +360,64 @@ def backward_data(geo: ConvGeometry, dy, w, machine, stats, engine) -> np.ndarra
 
 def backward_filter(geo: ConvGeometry, x, dy, machine, stats, engine) -> np.ndarray:
     raise HostError(supports(geo, "backward_filter", x.dtype, machine.config))
+
+
+# ---- estimate: a sample of tiles, extrapolated ---------------------------------------------
+
+def _sample_geometry(geo: ConvGeometry):
+    """A geometry with the same tiles and as few output rows as give two consecutive interior
+    rows (every kernel row inside the image), and the first of them; or (geo, None) when geo
+    has no interior row."""
+    rows = kernel_rows(geo)
+    if rows.max() < geo.k_r:
+        return geo, None
+    first = _cdiv(geo.padding[0], geo.stride[0])
+    r_o = min(geo.r_o, 2 * first + 2)
+    r_i = min(geo.r_i, (r_o - 1) * geo.stride[0] + geo.k_r - 2 * geo.padding[0])
+    sample = ConvGeometry(geo.batch, geo.n_i, geo.n_o, r_i, geo.c_i, geo.k_r, geo.k_c,
+                          geo.stride, geo.padding)
+    return sample, first
+
+
+def estimate(geo: ConvGeometry, direction, dtype, machine, engine="c"):
+    """Cycles of the pass's kernel extrapolated from simulating a sample (random data, the
+    model's blocking). A tile row (the column blocks of one output row, batch block and N_o
+    block) is the unit: the sample runs the tiles of one interior output row, then of two; the
+    difference is an interior row's cycles, scaled by steps for the border rows (padding rows
+    are skipped) and counted for every row of every batch and N_o block, plus the first run
+    (start-up included) and the other N_o blocks' weight loads (by the model). Rows of more
+    than SAMPLE_ROW_TILES tiles are sampled by two full interior tiles instead (the edge
+    columns then count as interior). Layers of at most 2 tiles run whole."""
+    config = machine.config
+    reason = supports(geo, direction, dtype, config)
+    if reason:
+        raise HostError(reason)
+    geo = _pass_geometry(geo, direction)
+    es = np.dtype(dtype).itemsize
+    blk = choose(geo, es, config)
+    c = counts(geo, blk)
+    rows = kernel_rows(geo)
+    sample_geo, row = _sample_geometry(geo)
+    rng = np.random.default_rng(0)
+    wt = rng.standard_normal((geo.k_r * geo.k_c, geo.n_i, geo.n_o)).astype(dtype)
+    if row is None or c["nnb"] * c["nbb"] * c["ncb"] * geo.r_o <= 2:
+        x = rng.standard_normal((geo.r_i, geo.c_i, geo.n_i, geo.batch)).astype(dtype)
+        _, run = run_kernel(geo, x, wt, None, machine, engine, blocking=blk)
+        return float(run.cycles), dict(blocking=blk, whole=True)
+    x = rng.standard_normal((sample_geo.r_i, geo.c_i, geo.n_i, geo.batch)).astype(dtype)
+    if c["ncb"] <= SAMPLE_ROW_TILES:
+        start, unit, per_row = (0, 0, row, 0), c["ncb"], 1
+    else:
+        start, unit, per_row = (0, 0, row, 1), 1, c["ncb"]
+    runs = [run_kernel(sample_geo, x, wt, None, machine, engine, blocking=blk,
+                       sample=(start, tiles))[1].cycles for tiles in (unit, 2 * unit)]
+    row_cycles = (runs[1] - runs[0]) * per_row
+    # a row's cycles = its tiles' write-outs (by the model) + its steps (the rest, measured)
+    fixed = c["ncb"] * _tile_fixed(geo, es, blk, config)
+    per_kernel_row = (row_cycles - fixed) / geo.k_r
+    blocks = c["nnb"] * c["nbb"]
+    cycles = (runs[0] + (blocks * geo.r_o - unit / c["ncb"]) * fixed
+              + (blocks * rows.sum() - geo.k_r * unit / c["ncb"]) * per_kernel_row
+              + (c["nnb"] - 1) * nb_load(geo, es, blk, config))
+    return float(cycles), dict(blocking=blk, whole=False, sampled_tiles=3 * unit,
+                               sample_cycles=tuple(runs), row_cycles=row_cycles)
