@@ -140,54 +140,38 @@ FINISH_CYCLES = 4.2
 PUT_EXPOSED = 0.7
 
 
-def _row_transactions(starts, length, config) -> int:
-    """128-byte transactions of rows of `length` bytes starting at the byte offsets
-    `starts` (eq. 3-2's waste: every line a row touches is a whole transaction)."""
-    line = config.dma_transaction_bytes
-    starts = np.asarray(starts, np.int64)
-    return int(np.sum((starts + length - 1) // line - starts // line + 1))
-
-
-def _put_cycles(starts, length, config) -> int:
-    """Engine cycles of a put of rows of `length` bytes at `starts` (docs/timing.md "DMA": a
-    write per whole line or per 16-byte piece of a partial line; the acknowledgement is
-    added by the caller per request)."""
-    line, piece = config.dma_transaction_bytes, config.dma_put_write_bytes
-    total = 0
-    for s in np.asarray(starts, np.int64).ravel():
-        e = s + length - 1
-        for ln in range(s // line, e // line + 1):
-            lo, hi = max(s, ln * line), min(e, ln * line + line - 1)
-            whole = lo == ln * line and hi == ln * line + line - 1
-            total += 1 if whole else hi // piece - lo // piece + 1
-    return total * config.dma_put_write_cycles
-
-
 def _step_dma(geo: ConvGeometry, es: int, blk: Blocking, config) -> tuple:
     """Engine cycles of one interior step's gets (X, and W when streamed) and of one tile's
-    put, summed over the 64 CPEs (first blocks of every dimension as the typical ones)."""
-    read = config.dma_transaction_cycles
-    i, j = np.divmod(np.arange(MESH * MESH), MESH)
-    m0 = i * blk.mb
-    b0 = m0 % blk.bb
+    put, summed over the 64 CPEs (the first block of every dimension as the typical one):
+    eq. 3-1/3-2 with the waste of every row, puts as the engine times them."""
+    i, j = (a[:, None] for a in np.divmod(np.arange(MESH * MESH), MESH))
+
+    def rows(first, count, valid, pitch, offset, length):
+        """Byte ranges of `valid` rows (of `count`) per CPE: row r starts at (first + r)
+        pitch + offset; rows of CPEs with no valid row or no length are masked out."""
+        r = np.arange(max(count, 1))[None, :]
+        starts = (first + r) * pitch + offset
+        mask = (r < valid) & (length > 0)
+        return starts, starts + np.maximum(length, 1) - 1, mask
+
+    b0 = (i * blk.mb) % blk.bb
     bv = np.clip(geo.batch - b0, 0, blk.mb)
     kv_x = np.clip(geo.n_i - j * blk.ki, 0, blk.ki)
-    x = 0
-    pixel = geo.n_i * geo.batch * es
-    for cpe in range(MESH * MESH):
-        if bv[cpe] and kv_x[cpe]:
-            rows = (j[cpe] * blk.ki + np.arange(kv_x[cpe])) * geo.batch * es + b0[cpe] * es
-            x += blk.g * _row_transactions(rows + pixel * 7, bv[cpe] * es, config)
-    w = put = 0
+    # X: pixel 7 stands for a typical one (its alignment in memory)
+    s, e, m = rows(j * blk.ki, blk.ki, kv_x, geo.batch * es,
+                   7 * geo.n_i * geo.batch * es + b0 * es, bv * es)
+    x = blk.g * int(np.sum(gemm_model.row_transactions(s, e, config) * m))
     nv = np.clip(geo.n_o - j * blk.nb, 0, blk.nb)
-    kv_w = np.clip(geo.n_i - i * blk.ki, 0, blk.ki)
-    for cpe in range(MESH * MESH):
-        if nv[cpe] and kv_w[cpe] and not blk.resident:
-            rows = ((i[cpe] * blk.ki + np.arange(kv_w[cpe])) * geo.n_o + j[cpe] * blk.nb) * es
-            w += blk.g * _row_transactions(rows, nv[cpe] * es, config)
-        if nv[cpe] and bv[cpe]:
-            rows = ((j[cpe] * blk.nb + np.arange(nv[cpe])) * geo.batch + b0[cpe]) * es
-            put += _put_cycles(rows, bv[cpe] * es, config) + config.dma_put_ack_cycles
+    w = 0
+    if not blk.resident:
+        kv_w = np.clip(geo.n_i - i * blk.ki, 0, blk.ki)
+        s, e, m = rows(i * blk.ki, blk.ki, kv_w, geo.n_o * es, j * blk.nb * es, nv * es)
+        w = blk.g * int(np.sum(gemm_model.row_transactions(s, e, config) * m))
+    s, e, m = rows(j * blk.nb, blk.nb, nv, geo.batch * es, b0 * es, bv * es)
+    writes = int(np.sum(gemm_model.row_put_writes(s, e, config) * m))
+    requests = int(np.sum(m.any(axis=1)))
+    put = writes * config.dma_put_write_cycles + requests * config.dma_put_ack_cycles
+    read = config.dma_transaction_cycles
     return x * read, w * read, put
 
 
@@ -386,8 +370,9 @@ def estimate(geo: ConvGeometry, direction, dtype, machine, engine="c"):
     difference is an interior row's cycles, scaled by steps for the border rows (padding rows
     are skipped) and counted for every row of every batch and N_o block, plus the first run
     (start-up included) and the other N_o blocks' weight loads (by the model). Rows of more
-    than SAMPLE_ROW_TILES tiles are sampled by two full interior tiles instead (the edge
-    columns then count as interior). Layers of at most 2 tiles run whole."""
+    than SAMPLE_ROW_TILES tiles are sampled by an interior tile (and the last, narrower one
+    if there is one): the edge columns' missing pieces count as interior. Layers of at most
+    2 tiles run whole."""
     config = machine.config
     reason = supports(geo, direction, dtype, config)
     if reason:
@@ -405,19 +390,28 @@ def estimate(geo: ConvGeometry, direction, dtype, machine, engine="c"):
         _, run = run_kernel(geo, x, wt, None, machine, engine, blocking=blk)
         return float(run.cycles), dict(blocking=blk, whole=True)
     x = rng.standard_normal((sample_geo.r_i, geo.c_i, geo.n_i, geo.batch)).astype(dtype)
+
+    def cycles_of(cb, tiles):
+        """Cycles of `tiles` tiles from column block `cb` of the interior row, and of the
+        `tiles` after them (the difference of running 2 `tiles` and `tiles`)."""
+        runs = [run_kernel(sample_geo, x, wt, None, machine, engine, blocking=blk,
+                           sample=((0, 0, row, cb), n))[1].cycles for n in (tiles, 2 * tiles)]
+        return runs[0], runs[1] - runs[0]
+
     if c["ncb"] <= SAMPLE_ROW_TILES:
-        start, unit, per_row = (0, 0, row, 0), c["ncb"], 1
-    else:
-        start, unit, per_row = (0, 0, row, 1), 1, c["ncb"]
-    runs = [run_kernel(sample_geo, x, wt, None, machine, engine, blocking=blk,
-                       sample=(start, tiles))[1].cycles for tiles in (unit, 2 * unit)]
-    row_cycles = (runs[1] - runs[0]) * per_row
+        unit = c["ncb"]
+        base, row_cycles = cycles_of(0, unit)
+    else:               # an interior tile, and the last one if it has fewer columns
+        unit = 1
+        base, interior = cycles_of(1, 1)
+        last = cycles_of(c["ncb"] - 2, 1)[1] if geo.c_o % blk.cb else interior
+        row_cycles = (c["ncb"] - 1) * interior + last
     # a row's cycles = its tiles' write-outs (by the model) + its steps (the rest, measured)
     fixed = c["ncb"] * _tile_fixed(geo, es, blk, config)
     per_kernel_row = (row_cycles - fixed) / geo.k_r
     blocks = c["nnb"] * c["nbb"]
-    cycles = (runs[0] + (blocks * geo.r_o - unit / c["ncb"]) * fixed
+    cycles = (base + (blocks * geo.r_o - unit / c["ncb"]) * fixed
               + (blocks * rows.sum() - geo.k_r * unit / c["ncb"]) * per_kernel_row
               + (c["nnb"] - 1) * nb_load(geo, es, blk, config))
-    return float(cycles), dict(blocking=blk, whole=False, sampled_tiles=3 * unit,
-                               sample_cycles=tuple(runs), row_cycles=row_cycles)
+    return float(cycles), dict(blocking=blk, whole=False, first_cycles=base,
+                               row_cycles=row_cycles)
