@@ -363,7 +363,7 @@ def _sample_geometry(geo: ConvGeometry):
     return sample, first
 
 
-def estimate(geo: ConvGeometry, direction, dtype, machine, engine="c"):
+def estimate(geo: ConvGeometry, direction, dtype, machine, engine="c", *, blocking=None):
     """Cycles of the pass's kernel extrapolated from simulating a sample (random data, the
     model's blocking). A tile row (the column blocks of one output row, batch block and N_o
     block) is the unit: the sample runs the tiles of one interior output row, then of two; the
@@ -372,14 +372,14 @@ def estimate(geo: ConvGeometry, direction, dtype, machine, engine="c"):
     (start-up included) and the other N_o blocks' weight loads (by the model). Rows of more
     than SAMPLE_ROW_TILES tiles are sampled by an interior tile (and the last, narrower one
     if there is one): the edge columns' missing pieces count as interior. Layers of at most
-    2 tiles run whole."""
+    2 tiles run whole. `blocking` overrides the model's choice."""
     config = machine.config
     reason = supports(geo, direction, dtype, config)
     if reason:
         raise HostError(reason)
     geo = _pass_geometry(geo, direction)
     es = np.dtype(dtype).itemsize
-    blk = choose(geo, es, config)
+    blk = blocking or choose(geo, es, config)
     c = counts(geo, blk)
     rows = kernel_rows(geo)
     sample_geo, row = _sample_geometry(geo)

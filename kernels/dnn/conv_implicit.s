@@ -182,6 +182,63 @@ conv_implicit_ldm_end:
 	seleq	\tmp, \size, \value, \value
 	.endm
 
+# SHARE first, valid, size, total, none: valid = clamp(JOB.total - first, 0, JOB.size) (first
+# a register); branch to `none` when nothing is left. Temporaries $2, $3, $5.
+	.macro	SHARE first, valid, size, total, none
+	ldl	$3, JOB + \total($31)
+	subl	$3, \first, \valid
+	ldl	$2, JOB + \size($31)
+	CLAMP	\valid, $2, $5
+	ble	\valid, \none
+	.endm
+
+# BLOCK_SHARE state, field, coord, first, valid, size, total, none: along a dimension cut
+# into blocks of 8 JOB.size, this CPE's part of block state.field (the state's address in a
+# register): first = (block 8 + coord) JOB.size, valid as SHARE. Temporaries $1-$3, $5.
+	.macro	BLOCK_SHARE state, field, coord, first, valid, size, total, none
+	ldl	$1, \field(\state)
+	s8addl	$1, \coord, $1
+	ldl	$2, JOB + \size($31)
+	mull	$1, $2, \first
+	SHARE	\first, \valid, \size, \total, \none
+	.endm
+
+# TILE_PLACE state, c, b0, bv, none: this CPE row's output column c = cb CB + ROW_C[i] and
+# its images from b0 = bb BB + ROW_B[i], bv of them, in the state's tile; branch to `none`
+# if c is past C_o or no image is left. Uses $10 = i. Temporaries $1-$3, $5.
+	.macro	TILE_PLACE state, c, b0, bv, none
+	ldl	$1, ST_CB(\state)
+	ldl	$2, JOB + J_CB($31)
+	mull	$1, $2, $1
+	s8addl	$10, $31, $2
+	ldl	$2, JOB + J_ROW_C($2)
+	addl	$1, $2, \c
+	ldl	$2, JOB + J_CO($31)
+	cmplt	\c, $2, $2
+	beq	$2, \none
+	ldl	$1, ST_BB(\state)
+	ldl	$2, JOB + J_BB($31)
+	mull	$1, $2, $1
+	s8addl	$10, $31, $2
+	ldl	$2, JOB + J_ROW_B($2)
+	addl	$1, $2, \b0
+	SHARE	\b0, \bv, J_MB, J_B, \none
+	.endm
+
+# ROWS_DESC desc, op, rows, len, pitch, reply: the descriptor of `rows` blocks of `len`
+# elements (registers) JOB.pitch elements apart, reply word at the address in `reply`;
+# leaves $7 = es, $24 = block bytes, $25 = size. Temporaries $3, $5.
+	.macro	ROWS_DESC desc, op, rows, len, pitch, reply
+	ldl	$7, JOB + J_ES($31)
+	mull	\len, $7, $24
+	mull	\rows, $24, $25
+	ldl	$3, JOB + \pitch($31)
+	mull	$3, $7, $3
+	subl	$3, $24, $3
+	ldi	$5, \op
+	MAKE_DESC_REGS \desc, $5, $25, $24, $3, \reply
+	.endm
+
 # KR_RANGE ro, lo, hi: the kernel rows whose input row r_o s_r + kr - p_r lies in the image:
 # lo = max(0, p_r - r_o s_r), hi = min(K_r, R_i + p_r - r_o s_r). Temporaries $2-$4.
 	.macro	KR_RANGE ro, lo, hi
@@ -294,50 +351,14 @@ issue_x:
 	stl	$31, SL_KV($18)
 	stl	$31, SL_LEN($18)
 1:
-	# output column c = cb CB + ROW_C[i]
-	ldl	$1, ST_CB($16)
-	ldl	$2, JOB + J_CB($31)
-	mull	$1, $2, $1
-	s8addl	$10, $31, $2
-	ldl	$2, JOB + J_ROW_C($2)
-	addl	$1, $2, $19           # c
-	ldl	$2, JOB + J_CO($31)
-	cmplt	$19, $2, $2
-	beq	$2, .Lx_none
-	# images b0 = bb BB + ROW_B[i], bv = clamp(B - b0, 0, MB)
-	ldl	$1, ST_BB($16)
-	ldl	$2, JOB + J_BB($31)
-	mull	$1, $2, $1
-	s8addl	$10, $31, $2
-	ldl	$2, JOB + J_ROW_B($2)
-	addl	$1, $2, $20           # b0
-	ldl	$3, JOB + J_B($31)
-	subl	$3, $20, $21
-	ldl	$4, JOB + J_MB($31)
-	CLAMP	$21, $4, $5           # bv
-	ble	$21, .Lx_none
-	# channels ni0 = (kb 8 + j) KI, kv = clamp(N_i - ni0, 0, KI)
-	ldl	$1, ST_KB($16)
-	s8addl	$1, $11, $1
-	ldl	$2, JOB + J_KI($31)
-	mull	$1, $2, $22           # ni0
-	ldl	$3, JOB + J_NI($31)
-	subl	$3, $22, $23
-	CLAMP	$23, $2, $5           # kv
-	ble	$23, .Lx_none
+	TILE_PLACE $16, $19, $20, $21, .Lx_none               # c, b0, bv
+	BLOCK_SHARE $16, ST_KB, $11, $22, $23, J_KI, J_NI, .Lx_none   # channels ni0, kv
 	stl	$21, SL_LEN($18)
 	stl	$23, SL_KV($18)
 	# the descriptor: kv blocks of bv elements, B elements apart
-	ldl	$7, JOB + J_ES($31)
-	mull	$21, $7, $24          # block bytes
-	mull	$23, $24, $25         # size
-	ldl	$3, JOB + J_B($31)
-	mull	$3, $7, $3
-	subl	$3, $24, $3           # stride
 	sll	$17, 2, $4
 	ldi	$4, REPLIES + R_A($4)
-	ldi	$5, DMA_GET
-	MAKE_DESC_REGS $6, $5, $25, $24, $3, $4
+	ROWS_DESC $6, DMA_GET, $23, $21, J_B, $4
 	# memory address of pixel (r_i, c_i = 0), channel ni0, image b0
 	ldl	$1, ST_RO($16)
 	ldl	$2, JOB + J_SR($31)
@@ -421,40 +442,15 @@ issue_w:
 	bne	$18, 1f
 	s8addl	$17, $31, $18
 	ldl	$18, JOB + J_W_RAW0($18)
-1:	# channels ni0 = (kb 8 + i) KI, kv = clamp(N_i - ni0, 0, KI)
-	ldl	$1, ST_KB($16)
-	s8addl	$1, $10, $1
-	ldl	$2, JOB + J_KI($31)
-	mull	$1, $2, $22
-	ldl	$3, JOB + J_NI($31)
-	subl	$3, $22, $23
-	CLAMP	$23, $2, $5
-	ble	$23, .Lw_none
-	# outputs no0 = (nb 8 + j) NB, nv = clamp(N_o - no0, 0, NB)
-	ldl	$1, ST_NB($16)
-	s8addl	$1, $11, $1
-	ldl	$2, JOB + J_NB($31)
-	mull	$1, $2, $20
-	ldl	$3, JOB + J_NO($31)
-	subl	$3, $20, $21
-	CLAMP	$21, $2, $5
-	ble	$21, .Lw_none
+1:	BLOCK_SHARE $16, ST_KB, $10, $22, $23, J_KI, J_NI, .Lw_none   # channels ni0, kv
+	BLOCK_SHARE $16, ST_NB, $11, $20, $21, J_NB, J_NO, .Lw_none   # outputs no0, nv
 	stl	$21, SL_LEN($19)
 	stl	$23, SL_KV($19)
-	ldl	$7, JOB + J_ES($31)
-	mull	$21, $7, $24          # block bytes
-	mull	$23, $24, $25         # size
-	ldl	$3, JOB + J_NO($31)
-	mull	$3, $7, $3
-	subl	$3, $24, $3           # stride
 	sll	$17, 2, $4
 	ldi	$4, REPLIES + R_W($4)
+	ROWS_DESC $6, DMA_GET, $23, $21, J_NO, $4   # kv blocks of nv elements, N_o apart
 	ldl	$5, JOB + J_WROW($31)
-	bne	$5, .Lw_row
-	ldi	$5, DMA_GET
-	MAKE_DESC_REGS $6, $5, $25, $24, $3, $4
-	br	.Lw_address
-.Lw_row:
+	beq	$5, .Lw_address
 	# N_o = 8 NB: the row's kv x N_o elements are contiguous; CPE (i, 0) gets them in ROW
 	# mode, NB-element blocks dealt round robin to the row's columns: each CPE receives its
 	# kv x NB block packed. The others only record what arrives (their reply words stay).
@@ -672,14 +668,8 @@ load_nb:
 	ldl	$2, JOB + J_NB($31)
 	sll	$2, 3, $2
 	ZERO	$1, $2
-	ldl	$1, CUR + ST_NB($31)
-	s8addl	$1, $11, $1
-	ldl	$2, JOB + J_NB($31)
-	mull	$1, $2, $20           # no0
-	ldl	$3, JOB + J_NO($31)
-	subl	$3, $20, $21
-	CLAMP	$21, $2, $5           # nv
-	ble	$21, 2f
+	ldi	$16, CUR
+	BLOCK_SHARE $16, ST_NB, $11, $20, $21, J_NB, J_NO, 2f   # no0, nv
 	ldl	$7, JOB + J_ES($31)
 	mull	$21, $7, $3
 	ldi	$4, REPLIES + R_SYNC
@@ -781,34 +771,9 @@ load_nb:
 # $11 = j.
 	.ent	finish
 finish:
-	ldl	$1, CUR + ST_CB($31)
-	ldl	$2, JOB + J_CB($31)
-	mull	$1, $2, $1
-	s8addl	$10, $31, $2
-	ldl	$2, JOB + J_ROW_C($2)
-	addl	$1, $2, $19           # c
-	ldl	$2, JOB + J_CO($31)
-	cmplt	$19, $2, $2
-	beq	$2, .Lfin_none
-	ldl	$1, CUR + ST_BB($31)
-	ldl	$2, JOB + J_BB($31)
-	mull	$1, $2, $1
-	s8addl	$10, $31, $2
-	ldl	$2, JOB + J_ROW_B($2)
-	addl	$1, $2, $20           # b0
-	ldl	$3, JOB + J_B($31)
-	subl	$3, $20, $21
-	ldl	$4, JOB + J_MB($31)
-	CLAMP	$21, $4, $5           # bv
-	ble	$21, .Lfin_none
-	ldl	$1, CUR + ST_NB($31)
-	s8addl	$1, $11, $1
-	ldl	$2, JOB + J_NB($31)
-	mull	$1, $2, $22           # no0
-	ldl	$3, JOB + J_NO($31)
-	subl	$3, $22, $23
-	CLAMP	$23, $2, $5           # nv
-	ble	$23, .Lfin_none
+	ldi	$16, CUR
+	TILE_PLACE $16, $19, $20, $21, .Lfin_none             # c, b0, bv
+	BLOCK_SHARE $16, ST_NB, $11, $22, $23, J_NB, J_NO, .Lfin_none   # no0, nv
 	AWAIT	C_ISSUED, R_C
 	# rows: C (pitch MB doubles) + bias[no] -> C_OUT (pitch bv elements)
 	ldl	$7, JOB + J_ES($31)
@@ -858,15 +823,8 @@ finish:
 	subl	$27, 1, $27
 	bgt	$27, .Lfin_row
 	# the put: nv blocks of bv elements, B elements apart, at y[r_o, c, no0, b0]
-	ldl	$7, JOB + J_ES($31)
-	mull	$21, $7, $24          # block bytes
-	mull	$23, $24, $25         # size
-	ldl	$3, JOB + J_B($31)
-	mull	$3, $7, $3
-	subl	$3, $24, $3           # stride
 	ldi	$4, REPLIES + R_C
-	ldi	$5, DMA_PUT
-	MAKE_DESC_REGS $6, $5, $25, $24, $3, $4
+	ROWS_DESC $6, DMA_PUT, $23, $21, J_B, $4
 	ldl	$1, CUR + ST_RO($31)
 	ldl	$2, JOB + J_CO($31)
 	mull	$1, $2, $1
