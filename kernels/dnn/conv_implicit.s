@@ -267,15 +267,6 @@ conv_implicit_ldm_end:
 	stl	$31, NXT + \field($31)
 	.endm
 
-# ZERO dst, bytes: clear `bytes` (a positive multiple of 32) from dst (32-byte aligned).
-	.macro	ZERO dst, bytes
-.Lzero\@:
-	vstd	$31, 0(\dst)
-	ldi	\dst, 32(\dst)
-	subl	\bytes, 32, \bytes
-	bgt	\bytes, .Lzero\@
-	.endm
-
 # AWAIT slot_issued, reply: spin until the reply word has counted every DMA issued with it.
 	.macro	AWAIT issued, reply
 	ldl	$1, \issued($31)
