@@ -133,6 +133,9 @@ def test_supports_names_what_it_does_not_do():
     x, dy = np.zeros(geo.x_shape, np.float32), np.zeros(geo.y_shape, np.float32)
     with pytest.raises(HostError, match="backward-filter"):
         implicit.backward_filter(geo, x, dy, Machine(), None, "c")
+    with pytest.raises(HostError, match="padding"):
+        implicit.forward(padded, np.zeros((8, 8, 3, 2), np.float32),
+                         np.zeros(padded.w_shape, np.float32), None, Machine(), None, "c")
 
 
 def test_blockings_keep_the_primitive_and_channel_rules():

@@ -324,7 +324,14 @@ def _weights(w, layout, machine, stats, engine):
     return wt
 
 
+def _check(geo: ConvGeometry, direction, dtype, config) -> None:
+    reason = supports(geo, direction, dtype, config)
+    if reason:
+        raise HostError(reason)
+
+
 def forward(geo: ConvGeometry, x, w, bias, machine, stats, engine) -> np.ndarray:
+    _check(geo, "forward", x.dtype, machine.config)
     wt = _weights(w, "NCHW", machine, stats, engine)
     y, run = run_kernel(geo, x, wt, bias, machine, engine)
     stats.phases["conv"].append(run)
@@ -332,9 +339,7 @@ def forward(geo: ConvGeometry, x, w, bias, machine, stats, engine) -> np.ndarray
 
 
 def backward_data(geo: ConvGeometry, dy, w, machine, stats, engine) -> np.ndarray:
-    reason = supports(geo, "backward_data", dy.dtype, machine.config)
-    if reason:
-        raise HostError(reason)
+    _check(geo, "backward_data", dy.dtype, machine.config)
     wt = _weights(w, "CNHW", machine, stats, engine)
     dx, run = run_kernel(_pass_geometry(geo, "backward_data"), dy, wt, None, machine, engine,
                          reverse=True)
@@ -343,7 +348,7 @@ def backward_data(geo: ConvGeometry, dy, w, machine, stats, engine) -> np.ndarra
 
 
 def backward_filter(geo: ConvGeometry, x, dy, machine, stats, engine) -> np.ndarray:
-    raise HostError(supports(geo, "backward_filter", x.dtype, machine.config))
+    _check(geo, "backward_filter", x.dtype, machine.config)
 
 
 # ---- estimate: a sample of tiles, extrapolated ---------------------------------------------
@@ -374,9 +379,7 @@ def estimate(geo: ConvGeometry, direction, dtype, machine, engine="c", *, blocki
     if there is one): the edge columns' missing pieces count as interior. Layers of at most
     2 tiles run whole. `blocking` overrides the model's choice."""
     config = machine.config
-    reason = supports(geo, direction, dtype, config)
-    if reason:
-        raise HostError(reason)
+    _check(geo, direction, dtype, config)
     geo = _pass_geometry(geo, direction)
     es = np.dtype(dtype).itemsize
     blk = blocking or choose(geo, es, config)
