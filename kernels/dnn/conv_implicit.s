@@ -30,7 +30,9 @@
 #       rows stay zero;
 #   W block (i, j): K rows (g, channel i KI + ..) x the NB channels j NB + .. of nb; streamed
 #       per step (one DMA per g) or, when all of an nb's blocks fit, *resident*: fetched and
-#       packed once per nb (the thesis' hoisted weight DMA);
+#       packed once per nb (the thesis' hoisted weight DMA). When N_o = 8 NB (J_WROW) a CPE
+#       row's W rows are contiguous: CPE (i, 0) fetches them with one ROW-mode DMA that deals
+#       every CPE of the row its NB-element rows, and the row meets at synr;
 #   C block (i, j): N_o channels j NB + .. x the CPE row's M chunk, written out after the
 #       tile's last step with one strided DMA (NB blocks of MB elements).
 # So Algorithm 3 (batch-size-aware, M = the batch at one output pixel) is CB = 1, BB = 8 MB and
@@ -38,7 +40,9 @@
 #
 # Each step double-buffers: the next step's X (and streamed W) DMAs are issued before this
 # step's blocks are waited for, packed and multiplied. A CPE issues at most 3 DMAs per step
-# (the host ensures G (1 + streamed) <= 3, the channel depth), so issuing never stalls.
+# (the host ensures G (1 + streamed) <= 3, the channel depth). The tile's put is issued
+# after the next step's prefetch; when prefetch and put would be 4 requests, the last X
+# piece waits until after the primitive call, so issuing never stalls on the channel.
 # Packing: f32 blocks are widened to f64 (the primitive's strategy 2, done here once per
 # block); partial blocks (image, channel, batch or padding boundaries) are zero-filled around
 # their valid part; a full f64 block is used where the DMA put it. Lanes past B or N_o hold
