@@ -908,6 +908,7 @@ conv_implicit:
 	# 64 CPEs' puts drain from the engine's FIFO one after the other, and requests waiting in
 	# the FIFO fill a CPE's channel: with 3 X pieces and a put, the last dma would stall until
 	# the put is served. So then the last X piece waits until after the primitive call.
+	stl	$31, X_DEFERRED($31)
 	ldl	$1, NXT + ST_VALID($31)
 	beq	$1, 1f
 	ldl	$19, JOB + J_G($31)
