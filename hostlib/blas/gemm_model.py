@@ -219,28 +219,16 @@ def _operand_rows(rows, cols, r, l, ld_bytes, es, transposed, swap, config: VMCo
     return starts, ends, valid
 
 
-def operand_transactions(*block, config: VMConfig) -> int:
-    """Transactions of the CPEs' DMAs of an operand block (arguments of ``_operand_rows``):
-    every strided block costs the segments it touches (eq. 3-2's waste)."""
-    starts, ends, valid = _operand_rows(*block, config)
+def row_transactions(starts, ends, config: VMConfig) -> np.ndarray:
+    """Transactions of DMA rows from byte `starts` to `ends` (inclusive, arrays): every row
+    costs the 128-byte segments it touches (eq. 3-2's waste)."""
     segment = config.dma_transaction_bytes
-    return int(np.sum((ends // segment - starts // segment + 1) * valid))
+    return ends // segment - starts // segment + 1
 
 
-def operand_put_cycles(*block, config: VMConfig) -> int:
-    """Engine cycles of the CPEs' puts of an operand block (one request per CPE with a
-    valid part): a write command per whole line, per write piece of a partial line, and the
-    write acknowledgement per request (docs/timing.md "DMA"). Operands start line-aligned."""
-    starts, ends, valid = _operand_rows(*block, config)
-    commands = int(np.sum(put_writes(starts, ends, config) * valid))
-    requests = int(np.sum(valid.any(axis=1)))
-    return commands * config.dma_put_write_cycles + requests * config.dma_put_ack_cycles
-
-
-def put_writes(starts, ends, config: VMConfig) -> np.ndarray:
-    """Write commands of putting the bytes starts..ends (arrays of first and last byte
-    addresses): one per whole line, one per write piece of a partial line (docs/timing.md
-    "DMA")."""
+def row_put_writes(starts, ends, config: VMConfig) -> np.ndarray:
+    """Write commands of put rows from byte `starts` to `ends` (inclusive, arrays): one per
+    whole line, one per write piece of a partial line (docs/timing.md "DMA")."""
     line, piece = config.dma_transaction_bytes, config.dma_put_write_bytes
     first, last = starts // line, ends // line
 
@@ -252,6 +240,22 @@ def put_writes(starts, ends, config: VMConfig) -> np.ndarray:
     tail = np.where(last > first, writes(last * line, ends), 0)
     middle = np.maximum(last - first - 1, 0)
     return head + tail + middle
+
+
+def operand_transactions(*block, config: VMConfig) -> int:
+    """Transactions of the CPEs' DMAs of an operand block (arguments of ``_operand_rows``)."""
+    starts, ends, valid = _operand_rows(*block, config)
+    return int(np.sum(row_transactions(starts, ends, config) * valid))
+
+
+def operand_put_cycles(*block, config: VMConfig) -> int:
+    """Engine cycles of the CPEs' puts of an operand block (one request per CPE with a
+    valid part): a write command per whole line, per write piece of a partial line, and the
+    write acknowledgement per request (docs/timing.md "DMA"). Operands start line-aligned."""
+    starts, ends, valid = _operand_rows(*block, config)
+    commands = int(np.sum(row_put_writes(starts, ends, config) * valid))
+    requests = int(np.sum(valid.any(axis=1)))
+    return commands * config.dma_put_write_cycles + requests * config.dma_put_ack_cycles
 
 
 def dma_cycles(engine_cycles: float, config: VMConfig) -> float:

@@ -415,7 +415,7 @@ def _put_cycles(starts, nbytes, config, requests=1) -> int:
     """Engine cycles of `requests` put requests whose blocks start at `starts` (`nbytes`
     each): swGEMM's model of a put's writes, and an acknowledgement per request."""
     starts, ends, _, _ = _lines(starts, nbytes, config)
-    return (int(np.sum(gemm_model.put_writes(starts, ends, config)))
+    return (int(np.sum(gemm_model.row_put_writes(starts, ends, config)))
             * config.dma_put_write_cycles + requests * config.dma_put_ack_cycles)
 
 

@@ -193,15 +193,6 @@ await:
 	ret
 	.end	await
 
-# ZERO dst, bytes: clear `bytes` (a positive multiple of 32) from dst (32-byte aligned).
-	.macro	ZERO dst, bytes
-.Lzero\@:
-	vstd	$31, 0(\dst)
-	ldi	\dst, 32(\dst)
-	subl	\bytes, 32, \bytes
-	bgt	\bytes, .Lzero\@
-	.endm
-
 # pack(op $16): make O_OPERAND point at the current block in the primitive's layout (R x L
 # doubles): the raw buffer itself for a full natural f64 block, else the packed buffer, zeroed
 # if the block is partial and filled with the valid part by a copy routine (tail call).
