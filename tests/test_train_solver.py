@@ -55,7 +55,7 @@ def test_a_net_trains_on_the_vm_and_matches_the_float64_reference():
     results = [solver.step() for _ in range(20)]
     losses = np.array([r.loss for r in results])
     assert np.allclose(losses, expected, rtol=1e-3, atol=0)
-    assert losses[-5:].mean() < 0.5 * losses[:5].mean()
+    assert losses[-5:].mean() < 0.8 * losses[:5].mean()
     assert all(r.sim_seconds > 0 and r.host_seconds > 0 for r in results)
     assert set(results[0].layer_seconds) == {"ip1", "relu", "ip2", "loss", "(update)"}
 

@@ -8,8 +8,10 @@ from tqdm import tqdm
 
 from ..train import Net, Solver, TrainError, parse_net, parse_solver
 from ..train.model import SolverParameter
+from ..train.reference import Reference
 
 DEFAULT_STEPS = 100
+REFERENCE_TOLERANCE = 1e-3      # relative loss difference float32 VM vs float64 numpy (issue 12)
 
 
 def register(subparsers) -> None:
@@ -30,6 +32,10 @@ def register(subparsers) -> None:
     train.add_argument("--resume", metavar="D", help="continue from the latest checkpoint in D "
                        "(and save into D unless --checkpoint-dir says otherwise)")
     train.add_argument("--plot", metavar="FILE.png", help="loss (and test accuracy) per step")
+    train.add_argument("--reference", action="store_true",
+                       help="run the float64 numpy reference beside the VM: log each step's "
+                            "reference loss and relative difference, fail if one exceeds "
+                            f"{REFERENCE_TOLERANCE:g}")
     train.add_argument("--explain", action="store_true",
                        help="print each layer's operator, layout and predicted time; no training")
     train.set_defaults(func=run)
@@ -66,6 +72,8 @@ def run(args) -> int:
         raise TrainError("--checkpoint-every needs --checkpoint-dir")
     if args.resume:
         trainer.restore(args.resume)
+    reference = Reference(trainer) if args.reference else None
+    worst = 0.0
     steps = args.steps or solver.max_iter or DEFAULT_STEPS
     log = open(args.log, "a" if args.resume else "w", encoding="utf-8") if args.log else None
     records = []
@@ -76,6 +84,11 @@ def run(args) -> int:
                 result = trainer.step()
                 record = dict(step=result.step, loss=result.loss, lr=result.lr,
                               sim_seconds=result.sim_seconds, host_seconds=result.host_seconds)
+                if reference is not None:
+                    record["reference_loss"] = reference.step()
+                    record["relative_difference"] = abs(result.loss / record["reference_loss"]
+                                                        - 1)
+                    worst = max(worst, record["relative_difference"])
                 if solver.test_interval and result.step % solver.test_interval == 0:
                     record["test_accuracy"] = trainer.test()
                 records.append(record)
@@ -96,6 +109,11 @@ def run(args) -> int:
         trainer.save(directory)                        # the last step is always kept
     if args.plot:
         plot(records, args.plot)
+    if reference is not None:
+        verdict = "within" if worst <= REFERENCE_TOLERANCE else "EXCEEDS"
+        print(f"float64 reference: largest relative loss difference {worst:.3g} over "
+              f"{len(records)} steps ({verdict} {REFERENCE_TOLERANCE:g})")
+        return 0 if worst <= REFERENCE_TOLERANCE else 1
     return 0
 
 

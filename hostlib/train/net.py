@@ -58,6 +58,7 @@ class Node:
     def __init__(self, layer, bottoms, tops):
         self.layer, self.bottoms, self.tops = layer, bottoms, tops
         self.params = []           # names in the parameter / gradient arenas
+        self.state = []            # names in the state arena
 
 
 class Net:
@@ -69,19 +70,23 @@ class Net:
         self.phase = phase
         self.nodes, self.shapes, self.datasets = [], {}, {}
         self.params, self.grads, self.blobs = Arena(), Arena(), Arena()
+        self.state = Arena()                        # running statistics (BatchNorm): not learned
         latest = {}                                 # Caffe blob name -> current version
         for index, lp in enumerate(self.spec.layer):
             if _in_phase(lp, phase):
                 self._add(index, lp, latest, slices)
         if not self.nodes:
             raise TrainError(f"net {self.spec.name!r} has no layer in phase {phase}")
-        for arena in (self.params, self.grads, self.blobs):
+        for arena in (self.params, self.grads, self.blobs, self.state):
             arena.build()
         rng = np.random.default_rng(seed)
         for node in self.nodes:
             if node.params:
                 for name, value in zip(node.params, node.layer.init(rng)):
                     self.params[name][...] = value
+            node.layer.state = [self.state[name] for name in node.state]
+            for view, value in zip(node.layer.state, node.layer.init_state()):
+                view[...] = value
         self.losses = [n for n in self.nodes if n.layer.param.type in LOSSES]
         self.choices = {}
         if config is not None:
@@ -98,6 +103,7 @@ class Net:
             raise TrainError(f"{where}, type: unknown layer type {lp.type!r}; known: "
                              f"{', '.join(sorted(KINDS))}")
         layer = cls(lp)
+        layer.set_phase(self.phase)
         missing = missing_operators(cls)
         if missing:
             raise layer.error("type", f"needs hostlib.dnn.{', hostlib.dnn.'.join(missing)}, "
@@ -131,6 +137,9 @@ class Net:
             self.params.add(name, shape)
             self.grads.add(name, shape)
             node.params.append(name)
+        for i, shape in enumerate(layer.state_shapes):
+            node.state.append(f"{lp.name}/state{i}")
+            self.state.add(node.state[-1], shape)
         if any(weight != 1 for weight in lp.loss_weight):
             raise layer.error("loss_weight", "only 1 is supported")
         if any(ps.lr_mult != 1 or ps.decay_mult != 1 for ps in lp.param):
@@ -154,6 +163,13 @@ class Net:
                               f"{len(layer.param.top)}")
         per_slice = p.batch_size // slices          # what one core group's pass sees
         return [(per_slice,) + dataset.sample_shape, (per_slice,)]
+
+    def share_parameters(self, other: "Net") -> None:
+        """Read ``other``'s parameter arena (one copy of the weights for every core group's
+        replica; forward and backward only read it)."""
+        if other.params.layout != self.params.layout:
+            raise TrainError(f"net {self.spec.name!r}: the replicas' parameters differ")
+        self.params = other.params
 
     @property
     def data_layer(self):
