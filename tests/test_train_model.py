@@ -1,5 +1,6 @@
 """The model definition: prototxt parsing against caffe.proto, the Python API, and the errors
 that name the layer and the field."""
+import numpy as np
 import pytest
 
 from swsim.hostlib import train
@@ -150,3 +151,14 @@ def test_the_committed_caffe_pb2_is_generated_from_caffe_proto(tmp_path):
     assert protoc.main(["protoc", f"-I{package}", f"--python_out={tmp_path}",
                         str(package / "caffe.proto")]) == 0
     assert (tmp_path / "caffe_pb2.py").read_text() == (package / "caffe_pb2.py").read_text()
+
+
+def test_what_an_operator_refuses_is_an_error_naming_the_layer(tmp_path):
+    source = tmp_path / "big.npz"
+    np.savez(source, data=np.ones((2, 1, 64, 64)), label=np.zeros(2))
+    net = train.NetSpec("big", [
+        train.Data("d", str(source), batch_size=2), train.BatchNorm("bn", "data"),
+        train.InnerProduct("ip", "bn", 2), train.SoftmaxWithLoss("loss", ["ip", "label"])])
+    with pytest.raises(train.TrainError, match=r"layer 'bn' \(BatchNorm\), operator: "
+                                               r"batchnorm_forward: .* do not fit in LDM"):
+        train.Solver(net, train.SolverSpec(base_lr=0.1)).step()

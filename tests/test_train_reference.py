@@ -51,6 +51,19 @@ def spec(tmp_path_factory):
     return NET % source
 
 
+def _check_gradient(reference, data, label, grads, name, index, step=1e-6):
+    """The analytic gradient of one parameter entry against a central difference."""
+    value = reference.params[name]
+    saved = value[index]
+    value[index] = saved + step
+    above, _ = reference.gradients(data, label)
+    value[index] = saved - step
+    below, _ = reference.gradients(data, label)
+    value[index] = saved
+    assert grads[name][index] == pytest.approx((above - below) / (2 * step), rel=1e-4,
+                                               abs=1e-7), (name, index)
+
+
 def test_the_reference_gradients_match_finite_differences(spec):
     reference = Reference(train.Solver(spec, SOLVER))
     assert reference.net.shapes["pool1"] == (4, 3, 6, 6)
@@ -58,17 +71,10 @@ def test_the_reference_gradients_match_finite_differences(spec):
     data, label = reference.order.batch(0)
     _, grads = reference.gradients(data, label)
     rng = np.random.default_rng(0)
-    step = 1e-6
     for name, value in reference.params.items():
-        for index in [tuple(rng.integers(0, n) for n in value.shape) for _ in range(3)]:
-            saved = value[index]
-            value[index] = saved + step
-            above, _ = reference.gradients(data, label)
-            value[index] = saved - step
-            below, _ = reference.gradients(data, label)
-            value[index] = saved
-            assert grads[name][index] == pytest.approx((above - below) / (2 * step),
-                                                       rel=1e-4, abs=1e-7), (name, index)
+        for _ in range(3):
+            index = tuple(rng.integers(0, n) for n in value.shape)
+            _check_gradient(reference, data, label, grads, name, index)
 
 
 @pytest.mark.parametrize("cgs", [1, 2])
@@ -136,15 +142,7 @@ def test_batchnorm_and_scale_gradients_match_finite_differences(residual):
     data, label = reference.order.batch(0)
     _, grads = reference.gradients(data, label)
     for name in ("stem/0", "scale/0", "scale/1", "branch/0"):
-        value = reference.params[name]
-        index = (0,) * value.ndim
-        saved = value[index]
-        value[index] = saved + 1e-6
-        above, _ = reference.gradients(data, label)
-        value[index] = saved - 1e-6
-        below, _ = reference.gradients(data, label)
-        value[index] = saved
-        assert grads[name][index] == pytest.approx((above - below) / 2e-6, rel=1e-4, abs=1e-7)
+        _check_gradient(reference, data, label, grads, name, (0,) * reference.params[name].ndim)
 
 
 @pytest.mark.parametrize("cgs", [1, 2])

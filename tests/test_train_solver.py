@@ -3,6 +3,7 @@ weights and data order; checkpoints are atomic and resume bit-exactly; bad input
 error; the `swsim train` command."""
 import json
 import os
+import threading
 
 import numpy as np
 import pytest
@@ -69,6 +70,9 @@ def test_the_minibatch_split_over_core_groups_gives_the_single_cg_losses(cgs):
     many = [split.step() for _ in range(4)]
     assert np.allclose([r.loss for r in many], [r.loss for r in one], rtol=1e-5, atol=0)
     assert "(reduce)" in many[0].layer_seconds
+    # Algorithm 9's threads: one per core group, started once and kept
+    assert len({thread.name for thread in threading.enumerate()
+                if thread.name.startswith(f"swsim-train-cg-{id(split):x}")}) == cgs
     # the chip's time: the slowest CG's slice, then the reduction and the update
     assert many[0].sim_seconds < one[0].sim_seconds
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ...errors import SwsimError
 from .. import dnn
 from ..blas import gemm
 from .common import DTYPE, TrainError
@@ -35,10 +36,20 @@ class Run:
         return result
 
     def op(self, layer, name, *args, **kwargs):
-        return self._account(layer, getattr(dnn, name)(*args, machine=self.machine, **kwargs))
+        return self._call(layer, name, getattr(dnn, name), *args, **kwargs)
 
     def gemm(self, layer, a, b, **kwargs):
-        return self._account(layer, gemm(a, b, machine=self.machine, **kwargs))
+        return self._call(layer, "gemm", gemm, a, b, **kwargs)
+
+    def _call(self, layer, name, operator, *args, **kwargs):
+        """Run an operator on this CG; what it refuses (a shape its kernel cannot take, a
+        buffer that does not fit in LDM) becomes an error naming the layer."""
+        try:
+            return self._account(layer, operator(*args, machine=self.machine, **kwargs))
+        except TrainError:
+            raise
+        except SwsimError as exc:
+            raise layer.error("operator", f"{name}: {exc}") from None
 
     @property
     def total_seconds(self) -> float:

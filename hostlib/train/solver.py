@@ -90,7 +90,8 @@ class Solver:
         for replica in self.replicas[1:]:
             replica.share_parameters(self.net)
         # Algorithm 9's threads, one per core group, started once
-        self._threads = ThreadPoolExecutor(max_workers=cgs, thread_name_prefix="swsim-train-cg")
+        self._threads = ThreadPoolExecutor(max_workers=cgs,
+                                           thread_name_prefix=f"swsim-train-cg-{id(self):x}")
         if not self.net.losses:
             raise TrainError(f"net {self.net.spec.name!r} has no loss layer in phase TRAIN")
         self.history = np.zeros_like(self.net.params.buffer)
