@@ -180,3 +180,18 @@ def test_the_test_net_shares_the_weights_and_measures_accuracy_over_test_iter_ba
     x, label = test_data.data[:32].reshape(32, -1), test_data.label[:32]
     expected = np.mean(np.argmax(np.maximum(x @ w.T + b, 0), axis=1) == label)
     assert solver.test() == pytest.approx(expected, abs=1e-6)
+
+
+def test_the_gradient_reducer_hook_sees_the_packed_buffer_before_the_update():
+    seen = []
+
+    def reducer(gradient):
+        seen.append(gradient.copy())
+        return gradient, {"(allreduce)": 2e-6}
+    solver = train.Solver(NET, SOLVER, cgs=2, shard=(1, 2), gradient_reducer=reducer)
+    assert solver.net.shapes["data"] == (4, 1, 8, 8)          # half of 16, over 2 CGs
+    result = solver.step()
+    assert len(seen) == 1 and seen[0].shape == solver.net.grads.buffer.shape
+    assert result.layer_seconds["(allreduce)"] == 2e-6
+    with pytest.raises(train.TrainError, match=r"shard: node k of K needs 0 <= k < K"):
+        train.Solver(NET, SOLVER, shard=(2, 2))

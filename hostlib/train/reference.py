@@ -224,7 +224,7 @@ class Reference:
         self.step_count = solver.step_count
         self.order = Order(solver.order.dataset, solver.order.batch_size, solver.order.seed)
         self.position = solver.feed.position
-        self.slices = solver.cgs
+        self.slices = solver.cgs * solver.shards      # every node's core groups: the global mean
 
     def forward(self, net, data, label):
         """Every blob of ``net``'s forward pass on (data, label), and what backward needs."""

@@ -65,7 +65,12 @@ def _digest(message) -> str:
 
 
 class Solver:
-    def __init__(self, net_spec, solver=None, *, cgs: int = 1, config="sw26010"):
+    def __init__(self, net_spec, solver=None, *, cgs: int = 1, config="sw26010",
+                 shard: tuple = (0, 1), gradient_reducer=None):
+        """`shard` = (k, K): this process is node k of K in a data-parallel run and takes the
+        k-th K-th of every minibatch; `gradient_reducer(gradient) -> (gradient, seconds)` is
+        called on the packed gradient buffer before the update (multi-node allreduce,
+        ``allreduce.GradientAllreduce`` on main), its seconds added to the step's."""
         self.solver = (solver if isinstance(solver, SolverParameter)
                        else parse_solver(solver) if solver is not None else SolverParameter())
         s = self.solver
@@ -82,10 +87,15 @@ class Solver:
         if not 1 <= cgs <= chip.num_cgs:
             raise TrainError(f"cgs: 1..{chip.num_cgs} core groups, got {cgs}")
         self.cgs = cgs
+        self.shard, self.shards = shard
+        if not 0 <= self.shard < self.shards:
+            raise TrainError(f"shard: node k of K needs 0 <= k < K, got {shard}")
+        self.gradient_reducer = gradient_reducer or (lambda gradient: (gradient, {}))
         self.seed = s.random_seed if s.random_seed >= 0 else 0
-        self.net = Net(net_spec, "TRAIN", seed=self.seed, slices=cgs, config=chip)
+        slices = cgs * self.shards
+        self.net = Net(net_spec, "TRAIN", seed=self.seed, slices=slices, config=chip)
         # one replica per core group (its blobs, gradients and layer state), one parameter copy
-        self.replicas = [self.net] + [Net(self.net.spec, "TRAIN", seed=self.seed, slices=cgs)
+        self.replicas = [self.net] + [Net(self.net.spec, "TRAIN", seed=self.seed, slices=slices)
                                       for _ in range(cgs - 1)]
         for replica in self.replicas[1:]:
             replica.share_parameters(self.net)
@@ -123,6 +133,9 @@ class Solver:
         Simulated time: the slowest CG, then the reduction and the update."""
         started = time.perf_counter()
         data, label = self.feed.next()
+        mine = slice(self.shard * len(label) // self.shards,
+                     (self.shard + 1) * len(label) // self.shards)
+        data, label = data[mine], label[mine]
         size = len(label) // self.cgs
         pieces = [(data[k * size:(k + 1) * size], label[k * size:(k + 1) * size])
                   for k in range(self.cgs)]
@@ -131,6 +144,8 @@ class Solver:
         seconds = dict(max(runs, key=lambda r: r.total_seconds).seconds)
         chip = Machine(self.config)
         gradient = self._average_gradients(chip, seconds)
+        gradient, reducer_seconds = self.gradient_reducer(gradient)
+        seconds.update(reducer_seconds)
         lr = learning_rate(self.solver, self.step_count)
         seconds["(update)"] = self.update(gradient, lr, chip)
         self.step_count += 1
@@ -165,7 +180,7 @@ class Solver:
     def update(self, gradient: np.ndarray, lr: float, chip) -> float:
         """The packed gradient buffer -> the packed parameters (and the solver's history), one
         update kernel over the whole buffer on ``cgs`` core groups; returns its simulated
-        seconds. A cross-node allreduce of ``gradient`` goes right before this call."""
+        seconds. ``gradient_reducer`` (a cross-node allreduce) runs right before this call."""
         params = self.net.params.buffer
         (new_params, new_history), stats = getattr(dnn, self.update_operator)(
             params, gradient, self.history, lr, self.solver.momentum,
