@@ -43,12 +43,17 @@ layer { name: "loss" type: "SoftmaxWithLoss" bottom: "out" bottom: "label" top: 
 SOLVER = train.SolverSpec(base_lr=0.2, momentum=0.9, weight_decay=0.01, random_seed=2)
 
 
+def _with_random_set(factory, text, seed, side):
+    """The net `text` reading 16 random 2-channel side x side images with labels 0..3."""
+    rng = np.random.default_rng(seed)
+    source = factory.mktemp("set") / "set.npz"
+    np.savez(source, data=rng.normal(size=(16, 2, side, side)), label=rng.integers(0, 4, 16))
+    return text % source
+
+
 @pytest.fixture(scope="module")
 def spec(tmp_path_factory):
-    rng = np.random.default_rng(11)
-    source = tmp_path_factory.mktemp("reference") / "set.npz"
-    np.savez(source, data=rng.normal(size=(16, 2, 6, 6)), label=rng.integers(0, 4, 16))
-    return NET % source
+    return _with_random_set(tmp_path_factory, NET, 11, 6)
 
 
 def _check_gradient(reference, data, label, grads, name, index, step=1e-6):
@@ -131,10 +136,7 @@ layer { name: "loss" type: "SoftmaxWithLoss" bottom: "out" bottom: "label" top: 
 
 @pytest.fixture(scope="module")
 def residual(tmp_path_factory):
-    rng = np.random.default_rng(12)
-    source = tmp_path_factory.mktemp("residual") / "set.npz"
-    np.savez(source, data=rng.normal(size=(16, 2, 4, 4)), label=rng.integers(0, 4, 16))
-    return RESIDUAL % source
+    return _with_random_set(tmp_path_factory, RESIDUAL, 12, 4)
 
 
 def test_batchnorm_and_scale_gradients_match_finite_differences(residual):
