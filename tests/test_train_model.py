@@ -1,5 +1,6 @@
 """The model definition: prototxt parsing against caffe.proto, the Python API, and the errors
 that name the layer and the field."""
+import numpy as np
 import pytest
 
 from swsim.hostlib import train
@@ -92,11 +93,26 @@ def test_a_layer_whose_operator_is_missing_is_refused_at_construction(monkeypatc
 
 
 def test_a_declared_kind_the_stack_does_not_drive_yet_is_refused():
-    net = GOOD.replace('type: "ReLU"', 'type: "BatchNorm"')
-    with pytest.raises(train.TrainError, match=r"layer 'relu' \(BatchNorm\), type: (needs "
-                                               r"hostlib.dnn.batchnorm_forward|the training "
+    net = GOOD.replace('type: "ReLU"', 'type: "LSTM"')
+    with pytest.raises(train.TrainError, match=r"layer 'relu' \(LSTM\), type: (needs "
+                                               r"hostlib.dnn.lstm_forward|the training "
                                                r"stack does not drive)"):
         train.Net(net)
+
+
+def test_batchnorm_and_scale_need_image_blobs_and_train_on_batch_statistics():
+    for kind in ("BatchNorm", "Scale"):
+        with pytest.raises(train.TrainError, match=rf"layer 'relu' \({kind}\), bottom: needs "
+                                                   r"an \(N, C, H, W\) blob, got \(8, 4\)"):
+            train.Net(GOOD.replace('type: "ReLU"', f'type: "{kind}"'))
+    net = train.parse_net(train.example("resnet"))
+    net.layer[2].batch_norm_param.use_global_stats = True
+    with pytest.raises(train.TrainError, match=r"layer 'stem_bn' \(BatchNorm\), batch_norm_param."
+                                               r"use_global_stats: training with the running"):
+        train.Net(net)
+    state = train.Net(train.example("resnet")).state     # mean and variance of 5 BatchNorms
+    assert len(state.layout) == 10
+    assert (state["res2b_bn/state0"] == 0).all() and (state["res2b_bn/state1"] == 1).all()
 
 
 def _setup(kind, shapes, **fields):
@@ -135,3 +151,14 @@ def test_the_committed_caffe_pb2_is_generated_from_caffe_proto(tmp_path):
     assert protoc.main(["protoc", f"-I{package}", f"--python_out={tmp_path}",
                         str(package / "caffe.proto")]) == 0
     assert (tmp_path / "caffe_pb2.py").read_text() == (package / "caffe_pb2.py").read_text()
+
+
+def test_what_an_operator_refuses_is_an_error_naming_the_layer(tmp_path):
+    source = tmp_path / "big.npz"
+    np.savez(source, data=np.ones((2, 1, 64, 64)), label=np.zeros(2))
+    net = train.NetSpec("big", [
+        train.Data("d", str(source), batch_size=2), train.BatchNorm("bn", "data"),
+        train.InnerProduct("ip", "bn", 2), train.SoftmaxWithLoss("loss", ["ip", "label"])])
+    with pytest.raises(train.TrainError, match=r"layer 'bn' \(BatchNorm\), operator: "
+                                               r"batchnorm_forward: .* do not fit in LDM"):
+        train.Solver(net, train.SolverSpec(base_lr=0.1)).step()

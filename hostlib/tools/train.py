@@ -10,8 +10,10 @@ from tqdm import tqdm
 from ..train import Net, Solver, TrainError, parse_net, parse_solver
 from ..train import allreduce
 from ..train.model import SolverParameter
+from ..train.reference import Reference
 
 DEFAULT_STEPS = 100
+REFERENCE_TOLERANCE = 1e-3      # relative loss difference float32 VM vs float64 numpy (issue 12)
 
 
 def register(subparsers) -> None:
@@ -38,6 +40,10 @@ def register(subparsers) -> None:
     train.add_argument("--supernode-size", type=int, default=allreduce.NODES_PER_SUPERNODE,
                        metavar="Q", help="nodes per supernode in the network model and Topawa's "
                        f"rank mapping (default {allreduce.NODES_PER_SUPERNODE})")
+    train.add_argument("--reference", action="store_true",
+                       help="run the float64 numpy reference beside the VM: log each step's "
+                            "reference loss and relative difference, fail if one exceeds "
+                            f"{REFERENCE_TOLERANCE:g}")
     train.add_argument("--explain", action="store_true",
                        help="print each layer's operator, layout and predicted time; no training")
     train.set_defaults(func=run)
@@ -90,9 +96,13 @@ def _run(args, spec, solver, reducer) -> int:
     directory = args.checkpoint_dir or args.resume     # a resumed run goes on saving there
     if directory is None and args.checkpoint_every:
         raise TrainError("--checkpoint-every needs --checkpoint-dir")
+    if args.reference and reducer is not None and reducer.size > 1:
+        raise TrainError("--reference follows one node's data; run it without mpiexec")
     directory = directory if lead else None            # the ranks' parameters are the same
     if args.resume:
         trainer.restore(args.resume)
+    reference = Reference(trainer) if args.reference else None
+    worst = 0.0
     steps = args.steps or solver.max_iter or DEFAULT_STEPS
     log = open(args.log, "a" if args.resume else "w", encoding="utf-8") \
         if args.log and lead else None
@@ -106,6 +116,11 @@ def _run(args, spec, solver, reducer) -> int:
                     result = reducer.global_result(result)
                 record = dict(step=result.step, loss=result.loss, lr=result.lr,
                               sim_seconds=result.sim_seconds, host_seconds=result.host_seconds)
+                if reference is not None:
+                    record["reference_loss"] = reference.step()
+                    record["relative_difference"] = abs(result.loss / record["reference_loss"]
+                                                        - 1)
+                    worst = max(worst, record["relative_difference"])
                 if lead and solver.test_interval and result.step % solver.test_interval == 0:
                     record["test_accuracy"] = trainer.test()
                 records.append(record)
@@ -126,6 +141,11 @@ def _run(args, spec, solver, reducer) -> int:
         trainer.save(directory)                        # the last step is always kept
     if args.plot and lead:
         plot(records, args.plot)
+    if reference is not None:
+        verdict = "within" if worst <= REFERENCE_TOLERANCE else "EXCEEDS"
+        print(f"float64 reference: largest relative loss difference {worst:.3g} over "
+              f"{len(records)} steps ({verdict} {REFERENCE_TOLERANCE:g})")
+        return 0 if worst <= REFERENCE_TOLERANCE else 1
     return 0
 
 

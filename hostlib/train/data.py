@@ -1,8 +1,8 @@
 """Training data: the source a Data layer names, a deterministic sample order from the solver's
 random seed, and an I/O thread that prefetches the next minibatch (thesis §7.2.2).
 
-Sources: ``sklearn:digits`` (scikit-learn's bundled 8x8 digits, no download; the first 80 % of
-the 1797 images train, the rest test) and a ``.npz`` file with arrays ``data`` (N, ...) and
+Sources: ``sklearn:digits`` (scikit-learn's bundled 8x8 digits, no download; a fixed random 80 %
+of the 1797 images train, the rest test) and a ``.npz`` file with arrays ``data`` (N, ...) and
 ``label`` (N,) (used whole in both phases)."""
 from __future__ import annotations
 
@@ -15,6 +15,10 @@ import numpy as np
 from .common import DTYPE, TrainError
 
 DIGITS_TRAIN_FRACTION = 0.8
+# The split's own seed (not the solver's): the images are stored in blocks of writers, so a
+# split by position holds later writers out (an RBF SVM tops at 95.8 % there); a fixed shuffle
+# holds out a random fifth, the usual evaluation of this set.
+DIGITS_SPLIT_SEED = 0
 
 
 def _digits(phase: str):
@@ -25,8 +29,9 @@ def _digits(phase: str):
                          "pip install 'swsim[digits]'") from None
     digits = load_digits()
     images, labels = digits.images[:, None, :, :], digits.target
+    order = np.random.default_rng(DIGITS_SPLIT_SEED).permutation(len(labels))
     split = int(len(labels) * DIGITS_TRAIN_FRACTION)
-    part = slice(None, split) if phase == "TRAIN" else slice(split, None)
+    part = order[:split] if phase == "TRAIN" else order[split:]
     return images[part], labels[part]
 
 

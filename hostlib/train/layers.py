@@ -46,6 +46,15 @@ class Layer:
         self.name = param.name
         self.param_shapes = []       # learnable blobs, in Caffe's order (weights, bias)
         self.fillers = []
+        self.state_shapes = []       # blobs the layer keeps between steps, not learned
+        self.state = []              # their views in the Net's state arena
+
+    def set_phase(self, phase: str) -> None:
+        """Called once by the Net with "TRAIN" or "TEST"."""
+
+    def init_state(self) -> list:
+        """The initial values of the ``state_shapes`` blobs."""
+        return []
 
     def error(self, field: str, message: str) -> TrainError:
         return TrainError(f"layer {self.name!r} ({self.param.type}), {field}: {message}")
@@ -362,12 +371,91 @@ class Undriven(Layer):
         return [shapes[0]]
 
 
-class BatchNorm(Undriven):
+def _planes(layer, shapes):
+    (shape,) = shapes
+    if len(shape) != 4:
+        raise layer.error("bottom", f"needs an (N, C, H, W) blob, got {shape}")
+    return shape
+
+
+class BatchNorm(Layer):
+    """Caffe's BatchNorm (normalisation only; a Scale layer after it holds γ and β) on
+    ``dnn.batchnorm_forward/backward`` with γ = 1, β = 0. TRAIN normalises by the slice's
+    statistics and updates the running mean and variance (the Net's state, not learned:
+    PyTorch's rule with momentum = 1 - moving_average_fraction); TEST uses them."""
     operators = ("batchnorm_forward", "batchnorm_backward")
 
+    def setup(self, shapes):
+        shape = _planes(self, shapes)
+        channels = shape[1]
+        self.state_shapes = [(channels,), (channels,)]      # running mean, running variance
+        self.ones, self.zeros = np.ones(channels, DTYPE), np.zeros(channels, DTYPE)
+        return [shape]
 
-class Scale(Undriven):
-    operators = ("channel_scale_forward", "channel_scale_backward")
+    def init_state(self):
+        return [self.zeros, self.ones]
+
+    def set_phase(self, phase):
+        p = self.param.batch_norm_param
+        global_stats = p.use_global_stats if p.HasField("use_global_stats") else phase == "TEST"
+        if phase == "TRAIN" and global_stats:
+            raise self.error("batch_norm_param.use_global_stats", "training with the running "
+                             "statistics is not supported")
+        self.training = not global_stats
+
+    def forward(self, run, bottoms, params):
+        p = self.param.batch_norm_param
+        mean, var = self.state
+        y, new_mean, new_var, self.saved_mean, self.saved_invstd = run.op(
+            self, "batchnorm_forward", bottoms[0], self.ones, self.zeros, mean, var,
+            training=self.training, momentum=1 - p.moving_average_fraction, eps=p.eps)
+        mean[...], var[...] = new_mean, new_var
+        return [y]
+
+    def backward(self, run, diffs, bottoms, tops, params, grads):
+        dx, _, _ = run.op(self, "batchnorm_backward", diffs[0], bottoms[0], self.ones,
+                          self.saved_mean, self.saved_invstd)
+        return [dx]
+
+
+class Scale(Layer):
+    """Caffe's Scale with one bottom: y = γ_c x + β_c per channel. hostlib.dnn has no
+    per-channel affine operator, so it runs on the batchnorm kernels with mean 0, variance 1
+    and eps 0 (1/sqrt(1) = 1 exactly): forward and dx = γ dy are inference-mode
+    ``batchnorm_forward``; dγ = Σ dy x and dβ = Σ dy are ``batchnorm_backward``'s."""
+    operators = ("batchnorm_forward", "batchnorm_backward")
+
+    def setup(self, shapes):
+        shape = _planes(self, shapes)
+        p = self.param.scale_param
+        channels = shape[1]
+        self.param_shapes = [(channels,)] + ([(channels,)] if p.bias_term else [])
+        self.fillers = [p.filler if p.HasField("filler") else None,
+                        p.bias_filler if p.HasField("bias_filler") else None]
+        self.ones, self.zeros = np.ones(channels, DTYPE), np.zeros(channels, DTYPE)
+        return [shape]
+
+    def init(self, rng):
+        gamma = (_filler(self.fillers[0], self.param_shapes[0], 1, rng)
+                 if self.fillers[0] is not None else self.ones.copy())
+        return [gamma] + [_filler(self.fillers[1], s, 1, rng) for s in self.param_shapes[1:]]
+
+    def _affine(self, run, x, gamma, beta):
+        y, *_ = run.op(self, "batchnorm_forward", x, gamma, beta, self.zeros, self.ones,
+                       training=False, eps=0.0)
+        return y
+
+    def forward(self, run, bottoms, params):
+        beta = params[1] if len(params) > 1 else self.zeros
+        return [self._affine(run, bottoms[0], params[0], beta)]
+
+    def backward(self, run, diffs, bottoms, tops, params, grads):
+        _, dgamma, dbeta = run.op(self, "batchnorm_backward", diffs[0], bottoms[0], params[0],
+                                  self.zeros, self.ones)
+        grads[0][...] = dgamma
+        if len(grads) > 1:
+            grads[1][...] = dbeta
+        return [self._affine(run, diffs[0], params[0], self.zeros)]
 
 
 class LSTM(Undriven):

@@ -31,11 +31,15 @@ class Arena:
         raw = np.zeros(self.nbytes + ALIGN, np.uint8)
         start = (-raw.ctypes.data) % ALIGN
         self.buffer = raw[start:start + self.nbytes].view(self.dtype)
-        for name, (offset, shape) in self.layout.items():
-            count = int(np.prod(shape, dtype=np.int64))
-            first = offset // self.dtype.itemsize
-            self.views[name] = self.buffer[first:first + count].reshape(shape)
+        self.views = {name: self.member(self.buffer, name) for name in self.layout}
         return self
+
+    def member(self, buffer: np.ndarray, name: str) -> np.ndarray:
+        """Member ``name`` of ``buffer``, a flat array laid out as this arena (e.g. the
+        solver's history, which shares the parameters' layout)."""
+        offset, shape = self.layout[name]
+        first = offset // self.dtype.itemsize
+        return buffer[first:first + int(np.prod(shape, dtype=np.int64))].reshape(shape)
 
     def __getitem__(self, name: str) -> np.ndarray:
         return self.views[name]

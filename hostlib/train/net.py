@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ...errors import SwsimError
 from .. import dnn
 from ..blas import gemm
 from .common import DTYPE, TrainError
@@ -35,10 +36,20 @@ class Run:
         return result
 
     def op(self, layer, name, *args, **kwargs):
-        return self._account(layer, getattr(dnn, name)(*args, machine=self.machine, **kwargs))
+        return self._call(layer, name, getattr(dnn, name), *args, **kwargs)
 
     def gemm(self, layer, a, b, **kwargs):
-        return self._account(layer, gemm(a, b, machine=self.machine, **kwargs))
+        return self._call(layer, "gemm", gemm, a, b, **kwargs)
+
+    def _call(self, layer, name, operator, *args, **kwargs):
+        """Run an operator on this CG; what it refuses (a shape its kernel cannot take, a
+        buffer that does not fit in LDM) becomes an error naming the layer."""
+        try:
+            return self._account(layer, operator(*args, machine=self.machine, **kwargs))
+        except TrainError:
+            raise
+        except SwsimError as exc:
+            raise layer.error("operator", f"{name}: {exc}") from None
 
     @property
     def total_seconds(self) -> float:
@@ -58,6 +69,7 @@ class Node:
     def __init__(self, layer, bottoms, tops):
         self.layer, self.bottoms, self.tops = layer, bottoms, tops
         self.params = []           # names in the parameter / gradient arenas
+        self.state = []            # names in the state arena
 
 
 class Net:
@@ -69,19 +81,23 @@ class Net:
         self.phase = phase
         self.nodes, self.shapes, self.datasets = [], {}, {}
         self.params, self.grads, self.blobs = Arena(), Arena(), Arena()
+        self.state = Arena()                        # running statistics (BatchNorm): not learned
         latest = {}                                 # Caffe blob name -> current version
         for index, lp in enumerate(self.spec.layer):
             if _in_phase(lp, phase):
                 self._add(index, lp, latest, slices)
         if not self.nodes:
             raise TrainError(f"net {self.spec.name!r} has no layer in phase {phase}")
-        for arena in (self.params, self.grads, self.blobs):
+        for arena in (self.params, self.grads, self.blobs, self.state):
             arena.build()
         rng = np.random.default_rng(seed)
         for node in self.nodes:
             if node.params:
                 for name, value in zip(node.params, node.layer.init(rng)):
                     self.params[name][...] = value
+            node.layer.state = [self.state[name] for name in node.state]
+            for view, value in zip(node.layer.state, node.layer.init_state()):
+                view[...] = value
         self.losses = [n for n in self.nodes if n.layer.param.type in LOSSES]
         self.choices = {}
         if config is not None:
@@ -98,6 +114,7 @@ class Net:
             raise TrainError(f"{where}, type: unknown layer type {lp.type!r}; known: "
                              f"{', '.join(sorted(KINDS))}")
         layer = cls(lp)
+        layer.set_phase(self.phase)
         missing = missing_operators(cls)
         if missing:
             raise layer.error("type", f"needs hostlib.dnn.{', hostlib.dnn.'.join(missing)}, "
@@ -131,6 +148,9 @@ class Net:
             self.params.add(name, shape)
             self.grads.add(name, shape)
             node.params.append(name)
+        for i, shape in enumerate(layer.state_shapes):
+            node.state.append(f"{lp.name}/state{i}")
+            self.state.add(node.state[-1], shape)
         if any(weight != 1 for weight in lp.loss_weight):
             raise layer.error("loss_weight", "only 1 is supported")
         if any(ps.lr_mult != 1 or ps.decay_mult != 1 for ps in lp.param):
@@ -154,6 +174,13 @@ class Net:
                               f"{len(layer.param.top)}")
         per_slice = p.batch_size // slices          # what one core group's pass sees
         return [(per_slice,) + dataset.sample_shape, (per_slice,)]
+
+    def share_parameters(self, other: "Net") -> None:
+        """Read ``other``'s parameter arena (one copy of the weights for every core group's
+        replica; forward and backward only read it)."""
+        if other.params.layout != self.params.layout:
+            raise TrainError(f"net {self.spec.name!r}: the replicas' parameters differ")
+        self.params = other.params
 
     @property
     def data_layer(self):

@@ -1,5 +1,6 @@
-"""The Solver: learning-rate policies (host scalars), SGD with momentum and weight decay as one
-``hostlib.dnn.sgd_update`` call over the packed parameter/gradient/history buffers (on the
+"""The Solver: learning-rate policies (host scalars), Algorithm 9's data parallelism over the
+core groups (one host thread and one Net replica per CG), SGD with momentum and weight decay as
+one ``hostlib.dnn.sgd_update`` call over the packed parameter/gradient/history buffers (on the
 CPEs), test evaluation, and atomic checkpoints that resume bit-exactly."""
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import os
 import tempfile
 import time
 import zipfile
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
@@ -24,7 +26,7 @@ from .net import Net, Run
 
 POLICIES = ("fixed", "step", "exp", "inv", "poly")
 UPDATE_OPERATORS = {"SGD": "sgd_update", "Adam": "adam_update"}
-CHECKPOINT_FORMAT = 1
+CHECKPOINT_FORMAT = 2          # 2: the state arena (BatchNorm's running statistics) added
 
 
 def learning_rate(solver: SolverParameter, step: int) -> float:
@@ -68,7 +70,7 @@ class Solver:
         """`shard` = (k, K): this process is node k of K in a data-parallel run and takes the
         k-th K-th of every minibatch; `gradient_reducer(gradient) -> (gradient, seconds)` is
         called on the packed gradient buffer before the update (multi-node allreduce,
-        ``allreduce.GradientAllreduce``), its seconds added to the step's."""
+        ``allreduce.GradientAllreduce`` on main), its seconds added to the step's."""
         self.solver = (solver if isinstance(solver, SolverParameter)
                        else parse_solver(solver) if solver is not None else SolverParameter())
         s = self.solver
@@ -90,8 +92,16 @@ class Solver:
             raise TrainError(f"shard: node k of K needs 0 <= k < K, got {shard}")
         self.gradient_reducer = gradient_reducer or (lambda gradient: (gradient, {}))
         self.seed = s.random_seed if s.random_seed >= 0 else 0
-        self.net = Net(net_spec, "TRAIN", seed=self.seed, slices=cgs * self.shards,
-                       config=chip)
+        slices = cgs * self.shards
+        self.net = Net(net_spec, "TRAIN", seed=self.seed, slices=slices, config=chip)
+        # one replica per core group (its blobs, gradients and layer state), one parameter copy
+        self.replicas = [self.net] + [Net(self.net.spec, "TRAIN", seed=self.seed, slices=slices)
+                                      for _ in range(cgs - 1)]
+        for replica in self.replicas[1:]:
+            replica.share_parameters(self.net)
+        # Algorithm 9's threads, one per core group, started once
+        self._threads = ThreadPoolExecutor(max_workers=cgs,
+                                           thread_name_prefix=f"swsim-train-cg-{id(self):x}")
         if not self.net.losses:
             raise TrainError(f"net {self.net.spec.name!r} has no loss layer in phase TRAIN")
         self.history = np.zeros_like(self.net.params.buffer)
@@ -118,57 +128,74 @@ class Solver:
 
     def step(self) -> StepResult:
         """One iteration of Algorithm 9: each core group's forward/backward on its slice of the
-        minibatch (simulated one after another, each on its own Machine: the VM models no
-        contention between CGs, so the cycles are those of a concurrent run), the gradients
-        averaged by CPE kernels on all ``cgs`` core groups, one update. Simulated time: the
-        slowest CG, then the reduction and the update."""
+        minibatch, on the solver's thread for that CG (all at once: the C engine releases the
+        GIL), the gradients averaged by CPE kernels on all ``cgs`` core groups, one update.
+        Simulated time: the slowest CG, then the reduction and the update."""
         started = time.perf_counter()
         data, label = self.feed.next()
         mine = slice(self.shard * len(label) // self.shards,
                      (self.shard + 1) * len(label) // self.shards)
         data, label = data[mine], label[mine]
         size = len(label) // self.cgs
-        runs, losses, accuracies, grads = [], [], [], []
-        for part in range(self.cgs):
-            run = Run(Machine(self.config))
-            piece = slice(part * size, (part + 1) * size)
-            blobs = self.net.forward(run, (data[piece], label[piece]))
-            loss = self.net.loss(blobs)
-            if not math.isfinite(loss):
-                raise TrainError(f"step {self.step_count + 1}: loss is {loss}; first "
-                                 f"non-finite blob in layer {self.net.nan_layer(blobs)!r}")
-            self.net.backward(run, blobs)
-            runs.append(run)
-            losses.append(loss)
-            accuracies.append(_accuracy(self.net, blobs))
-            grads.append(self.net.grads.buffer.copy() if self.cgs > 1 else self.net.grads.buffer)
-        chip = Machine(self.config)
+        pieces = [(data[k * size:(k + 1) * size], label[k * size:(k + 1) * size])
+                  for k in range(self.cgs)]
+        passes = list(self._threads.map(self._slice_pass, self.replicas, pieces))
+        runs = [run for run, _, _ in passes]
         seconds = dict(max(runs, key=lambda r: r.total_seconds).seconds)
-        gradient = grads[0]
-        for index, other in enumerate(grads[1:]):      # (1/N) sum, on the CPEs of N CGs
-            gradient, stats = dnn.add(gradient, other, alpha=1.0 if index else 1 / self.cgs,
-                                      beta=1 / self.cgs, machine=chip, cgs=self.cgs)
-            seconds["(reduce)"] = seconds.get("(reduce)", 0.0) + stats.seconds
+        chip = Machine(self.config)
+        gradient = self._average_gradients(chip, seconds)
         gradient, reducer_seconds = self.gradient_reducer(gradient)
         seconds.update(reducer_seconds)
         lr = learning_rate(self.solver, self.step_count)
+        seconds["(update)"] = self.update(gradient, lr, chip)
+        self.step_count += 1
+        accuracies = [accuracy for _, _, accuracy in passes]
+        accuracy = None if None in accuracies else float(np.mean(accuracies))
+        return StepResult(self.step_count, float(np.mean([loss for _, loss, _ in passes])),
+                          accuracy, lr, sum(seconds.values()), time.perf_counter() - started,
+                          seconds)
+
+    def _slice_pass(self, net: Net, batch):
+        """Forward and backward of one core group's slice on its own Machine; the gradients
+        land in that replica's packed buffer."""
+        run = Run(Machine(self.config))
+        blobs = net.forward(run, batch)
+        loss = net.loss(blobs)
+        if not math.isfinite(loss):
+            raise TrainError(f"step {self.step_count + 1}: loss is {loss}; first "
+                             f"non-finite blob in layer {net.nan_layer(blobs)!r}")
+        net.backward(run, blobs)
+        return run, loss, _accuracy(net, blobs)
+
+    def _average_gradients(self, chip, seconds) -> np.ndarray:
+        """(1/N) sum of the replicas' packed gradient buffers, on the CPEs of N CGs."""
+        gradient = self.replicas[0].grads.buffer
+        for index, other in enumerate(self.replicas[1:]):
+            gradient, stats = dnn.add(gradient, other.grads.buffer,
+                                      alpha=1.0 if index else 1 / self.cgs,
+                                      beta=1 / self.cgs, machine=chip, cgs=self.cgs)
+            seconds["(reduce)"] = seconds.get("(reduce)", 0.0) + stats.seconds
+        return gradient
+
+    def update(self, gradient: np.ndarray, lr: float, chip) -> float:
+        """The packed gradient buffer -> the packed parameters (and the solver's history), one
+        update kernel over the whole buffer on ``cgs`` core groups; returns its simulated
+        seconds. ``gradient_reducer`` (a cross-node allreduce) runs right before this call."""
         params = self.net.params.buffer
         (new_params, new_history), stats = getattr(dnn, self.update_operator)(
             params, gradient, self.history, lr, self.solver.momentum,
             self.solver.weight_decay, machine=chip, cgs=self.cgs)
         params[...] = new_params
         self.history[...] = new_history
-        seconds["(update)"] = stats.seconds
-        self.step_count += 1
-        accuracy = None if None in accuracies else float(np.mean(accuracies))
-        return StepResult(self.step_count, float(np.mean(losses)), accuracy, lr,
-                          sum(seconds.values()), time.perf_counter() - started, seconds)
+        return stats.seconds
 
     def test(self) -> float:
         """Mean accuracy of the TEST net over ``test_iter`` batches with the current weights."""
         net = self.test_net
         for name in net.params.layout:
             net.params[name][...] = self.net.params[name]
+        for name in net.state.layout:      # CG 0's running statistics
+            net.state[name][...] = self.net.state[name]
         data = net.data_layer
         order = Order(net.datasets[data.layer.name], data.layer.param.data_param.batch_size,
                       self.seed, shuffle=False)
@@ -194,6 +221,7 @@ class Solver:
         try:
             with os.fdopen(fd, "wb") as handle:
                 np.savez(handle, params=self.net.params.buffer, history=self.history,
+                         state=self.net.state.buffer,
                          step=self.step_count, position=self.feed.position,
                          **{k: np.array(v) for k, v in identity.items()})
                 handle.flush()
@@ -213,22 +241,24 @@ class Solver:
         path = found[-1]
         try:
             with np.load(path) as archive:
-                state = {key: archive[key] for key in archive.files}
+                saved = {key: archive[key] for key in archive.files}
         except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
             raise TrainError(f"checkpoint {path} is corrupt: {exc}") from None
         expected = self._identity()
         for key, value in expected.items():
-            if key not in state or state[key].item() != value:
+            if key not in saved or saved[key].item() != value:
                 raise TrainError(f"checkpoint {path} does not match: its {key} differs from "
                                  f"this run's (another net, solver or format)")
-        params = self.net.params.buffer
-        if state.get("params", np.empty(0)).shape != params.shape or \
-                state.get("history", np.empty(0)).shape != self.history.shape:
-            raise TrainError(f"checkpoint {path} is corrupt: parameter buffer sizes differ")
-        params[...] = state["params"]
-        self.history[...] = state["history"]
-        self.step_count = int(state["step"])
-        self.feed = Prefetcher(self.order, int(state["position"]))
+        buffers = dict(params=self.net.params.buffer, history=self.history,
+                       state=self.net.state.buffer)
+        for key, buffer in buffers.items():
+            if key not in saved or saved[key].shape != buffer.shape:
+                raise TrainError(f"checkpoint {path} is corrupt: its {key} buffer is missing "
+                                 f"or of another size")
+        for key, buffer in buffers.items():
+            buffer[...] = saved[key]
+        self.step_count = int(saved["step"])
+        self.feed = Prefetcher(self.order, int(saved["position"]))
         return path
 
 
