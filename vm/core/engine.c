@@ -409,7 +409,8 @@ static inline int group_ready(const Cpe *c, const Instr *leader, int64_t t)
 /* The cycle > t at which the timed stall (raw, waw, divide, global, barrier release) of a
  * leader `in` that is not ready at t may end, or TIME_NEVER if only another unit's event can
  * end it. The checked slots are those of the raw, waw and divide checks. */
-static int64_t wake_time(const Sim *s, const Cpe *c, const Instr *in, int64_t t)
+__attribute__((always_inline))
+static inline int64_t wake_time(const Sim *s, const Cpe *c, const Instr *in, int64_t t)
 {
     if (c->wait_until > t)
         return c->wait_until;
