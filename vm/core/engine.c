@@ -121,32 +121,48 @@ static inline void record_read(Cpe *c, uint64_t addr, uint64_t size)
     c->read_end[c->num_reads++] = addr + size;
 }
 
-static int execute_load(Sim *s, Cpe *c, const Instr *in, int64_t t, Fault *fault)
+/* The host pointer of an aligned access inside LDM, the common case, else NULL (then resolve
+ * decides: main memory or a fault). LDM never overlaps main memory (mem_base >= the largest
+ * LDM, vm/config.py), so this is resolve's answer for these addresses. */
+static inline uint8_t *ldm_access(const Sim *s, const Cpe *c, uint64_t addr, int size)
+{
+    if (addr & (uint64_t)(size - 1) || addr >= s->ldm_bytes || (uint64_t)size > s->ldm_bytes - addr)
+        return NULL;
+    return c->ldm + addr;
+}
+
+__attribute__((always_inline))
+static inline int execute_load(Sim *s, Cpe *c, const Instr *in, int64_t t, Fault *fault)
 {
     uint64_t addr = effective_address(c, in);
-    const uint8_t *p = resolve(s, c, addr, in->size, 0, fault);
-    if (!p)
-        return EXEC_FAULT;
+    int64_t ready = t + in->latency;
+    const uint8_t *p = ldm_access(s, c, addr, in->size);
+    if (p) {
+        record_read(c, addr, in->size);
+    } else {
+        p = resolve(s, c, addr, in->size, 0, fault);
+        if (!p)
+            return EXEC_FAULT;
+        ready = start_global_access(s, c, 1, t) + s->cfg.gld_latency;
+    }
     uint64_t value[SWSIM_LANES];
     int lanes = load_value(in->id, p, value);
-    int64_t ready = t + in->latency;
-    if (in_main_memory(s, addr))
-        ready = start_global_access(s, c, 1, t) + s->cfg.gld_latency;
-    else
-        record_read(c, addr, in->size);
     write_lanes(c, in->dest, value, lanes, ready);
     return EXEC_NEXT;
 }
 
-static int execute_store(Sim *s, Cpe *c, const Instr *in, int64_t t, Fault *fault)
+__attribute__((always_inline))
+static inline int execute_store(Sim *s, Cpe *c, const Instr *in, int64_t t, Fault *fault)
 {
     uint64_t addr = effective_address(c, in);
-    uint8_t *p = resolve(s, c, addr, in->size, 0, fault);
-    if (!p)
-        return EXEC_FAULT;
-    store_value(in->id, c->regs[in->ra], p, in->size);
-    if (in_main_memory(s, addr))
+    uint8_t *p = ldm_access(s, c, addr, in->size);
+    if (!p) {
+        p = resolve(s, c, addr, in->size, 0, fault);
+        if (!p)
+            return EXEC_FAULT;
         start_global_access(s, c, 0, t);
+    }
+    store_value(in->id, c->regs[in->ra], p, in->size);
     c->dirty = 1;
     return EXEC_NEXT;
 }
@@ -397,13 +413,15 @@ static inline int group_ready(const Cpe *c, const Instr *leader, int64_t t)
 /* The cycle > t at which the timed stall (raw, waw, divide, global, barrier release) of a
  * leader `in` that is not ready at t may end, or TIME_NEVER if only another unit's event can
  * end it. The checked slots are those of the raw, waw and divide checks. */
-static int64_t wake_time(const Sim *s, const Cpe *c, const Instr *in, int64_t t)
+__attribute__((always_inline))
+static inline int64_t wake_time(const Sim *s, const Cpe *c, const Instr *in, int64_t t)
 {
     if (c->wait_until > t)
         return c->wait_until;
     int64_t next = TIME_NEVER;
+    const int checks = in->flags & F_MORE_CHECKS ? NUM_CHECKS : 3;
 #pragma GCC unroll 5
-    for (int k = 0; k < NUM_CHECKS; k++) {   /* branch-free: the slots' order is arbitrary */
+    for (int k = 0; k < checks; k++) {   /* branch-free: the slots' order is arbitrary */
         int64_t ready = c->ready[in->checks[k]];
         int64_t later = ready > t ? ready : TIME_NEVER;
         next = later < next ? later : next;
@@ -528,14 +546,8 @@ static inline int issue(Sim *s, Cpe *c, int64_t t)
     }
     Fault *fault = &s->fault;
     const Instr *leader = c->at;
-    if (leader->flags & (F_BAD_PC | F_INVALID)) {
-        *fault = leader->flags & F_BAD_PC ? (Fault){STOP_PC, c->pc, 0}
-                                          : (Fault){STOP_UNDECODABLE, leader->word, 0};
-        record_fault(s, c, fault, t);
-        return FAULTED;
-    }
     /* the leader's reason, then that of the word after it (docs/timing.md "Issue rules");
-     * pairing and pipes precomputed per word */
+     * pairing and pipes precomputed per word. A word with F_GROUP_CHECKS is a valid one. */
     const Instr *next = leader + 1;
     int reason, next_reason = NO_STALL;
     if ((leader->flags & F_GROUP_CHECKS) && group_ready(c, leader, t)) {
@@ -543,6 +555,12 @@ static inline int issue(Sim *s, Cpe *c, int64_t t)
         if (reason == NO_STALL)
             next_reason = class_reason(s, c, next, t);
     } else {
+        if (leader->flags & (F_BAD_PC | F_INVALID)) {
+            *fault = leader->flags & F_BAD_PC ? (Fault){STOP_PC, c->pc, 0}
+                                              : (Fault){STOP_UNDECODABLE, leader->word, 0};
+            record_fault(s, c, fault, t);
+            return FAULTED;
+        }
         reason = stall_reason(s, c, leader, t);
         if (reason == NO_STALL && (leader->flags & F_CONSIDER_NEXT))
             next_reason = stall_reason(s, c, next, t);
