@@ -9,6 +9,10 @@ on the CPEs. docs/gemm.md ("swGEMM") describes the kernel.
 The kernel computes C' (M' x N', row-major in memory) = alpha A' B' + beta C' with the
 primitive's k-major operand layouts. A column-major C is handled as the row-major C^T =
 op(B)^T op(A)^T; without C the orientation with the smaller predicted time is used.
+
+``gemm_in_memory`` is the same on operands already in simulated memory (``InMemory``: an
+address, a shape and a leading dimension), for a caller whose previous launch left them
+there (the convolution's col): nothing is copied, the result stays in memory.
 """
 from __future__ import annotations
 
@@ -24,11 +28,30 @@ from . import gemm_model
 from .gemm_model import KERNEL, Blocking, Problem
 
 
+@dataclass(frozen=True)
+class InMemory:
+    """A row-major matrix in simulated main memory: `shape` = (rows, cols) at `address`,
+    `ld` elements from one row to the next (default: cols)."""
+    address: int
+    shape: tuple
+    dtype: np.dtype
+    ld: Optional[int] = None
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def lead(self) -> int:
+        return self.shape[1] if self.ld is None else self.ld
+
+
 @dataclass
 class _Stored:
-    """A logical matrix (rows x cols) as it lies in memory: `array` is C-contiguous and is
-    either the matrix (natural) or its transpose."""
-    array: np.ndarray
+    """A logical matrix (rows x cols) as it lies in memory: `array` (a C-contiguous numpy
+    array to be copied in, or an ``InMemory``) is either the matrix (natural) or its
+    transpose."""
+    array: object
     transposed: bool
 
     @property
@@ -39,10 +62,21 @@ class _Stored:
     def T(self) -> "_Stored":
         return _Stored(self.array, not self.transposed)
 
+    @property
+    def lead(self) -> int:
+        """Elements from one memory row to the next."""
+        return self.array.lead if isinstance(self.array, InMemory) else self.array.shape[1]
 
-def _stored(view: np.ndarray) -> _Stored:
+    def address(self, mem) -> int:
+        return self.array.address if isinstance(self.array, InMemory) else mem.put(self.array)
+
+
+def _stored(view) -> _Stored:
     """How `view` can be placed in memory without reordering it: as it is when C-contiguous,
-    as its transpose when F-contiguous; anything else is made contiguous first."""
+    as its transpose when F-contiguous; anything else is made contiguous first. An
+    ``InMemory`` matrix is where it is."""
+    if isinstance(view, InMemory):
+        return _Stored(view, False)
     if view.flags.c_contiguous:
         return _Stored(view, False)
     if view.flags.f_contiguous:
@@ -52,6 +86,13 @@ def _stored(view: np.ndarray) -> _Stored:
 
 class GemmError(SwsimError, ValueError):
     """A gemm() call with operands or options it cannot compute with."""
+
+
+def _op(X, trans) -> _Stored:
+    """op(X) as stored: a numpy view is transposed before placing (see ``_stored``)."""
+    if isinstance(X, InMemory):
+        return _stored(X).T if trans else _stored(X)
+    return _stored(X.T if trans else X)
 
 
 def _check_scalars(alpha, beta, trans_a, trans_b) -> None:
@@ -65,31 +106,28 @@ def _check_scalars(alpha, beta, trans_a, trans_b) -> None:
 
 
 def _operands(A, B, C, trans_a, trans_b):
-    A, B = np.asarray(A), np.asarray(B)
     dtype = A.dtype
     if dtype not in (np.float32, np.float64) or B.dtype != dtype:
         raise GemmError(f"A and B must both be float32 or both float64, got {A.dtype} and "
                          f"{B.dtype}")
     if A.ndim != 2 or B.ndim != 2:
         raise GemmError("A and B must be 2-D")
-    op_a = A.T if trans_a else A
-    op_b = B.T if trans_b else B
+    op_a, op_b = _op(A, trans_a), _op(B, trans_b)
     (m, k), (k2, n) = op_a.shape, op_b.shape
     if k != k2:
         raise GemmError(f"op(A) is {m} x {k} but op(B) is {k2} x {n}")
     if C is not None:
-        C = np.asarray(C)
         if C.dtype != dtype or C.shape != (m, n):
             raise GemmError(f"C must be {m} x {n} {dtype}, got {C.shape} {C.dtype}")
     if min(m, n, k) < 1:
         raise GemmError(f"M, N, K must be >= 1, got {m}, {n}, {k}")
-    return dtype, _stored(op_a), _stored(op_b), None if C is None else _stored(C)
+    return dtype, op_a, op_b, None if C is None else _stored(C)
 
 
 def _problem(a_km: _Stored, b_kn: _Stored, m, n, k, dtype, has_beta) -> Problem:
     return Problem(m=m, n=n, k=k, itemsize=np.dtype(dtype).itemsize,
                    a_transposed=a_km.transposed, b_transposed=b_kn.transposed,
-                   has_beta=has_beta, lda=a_km.array.shape[1], ldb=b_kn.array.shape[1])
+                   has_beta=has_beta, lda=a_km.lead, ldb=b_kn.lead)
 
 
 def gemm(A, B, C=None, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, *, engine="c",
@@ -105,9 +143,54 @@ def gemm(A, B, C=None, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, *, eng
     is called now and then during the simulation (``Machine.run``'s), a sign of life for
     large problems.
     """
-    _check_scalars(alpha, beta, trans_a, trans_b)
+    A, B = np.asarray(A), np.asarray(B)
+    C = None if C is None else np.asarray(C)
     machine = machine or Machine()
-    config = machine.config
+    address, shape, dtype, stats = _gemm(A, B, C, alpha, beta, trans_a, trans_b, engine,
+                                         blocking, machine, progress)
+    result = machine.mem.get(address, shape, dtype)
+    return (result.T if stats.swapped else result), stats
+
+
+def gemm_in_memory(A: InMemory, B: InMemory, C: Optional[InMemory] = None, alpha=1.0,
+                   beta=0.0, trans_a=False, trans_b=False, *, engine="c", blocking=None,
+                   machine=None, progress=None):
+    """``gemm`` on matrices already in `machine`'s memory (``InMemory``; C contiguous): the
+    same kernel run, with nothing copied in or out. With C the result overwrites it;
+    without, it goes to new memory. Returns (the result as an ``InMemory`` -- its transpose,
+    row-major, when ``stats.swapped`` --, Stats)."""
+    for name, operand in (("A", A), ("B", B), ("C", C)):
+        if operand is not None and not isinstance(operand, InMemory):
+            raise GemmError(f"{name} must be an InMemory matrix, got {type(operand).__name__}")
+    if C is not None and C.lead != C.shape[1]:
+        raise GemmError(f"C must be contiguous (ld = {C.shape[1]}), got ld = {C.ld}")
+    if machine is None:
+        raise GemmError("gemm_in_memory needs the machine whose memory holds the operands")
+    address, shape, dtype, stats = _gemm(A, B, C, alpha, beta, trans_a, trans_b, engine,
+                                         blocking, machine, progress)
+    return InMemory(address, shape, dtype), stats
+
+
+def _gemm(A, B, C, alpha, beta, trans_a, trans_b, engine, blocking, machine, progress):
+    """Plan and run one swgemm launch; returns (C's address, its stored shape, dtype, Stats)."""
+    predicted, swapped, a_km, b_kn, c, problem, chosen, k = _plan(
+        A, B, C, alpha, beta, trans_a, trans_b, blocking, machine.config)
+    return _run(problem, chosen, a_km, b_kn, c, alpha, beta, np.dtype(A.dtype), engine,
+                machine, swapped, predicted, k, progress)
+
+
+def gemm_plan(A, B, C=None, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, *,
+              config, blocking=None):
+    """What ``gemm`` / ``gemm_in_memory`` would run for these operands (numpy arrays or
+    ``InMemory``, only their shapes and layouts matter): (the model's predicted cycles, the
+    kernel's Problem, the Blocking, swapped)."""
+    predicted, swapped, _, _, _, problem, chosen, _ = _plan(A, B, C, alpha, beta, trans_a,
+                                                            trans_b, blocking, config)
+    return predicted, problem, chosen, swapped
+
+
+def _plan(A, B, C, alpha, beta, trans_a, trans_b, blocking, config):
+    _check_scalars(alpha, beta, trans_a, trans_b)
     dtype, op_a, op_b, c_mem = _operands(A, B, C, trans_a, trans_b)
     m, k = op_a.shape
     n = op_b.shape[1]
@@ -120,7 +203,6 @@ def gemm(A, B, C=None, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, *, eng
                                                                else c_mem.T)]
     if c_mem is not None:
         plans = [plans[1] if c_mem.transposed else plans[0]]
-    machine = machine or Machine()
     choices = []
     for swapped, a_km, b_kn, c in plans:
         mm, nn = (n, m) if swapped else (m, n)
@@ -129,9 +211,7 @@ def gemm(A, B, C=None, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, *, eng
                   else gemm_model.choose(problem, config))
         choices.append((gemm_model.predict(problem, chosen, config), swapped, a_km, b_kn, c,
                         problem, chosen))
-    predicted, swapped, a_km, b_kn, c, problem, chosen = min(choices, key=lambda c: c[0])
-    return _run(problem, chosen, a_km, b_kn, c, alpha, beta, dtype, engine, machine, swapped,
-                predicted, k, progress)
+    return (*min(choices, key=lambda c: c[0]), k)
 
 
 def _run(problem, blocking, a_km, b_kn, c, alpha, beta, dtype, engine, machine, swapped,
@@ -140,8 +220,8 @@ def _run(problem, blocking, a_km, b_kn, c, alpha, beta, dtype, engine, machine, 
     if layout is None:
         raise GemmError(f"blocking {blocking} does not fit in LDM for {problem}")
     mem = machine.mem
-    a_addr, b_addr = mem.put(a_km.array), mem.put(b_kn.array)
-    c_addr = mem.put(c.array) if c is not None else mem.alloc(
+    a_addr, b_addr = a_km.address(mem), b_kn.address(mem)
+    c_addr = c.address(mem) if c is not None else mem.alloc(
         problem.m * problem.n * problem.itemsize)
     job = _job(problem, blocking, layout, (a_addr, b_addr, c_addr), alpha, beta, machine.config)
     (m, n) = (problem.n, problem.m) if swapped else (problem.m, problem.n)
@@ -151,8 +231,7 @@ def _run(problem, blocking, a_km, b_kn, c, alpha, beta, dtype, engine, machine, 
                                        blocking=blocking, swapped=swapped,
                                        predicted_cycles=predicted),
                           progress=progress)
-    result = mem.get(c_addr, (problem.m, problem.n), dtype)
-    return (result.T if swapped else result), stats
+    return c_addr, (problem.m, problem.n), dtype, stats
 
 
 def _job(problem: Problem, blocking: Blocking, layout: dict, addresses, alpha, beta, config):

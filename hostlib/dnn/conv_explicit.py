@@ -1,79 +1,171 @@
 """Explicit GEMM convolution (thesis §5.1.1; docs/dnn.md "Convolution"): im2col / col2im by
-``kernels/dnn/im2col.s`` on the 64 CPEs, the products by swGEMM (``hostlib.blas.gemm``). With
-col[b] the (N_i K_r K_c) x (R_o C_o) matrix of image b:
-    forward          y[b]  = W col[b] (+ bias, as swGEMM's beta = 1 with a bias-broadcast C)
-    backward-data    dcol[b] = W^T dy[b], then dx = col2im(dcol)
-    backward-filter  dW = sum_b dy[b] col[b]^T (swGEMM's beta = 1 accumulates over b)
-W is w viewed as N_o x (N_i K_r K_c) and dy[b] as N_o x (R_o C_o): no host reordering. The host
-copies arrays in and out of simulated memory; every flop and element move runs on the CPEs.
+``kernels/dnn/im2col.s`` on the 64 CPEs, the products by swGEMM on the operands where they lie
+in simulated memory (``hostlib.blas.gemm_in_memory``).
 
-Like every algorithm module it provides ``PHASES`` and ``forward`` / ``backward_data`` /
-``backward_filter(geo, ..., machine, stats, engine)`` (see ``conv``).
+Activations are CNHW (``LAYOUT``): x (N_i, B, R_i, C_i), y (N_o, B, R_o, C_o). col is one
+K x (B P) matrix for the whole batch, K = N_i K_r K_c rows (c, kr, kc), B P = B R_o C_o
+columns (b, r_o, c_o) -- the thesis' batch layout trick, so every pass is one GEMM:
+    forward          y    = W col            (+ bias: swGEMM's beta = 1 on a bias-broadcast C)
+    backward-data    dcol = W^T dy, then dx = col2im(dcol)
+    backward-filter  dW   = dy col^T
+with W = w viewed as N_o x K and y, dy viewed as N_o x (B P): no reordering. col is allocated
+zeroed at its final size (the padding rows are never written, so padding costs no DMA), im2col
+writes it, swGEMM reads it in place; the host copies only the operands in and the result out.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from ...vm import HostError
-from ..blas import gemm
+from ..blas.swgemm import InMemory, gemm_in_memory
 from ..runtime.kernel import Kernel
+from . import conv_model
 from .conv_common import ConvGeometry
 
+NAME = "explicit"
+LAYOUT = "CNHW"
 KERNEL = Kernel(("dnn/im2col.s",), entry="im2col", ldm_end="im2col_ldm_end")
 PHASES = ("im2col", "gemm", "col2im")
+_COL_OPS = {"forward": ("IM2COL", "gemm"), "backward_data": ("gemm", "COL2IM"),
+            "backward_filter": ("IM2COL", "gemm")}
+
+
+def supports(geo: ConvGeometry, direction, dtype, config) -> str | None:
+    """Every shape whose padded row fits in LDM (the general fallback)."""
+    es = np.dtype(dtype).itemsize
+    for op in _COL_OPS[direction]:
+        if op != "gemm" and not _fits(geo, es, 1, op, config):
+            return (f"explicit: a padded input row ({_row_len(geo, es)} elements) and "
+                    f"K_c x C_o = {geo.k_c} x {geo.c_o} elements of col do not fit in LDM "
+                    f"({config.ldm_bytes} bytes) for {es}-byte elements")
+    return None
 
 
 def forward(geo: ConvGeometry, x, w, bias, machine, stats, engine) -> np.ndarray:
-    col = _im2col(x, geo, machine, stats, engine)
-    weights = w.reshape(geo.n_o, -1)
-    y = np.empty(geo.y_shape, x.dtype)
-    # the bias as swGEMM's C with beta = 1: a broadcast view, copied (not computed) into memory
-    c = None if bias is None else np.broadcast_to(bias[:, None], (geo.n_o, col.shape[2]))
-    for b in range(geo.batch):
-        y[b].reshape(geo.n_o, -1)[...], run = gemm(weights, col[b], C=c, beta=1.0,
-                                                   machine=machine, engine=engine)
-        stats.phases["gemm"].append(run)
-    return y
+    mem = machine.mem
+    col = _im2col(mem.put(x), geo, x.dtype, machine, stats, engine)
+    weights = InMemory(mem.put(w), (geo.n_o, col.shape[0]), x.dtype)
+    if bias is None:
+        y = InMemory(mem.alloc(geo.n_o * col.shape[1] * x.itemsize), (geo.n_o, col.shape[1]),
+                     x.dtype)
+    else:      # the bias as swGEMM's C with beta = 1: a broadcast copied (not computed) in
+        y = InMemory(mem.put(np.broadcast_to(bias[:, None], (geo.n_o, col.shape[1]))),
+                     (geo.n_o, col.shape[1]), x.dtype)
+    _, run = gemm_in_memory(weights, col, y, beta=0.0 if bias is None else 1.0,
+                            machine=machine, engine=engine)
+    stats.phases["gemm"].append(run)
+    return mem.get(y.address, _cnhw(geo.n_o, geo, "y"), x.dtype)
 
 
 def backward_data(geo: ConvGeometry, dy, w, machine, stats, engine) -> np.ndarray:
-    weights = w.reshape(geo.n_o, -1)
-    dcol = np.empty(geo.col_shape, dy.dtype)
-    for b in range(geo.batch):
-        dcol[b], run = gemm(weights, dy[b].reshape(geo.n_o, -1), trans_a=True, machine=machine,
-                            engine=engine)
-        stats.phases["gemm"].append(run)
-    return _col2im(dcol, geo, machine, stats, engine)
+    mem = machine.mem
+    rows, columns = geo.n_i * geo.k_r * geo.k_c, geo.batch * geo.r_o * geo.c_o
+    weights = InMemory(mem.put(w), (geo.n_o, rows), dy.dtype)
+    grads = InMemory(mem.put(dy), (geo.n_o, columns), dy.dtype)
+    dcol = InMemory(mem.alloc(rows * columns * dy.itemsize), (rows, columns), dy.dtype)
+    _, run = gemm_in_memory(weights, grads, dcol, trans_a=True, machine=machine, engine=engine)
+    stats.phases["gemm"].append(run)
+    dx = mem.alloc(int(np.prod(geo.x_shape)) * dy.itemsize)
+    stats.phases["col2im"].append(_launch("COL2IM", dy.itemsize, dx, dcol.address, geo,
+                                          machine, engine))
+    return mem.get(dx, _cnhw(geo.n_i, geo, "x"), dy.dtype)
 
 
 def backward_filter(geo: ConvGeometry, x, dy, machine, stats, engine) -> np.ndarray:
-    col = _im2col(x, geo, machine, stats, engine)
-    dw = None
-    for b in range(geo.batch):
-        dw, run = gemm(dy[b].reshape(geo.n_o, -1), col[b], C=dw, beta=1.0, trans_b=True,
-                       machine=machine, engine=engine)
-        stats.phases["gemm"].append(run)
-    return np.ascontiguousarray(dw, x.dtype).reshape(geo.w_shape)
+    mem = machine.mem
+    col = _im2col(mem.put(x), geo, x.dtype, machine, stats, engine)
+    grads = InMemory(mem.put(dy), (geo.n_o, col.shape[1]), x.dtype)
+    dw = InMemory(mem.alloc(geo.n_o * col.shape[0] * x.itemsize), (geo.n_o, col.shape[0]),
+                  x.dtype)
+    _, run = gemm_in_memory(grads, col, dw, trans_b=True, machine=machine, engine=engine)
+    stats.phases["gemm"].append(run)
+    return mem.get(dw.address, geo.w_shape, x.dtype)
+
+
+def predict(geo: ConvGeometry, direction, dtype, config) -> float:
+    """Model cycles of the pass on one CG: the im2col / col2im model of ``conv_model`` for
+    the kernel's tasks plus swGEMM's model for the one GEMM."""
+    es = np.dtype(dtype).itemsize
+    total = 0.0
+    for op in _COL_OPS[direction]:
+        if op == "gemm":
+            total += conv_model.gemm_cycles(_gemm_shape(geo, direction), es, config)
+        else:
+            group = _row_group(geo, es, op, config)
+            total += conv_model.im2col_cycles(geo, es, group, op == "COL2IM", config)
+    return total
+
+
+def estimate(geo: ConvGeometry, direction, dtype, machine, engine="c"):
+    """Cycles of the pass on one CG from simulating samples of each phase
+    (``conv_model.sampled_launches``, ``conv_model.sampled_gemm``): im2col / col2im on a
+    few rounds of planes, the GEMM on a few blocks along its longest dimension."""
+    es = np.dtype(dtype).itemsize
+    config = machine.config
+    total, details = 0.0, {}
+    for op in _COL_OPS[direction]:
+        if op == "gemm":
+            cycles, details["gemm"] = conv_model.sampled_gemm(
+                _gemm_shape(geo, direction), dtype, machine, engine)
+        else:
+            group = _row_group(geo, es, op, config)
+            cycles, details[op.lower()] = conv_model.sampled_launches(
+                geo.batch * geo.n_i, _planes_per_round(geo, group, config),
+                lambda planes: _plane_sample(geo, planes, es, group, op, machine, engine))
+        total += cycles
+    return total, details
+
+
+# ---- the GEMM of each pass ----------------------------------------------------------------
+
+def _gemm_shape(geo: ConvGeometry, direction):
+    """(M, N, K, trans_a, trans_b) of the pass's GEMM as gemm_in_memory runs it."""
+    rows, columns = geo.n_i * geo.k_r * geo.k_c, geo.batch * geo.r_o * geo.c_o
+    return {"forward": (geo.n_o, columns, rows, False, False),
+            "backward_data": (rows, columns, geo.n_o, True, False),
+            "backward_filter": (geo.n_o, rows, columns, False, True)}[direction]
+
+
+def _cnhw(channels, geo: ConvGeometry, which):
+    rows, cols = (geo.r_o, geo.c_o) if which == "y" else (geo.r_i, geo.c_i)
+    return (channels, geo.batch, rows, cols)
 
 
 # ---- im2col / col2im on the CPEs ----------------------------------------------------------
 
-def _im2col(x, geo: ConvGeometry, machine, stats, engine) -> np.ndarray:
-    mem = machine.mem
-    x_addr = mem.put(x)
-    col_addr = mem.alloc(int(np.prod(geo.col_shape)) * x.itemsize)   # zeroed: the pad rows
-    stats.phases["im2col"].append(_launch("IM2COL", x.itemsize, x_addr, col_addr, geo, machine,
-                                          engine))
-    return mem.get(col_addr, geo.col_shape, x.dtype)
+def _im2col(x_addr, geo: ConvGeometry, dtype, machine, stats, engine) -> InMemory:
+    """col (K x B P) in memory, written by the CPEs from x (CNHW) at `x_addr`."""
+    rows, columns = geo.n_i * geo.k_r * geo.k_c, geo.batch * geo.r_o * geo.c_o
+    es = np.dtype(dtype).itemsize
+    col = machine.mem.alloc(rows * columns * es)        # zeroed: the pad rows
+    stats.phases["im2col"].append(_launch("IM2COL", es, x_addr, col, geo, machine, engine))
+    return InMemory(col, (rows, columns), np.dtype(dtype))
 
 
-def _col2im(dcol, geo: ConvGeometry, machine, stats, engine) -> np.ndarray:
+def _plane_sample(geo: ConvGeometry, planes, es, group, op, machine, engine):
+    """A launch of `op` on the first `planes` planes (N_i' = planes / B' channels of B'
+    images) with the full problem's rows per task; random data."""
+    batch = min(geo.batch, planes)
+    sample = ConvGeometry(batch, planes // batch, geo.n_o, geo.r_i, geo.c_i, geo.k_r, geo.k_c,
+                          geo.stride, geo.padding)
     mem = machine.mem
-    col_addr = mem.put(dcol)
-    x_addr = mem.alloc(int(np.prod(geo.x_shape)) * dcol.itemsize)
-    stats.phases["col2im"].append(_launch("COL2IM", dcol.itemsize, x_addr, col_addr, geo,
-                                          machine, engine))
-    return mem.get(x_addr, geo.x_shape, dcol.dtype)
+    dtype = np.float32 if es == 4 else np.float64
+    rng = np.random.default_rng(planes)
+    x_elements, col_elements = (int(np.prod(sample.x_shape)),
+                                int(np.prod(sample.col_shape)))
+    if op == "IM2COL":
+        x, col = mem.put(rng.standard_normal(x_elements).astype(dtype)), mem.alloc(
+            col_elements * es)
+    else:
+        x, col = mem.alloc(x_elements * es), mem.put(
+            rng.standard_normal(col_elements).astype(dtype))
+    return _launch(op, es, x, col, sample, machine, engine, group).cycles
+
+
+def _planes_per_round(geo: ConvGeometry, group: int, config) -> int:
+    """The fewest planes whose tasks fill whole rounds of the CPEs (the sample's unit)."""
+    groups = -(-geo.r_i // group)
+    return config.num_cpes // np.gcd(groups, config.num_cpes)
 
 
 def _reciprocal(d: int) -> int:
@@ -96,36 +188,43 @@ def _buffers(geo: ConvGeometry, es: int, group: int, op: str, arena) -> dict:
                 pack_buf=arena.take(group * geo.c_i * es) if op == "COL2IM" else 0)
 
 
+def _fits(geo: ConvGeometry, es: int, group: int, op: str, config) -> bool:
+    arena = KERNEL.arena(config.ldm_bytes, nargs=1)
+    _buffers(geo, es, group, op, arena)
+    return arena.fits
+
+
 def _row_group(geo: ConvGeometry, es: int, op: str, config) -> int:
     """Input rows per task: as many as LDM holds (long runs of whole lines in col), but no more
     than spreads the B N_i R_i rows over the 64 CPEs, and at most a plane."""
     spread = max(1, geo.batch * geo.n_i * geo.r_i // config.num_cpes)
     group = 1
     for candidate in range(2, min(geo.r_i, spread) + 1):
-        arena = KERNEL.arena(config.ldm_bytes, nargs=1)
-        _buffers(geo, es, candidate, op, arena)
-        if not arena.fits:
+        if not _fits(geo, es, candidate, op, config):
             break
         group = candidate
     return group
 
 
-def _launch(op: str, es: int, x_addr: int, col_addr: int, geo: ConvGeometry, machine, engine):
+def _launch(op: str, es: int, x_addr: int, col_addr: int, geo: ConvGeometry, machine, engine,
+            group=None):
     config = machine.config
-    group = _row_group(geo, es, op, config)
+    group = group or _row_group(geo, es, op, config)
     arena = KERNEL.arena(config.ldm_bytes, nargs=1)
     buffers = _buffers(geo, es, group, op, arena)
     if not arena.fits:
-        raise HostError(f"explicit convolution: a padded input row ({_row_len(geo, es)} "
-                        f"elements) and K_c x C_o = {geo.k_c} x {geo.c_o} elements of col do "
-                        f"not fit in LDM ({config.ldm_bytes} bytes) for {es}-byte elements")
+        raise HostError(supports(geo, "forward" if op == "IM2COL" else "backward_data",
+                                 np.float32 if es == 4 else np.float64, config))
     groups = -(-geo.r_i // group)
+    pitch = geo.batch * geo.r_o * geo.c_o * es
     job = KERNEL.record("J_", "JOB_BYTES").new(
         op=KERNEL.symbol(f"OP_{op}"), es=es, x=x_addr, col=col_addr,
         tasks=geo.batch * geo.n_i * groups, group=group, groups=groups,
         groups_inv=_reciprocal(groups), ri=geo.r_i, ci=geo.c_i, ro=geo.r_o, co=geo.c_o,
         kr=geo.k_r, kc=geo.k_c, sr=geo.stride[0], sc=geo.stride[1],
         sr_inv=_reciprocal(geo.stride[0]), pr=geo.padding[0], pc=geo.padding[1],
-        row_len=_row_len(geo, es), **buffers)
+        row_len=_row_len(geo, es), inner=geo.batch, inner_inv=_reciprocal(geo.batch),
+        col_outer=geo.k_r * geo.k_c * pitch, col_inner=geo.r_o * geo.c_o * es,
+        col_pitch=pitch, **buffers)
     return KERNEL.launch(machine, [machine.mem.put(job)], flops=0, engine=engine,
                          details=dict(op=op.lower(), rows_per_task=group))

@@ -1,0 +1,164 @@
+"""The convolution's performance model (thesis §3.2 eq. 3-1/3-2, §4.2.3; docs/dnn.md
+"Convolution"), beside swGEMM's ``hostlib.blas.gemm_model``: pieces every algorithm module
+can build its ``predict`` on, and the sampling its ``estimate`` uses.
+
+Model pieces (no simulation):
+- ``strided_get_cycles`` / ``strided_put_cycles``: a strided DMA (blocks of `block` bytes,
+  `stride` bytes apart) timed as the configuration's DMA engine does (eq. 3-2: every block
+  pays the 128-byte lines it touches; a put by its write pieces and acknowledgement);
+- ``primitive_cycles``: one call of the LDM GEMM primitive (eq. 4-2 as fitted);
+- ``gemm_cycles``: one swGEMM launch as ``gemm_in_memory`` would plan it;
+- ``im2col_cycles``: the im2col / col2im kernel (the explicit algorithm's data movement).
+
+Sampling (simulation of part of a pass, then extrapolation):
+- ``sampled_launches``: a launch whose cycles are linear in its units of work (whole rounds
+  over the CPEs), from two sample sizes;
+- ``sampled_gemm``: a swGEMM launch, from sub-GEMMs with 2 and 3 blocks along its longest
+  block dimensions, extrapolated multilinearly in the block counts (a launch's time is the
+  sum of its steps, and every inner block's steps cost the same).
+"""
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+
+from ..blas import gemm_model
+from ..blas.gemm_model import put_engine_cycles, transactions
+from ..blas.swgemm import InMemory, gemm_in_memory, gemm_plan
+
+# CPE cycles per element of the im2col kernel's LDM loops (kernels/dnn/im2col.s ROW_COL:
+# load, store, two address adds, count, branch; the col2im loop also loads and adds), read
+# off the loop and checked against runs (tests/test_dnn_conv.py).
+SELECT_CYCLES = {False: 3.0, True: 9.0}
+SAMPLE_ROUNDS = (1, 2)        # rounds of CPE work simulated by sampled_launches
+SAMPLE_BLOCKS = (2, 3)        # blocks along a sampled GEMM dimension
+SAMPLED_AXES = 2              # GEMM dimensions sampled at most (the ones with most blocks)
+
+
+def _blocks(start: int, block: int, stride: int, count: int):
+    """First and last byte of each of `count` blocks (arrays)."""
+    starts = start + np.arange(count) * (block + stride)
+    return starts, starts + block - 1
+
+
+def strided_get_cycles(block: int, stride: int, count: int, config, start: int = 0) -> float:
+    """Eq. 3-2 for one get of `count` blocks: T_latency + its lines at the engine's rate."""
+    starts, ends = _blocks(start, block, stride, count)
+    lines = transactions(starts, ends, np.ones(count, bool), config)
+    return config.dma_latency + lines * config.dma_transaction_cycles
+
+
+def strided_put_cycles(block: int, stride: int, count: int, config, start: int = 0) -> float:
+    """One put of `count` blocks: T_latency + the engine's writes and acknowledgement."""
+    starts, ends = _blocks(start, block, stride, count)
+    return config.dma_latency + put_engine_cycles(starts[None], ends[None],
+                                                  np.ones((1, count), bool), config)
+
+
+def primitive_cycles(mb: int, nb: int, kb: int) -> float:
+    """One LDM GEMM primitive call on 8 Mb x 8 Nb x 8 Kb (eq. 4-2, gemm_model's fit)."""
+    return gemm_model.primitive_cycles(mb, nb, kb)
+
+
+def _operands(shape, dtype):
+    m, n, k, trans_a, trans_b = shape
+    dtype = np.dtype(dtype)
+    a = InMemory(0, (k, m) if trans_a else (m, k), dtype)
+    b = InMemory(0, (n, k) if trans_b else (k, n), dtype)
+    return a, b, InMemory(0, (m, n), dtype)
+
+
+def gemm_cycles(shape, itemsize: int, config) -> float:
+    """swGEMM's predicted cycles for (M, N, K, trans_a, trans_b) with contiguous operands and
+    a row-major C (gemm_model.predict on the blocking it would choose)."""
+    a, b, c = _operands(shape, np.float32 if itemsize == 4 else np.float64)
+    return gemm_plan(a, b, c, trans_a=shape[3], trans_b=shape[4], config=config)[0]
+
+
+def im2col_cycles(geo, itemsize: int, group: int, col2im: bool, config) -> float:
+    """The im2col (or col2im) kernel: tasks of `group` input rows over the CPEs. Per task its
+    row DMAs, per kernel row the strided DMA of K_c runs and the LDM selections (sums); the
+    CG's DMA engine serves every CPE, so the launch takes the longer of the engine's total
+    work and one CPE's share of the tasks (its own DMA latencies and LDM loops)."""
+    es, cpes = itemsize, config.num_cpes
+    groups = -(-geo.r_i // group)
+    tasks = geo.batch * geo.n_i * groups
+    row = geo.c_i * es
+    rows_get = (strided_put_cycles if col2im else strided_get_cycles)(
+        row * group if col2im else row, 0, 1 if col2im else group, config)
+    run_bytes = -(-group // geo.stride[0]) * geo.c_o * es
+    pitch = geo.batch * geo.r_o * geo.c_o * es
+    col_dma = (strided_get_cycles if col2im else strided_put_cycles)(
+        run_bytes, pitch - run_bytes, geo.k_c, config)
+    dma = rows_get + geo.k_r * col_dma
+    engine = dma - (1 + geo.k_r) * config.dma_latency
+    select = SELECT_CYCLES[col2im] * geo.k_r * geo.k_c * run_bytes / es
+    per_cpe = -(-tasks // cpes) * (dma + select)
+    return max(per_cpe, tasks * engine)
+
+
+def sampled_launches(units: int, unit: int, run):
+    """Cycles of a launch over `units` units of work (whole rounds every `unit` units),
+    extrapolated linearly from ``run(n)`` (the cycles of a launch on n units) at
+    SAMPLE_ROUNDS rounds; simulated whole when that is no more work. Returns (cycles,
+    details)."""
+    sizes = [unit * r for r in SAMPLE_ROUNDS]
+    if units <= sizes[-1]:
+        return float(run(units)), dict(units=units, simulated=[units])
+    first, second = (run(n) for n in sizes)
+    slope = (second - first) / (sizes[1] - sizes[0])
+    return first + slope * (units - sizes[0]), dict(units=units, simulated=sizes)
+
+
+def sampled_gemm(shape, dtype, machine, engine="c"):
+    """Cycles of the swGEMM launch of (M, N, K, trans_a, trans_b) as ``gemm_in_memory`` runs
+    it on contiguous operands with a row-major C, from sub-GEMMs with the same blocking:
+    along each of the (at most SAMPLED_AXES) dimensions with more than SAMPLE_BLOCKS[-1]
+    blocks, 2 and 3 blocks (the last one the full problem's last, partial or not), the others
+    whole; the cycles are solved as multilinear in those block counts and evaluated at the
+    full counts. Random data. Returns (cycles, details)."""
+    config = machine.config
+    dtype = np.dtype(dtype)
+    a, b, c = _operands(shape, dtype)
+    _, problem, blocking, _ = gemm_plan(a, b, c, trans_a=shape[3], trans_b=shape[4],
+                                        config=config)
+    side = gemm_model.mesh(config)
+    sizes = dict(m=shape[0], n=shape[1], k=shape[2])
+    widths = dict(m=side * blocking.mb, n=side * blocking.nb, k=side * blocking.kb)
+    counts = {axis: -(-sizes[axis] // widths[axis]) for axis in sizes}
+    axes = sorted((axis for axis in counts if counts[axis] > SAMPLE_BLOCKS[-1]),
+                  key=lambda axis: -counts[axis])[:SAMPLED_AXES]
+    rng = np.random.default_rng(0)
+    samples = []
+    for blocks in itertools.product(SAMPLE_BLOCKS, repeat=len(axes)):
+        sub = dict(sizes)
+        for axis, count in zip(axes, blocks):
+            sub[axis] = sizes[axis] - (counts[axis] - count) * widths[axis]
+        samples.append((blocks, _gemm_run((sub["m"], sub["n"], sub["k"], *shape[3:]), dtype,
+                                          blocking, machine, engine, rng)))
+
+    def terms(blocks):        # 1, c_a, c_b, c_a c_b, ...
+        return [np.prod([blocks[i] for i in subset])
+                for r in range(len(blocks) + 1)
+                for subset in itertools.combinations(range(len(blocks)), r)]
+
+    matrix = np.array([terms(blocks) for blocks, _ in samples], float)
+    coefficients = np.linalg.solve(matrix, np.array([cycles for _, cycles in samples], float))
+    cycles = float(np.dot(terms([counts[axis] for axis in axes]), coefficients))
+    return cycles, dict(blocking=tuple(blocking), blocks=counts, sampled_axes=axes,
+                        samples=len(samples))
+
+
+def _gemm_run(shape, dtype, blocking, machine, engine, rng) -> int:
+    """Cycles of one gemm_in_memory launch of `shape` on random operands."""
+    m, n, k, trans_a, trans_b = shape
+    mem = machine.mem
+    operands = []
+    for rows, cols in ((k, m) if trans_a else (m, k), (n, k) if trans_b else (k, n)):
+        operands.append(InMemory(mem.put(rng.standard_normal((rows, cols)).astype(dtype)),
+                                 (rows, cols), dtype))
+    c = InMemory(mem.alloc(m * n * dtype.itemsize), (m, n), dtype)
+    _, stats = gemm_in_memory(*operands, c, trans_a=trans_a, trans_b=trans_b,
+                              blocking=blocking, machine=machine, engine=engine)
+    return stats.cycles
