@@ -55,6 +55,7 @@ class Problem:
     has_beta: bool = False
     lda: Optional[int] = None
     ldb: Optional[int] = None
+    ldc: Optional[int] = None     # C's elements per memory row (default n)
 
     @property
     def lda_(self) -> int:
@@ -63,6 +64,10 @@ class Problem:
     @property
     def ldb_(self) -> int:
         return self.ldb or (self.k if self.b_transposed else self.n)
+
+    @property
+    def ldc_(self) -> int:
+        return self.ldc or self.n
 
 
 def _ceil_div(a: int, b: int) -> int:
@@ -250,7 +255,7 @@ def predict(problem: Problem, blocking: Blocking, config: VMConfig,
                                         problem.a_transposed, True, config=config)
     b_dma = read * operand_transactions(k, problem.n, kb, nb, problem.ldb_ * es, es,
                                         problem.b_transposed, False, config=config)
-    c_block = (problem.m, problem.n, mb, nb, problem.n * es, es, False, False)
+    c_block = (problem.m, problem.n, mb, nb, problem.ldc_ * es, es, False, False)
     c_dma = operand_put_cycles(*c_block, config=config) + (
         read * operand_transactions(*c_block, config=config) if problem.has_beta else 0)
     # A changes every step unless K has one block and only N advances; B likewise.

@@ -31,7 +31,7 @@ from .gemm_model import KERNEL, Blocking, Problem
 @dataclass(frozen=True)
 class InMemory:
     """A row-major matrix in simulated main memory: `shape` = (rows, cols) at `address`,
-    `ld` elements from one row to the next (default: cols)."""
+    `ld` (>= cols) elements from one row to the next (default: cols)."""
     address: int
     shape: tuple
     dtype: np.dtype
@@ -124,10 +124,12 @@ def _operands(A, B, C, trans_a, trans_b):
     return dtype, op_a, op_b, None if C is None else _stored(C)
 
 
-def _problem(a_km: _Stored, b_kn: _Stored, m, n, k, dtype, has_beta) -> Problem:
+def _problem(a_km: _Stored, b_kn: _Stored, c: Optional[_Stored], m, n, k, dtype,
+             has_beta) -> Problem:
     return Problem(m=m, n=n, k=k, itemsize=np.dtype(dtype).itemsize,
                    a_transposed=a_km.transposed, b_transposed=b_kn.transposed,
-                   has_beta=has_beta, lda=a_km.lead, ldb=b_kn.lead)
+                   has_beta=has_beta, lda=a_km.lead, ldb=b_kn.lead,
+                   ldc=None if c is None else c.lead)
 
 
 def gemm(A, B, C=None, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, *, engine="c",
@@ -155,15 +157,16 @@ def gemm(A, B, C=None, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, *, eng
 def gemm_in_memory(A: InMemory, B: InMemory, C: Optional[InMemory] = None, alpha=1.0,
                    beta=0.0, trans_a=False, trans_b=False, *, engine="c", blocking=None,
                    machine=None, progress=None):
-    """``gemm`` on matrices already in `machine`'s memory (``InMemory``; C contiguous): the
-    same kernel run, with nothing copied in or out. With C the result overwrites it;
-    without, it goes to new memory. Returns (the result as an ``InMemory`` -- its transpose,
+    """``gemm`` on matrices already in `machine`'s memory (``InMemory``, each with its
+    leading dimension): the same kernel run, with nothing copied in or out. With C the
+    result overwrites it; without, it goes to new memory. Returns (the result as an ``InMemory`` -- its transpose,
     row-major, when ``stats.swapped`` --, Stats)."""
     for name, operand in (("A", A), ("B", B), ("C", C)):
         if operand is not None and not isinstance(operand, InMemory):
             raise GemmError(f"{name} must be an InMemory matrix, got {type(operand).__name__}")
-    if C is not None and C.lead != C.shape[1]:
-        raise GemmError(f"C must be contiguous (ld = {C.shape[1]}), got ld = {C.ld}")
+        if operand is not None and operand.lead < operand.shape[1]:
+            raise GemmError(f"{name}'s ld must be at least its {operand.shape[1]} columns, "
+                            f"got {operand.ld}")
     if machine is None:
         raise GemmError("gemm_in_memory needs the machine whose memory holds the operands")
     address, shape, dtype, stats = _gemm(A, B, C, alpha, beta, trans_a, trans_b, engine,
@@ -206,7 +209,7 @@ def _plan(A, B, C, alpha, beta, trans_a, trans_b, blocking, config):
     choices = []
     for swapped, a_km, b_kn, c in plans:
         mm, nn = (n, m) if swapped else (m, n)
-        problem = _problem(a_km, b_kn, mm, nn, k_product, dtype, has_beta)
+        problem = _problem(a_km, b_kn, c, mm, nn, k_product, dtype, has_beta)
         chosen = (Blocking(*blocking) if blocking is not None
                   else gemm_model.choose(problem, config))
         choices.append((gemm_model.predict(problem, chosen, config), swapped, a_km, b_kn, c,
@@ -252,7 +255,7 @@ def _job(problem: Problem, blocking: Blocking, layout: dict, addresses, alpha, b
               blocking.mb, 1, layout["a_raw"], layout["a_pack"]),
         "b": (b_addr, problem.ldb, problem.b_transposed, k, problem.n, blocking.kb,
               blocking.nb, 0, layout["b_raw"], layout["b_pack"]),
-        "c": (c_addr, problem.n, False, problem.m, problem.n, blocking.mb, blocking.nb, 0,
+        "c": (c_addr, problem.ldc_, False, problem.m, problem.n, blocking.mb, blocking.nb, 0,
               (layout["c_in"], layout["c_out"]), 0),
     }
     for name, (base, ld, trans, rows, cols, r, l, swap, raws, pack) in operands.items():

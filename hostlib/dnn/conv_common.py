@@ -154,6 +154,4 @@ def make_geometry(x_shape, w_shape, stride, padding, w_name) -> ConvGeometry:
     if geo.r_o < 1 or geo.c_o < 1:
         raise HostError(f"kernel {geo.k_r}x{geo.k_c} is larger than the padded image "
                         f"{geo.r_i}x{geo.c_i} + 2 x {geo.padding} ({w_name}, padding)")
-    if geo.batch * geo.n_i * geo.r_i >= (1 << 32) // geo.r_i:
-        raise HostError(f"x has too many rows ({geo.batch * geo.n_i * geo.r_i}) for the kernel")
     return geo

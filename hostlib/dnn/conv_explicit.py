@@ -30,6 +30,9 @@ _COL_OPS = {"forward": ("IM2COL", "gemm"), "backward_data": ("gemm", "COL2IM"),
             "backward_filter": ("IM2COL", "gemm")}
 
 
+COL_BYTES = 1 << 30           # col's size at most: larger batches run in equal chunks
+
+
 def supports(geo: ConvGeometry, direction, dtype, config) -> str | None:
     """Every shape whose padded row fits in LDM (the general fallback)."""
     es = np.dtype(dtype).itemsize
@@ -38,92 +41,143 @@ def supports(geo: ConvGeometry, direction, dtype, config) -> str | None:
             return (f"explicit: a padded input row ({_row_len(geo, es)} elements) and "
                     f"K_c x C_o = {geo.k_c} x {geo.c_o} elements of col do not fit in LDM "
                     f"({config.ldm_bytes} bytes) for {es}-byte elements")
+    if not _exact(geo, 1, 1):
+        return (f"explicit: {geo.n_i} x {geo.r_i} input rows per image are too many for the "
+                "im2col kernel's divisions")
     return None
+
+
+class _Pass:
+    """The memory of one pass: the batch in chunks of `images` (one chunk unless col would
+    exceed COL_BYTES), W, and col (or dcol) for one chunk, reused by every chunk."""
+
+    def __init__(self, geo: ConvGeometry, dtype, machine, w=None):
+        self.geo, self.dtype, self.machine = geo, np.dtype(dtype), machine
+        self.images = _chunk(geo, self.dtype.itemsize)
+        self.chunk = ConvGeometry(self.images, geo.n_i, geo.n_o, geo.r_i, geo.c_i, geo.k_r,
+                                  geo.k_c, geo.stride, geo.padding)
+        self.rows = geo.n_i * geo.k_r * geo.k_c
+        self.pixels = geo.r_o * geo.c_o               # a column block of col per image
+        self.columns = self.images * self.pixels
+        mem = machine.mem
+        self.col = InMemory(mem.alloc(self.rows * self.columns * self.dtype.itemsize),
+                            (self.rows, self.columns), self.dtype)   # zeroed: the pad rows
+        if w is not None:
+            self.weights = InMemory(mem.put(w), (geo.n_o, self.rows), self.dtype)
+
+    def starts(self):
+        return range(0, self.geo.batch, self.images)
+
+    def activations(self, address, start, channels, pixels):
+        """The chunk from image `start` of CNHW activations at `address`, as a channels x
+        (images pixels) matrix with the whole batch's leading dimension."""
+        return InMemory(address + start * pixels * self.dtype.itemsize,
+                        (channels, self.images * pixels), self.dtype,
+                        self.geo.batch * pixels)
+
+    def launch(self, op, x_addr, start, stats, engine):
+        """im2col (or col2im) of the chunk from image `start` of x (CNHW) at `x_addr`."""
+        plane = self.geo.r_i * self.geo.c_i * self.dtype.itemsize
+        stats.phases[op.lower()].append(_launch(
+            op, self.dtype.itemsize, x_addr + start * plane, self.col.address, self.chunk,
+            self.machine, engine, x_outer=self.geo.batch * plane))
 
 
 def forward(geo: ConvGeometry, x, w, bias, machine, stats, engine) -> np.ndarray:
     mem = machine.mem
-    col = _im2col(mem.put(x), geo, x.dtype, machine, stats, engine)
-    weights = InMemory(mem.put(w), (geo.n_o, col.shape[0]), x.dtype)
-    if bias is None:
-        y = InMemory(mem.alloc(geo.n_o * col.shape[1] * x.itemsize), (geo.n_o, col.shape[1]),
-                     x.dtype)
-    else:      # the bias as swGEMM's C with beta = 1: a broadcast copied (not computed) in
-        y = InMemory(mem.put(np.broadcast_to(bias[:, None], (geo.n_o, col.shape[1]))),
-                     (geo.n_o, col.shape[1]), x.dtype)
-    _, run = gemm_in_memory(weights, col, y, beta=0.0 if bias is None else 1.0,
-                            machine=machine, engine=engine)
-    stats.phases["gemm"].append(run)
-    return mem.get(y.address, _cnhw(geo.n_o, geo, "y"), x.dtype)
+    work = _Pass(geo, x.dtype, machine, w)
+    x_addr = mem.put(x)
+    shape = (geo.n_o, geo.batch * work.pixels)
+    # the bias as swGEMM's C with beta = 1: a broadcast copied (not computed) in
+    y = mem.alloc(shape[0] * shape[1] * x.itemsize) if bias is None else \
+        mem.put(np.broadcast_to(bias[:, None], shape))
+    for start in work.starts():
+        work.launch("IM2COL", x_addr, start, stats, engine)
+        _, run = gemm_in_memory(work.weights, work.col,
+                                work.activations(y, start, geo.n_o, work.pixels),
+                                beta=0.0 if bias is None else 1.0, machine=machine,
+                                engine=engine)
+        stats.phases["gemm"].append(run)
+    return mem.get(y, _cnhw(geo.n_o, geo, "y"), x.dtype)
 
 
 def backward_data(geo: ConvGeometry, dy, w, machine, stats, engine) -> np.ndarray:
     mem = machine.mem
-    rows, columns = geo.n_i * geo.k_r * geo.k_c, geo.batch * geo.r_o * geo.c_o
-    weights = InMemory(mem.put(w), (geo.n_o, rows), dy.dtype)
-    grads = InMemory(mem.put(dy), (geo.n_o, columns), dy.dtype)
-    dcol = InMemory(mem.alloc(rows * columns * dy.itemsize), (rows, columns), dy.dtype)
-    _, run = gemm_in_memory(weights, grads, dcol, trans_a=True, machine=machine, engine=engine)
-    stats.phases["gemm"].append(run)
+    work = _Pass(geo, dy.dtype, machine, w)
+    dy_addr = mem.put(dy)
     dx = mem.alloc(int(np.prod(geo.x_shape)) * dy.itemsize)
-    stats.phases["col2im"].append(_launch("COL2IM", dy.itemsize, dx, dcol.address, geo,
-                                          machine, engine))
+    for start in work.starts():
+        _, run = gemm_in_memory(work.weights,
+                                work.activations(dy_addr, start, geo.n_o, work.pixels),
+                                work.col, trans_a=True, machine=machine, engine=engine)
+        stats.phases["gemm"].append(run)
+        work.launch("COL2IM", dx, start, stats, engine)
     return mem.get(dx, _cnhw(geo.n_i, geo, "x"), dy.dtype)
 
 
 def backward_filter(geo: ConvGeometry, x, dy, machine, stats, engine) -> np.ndarray:
     mem = machine.mem
-    col = _im2col(mem.put(x), geo, x.dtype, machine, stats, engine)
-    grads = InMemory(mem.put(dy), (geo.n_o, col.shape[1]), x.dtype)
-    dw = InMemory(mem.alloc(geo.n_o * col.shape[0] * x.itemsize), (geo.n_o, col.shape[0]),
-                  x.dtype)
-    _, run = gemm_in_memory(grads, col, dw, trans_b=True, machine=machine, engine=engine)
-    stats.phases["gemm"].append(run)
+    work = _Pass(geo, x.dtype, machine)
+    x_addr, dy_addr = mem.put(x), mem.put(dy)
+    dw = InMemory(mem.alloc(geo.n_o * work.rows * x.itemsize), (geo.n_o, work.rows), x.dtype)
+    for start in work.starts():
+        work.launch("IM2COL", x_addr, start, stats, engine)
+        _, run = gemm_in_memory(work.activations(dy_addr, start, geo.n_o, work.pixels),
+                                work.col, dw, beta=0.0 if start == 0 else 1.0, trans_b=True,
+                                machine=machine, engine=engine)
+        stats.phases["gemm"].append(run)
     return mem.get(dw.address, geo.w_shape, x.dtype)
 
 
 def predict(geo: ConvGeometry, direction, dtype, config) -> float:
-    """Model cycles of the pass on one CG: the im2col / col2im model of ``conv_model`` for
-    the kernel's tasks plus swGEMM's model for the one GEMM."""
+    """Model cycles of the pass on one CG: per chunk of the batch, the im2col / col2im model
+    of ``conv_model`` for the kernel's tasks plus swGEMM's model for the GEMM."""
     es = np.dtype(dtype).itemsize
+    chunk = _chunk_geometry(geo, es)
     total = 0.0
     for op in _COL_OPS[direction]:
         if op == "gemm":
-            total += conv_model.gemm_cycles(_gemm_shape(geo, direction), es, config)
+            total += conv_model.gemm_cycles(_gemm_shape(chunk, direction, geo.batch), es,
+                                            config)
         else:
-            group = _row_group(geo, es, op, config)
-            total += conv_model.im2col_cycles(geo, es, group, op == "COL2IM", config)
-    return total
+            group = _row_group(chunk, es, op, config)
+            total += conv_model.im2col_cycles(chunk, es, group, op == "COL2IM", config)
+    return total * geo.batch // chunk.batch
 
 
 def estimate(geo: ConvGeometry, direction, dtype, machine, engine="c"):
-    """Cycles of the pass on one CG from simulating samples of each phase
-    (``conv_model.sampled_launches``, ``conv_model.sampled_gemm``): im2col / col2im on a
-    few rounds of planes, the GEMM on a few blocks along its longest dimension."""
+    """Cycles of the pass on one CG from simulating samples of each phase of one chunk of
+    the batch (``conv_model.sampled_launches``, ``conv_model.sampled_gemm``), times the
+    chunks: im2col / col2im on a few rounds of planes, the GEMM on a few blocks along its
+    longest dimensions."""
     es = np.dtype(dtype).itemsize
     config = machine.config
-    total, details = 0.0, {}
+    chunk = _chunk_geometry(geo, es)
+    total, details = 0.0, dict(chunks=geo.batch // chunk.batch)
     for op in _COL_OPS[direction]:
         if op == "gemm":
             cycles, details["gemm"] = conv_model.sampled_gemm(
-                _gemm_shape(geo, direction), dtype, machine, engine)
+                _gemm_shape(chunk, direction, geo.batch), dtype, machine, engine)
         else:
-            group = _row_group(geo, es, op, config)
+            group = _row_group(chunk, es, op, config)
             cycles, details[op.lower()] = conv_model.sampled_launches(
-                geo.batch * geo.n_i, _planes_per_round(geo, group, config),
-                lambda planes: _plane_sample(geo, planes, es, group, op, machine, engine))
+                chunk.batch * chunk.n_i, _planes_per_round(chunk, group, config),
+                lambda planes: _plane_sample(chunk, planes, es, group, op, machine, engine))
         total += cycles
-    return total, details
+    return total * details["chunks"], details
 
 
 # ---- the GEMM of each pass ----------------------------------------------------------------
 
-def _gemm_shape(geo: ConvGeometry, direction):
-    """(M, N, K, trans_a, trans_b) of the pass's GEMM as gemm_in_memory runs it."""
-    rows, columns = geo.n_i * geo.k_r * geo.k_c, geo.batch * geo.r_o * geo.c_o
-    return {"forward": (geo.n_o, columns, rows, False, False),
-            "backward_data": (rows, columns, geo.n_o, True, False),
-            "backward_filter": (geo.n_o, rows, columns, False, True)}[direction]
+def _gemm_shape(chunk: ConvGeometry, direction, batch):
+    """(M, N, K, trans_a, trans_b, leading dimension of the activations' matrix) of a chunk's
+    GEMM as gemm_in_memory runs it."""
+    rows, columns = chunk.n_i * chunk.k_r * chunk.k_c, chunk.batch * chunk.r_o * chunk.c_o
+    ld = batch * chunk.r_o * chunk.c_o
+    return {"forward": (chunk.n_o, columns, rows, False, False, dict(ldc=ld)),
+            "backward_data": (rows, columns, chunk.n_o, True, False, dict(ldb=ld)),
+            "backward_filter": (chunk.n_o, rows, columns, False, True, dict(lda=ld))
+            }[direction]
 
 
 def _cnhw(channels, geo: ConvGeometry, which):
@@ -131,16 +185,28 @@ def _cnhw(channels, geo: ConvGeometry, which):
     return (channels, geo.batch, rows, cols)
 
 
+def _exact(geo: ConvGeometry, images: int, group: int) -> bool:
+    """Whether the kernel's divisions by reciprocals are exact for launches on `images`
+    images: task t < 2^32 / GROUPS, plane q < 2^32 / INNER."""
+    groups = -(-geo.r_i // group)
+    return (images * geo.n_i * groups * groups < 1 << 32
+            and images * images * geo.n_i < 1 << 32)
+
+
+def _chunk(geo: ConvGeometry, es: int) -> int:
+    """Images per launch: the largest divisor of B whose col fits in COL_BYTES and keeps
+    the kernel's divisions exact (at least 1), so every chunk has col's layout."""
+    per_image = geo.n_i * geo.k_r * geo.k_c * geo.r_o * geo.c_o * es
+    return max(d for d in range(1, geo.batch + 1) if geo.batch % d == 0 and
+               (d == 1 or (d * per_image <= COL_BYTES and _exact(geo, d, 1))))
+
+
+def _chunk_geometry(geo: ConvGeometry, es: int) -> ConvGeometry:
+    return ConvGeometry(_chunk(geo, es), geo.n_i, geo.n_o, geo.r_i, geo.c_i, geo.k_r,
+                        geo.k_c, geo.stride, geo.padding)
+
+
 # ---- im2col / col2im on the CPEs ----------------------------------------------------------
-
-def _im2col(x_addr, geo: ConvGeometry, dtype, machine, stats, engine) -> InMemory:
-    """col (K x B P) in memory, written by the CPEs from x (CNHW) at `x_addr`."""
-    rows, columns = geo.n_i * geo.k_r * geo.k_c, geo.batch * geo.r_o * geo.c_o
-    es = np.dtype(dtype).itemsize
-    col = machine.mem.alloc(rows * columns * es)        # zeroed: the pad rows
-    stats.phases["im2col"].append(_launch("IM2COL", es, x_addr, col, geo, machine, engine))
-    return InMemory(col, (rows, columns), np.dtype(dtype))
-
 
 def _plane_sample(geo: ConvGeometry, planes, es, group, op, machine, engine):
     """A launch of `op` on the first `planes` planes (N_i' = planes / B' channels of B'
@@ -207,7 +273,9 @@ def _row_group(geo: ConvGeometry, es: int, op: str, config) -> int:
 
 
 def _launch(op: str, es: int, x_addr: int, col_addr: int, geo: ConvGeometry, machine, engine,
-            group=None):
+            group=None, x_outer=None):
+    """im2col or col2im of the B N_i planes of `geo` (CNHW at `x_addr`, channels
+    `x_outer` bytes apart: default B planes) with col (K x B P) at `col_addr`."""
     config = machine.config
     group = group or _row_group(geo, es, op, config)
     arena = KERNEL.arena(config.ldm_bytes, nargs=1)
@@ -225,6 +293,7 @@ def _launch(op: str, es: int, x_addr: int, col_addr: int, geo: ConvGeometry, mac
         sr_inv=_reciprocal(geo.stride[0]), pr=geo.padding[0], pc=geo.padding[1],
         row_len=_row_len(geo, es), inner=geo.batch, inner_inv=_reciprocal(geo.batch),
         col_outer=geo.k_r * geo.k_c * pitch, col_inner=geo.r_o * geo.c_o * es,
-        col_pitch=pitch, **buffers)
+        col_pitch=pitch, x_inner=geo.r_i * geo.c_i * es,
+        x_outer=x_outer or geo.batch * geo.r_i * geo.c_i * es, **buffers)
     return KERNEL.launch(machine, [machine.mem.put(job)], flops=0, engine=engine,
                          details=dict(op=op.lower(), rows_per_task=group))

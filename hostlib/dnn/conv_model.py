@@ -13,7 +13,7 @@ Model pieces (no simulation):
 Sampling (simulation of part of a pass, then extrapolation):
 - ``sampled_launches``: a launch whose cycles are linear in its units of work (whole rounds
   over the CPEs), from two sample sizes;
-- ``sampled_gemm``: a swGEMM launch, from sub-GEMMs with 2 and 3 blocks along its longest
+- ``sampled_gemm``: a swGEMM launch, from sub-GEMMs with 3 and 4 blocks along its longest
   block dimensions, extrapolated multilinearly in the block counts (a launch's time is the
   sum of its steps, and every inner block's steps cost the same).
 """
@@ -31,8 +31,11 @@ from ..blas.swgemm import InMemory, gemm_in_memory, gemm_plan
 # load, store, two address adds, count, branch; the col2im loop also loads and adds), read
 # off the loop and checked against runs (tests/test_dnn_conv.py).
 SELECT_CYCLES = {False: 3.0, True: 9.0}
-SAMPLE_ROUNDS = (1, 2)        # rounds of CPE work simulated by sampled_launches
-SAMPLE_BLOCKS = (2, 3)        # blocks along a sampled GEMM dimension
+SAMPLE_ROUNDS = (2, 4)        # rounds of CPE work simulated by sampled_launches
+# Blocks along a sampled GEMM dimension: the first three blocks of a row of steps cost more
+# than the next (measured: 66 601, 63 123, then 40 727 cycles per block, 64 x 1568 x 576 f32),
+# so the slope is taken between 3 and 4.
+SAMPLE_BLOCKS = (3, 4)
 SAMPLED_AXES = 2              # GEMM dimensions sampled at most (the ones with most blocks)
 
 
@@ -61,16 +64,21 @@ def primitive_cycles(mb: int, nb: int, kb: int) -> float:
     return gemm_model.primitive_cycles(mb, nb, kb)
 
 
-def _operands(shape, dtype):
-    m, n, k, trans_a, trans_b = shape
+def _operands(shape, dtype, address=lambda rows, ld: 0):
+    """InMemory A, B, C of (M, N, K, trans_a, trans_b, {"lda"/"ldb"/"ldc": ld}), placed by
+    ``address(rows, ld)`` (default: nowhere, for planning)."""
+    m, n, k, trans_a, trans_b, leads = shape
     dtype = np.dtype(dtype)
-    a = InMemory(0, (k, m) if trans_a else (m, k), dtype)
-    b = InMemory(0, (n, k) if trans_b else (k, n), dtype)
-    return a, b, InMemory(0, (m, n), dtype)
+    matrices = []
+    for name, (rows, cols) in (("lda", (k, m) if trans_a else (m, k)),
+                               ("ldb", (n, k) if trans_b else (k, n)), ("ldc", (m, n))):
+        ld = leads.get(name, cols)
+        matrices.append(InMemory(address(rows, ld), (rows, cols), dtype, ld))
+    return matrices
 
 
 def gemm_cycles(shape, itemsize: int, config) -> float:
-    """swGEMM's predicted cycles for (M, N, K, trans_a, trans_b) with contiguous operands and
+    """swGEMM's predicted cycles for (M, N, K, trans_a, trans_b, leading dimensions) with
     a row-major C (gemm_model.predict on the blocking it would choose)."""
     a, b, c = _operands(shape, np.float32 if itemsize == 4 else np.float64)
     return gemm_plan(a, b, c, trans_a=shape[3], trans_b=shape[4], config=config)[0]
@@ -112,12 +120,13 @@ def sampled_launches(units: int, unit: int, run):
 
 
 def sampled_gemm(shape, dtype, machine, engine="c"):
-    """Cycles of the swGEMM launch of (M, N, K, trans_a, trans_b) as ``gemm_in_memory`` runs
-    it on contiguous operands with a row-major C, from sub-GEMMs with the same blocking:
-    along each of the (at most SAMPLED_AXES) dimensions with more than SAMPLE_BLOCKS[-1]
-    blocks, 2 and 3 blocks (the last one the full problem's last, partial or not), the others
-    whole; the cycles are solved as multilinear in those block counts and evaluated at the
-    full counts. Random data. Returns (cycles, details)."""
+    """Cycles of the swGEMM launch of (M, N, K, trans_a, trans_b, leading dimensions) as
+    ``gemm_in_memory`` runs it, from sub-GEMMs with the same blocking: along each of the (at
+    most SAMPLED_AXES) dimensions with more than SAMPLE_BLOCKS[-1] blocks, SAMPLE_BLOCKS
+    blocks (the last one the full problem's last, partial or not), the others whole; every
+    memory row starts where the full problem's does modulo a DMA line. The cycles are solved
+    as multilinear in those block counts and evaluated at the full counts. Random data, each
+    sample on a new machine of the same configuration. Returns (cycles, details)."""
     config = machine.config
     dtype = np.dtype(dtype)
     a, b, c = _operands(shape, dtype)
@@ -129,14 +138,15 @@ def sampled_gemm(shape, dtype, machine, engine="c"):
     counts = {axis: -(-sizes[axis] // widths[axis]) for axis in sizes}
     axes = sorted((axis for axis in counts if counts[axis] > SAMPLE_BLOCKS[-1]),
                   key=lambda axis: -counts[axis])[:SAMPLED_AXES]
-    rng = np.random.default_rng(0)
     samples = []
     for blocks in itertools.product(SAMPLE_BLOCKS, repeat=len(axes)):
         sub = dict(sizes)
         for axis, count in zip(axes, blocks):
             sub[axis] = sizes[axis] - (counts[axis] - count) * widths[axis]
-        samples.append((blocks, _gemm_run((sub["m"], sub["n"], sub["k"], *shape[3:]), dtype,
-                                          blocking, machine, engine, rng)))
+        sub_shape = (sub["m"], sub["n"], sub["k"], *shape[3:5],
+                     _sample_leads(shape, sub, dtype.itemsize, config))
+        samples.append((blocks, _gemm_run(sub_shape, dtype, blocking, type(machine)(config),
+                                          engine)))
 
     def terms(blocks):        # 1, c_a, c_b, c_a c_b, ...
         return [np.prod([blocks[i] for i in subset])
@@ -150,15 +160,25 @@ def sampled_gemm(shape, dtype, machine, engine="c"):
                         samples=len(samples))
 
 
-def _gemm_run(shape, dtype, blocking, machine, engine, rng) -> int:
+def _sample_leads(shape, sub, es, config) -> dict:
+    """Leading dimensions of a sub-GEMM's operands: at least their columns, congruent to the
+    full problem's modulo a DMA line (so their rows start at the same offsets in lines)."""
+    m, n, k, trans_a, trans_b, leads = shape
+    columns = dict(lda=sub["m"] if trans_a else sub["k"], ldb=sub["k"] if trans_b else sub["n"],
+                   ldc=sub["n"])
+    line = config.dma_transaction_bytes // es
+    return {name: columns[name] + (ld - columns[name]) % line for name, ld in leads.items()}
+
+
+def _gemm_run(shape, dtype, blocking, machine, engine) -> int:
     """Cycles of one gemm_in_memory launch of `shape` on random operands."""
-    m, n, k, trans_a, trans_b = shape
+    rng = np.random.default_rng(0)
     mem = machine.mem
-    operands = []
-    for rows, cols in ((k, m) if trans_a else (m, k), (n, k) if trans_b else (k, n)):
-        operands.append(InMemory(mem.put(rng.standard_normal((rows, cols)).astype(dtype)),
-                                 (rows, cols), dtype))
-    c = InMemory(mem.alloc(m * n * dtype.itemsize), (m, n), dtype)
-    _, stats = gemm_in_memory(*operands, c, trans_a=trans_a, trans_b=trans_b,
-                              blocking=blocking, machine=machine, engine=engine)
+
+    def place(rows, ld):
+        return mem.put(rng.standard_normal((rows, ld)).astype(dtype))
+
+    a, b, c = _operands(shape, dtype, place)
+    _, stats = gemm_in_memory(a, b, c, trans_a=shape[3], trans_b=shape[4], blocking=blocking,
+                              machine=machine, engine=engine)
     return stats.cycles

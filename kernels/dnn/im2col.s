@@ -1,9 +1,10 @@
 # im2col and col2im of explicit GEMM convolution (thesis §5.1.1, Fig. 5.4; docs/dnn.md
 # "Convolution"). hostlib/dnn/conv.py is the host side.
 #
-# Image x: planes of R_i x C_i elements (rows of C_i contiguous), plane q = o INNER + i in
-# memory order; explicit convolution passes x as CNHW (N_i, B, R_i, C_i): o = c the channel,
-# i = b the image, INNER = B. col: rows (c, kr, kc), each of B P elements ordered (b, r_o, c_o)
+# Image x: planes of R_i x C_i elements (rows of C_i contiguous), plane q = o INNER + i at
+# x + o X_OUTER + i X_INNER; explicit convolution passes x as CNHW (N_i, B, R_i, C_i): o = c
+# the channel, i = b the image, INNER = B (or a chunk of the batch, X_OUTER stepping over the
+# whole batch). col: rows (c, kr, kc), each of B P elements ordered (b, r_o, c_o)
 # with P = R_o C_o: col[(c, kr, kc)][(b, r_o, c_o)] = xpad[c, b, r_o s_r + kr, c_o s_c + kc],
 # xpad the planes zero-padded by (p_r, p_c): one K x (B P) matrix for the whole batch (the
 # thesis' batch layout trick, one GEMM for all images). The host gives the byte strides: row
@@ -62,7 +63,9 @@
 	J_COL_OUTER = 200     # col bytes per outer index
 	J_COL_INNER = 208     # col bytes per inner index
 	J_COL_PITCH = 216     # col bytes from one row (c, kr, kc) to the next
-	JOB_BYTES = 224
+	J_X_OUTER = 224       # x bytes per outer index
+	J_X_INNER = 232       # x bytes per inner index (a plane's, or more)
+	JOB_BYTES = 240
 
 	OP_IM2COL = 0
 	OP_COL2IM = 1
@@ -203,22 +206,24 @@ im2col:
 	cmplt	$5, $3, $6
 	selne	$6, $5, $3, $5           # n = min(G, R_i - i0)
 	stl	$5, NROWS($31)
-	mull	$17, $4, $6
-	addl	$6, $20, $6
-	ldl	$7, JOB + J_CI($31)
-	mull	$6, $7, $6
-	mull	$6, $10, $6
-	ldl	$7, JOB + J_X($31)
-	addl	$6, $7, $6
-	stl	$6, X_ROWS($31)          # x + (q R_i + i0) C_i es
-	ldl	$1, JOB + J_PR($31)
-	addl	$20, $1, $16             # a for kr = 0
 	ldl	$1, JOB + J_INNER_INV($31)
 	mull	$17, $1, $1
 	srl	$1, 32, $1               # o = q / INNER
 	ldl	$2, JOB + J_INNER($31)
 	mull	$1, $2, $2
 	subl	$17, $2, $2              # i = q - o INNER
+	ldl	$3, JOB + J_X_OUTER($31)
+	mull	$1, $3, $6
+	ldl	$3, JOB + J_X_INNER($31)
+	mull	$2, $3, $3
+	addl	$6, $3, $6
+	ldl	$7, JOB + J_CI($31)
+	mull	$20, $7, $7
+	mull	$7, $10, $7
+	addl	$6, $7, $6
+	ldl	$7, JOB + J_X($31)
+	addl	$6, $7, $6
+	stl	$6, X_ROWS($31)          # x + o X_OUTER + i X_INNER + i0 C_i es
 	ldl	$3, JOB + J_COL_OUTER($31)
 	mull	$1, $3, $22
 	ldl	$3, JOB + J_COL_INNER($31)
@@ -226,6 +231,8 @@ im2col:
 	addl	$22, $2, $22
 	ldl	$3, JOB + J_COL($31)
 	addl	$22, $3, $22             # col rows (q, 0, 0)
+	ldl	$1, JOB + J_PR($31)
+	addl	$20, $1, $16             # a for kr = 0
 	ldl	$3, JOB + J_ROW_BUF($31)
 	mull	$5, $15, $4
 	addl	$3, $4, $4               # end of the task's rows in ROW_BUF
