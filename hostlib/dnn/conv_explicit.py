@@ -14,9 +14,12 @@ writes it, swGEMM reads it in place; the host copies only the operands in and th
 """
 from __future__ import annotations
 
+import functools
+from dataclasses import replace
+
 import numpy as np
 
-from ...vm import HostError
+from ...vm import HostError, Machine
 from ..blas.swgemm import InMemory, gemm_in_memory
 from ..runtime.kernel import Kernel
 from . import conv_model
@@ -160,9 +163,11 @@ def estimate(geo: ConvGeometry, direction, dtype, machine, engine="c"):
                 _gemm_shape(chunk, direction, geo.batch), dtype, machine, engine)
         else:
             group = _row_group(chunk, es, op, config)
+            tasks = chunk.batch * chunk.n_i * -(-chunk.r_i // group)
             cycles, details[op.lower()] = conv_model.sampled_launches(
-                chunk.batch * chunk.n_i, _planes_per_round(chunk, group, config),
-                lambda planes: _plane_sample(chunk, planes, es, group, op, machine, engine))
+                tasks, config.num_cpes,
+                lambda n: _task_sample(replace(chunk, n_o=1), n, es, group, op, config,
+                                       engine))
         total += cycles
     return total * details["chunks"], details
 
@@ -208,30 +213,25 @@ def _chunk_geometry(geo: ConvGeometry, es: int) -> ConvGeometry:
 
 # ---- im2col / col2im on the CPEs ----------------------------------------------------------
 
-def _plane_sample(geo: ConvGeometry, planes, es, group, op, machine, engine):
-    """A launch of `op` on the first `planes` planes (N_i' = planes / B' channels of B'
-    images) with the full problem's rows per task; random data."""
-    batch = min(geo.batch, planes)
-    sample = ConvGeometry(batch, planes // batch, geo.n_o, geo.r_i, geo.c_i, geo.k_r, geo.k_c,
-                          geo.stride, geo.padding)
-    mem = machine.mem
-    dtype = np.float32 if es == 4 else np.float64
-    rng = np.random.default_rng(planes)
-    x_elements, col_elements = (int(np.prod(sample.x_shape)),
-                                int(np.prod(sample.col_shape)))
-    if op == "IM2COL":
-        x, col = mem.put(rng.standard_normal(x_elements).astype(dtype)), mem.alloc(
-            col_elements * es)
-    else:
-        x, col = mem.alloc(x_elements * es), mem.put(
-            rng.standard_normal(col_elements).astype(dtype))
-    return _launch(op, es, x, col, sample, machine, engine, group).cycles
-
-
-def _planes_per_round(geo: ConvGeometry, group: int, config) -> int:
-    """The fewest planes whose tasks fill whole rounds of the CPEs (the sample's unit)."""
+@functools.lru_cache(maxsize=None)
+def _task_sample(geo: ConvGeometry, tasks, es, group, op, config, engine):
+    """Cycles of the first `tasks` tasks of `op`'s launch on `geo` (the launch with its task
+    count cut; N_o plays no part), on a new machine of `config` holding the planes they
+    touch (random data). Remembered: a bench meets the same sample for every N_o."""
+    machine = Machine(config)
     groups = -(-geo.r_i // group)
-    return config.num_cpes // np.gcd(groups, config.num_cpes)
+    outers = -(-tasks // groups) // geo.batch + 1        # channels touched
+    plane = geo.r_i * geo.c_i * es
+    col_outer = geo.k_r * geo.k_c * geo.batch * geo.r_o * geo.c_o * es
+    dtype = np.float32 if es == 4 else np.float64
+    data = np.random.default_rng(tasks).standard_normal(
+        outers * (geo.batch * plane if op == "IM2COL" else col_outer) // es).astype(dtype)
+    mem = machine.mem
+    if op == "IM2COL":
+        x, col = mem.put(data), mem.alloc(outers * col_outer)
+    else:
+        x, col = mem.alloc(outers * geo.batch * plane), mem.put(data)
+    return _launch(op, es, x, col, geo, machine, engine, group, tasks=tasks).cycles
 
 
 def _reciprocal(d: int) -> int:
@@ -273,9 +273,10 @@ def _row_group(geo: ConvGeometry, es: int, op: str, config) -> int:
 
 
 def _launch(op: str, es: int, x_addr: int, col_addr: int, geo: ConvGeometry, machine, engine,
-            group=None, x_outer=None):
+            group=None, x_outer=None, tasks=None):
     """im2col or col2im of the B N_i planes of `geo` (CNHW at `x_addr`, channels
-    `x_outer` bytes apart: default B planes) with col (K x B P) at `col_addr`."""
+    `x_outer` bytes apart: default B planes) with col (K x B P) at `col_addr`; `tasks` cuts
+    the launch to its first tasks (a sample)."""
     config = machine.config
     group = group or _row_group(geo, es, op, config)
     arena = KERNEL.arena(config.ldm_bytes, nargs=1)
@@ -287,7 +288,8 @@ def _launch(op: str, es: int, x_addr: int, col_addr: int, geo: ConvGeometry, mac
     pitch = geo.batch * geo.r_o * geo.c_o * es
     job = KERNEL.record("J_", "JOB_BYTES").new(
         op=KERNEL.symbol(f"OP_{op}"), es=es, x=x_addr, col=col_addr,
-        tasks=geo.batch * geo.n_i * groups, group=group, groups=groups,
+        tasks=min(tasks or geo.batch * geo.n_i * groups, geo.batch * geo.n_i * groups),
+        group=group, groups=groups,
         groups_inv=_reciprocal(groups), ri=geo.r_i, ci=geo.c_i, ro=geo.r_o, co=geo.c_o,
         kr=geo.k_r, kc=geo.k_c, sr=geo.stride[0], sc=geo.stride[1],
         sr_inv=_reciprocal(geo.stride[0]), pr=geo.padding[0], pc=geo.padding[1],

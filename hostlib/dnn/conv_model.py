@@ -19,11 +19,14 @@ Sampling (simulation of part of a pass, then extrapolation):
 """
 from __future__ import annotations
 
+import functools
 import itertools
 
 import numpy as np
 
+from ...vm import Machine
 from ..blas import gemm_model
+from ..blas.gemm_model import Blocking
 from ..blas.gemm_model import put_engine_cycles, transactions
 from ..blas.swgemm import InMemory, gemm_in_memory, gemm_plan
 
@@ -126,7 +129,7 @@ def sampled_gemm(shape, dtype, machine, engine="c"):
     blocks (the last one the full problem's last, partial or not), the others whole; every
     memory row starts where the full problem's does modulo a DMA line. The cycles are solved
     as multilinear in those block counts and evaluated at the full counts. Random data, each
-    sample on a new machine of the same configuration. Returns (cycles, details)."""
+    sample on a new machine of `machine`'s configuration. Returns (cycles, details)."""
     config = machine.config
     dtype = np.dtype(dtype)
     a, b, c = _operands(shape, dtype)
@@ -143,10 +146,10 @@ def sampled_gemm(shape, dtype, machine, engine="c"):
         sub = dict(sizes)
         for axis, count in zip(axes, blocks):
             sub[axis] = sizes[axis] - (counts[axis] - count) * widths[axis]
-        sub_shape = (sub["m"], sub["n"], sub["k"], *shape[3:5],
-                     _sample_leads(shape, sub, dtype.itemsize, config))
-        samples.append((blocks, _gemm_run(sub_shape, dtype, blocking, type(machine)(config),
-                                          engine)))
+        leads = _sample_leads(shape, sub, dtype.itemsize, config)
+        samples.append((blocks, _gemm_run(sub["m"], sub["n"], sub["k"], *shape[3:5],
+                                          tuple(sorted(leads.items())), dtype.name,
+                                          tuple(blocking), config, engine)))
 
     def terms(blocks):        # 1, c_a, c_b, c_a c_b, ...
         return [np.prod([blocks[i] for i in subset])
@@ -170,15 +173,18 @@ def _sample_leads(shape, sub, es, config) -> dict:
     return {name: columns[name] + (ld - columns[name]) % line for name, ld in leads.items()}
 
 
-def _gemm_run(shape, dtype, blocking, machine, engine) -> int:
-    """Cycles of one gemm_in_memory launch of `shape` on random operands."""
+@functools.lru_cache(maxsize=None)
+def _gemm_run(m, n, k, trans_a, trans_b, leads, dtype, blocking, config, engine) -> int:
+    """Cycles of one gemm_in_memory launch on random operands, on a new machine of `config`
+    (remembered: a bench meets the same sample in many cases)."""
     rng = np.random.default_rng(0)
+    machine = Machine(config)
     mem = machine.mem
 
     def place(rows, ld):
         return mem.put(rng.standard_normal((rows, ld)).astype(dtype))
 
-    a, b, c = _operands(shape, dtype, place)
-    _, stats = gemm_in_memory(a, b, c, trans_a=shape[3], trans_b=shape[4], blocking=blocking,
-                              machine=machine, engine=engine)
+    a, b, c = _operands((m, n, k, trans_a, trans_b, dict(leads)), dtype, place)
+    _, stats = gemm_in_memory(a, b, c, trans_a=trans_a, trans_b=trans_b,
+                              blocking=Blocking(*blocking), machine=machine, engine=engine)
     return stats.cycles
