@@ -184,7 +184,8 @@ def _pass(direction, geo, dtype, algo, machine, cgs, engine, order, activations,
             out = module.backward_filter(piece.geo, inputs["x"], inputs["dy"], machine, part,
                                          engine)
         if direction != "backward_filter":
-            out = piece.keep(_from(module, out, order, machine, part, engine), order)
+            out = piece.keep(_from(module, out, order, machine, part, engine), order,
+                             direction)
         results.append(out)
         stats.per_cg.append(part)
     if len(slices) == 1:
@@ -252,16 +253,13 @@ class _Slice:
         out[tuple(index)] = np.take(array, range(*self.outputs), axis=axis)
         return out
 
-    def keep(self, result, order):
-        """The rows of a forward (y) or backward-data (dx) result this slice owns."""
-        if self.geo == self.whole:
+    def keep(self, result, order, direction):
+        """The rows of a forward (y) or backward-data (dx: all of them) result this slice
+        owns."""
+        if self.geo == self.whole or direction == "backward_data":
             return result
-        axis = order.index("H")
-        if result.shape[axis] == self.geo.r_o:        # y
-            rows = range(self.first, self.first + self.outputs[1] - self.outputs[0])
-        else:                                         # dx: all of its input rows
-            rows = range(self.rows[1] - self.rows[0])
-        return np.take(result, rows, axis=axis)
+        rows = range(self.first, self.first + self.outputs[1] - self.outputs[0])
+        return np.take(result, rows, axis=order.index("H"))
 
 
 def _split(n: int, parts: int):

@@ -48,6 +48,19 @@ def register(subparsers) -> None:
     ops.add_argument("--engine", choices=("c", "python"), default="c")
     ops.set_defaults(func=_ops)
 
+    conv = which.add_parser("conv", help="convolution: thesis §5.4 generality test (Listing "
+                            "5.1, 225 cases), every algorithm's efficiency, sampled and "
+                            "validated")
+    conv.add_argument("--quick", action="store_true", help="a subset of the cases")
+    conv.add_argument("--out", default="conv_bench.png", metavar="FILE.png",
+                      help="the box plot (default conv_bench.png)")
+    conv.add_argument("--jobs", type=count_argument(1), default=2,
+                      help="processes (default 2)")
+    conv.add_argument("--no-validate", dest="validate", action="store_false",
+                      help="skip the whole runs of the small cases")
+    conv.add_argument("--engine", choices=("c", "python"), default="c")
+    conv.set_defaults(func=_conv)
+
     analyze = subparsers.add_parser("analyze", help="steady-state cycles per iteration of a "
                                     "loop under the issue rules (like llvm-mca)")
     analyze.add_argument("program", metavar="KERNEL", help="assembly source (.s) or program (.swo)")
@@ -142,6 +155,27 @@ def _gemm(args) -> int:
 def _ops(args) -> int:
     from .bench import ops
     print(ops.format_table(ops.run(engine=args.engine)))
+    return 0
+
+
+def _conv(args) -> int:
+    import time
+
+    from tqdm import tqdm
+
+    from .bench import conv
+    start = time.perf_counter()
+    bar = tqdm(total=len(conv.cases(args.quick)), unit="case", file=sys.stderr,
+               disable=not sys.stderr.isatty())
+    try:
+        results = conv.run(quick=args.quick, engine=args.engine, jobs=args.jobs,
+                           validate=args.validate,
+                           progress=lambda done, total: bar.update(done - bar.n))
+    finally:
+        bar.close()
+    print(conv.format_report(results, time.perf_counter() - start))
+    conv.box_plot(results, args.out)
+    print(f"box plot: {args.out}")
     return 0
 
 
