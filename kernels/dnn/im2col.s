@@ -144,6 +144,16 @@ im2col_ldm_end:
 	bgt	$23, 3b
 	.endm
 
+# PLANE_OFFSET dst, outer, inner: dst = o JOB.outer + i JOB.inner (o in $1, i in $2; the
+# fields are byte strides). Clobbers $3.
+	.macro	PLANE_OFFSET dst, outer, inner
+	ldl	$3, JOB + \outer($31)
+	mull	$1, $3, \dst
+	ldl	$3, JOB + \inner($31)
+	mull	$2, $3, $3
+	addl	\dst, $3, \dst
+	.endm
+
 # ZERO from, to: zero LDM [from, to) in 8-byte steps (from < to). Clobbers from, $29.
 	.macro	ZERO from, to
 1:	stl	$31, 0(\from)
@@ -212,11 +222,7 @@ im2col:
 	ldl	$2, JOB + J_INNER($31)
 	mull	$1, $2, $2
 	subl	$17, $2, $2              # i = q - o INNER
-	ldl	$3, JOB + J_X_OUTER($31)
-	mull	$1, $3, $6
-	ldl	$3, JOB + J_X_INNER($31)
-	mull	$2, $3, $3
-	addl	$6, $3, $6
+	PLANE_OFFSET $6, J_X_OUTER, J_X_INNER
 	ldl	$7, JOB + J_CI($31)
 	mull	$20, $7, $7
 	mull	$7, $10, $7
@@ -224,11 +230,7 @@ im2col:
 	ldl	$7, JOB + J_X($31)
 	addl	$6, $7, $6
 	stl	$6, X_ROWS($31)          # x + o X_OUTER + i X_INNER + i0 C_i es
-	ldl	$3, JOB + J_COL_OUTER($31)
-	mull	$1, $3, $22
-	ldl	$3, JOB + J_COL_INNER($31)
-	mull	$2, $3, $2
-	addl	$22, $2, $22
+	PLANE_OFFSET $22, J_COL_OUTER, J_COL_INNER
 	ldl	$3, JOB + J_COL($31)
 	addl	$22, $3, $22             # col rows (q, 0, 0)
 	ldl	$1, JOB + J_PR($31)
