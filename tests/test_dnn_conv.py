@@ -103,7 +103,7 @@ def _close(got, want, dtype, terms):
     np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=15, deadline=None)
 @given(problems())
 def test_forward_matches_reference(pb):
     rng = np.random.default_rng(pb["seed"])
@@ -122,7 +122,7 @@ def test_forward_matches_reference(pb):
     assert 0 < stats.efficiency < 1
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=15, deadline=None)
 @given(problems())
 def test_backward_matches_reference(pb):
     rng = np.random.default_rng(pb["seed"])
@@ -324,7 +324,7 @@ def test_layouts_round_trip(layout):
     _close(dw, ref_backward_filter(x, dy, w.shape, s, p), np.float64, 60)
 
 
-@pytest.mark.parametrize("stride, padding, k", [(1, 1, 3), (2, 2, 5), (1, 0, 1), (2, 1, 3)])
+@pytest.mark.parametrize("stride, padding, k", [(1, 1, 3), (2, 2, 5), (2, 0, 1)])
 def test_core_groups_give_the_same_results(stride, padding, k):
     """cgs = 1, 2, 4: R_o (backward-data: R_i) split with halos; 9 rows over 4 CGs leave
     uneven slices."""

@@ -14,8 +14,8 @@ Sampling (simulation of part of a pass, then extrapolation):
 - ``sampled_launches``: a launch whose cycles are linear in its units of work (whole rounds
   over the CPEs), from two sample sizes;
 - ``sampled_gemm``: a swGEMM launch, from sub-GEMMs with 3 and 4 blocks along its longest
-  block dimensions, extrapolated multilinearly in the block counts (a launch's time is the
-  sum of its steps, and every inner block's steps cost the same).
+  block dimensions, extrapolated in the block counts (a launch's time is the sum of its
+  steps, and every inner block's steps cost the same).
 """
 from __future__ import annotations
 
@@ -83,26 +83,51 @@ def _operands(shape, dtype, address=lambda rows, ld: 0):
 def gemm_cycles(shape, itemsize: int, config) -> float:
     """swGEMM's predicted cycles for (M, N, K, trans_a, trans_b, leading dimensions) with
     a row-major C (gemm_model.predict on the blocking it would choose)."""
-    a, b, c = _operands(shape, np.float32 if itemsize == 4 else np.float64)
-    return gemm_plan(a, b, c, trans_a=shape[3], trans_b=shape[4], config=config)[0]
+    return _gemm_plan(*shape[:5], tuple(sorted(shape[5].items())), itemsize, config)[0]
+
+
+@functools.lru_cache(maxsize=4096)
+def _gemm_plan(m, n, k, trans_a, trans_b, leads, itemsize, config):
+    """(predicted cycles, Blocking) of gemm_in_memory's plan, remembered (choosing the
+    blocking evaluates every candidate)."""
+    a, b, c = _operands((m, n, k, trans_a, trans_b, dict(leads)),
+                        np.float32 if itemsize == 4 else np.float64)
+    predicted, _, blocking, _ = gemm_plan(a, b, c, trans_a=trans_a, trans_b=trans_b,
+                                          config=config)
+    return predicted, blocking
+
+
+def _over_starts(cost, starts, config) -> float:
+    """The mean of ``cost(start)`` over byte addresses `starts` (only their offsets within a
+    DMA line matter)."""
+    offsets, counts = np.unique(np.asarray(starts) % config.dma_transaction_bytes,
+                                return_counts=True)
+    return float(np.dot([cost(int(o)) for o in offsets], counts) / counts.sum())
 
 
 def im2col_cycles(geo, itemsize: int, group: int, col2im: bool, config) -> float:
     """The im2col (or col2im) kernel: tasks of `group` input rows over the CPEs. Per task its
-    row DMAs, per kernel row the strided DMA of K_c runs and the LDM selections (sums); the
-    CG's DMA engine serves every CPE, so the launch takes the longer of the engine's total
-    work and one CPE's share of the tasks (its own DMA latencies and LDM loops)."""
+    row DMAs, per kernel row the strided DMA of K_c runs and the LDM selections (sums), each
+    DMA priced at the line offsets the tasks' rows and runs start at; the CG's DMA engine
+    serves every CPE, so the launch takes the longer of the engine's total work and one
+    CPE's share of the tasks (its own DMA latencies and LDM loops)."""
     es, cpes = itemsize, config.num_cpes
     groups = -(-geo.r_i // group)
     tasks = geo.batch * geo.n_i * groups
     row = geo.c_i * es
-    rows_get = (strided_put_cycles if col2im else strided_get_cycles)(
-        row * group if col2im else row, 0, 1 if col2im else group, config)
+    first_rows = np.arange(groups) * group
+    images = np.arange(min(geo.batch, config.dma_transaction_bytes))
+    row_starts = ((images[:, None] * geo.r_i + first_rows) * row).ravel()
+    rows_dma = _over_starts(lambda start: (strided_put_cycles if col2im else strided_get_cycles)(
+        row * group if col2im else row, 0, 1 if col2im else group, config, start),
+        row_starts, config)
     run_bytes = -(-group // geo.stride[0]) * geo.c_o * es
     pitch = geo.batch * geo.r_o * geo.c_o * es
-    col_dma = (strided_get_cycles if col2im else strided_put_cycles)(
-        run_bytes, pitch - run_bytes, geo.k_c, config)
-    dma = rows_get + geo.k_r * col_dma
+    run_starts = ((images[:, None] * geo.r_o + first_rows // geo.stride[0])
+                  * geo.c_o * es).ravel()
+    col_dma = _over_starts(lambda start: (strided_get_cycles if col2im else strided_put_cycles)(
+        run_bytes, pitch - run_bytes, geo.k_c, config, start), run_starts, config)
+    dma = rows_dma + geo.k_r * col_dma
     engine = dma - (1 + geo.k_r) * config.dma_latency
     select = SELECT_CYCLES[col2im] * geo.k_r * geo.k_c * run_bytes / es
     per_cpe = -(-tasks // cpes) * (dma + select)
@@ -126,23 +151,28 @@ def sampled_gemm(shape, dtype, machine, engine="c"):
     """Cycles of the swGEMM launch of (M, N, K, trans_a, trans_b, leading dimensions) as
     ``gemm_in_memory`` runs it, from sub-GEMMs with the same blocking: along each of the (at
     most SAMPLED_AXES) dimensions with more than SAMPLE_BLOCKS[-1] blocks, SAMPLE_BLOCKS
-    blocks (the last one the full problem's last, partial or not), the others whole; every
-    memory row starts where the full problem's does modulo a DMA line. The cycles are solved
-    as multilinear in those block counts and evaluated at the full counts. Random data, each
-    sample on a new machine of `machine`'s configuration. Returns (cycles, details)."""
+    blocks (the last one the full problem's last, partial or not), the others as they are;
+    every memory row starts where the full problem's does modulo a DMA line. The kernel's steps run m, n, k from outer to inner, so the time is
+    a + b c_outer + c c_outer c_inner in the sampled block counts (no term for the inner
+    dimension alone); solved from the samples and evaluated at the full counts. Random data,
+    each sample on a new machine of `machine`'s configuration, remembered (cases sharing
+    the sub-GEMMs share them). Returns (cycles, details)."""
     config = machine.config
     dtype = np.dtype(dtype)
-    a, b, c = _operands(shape, dtype)
-    _, problem, blocking, _ = gemm_plan(a, b, c, trans_a=shape[3], trans_b=shape[4],
-                                        config=config)
+    _, blocking = _gemm_plan(*shape[:5], tuple(sorted(shape[5].items())), dtype.itemsize,
+                             config)
     side = gemm_model.mesh(config)
     sizes = dict(m=shape[0], n=shape[1], k=shape[2])
     widths = dict(m=side * blocking.mb, n=side * blocking.nb, k=side * blocking.kb)
     counts = {axis: -(-sizes[axis] // widths[axis]) for axis in sizes}
-    axes = sorted((axis for axis in counts if counts[axis] > SAMPLE_BLOCKS[-1]),
-                  key=lambda axis: -counts[axis])[:SAMPLED_AXES]
+    axes = [axis for axis in sorted(counts, key=lambda axis: -counts[axis])
+            if counts[axis] > SAMPLE_BLOCKS[-1]][:SAMPLED_AXES]
+    axes.sort(key="mnk".index)                           # outer first
+    first, last = SAMPLE_BLOCKS
+    points = [(first,) * len(axes)] + [tuple(last if i == j else first for i in range(len(axes)))
+                                       for j in range(len(axes))]
     samples = []
-    for blocks in itertools.product(SAMPLE_BLOCKS, repeat=len(axes)):
+    for blocks in points:
         sub = dict(sizes)
         for axis, count in zip(axes, blocks):
             sub[axis] = sizes[axis] - (counts[axis] - count) * widths[axis]
@@ -151,10 +181,8 @@ def sampled_gemm(shape, dtype, machine, engine="c"):
                                           tuple(sorted(leads.items())), dtype.name,
                                           tuple(blocking), config, engine)))
 
-    def terms(blocks):        # 1, c_a, c_b, c_a c_b, ...
-        return [np.prod([blocks[i] for i in subset])
-                for r in range(len(blocks) + 1)
-                for subset in itertools.combinations(range(len(blocks)), r)]
+    def terms(blocks):        # 1, c_outer, c_outer c_inner
+        return [np.prod(blocks[:r]) for r in range(len(blocks) + 1)]
 
     matrix = np.array([terms(blocks) for blocks, _ in samples], float)
     coefficients = np.linalg.solve(matrix, np.array([cycles for _, cycles in samples], float))
