@@ -202,21 +202,20 @@ def _pass(direction, geo, dtype, algo, machine, cgs, engine, order, activations,
 
 def _to(module, array, order, machine, stats, engine):
     """`array` (in `order`) in the module's layout, transformed on the VM if it differs."""
-    target = LAYOUTS[module.LAYOUT]
-    if target == order:
-        return array
-    name = next(k for k, v in LAYOUTS.items() if v == order)
-    out, run = transform(array, name, module.LAYOUT, machine=machine, engine=engine)
-    stats.phases["layout"].append(run)
-    return out
+    return _convert(array, order, LAYOUTS[module.LAYOUT], machine, stats, engine)
 
 
 def _from(module, array, order, machine, stats, engine):
     """The module's result back in `order`."""
-    if LAYOUTS[module.LAYOUT] == order:
+    return _convert(array, LAYOUTS[module.LAYOUT], order, machine, stats, engine)
+
+
+def _convert(array, src, dst, machine, stats, engine):
+    """`array` from axis order `src` to `dst` by dnn.transform (phase "layout")."""
+    if src == dst:
         return array
-    name = next(k for k, v in LAYOUTS.items() if v == order)
-    out, run = transform(array, module.LAYOUT, name, machine=machine, engine=engine)
+    name = {order: key for key, order in LAYOUTS.items()}
+    out, run = transform(array, name[src], name[dst], machine=machine, engine=engine)
     stats.phases["layout"].append(run)
     return out
 
