@@ -163,7 +163,8 @@ def test_estimate_is_within_three_percent_of_the_whole_run(shape, dtype):
     x = rng.standard_normal((r_i, c_i, n_i, b)).astype(dtype)
     wt = rng.standard_normal((9, n_i, n_o)).astype(dtype)
     _, run = implicit.run_kernel(geo, x, wt, None, Machine(), "c")
-    assert estimated == pytest.approx(run.cycles, rel=0.03)
+    assert details["weights"] > 0          # the weights' rearrangement, simulated whole
+    assert estimated - details["weights"] == pytest.approx(run.cycles, rel=0.03)
 
 
 def test_model_predicts_a_run_within_ten_percent():

@@ -103,7 +103,7 @@ def _close(got, want, dtype, terms):
     np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=15, deadline=None)
 @given(problems())
 def test_forward_matches_reference(pb):
     rng = np.random.default_rng(pb["seed"])
@@ -111,17 +111,19 @@ def test_forward_matches_reference(pb):
     x = rng.standard_normal(pb["x_shape"]).astype(dtype)
     w = rng.standard_normal(pb["w_shape"]).astype(dtype)
     bias = rng.standard_normal(pb["w_shape"][0]).astype(dtype) if pb["seed"] % 2 else None
-    y, stats = dnn.conv2d_forward(x, w, bias, stride=pb["stride"], padding=pb["padding"])
+    y, stats = dnn.conv2d_forward(x, w, bias, stride=pb["stride"], padding=pb["padding"],
+                                  algo="explicit")
     _close(y, ref_forward(x, w, bias, pb["s"], pb["p"]), dtype, np.prod(pb["w_shape"][1:]) + 1)
     assert stats.algo == "explicit" and stats.direction == "forward"
     assert stats.cycles == sum(stats.phase_cycles.values()) > 0
     assert stats.phase_cycles["im2col"] > 0 and stats.phase_cycles["col2im"] == 0
-    assert len(stats.phases["gemm"]) == pb["x_shape"][0]
+    assert len(stats.phases["gemm"]) == 1          # one GEMM for the whole batch
+    assert stats.phase_cycles["layout"] > 0        # NCHW to explicit's CNHW and back
     assert stats.dma_bytes >= x.nbytes + w.nbytes
     assert 0 < stats.efficiency < 1
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=15, deadline=None)
 @given(problems())
 def test_backward_matches_reference(pb):
     rng = np.random.default_rng(pb["seed"])
@@ -134,9 +136,33 @@ def test_backward_matches_reference(pb):
     _close(dx, ref_backward_data(dy, w, x.shape, s, p), dtype, np.prod(pb["w_shape"]))
     assert stats.phase_cycles["col2im"] > 0 and stats.phase_cycles["im2col"] == 0
     dw, stats = dnn.conv2d_backward_filter(x, dy, w.shape, stride=pb["stride"],
-                                           padding=pb["padding"])
+                                           padding=pb["padding"], algo="explicit")
     _close(dw, ref_backward_filter(x, dy, w.shape, s, p), dtype, np.prod(dy.shape) // dy.shape[1])
     assert stats.phase_cycles["im2col"] > 0 and stats.flops == 2 * dy.size * np.prod(w.shape[1:])
+
+
+@settings(max_examples=10, deadline=None)
+@given(problems())
+def test_auto_runs_a_supporting_algorithm_and_matches_the_reference(pb):
+    """algo="auto" over all registered algorithms (each is tested in its own file)."""
+    from swsim.hostlib.dnn import conv
+    rng = np.random.default_rng(pb["seed"])
+    dtype, s, p = pb["dtype"], pb["s"], pb["p"]
+    x = rng.standard_normal(pb["x_shape"]).astype(dtype)
+    w = rng.standard_normal(pb["w_shape"]).astype(dtype)
+    kw = dict(stride=pb["stride"], padding=pb["padding"])
+    y, fwd = dnn.conv2d_forward(x, w, **kw)
+    # Winograd's float32 rounding is a few times direct convolution's (test_conv_winograd.py)
+    slack = 16 if dtype == np.float32 else 1
+    _close(y, ref_forward(x, w, None, s, p), dtype, slack * np.prod(pb["w_shape"][1:]))
+    dy = rng.standard_normal(y.shape).astype(dtype)
+    dx, bwd = dnn.conv2d_backward_data(dy, w, x.shape, **kw)
+    _close(dx, ref_backward_data(dy, w, x.shape, s, p), dtype, slack * np.prod(pb["w_shape"]))
+    dw, flt = dnn.conv2d_backward_filter(x, dy, w.shape, **kw)
+    _close(dw, ref_backward_filter(x, dy, w.shape, s, p), dtype,
+           slack * np.prod(dy.shape) // dy.shape[1])
+    for stats in (fwd, bwd, flt):
+        assert stats.algo in conv.ALGORITHMS
 
 
 @pytest.mark.parametrize("group", [2, 3, 7])
@@ -190,20 +216,22 @@ def test_same_inputs_same_bits_and_cycles():
 def test_python_engine_gives_the_same_bits_and_cycles(monkeypatch, dtype, group):
     """im2col and col2im (swGEMM's engine agreement is tested with swGEMM)."""
     from swsim.hostlib.dnn import conv_explicit as explicit
-    from swsim.hostlib.dnn.conv_common import ConvStats, make_geometry
+    from swsim.hostlib.dnn.conv_common import make_geometry
     from swsim.vm import Machine
-    monkeypatch.setattr(explicit, "_row_group", lambda geo, es, op, config: group)
     rng = np.random.default_rng(2)
-    x = rng.standard_normal((1, 2, 5, 4)).astype(dtype)
-    geo = make_geometry(x.shape, (2, 2, 3, 3), (2, 1), 1, "w")
+    x = rng.standard_normal((2, 1, 5, 4)).astype(dtype)       # CNHW
+    geo = make_geometry((1, 2, 5, 4), (2, 2, 3, 3), (2, 1), 1, "w")
+    es, elements = x.itemsize, int(np.prod(geo.col_shape))
     results = []
     for engine in ("c", "python"):
         machine = Machine()
-        stats = ConvStats("explicit", "forward", geo.flops, machine.config.clock_hz,
-                          machine.config.peak_gflops_cg, {p: [] for p in explicit.PHASES})
-        col = explicit._im2col(x, geo, machine, stats, engine)
-        dx = explicit._col2im(col, geo, machine, stats, engine)
-        results.append((col.tobytes(), dx.tobytes(), stats.phase_cycles))
+        x_addr, col = machine.mem.put(x), machine.mem.alloc(elements * es)
+        im2col = explicit._launch("IM2COL", es, x_addr, col, geo, machine, engine, group)
+        dx = machine.mem.alloc(x.nbytes)
+        col2im = explicit._launch("COL2IM", es, dx, col, geo, machine, engine, group)
+        results.append((machine.mem.get(col, (elements,), dtype).tobytes(),
+                        machine.mem.get(dx, x.shape, dtype).tobytes(), im2col.cycles,
+                        col2im.cycles))
     assert results[0] == results[1]
 
 
@@ -224,7 +252,14 @@ DY = np.zeros((1, 3, 2, 2))
     (lambda: dnn.conv2d_forward(X, W, stride=0), "stride"),
     (lambda: dnn.conv2d_forward(X, W, padding=-1), "padding"),
     (lambda: dnn.conv2d_forward(X, W, padding=(1, 2, 3)), "padding"),
-    (lambda: dnn.conv2d_forward(X, W, algo="winograd"), "algo"),
+    (lambda: dnn.conv2d_forward(X, W, algo="fft"), "algo"),
+    (lambda: dnn.conv2d_forward(X, W, algo=None), "algo"),
+    (lambda: dnn.conv2d_forward(X, W, layout="NCWH"), "layout"),
+    (lambda: dnn.conv2d_forward(X, W, cgs=0), "cgs"),
+    (lambda: dnn.conv2d_forward(X, W, cgs=5), "cgs"),
+    (lambda: dnn.conv2d_forward(X, W, cgs=True), "cgs"),
+    (lambda: dnn.conv2d_forward(X, W, layout="NHWC"), "input channels"),
+    (lambda: dnn.conv2d_backward_data(DY, W, (2, 1, 4, 4), layout="CNHW"), "dy"),
     (lambda: dnn.conv2d_backward_data(np.zeros((1, 3, 3, 2)), W, X.shape), "dy"),
     (lambda: dnn.conv2d_backward_data(DY, W, (1, 2, 4)), "x_shape"),
     (lambda: dnn.conv2d_backward_filter(X, DY, (3, 2, 0, 3)), "w_shape"),
@@ -237,4 +272,182 @@ def test_bad_input_is_a_host_error_naming_the_argument(call, name):
 
 def test_rows_too_long_for_ldm_are_a_host_error():
     with pytest.raises(HostError, match="LDM"):
-        dnn.conv2d_forward(np.zeros((1, 1, 1, 8000)), np.zeros((1, 1, 1, 3)))
+        dnn.conv2d_forward(np.zeros((1, 1, 1, 8000)), np.zeros((1, 1, 1, 3)), algo="explicit")
+
+
+# ---- the public API: auto, layout=, cgs= ----------------------------------------------------
+
+def _data(shape, w_shape, dtype=np.float32, seed=0):
+    rng = np.random.default_rng(seed)
+    return (rng.standard_normal(shape).astype(dtype), rng.standard_normal(w_shape).astype(dtype))
+
+
+class _Fake:
+    """An algorithm module that refuses or wins the model's vote as told, and records
+    whether it ran."""
+    LAYOUT, PHASES = "NCHW", ("fake",)
+
+    def __init__(self, name, refusal, cycles):
+        self.NAME, self.refusal, self.cycles, self.ran = name, refusal, cycles, False
+
+    def supports(self, geo, direction, dtype, config):
+        return self.refusal
+
+    def predict(self, geo, direction, dtype, config):
+        return self.cycles
+
+    def forward(self, geo, x, w, bias, machine, stats, engine):
+        self.ran = True
+        return np.zeros(geo.y_shape, x.dtype)
+
+
+@pytest.mark.parametrize("refusal, cycles, picked", [
+    ("fake needs K = 7", 0.0, "explicit"),       # refused: auto skips it, however fast
+    (None, 1e12, "explicit"),                    # slower by the model
+    (None, 1.0, "fake")])                        # faster by the model: picked, not tried
+def test_auto_picks_the_fastest_supported_algorithm_by_predict(monkeypatch, refusal, cycles,
+                                                               picked):
+    from swsim.hostlib.dnn import conv
+    fake = _Fake("fake", refusal, cycles)
+    monkeypatch.setitem(conv.ALGORITHMS, "fake", fake)
+    x, w = _data((1, 2, 5, 5), (3, 2, 3, 3))
+    y, stats = dnn.conv2d_forward(x, w, padding=1)
+    assert stats.algo == picked and fake.ran == (picked == "fake")
+    if picked == "explicit":
+        _close(y, ref_forward(x, w, None, (1, 1), (1, 1)), np.float32, 19)
+    with pytest.raises(HostError, match="K = 7" if refusal else "nothing"):
+        if refusal:
+            dnn.conv2d_forward(x, w, padding=1, algo="fake")
+        else:
+            raise HostError("nothing")
+
+
+def test_auto_with_no_supported_algorithm_is_a_host_error(monkeypatch):
+    from swsim.hostlib.dnn import conv
+    monkeypatch.setattr(conv, "ALGORITHMS", {"fake": _Fake("fake", "never", 1.0)})
+    with pytest.raises(HostError, match="no convolution algorithm.*fake: never"):
+        dnn.conv2d_forward(*_data((1, 2, 5, 5), (3, 2, 3, 3)))
+
+
+@pytest.mark.parametrize("layout", ["NCHW", "NHWC", "CNHW", "RCNB"])
+def test_layouts_round_trip(layout):
+    """Every pass in every layout gives the NCHW reference transposed; the layout phase
+    costs nothing when the caller already has explicit's CNHW."""
+    order = dnn.LAYOUTS[layout]
+    perm = ["NCHW".index(a) for a in order]
+    x, w = _data((2, 3, 6, 5), (4, 3, 3, 3), np.float64, seed=3)
+    dy = np.random.default_rng(4).standard_normal((2, 4, 6, 5))
+    s, p = (1, 1), (1, 1)
+    y, st = dnn.conv2d_forward(x.transpose(perm), w, padding=1, layout=layout)
+    _close(y, ref_forward(x, w, None, s, p).transpose(perm), np.float64, 28)
+    assert (st.phase_cycles["layout"] == 0) == (layout == "CNHW")
+    dx, _ = dnn.conv2d_backward_data(dy.transpose(perm), w, x.transpose(perm).shape,
+                                     padding=1, layout=layout)
+    _close(dx, ref_backward_data(dy, w, x.shape, s, p).transpose(perm), np.float64, 36)
+    dw, _ = dnn.conv2d_backward_filter(x.transpose(perm), dy.transpose(perm), w.shape,
+                                       padding=1, layout=layout)
+    _close(dw, ref_backward_filter(x, dy, w.shape, s, p), np.float64, 60)
+
+
+@pytest.mark.parametrize("stride, padding, k", [(1, 1, 3), (2, 2, 5), (2, 0, 1)])
+def test_core_groups_give_the_same_results(stride, padding, k):
+    """cgs = 1, 2, 4: R_o (backward-data: R_i) split with halos; 9 rows over 4 CGs leave
+    uneven slices."""
+    x, w = _data((2, 3, 9, 7), (4, 3, k, k), np.float64, seed=k)
+    s, p = (stride, stride), (padding, padding)
+    want = ref_forward(x, w, None, s, p)
+    dy = np.random.default_rng(5).standard_normal(want.shape)
+    runs = {}
+    for cgs in (1, 2, 4):
+        y, fwd = dnn.conv2d_forward(x, w, stride=stride, padding=padding, cgs=cgs)
+        dx, bwd = dnn.conv2d_backward_data(dy, w, x.shape, stride=stride, padding=padding,
+                                           cgs=cgs)
+        dw, flt = dnn.conv2d_backward_filter(x, dy, w.shape, stride=stride, padding=padding,
+                                             cgs=cgs)
+        _close(y, want, np.float64, w[0].size)
+        _close(dx, ref_backward_data(dy, w, x.shape, s, p), np.float64, w.size)
+        _close(dw, ref_backward_filter(x, dy, w.shape, s, p), np.float64, dy[:, 0].size)
+        runs[cgs] = (fwd, bwd, flt)
+        slices = min(cgs, want.shape[2])
+        assert fwd.cgs == slices and fwd.peak_gflops == pytest.approx(742.4 * slices)
+        assert fwd.cycles == max(part.cycles for part in fwd.per_cg or [fwd])
+        assert (flt.phase_cycles.get("reduce", 0) > 0) == (slices > 1)
+    assert runs[4][0].cycles < runs[1][0].cycles            # the slices run in parallel
+
+
+def test_batches_too_large_for_col_run_in_chunks(monkeypatch):
+    from swsim.hostlib.dnn import conv_explicit as explicit
+    x, w = _data((6, 2, 5, 4), (3, 2, 3, 3), np.float64, seed=6)
+    per_image = 2 * 9 * 5 * 4 * 8
+    monkeypatch.setattr(explicit, "COL_BYTES", 2 * per_image)     # chunks of 2 images
+    dy = np.random.default_rng(7).standard_normal((6, 3, 5, 4))
+    y, st = dnn.conv2d_forward(x, w, padding=1, algo="explicit")
+    _close(y, ref_forward(x, w, None, (1, 1), (1, 1)), np.float64, 19)
+    assert len(st.phases["gemm"]) == len(st.phases["im2col"]) == 3
+    dx, st = dnn.conv2d_backward_data(dy, w, x.shape, padding=1, algo="explicit")
+    _close(dx, ref_backward_data(dy, w, x.shape, (1, 1), (1, 1)), np.float64, 54)
+    assert len(st.phases["col2im"]) == 3
+    dw, st = dnn.conv2d_backward_filter(x, dy, w.shape, padding=1, algo="explicit")
+    _close(dw, ref_backward_filter(x, dy, w.shape, (1, 1), (1, 1)), np.float64, 120)
+
+
+# ---- the models: predict and the sampled estimate -------------------------------------------
+
+@pytest.mark.parametrize("direction", ["forward", "backward_data", "backward_filter"])
+def test_estimate_from_samples_is_within_three_percent_of_the_whole_run(direction):
+    """B = 8, 64 -> 64 channels, 16 x 16: im2col / col2im have 8 rounds of tasks and the GEMM
+    7 blocks along B P, so both are sampled (2 and 4 rounds, 3 and 4 blocks) and
+    extrapolated."""
+    from swsim.hostlib.dnn import conv_explicit as explicit
+    from swsim.hostlib.dnn.conv_common import make_geometry
+    from swsim.vm import Machine
+    geo = make_geometry((8, 64, 16, 16), (64, 64, 3, 3), 1, 0, "w")
+    estimate, details = explicit.estimate(geo, direction, np.float32, Machine())
+    sampled = [d for d in details.values() if isinstance(d, dict)]
+    assert any(d.get("sampled_axes") for d in sampled)
+    assert any(len(d.get("simulated", ())) == 2 for d in sampled)
+    x, w = _data((64, 8, 16, 16), (64, 64, 3, 3))
+    dy = np.random.default_rng(1).standard_normal((64, 8, 14, 14)).astype(np.float32)
+    if direction == "forward":
+        _, st = dnn.conv2d_forward(x, w, layout="CNHW")
+    elif direction == "backward_data":
+        _, st = dnn.conv2d_backward_data(dy, w, x.shape, layout="CNHW")
+    else:
+        _, st = dnn.conv2d_backward_filter(x, dy, w.shape, layout="CNHW")
+    assert estimate == pytest.approx(st.cycles, rel=0.03)
+    predicted = explicit.predict(geo, direction, np.float32, Machine().config)
+    assert predicted == pytest.approx(st.cycles, rel=0.35)
+
+
+def test_explicit_supports_everything_that_fits_in_ldm():
+    from swsim.hostlib.dnn import conv_explicit as explicit
+    from swsim.hostlib.dnn.conv_common import make_geometry
+    from swsim.vm import Machine
+    config = Machine().config
+    for direction in ("forward", "backward_data", "backward_filter"):
+        assert explicit.supports(make_geometry((128, 512, 258, 258), (512, 512, 3, 3), 1, 0,
+                                               "w"), direction, np.float32, config) is None
+        assert "LDM" in explicit.supports(make_geometry((1, 1, 1, 9000), (1, 1, 1, 3), 1, 0,
+                                                        "w"), direction, np.float32, config)
+
+
+def test_bench_cases_are_listing_5_1():
+    from swsim.hostlib.tools.bench import conv as bench
+    cases = bench.cases()
+    assert len(cases) == 225 and len(set(cases)) == 225
+    assert {c[1:3] for c in cases} == {(i, o) for i in bench.CHANNELS for o in bench.CHANNELS
+                                       if i >= o}
+    assert bench.geometry((32, 128, 64, 16)).r_o == 16
+
+
+def test_bench_measures_and_validates_a_small_case():
+    from swsim.hostlib.tools.bench import conv as bench
+    from swsim.hostlib.dnn import conv
+    result = bench.measure((1, 64, 64, 16))
+    assert set(result.validated) == set(conv.ALGORITHMS)     # K = 3, stride 1: all apply
+    for est, simulated in result.validated.values():
+        assert est == pytest.approx(simulated, rel=bench.MAX_ERROR)
+    assert result.auto in conv.ALGORITHMS and result.best in conv.ALGORITHMS
+    assert 0.05 < result.efficiency("explicit") < 1
+    report = bench.format_report([result], 1.0)
+    assert "explicit" in report and "validation: 3 runs" in report

@@ -309,6 +309,21 @@ PUBLISHED: dict[str, Published] = {
                                            "vendor BLAS on the skinny shapes", target=False),
     "gemm_padding_time": Published(5, "%", "thesis §4.2.4: padding time below this share",
                                    target=False),
+    # thesis §5.4 / §6.3 (Fig. 5.12, 5.13, 6.11): mean efficiency over the Listing 5.1
+    # generality set, whole chip, reported beside `swsim bench conv`
+    "conv_implicit_mean": Published(57, "%", "thesis §5.4: implicit GEMM conv, mean of "
+                                    "peak (Fig. 5.12)", target=False),
+    "conv_winograd_mean": Published(60, "%", "thesis §5.4: Winograd F(2x2,3x3), mean slightly "
+                                    "above this at B = 32 and 128 (Fig. 5.12)", target=False),
+    "conv_explicit_mean": Published(30, "%", "thesis §5.4: explicit GEMM conv, mean below "
+                                    "this (Fig. 5.12)", target=False),
+    "conv_best_mean_training": Published(61, "%", "thesis §5.4: best of the three, mean at "
+                                         "B = 32 and 128 (Fig. 5.13)", target=False),
+    "conv_best_mean_inference": Published(57, "%", "thesis §5.4: best of the three, mean at "
+                                          "B = 1 (Fig. 5.13)", target=False),
+    "conv_swautodnn_mean": Published(74, "%", "thesis §6.3: swAutoDNN's implicit conv on the "
+                                     "same set, 73 % (B = 1) to 74 % (Fig. 6.11)",
+                                     target=False),
     # MACHINE.md §6 hardware check: STREAM through PE-mode DMA, one CG, 64 CPEs, blocks of
     # `buf` doubles, arrays 10 elements off 128-byte alignment; MB/s (10^6 B), within 15%.
     **{f"dma_stream_{pattern}_{buf}": Published(

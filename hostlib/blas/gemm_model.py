@@ -219,11 +219,22 @@ def _operand_rows(rows, cols, r, l, ld_bytes, es, transposed, swap, config: VMCo
     return starts, ends, valid
 
 
-def row_transactions(starts, ends, config: VMConfig) -> np.ndarray:
-    """Transactions of DMA rows from byte `starts` to `ends` (inclusive, arrays): every row
-    costs the 128-byte segments it touches (eq. 3-2's waste)."""
+def transactions(starts, ends, valid, config: VMConfig) -> int:
+    """128-byte transactions of the DMA blocks [starts, ends] (byte addresses, inclusive;
+    arrays, those with `valid` false skipped): every block costs the segments it touches
+    (eq. 3-2's waste)."""
     segment = config.dma_transaction_bytes
-    return ends // segment - starts // segment + 1
+    return int(np.sum((ends // segment - starts // segment + 1) * valid))
+
+
+def put_engine_cycles(starts, ends, valid, config: VMConfig) -> int:
+    """Engine cycles of puts of the blocks [starts, ends] (arrays (requests, blocks); a
+    request is a row with a valid block): a write command per whole line, per write piece of
+    a partial line (``row_put_writes``), and the write acknowledgement per request
+    (docs/timing.md "DMA")."""
+    commands = int(np.sum(row_put_writes(starts, ends, config) * valid))
+    requests = int(np.sum(np.asarray(valid).any(axis=-1)))
+    return commands * config.dma_put_write_cycles + requests * config.dma_put_ack_cycles
 
 
 def row_put_writes(starts, ends, config: VMConfig) -> np.ndarray:
@@ -244,18 +255,13 @@ def row_put_writes(starts, ends, config: VMConfig) -> np.ndarray:
 
 def operand_transactions(*block, config: VMConfig) -> int:
     """Transactions of the CPEs' DMAs of an operand block (arguments of ``_operand_rows``)."""
-    starts, ends, valid = _operand_rows(*block, config)
-    return int(np.sum(row_transactions(starts, ends, config) * valid))
+    return transactions(*_operand_rows(*block, config), config)
 
 
 def operand_put_cycles(*block, config: VMConfig) -> int:
     """Engine cycles of the CPEs' puts of an operand block (one request per CPE with a
-    valid part): a write command per whole line, per write piece of a partial line, and the
-    write acknowledgement per request (docs/timing.md "DMA"). Operands start line-aligned."""
-    starts, ends, valid = _operand_rows(*block, config)
-    commands = int(np.sum(row_put_writes(starts, ends, config) * valid))
-    requests = int(np.sum(valid.any(axis=1)))
-    return commands * config.dma_put_write_cycles + requests * config.dma_put_ack_cycles
+    valid part; operands start line-aligned)."""
+    return put_engine_cycles(*_operand_rows(*block, config), config)
 
 
 def dma_cycles(engine_cycles: float, config: VMConfig) -> float:

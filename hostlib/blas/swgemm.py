@@ -9,12 +9,17 @@ on the CPEs. docs/gemm.md ("swGEMM") describes the kernel.
 The kernel computes C' (M' x N', row-major in memory) = alpha A' B' + beta C' with the
 primitive's k-major operand layouts. A column-major C is handled as the row-major C^T =
 op(B)^T op(A)^T; without C the orientation with the smaller predicted time is used.
+
+``gemm_in_memory`` is the same on operands already in simulated memory (``InMemory``: an
+address, a shape and a leading dimension), for a caller whose previous launch left them
+there (the convolution's col): nothing is copied, the result stays in memory.
 """
 from __future__ import annotations
 
 import math
 import numbers
 from dataclasses import dataclass
+from typing import Optional
 
 import numpy as np
 
@@ -32,11 +37,30 @@ MAX_CYCLES = 250_000_000
 HOST_CYCLES_PER_SECOND = (0.5e5, 2.5e5)
 
 
+@dataclass(frozen=True)
+class InMemory:
+    """A row-major matrix in simulated main memory: `shape` = (rows, cols) at `address`,
+    `ld` (>= cols) elements from one row to the next (default: cols)."""
+    address: int
+    shape: tuple
+    dtype: np.dtype
+    ld: Optional[int] = None
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def lead(self) -> int:
+        return self.shape[1] if self.ld is None else self.ld
+
+
 @dataclass
 class _Stored:
-    """A logical matrix (rows x cols) as it lies in memory: `array` is C-contiguous and is
-    either the matrix (natural) or its transpose."""
-    array: np.ndarray
+    """A logical matrix (rows x cols) as it lies in memory: `array` (a C-contiguous numpy
+    array to be copied in, or an ``InMemory``) is either the matrix (natural) or its
+    transpose."""
+    array: object
     transposed: bool
 
     @property
@@ -47,10 +71,35 @@ class _Stored:
     def T(self) -> "_Stored":
         return _Stored(self.array, not self.transposed)
 
+    @property
+    def in_memory(self) -> bool:
+        return isinstance(self.array, InMemory)
 
-def _stored(view: np.ndarray) -> _Stored:
+    def lead(self, config) -> int:
+        """Elements from one memory row to the next: an ``InMemory`` matrix's own; a numpy
+        array is placed with ``gemm_model.line_padded`` rows."""
+        if self.in_memory:
+            return self.array.lead
+        return gemm_model.line_padded(self.array.shape[1], self.array.itemsize, config)
+
+    def address(self, mem, config) -> int:
+        """Where the matrix lies, placing a numpy array first (its row padding zero)."""
+        if self.in_memory:
+            return self.array.address
+        array, ld = self.array, self.lead(config)
+        if ld == array.shape[1]:
+            return mem.put(array)
+        padded = np.zeros((array.shape[0], ld), array.dtype)
+        padded[:, :array.shape[1]] = array
+        return mem.put(padded)
+
+
+def _stored(view) -> _Stored:
     """How `view` can be placed in memory without reordering it: as it is when C-contiguous,
-    as its transpose when F-contiguous; anything else is made contiguous first."""
+    as its transpose when F-contiguous; anything else is made contiguous first. An
+    ``InMemory`` matrix is where it is."""
+    if isinstance(view, InMemory):
+        return _Stored(view, False)
     if view.flags.c_contiguous:
         return _Stored(view, False)
     if view.flags.f_contiguous:
@@ -60,6 +109,13 @@ def _stored(view: np.ndarray) -> _Stored:
 
 class GemmError(SwsimError, ValueError):
     """A gemm() call with operands or options it cannot compute with."""
+
+
+def _op(X, trans) -> _Stored:
+    """op(X) as stored: a numpy view is transposed before placing (see ``_stored``)."""
+    if isinstance(X, InMemory):
+        return _stored(X).T if trans else _stored(X)
+    return _stored(X.T if trans else X)
 
 
 def _check_scalars(alpha, beta, trans_a, trans_b) -> None:
@@ -73,45 +129,33 @@ def _check_scalars(alpha, beta, trans_a, trans_b) -> None:
 
 
 def _operands(A, B, C, trans_a, trans_b):
-    A, B = np.asarray(A), np.asarray(B)
     dtype = A.dtype
     if dtype not in (np.float32, np.float64) or B.dtype != dtype:
         raise GemmError(f"A and B must both be float32 or both float64, got {A.dtype} and "
                          f"{B.dtype}")
     if A.ndim != 2 or B.ndim != 2:
         raise GemmError("A and B must be 2-D")
-    op_a = A.T if trans_a else A
-    op_b = B.T if trans_b else B
+    op_a, op_b = _op(A, trans_a), _op(B, trans_b)
     (m, k), (k2, n) = op_a.shape, op_b.shape
     if k != k2:
         raise GemmError(f"op(A) is {m} x {k} but op(B) is {k2} x {n}")
     if C is not None:
-        C = np.asarray(C)
         if C.dtype != dtype or C.shape != (m, n):
             raise GemmError(f"C must be {m} x {n} {dtype}, got {C.shape} {C.dtype}")
     if min(m, n, k) < 1:
         raise GemmError(f"M, N, K must be >= 1, got {m}, {n}, {k}")
-    return dtype, _stored(op_a), _stored(op_b), None if C is None else _stored(C)
+    return dtype, op_a, op_b, None if C is None else _stored(C)
 
 
-def _problem(a_km: _Stored, b_kn: _Stored, m, n, k, dtype, has_beta, config) -> Problem:
-    """The kernel's problem; A and B are placed with ``line_padded`` rows of the arrays given
-    (which keep their K columns when alpha = 0 makes the product's K 0)."""
-    es = np.dtype(dtype).itemsize
-    return Problem(m=m, n=n, k=k, itemsize=es, a_transposed=a_km.transposed,
-                   b_transposed=b_kn.transposed, has_beta=has_beta,
-                   lda=gemm_model.line_padded(a_km.array.shape[1], es, config),
-                   ldb=gemm_model.line_padded(b_kn.array.shape[1], es, config))
-
-
-def _place(mem, array: np.ndarray, ld: int) -> int:
-    """Copy a matrix into simulated memory with `ld` elements per row (the padding zero);
-    returns its address."""
-    if ld == array.shape[1]:
-        return mem.put(array)
-    padded = np.zeros((array.shape[0], ld), array.dtype)
-    padded[:, :array.shape[1]] = array
-    return mem.put(padded)
+def _problem(a_km: _Stored, b_kn: _Stored, c: Optional[_Stored], m, n, k, dtype, has_beta,
+             config) -> Problem:
+    """The kernel's problem. A and B keep the rows of the arrays given (their K columns even
+    when alpha = 0 makes the product's K 0); C's leading dimension is left to
+    ``gemm_model.leading_dims`` unless C is an ``InMemory`` matrix."""
+    return Problem(m=m, n=n, k=k, itemsize=np.dtype(dtype).itemsize,
+                   a_transposed=a_km.transposed, b_transposed=b_kn.transposed,
+                   has_beta=has_beta, lda=a_km.lead(config), ldb=b_kn.lead(config),
+                   ldc=c.lead(config) if c is not None and c.in_memory else None)
 
 
 def gemm(A, B, C=None, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, *, engine="c",
@@ -129,13 +173,65 @@ def gemm(A, B, C=None, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, *, eng
     whose operands do not fit in the simulated memory left, is refused with a HostError before
     anything is allocated.
     """
-    _check_scalars(alpha, beta, trans_a, trans_b)
+    A, B = np.asarray(A), np.asarray(B)
+    C = None if C is None else np.asarray(C)
+    machine = machine or Machine()
+    result, stats = _gemm(A, B, C, alpha, beta, trans_a, trans_b, engine, blocking, machine,
+                          progress, max_cycles)
+    rows, cols = result.shape
+    array = np.ascontiguousarray(machine.mem.get(result.address, (rows, result.lead),
+                                                 result.dtype)[:, :cols])
+    return (array.T if stats.swapped else array), stats
+
+
+def gemm_in_memory(A: InMemory, B: InMemory, C: Optional[InMemory] = None, alpha=1.0,
+                   beta=0.0, trans_a=False, trans_b=False, *, engine="c", blocking=None,
+                   machine=None, progress=None, max_cycles=MAX_CYCLES):
+    """``gemm`` on matrices already in `machine`'s memory (``InMemory``, each with its
+    leading dimension): the same kernel run, with nothing copied in or out. With C the
+    result overwrites it; without, it goes to new memory. Returns (the result as an
+    ``InMemory`` -- its transpose, row-major, when ``stats.swapped`` --, Stats). ``max_cycles``
+    as ``gemm``'s."""
+    for name, operand in (("A", A), ("B", B), ("C", C)):
+        if operand is not None and not isinstance(operand, InMemory):
+            raise GemmError(f"{name} must be an InMemory matrix, got {type(operand).__name__}")
+        if operand is not None and operand.lead < operand.shape[1]:
+            raise GemmError(f"{name}'s ld must be at least its {operand.shape[1]} columns, "
+                            f"got {operand.ld}")
+    if machine is None:
+        raise GemmError("gemm_in_memory needs the machine whose memory holds the operands")
+    return _gemm(A, B, C, alpha, beta, trans_a, trans_b, engine, blocking, machine, progress,
+                 max_cycles)
+
+
+def _gemm(A, B, C, alpha, beta, trans_a, trans_b, engine, blocking, machine, progress,
+          max_cycles):
+    """Plan, check and run one swgemm launch; returns (C' as an ``InMemory``, Stats)."""
     if max_cycles is not None and (isinstance(max_cycles, bool)
                                    or not isinstance(max_cycles, numbers.Integral)
                                    or max_cycles < 1):
         raise GemmError(f"max_cycles must be None or an int >= 1, got {max_cycles!r}")
-    machine = machine or Machine()
-    config = machine.config
+    predicted, swapped, a_km, b_kn, c, problem, chosen, k = _plan(
+        A, B, C, alpha, beta, trans_a, trans_b, blocking, machine.config)
+    m, n = (problem.n, problem.m) if swapped else (problem.m, problem.n)
+    _check_limits(problem, predicted, (a_km, b_kn, c), machine, max_cycles,
+                  f"gemm of {m} x {n} x {k} {np.dtype(A.dtype).name}")
+    return _run(problem, chosen, a_km, b_kn, c, alpha, beta, np.dtype(A.dtype), engine,
+                machine, swapped, predicted, k, progress)
+
+
+def gemm_plan(A, B, C=None, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, *,
+              config, blocking=None):
+    """What ``gemm`` / ``gemm_in_memory`` would run for these operands (numpy arrays or
+    ``InMemory``, only their shapes and layouts matter): (the model's predicted cycles, the
+    kernel's Problem, the Blocking, swapped)."""
+    predicted, swapped, _, _, _, problem, chosen, _ = _plan(A, B, C, alpha, beta, trans_a,
+                                                            trans_b, blocking, config)
+    return predicted, problem, chosen, swapped
+
+
+def _plan(A, B, C, alpha, beta, trans_a, trans_b, blocking, config):
+    _check_scalars(alpha, beta, trans_a, trans_b)
     dtype, op_a, op_b, c_mem = _operands(A, B, C, trans_a, trans_b)
     m, k = op_a.shape
     n = op_b.shape[1]
@@ -151,25 +247,24 @@ def gemm(A, B, C=None, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, *, eng
     choices = []
     for swapped, a_km, b_kn, c in plans:
         mm, nn = (n, m) if swapped else (m, n)
-        problem = _problem(a_km, b_kn, mm, nn, k_product, dtype, has_beta, config)
+        problem = _problem(a_km, b_kn, c, mm, nn, k_product, dtype, has_beta, config)
         chosen = (Blocking(*blocking) if blocking is not None
                   else gemm_model.choose(problem, config))
         choices.append((gemm_model.predict(problem, chosen, config), swapped, a_km, b_kn, c,
                         problem, chosen))
-    predicted, swapped, a_km, b_kn, c, problem, chosen = min(choices, key=lambda c: c[0])
-    _check_limits(problem, predicted, (a_km, b_kn), machine, max_cycles,
-                  f"gemm of {m} x {n} x {k} {np.dtype(dtype).name}")
-    return _run(problem, chosen, a_km, b_kn, c, alpha, beta, dtype, engine, machine, swapped,
-                predicted, k, progress)
+    return (*min(choices, key=lambda c: c[0]), k)
 
 
 def _placed_bytes(problem: Problem, operands, config) -> int:
-    """Simulated main memory that A, B and C take as ``_run`` places them, with the job."""
-    lda, ldb, ldc = gemm_model.leading_dims(problem, config)
-    (a_km, b_kn), align = operands, config.mem_align
-    sizes = (a_km.array.shape[0] * lda, b_kn.array.shape[0] * ldb, problem.m * ldc)
-    return sum(-(-size * problem.itemsize // align) * align for size in sizes) + \
-        KERNEL.record("J_", "JOB_BYTES").nbytes
+    """New simulated main memory that ``_run`` takes: the numpy operands it places (an
+    ``InMemory`` one is there already), C unless it is in memory, and the job."""
+    a_km, b_kn, c = operands
+    rows = (a_km.array.shape[0], b_kn.array.shape[0], problem.m)
+    placed = (not a_km.in_memory, not b_kn.in_memory, c is None or not c.in_memory)
+    align = config.mem_align
+    return sum(-(-r * ld * problem.itemsize // align) * align
+               for r, ld, new in zip(rows, gemm_model.leading_dims(problem, config), placed)
+               if new) + KERNEL.record("J_", "JOB_BYTES").nbytes
 
 
 def _hours(seconds: float) -> str:
@@ -202,12 +297,12 @@ def _run(problem, blocking, a_km, b_kn, c, alpha, beta, dtype, engine, machine, 
     layout = gemm_model.ldm_layout(problem, blocking, machine.config)
     if layout is None:
         raise GemmError(f"blocking {blocking} does not fit in LDM for {problem}")
-    mem = machine.mem
-    lda, ldb, ldc = gemm_model.leading_dims(problem, machine.config)
-    c_addr = (mem.alloc(problem.m * ldc * problem.itemsize) if c is None
-              else _place(mem, c.array, ldc))
-    addresses = (_place(mem, a_km.array, lda), _place(mem, b_kn.array, ldb), c_addr)
-    job = _job(problem, blocking, layout, addresses, alpha, beta, machine.config)
+    mem, config = machine.mem, machine.config
+    ldc = gemm_model.leading_dims(problem, config)[2]
+    a_addr, b_addr = a_km.address(mem, config), b_kn.address(mem, config)
+    c_addr = c.address(mem, config) if c is not None else mem.alloc(
+        problem.m * ldc * problem.itemsize)
+    job = _job(problem, blocking, layout, (a_addr, b_addr, c_addr), alpha, beta, config)
     (m, n) = (problem.n, problem.m) if swapped else (problem.m, problem.n)
     stats = KERNEL.launch(machine, [mem.put(job)], flops=2 * m * n * k,
                           engine=engine,
@@ -215,8 +310,7 @@ def _run(problem, blocking, a_km, b_kn, c, alpha, beta, dtype, engine, machine, 
                                        blocking=blocking, swapped=swapped,
                                        predicted_cycles=predicted),
                           progress=progress)
-    result = np.ascontiguousarray(mem.get(c_addr, (problem.m, ldc), dtype)[:, :problem.n])
-    return (result.T if swapped else result), stats
+    return InMemory(c_addr, (problem.m, problem.n), dtype, ldc), stats
 
 
 def _job(problem: Problem, blocking: Blocking, layout: dict, addresses, alpha, beta, config):

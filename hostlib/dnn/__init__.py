@@ -5,7 +5,8 @@ work), and returns ``(result, stats)``; docs/dnn.md describes them.
 - ``activation_forward(x, kind)`` / ``activation_backward(dy, x=..., y=..., kind)``: ReLU,
   sigmoid and tanh; ``exp(x)``, the element-wise exponential they are built on;
 - ``conv2d_forward`` / ``conv2d_backward_data`` / ``conv2d_backward_filter``: 2-D convolution
-  (explicit GEMM: im2col / col2im on the CPEs and swGEMM);
+  (``conv.ALGORITHMS``, chosen by their models with ``algo="auto"``; explicit GEMM: im2col /
+  col2im on the CPEs and one swGEMM on col in memory), with ``layout=`` and ``cgs=``;
 - ``linear_forward`` / ``linear_backward``: FC through swGEMM;
 - ``lstm_forward`` (tensorized Algorithm 6 or the cuDNN-style baseline) / ``lstm_backward``:
   one LSTM layer, forward and backward through time;

@@ -15,22 +15,34 @@ from ..runtime.stats import Rates
 class ConvStats(Rates):
     """One convolution pass on the VM: its phases' launches (``phases[name]``: the runtime
     ``Stats`` of each launch, in order) and the totals over them (seconds, gflops and
-    efficiency of the summed cycles)."""
+    efficiency of the cycles). On several core groups, ``per_cg`` holds each CG's ConvStats
+    (its slice of the pass); the pass takes the slowest CG's cycles plus those of its own
+    phases (the reduction across CGs)."""
     algo: str
     direction: str            # "forward", "backward_data" or "backward_filter"
     flops: int                # 2 B N_o R_o C_o N_i K_r K_c
     clock_hz: float
-    peak_gflops: float        # of the one core group used
+    peak_gflops: float        # of the core groups used
     phases: dict = field(default_factory=dict)
+    per_cg: list = field(default_factory=list)
+
+    @property
+    def cgs(self) -> int:
+        return max(1, len(self.per_cg))
 
     @property
     def runs(self) -> list:
-        return [stats for launches in self.phases.values() for stats in launches]
+        own = [stats for launches in self.phases.values() for stats in launches]
+        return own + [stats for part in self.per_cg for stats in part.runs]
 
     @property
     def phase_cycles(self) -> dict:
-        """Cycles of each phase (its launches run one after the other)."""
-        return {name: sum(s.cycles for s in launches) for name, launches in self.phases.items()}
+        """Cycles of each phase (its launches run one after the other; on several CGs the
+        slowest CG's)."""
+        slowest = max(self.per_cg, key=lambda part: part.cycles).phase_cycles if \
+            self.per_cg else {}
+        own = {name: sum(s.cycles for s in launches) for name, launches in self.phases.items()}
+        return {**slowest, **own}
 
     @property
     def cycles(self) -> int:
@@ -142,11 +154,4 @@ def make_geometry(x_shape, w_shape, stride, padding, w_name) -> ConvGeometry:
     if geo.r_o < 1 or geo.c_o < 1:
         raise HostError(f"kernel {geo.k_r}x{geo.k_c} is larger than the padded image "
                         f"{geo.r_i}x{geo.c_i} + 2 x {geo.padding} ({w_name}, padding)")
-    if geo.batch * geo.n_i * geo.r_i >= (1 << 32) // geo.r_i:
-        raise HostError(f"x has too many rows ({geo.batch * geo.n_i * geo.r_i}) for the kernel")
     return geo
-
-
-def check_dy(dy, geo: ConvGeometry) -> None:
-    if dy.shape != geo.y_shape:
-        raise HostError(f"dy must have shape {geo.y_shape} (B, N_o, R_o, C_o), got {dy.shape}")

@@ -160,17 +160,15 @@ def _step_dma(geo: ConvGeometry, es: int, blk: Blocking, config) -> tuple:
     # X: pixel 7 stands for a typical one (its alignment in memory)
     s, e, m = rows(j * blk.ki, blk.ki, kv_x, geo.batch * es,
                    7 * geo.n_i * geo.batch * es + b0 * es, bv * es)
-    x = blk.g * int(np.sum(gemm_model.row_transactions(s, e, config) * m))
+    x = blk.g * gemm_model.transactions(s, e, m, config)
     nv = np.clip(geo.n_o - j * blk.nb, 0, blk.nb)
     w = 0
     if not blk.resident:
         kv_w = np.clip(geo.n_i - i * blk.ki, 0, blk.ki)
         s, e, m = rows(i * blk.ki, blk.ki, kv_w, geo.n_o * es, j * blk.nb * es, nv * es)
-        w = blk.g * int(np.sum(gemm_model.row_transactions(s, e, config) * m))
+        w = blk.g * gemm_model.transactions(s, e, m, config)
     s, e, m = rows(j * blk.nb, blk.nb, nv, geo.batch * es, b0 * es, bv * es)
-    writes = int(np.sum(gemm_model.row_put_writes(s, e, config) * m))
-    requests = int(np.sum(m.any(axis=1)))
-    put = writes * config.dma_put_write_cycles + requests * config.dma_put_ack_cycles
+    put = gemm_model.put_engine_cycles(s, e, m, config)
     read = config.dma_transaction_cycles
     return x * read, w * read, put
 
@@ -377,21 +375,25 @@ def estimate(geo: ConvGeometry, direction, dtype, machine, engine="c", *, blocki
     (start-up included) and the other N_o blocks' weight loads (by the model). Rows of more
     than SAMPLE_ROW_TILES tiles are sampled by an interior tile (and the last, narrower one
     if there is one): the edge columns' missing pieces count as interior. Layers of at most
-    2 tiles run whole. `blocking` overrides the model's choice."""
+    2 tiles run whole. The weights' rearrangement (a small transform) runs whole and is added.
+    `blocking` overrides the model's choice."""
     config = machine.config
     _check(geo, direction, dtype, config)
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal(geo.w_shape).astype(dtype)
+    weights = transform(w, "NCHW" if direction == "forward" else "CNHW", "RCNB",
+                        machine=machine, engine=engine)[1].cycles
     geo = _pass_geometry(geo, direction)
     es = np.dtype(dtype).itemsize
     blk = blocking or choose(geo, es, config)
     c = counts(geo, blk)
     rows = kernel_rows(geo)
     sample_geo, row = _sample_geometry(geo)
-    rng = np.random.default_rng(0)
     wt = rng.standard_normal((geo.k_r * geo.k_c, geo.n_i, geo.n_o)).astype(dtype)
     if row is None or c["nnb"] * c["nbb"] * c["ncb"] * geo.r_o <= 2:
         x = rng.standard_normal((geo.r_i, geo.c_i, geo.n_i, geo.batch)).astype(dtype)
         _, run = run_kernel(geo, x, wt, None, machine, engine, blocking=blk)
-        return float(run.cycles), dict(blocking=blk, whole=True)
+        return float(weights + run.cycles), dict(blocking=blk, whole=True, weights=weights)
     x = rng.standard_normal((sample_geo.r_i, geo.c_i, geo.n_i, geo.batch)).astype(dtype)
 
     def cycles_of(cb, tiles):
@@ -416,5 +418,5 @@ def estimate(geo: ConvGeometry, direction, dtype, machine, engine="c", *, blocki
     cycles = (base + (blocks * geo.r_o - unit / c["ncb"]) * fixed
               + (blocks * rows.sum() - geo.k_r * unit / c["ncb"]) * per_kernel_row
               + (c["nnb"] - 1) * nb_load(geo, es, blk, config))
-    return float(cycles), dict(blocking=blk, whole=False, first_cycles=base,
-                               row_cycles=row_cycles)
+    return float(weights + cycles), dict(blocking=blk, whole=False, first_cycles=base,
+                                         row_cycles=row_cycles, weights=weights)

@@ -64,6 +64,19 @@ def register(subparsers) -> None:
     lstm.add_argument("--engine", choices=("c", "python"), default="c")
     lstm.set_defaults(func=_lstm)
 
+    conv = which.add_parser("conv", help="convolution: thesis §5.4 generality test (Listing "
+                            "5.1, 225 cases), every algorithm's efficiency, sampled and "
+                            "validated")
+    conv.add_argument("--quick", action="store_true", help="a subset of the cases")
+    conv.add_argument("--out", default="conv_bench.png", metavar="FILE.png",
+                      help="the box plot (default conv_bench.png)")
+    conv.add_argument("--jobs", type=count_argument(1), default=2,
+                      help="processes (default 2)")
+    conv.add_argument("--no-validate", dest="validate", action="store_false",
+                      help="skip the whole runs of the small cases")
+    conv.add_argument("--engine", choices=("c", "python"), default="c")
+    conv.set_defaults(func=_conv)
+
     analyze = subparsers.add_parser("analyze", help="steady-state cycles per iteration of a "
                                     "loop under the issue rules (like llvm-mca)")
     analyze.add_argument("program", metavar="KERNEL", help="assembly source (.s) or program (.swo)")
@@ -187,6 +200,27 @@ def _allreduce(args) -> int:
     print(allreduce.format_report(result))
     if args.plot:
         allreduce.plot(result, args.plot)
+    return 0
+
+
+def _conv(args) -> int:
+    import time
+
+    from tqdm import tqdm
+
+    from .bench import conv
+    start = time.perf_counter()
+    bar = tqdm(total=len(conv.cases(args.quick)), unit="case", file=sys.stderr,
+               disable=not sys.stderr.isatty())
+    try:
+        results = conv.run(quick=args.quick, engine=args.engine, jobs=args.jobs,
+                           validate=args.validate,
+                           progress=lambda done, total: bar.update(done - bar.n))
+    finally:
+        bar.close()
+    print(conv.format_report(results, time.perf_counter() - start))
+    conv.box_plot(results, args.out)
+    print(f"box plot: {args.out}")
     return 0
 
 

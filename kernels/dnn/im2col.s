@@ -1,18 +1,22 @@
 # im2col and col2im of explicit GEMM convolution (thesis §5.1.1, Fig. 5.4; docs/dnn.md
 # "Convolution"). hostlib/dnn/conv.py is the host side.
 #
-# Image x: (B, N_i, R_i, C_i), rows of C_i contiguous elements. col: per image b a K x P
-# row-major matrix, K = N_i K_r K_c rows ordered (c, kr, kc), P = R_o C_o columns ordered
-# (r_o, c_o): col[b][(c, kr, kc)][(r_o, c_o)] = xpad[b, c, r_o s_r + kr, c_o s_c + kc] with xpad
-# the image zero-padded by (p_r, p_c). So the rows (b, c, kr, 0..K_c-1) of col start at
-# ((bc K_r + kr) K_c) P elements, bc = b N_i + c: N_i itself is never needed.
+# Image x: planes of R_i x C_i elements (rows of C_i contiguous), plane q = o INNER + i at
+# x + o X_OUTER + i X_INNER; explicit convolution passes x as CNHW (N_i, B, R_i, C_i): o = c
+# the channel, i = b the image, INNER = B (or a chunk of the batch, X_OUTER stepping over the
+# whole batch). col: rows (c, kr, kc), each of B P elements ordered (b, r_o, c_o)
+# with P = R_o C_o: col[(c, kr, kc)][(b, r_o, c_o)] = xpad[c, b, r_o s_r + kr, c_o s_c + kc],
+# xpad the planes zero-padded by (p_r, p_c): one K x (B P) matrix for the whole batch (the
+# thesis' batch layout trick, one GEMM for all images). The host gives the byte strides: row
+# (o, kr, kc) of plane q starts at col + o COL_OUTER + i COL_INNER + (kr K_c + kc) COL_PITCH
+# (COL_OUTER = K_r K_c COL_PITCH, COL_INNER = P es, COL_PITCH = B P es).
 #
-# A task is a group of G consecutive input rows i0 .. i0+n-1 of one plane bc (the thesis' one
+# A task is a group of G consecutive input rows i0 .. i0+n-1 of one plane q (the thesis' one
 # input row per task is G = 1; the host takes G as large as LDM allows, so col is written in
 # long runs of whole 128-byte lines). Task t runs on CPE t mod 64. Input row r_i feeds output
 # row r_o through kernel row kr when r_i + p_r = r_o s_r + kr: for each kr the group feeds a
 # run of output rows lo..hi, and for each kc a contiguous run of (hi - lo + 1) C_o elements of
-# col row (bc, kr, kc); the K_c runs, P elements apart, are one strided DMA.
+# col row (o, kr, kc); the K_c runs, COL_PITCH bytes apart, are one strided DMA.
 #   OP_IM2COL: get the n rows (one DMA each) into ROW_BUF, one padded row of ROW_LEN elements
 #     each at offset p_c (the pad columns are zeroed once and never written); for each kr
 #     select ROW_BUF[row][c_o s_c + kc] into COL_BUF (K_c runs) and put it. Pad rows of col are
@@ -23,7 +27,8 @@
 #     exactly one task, so the sums need no locking.
 # Divisions by the groups per plane and by s_r are multiplications by ceil(2^32 / d) (exact
 # below 2^32 / d; the host checks the sizes). DMAs are synchronous: a CPE waits for its
-# transfers before it goes on.
+# transfers before it goes on. Planes are split into outer and inner index by the
+# reciprocal of INNER the same way.
 #
 # Argument: a0 = the job (JOB_BYTES in main memory, int64 fields J_*).
 
@@ -53,7 +58,14 @@
 	J_ROW_LEN = 160       # a multiple of 8 bytes
 	J_COL_BUF = 168       # LDM: K_c runs of at most ceil(G / s_r) C_o elements
 	J_PACK_BUF = 176      # LDM: G C_i elements (col2im)
-	JOB_BYTES = 184
+	J_INNER = 184         # planes per outer index
+	J_INNER_INV = 192     # ceil(2^32 / INNER)
+	J_COL_OUTER = 200     # col bytes per outer index
+	J_COL_INNER = 208     # col bytes per inner index
+	J_COL_PITCH = 216     # col bytes from one row (c, kr, kc) to the next
+	J_X_OUTER = 224       # x bytes per outer index
+	J_X_INNER = 232       # x bytes per inner index (a plane's, or more)
+	JOB_BYTES = 240
 
 	OP_IM2COL = 0
 	OP_COL2IM = 1
@@ -132,6 +144,16 @@ im2col_ldm_end:
 	bgt	$23, 3b
 	.endm
 
+# PLANE_OFFSET dst, outer, inner: dst = o JOB.outer + i JOB.inner (o in $1, i in $2; the
+# fields are byte strides). Clobbers $3.
+	.macro	PLANE_OFFSET dst, outer, inner
+	ldl	$3, JOB + \outer($31)
+	mull	$1, $3, \dst
+	ldl	$3, JOB + \inner($31)
+	mull	$2, $3, $3
+	addl	\dst, $3, \dst
+	.endm
+
 # ZERO from, to: zero LDM [from, to) in 8-byte steps (from < to). Clobbers from, $29.
 	.macro	ZERO from, to
 1:	stl	$31, 0(\from)
@@ -161,18 +183,16 @@ im2col_ldm_end:
 
 	.globl	im2col
 	.ent	im2col
-# Registers through the task loop: $9 t, $10 es, $11 P es, $12 C_o es, $13 s_c es, $14 op,
-# $15 ROW_LEN es (the row pitch in LDM), $17 bc, $22 col rows (bc, 0, 0).
+# Registers through the task loop: $9 t, $10 es, $11 COL_PITCH, $12 C_o es, $13 s_c es, $14 op,
+# $15 ROW_LEN es (the row pitch in LDM), $17 plane q, $22 col rows (q, 0, 0).
 # Through the kr loop: $16 a = i0 + p_r - kr, $18 lo, $19 runs' rows, $21 kr, $25 run pitch.
 im2col:
 	stl	$26, RET($31)
 	FETCH_JOB $1, $2, REPLY
 	ldl	$10, JOB + J_ES($31)
 	ldl	$14, JOB + J_OP($31)
-	ldl	$1, JOB + J_RO($31)
+	ldl	$11, JOB + J_COL_PITCH($31)
 	ldl	$12, JOB + J_CO($31)
-	mull	$1, $12, $11
-	mull	$11, $10, $11            # P es
 	mull	$12, $10, $12            # C_o es
 	ldl	$13, JOB + J_SC($31)
 	mull	$13, $10, $13            # s_c es
@@ -185,7 +205,7 @@ im2col:
 	beq	$1, .Lreturn
 	ldl	$1, JOB + J_GROUPS_INV($31)
 	mull	$9, $1, $1
-	srl	$1, 32, $17              # bc = t / GROUPS
+	srl	$1, 32, $17              # q = t / GROUPS
 	ldl	$2, JOB + J_GROUPS($31)
 	mull	$17, $2, $2
 	subl	$9, $2, $2               # the group in its plane
@@ -196,23 +216,25 @@ im2col:
 	cmplt	$5, $3, $6
 	selne	$6, $5, $3, $5           # n = min(G, R_i - i0)
 	stl	$5, NROWS($31)
-	mull	$17, $4, $6
-	addl	$6, $20, $6
+	ldl	$1, JOB + J_INNER_INV($31)
+	mull	$17, $1, $1
+	srl	$1, 32, $1               # o = q / INNER
+	ldl	$2, JOB + J_INNER($31)
+	mull	$1, $2, $2
+	subl	$17, $2, $2              # i = q - o INNER
+	PLANE_OFFSET $6, J_X_OUTER, J_X_INNER
 	ldl	$7, JOB + J_CI($31)
-	mull	$6, $7, $6
-	mull	$6, $10, $6
+	mull	$20, $7, $7
+	mull	$7, $10, $7
+	addl	$6, $7, $6
 	ldl	$7, JOB + J_X($31)
 	addl	$6, $7, $6
-	stl	$6, X_ROWS($31)          # x + (bc R_i + i0) C_i es
+	stl	$6, X_ROWS($31)          # x + o X_OUTER + i X_INNER + i0 C_i es
+	PLANE_OFFSET $22, J_COL_OUTER, J_COL_INNER
+	ldl	$3, JOB + J_COL($31)
+	addl	$22, $3, $22             # col rows (q, 0, 0)
 	ldl	$1, JOB + J_PR($31)
 	addl	$20, $1, $16             # a for kr = 0
-	ldl	$1, JOB + J_KR($31)
-	ldl	$2, JOB + J_KC($31)
-	mull	$17, $1, $22
-	mull	$22, $2, $22
-	mull	$22, $11, $22
-	ldl	$3, JOB + J_COL($31)
-	addl	$22, $3, $22             # col rows (bc, 0, 0)
 	ldl	$3, JOB + J_ROW_BUF($31)
 	mull	$5, $15, $4
 	addl	$3, $4, $4               # end of the task's rows in ROW_BUF
@@ -336,7 +358,7 @@ col_dma:
 	mull	$3, $11, $3
 	addl	$22, $3, $3
 	mull	$18, $12, $4
-	addl	$3, $4, $3               # col rows (bc, kr, 0), column (lo, 0)
+	addl	$3, $4, $3               # col rows (q, kr, 0), column (lo, 0)
 	ldl	$4, JOB + J_COL_BUF($31)
 	DMA_WAIT $1, $3, $4, REPLY
 	ret
