@@ -210,23 +210,32 @@ softmax_plan:
 	mov	$18, $8
 	mov	$1, $7
 	mov	$3, $19
-	blbc	$8, 8f                # z = x - max: an odd vector first, then pairs
-	\vload	$20, 0($7)
+	and	$8, 3, $9             # z = x - max: n mod 4 single vectors, then fours
+	beq	$9, 8f
+3:	\vload	$20, 0($7)
 	vsubd	$20, $6, $20
 	vstd	$20, 0($19)
 	ldi	$7, 4 << \shift($7)
 	ldi	$19, 32($19)
-	subl	$8, 1, $8
-8:	ble	$8, 9f
+	subl	$9, 1, $9
+	bgt	$9, 3b
+8:	srl	$8, 2, $8
+	beq	$8, 9f
 3:	\vload	$20, 0($7)
 	\vload	$21, 4 << \shift($7)
+	\vload	$22, 8 << \shift($7)
+	\vload	$23, 12 << \shift($7)
 	vsubd	$20, $6, $20
 	vsubd	$21, $6, $21
+	vsubd	$22, $6, $22
+	vsubd	$23, $6, $23
 	vstd	$20, 0($19)
 	vstd	$21, 32($19)
-	ldi	$7, 8 << \shift($7)
-	ldi	$19, 64($19)
-	subl	$8, 2, $8
+	vstd	$22, 64($19)
+	vstd	$23, 96($19)
+	ldi	$7, 16 << \shift($7)
+	ldi	$19, 128($19)
+	subl	$8, 1, $8
 	bgt	$8, 3b
 9:
 	mov	$3, $16
@@ -244,14 +253,34 @@ softmax_plan:
 	ldi	$7, 8($7)
 5:	cmplt	$7, $8, $21
 	bne	$21, 4b
-	vaddd	$31, $31, $20
+	vaddd	$31, $31, $20         # four partial sums: n mod 4 single vectors into the
+	vaddd	$31, $31, $21         # first, then fours
+	vaddd	$31, $31, $22
+	vaddd	$31, $31, $23
 	mov	$3, $7
-	mov	$18, $8
-6:	vldd	$21, 0($7)
-	vaddd	$20, $21, $20         # lane sums
+	and	$18, 3, $8
+	beq	$8, 8f
+6:	vldd	$24, 0($7)
+	vaddd	$20, $24, $20
 	ldi	$7, 32($7)
 	subl	$8, 1, $8
 	bgt	$8, 6b
+8:	srl	$18, 2, $8
+	beq	$8, 9f
+6:	vldd	$24, 0($7)
+	vldd	$25, 32($7)
+	vldd	$27, 64($7)
+	vldd	$28, 96($7)
+	vaddd	$20, $24, $20
+	vaddd	$21, $25, $21
+	vaddd	$22, $27, $22
+	vaddd	$23, $28, $23
+	ldi	$7, 128($7)
+	subl	$8, 1, $8
+	bgt	$8, 6b
+9:	vaddd	$20, $21, $20         # (p0 + p1) + (p2 + p3)
+	vaddd	$22, $23, $22
+	vaddd	$20, $22, $20
 	vstd	$20, SM_VEC($31)
 	fldd	$20, SM_VEC($31)
 	fldd	$21, SM_VEC + 8($31)
@@ -283,26 +312,37 @@ softmax_plan:
 	ldl	$4, SM_PTRS + 24($31)
 	mov	$3, $19
 	mov	$4, $20
-	blbc	$18, 8f               # softmax / B: an odd vector first, then pairs
-	vldd	$21, 0($19)
+	and	$18, 3, $9            # softmax / B: n mod 4 single vectors, then fours
+	beq	$9, 8f
+7:	vldd	$21, 0($19)
 	vmuld	$21, $6, $21
 	vmuld	$21, $8, $21
 	\vstore	$21, 0($20)
 	ldi	$19, 32($19)
 	ldi	$20, 4 << \shift($20)
-	subl	$18, 1, $18
-8:	ble	$18, 9f
+	subl	$9, 1, $9
+	bgt	$9, 7b
+8:	srl	$18, 2, $18
+	beq	$18, 9f
 7:	vldd	$21, 0($19)
 	vldd	$22, 32($19)
+	vldd	$23, 64($19)
+	vldd	$24, 96($19)
 	vmuld	$21, $6, $21          # softmax
 	vmuld	$22, $6, $22
+	vmuld	$23, $6, $23
+	vmuld	$24, $6, $24
 	vmuld	$21, $8, $21          # / B
 	vmuld	$22, $8, $22
+	vmuld	$23, $8, $23
+	vmuld	$24, $8, $24
 	\vstore	$21, 0($20)
 	\vstore	$22, 4 << \shift($20)
-	ldi	$19, 64($19)
-	ldi	$20, 8 << \shift($20)
-	subl	$18, 2, $18
+	\vstore	$23, 8 << \shift($20)
+	\vstore	$24, 12 << \shift($20)
+	ldi	$19, 128($19)
+	ldi	$20, 16 << \shift($20)
+	subl	$18, 1, $18
 	bgt	$18, 7b
 9:
 	s8addl	$2, $3, $19           # the label's element: (softmax - 1) / B
