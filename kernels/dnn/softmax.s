@@ -125,40 +125,32 @@ softmax_plan:
 	ret
 	.end	softmax_plan
 
-# MAX_STEP m, v, t, u: m = v when m < v or v is NaN (the maximum, NaN wins: a NaN m stays);
-# t, u temporaries. MAX_STEP2 / MAX_STEP4: two / four independent ones, interleaved to hide
-# the compare's latency.
-	.macro	MAX_CMP m, v, t, u
+# MAX_STEP m, v, t: m = v when m < v (t a temporary). A NaN in the row need not win: it
+# reaches the row sum, and with it the loss and every gradient element, either way.
+# MAX_STEP8: eight independent ones (m0 v0 t0 m1 v1 t1 ...), interleaved to hide the
+# compare's latency.
+	.macro	MAX_STEP m, v, t
 	fcmplt	\m, \v, \t
-	fcmpun	\v, \v, \u
-	.endm
-
-	.macro	MAX_SEL m, v, t, u
-	bis	\t, \u, \t
 	selne	\t, \v, \m, \m
 	.endm
 
-	.macro	MAX_STEP m, v, t, u
-	MAX_CMP	\m, \v, \t, \u
-	MAX_SEL	\m, \v, \t, \u
-	.endm
-
-	.macro	MAX_STEP2 m0, v0, t0, u0, m1, v1, t1, u1
-	MAX_CMP	\m0, \v0, \t0, \u0
-	MAX_CMP	\m1, \v1, \t1, \u1
-	MAX_SEL	\m0, \v0, \t0, \u0
-	MAX_SEL	\m1, \v1, \t1, \u1
-	.endm
-
-	.macro	MAX_STEP4 m0, v0, t0, u0, m1, v1, t1, u1, m2, v2, t2, u2, m3, v3, t3, u3
-	MAX_CMP	\m0, \v0, \t0, \u0
-	MAX_CMP	\m1, \v1, \t1, \u1
-	MAX_CMP	\m2, \v2, \t2, \u2
-	MAX_CMP	\m3, \v3, \t3, \u3
-	MAX_SEL	\m0, \v0, \t0, \u0
-	MAX_SEL	\m1, \v1, \t1, \u1
-	MAX_SEL	\m2, \v2, \t2, \u2
-	MAX_SEL	\m3, \v3, \t3, \u3
+	.macro	MAX_STEP8 m0, v0, t0, m1, v1, t1, m2, v2, t2, m3, v3, t3, m4, v4, t4, m5, v5, t5, m6, v6, t6, m7, v7, t7
+	fcmplt	\m0, \v0, \t0
+	fcmplt	\m1, \v1, \t1
+	fcmplt	\m2, \v2, \t2
+	fcmplt	\m3, \v3, \t3
+	fcmplt	\m4, \v4, \t4
+	fcmplt	\m5, \v5, \t5
+	fcmplt	\m6, \v6, \t6
+	fcmplt	\m7, \v7, \t7
+	selne	\t0, \v0, \m0, \m0
+	selne	\t1, \v1, \m1, \m1
+	selne	\t2, \v2, \m2, \m2
+	selne	\t3, \v3, \m3, \m3
+	selne	\t4, \v4, \m4, \m4
+	selne	\t5, \v5, \m5, \m5
+	selne	\t6, \v6, \m6, \m6
+	selne	\t7, \v7, \m7, \m7
 	.endm
 
 # SOFTMAX label, load, store, vload, vstore, shift: the body for elements of 1 << shift bytes.
@@ -178,30 +170,39 @@ softmax_plan:
 	stl	$4, SM_PTRS + 24($31)
 	stl	$5, SM_PTRS + 32($31)
 	stl	$17, SM_PTRS + 40($31)
-	\load	$6, 0($1)             # the row's maximum (NaN wins), four chains
-	mov	$6, $9
-	mov	$6, $10
-	mov	$6, $11
+	\load	$6, 0($1)             # the row's maximum, eight chains
+	.irp	m, 9, 10, 11, 12, 13, 14, 15
+	mov	$6, $\m
+	.endr
 	mov	$1, $7
-	srl	$17, 2, $8
+	srl	$17, 3, $8
 	beq	$8, 2f
-1:	\load	$20, 0($7)
-	\load	$21, 1 << \shift($7)
-	\load	$22, 2 << \shift($7)
-	\load	$23, 3 << \shift($7)
-	MAX_STEP4 $6, $20, $12, $13, $9, $21, $14, $15, $10, $22, $24, $25, $11, $23, $27, $28
-	ldi	$7, 4 << \shift($7)
+1:
+	\load	$18, 0 << \shift($7)
+	\load	$19, 1 << \shift($7)
+	\load	$20, 2 << \shift($7)
+	\load	$21, 3 << \shift($7)
+	\load	$22, 4 << \shift($7)
+	\load	$23, 5 << \shift($7)
+	\load	$24, 6 << \shift($7)
+	\load	$25, 7 << \shift($7)
+	MAX_STEP8 $6, $18, $0, $9, $19, $1, $10, $20, $2, $11, $21, $3, $12, $22, $4, $13, $23, $5, $14, $24, $27, $15, $25, $28
+	ldi	$7, 8 << \shift($7)
 	subl	$8, 1, $8
 	bgt	$8, 1b
-2:	and	$17, 3, $8            # the rest, on chain 0
+2:	and	$17, 7, $8            # the rest, on chain 0
 	beq	$8, 4f
 3:	\load	$20, 0($7)
-	MAX_STEP $6, $20, $12, $13
+	MAX_STEP $6, $20, $0
 	ldi	$7, 1 << \shift($7)
 	subl	$8, 1, $8
 	bgt	$8, 3b
-4:	MAX_STEP2 $6, $9, $12, $13, $10, $11, $14, $15
-	MAX_STEP $6, $10, $12, $13
+4:
+	.irp	m, 9, 10, 11, 12, 13, 14, 15
+	MAX_STEP $6, $\m, $0
+	.endr
+	ldl	$1, SM_PTRS($31)
+	ldl	$3, SM_PTRS + 16($31)
 	fstd	$6, SM_MAX($31)
 	ldde	$6, SM_MAX($31)
 	addl	$17, 3, $18
@@ -209,23 +210,32 @@ softmax_plan:
 	mov	$18, $8
 	mov	$1, $7
 	mov	$3, $19
-	blbc	$8, 8f                # z = x - max: an odd vector first, then pairs
-	\vload	$20, 0($7)
+	and	$8, 3, $9             # z = x - max: n mod 4 single vectors, then fours
+	beq	$9, 8f
+3:	\vload	$20, 0($7)
 	vsubd	$20, $6, $20
 	vstd	$20, 0($19)
 	ldi	$7, 4 << \shift($7)
 	ldi	$19, 32($19)
-	subl	$8, 1, $8
-8:	ble	$8, 9f
+	subl	$9, 1, $9
+	bgt	$9, 3b
+8:	srl	$8, 2, $8
+	beq	$8, 9f
 3:	\vload	$20, 0($7)
 	\vload	$21, 4 << \shift($7)
+	\vload	$22, 8 << \shift($7)
+	\vload	$23, 12 << \shift($7)
 	vsubd	$20, $6, $20
 	vsubd	$21, $6, $21
+	vsubd	$22, $6, $22
+	vsubd	$23, $6, $23
 	vstd	$20, 0($19)
 	vstd	$21, 32($19)
-	ldi	$7, 8 << \shift($7)
-	ldi	$19, 64($19)
-	subl	$8, 2, $8
+	vstd	$22, 64($19)
+	vstd	$23, 96($19)
+	ldi	$7, 16 << \shift($7)
+	ldi	$19, 128($19)
+	subl	$8, 1, $8
 	bgt	$8, 3b
 9:
 	mov	$3, $16
@@ -243,14 +253,34 @@ softmax_plan:
 	ldi	$7, 8($7)
 5:	cmplt	$7, $8, $21
 	bne	$21, 4b
-	vaddd	$31, $31, $20
+	vaddd	$31, $31, $20         # four partial sums: n mod 4 single vectors into the
+	vaddd	$31, $31, $21         # first, then fours
+	vaddd	$31, $31, $22
+	vaddd	$31, $31, $23
 	mov	$3, $7
-	mov	$18, $8
-6:	vldd	$21, 0($7)
-	vaddd	$20, $21, $20         # lane sums
+	and	$18, 3, $8
+	beq	$8, 8f
+6:	vldd	$24, 0($7)
+	vaddd	$20, $24, $20
 	ldi	$7, 32($7)
 	subl	$8, 1, $8
 	bgt	$8, 6b
+8:	srl	$18, 2, $8
+	beq	$8, 9f
+6:	vldd	$24, 0($7)
+	vldd	$25, 32($7)
+	vldd	$27, 64($7)
+	vldd	$28, 96($7)
+	vaddd	$20, $24, $20
+	vaddd	$21, $25, $21
+	vaddd	$22, $27, $22
+	vaddd	$23, $28, $23
+	ldi	$7, 128($7)
+	subl	$8, 1, $8
+	bgt	$8, 6b
+9:	vaddd	$20, $21, $20         # (p0 + p1) + (p2 + p3)
+	vaddd	$22, $23, $22
+	vaddd	$20, $22, $20
 	vstd	$20, SM_VEC($31)
 	fldd	$20, SM_VEC($31)
 	fldd	$21, SM_VEC + 8($31)
@@ -282,26 +312,37 @@ softmax_plan:
 	ldl	$4, SM_PTRS + 24($31)
 	mov	$3, $19
 	mov	$4, $20
-	blbc	$18, 8f               # softmax / B: an odd vector first, then pairs
-	vldd	$21, 0($19)
+	and	$18, 3, $9            # softmax / B: n mod 4 single vectors, then fours
+	beq	$9, 8f
+7:	vldd	$21, 0($19)
 	vmuld	$21, $6, $21
 	vmuld	$21, $8, $21
 	\vstore	$21, 0($20)
 	ldi	$19, 32($19)
 	ldi	$20, 4 << \shift($20)
-	subl	$18, 1, $18
-8:	ble	$18, 9f
+	subl	$9, 1, $9
+	bgt	$9, 7b
+8:	srl	$18, 2, $18
+	beq	$18, 9f
 7:	vldd	$21, 0($19)
 	vldd	$22, 32($19)
+	vldd	$23, 64($19)
+	vldd	$24, 96($19)
 	vmuld	$21, $6, $21          # softmax
 	vmuld	$22, $6, $22
+	vmuld	$23, $6, $23
+	vmuld	$24, $6, $24
 	vmuld	$21, $8, $21          # / B
 	vmuld	$22, $8, $22
+	vmuld	$23, $8, $23
+	vmuld	$24, $8, $24
 	\vstore	$21, 0($20)
 	\vstore	$22, 4 << \shift($20)
-	ldi	$19, 64($19)
-	ldi	$20, 8 << \shift($20)
-	subl	$18, 2, $18
+	\vstore	$23, 8 << \shift($20)
+	\vstore	$24, 12 << \shift($20)
+	ldi	$19, 128($19)
+	ldi	$20, 16 << \shift($20)
+	subl	$18, 1, $18
 	bgt	$18, 7b
 9:
 	s8addl	$2, $3, $19           # the label's element: (softmax - 1) / B
