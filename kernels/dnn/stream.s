@@ -246,7 +246,7 @@ elementwise_plan:
 	ELEMENTWISE sgd, 3, 2, OP_SGD
 
 # Adam (Caffe's AdamSolver) in two passes: the driver's 3 inputs cannot hold param, grad and
-# both moments (weight decay is an `add` pass before these on the host side).
+# both moments (a weight decay is an axpby pass before them: hostlib/dnn/elementwise.py).
 # adam_moments: in grad, m, v; p0 beta1, p1 1 - beta1, p2 beta2, p3 1 - beta2.
 # out0 = beta1 m + (1 - beta1) grad, out1 = beta2 v + (1 - beta2) grad^2.
 	.macro	OP_ADAM_MOMENTS
