@@ -132,8 +132,6 @@ def test_a_nan_loss_stops_with_the_step_and_the_layer(tmp_path):
 def test_solver_errors():
     with pytest.raises(train.TrainError, match="type: unknown 'RMSProp'"):
         train.Solver(NET, train.SolverSpec(base_lr=0.1, type="RMSProp"))
-    with pytest.raises(train.TrainError, match=r"'Adam': needs hostlib.dnn.adam_update"):
-        train.Solver(NET, train.SolverSpec(base_lr=0.1, type="Adam"))
     with pytest.raises(train.TrainError, match="test_interval 5: net 'regression' has no "
                                                "Accuracy layer in phase TEST"):
         train.Solver(NET, train.SolverSpec(base_lr=0.1, test_interval=5))

@@ -11,7 +11,7 @@ work), and returns ``(result, stats)``; docs/dnn.md describes them.
 - ``lstm_forward`` (tensorized Algorithm 6 or the cuDNN-style baseline) / ``lstm_backward``:
   one LSTM layer, forward and backward through time;
 - the memory-bound operators on one streaming driver (``stream``): the activations, ``add``,
-  ``scale``, ``sgd_update``, ``pool2d_forward`` / ``pool2d_backward``, ``transform`` between
+  ``scale``, ``sgd_update``, ``adam_update``, ``pool2d_forward`` / ``pool2d_backward``, ``transform`` between
   the ``LAYOUTS``, ``softmax_cross_entropy(logits, labels)`` (the mean loss and the logits'
   gradient) and ``batchnorm_forward`` / ``batchnorm_backward`` (any shape).
 """
@@ -19,7 +19,7 @@ from .activation import activation_backward, activation_forward, exp
 from .batchnorm import batchnorm_backward, batchnorm_forward
 from .common import DnnError
 from .conv import ConvStats, conv2d_backward_data, conv2d_backward_filter, conv2d_forward
-from .elementwise import add, scale, sgd_update
+from .elementwise import adam_update, add, scale, sgd_update
 from .layout import LAYOUTS, transform
 from .linear import linear_backward, linear_forward
 from .lstm import lstm_backward, lstm_forward
@@ -27,7 +27,7 @@ from .pool import pool2d_backward, pool2d_forward
 from .softmax import softmax_cross_entropy
 
 __all__ = ["ConvStats", "DnnError", "LAYOUTS", "activation_backward", "activation_forward",
-           "add", "batchnorm_backward", "batchnorm_forward", "conv2d_backward_data",
+           "adam_update", "add", "batchnorm_backward", "batchnorm_forward", "conv2d_backward_data",
            "conv2d_backward_filter", "conv2d_forward", "exp", "linear_backward", "linear_forward",
            "lstm_backward", "lstm_forward", "pool2d_backward", "pool2d_forward", "scale",
            "sgd_update", "softmax_cross_entropy", "transform"]

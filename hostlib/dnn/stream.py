@@ -20,7 +20,8 @@ KERNEL = Kernel(("dnn/stream.s",), "stream_run", "stream_ldm_end",
 MAX_CHUNK_BYTES = 8192        # past this the put's acknowledgement is under 5% of a chunk
 MAX_IN, MAX_OUT = 3, 2
 SUFFIX = {4: "s", 8: "d"}     # a body's routine for f32 / f64 elements
-BODIES = {"axpby": (2, 1), "scale": (1, 1), "sgd": (3, 2)}   # body: (inputs, outputs)
+BODIES = {"axpby": (2, 1), "scale": (1, 1), "sgd": (3, 2), "adam_moments": (3, 2),
+          "adam_step": (3, 1)}   # body: (inputs, outputs)
 
 
 def stream_bound_gbps(config, gets: float, puts: float, cgs: int = 1) -> float:

@@ -13,7 +13,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 
 from .common import TrainError
 from .data import Order
-from .solver import Solver, learning_rate
+from .solver import Solver, adam_rate, learning_rate
 
 
 def _padded(x, pad, value=0.0):
@@ -195,14 +195,26 @@ LAYERS = {      # type -> (forward, backward); forward returns (tops, what backw
 }
 
 
-def sgd(solver, lr, params, grads, state):
+def sgd(solver, lr, step, params, grads, state):
     """Caffe's SGD: v' = lr (g + wd w) + μ v, w' = w - v'."""
     for p, g, v in zip(params, grads, state["history"]):
         v[...] = lr * (g + solver.weight_decay * p) + solver.momentum * v
         p -= v
 
 
-UPDATES = {"SGD": sgd}
+def adam(solver, lr, step, params, grads, state):
+    """Caffe's Adam: g' = g + wd w, m' = β1 m + (1 - β1) g', v' = β2 v + (1 - β2) g'²,
+    w' = w - lr_t m' / (√v' + δ) with ``adam_rate``'s lr_t."""
+    beta1, beta2 = solver.momentum, solver.momentum2
+    lr_t = adam_rate(solver, lr, step)
+    for p, g, m, v in zip(params, grads, state["history"], state["second_moment"]):
+        g = g + solver.weight_decay * p
+        m[...] = beta1 * m + (1 - beta1) * g
+        v[...] = beta2 * v + (1 - beta2) * g * g
+        p -= lr_t * m / (np.sqrt(v) + solver.delta)
+
+
+UPDATES = {"SGD": sgd, "Adam": adam}
 
 
 class Reference:
@@ -219,8 +231,10 @@ class Reference:
             raise TrainError(f"the float64 reference has no solver type {solver.solver.type!r}")
         self.solver, self.net = solver.solver, net
         self.params = {name: net.params[name].astype(np.float64) for name in net.params.layout}
-        self.state = {"history": [net.params.member(solver.history, name).astype(np.float64)
-                                  for name in self.params]}
+        self.state = {key: [net.params.member(buffer, name).astype(np.float64)
+                            for name in self.params]
+                      for key, buffer in (("history", solver.history),
+                                          ("second_moment", solver.second_moment))}
         self.step_count = solver.step_count
         self.order = Order(solver.order.dataset, solver.order.batch_size, solver.order.seed)
         self.position = solver.feed.position
@@ -274,7 +288,8 @@ class Reference:
                 grads[name] = grads[name] + grad / self.slices
         names = list(self.params)
         lr = learning_rate(self.solver, self.step_count)
-        UPDATES[self.solver.type](self.solver, lr, [self.params[n] for n in names],
+        UPDATES[self.solver.type](self.solver, lr, self.step_count,
+                                  [self.params[n] for n in names],
                                   [grads[n] for n in names], self.state)
         self.step_count += 1
         return float(np.mean(losses))

@@ -1,7 +1,8 @@
 """The Solver: learning-rate policies (host scalars), Algorithm 9's data parallelism over the
-core groups (one host thread and one Net replica per CG), SGD with momentum and weight decay as
-one ``hostlib.dnn.sgd_update`` call over the packed parameter/gradient/history buffers (on the
-CPEs), test evaluation, and atomic checkpoints that resume bit-exactly."""
+core groups (one host thread and one Net replica per CG), SGD with momentum and weight decay and
+Adam as one ``hostlib.dnn.sgd_update`` / ``adam_update`` call over the packed parameter, gradient
+and history buffers (on the CPEs), test evaluation, and atomic checkpoints that resume
+bit-exactly."""
 from __future__ import annotations
 
 import hashlib
@@ -25,8 +26,8 @@ from .model import SolverParameter, parse_solver
 from .net import Net, Run
 
 POLICIES = ("fixed", "step", "exp", "inv", "poly")
-UPDATE_OPERATORS = {"SGD": "sgd_update", "Adam": "adam_update"}
-CHECKPOINT_FORMAT = 2          # 2: the state arena (BatchNorm's running statistics) added
+SOLVER_TYPES = ("SGD", "Adam")
+CHECKPOINT_FORMAT = 3          # 2: the state arena (BatchNorm's running statistics); 3: Adam's v
 
 
 def learning_rate(solver: SolverParameter, step: int) -> float:
@@ -47,6 +48,14 @@ def learning_rate(solver: SolverParameter, step: int) -> float:
             raise TrainError("solver max_iter: must be > 0 for lr_policy 'poly'")
         return base * (1 - step / solver.max_iter) ** solver.power
     raise TrainError(f"solver lr_policy: unknown {policy!r}; known: {', '.join(POLICIES)}")
+
+
+def adam_rate(solver: SolverParameter, lr: float, step: int) -> float:
+    """Caffe's AdamSolver step size at 0-based iteration `step`:
+    lr_t = lr sqrt(1 - beta2^t) / (1 - beta1^t), t = step + 1 (beta1 = momentum,
+    beta2 = momentum2)."""
+    t = step + 1
+    return lr * math.sqrt(1 - solver.momentum2 ** t) / (1 - solver.momentum ** t)
 
 
 @dataclass
@@ -74,13 +83,14 @@ class Solver:
         self.solver = (solver if isinstance(solver, SolverParameter)
                        else parse_solver(solver) if solver is not None else SolverParameter())
         s = self.solver
-        if s.type not in UPDATE_OPERATORS:
+        if s.type not in SOLVER_TYPES:
             raise TrainError(f"solver type: unknown {s.type!r}; known: "
-                             f"{', '.join(UPDATE_OPERATORS)}")
-        self.update_operator = UPDATE_OPERATORS[s.type]
-        if not hasattr(dnn, self.update_operator):
-            raise TrainError(f"solver type {s.type!r}: needs hostlib.dnn.{self.update_operator}, "
-                             f"not available yet")
+                             f"{', '.join(SOLVER_TYPES)}")
+        if s.type == "Adam":
+            for field in ("momentum", "momentum2"):
+                if not 0 <= getattr(s, field) < 1:
+                    raise TrainError(f"solver {field}: Adam's beta must be in [0, 1), got "
+                                     f"{getattr(s, field)}")
         learning_rate(s, 0)                      # a bad policy fails here, not at step 1
         self.config = config
         chip = Machine(config).config
@@ -104,7 +114,8 @@ class Solver:
                                            thread_name_prefix=f"swsim-train-cg-{id(self):x}")
         if not self.net.losses:
             raise TrainError(f"net {self.net.spec.name!r} has no loss layer in phase TRAIN")
-        self.history = np.zeros_like(self.net.params.buffer)
+        self.history = np.zeros_like(self.net.params.buffer)     # SGD's v, Adam's m
+        self.second_moment = np.zeros_like(self.history)        # Adam's v (0 for SGD)
         self.step_count = 0
         data = self.net.data_layer
         self.order = Order(self.net.datasets[data.layer.name],
@@ -179,12 +190,19 @@ class Solver:
 
     def update(self, gradient: np.ndarray, lr: float, chip) -> float:
         """The packed gradient buffer -> the packed parameters (and the solver's history), one
-        update kernel over the whole buffer on ``cgs`` core groups; returns its simulated
+        update operator over the whole buffer on ``cgs`` core groups; returns its simulated
         seconds. ``gradient_reducer`` (a cross-node allreduce) runs right before this call."""
-        params = self.net.params.buffer
-        (new_params, new_history), stats = getattr(dnn, self.update_operator)(
-            params, gradient, self.history, lr, self.solver.momentum,
-            self.solver.weight_decay, machine=chip, cgs=self.cgs)
+        s, params = self.solver, self.net.params.buffer
+        on = dict(machine=chip, cgs=self.cgs)
+        if s.type == "Adam":
+            (new_params, new_history, new_second), stats = dnn.adam_update(
+                params, gradient, self.history, self.second_moment,
+                adam_rate(s, lr, self.step_count), s.momentum, s.momentum2, s.delta,
+                s.weight_decay, **on)
+            self.second_moment[...] = new_second
+        else:
+            (new_params, new_history), stats = dnn.sgd_update(
+                params, gradient, self.history, lr, s.momentum, s.weight_decay, **on)
         params[...] = new_params
         self.history[...] = new_history
         return stats.seconds
@@ -221,6 +239,7 @@ class Solver:
         try:
             with os.fdopen(fd, "wb") as handle:
                 np.savez(handle, params=self.net.params.buffer, history=self.history,
+                         second_moment=self.second_moment,
                          state=self.net.state.buffer,
                          step=self.step_count, position=self.feed.position,
                          **{k: np.array(v) for k, v in identity.items()})
@@ -250,6 +269,7 @@ class Solver:
                 raise TrainError(f"checkpoint {path} does not match: its {key} differs from "
                                  f"this run's (another net, solver or format)")
         buffers = dict(params=self.net.params.buffer, history=self.history,
+                       second_moment=self.second_moment,
                        state=self.net.state.buffer)
         for key, buffer in buffers.items():
             if key not in saved or saved[key].shape != buffer.shape:

@@ -244,5 +244,29 @@ elementwise_plan:
 	vsubd	$20, $24, $23
 	.endm
 	ELEMENTWISE sgd, 3, 2, OP_SGD
+
+# Adam (Caffe's AdamSolver) in two passes: the driver's 3 inputs cannot hold param, grad and
+# both moments (a weight decay is an axpby pass before them: hostlib/dnn/elementwise.py).
+# adam_moments: in grad, m, v; p0 beta1, p1 1 - beta1, p2 beta2, p3 1 - beta2.
+# out0 = beta1 m + (1 - beta1) grad, out1 = beta2 v + (1 - beta2) grad^2.
+	.macro	OP_ADAM_MOMENTS
+	vmuld	$6, $20, $23
+	vmad	$5, $21, $23, $23
+	vmuld	$20, $20, $24
+	vmuld	$8, $24, $24
+	vmad	$7, $22, $24, $24
+	.endm
+	ELEMENTWISE adam_moments, 3, 2, OP_ADAM_MOMENTS
+
+# adam_step: in param, m, v (the new moments); p0 lr_t, p1 eps.
+# out0 = param - lr_t m / (sqrt(v) + eps).
+	.macro	OP_ADAM_STEP
+	vsqrtd	$22, $24
+	vaddd	$24, $6, $24
+	vmuld	$5, $21, $23
+	vdivd	$23, $24, $23
+	vsubd	$20, $23, $23
+	.endm
+	ELEMENTWISE adam_step, 3, 1, OP_ADAM_STEP
 	.include "pool.inc"
 	.include "transform.inc"
