@@ -9,6 +9,7 @@ from swsim.hostlib import train
 from swsim.hostlib.train.net import Run
 from swsim.hostlib.train.reference import Reference
 from swsim.vm import Machine
+from test_train_reference import _check_gradient
 
 # A 1x1 convolution before the LSTM so that the LSTM's dx (through SequenceTranspose's
 # backward) reaches a parameter gradient; images (N, 2, 5, 3): T = 5 steps of I = 6 values.
@@ -52,18 +53,10 @@ def test_the_reference_gradients_match_finite_differences(spec):
     data, label = reference.order.batch(0)
     _, grads = reference.gradients(data, label)
     rng = np.random.default_rng(0)
-    step = 1e-6
     for name, value in reference.params.items():
         for _ in range(4):
             index = tuple(rng.integers(0, n) for n in value.shape)
-            saved = value[index]
-            value[index] = saved + step
-            above, _ = reference.gradients(data, label)
-            value[index] = saved - step
-            below, _ = reference.gradients(data, label)
-            value[index] = saved
-            assert grads[name][index] == pytest.approx((above - below) / (2 * step), rel=1e-4,
-                                                       abs=1e-8), (name, index)
+            _check_gradient(reference, data, label, grads, name, index)
 
 
 @pytest.mark.parametrize("cgs", [1, 2])
