@@ -20,7 +20,7 @@ layer { name: "loss" type: "EuclideanLoss" bottom: "out" bottom: "label" top: "l
 
 
 def test_every_shipped_example_parses():
-    for name in ("lenet", "resnet", "mlp", "regression"):
+    for name in ("lenet", "resnet", "mlp", "regression", "lstm"):
         spec = train.parse_net(train.example(name))
         assert spec.layer and all(layer.name and layer.type for layer in spec.layer)
     lenet = train.parse_net(train.example("lenet"))
@@ -90,14 +90,6 @@ def test_a_layer_whose_operator_is_missing_is_refused_at_construction(monkeypatc
     with pytest.raises(train.TrainError, match=r"layer 'ip' \(InnerProduct\), type: needs "
                                                r"hostlib.dnn.linear_forward, not available yet"):
         train.Net(GOOD)
-
-
-def test_a_declared_kind_the_stack_does_not_drive_yet_is_refused():
-    net = GOOD.replace('type: "ReLU"', 'type: "LSTM"')
-    with pytest.raises(train.TrainError, match=r"layer 'relu' \(LSTM\), type: (needs "
-                                               r"hostlib.dnn.lstm_forward|the training "
-                                               r"stack does not drive)"):
-        train.Net(net)
 
 
 def test_batchnorm_and_scale_need_image_blobs_and_train_on_batch_statistics():

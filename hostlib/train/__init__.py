@@ -3,14 +3,16 @@
 the ``Net`` (static graph, shape inference, operator selection, packed aligned buffers), the
 ``Solver`` (learning-rate policies, SGD on the CPEs, checkpoints) and the data pipeline."""
 from .common import TrainError
-from .model import (Accuracy, BatchNorm, Convolution, Data, Eltwise, EuclideanLoss,
-                    InnerProduct, NetParameter, NetSpec, Pooling, ReLU, Scale, Sigmoid,
+from .model import (LSTM, Accuracy, BatchNorm, Convolution, Data, Eltwise, EuclideanLoss,
+                    InnerProduct, NetParameter, NetSpec, Pooling, ReLU, SequenceTranspose, Scale,
+                    Sigmoid,
                     SolverParameter, SolverSpec, SoftmaxWithLoss, TanH, example, parse_net,
                     parse_solver)
 from .net import Net
 from .solver import Solver, learning_rate
 
 __all__ = ["Accuracy", "BatchNorm", "Convolution", "Data", "Eltwise", "EuclideanLoss",
-           "InnerProduct", "Net", "NetParameter", "NetSpec", "Pooling", "ReLU", "Scale",
+           "InnerProduct", "LSTM", "Net", "NetParameter", "NetSpec", "Pooling", "ReLU",
+           "SequenceTranspose", "Scale",
            "Sigmoid", "Solver", "SolverParameter", "SolverSpec", "SoftmaxWithLoss", "TanH",
            "TrainError", "example", "learning_rate", "parse_net", "parse_solver"]

@@ -39,7 +39,6 @@ class Layer:
     """One layer: ``setup`` (shapes), ``forward``/``backward`` through ``run.op``."""
     operators: tuple = ()        # hostlib.dnn names the layer calls
     bottoms: tuple = (1, 1)      # (min, max) number of bottoms
-    driven = True                # False: the stack has no forward/backward for this kind yet
 
     def __init__(self, param):
         self.param = param
@@ -363,14 +362,6 @@ class Accuracy(Layer):
         return [np.asarray((top == labels.astype(np.int64)[:, None]).any(axis=1).mean(), DTYPE)]
 
 
-class Undriven(Layer):
-    """A kind whose shapes are known but whose operators the stack does not drive yet."""
-    driven = False
-
-    def setup(self, shapes):
-        return [shapes[0]]
-
-
 def _planes(layer, shapes):
     (shape,) = shapes
     if len(shape) != 4:
@@ -458,17 +449,101 @@ class Scale(Layer):
         return [self._affine(run, diffs[0], params[0], self.zeros)]
 
 
-class LSTM(Undriven):
+class SequenceTranspose(Layer):
+    """Swaps a blob's time and batch axes (not a Caffe layer; Caffe would need a Permute).
+    A 4-D image blob (N, C, H, W) is read as the sequence of its H rows: -> (T = H, B = N,
+    I = C·W), the time-major input of LSTM; a 3-D (A, B, F) blob -> (B, A, F), e.g. an LSTM's
+    (T, B, H) back to batch-major for InnerProduct. One ``dnn.transform`` pass on the VM (the
+    blob viewed as (P, Q, D, 1) NCHW and laid out CNHW = (Q, P, D, 1)); backward the inverse."""
+    operators = ("transform",)
+
+    def setup(self, shapes):
+        (shape,) = shapes
+        if len(shape) == 4:
+            n, c, h, w = shape
+            self.view, self.top = (n * c, h, w), (h, n, c * w)
+        elif len(shape) == 3:
+            self.view, self.top = shape, (shape[1], shape[0], shape[2])
+        else:
+            raise self.error("bottom", f"needs an (N, C, H, W) or a (T, B, F) blob, got {shape}")
+        return [self.top]
+
+    def forward(self, run, bottoms, params):
+        p, q, d = self.view
+        y = run.op(self, "transform", bottoms[0].reshape(p, q, d, 1), "NCHW", "CNHW")
+        return [y.reshape(self.top)]
+
+    def backward(self, run, diffs, bottoms, tops, params, grads):
+        p, q, d = self.view
+        dx = run.op(self, "transform", diffs[0].reshape(q, p, d, 1), "CNHW", "NCHW")
+        return [dx.reshape(bottoms[0].shape)]
+
+
+class LSTM(Layer):
+    """Caffe's LSTM, a subset: one bottom x (T, B, I) (no sequence-continuation blob: every
+    sequence starts at t = 0 with h0 = c0 = 0, as Caffe with cont = 0 at t = 0 and 1 after),
+    top h (T, B, H), H = ``recurrent_param.num_output``. Parameters in Caffe's blob order:
+    W_xc (4H, I), b_c (4H), W_hc (4H, H), weight_filler for both matrices, bias_filler for b.
+    The rows of the four gates follow ``dnn.lstm_*`` (PyTorch): i, f, g, o; Caffe's
+    LSTMUnit orders them i, f, o, g, so Caffe weights load with the last two H-row blocks of
+    each blob swapped.
+
+    Operator: in TEST the tensorized forward (thesis Algorithm 6; its own baseline fallback
+    when its state does not fit LDM); in TRAIN the baseline forward, whose saved gates
+    (``reserve``) the backward through time needs — the tensorized kernel keeps them in LDM,
+    so choosing it would run a second, baseline forward in the backward pass."""
     operators = ("lstm_forward", "lstm_backward")
 
     def setup(self, shapes):
-        (t, b, _), hidden = shapes[0], self.param.recurrent_param.num_output
-        return [(t, b, hidden)]
+        (shape,) = shapes
+        if len(shape) != 3:
+            raise self.error("bottom", f"needs a (T, B, I) blob, got {shape}")
+        p = self.param.recurrent_param
+        if p.num_output <= 0:
+            raise self.error("recurrent_param.num_output", "must be given and > 0")
+        steps, batch, inputs = shape
+        hidden = p.num_output
+        self.param_shapes = [(4 * hidden, inputs), (4 * hidden,), (4 * hidden, hidden)]
+        weights = p.weight_filler if p.HasField("weight_filler") else None
+        self.fillers = [weights, p.bias_filler if p.HasField("bias_filler") else None, weights]
+        self.zeros = np.zeros((batch, hidden), DTYPE)          # h0 and c0
+        return [(steps, batch, hidden)]
+
+    def set_phase(self, phase):
+        self.algo = "baseline" if phase == "TRAIN" else "tensorized"
+
+    def init(self, rng):
+        return [_filler(f, s, s[1] if len(s) == 2 else 1, rng)
+                for f, s in zip(self.fillers, self.param_shapes)]
+
+    def choose(self, shapes, config):
+        operator = ("lstm_forward(baseline)+lstm_backward" if self.algo == "baseline"
+                    else "lstm_forward(tensorized)")
+        return Choice(operator, "(T, B, I)", None)
+
+    def _arguments(self, x, params):
+        w, b, r = params
+        return x, self.zeros, self.zeros, w, r, b
+
+    def forward(self, run, bottoms, params):
+        (x,) = bottoms
+        (y, _, _), stats = run.op_with_stats(self, "lstm_forward", *self._arguments(x, params),
+                                             algo=self.algo)
+        self.reserve = stats.reserve if self.algo == "baseline" else None
+        return [y]
+
+    def backward(self, run, diffs, bottoms, tops, params, grads):
+        (x,), (dy,) = bottoms, diffs
+        dx, _, _, dw, dr, db = run.op(self, "lstm_backward", dy, *self._arguments(x, params),
+                                      reserve=self.reserve)
+        for grad, value in zip(grads, (dw, db, dr)):
+            grad[...] = value
+        return [dx]
 
 
 KINDS = {cls.__name__: cls for cls in (
     Data, InnerProduct, ReLU, Sigmoid, TanH, Convolution, Pooling, Eltwise, EuclideanLoss,
-    SoftmaxWithLoss, Accuracy, BatchNorm, Scale, LSTM)}
+    SoftmaxWithLoss, Accuracy, BatchNorm, Scale, SequenceTranspose, LSTM)}
 LOSSES = ("EuclideanLoss", "SoftmaxWithLoss")
 
 

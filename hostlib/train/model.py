@@ -121,6 +121,15 @@ def Scale(name, bottom, bias=True, top=None):
                   scale_param=caffe_pb2.ScaleParameter(bias_term=bias))
 
 
+def SequenceTranspose(name, bottom, top=None):
+    return _layer("SequenceTranspose", name, bottom, top)
+
+
+def LSTM(name, bottom, num_output, top=None, weight_filler="xavier"):
+    return _layer("LSTM", name, bottom, top, recurrent_param=caffe_pb2.RecurrentParameter(
+        num_output=num_output, weight_filler=_filler(weight_filler)))
+
+
 def Eltwise(name, bottoms, operation="SUM", coeff=(), top=None):
     return _layer("Eltwise", name, bottoms, top, eltwise_param=caffe_pb2.EltwiseParameter(
         operation=caffe_pb2.EltwiseParameter.EltwiseOp.Value(operation), coeff=list(coeff)))

@@ -30,26 +30,28 @@ class Run:
     machine: object
     seconds: dict = field(default_factory=lambda: defaultdict(float))
 
-    def _account(self, layer, result_stats):
-        result, stats = result_stats
-        self.seconds[layer.name] += stats.seconds
-        return result
-
     def op(self, layer, name, *args, **kwargs):
+        return self.op_with_stats(layer, name, *args, **kwargs)[0]
+
+    def op_with_stats(self, layer, name, *args, **kwargs):
+        """``op`` that also returns the operator's Stats (what a backward needs from them)."""
         return self._call(layer, name, getattr(dnn, name), *args, **kwargs)
 
     def gemm(self, layer, a, b, **kwargs):
-        return self._call(layer, "gemm", gemm, a, b, **kwargs)
+        return self._call(layer, "gemm", gemm, a, b, **kwargs)[0]
 
     def _call(self, layer, name, operator, *args, **kwargs):
-        """Run an operator on this CG; what it refuses (a shape its kernel cannot take, a
-        buffer that does not fit in LDM) becomes an error naming the layer."""
+        """Run an operator on this CG and account its seconds to the layer; what it refuses (a
+        shape its kernel cannot take, a buffer that does not fit in LDM) becomes an error
+        naming the layer."""
         try:
-            return self._account(layer, operator(*args, machine=self.machine, **kwargs))
+            result, stats = operator(*args, machine=self.machine, **kwargs)
         except TrainError:
             raise
         except SwsimError as exc:
             raise layer.error("operator", f"{name}: {exc}") from None
+        self.seconds[layer.name] += stats.seconds
+        return result, stats
 
     @property
     def total_seconds(self) -> float:
@@ -119,9 +121,6 @@ class Net:
         if missing:
             raise layer.error("type", f"needs hostlib.dnn.{', hostlib.dnn.'.join(missing)}, "
                               f"not available yet")
-        if not cls.driven:
-            raise layer.error("type", f"the training stack does not drive "
-                              f"hostlib.dnn.{cls.operators[0]} yet")
         low, high = cls.bottoms
         if not low <= len(lp.bottom) <= high:
             raise layer.error("bottom", f"takes {low}..{high} bottoms, got {len(lp.bottom)}")

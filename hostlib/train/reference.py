@@ -148,6 +148,67 @@ def scale_backward(layer, cache, diffs, bottoms, params):
     return [dy * params[0][:, None, None]], grads
 
 
+def sequence_transpose(layer, bottoms, params):
+    """(N, C, H, W) -> (H, N, C·W); (A, B, F) -> (B, A, F)."""
+    (x,) = bottoms
+    if x.ndim == 4:
+        n, c, h, w = x.shape
+        return [x.transpose(2, 0, 1, 3).reshape(h, n, c * w)], None
+    return [x.transpose(1, 0, 2)], None
+
+
+def sequence_transpose_backward(layer, cache, diffs, bottoms, params):
+    (x,), (dy,) = bottoms, diffs
+    if x.ndim == 4:
+        n, c, h, w = x.shape
+        return [dy.reshape(h, n, c, w).transpose(1, 2, 0, 3)], []
+    return [dy.transpose(1, 0, 2)], []
+
+
+def _sigmoid(z):
+    return 1 / (1 + np.exp(-z))
+
+
+def lstm(layer, bottoms, params):
+    """Gates i, f, g, o (the layer's order); h0 = c0 = 0. Keeps every step's gates and c."""
+    (x,), (w, b, r) = bottoms, params
+    steps, batch, _ = x.shape
+    hidden = r.shape[1]
+    h, c = np.zeros((batch, hidden)), np.zeros((batch, hidden))
+    ys, gates, cs = [], [], [c]
+    for t in range(steps):
+        i, f, g, o = np.split(x[t] @ w.T + h @ r.T + b, 4, axis=1)
+        i, f, g, o = _sigmoid(i), _sigmoid(f), np.tanh(g), _sigmoid(o)
+        c = f * c + i * g
+        h = o * np.tanh(c)
+        ys.append(h)
+        gates.append((i, f, g, o))
+        cs.append(c)
+    y = np.stack(ys)
+    return [y], (y, gates, cs)
+
+
+def lstm_backward(layer, cache, diffs, bottoms, params):
+    (y, gates, cs), (dy,), (x,), (w, b, r) = cache, diffs, bottoms, params
+    steps, batch, _ = x.shape
+    hidden = r.shape[1]
+    dh, dc = np.zeros((batch, hidden)), np.zeros((batch, hidden))
+    dz = np.empty((steps, batch, 4 * hidden))
+    for t in reversed(range(steps)):
+        i, f, g, o = gates[t]
+        tc = np.tanh(cs[t + 1])
+        dh = dh + dy[t]
+        dc = dc + dh * o * (1 - tc * tc)
+        dz[t] = np.concatenate([dc * g * i * (1 - i), dc * cs[t] * f * (1 - f),
+                                dc * i * (1 - g * g), dh * tc * o * (1 - o)], axis=1)
+        dc = dc * f
+        dh = dz[t] @ r
+    h_prev = np.concatenate([np.zeros((1, batch, hidden)), y[:-1]])
+    dw = np.einsum("tbg,tbi->gi", dz, x)
+    dr = np.einsum("tbg,tbh->gh", dz, h_prev)
+    return [dz @ w], [dw, dz.sum(axis=(0, 1)), dr]
+
+
 def softmax_loss(layer, bottoms, params):
     logits, labels = bottoms
     shifted = logits - logits.max(axis=1, keepdims=True)
@@ -189,6 +250,8 @@ LAYERS = {      # type -> (forward, backward); forward returns (tops, what backw
     "Eltwise": (eltwise, eltwise_backward),
     "BatchNorm": (batch_norm, batch_norm_backward),
     "Scale": (scale, scale_backward),
+    "SequenceTranspose": (sequence_transpose, sequence_transpose_backward),
+    "LSTM": (lstm, lstm_backward),
     "SoftmaxWithLoss": (softmax_loss, softmax_loss_backward),
     "EuclideanLoss": (euclidean_loss, euclidean_loss_backward),
     "Accuracy": (accuracy, None),
