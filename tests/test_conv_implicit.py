@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from swsim.hostlib.dnn import conv_implicit as implicit
 from swsim.hostlib.dnn.conv_common import ConvStats, make_geometry
 from swsim.vm import HostError, Machine
-from test_dnn_conv import _close, ref_backward_data, ref_forward
+from test_dnn_conv import _close, ref_backward_data, ref_backward_filter, ref_forward
 
 DTYPES = (np.float32, np.float64)
 Blocking = implicit.Blocking
@@ -91,6 +91,28 @@ def test_backward_data_matches_reference(pb):
            pb["w_shape"][0] * pb["w_shape"][2] * pb["w_shape"][3])
 
 
+@settings(max_examples=10, deadline=None)
+@given(problems(strides=(1,)))
+def test_backward_filter_matches_reference(pb):
+    rng = np.random.default_rng(pb["seed"])
+    dtype = pb["dtype"]
+    geo = make_geometry(pb["x_shape"], pb["w_shape"], pb["stride"], pb["padding"], "w")
+    x = rng.standard_normal(pb["x_shape"]).astype(dtype)
+    dy = rng.standard_normal(geo.y_shape).astype(dtype)
+    machine = Machine()
+    stats = _stats(geo, machine, "backward_filter")
+    if implicit.supports(geo, "backward_filter", dtype, machine.config):
+        # padding >= the output size: dy cannot be the swapped convolution's kernel
+        assert pb["p"][0] >= geo.r_o or pb["p"][1] >= geo.c_o
+        with pytest.raises(HostError, match="output size"):
+            implicit.backward_filter(geo, to_rcnb(x), to_rcnb(dy), machine, stats, "c")
+        return
+    dw = implicit.backward_filter(geo, to_rcnb(x), to_rcnb(dy), machine, stats, "c")
+    _close(dw, ref_backward_filter(x, dy, pb["w_shape"], pb["s"], pb["p"]), dtype,
+           geo.batch * geo.r_o * geo.c_o)
+    assert all(stats.phase_cycles[p] > 0 for p in implicit.PHASES)
+
+
 @pytest.mark.parametrize("blocking", [
     Blocking(16, 4, 1, 1, 16, 8, False),      # streamed weights, image-size-aware (CB = 8)
     Blocking(16, 4, 2, 3, 32, 4, True),       # resident weights, 3 taps a step
@@ -128,14 +150,15 @@ def test_supports_names_what_it_does_not_do():
     geo = make_geometry((32, 64, 8, 8), (64, 64, 3, 3), 1, 1, "w")
     assert implicit.supports(geo, "forward", np.float32, config) is None
     assert implicit.supports(geo, "backward_data", np.float64, config) is None
-    assert "backward-filter" in implicit.supports(geo, "backward_filter", np.float32, config)
+    assert implicit.supports(geo, "backward_filter", np.float32, config) is None
     strided = make_geometry((32, 64, 8, 8), (64, 64, 3, 3), 2, 1, "w")
     assert "stride 1" in implicit.supports(strided, "backward_data", np.float32, config)
+    assert "stride 1" in implicit.supports(strided, "backward_filter", np.float32, config)
     padded = make_geometry((2, 3, 8, 8), (4, 3, 3, 3), 1, 3, "w")
     assert "padding" in implicit.supports(padded, "forward", np.float32, config)
-    x, dy = np.zeros(geo.x_shape, np.float32), np.zeros(geo.y_shape, np.float32)
-    with pytest.raises(HostError, match="backward-filter"):
-        implicit.backward_filter(geo, x, dy, Machine(), None, "c")
+    x, dy = np.zeros((8, 8, 64, 32), np.float32), np.zeros((4, 4, 64, 32), np.float32)
+    with pytest.raises(HostError, match="backward-filter needs stride 1"):
+        implicit.backward_filter(strided, x, dy, Machine(), None, "c")
     with pytest.raises(HostError, match="padding"):
         implicit.forward(padded, np.zeros((8, 8, 3, 2), np.float32),
                          np.zeros(padded.w_shape, np.float32), None, Machine(), None, "c")

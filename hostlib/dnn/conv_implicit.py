@@ -10,8 +10,12 @@ writes one job record; the weights are rearranged on the VM (``dnn.transform``, 
                      swapped) (thesis eq. 5-2), stride 1: the same kernel, the taps walked
                      backwards (a negative tap stride), the weights transformed as (K_r, K_c,
                      N_o, N_i)
-    backward-filter  not provided: its GEMM reduces over the batch, the primitive's vector
-                     dimension (the explicit algorithm computes it)
+    backward-filter  dw = the same kernel on a swapped convolution (stride 1): x as the
+                     input with batch and channels trading roles, dy as its weights (one
+                     B x N_o matrix per output pixel), the output the K_r x K_c taps; so the
+                     batch (and the output pixels) are the primitive's reduction K and N_i
+                     its vector M. x and dy are rearranged on the VM (phase "operands"),
+                     the result back into (N_o, N_i, K_r, K_c) (phase "weights")
 
 The model (``predict``): per step of the kernel, the primitive's fitted time (eq. 4-2,
 ``gemm_model.primitive_cycles``) plus packing, against the DMA engine's time for the 64 CPEs'
@@ -36,7 +40,7 @@ from .conv_common import ConvGeometry
 from .layout import transform
 
 NAME = "implicit"
-PHASES = ("weights", "conv")
+PHASES = ("weights", "operands", "conv")
 LAYOUT = "RCNB"
 
 KERNEL = Kernel(("gemm/gemm_prim.s", "dnn/conv_implicit.s"), entry="conv_implicit",
@@ -222,13 +226,13 @@ def nb_load(geo: ConvGeometry, es: int, blk: Blocking, config) -> float:
 
 
 def supports(geo: ConvGeometry, direction, dtype, config) -> str | None:
-    if direction == "backward_filter":
-        return ("implicit GEMM has no backward-filter: its GEMM reduces over the batch, the "
-                "primitive's vector dimension")
     if geo.padding[0] >= geo.k_r or geo.padding[1] >= geo.k_c:
         return "implicit GEMM needs padding < kernel size"
-    if direction == "backward_data" and geo.stride != (1, 1):
-        return "implicit GEMM backward-data needs stride 1"
+    if direction != "forward" and geo.stride != (1, 1):
+        return f"implicit GEMM {direction.replace('_', '-')} needs stride 1"
+    if direction == "backward_filter" and (geo.padding[0] >= geo.r_o
+                                           or geo.padding[1] >= geo.c_o):
+        return "implicit GEMM backward-filter needs padding < output size"
     pass_geo = _pass_geometry(geo, direction)
     if not candidates(pass_geo, np.dtype(dtype).itemsize, config):
         return "no implicit GEMM blocking fits in LDM"
@@ -251,11 +255,16 @@ def choose(geo: ConvGeometry, es: int, config) -> Blocking:
 
 
 def _pass_geometry(geo: ConvGeometry, direction) -> ConvGeometry:
-    """The forward convolution the kernel runs for a pass."""
-    if direction != "backward_data":
-        return geo
-    return ConvGeometry(geo.batch, geo.n_o, geo.n_i, geo.r_o, geo.c_o, geo.k_r, geo.k_c,
-                        (1, 1), (geo.k_r - 1 - geo.padding[0], geo.k_c - 1 - geo.padding[1]))
+    """The forward convolution the kernel runs for a pass (stride 1 for the backward ones):
+    backward-data convolves dy padded by K - 1 - p; backward-filter convolves x (N_i images of
+    B channels) with dy (a R_o x C_o kernel, B -> N_o channels) into a K_r x K_c output."""
+    if direction == "backward_data":
+        return ConvGeometry(geo.batch, geo.n_o, geo.n_i, geo.r_o, geo.c_o, geo.k_r, geo.k_c,
+                            (1, 1), (geo.k_r - 1 - geo.padding[0], geo.k_c - 1 - geo.padding[1]))
+    if direction == "backward_filter":
+        return ConvGeometry(geo.n_i, geo.batch, geo.n_o, geo.r_i, geo.c_i, geo.r_o, geo.c_o,
+                            (1, 1), geo.padding)
+    return geo
 
 
 def predict(geo: ConvGeometry, direction, dtype, config) -> float:
@@ -347,8 +356,28 @@ def backward_data(geo: ConvGeometry, dy, w, machine, stats, engine) -> np.ndarra
     return dx
 
 
+def _batch_inside(a, machine, stats, engine):
+    """a (R, C, N, B) rearranged on the VM into (R, C, B, N): read as NCHW (R C, N, B, 1) its
+    NHWC is (R C, B, 1, N)."""
+    r, c, n, b = a.shape
+    out, run = transform(a.reshape(r * c, n, b, 1), "NCHW", "NHWC", machine=machine,
+                         engine=engine)
+    stats.phases["operands"].append(run)
+    return out.reshape(r, c, b, n)
+
+
 def backward_filter(geo: ConvGeometry, x, dy, machine, stats, engine) -> np.ndarray:
     _check(geo, "backward_filter", x.dtype, machine.config)
+    swapped = _pass_geometry(geo, "backward_filter")
+    x_t = _batch_inside(x, machine, stats, engine)            # (R_i, C_i, B, N_i)
+    dy_t = _batch_inside(dy, machine, stats, engine)          # (R_o, C_o, B, N_o): the taps
+    dw_t, run = run_kernel(swapped, x_t, dy_t.reshape(geo.r_o * geo.c_o, geo.batch, geo.n_o),
+                           None, machine, engine)             # (K_r, K_c, N_o, N_i)
+    stats.phases["conv"].append(run)
+    # (H, W, C, N) = (K_r, K_c, N_o, N_i) as CNHW: (N_o, N_i, K_r, K_c)
+    dw, run = transform(dw_t, "RCNB", "CNHW", machine=machine, engine=engine)
+    stats.phases["weights"].append(run)
+    return dw
 
 
 # ---- estimate: a sample of tiles, extrapolated ---------------------------------------------
