@@ -189,6 +189,25 @@ def test_estimate_is_within_three_percent_of_the_whole_run(shape, dtype):
     assert estimated == pytest.approx(run.cycles, rel=0.03)
 
 
+@pytest.mark.parametrize("shape, padding, dtype", [
+    ((32, 64, 64, 12, 12), 1, np.float32),     # resident dy, 3 taps a step
+    ((16, 24, 40, 9, 13), 1, np.float64),      # streamed dy
+])
+def test_backward_filter_estimate_is_within_three_percent_of_the_whole_run(shape, padding,
+                                                                             dtype):
+    b, n_i, n_o, r_i, c_i = shape
+    geo = make_geometry((b, n_i, r_i, c_i), (n_o, n_i, 3, 3), 1, padding, "w")
+    estimated, details = implicit.estimate(geo, "backward_filter", dtype, Machine())
+    assert not details["whole"]
+    swapped = implicit.pass_geometry(geo, "backward_filter")
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((r_i, c_i, b, n_i)).astype(dtype)
+    dy = rng.standard_normal((geo.r_o * geo.c_o, b, n_o)).astype(dtype)
+    _, run = implicit.run_kernel(swapped, x, dy, None, Machine(), "c",
+                                 blocking=details["blocking"])
+    assert estimated == pytest.approx(run.cycles, rel=0.03)
+
+
 def test_model_predicts_a_run_within_ten_percent():
     geo = make_geometry((32, 64, 10, 10), (64, 64, 3, 3), 1, 1, "w")
     config = Machine().config

@@ -49,6 +49,7 @@ KERNEL_ARGS = 1
 MESH = 8
 MAX_DMAS_PER_STEP = 3         # the CPE's DMA channel depth: more would stall the prefetch
 SAMPLE_ROW_TILES = 4          # estimate(): tile rows up to this long are sampled whole
+FILTER_SAMPLE_COLS = 8        # estimate() of backward-filter: dy columns of its samples
 
 
 class Blocking(NamedTuple):
@@ -186,11 +187,17 @@ def _compute_step(geo: ConvGeometry, es: int, blk: Blocking) -> float:
     return prim + pack + STEP_CYCLES
 
 
+def step_count(geo: ConvGeometry, blk: Blocking) -> int:
+    """Primitive calls the kernel makes (padding rows skipped)."""
+    c = counts(geo, blk)
+    return c["nnb"] * c["nbb"] * c["ncb"] * int(kernel_rows(geo).sum()) * c["nkg"] * c["nkb"]
+
+
 def predict_blocking(geo: ConvGeometry, es: int, blk: Blocking, config) -> float:
     """Predicted cycles of the kernel with blocking `blk`."""
     c = counts(geo, blk)
     tiles = c["nnb"] * c["nbb"] * c["ncb"] * geo.r_o
-    steps = c["nnb"] * c["nbb"] * c["ncb"] * int(kernel_rows(geo).sum()) * c["nkg"] * c["nkb"]
+    steps = step_count(geo, blk)
     x_dma, w_dma, put = _step_dma(geo, es, blk, config)
     steps_per_tile = steps / tiles
     # a tile: its steps double-buffered (the larger of compute and the engine's time for the
@@ -233,7 +240,7 @@ def supports(geo: ConvGeometry, direction, dtype, config) -> str | None:
     if direction == "backward_filter" and (geo.padding[0] >= geo.r_o
                                            or geo.padding[1] >= geo.c_o):
         return "implicit GEMM backward-filter needs padding < output size"
-    pass_geo = _pass_geometry(geo, direction)
+    pass_geo = pass_geometry(geo, direction)
     if not candidates(pass_geo, np.dtype(dtype).itemsize, config):
         return "no implicit GEMM blocking fits in LDM"
     return None
@@ -254,7 +261,7 @@ def choose(geo: ConvGeometry, es: int, config) -> Blocking:
     return _choose(geo, es, config)[0]
 
 
-def _pass_geometry(geo: ConvGeometry, direction) -> ConvGeometry:
+def pass_geometry(geo: ConvGeometry, direction) -> ConvGeometry:
     """The forward convolution the kernel runs for a pass (stride 1 for the backward ones):
     backward-data convolves dy padded by K - 1 - p; backward-filter convolves x (N_i images of
     B channels) with dy (a R_o x C_o kernel, B -> N_o channels) into a K_r x K_c output."""
@@ -269,7 +276,7 @@ def _pass_geometry(geo: ConvGeometry, direction) -> ConvGeometry:
 
 def predict(geo: ConvGeometry, direction, dtype, config) -> float:
     """Predicted cycles of the pass on one CG (the weight rearrangement not included)."""
-    return _choose(_pass_geometry(geo, direction), np.dtype(dtype).itemsize, config)[1]
+    return _choose(pass_geometry(geo, direction), np.dtype(dtype).itemsize, config)[1]
 
 
 # ---- running the kernel --------------------------------------------------------------------
@@ -350,7 +357,7 @@ def forward(geo: ConvGeometry, x, w, bias, machine, stats, engine) -> np.ndarray
 def backward_data(geo: ConvGeometry, dy, w, machine, stats, engine) -> np.ndarray:
     _check(geo, "backward_data", dy.dtype, machine.config)
     wt = _weights(w, "CNHW", machine, stats, engine)
-    dx, run = run_kernel(_pass_geometry(geo, "backward_data"), dy, wt, None, machine, engine,
+    dx, run = run_kernel(pass_geometry(geo, "backward_data"), dy, wt, None, machine, engine,
                          reverse=True)
     stats.phases["conv"].append(run)
     return dx
@@ -368,7 +375,7 @@ def _batch_inside(a, machine, stats, engine):
 
 def backward_filter(geo: ConvGeometry, x, dy, machine, stats, engine) -> np.ndarray:
     _check(geo, "backward_filter", x.dtype, machine.config)
-    swapped = _pass_geometry(geo, "backward_filter")
+    swapped = pass_geometry(geo, "backward_filter")
     x_t = _batch_inside(x, machine, stats, engine)            # (R_i, C_i, B, N_i)
     dy_t = _batch_inside(dy, machine, stats, engine)          # (R_o, C_o, B, N_o): the taps
     dw_t, run = run_kernel(swapped, x_t, dy_t.reshape(geo.r_o * geo.c_o, geo.batch, geo.n_o),
@@ -409,7 +416,9 @@ def estimate(geo: ConvGeometry, direction, dtype, machine, engine="c", *, blocki
     2 tiles run whole. `blocking` overrides the model's choice."""
     config = machine.config
     _check(geo, direction, dtype, config)
-    geo = _pass_geometry(geo, direction)
+    if direction == "backward_filter":
+        return _estimate_filter(geo, dtype, machine, engine, blocking)
+    geo = pass_geometry(geo, direction)
     es = np.dtype(dtype).itemsize
     blk = blocking or choose(geo, es, config)
     c = counts(geo, blk)
@@ -447,3 +456,34 @@ def estimate(geo: ConvGeometry, direction, dtype, machine, engine="c", *, blocki
               + (c["nnb"] - 1) * nb_load(geo, es, blk, config))
     return float(cycles), dict(blocking=blk, whole=False, first_cycles=base,
                                row_cycles=row_cycles)
+
+
+def _estimate_filter(geo: ConvGeometry, dtype, machine, engine, blocking):
+    """estimate() of backward-filter. Its output is only K_r x K_c pixels, so its tiles are
+    few and long (every (r_o, c_o) of dy is a tap of the swapped convolution): the sample cuts
+    the reduction instead. It runs the swapped kernel (the model's blocking for the whole
+    pass) for dy of FILTER_SAMPLE_COLS columns and a, then 2a rows (a = p_r + 1, so a
+    padding row is never a whole tap row), and extrapolates linearly in the kernel's steps."""
+    es = np.dtype(dtype).itemsize
+    swapped = pass_geometry(geo, "backward_filter")
+    blk = blocking or choose(swapped, es, machine.config)
+    rows = geo.padding[0] + 1
+    cols = min(geo.c_o, FILTER_SAMPLE_COLS)
+    rng = np.random.default_rng(0)
+
+    def run(r_o, c_o):
+        sample = ConvGeometry(geo.batch, geo.n_i, geo.n_o, r_o + geo.k_r - 1 - 2 * geo.padding[0],
+                              c_o + geo.k_c - 1 - 2 * geo.padding[1], geo.k_r, geo.k_c,
+                              geo.stride, geo.padding)
+        pass_geo = pass_geometry(sample, "backward_filter")
+        x = rng.standard_normal((sample.r_i, sample.c_i, geo.batch, geo.n_i)).astype(dtype)
+        dy = rng.standard_normal((r_o * c_o, geo.batch, geo.n_o)).astype(dtype)
+        cycles = run_kernel(pass_geo, x, dy, None, machine, engine, blocking=blk)[1].cycles
+        return float(cycles), step_count(pass_geo, blk)
+
+    if geo.r_o <= 2 * rows and cols == geo.c_o:
+        return run(geo.r_o, geo.c_o)[0], dict(blocking=blk, whole=True)
+    (c1, s1), (c2, s2) = run(rows, cols), run(2 * rows, cols)
+    per_step = (c2 - c1) / (s2 - s1)
+    cycles = c1 + (step_count(swapped, blk) - s1) * per_step
+    return float(cycles), dict(blocking=blk, whole=False, step_cycles=per_step)
