@@ -76,8 +76,10 @@ def test_forward_matches_reference(pb):
     assert 0 < stats.efficiency < 1
 
 
-@settings(max_examples=10, deadline=None)
-@given(problems(strides=(1,)))
+@settings(max_examples=14, deadline=None)
+@given(problems())
+@example(pb=dict(x_shape=(3, 5, 7, 8), w_shape=(4, 5, 3, 3), stride=2, padding=1, s=(2, 2),
+                 p=(1, 1), dtype=np.float32, seed=1))
 def test_backward_data_matches_reference(pb):
     rng = np.random.default_rng(pb["seed"])
     dtype = pb["dtype"]
@@ -86,6 +88,12 @@ def test_backward_data_matches_reference(pb):
     dy = rng.standard_normal(geo.y_shape).astype(dtype)
     machine = Machine()
     stats = _stats(geo, machine, "backward_data")
+    if implicit.supports(geo, "backward_data", dtype, machine.config):
+        # stride > 1: a dx row no dy row reaches (K_r < s_r, or remainder rows past p_r)
+        assert pb["s"][0] > 1
+        with pytest.raises(HostError, match="dy row for every dx row"):
+            implicit.backward_data(geo, to_rcnb(dy), w, machine, stats, "c")
+        return
     dx = from_rcnb(implicit.backward_data(geo, to_rcnb(dy), w, machine, stats, "c"))
     _close(dx, ref_backward_data(dy, w, pb["x_shape"], pb["s"], pb["p"]), dtype,
            pb["w_shape"][0] * pb["w_shape"][2] * pb["w_shape"][3])
@@ -132,13 +140,16 @@ def test_every_kind_of_blocking(blocking, dtype):
     assert run.blocking == blocking
 
 
-def test_engines_agree_bit_for_bit_and_cycle_for_cycle():
+@pytest.mark.parametrize("direction", ["forward", "backward_data"])
+def test_engines_agree_bit_for_bit_and_cycle_for_cycle(direction):
     rng = np.random.default_rng(4)
-    x = rng.standard_normal((3, 2, 3, 3)).astype(np.float32)
     w = rng.standard_normal((5, 2, 3, 3)).astype(np.float32)
-    geo = make_geometry(x.shape, w.shape, (2, 1), 1, "w")
-    wt = np.ascontiguousarray(w.transpose(2, 3, 1, 0))
-    results = [implicit.run_kernel(geo, to_rcnb(x), wt, None, Machine(), engine,
+    geo = implicit.pass_geometry(make_geometry((3, 2, 3, 4), w.shape, (2, 1), 1, "w"),
+                                 direction)      # backward-data: dy dilated along rows
+    stored = geo.stored_input if direction == "backward_data" else (geo.r_i, geo.c_i)
+    x = rng.standard_normal(stored + (geo.n_i, geo.batch)).astype(np.float32)
+    wt = rng.standard_normal((9, geo.n_i, geo.n_o)).astype(np.float32)
+    results = [implicit.run_kernel(geo, x, wt, None, Machine(), engine,
                                    blocking=Blocking(16, 4, 1, 3, 16, 8, True))
                for engine in ("c", "python")]
     (y_c, run_c), (y_py, run_py) = results
@@ -152,7 +163,9 @@ def test_supports_names_what_it_does_not_do():
     assert implicit.supports(geo, "backward_data", np.float64, config) is None
     assert implicit.supports(geo, "backward_filter", np.float32, config) is None
     strided = make_geometry((32, 64, 8, 8), (64, 64, 3, 3), 2, 1, "w")
-    assert "stride 1" in implicit.supports(strided, "backward_data", np.float32, config)
+    assert implicit.supports(strided, "backward_data", np.float32, config) is None
+    odd = make_geometry((32, 64, 9, 9), (64, 64, 3, 3), 3, 1, "w")
+    assert "power of 2" in implicit.supports(odd, "backward_data", np.float32, config)
     assert "stride 1" in implicit.supports(strided, "backward_filter", np.float32, config)
     padded = make_geometry((2, 3, 8, 8), (4, 3, 3, 3), 1, 3, "w")
     assert "padding" in implicit.supports(padded, "forward", np.float32, config)
@@ -186,6 +199,19 @@ def test_estimate_is_within_three_percent_of_the_whole_run(shape, dtype):
     x = rng.standard_normal((r_i, c_i, n_i, b)).astype(dtype)
     wt = rng.standard_normal((9, n_i, n_o)).astype(dtype)
     _, run = implicit.run_kernel(geo, x, wt, None, Machine(), "c")
+    assert estimated == pytest.approx(run.cycles, rel=0.03)
+
+
+def test_strided_backward_data_estimate_is_within_three_percent_of_the_whole_run():
+    geo = make_geometry((32, 64, 15, 15), (64, 64, 3, 3), 2, 1, "w")
+    estimated, details = implicit.estimate(geo, "backward_data", np.float32, Machine())
+    assert not details["whole"]
+    swapped = implicit.pass_geometry(geo, "backward_data")
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal(swapped.stored_input + (64, 32)).astype(np.float32)
+    wt = rng.standard_normal((9, 64, 64)).astype(np.float32)
+    _, run = implicit.run_kernel(swapped, x, wt, None, Machine(), "c", reverse=True,
+                                 blocking=details["blocking"])
     assert estimated == pytest.approx(run.cycles, rel=0.03)
 
 

@@ -7,9 +7,11 @@ writes one job record; the weights are rearranged on the VM (``dnn.transform``, 
 "weights") into one N_i x N_o matrix per tap. Passes:
     forward          y = conv(x, w) + bias
     backward-data    dx = conv(dy padded by K - 1 - p, w rotated by 180 degrees, its channels
-                     swapped) (thesis eq. 5-2), stride 1: the same kernel, the taps walked
-                     backwards (a negative tap stride), the weights transformed as (K_r, K_c,
-                     N_o, N_i)
+                     swapped) (thesis eq. 5-2): the same kernel, the taps walked backwards (a
+                     negative tap stride), the weights transformed as (K_r, K_c, N_o, N_i);
+                     stride s > 1 (a power of 2) convolves dy dilated by s, which the kernel
+                     never builds: it fetches the pixels at multiples of s, skips the kernel
+                     rows that meet a zero row and zero-fills the columns' pieces
     backward-filter  dw = the same kernel on a swapped convolution (stride 1): x as the
                      input with batch and channels trading roles, dy as its weights (one
                      B x N_o matrix per output pixel), the output the K_r x K_c taps; so the
@@ -27,6 +29,7 @@ or several (CB > 1, Algorithm 4, image-size-aware).
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import itertools
 from typing import NamedTuple
@@ -50,6 +53,23 @@ MESH = 8
 MAX_DMAS_PER_STEP = 3         # the CPE's DMA channel depth: more would stall the prefetch
 SAMPLE_ROW_TILES = 4          # estimate(): tile rows up to this long are sampled whole
 FILTER_SAMPLE_COLS = 8        # estimate() of backward-filter: dy columns of its samples
+
+
+@dataclasses.dataclass(frozen=True)
+class PassGeometry(ConvGeometry):
+    """The convolution the kernel runs, with an input dilation (rows, columns; powers of 2):
+    R_i x C_i is then the size of x with dilation - 1 zeros between its pixels (the kernel
+    fetches only the pixels at multiples of it)."""
+    dilation: tuple = (1, 1)
+
+    @property
+    def stored_input(self) -> tuple:
+        """Rows and columns of x in memory."""
+        return tuple((n - 1) // d + 1 for n, d in zip((self.r_i, self.c_i), self.dilation))
+
+
+def _dilation(geo: ConvGeometry) -> tuple:
+    return getattr(geo, "dilation", (1, 1))
 
 
 class Blocking(NamedTuple):
@@ -81,12 +101,15 @@ def counts(geo: ConvGeometry, blk: Blocking) -> dict:
 
 
 def kernel_rows(geo: ConvGeometry) -> np.ndarray:
-    """For every output row, the kernel rows whose input row is inside the image (the others
-    are padding rows: the kernel skips them)."""
+    """For every output row, the kernel rows whose input row is inside the image and a
+    multiple of the row dilation (the others are padding or dilation rows: the kernel skips
+    them)."""
+    d = _dilation(geo)[0]
     top = np.arange(geo.r_o) * geo.stride[0] - geo.padding[0]
     lo = np.maximum(0, -top)
+    lo = lo + (-(top + lo)) % d
     hi = np.minimum(geo.k_r, geo.r_i - top)
-    return np.maximum(hi - lo, 0)
+    return np.maximum(-(-(hi - lo) // d), 0)
 
 
 def ldm_layout(geo: ConvGeometry, es: int, blk: Blocking, config):
@@ -165,7 +188,8 @@ def _step_dma(geo: ConvGeometry, es: int, blk: Blocking, config) -> tuple:
     # X: pixel 7 stands for a typical one (its alignment in memory)
     s, e, m = rows(j * blk.ki, blk.ki, kv_x, geo.batch * es,
                    7 * geo.n_i * geo.batch * es + b0 * es, bv * es)
-    x = blk.g * int(np.sum(gemm_model.row_transactions(s, e, config) * m))
+    # with a column dilation d only every d-th piece is fetched
+    x = blk.g / _dilation(geo)[1] * int(np.sum(gemm_model.row_transactions(s, e, config) * m))
     nv = np.clip(geo.n_o - j * blk.nb, 0, blk.nb)
     w = 0
     if not blk.resident:
@@ -235,12 +259,17 @@ def nb_load(geo: ConvGeometry, es: int, blk: Blocking, config) -> float:
 def supports(geo: ConvGeometry, direction, dtype, config) -> str | None:
     if geo.padding[0] >= geo.k_r or geo.padding[1] >= geo.k_c:
         return "implicit GEMM needs padding < kernel size"
-    if direction != "forward" and geo.stride != (1, 1):
-        return f"implicit GEMM {direction.replace('_', '-')} needs stride 1"
+    if direction == "backward_filter" and geo.stride != (1, 1):
+        return "implicit GEMM backward-filter needs stride 1"
+    if direction == "backward_data" and any(s & (s - 1) for s in geo.stride):
+        return "implicit GEMM backward-data needs a stride that is a power of 2"
     if direction == "backward_filter" and (geo.padding[0] >= geo.r_o
                                            or geo.padding[1] >= geo.c_o):
         return "implicit GEMM backward-filter needs padding < output size"
     pass_geo = pass_geometry(geo, direction)
+    if kernel_rows(pass_geo).min() == 0:
+        return ("implicit GEMM backward-data of stride > 1 needs a dy row for every dx row "
+                "(K_r >= s_r and (R_i + 2 p_r - K_r) mod s_r <= p_r)")
     if not candidates(pass_geo, np.dtype(dtype).itemsize, config):
         return "no implicit GEMM blocking fits in LDM"
     return None
@@ -265,9 +294,12 @@ def pass_geometry(geo: ConvGeometry, direction) -> ConvGeometry:
     """The forward convolution the kernel runs for a pass (stride 1 for the backward ones):
     backward-data convolves dy padded by K - 1 - p; backward-filter convolves x (N_i images of
     B channels) with dy (a R_o x C_o kernel, B -> N_o channels) into a K_r x K_c output."""
-    if direction == "backward_data":
-        return ConvGeometry(geo.batch, geo.n_o, geo.n_i, geo.r_o, geo.c_o, geo.k_r, geo.k_c,
-                            (1, 1), (geo.k_r - 1 - geo.padding[0], geo.k_c - 1 - geo.padding[1]))
+    if direction == "backward_data":    # dy dilated by the stride, the remainder rows added
+        size = [(n - 1) * s + 1 + (m + 2 * p - k) % s for n, m, s, p, k in zip(
+            (geo.r_o, geo.c_o), (geo.r_i, geo.c_i), geo.stride, geo.padding, (geo.k_r, geo.k_c))]
+        return PassGeometry(geo.batch, geo.n_o, geo.n_i, *size, geo.k_r, geo.k_c, (1, 1),
+                            (geo.k_r - 1 - geo.padding[0], geo.k_c - 1 - geo.padding[1]),
+                            geo.stride)
     if direction == "backward_filter":
         return ConvGeometry(geo.n_i, geo.batch, geo.n_o, geo.r_i, geo.c_i, geo.r_o, geo.c_o,
                             (1, 1), geo.padding)
@@ -280,6 +312,10 @@ def predict(geo: ConvGeometry, direction, dtype, config) -> float:
 
 
 # ---- running the kernel --------------------------------------------------------------------
+
+def stored_columns(geo: ConvGeometry) -> int:
+    return geo.stored_input[1] if isinstance(geo, PassGeometry) else geo.c_i
+
 
 def _job(geo: ConvGeometry, es: int, blk: Blocking, layout: dict, addresses: dict, wtap: int,
          sample=None):
@@ -294,7 +330,9 @@ def _job(geo: ConvGeometry, es: int, blk: Blocking, layout: dict, addresses: dic
         pr=geo.padding[0], pc=geo.padding[1], mb=blk.mb, nb=blk.nb, ki=blk.ki, g=blk.g,
         kb=blk.kb, bb=blk.bb, cb=blk.cb, resident=int(blk.resident),
         start_nb=start[0], start_bb=start[1], start_ro=start[2], start_cb=start[3],
-        tiles=tiles, wrow=int(geo.n_o == MESH * blk.nb), **c, **addresses, **layout)
+        tiles=tiles, wrow=int(geo.n_o == MESH * blk.nb), dr=_dilation(geo)[0],
+        drsh=_dilation(geo)[0].bit_length() - 1, dcsh=_dilation(geo)[1].bit_length() - 1,
+        xc=stored_columns(geo), **c, **addresses, **layout)
     at = record.offset("row_c") // 8
     words[at:at + MESH] = rows // per_col
     at = record.offset("row_b") // 8
@@ -393,15 +431,13 @@ def _sample_geometry(geo: ConvGeometry):
     """A geometry with the same tiles and as few output rows as give two consecutive interior
     rows (every kernel row inside the image), and the first of them; or (geo, None) when geo
     has no interior row."""
-    rows = kernel_rows(geo)
-    if rows.max() < geo.k_r:
-        return geo, None
     first = _cdiv(geo.padding[0], geo.stride[0])
-    r_o = min(geo.r_o, 2 * first + 2)
+    top = np.arange(geo.r_o) * geo.stride[0] - geo.padding[0]
+    if not ((top >= 0) & (top + geo.k_r <= geo.r_i))[first:first + 2].any():
+        return geo, None
+    r_o = min(geo.r_o, 2 * first + 2 * _dilation(geo)[0])
     r_i = min(geo.r_i, (r_o - 1) * geo.stride[0] + geo.k_r - 2 * geo.padding[0])
-    sample = ConvGeometry(geo.batch, geo.n_i, geo.n_o, r_i, geo.c_i, geo.k_r, geo.k_c,
-                          geo.stride, geo.padding)
-    return sample, first
+    return dataclasses.replace(geo, r_i=r_i), first
 
 
 def estimate(geo: ConvGeometry, direction, dtype, machine, engine="c", *, blocking=None):
@@ -427,10 +463,13 @@ def estimate(geo: ConvGeometry, direction, dtype, machine, engine="c", *, blocki
     rng = np.random.default_rng(0)
     wt = rng.standard_normal((geo.k_r * geo.k_c, geo.n_i, geo.n_o)).astype(dtype)
     if row is None or c["nnb"] * c["nbb"] * c["ncb"] * geo.r_o <= 2:
-        x = rng.standard_normal((geo.r_i, geo.c_i, geo.n_i, geo.batch)).astype(dtype)
+        sample_geo = geo
+    stored = (sample_geo.stored_input if isinstance(sample_geo, PassGeometry)
+              else (sample_geo.r_i, sample_geo.c_i))
+    x = rng.standard_normal(stored + (geo.n_i, geo.batch)).astype(dtype)
+    if sample_geo is geo:
         _, run = run_kernel(geo, x, wt, None, machine, engine, blocking=blk)
         return float(run.cycles), dict(blocking=blk, whole=True)
-    x = rng.standard_normal((sample_geo.r_i, geo.c_i, geo.n_i, geo.batch)).astype(dtype)
 
     def cycles_of(cb, tiles):
         """Cycles of `tiles` tiles from column block `cb` of the interior row, and of the
@@ -439,20 +478,27 @@ def estimate(geo: ConvGeometry, direction, dtype, machine, engine="c", *, blocki
                            sample=((0, 0, row, cb), n))[1].cycles for n in (tiles, 2 * tiles)]
         return runs[0], runs[1] - runs[0]
 
-    if c["ncb"] <= SAMPLE_ROW_TILES:
-        unit = c["ncb"]
+    # with a row dilation d, interior rows repeat every d rows: a period of d rows is the unit
+    period = _dilation(geo)[0]
+    sample_rows = kernel_rows(sample_geo)
+    if c["ncb"] <= SAMPLE_ROW_TILES or period > 1:
+        unit = c["ncb"] * period
         base, row_cycles = cycles_of(0, unit)
+        measured = sample_rows[row + period:row + 2 * period].sum()
+        base_rows = sample_rows[row:row + period].sum()
     else:               # an interior tile, and the last one if it has fewer columns
         unit = 1
+        measured = sample_rows[row]
+        base_rows = sample_rows[row] / c["ncb"]
         base, interior = cycles_of(1, 1)
         last = cycles_of(c["ncb"] - 2, 1)[1] if geo.c_o % blk.cb else interior
         row_cycles = (c["ncb"] - 1) * interior + last
     # a row's cycles = its tiles' write-outs (by the model) + its steps (the rest, measured)
     fixed = c["ncb"] * _tile_fixed(geo, es, blk, config)
-    per_kernel_row = (row_cycles - fixed) / geo.k_r
+    per_kernel_row = (row_cycles - period * fixed) / measured
     blocks = c["nnb"] * c["nbb"]
     cycles = (base + (blocks * geo.r_o - unit / c["ncb"]) * fixed
-              + (blocks * rows.sum() - geo.k_r * unit / c["ncb"]) * per_kernel_row
+              + (blocks * rows.sum() - base_rows) * per_kernel_row
               + (c["nnb"] - 1) * nb_load(geo, es, blk, config))
     return float(cycles), dict(blocking=blk, whole=False, first_cycles=base,
                                row_cycles=row_cycles)
