@@ -76,47 +76,48 @@ def test_forward_matches_reference(pb):
     assert 0 < stats.efficiency < 1
 
 
+def _backward_case(pb, direction):
+    """pb's operands of a backward pass (w or x, then dy), a machine, the pass's stats and
+    supports()' reason (None: it runs)."""
+    rng = np.random.default_rng(pb["seed"])
+    dtype = pb["dtype"]
+    geo = make_geometry(pb["x_shape"], pb["w_shape"], pb["stride"], pb["padding"], "w")
+    other = rng.standard_normal(pb["w_shape" if direction == "backward_data" else "x_shape"])
+    dy = rng.standard_normal(geo.y_shape).astype(dtype)
+    machine = Machine()
+    return (geo, other.astype(dtype), dy, machine, _stats(geo, machine, direction),
+            implicit.supports(geo, direction, dtype, machine.config))
+
+
 @settings(max_examples=14, deadline=None)
 @given(problems())
 @example(pb=dict(x_shape=(3, 5, 7, 8), w_shape=(4, 5, 3, 3), stride=2, padding=1, s=(2, 2),
                  p=(1, 1), dtype=np.float32, seed=1))
 def test_backward_data_matches_reference(pb):
-    rng = np.random.default_rng(pb["seed"])
-    dtype = pb["dtype"]
-    geo = make_geometry(pb["x_shape"], pb["w_shape"], pb["stride"], pb["padding"], "w")
-    w = rng.standard_normal(pb["w_shape"]).astype(dtype)
-    dy = rng.standard_normal(geo.y_shape).astype(dtype)
-    machine = Machine()
-    stats = _stats(geo, machine, "backward_data")
-    if implicit.supports(geo, "backward_data", dtype, machine.config):
+    geo, w, dy, machine, stats, reason = _backward_case(pb, "backward_data")
+    if reason:
         # stride > 1: a dx row no dy row reaches (K_r < s_r, or remainder rows past p_r)
         assert pb["s"][0] > 1
         with pytest.raises(HostError, match="dy row for every dx row"):
             implicit.backward_data(geo, to_rcnb(dy), w, machine, stats, "c")
         return
     dx = from_rcnb(implicit.backward_data(geo, to_rcnb(dy), w, machine, stats, "c"))
-    _close(dx, ref_backward_data(dy, w, pb["x_shape"], pb["s"], pb["p"]), dtype,
+    _close(dx, ref_backward_data(dy, w, pb["x_shape"], pb["s"], pb["p"]), pb["dtype"],
            pb["w_shape"][0] * pb["w_shape"][2] * pb["w_shape"][3])
 
 
 @settings(max_examples=10, deadline=None)
 @given(problems(strides=(1,)))
 def test_backward_filter_matches_reference(pb):
-    rng = np.random.default_rng(pb["seed"])
-    dtype = pb["dtype"]
-    geo = make_geometry(pb["x_shape"], pb["w_shape"], pb["stride"], pb["padding"], "w")
-    x = rng.standard_normal(pb["x_shape"]).astype(dtype)
-    dy = rng.standard_normal(geo.y_shape).astype(dtype)
-    machine = Machine()
-    stats = _stats(geo, machine, "backward_filter")
-    if implicit.supports(geo, "backward_filter", dtype, machine.config):
+    geo, x, dy, machine, stats, reason = _backward_case(pb, "backward_filter")
+    if reason:
         # padding >= the output size: dy cannot be the swapped convolution's kernel
         assert pb["p"][0] >= geo.r_o or pb["p"][1] >= geo.c_o
         with pytest.raises(HostError, match="output size"):
             implicit.backward_filter(geo, to_rcnb(x), to_rcnb(dy), machine, stats, "c")
         return
     dw = implicit.backward_filter(geo, to_rcnb(x), to_rcnb(dy), machine, stats, "c")
-    _close(dw, ref_backward_filter(x, dy, pb["w_shape"], pb["s"], pb["p"]), dtype,
+    _close(dw, ref_backward_filter(x, dy, pb["w_shape"], pb["s"], pb["p"]), pb["dtype"],
            geo.batch * geo.r_o * geo.c_o)
     assert all(stats.phase_cycles[p] > 0 for p in implicit.PHASES)
 
