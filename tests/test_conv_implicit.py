@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from swsim.hostlib.dnn import conv_implicit as implicit
 from swsim.hostlib.dnn.conv_common import ConvStats, make_geometry
 from swsim.vm import HostError, Machine
-from test_dnn_conv import _close, ref_backward_data, ref_forward
+from test_dnn_conv import _close, ref_backward_data, ref_backward_filter, ref_forward
 
 DTYPES = (np.float32, np.float64)
 Blocking = implicit.Blocking
@@ -76,19 +76,50 @@ def test_forward_matches_reference(pb):
     assert 0 < stats.efficiency < 1
 
 
-@settings(max_examples=10, deadline=None)
-@given(problems(strides=(1,)))
-def test_backward_data_matches_reference(pb):
+def _backward_case(pb, direction):
+    """pb's operands of a backward pass (w or x, then dy), a machine, the pass's stats and
+    supports()' reason (None: it runs)."""
     rng = np.random.default_rng(pb["seed"])
     dtype = pb["dtype"]
     geo = make_geometry(pb["x_shape"], pb["w_shape"], pb["stride"], pb["padding"], "w")
-    w = rng.standard_normal(pb["w_shape"]).astype(dtype)
+    other = rng.standard_normal(pb["w_shape" if direction == "backward_data" else "x_shape"])
     dy = rng.standard_normal(geo.y_shape).astype(dtype)
     machine = Machine()
-    stats = _stats(geo, machine, "backward_data")
+    return (geo, other.astype(dtype), dy, machine, _stats(geo, machine, direction),
+            implicit.supports(geo, direction, dtype, machine.config))
+
+
+@settings(max_examples=14, deadline=None)
+@given(problems())
+@example(pb=dict(x_shape=(3, 5, 7, 8), w_shape=(4, 5, 3, 3), stride=2, padding=1, s=(2, 2),
+                 p=(1, 1), dtype=np.float32, seed=1))
+def test_backward_data_matches_reference(pb):
+    geo, w, dy, machine, stats, reason = _backward_case(pb, "backward_data")
+    if reason:
+        # stride > 1: a dx row no dy row reaches (K_r < s_r, or remainder rows past p_r)
+        assert pb["s"][0] > 1
+        with pytest.raises(HostError, match="dy row for every dx row"):
+            implicit.backward_data(geo, to_rcnb(dy), w, machine, stats, "c")
+        return
     dx = from_rcnb(implicit.backward_data(geo, to_rcnb(dy), w, machine, stats, "c"))
-    _close(dx, ref_backward_data(dy, w, pb["x_shape"], pb["s"], pb["p"]), dtype,
+    _close(dx, ref_backward_data(dy, w, pb["x_shape"], pb["s"], pb["p"]), pb["dtype"],
            pb["w_shape"][0] * pb["w_shape"][2] * pb["w_shape"][3])
+
+
+@settings(max_examples=10, deadline=None)
+@given(problems(strides=(1,)))
+def test_backward_filter_matches_reference(pb):
+    geo, x, dy, machine, stats, reason = _backward_case(pb, "backward_filter")
+    if reason:
+        # padding >= the output size: dy cannot be the swapped convolution's kernel
+        assert pb["p"][0] >= geo.r_o or pb["p"][1] >= geo.c_o
+        with pytest.raises(HostError, match="output size"):
+            implicit.backward_filter(geo, to_rcnb(x), to_rcnb(dy), machine, stats, "c")
+        return
+    dw = implicit.backward_filter(geo, to_rcnb(x), to_rcnb(dy), machine, stats, "c")
+    _close(dw, ref_backward_filter(x, dy, pb["w_shape"], pb["s"], pb["p"]), pb["dtype"],
+           geo.batch * geo.r_o * geo.c_o)
+    assert all(stats.phase_cycles[p] > 0 for p in implicit.PHASES)
 
 
 @pytest.mark.parametrize("blocking", [
@@ -110,13 +141,16 @@ def test_every_kind_of_blocking(blocking, dtype):
     assert run.blocking == blocking
 
 
-def test_engines_agree_bit_for_bit_and_cycle_for_cycle():
+@pytest.mark.parametrize("direction", ["forward", "backward_data"])
+def test_engines_agree_bit_for_bit_and_cycle_for_cycle(direction):
     rng = np.random.default_rng(4)
-    x = rng.standard_normal((3, 2, 3, 3)).astype(np.float32)
     w = rng.standard_normal((5, 2, 3, 3)).astype(np.float32)
-    geo = make_geometry(x.shape, w.shape, (2, 1), 1, "w")
-    wt = np.ascontiguousarray(w.transpose(2, 3, 1, 0))
-    results = [implicit.run_kernel(geo, to_rcnb(x), wt, None, Machine(), engine,
+    geo = implicit.pass_geometry(make_geometry((3, 2, 3, 4), w.shape, (2, 1), 1, "w"),
+                                 direction)      # backward-data: dy dilated along rows
+    stored = geo.stored_input if direction == "backward_data" else (geo.r_i, geo.c_i)
+    x = rng.standard_normal(stored + (geo.n_i, geo.batch)).astype(np.float32)
+    wt = rng.standard_normal((9, geo.n_i, geo.n_o)).astype(np.float32)
+    results = [implicit.run_kernel(geo, x, wt, None, Machine(), engine,
                                    blocking=Blocking(16, 4, 1, 3, 16, 8, True))
                for engine in ("c", "python")]
     (y_c, run_c), (y_py, run_py) = results
@@ -128,14 +162,17 @@ def test_supports_names_what_it_does_not_do():
     geo = make_geometry((32, 64, 8, 8), (64, 64, 3, 3), 1, 1, "w")
     assert implicit.supports(geo, "forward", np.float32, config) is None
     assert implicit.supports(geo, "backward_data", np.float64, config) is None
-    assert "backward-filter" in implicit.supports(geo, "backward_filter", np.float32, config)
+    assert implicit.supports(geo, "backward_filter", np.float32, config) is None
     strided = make_geometry((32, 64, 8, 8), (64, 64, 3, 3), 2, 1, "w")
-    assert "stride 1" in implicit.supports(strided, "backward_data", np.float32, config)
+    assert implicit.supports(strided, "backward_data", np.float32, config) is None
+    odd = make_geometry((32, 64, 9, 9), (64, 64, 3, 3), 3, 1, "w")
+    assert "power of 2" in implicit.supports(odd, "backward_data", np.float32, config)
+    assert "stride 1" in implicit.supports(strided, "backward_filter", np.float32, config)
     padded = make_geometry((2, 3, 8, 8), (4, 3, 3, 3), 1, 3, "w")
     assert "padding" in implicit.supports(padded, "forward", np.float32, config)
-    x, dy = np.zeros(geo.x_shape, np.float32), np.zeros(geo.y_shape, np.float32)
-    with pytest.raises(HostError, match="backward-filter"):
-        implicit.backward_filter(geo, x, dy, Machine(), None, "c")
+    x, dy = np.zeros((8, 8, 64, 32), np.float32), np.zeros((4, 4, 64, 32), np.float32)
+    with pytest.raises(HostError, match="backward-filter needs stride 1"):
+        implicit.backward_filter(strided, x, dy, Machine(), None, "c")
     with pytest.raises(HostError, match="padding"):
         implicit.forward(padded, np.zeros((8, 8, 3, 2), np.float32),
                          np.zeros(padded.w_shape, np.float32), None, Machine(), None, "c")
@@ -165,6 +202,38 @@ def test_estimate_is_within_three_percent_of_the_whole_run(shape, dtype):
     _, run = implicit.run_kernel(geo, x, wt, None, Machine(), "c")
     assert details["weights"] > 0          # the weights' rearrangement, simulated whole
     assert estimated - details["weights"] == pytest.approx(run.cycles, rel=0.03)
+
+
+def test_strided_backward_data_estimate_is_within_three_percent_of_the_whole_run():
+    geo = make_geometry((32, 64, 15, 15), (64, 64, 3, 3), 2, 1, "w")
+    estimated, details = implicit.estimate(geo, "backward_data", np.float32, Machine())
+    assert not details["whole"]
+    swapped = implicit.pass_geometry(geo, "backward_data")
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal(swapped.stored_input + (64, 32)).astype(np.float32)
+    wt = rng.standard_normal((9, 64, 64)).astype(np.float32)
+    _, run = implicit.run_kernel(swapped, x, wt, None, Machine(), "c", reverse=True,
+                                 blocking=details["blocking"])
+    assert estimated - details["weights"] == pytest.approx(run.cycles, rel=0.03)
+
+
+@pytest.mark.parametrize("shape, padding, dtype", [
+    ((32, 64, 64, 12, 12), 1, np.float32),     # resident dy, 3 taps a step
+    ((16, 24, 40, 9, 13), 1, np.float64),      # streamed dy
+])
+def test_backward_filter_estimate_is_within_three_percent_of_the_whole_run(shape, padding,
+                                                                             dtype):
+    b, n_i, n_o, r_i, c_i = shape
+    geo = make_geometry((b, n_i, r_i, c_i), (n_o, n_i, 3, 3), 1, padding, "w")
+    estimated, details = implicit.estimate(geo, "backward_filter", dtype, Machine())
+    assert not details["whole"]
+    swapped = implicit.pass_geometry(geo, "backward_filter")
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((r_i, c_i, b, n_i)).astype(dtype)
+    dy = rng.standard_normal((geo.r_o * geo.c_o, b, n_o)).astype(dtype)
+    _, run = implicit.run_kernel(swapped, x, dy, None, Machine(), "c",
+                                 blocking=details["blocking"])
+    assert estimated == pytest.approx(run.cycles, rel=0.03)
 
 
 def test_model_predicts_a_run_within_ten_percent():

@@ -7,11 +7,17 @@ writes one job record; the weights are rearranged on the VM (``dnn.transform``, 
 "weights") into one N_i x N_o matrix per tap. Passes:
     forward          y = conv(x, w) + bias
     backward-data    dx = conv(dy padded by K - 1 - p, w rotated by 180 degrees, its channels
-                     swapped) (thesis eq. 5-2), stride 1: the same kernel, the taps walked
-                     backwards (a negative tap stride), the weights transformed as (K_r, K_c,
-                     N_o, N_i)
-    backward-filter  not provided: its GEMM reduces over the batch, the primitive's vector
-                     dimension (the explicit algorithm computes it)
+                     swapped) (thesis eq. 5-2): the same kernel, the taps walked backwards (a
+                     negative tap stride), the weights transformed as (K_r, K_c, N_o, N_i);
+                     stride s > 1 (a power of 2) convolves dy dilated by s, which the kernel
+                     never builds: it fetches the pixels at multiples of s, skips the kernel
+                     rows that meet a zero row and zero-fills the columns' pieces
+    backward-filter  dw = the same kernel on a swapped convolution (stride 1): x as the
+                     input with batch and channels trading roles, dy as its weights (one
+                     B x N_o matrix per output pixel), the output the K_r x K_c taps; so the
+                     batch (and the output pixels) are the primitive's reduction K and N_i
+                     its vector M. x and dy are rearranged on the VM (phase "operands"),
+                     the result back into (N_o, N_i, K_r, K_c) (phase "weights")
 
 The model (``predict``): per step of the kernel, the primitive's fitted time (eq. 4-2,
 ``gemm_model.primitive_cycles``) plus packing, against the DMA engine's time for the 64 CPEs'
@@ -23,6 +29,7 @@ or several (CB > 1, Algorithm 4, image-size-aware).
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import itertools
 from typing import NamedTuple
@@ -36,7 +43,7 @@ from .conv_common import ConvGeometry
 from .layout import transform
 
 NAME = "implicit"
-PHASES = ("weights", "conv")
+PHASES = ("weights", "operands", "conv")
 LAYOUT = "RCNB"
 
 KERNEL = Kernel(("gemm/gemm_prim.s", "dnn/conv_implicit.s"), entry="conv_implicit",
@@ -45,6 +52,24 @@ KERNEL_ARGS = 1
 MESH = 8
 MAX_DMAS_PER_STEP = 3         # the CPE's DMA channel depth: more would stall the prefetch
 SAMPLE_ROW_TILES = 4          # estimate(): tile rows up to this long are sampled whole
+FILTER_SAMPLE_COLS = 8        # estimate() of backward-filter: dy columns of its samples
+
+
+@dataclasses.dataclass(frozen=True)
+class PassGeometry(ConvGeometry):
+    """The convolution the kernel runs, with an input dilation (rows, columns; powers of 2):
+    R_i x C_i is then the size of x with dilation - 1 zeros between its pixels (the kernel
+    fetches only the pixels at multiples of it)."""
+    dilation: tuple = (1, 1)
+
+    @property
+    def stored_input(self) -> tuple:
+        """Rows and columns of x in memory."""
+        return tuple((n - 1) // d + 1 for n, d in zip((self.r_i, self.c_i), self.dilation))
+
+
+def _dilation(geo: ConvGeometry) -> tuple:
+    return getattr(geo, "dilation", (1, 1))
 
 
 class Blocking(NamedTuple):
@@ -76,12 +101,15 @@ def counts(geo: ConvGeometry, blk: Blocking) -> dict:
 
 
 def kernel_rows(geo: ConvGeometry) -> np.ndarray:
-    """For every output row, the kernel rows whose input row is inside the image (the others
-    are padding rows: the kernel skips them)."""
+    """For every output row, the kernel rows whose input row is inside the image and a
+    multiple of the row dilation (the others are padding or dilation rows: the kernel skips
+    them)."""
+    d = _dilation(geo)[0]
     top = np.arange(geo.r_o) * geo.stride[0] - geo.padding[0]
     lo = np.maximum(0, -top)
+    lo = lo + (-(top + lo)) % d
     hi = np.minimum(geo.k_r, geo.r_i - top)
-    return np.maximum(hi - lo, 0)
+    return np.maximum(-(-(hi - lo) // d), 0)
 
 
 def ldm_layout(geo: ConvGeometry, es: int, blk: Blocking, config):
@@ -160,7 +188,8 @@ def _step_dma(geo: ConvGeometry, es: int, blk: Blocking, config) -> tuple:
     # X: pixel 7 stands for a typical one (its alignment in memory)
     s, e, m = rows(j * blk.ki, blk.ki, kv_x, geo.batch * es,
                    7 * geo.n_i * geo.batch * es + b0 * es, bv * es)
-    x = blk.g * gemm_model.transactions(s, e, m, config)
+    # with a column dilation d only every d-th piece is fetched
+    x = blk.g / _dilation(geo)[1] * gemm_model.transactions(s, e, m, config)
     nv = np.clip(geo.n_o - j * blk.nb, 0, blk.nb)
     w = 0
     if not blk.resident:
@@ -180,11 +209,17 @@ def _compute_step(geo: ConvGeometry, es: int, blk: Blocking) -> float:
     return prim + pack + STEP_CYCLES
 
 
+def step_count(geo: ConvGeometry, blk: Blocking) -> int:
+    """Primitive calls the kernel makes (padding rows skipped)."""
+    c = counts(geo, blk)
+    return c["nnb"] * c["nbb"] * c["ncb"] * int(kernel_rows(geo).sum()) * c["nkg"] * c["nkb"]
+
+
 def predict_blocking(geo: ConvGeometry, es: int, blk: Blocking, config) -> float:
     """Predicted cycles of the kernel with blocking `blk`."""
     c = counts(geo, blk)
     tiles = c["nnb"] * c["nbb"] * c["ncb"] * geo.r_o
-    steps = c["nnb"] * c["nbb"] * c["ncb"] * int(kernel_rows(geo).sum()) * c["nkg"] * c["nkb"]
+    steps = step_count(geo, blk)
     x_dma, w_dma, put = _step_dma(geo, es, blk, config)
     steps_per_tile = steps / tiles
     # a tile: its steps double-buffered (the larger of compute and the engine's time for the
@@ -220,14 +255,19 @@ def nb_load(geo: ConvGeometry, es: int, blk: Blocking, config) -> float:
 
 
 def supports(geo: ConvGeometry, direction, dtype, config) -> str | None:
-    if direction == "backward_filter":
-        return ("implicit GEMM has no backward-filter: its GEMM reduces over the batch, the "
-                "primitive's vector dimension")
     if geo.padding[0] >= geo.k_r or geo.padding[1] >= geo.k_c:
         return "implicit GEMM needs padding < kernel size"
-    if direction == "backward_data" and geo.stride != (1, 1):
-        return "implicit GEMM backward-data needs stride 1"
-    pass_geo = _pass_geometry(geo, direction)
+    if direction == "backward_filter" and geo.stride != (1, 1):
+        return "implicit GEMM backward-filter needs stride 1"
+    if direction == "backward_data" and any(s & (s - 1) for s in geo.stride):
+        return "implicit GEMM backward-data needs a stride that is a power of 2"
+    if direction == "backward_filter" and (geo.padding[0] >= geo.r_o
+                                           or geo.padding[1] >= geo.c_o):
+        return "implicit GEMM backward-filter needs padding < output size"
+    pass_geo = pass_geometry(geo, direction)
+    if kernel_rows(pass_geo).min() == 0:
+        return ("implicit GEMM backward-data of stride > 1 needs a dy row for every dx row "
+                "(K_r >= s_r and (R_i + 2 p_r - K_r) mod s_r <= p_r)")
     if not candidates(pass_geo, np.dtype(dtype).itemsize, config):
         return "no implicit GEMM blocking fits in LDM"
     return None
@@ -248,20 +288,32 @@ def choose(geo: ConvGeometry, es: int, config) -> Blocking:
     return _choose(geo, es, config)[0]
 
 
-def _pass_geometry(geo: ConvGeometry, direction) -> ConvGeometry:
-    """The forward convolution the kernel runs for a pass."""
-    if direction != "backward_data":
-        return geo
-    return ConvGeometry(geo.batch, geo.n_o, geo.n_i, geo.r_o, geo.c_o, geo.k_r, geo.k_c,
-                        (1, 1), (geo.k_r - 1 - geo.padding[0], geo.k_c - 1 - geo.padding[1]))
+def pass_geometry(geo: ConvGeometry, direction) -> ConvGeometry:
+    """The forward convolution the kernel runs for a pass (stride 1 for the backward ones):
+    backward-data convolves dy padded by K - 1 - p; backward-filter convolves x (N_i images of
+    B channels) with dy (a R_o x C_o kernel, B -> N_o channels) into a K_r x K_c output."""
+    if direction == "backward_data":    # dy dilated by the stride, the remainder rows added
+        size = [(n - 1) * s + 1 + (m + 2 * p - k) % s for n, m, s, p, k in zip(
+            (geo.r_o, geo.c_o), (geo.r_i, geo.c_i), geo.stride, geo.padding, (geo.k_r, geo.k_c))]
+        return PassGeometry(geo.batch, geo.n_o, geo.n_i, *size, geo.k_r, geo.k_c, (1, 1),
+                            (geo.k_r - 1 - geo.padding[0], geo.k_c - 1 - geo.padding[1]),
+                            geo.stride)
+    if direction == "backward_filter":
+        return ConvGeometry(geo.n_i, geo.batch, geo.n_o, geo.r_i, geo.c_i, geo.r_o, geo.c_o,
+                            (1, 1), geo.padding)
+    return geo
 
 
 def predict(geo: ConvGeometry, direction, dtype, config) -> float:
     """Predicted cycles of the pass on one CG (the weight rearrangement not included)."""
-    return _choose(_pass_geometry(geo, direction), np.dtype(dtype).itemsize, config)[1]
+    return _choose(pass_geometry(geo, direction), np.dtype(dtype).itemsize, config)[1]
 
 
 # ---- running the kernel --------------------------------------------------------------------
+
+def stored_columns(geo: ConvGeometry) -> int:
+    return geo.stored_input[1] if isinstance(geo, PassGeometry) else geo.c_i
+
 
 def _job(geo: ConvGeometry, es: int, blk: Blocking, layout: dict, addresses: dict, wtap: int,
          sample=None):
@@ -276,7 +328,9 @@ def _job(geo: ConvGeometry, es: int, blk: Blocking, layout: dict, addresses: dic
         pr=geo.padding[0], pc=geo.padding[1], mb=blk.mb, nb=blk.nb, ki=blk.ki, g=blk.g,
         kb=blk.kb, bb=blk.bb, cb=blk.cb, resident=int(blk.resident),
         start_nb=start[0], start_bb=start[1], start_ro=start[2], start_cb=start[3],
-        tiles=tiles, wrow=int(geo.n_o == MESH * blk.nb), **c, **addresses, **layout)
+        tiles=tiles, wrow=int(geo.n_o == MESH * blk.nb), dr=_dilation(geo)[0],
+        drsh=_dilation(geo)[0].bit_length() - 1, dcsh=_dilation(geo)[1].bit_length() - 1,
+        xc=stored_columns(geo), **c, **addresses, **layout)
     at = record.offset("row_c") // 8
     words[at:at + MESH] = rows // per_col
     at = record.offset("row_b") // 8
@@ -339,14 +393,34 @@ def forward(geo: ConvGeometry, x, w, bias, machine, stats, engine) -> np.ndarray
 def backward_data(geo: ConvGeometry, dy, w, machine, stats, engine) -> np.ndarray:
     _check(geo, "backward_data", dy.dtype, machine.config)
     wt = _weights(w, "CNHW", machine, stats, engine)
-    dx, run = run_kernel(_pass_geometry(geo, "backward_data"), dy, wt, None, machine, engine,
+    dx, run = run_kernel(pass_geometry(geo, "backward_data"), dy, wt, None, machine, engine,
                          reverse=True)
     stats.phases["conv"].append(run)
     return dx
 
 
+def _batch_inside(a, machine, stats, engine):
+    """a (R, C, N, B) rearranged on the VM into (R, C, B, N): read as NCHW (R C, N, B, 1) its
+    NHWC is (R C, B, 1, N)."""
+    r, c, n, b = a.shape
+    out, run = transform(a.reshape(r * c, n, b, 1), "NCHW", "NHWC", machine=machine,
+                         engine=engine)
+    stats.phases["operands"].append(run)
+    return out.reshape(r, c, b, n)
+
+
 def backward_filter(geo: ConvGeometry, x, dy, machine, stats, engine) -> np.ndarray:
     _check(geo, "backward_filter", x.dtype, machine.config)
+    swapped = pass_geometry(geo, "backward_filter")
+    x_t = _batch_inside(x, machine, stats, engine)            # (R_i, C_i, B, N_i)
+    dy_t = _batch_inside(dy, machine, stats, engine)          # (R_o, C_o, B, N_o): the taps
+    dw_t, run = run_kernel(swapped, x_t, dy_t.reshape(geo.r_o * geo.c_o, geo.batch, geo.n_o),
+                           None, machine, engine)             # (K_r, K_c, N_o, N_i)
+    stats.phases["conv"].append(run)
+    # (H, W, C, N) = (K_r, K_c, N_o, N_i) as CNHW: (N_o, N_i, K_r, K_c)
+    dw, run = transform(dw_t, "RCNB", "CNHW", machine=machine, engine=engine)
+    stats.phases["weights"].append(run)
+    return dw
 
 
 # ---- estimate: a sample of tiles, extrapolated ---------------------------------------------
@@ -355,15 +429,13 @@ def _sample_geometry(geo: ConvGeometry):
     """A geometry with the same tiles and as few output rows as give two consecutive interior
     rows (every kernel row inside the image), and the first of them; or (geo, None) when geo
     has no interior row."""
-    rows = kernel_rows(geo)
-    if rows.max() < geo.k_r:
-        return geo, None
     first = _cdiv(geo.padding[0], geo.stride[0])
-    r_o = min(geo.r_o, 2 * first + 2)
+    top = np.arange(geo.r_o) * geo.stride[0] - geo.padding[0]
+    if not ((top >= 0) & (top + geo.k_r <= geo.r_i))[first:first + 2].any():
+        return geo, None
+    r_o = min(geo.r_o, 2 * first + 2 * _dilation(geo)[0])
     r_i = min(geo.r_i, (r_o - 1) * geo.stride[0] + geo.k_r - 2 * geo.padding[0])
-    sample = ConvGeometry(geo.batch, geo.n_i, geo.n_o, r_i, geo.c_i, geo.k_r, geo.k_c,
-                          geo.stride, geo.padding)
-    return sample, first
+    return dataclasses.replace(geo, r_i=r_i), first
 
 
 def estimate(geo: ConvGeometry, direction, dtype, machine, engine="c", *, blocking=None):
@@ -379,11 +451,13 @@ def estimate(geo: ConvGeometry, direction, dtype, machine, engine="c", *, blocki
     `blocking` overrides the model's choice."""
     config = machine.config
     _check(geo, direction, dtype, config)
+    if direction == "backward_filter":
+        return _estimate_filter(geo, dtype, machine, engine, blocking)
     rng = np.random.default_rng(0)
     w = rng.standard_normal(geo.w_shape).astype(dtype)
     weights = transform(w, "NCHW" if direction == "forward" else "CNHW", "RCNB",
                         machine=machine, engine=engine)[1].cycles
-    geo = _pass_geometry(geo, direction)
+    geo = pass_geometry(geo, direction)
     es = np.dtype(dtype).itemsize
     blk = blocking or choose(geo, es, config)
     c = counts(geo, blk)
@@ -391,10 +465,13 @@ def estimate(geo: ConvGeometry, direction, dtype, machine, engine="c", *, blocki
     sample_geo, row = _sample_geometry(geo)
     wt = rng.standard_normal((geo.k_r * geo.k_c, geo.n_i, geo.n_o)).astype(dtype)
     if row is None or c["nnb"] * c["nbb"] * c["ncb"] * geo.r_o <= 2:
-        x = rng.standard_normal((geo.r_i, geo.c_i, geo.n_i, geo.batch)).astype(dtype)
+        sample_geo = geo
+    stored = (sample_geo.stored_input if isinstance(sample_geo, PassGeometry)
+              else (sample_geo.r_i, sample_geo.c_i))
+    x = rng.standard_normal(stored + (geo.n_i, geo.batch)).astype(dtype)
+    if sample_geo is geo:
         _, run = run_kernel(geo, x, wt, None, machine, engine, blocking=blk)
         return float(weights + run.cycles), dict(blocking=blk, whole=True, weights=weights)
-    x = rng.standard_normal((sample_geo.r_i, geo.c_i, geo.n_i, geo.batch)).astype(dtype)
 
     def cycles_of(cb, tiles):
         """Cycles of `tiles` tiles from column block `cb` of the interior row, and of the
@@ -403,20 +480,58 @@ def estimate(geo: ConvGeometry, direction, dtype, machine, engine="c", *, blocki
                            sample=((0, 0, row, cb), n))[1].cycles for n in (tiles, 2 * tiles)]
         return runs[0], runs[1] - runs[0]
 
-    if c["ncb"] <= SAMPLE_ROW_TILES:
-        unit = c["ncb"]
+    # with a row dilation d, interior rows repeat every d rows: a period of d rows is the unit
+    period = _dilation(geo)[0]
+    sample_rows = kernel_rows(sample_geo)
+    if c["ncb"] <= SAMPLE_ROW_TILES or period > 1:
+        unit = c["ncb"] * period
         base, row_cycles = cycles_of(0, unit)
+        measured = sample_rows[row + period:row + 2 * period].sum()
+        base_rows = sample_rows[row:row + period].sum()
     else:               # an interior tile, and the last one if it has fewer columns
         unit = 1
+        measured = sample_rows[row]
+        base_rows = sample_rows[row] / c["ncb"]
         base, interior = cycles_of(1, 1)
         last = cycles_of(c["ncb"] - 2, 1)[1] if geo.c_o % blk.cb else interior
         row_cycles = (c["ncb"] - 1) * interior + last
     # a row's cycles = its tiles' write-outs (by the model) + its steps (the rest, measured)
     fixed = c["ncb"] * _tile_fixed(geo, es, blk, config)
-    per_kernel_row = (row_cycles - fixed) / geo.k_r
+    per_kernel_row = (row_cycles - period * fixed) / measured
     blocks = c["nnb"] * c["nbb"]
     cycles = (base + (blocks * geo.r_o - unit / c["ncb"]) * fixed
-              + (blocks * rows.sum() - geo.k_r * unit / c["ncb"]) * per_kernel_row
+              + (blocks * rows.sum() - base_rows) * per_kernel_row
               + (c["nnb"] - 1) * nb_load(geo, es, blk, config))
     return float(weights + cycles), dict(blocking=blk, whole=False, first_cycles=base,
                                          row_cycles=row_cycles, weights=weights)
+
+
+def _estimate_filter(geo: ConvGeometry, dtype, machine, engine, blocking):
+    """estimate() of backward-filter. Its output is only K_r x K_c pixels, so its tiles are
+    few and long (every (r_o, c_o) of dy is a tap of the swapped convolution): the sample cuts
+    the reduction instead. It runs the swapped kernel (the model's blocking for the whole
+    pass) for dy of FILTER_SAMPLE_COLS columns and a, then 2a rows (a = p_r + 1, so a
+    padding row is never a whole tap row), and extrapolates linearly in the kernel's steps."""
+    es = np.dtype(dtype).itemsize
+    swapped = pass_geometry(geo, "backward_filter")
+    blk = blocking or choose(swapped, es, machine.config)
+    rows = geo.padding[0] + 1
+    cols = min(geo.c_o, FILTER_SAMPLE_COLS)
+    rng = np.random.default_rng(0)
+
+    def run(r_o, c_o):
+        sample = ConvGeometry(geo.batch, geo.n_i, geo.n_o, r_o + geo.k_r - 1 - 2 * geo.padding[0],
+                              c_o + geo.k_c - 1 - 2 * geo.padding[1], geo.k_r, geo.k_c,
+                              geo.stride, geo.padding)
+        pass_geo = pass_geometry(sample, "backward_filter")
+        x = rng.standard_normal((sample.r_i, sample.c_i, geo.batch, geo.n_i)).astype(dtype)
+        dy = rng.standard_normal((r_o * c_o, geo.batch, geo.n_o)).astype(dtype)
+        cycles = run_kernel(pass_geo, x, dy, None, machine, engine, blocking=blk)[1].cycles
+        return float(cycles), step_count(pass_geo, blk)
+
+    if geo.r_o <= 2 * rows and cols == geo.c_o:
+        return run(geo.r_o, geo.c_o)[0], dict(blocking=blk, whole=True)
+    (c1, s1), (c2, s2) = run(rows, cols), run(2 * rows, cols)
+    per_step = (c2 - c1) / (s2 - s1)
+    cycles = c1 + (step_count(swapped, blk) - s1) * per_step
+    return float(cycles), dict(blocking=blk, whole=False, step_cycles=per_step)

@@ -5,7 +5,9 @@
 # job and chooses the blocking with its model.
 #
 # Layouts in memory (es = 4 or 8 bytes):
-#   x  (R_i, C_i, N_i, B)  the thesis' RCNB, batch innermost
+#   x  (R_i, C_i, N_i, B)  the thesis' RCNB, batch innermost; with an input dilation
+#                          (J_DR, J_DCSH: backward-data of stride > 1) R_i x C_i is the dilated
+#                          size, x holds only the pixels at multiples of it (J_XC per row)
 #   w  (T, N_i, N_o)       one N_i x N_o matrix per tap t = kr K_c + kc, taps J_WTAP bytes apart
 #                          (negative: the taps in reverse order, i.e. the 180-degree rotation
 #                          backward-data needs)
@@ -110,7 +112,11 @@
 	J_BIAS_LDM = 488      # NB doubles
 	J_BIAS_RAW = 496      # NB elements
 	J_WROW = 504          # 1 (N_o = 8 NB): a W block comes as one ROW-mode DMA per CPE row
-	JOB_BYTES = 512
+	J_DR = 512            # input dilation along rows (a power of 2; 1: none): input row q is
+	J_DRSH = 520          # x's row q / DR when DR divides q, else zero (a dilated dy); its
+	J_DCSH = 528          # log2, and log2 of the column dilation
+	J_XC = 536            # pixels per row of x in memory (J_RI, J_CI: the dilated sizes)
+	JOB_BYTES = 544
 
 # A step's state (the current step CUR and the next one NXT).
 	ST_NB = 0
@@ -244,7 +250,8 @@ conv_implicit_ldm_end:
 	.endm
 
 # KR_RANGE ro, lo, hi: the kernel rows whose input row r_o s_r + kr - p_r lies in the image:
-# lo = max(0, p_r - r_o s_r), hi = min(K_r, R_i + p_r - r_o s_r). Temporaries $2-$4.
+# lo = max(0, p_r - r_o s_r), raised to the first input row that is a multiple of J_DR (the
+# valid rows are then lo, lo + DR, ..), hi = min(K_r, R_i + p_r - r_o s_r). Temporaries $2-$4.
 	.macro	KR_RANGE ro, lo, hi
 	ldl	$2, JOB + J_SR($31)
 	mull	\ro, $2, $2
@@ -252,6 +259,12 @@ conv_implicit_ldm_end:
 	subl	$2, $3, $2            # input row of kr = 0
 	subl	$31, $2, \lo
 	sellt	\lo, 0, \lo, \lo
+	addl	$2, \lo, $3
+	subl	$31, $3, $3
+	ldl	$4, JOB + J_DR($31)
+	subl	$4, 1, $4
+	and	$3, $4, $3
+	addl	\lo, $3, \lo
 	ldl	$3, JOB + J_RI($31)
 	subl	$3, $2, \hi
 	ldl	$3, JOB + J_KR($31)
@@ -300,7 +313,8 @@ advance:
 	ldl	$5, NXT + ST_RO($31)
 	KR_RANGE $5, $6, $7
 	ldl	$1, NXT + ST_KR($31)
-	addl	$1, 1, $1
+	ldl	$2, JOB + J_DR($31)
+	addl	$1, $2, $1
 	stl	$1, NXT + ST_KR($31)
 	cmplt	$1, $7, $1
 	bne	$1, .Ladv_done
@@ -361,9 +375,11 @@ issue_x:
 	ldl	$2, ST_KR($16)
 	addl	$1, $2, $1
 	ldl	$2, JOB + J_PR($31)
-	subl	$1, $2, $1            # r_i
-	ldl	$2, JOB + J_CI($31)
-	mull	$1, $2, $1            # r_i C_i (pixels)
+	subl	$1, $2, $1            # r_i (dilated)
+	ldl	$2, JOB + J_DRSH($31)
+	srl	$1, $2, $1            # x's row
+	ldl	$2, JOB + J_XC($31)
+	mull	$1, $2, $1            # its first pixel
 	ldl	$2, JOB + J_SC($31)
 	mull	$19, $2, $19
 	ldl	$2, ST_KG($16)
@@ -371,8 +387,7 @@ issue_x:
 	mull	$2, $3, $2
 	addl	$19, $2, $19
 	ldl	$2, JOB + J_PC($31)
-	subl	$19, $2, $19          # c_i of g = 0
-	addl	$1, $19, $1           # pixel index of g = 0
+	subl	$19, $2, $19          # c_i of g = 0 (dilated)
 	ldl	$2, JOB + J_NI($31)
 	ldl	$3, JOB + J_B($31)
 	mull	$2, $3, $2            # elements per pixel
@@ -383,7 +398,7 @@ issue_x:
 	mull	$1, $2, $1
 	addl	$1, $4, $1
 	ldl	$4, JOB + J_X($31)
-	addl	$1, $4, $1            # address of g = 0 (may lie outside x: not used then)
+	addl	$1, $4, $1            # address of the row's pixel 0
 	s8addl	$17, $31, $4
 	ldl	$8, JOB + J_A_RAW0($4)  # LDM destination
 	ldl	$4, JOB + J_KI($31)
@@ -391,8 +406,6 @@ issue_x:
 	mull	$4, $5, $4
 	mull	$4, $7, $4            # raw piece pitch KI MB es
 	ldl	$3, X_FIRST($31)      # skip to the first piece of the range
-	mull	$3, $2, $5
-	addl	$1, $5, $1
 	mull	$3, $4, $5
 	addl	$8, $5, $8
 	addl	$19, $3, $19
@@ -401,13 +414,23 @@ issue_x:
 	ldl	$5, X_END($31)
 	subl	$5, $3, $3            # pieces to go
 	ldl	$25, JOB + J_CI($31)
-.Lx_piece:
+.Lx_piece:                    # fetched if 0 <= c_i < C_i and DC divides c_i
 	cmplt	$19, $25, $5
 	cmplt	$19, $31, $7
 	cmpeq	$7, 0, $7
 	and	$5, $7, $5
+	ldl	$7, JOB + J_DCSH($31)
+	ldi	$24, 1
+	sll	$24, $7, $24
+	subl	$24, 1, $24
+	and	$19, $24, $24
+	cmpeq	$24, 0, $24
+	and	$5, $24, $5
 	beq	$5, .Lx_next
-	dma	$6, $1, $8
+	srl	$19, $7, $24          # x's column
+	mull	$24, $2, $24
+	addl	$1, $24, $24
+	dma	$6, $24, $8
 	ldl	$5, SL_ISSUED($18)
 	addl	$5, 1, $5
 	stl	$5, SL_ISSUED($18)
@@ -416,7 +439,6 @@ issue_x:
 	stl	$5, SL_MASK($18)
 .Lx_next:
 	addl	$19, 1, $19
-	addl	$1, $2, $1
 	addl	$8, $4, $8
 	addl	$0, $0, $0
 	subl	$3, 1, $3
