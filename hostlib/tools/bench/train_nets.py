@@ -24,9 +24,8 @@ Where each number comes from (printed with the table, docs/train.md "Benchmark: 
 """
 from __future__ import annotations
 
-import math
+import importlib
 from dataclasses import dataclass, field, replace
-from typing import Optional
 
 import numpy as np
 
@@ -266,7 +265,6 @@ class Estimator:
 
 def conv_modules():
     """The registered algorithms and, where present, the implicit and Winograd modules."""
-    import importlib
     modules = {module.__name__: module for module in conv.ALGORITHMS.values()}
     for name in ("conv_implicit", "conv_winograd"):
         try:
@@ -275,10 +273,6 @@ def conv_modules():
             continue
         modules.setdefault(module.__name__, module)
     return list(modules.values())
-
-
-def _map(channels, size, batch):
-    return batch * channels * size * size
 
 
 def _conv_costs(layer: Conv, batch, est: Estimator):
@@ -372,7 +366,7 @@ def _other_costs(layer, batch, est):
                 Cost(name, "backward", "memory-bound", est.stream(replace(case, backward=True)),
                      "sampled")]
     if isinstance(layer, Stream):
-        n = _map(layer.channels, layer.size, batch)
+        n = batch * layer.channels * layer.size ** 2
         forward, backward = ("relu", "relu_backward") if layer.kind == "relu" else ("axpby",) * 2
         return [Cost(name, what, "memory-bound", est.stream(ops.Case(name, body, n)), "sampled")
                 for what, body in (("forward", forward), ("backward", backward))]
