@@ -77,6 +77,17 @@ def register(subparsers) -> None:
     conv.add_argument("--engine", choices=("c", "python"), default="c")
     conv.set_defaults(func=_conv)
 
+    train_bench = which.add_parser("train", help="img/s of AlexNet, VGG-16 and ResNet-50 on "
+                                   "the chip (Table 7.2, Fig. 7.6) from per-layer sampled "
+                                   "simulation")
+    train_bench.add_argument("--quick", action="store_true", help="AlexNet only")
+    train_bench.add_argument("--network", action="append", choices=("alexnet", "vgg16",
+                                                                     "resnet50"),
+                             help="estimate only this network (repeatable)")
+    train_bench.add_argument("--detail", action="store_true", help="print every layer's passes")
+    train_bench.add_argument("--engine", choices=("c", "python"), default="c")
+    train_bench.set_defaults(func=_train_bench)
+
     analyze = subparsers.add_parser("analyze", help="steady-state cycles per iteration of a "
                                     "loop under the issue rules (like llvm-mca)")
     analyze.add_argument("program", metavar="KERNEL", help="assembly source (.s) or program (.swo)")
@@ -184,6 +195,18 @@ def _lstm(args) -> int:
 def _ops(args) -> int:
     from .bench import ops
     print(ops.format_table(ops.run(engine=args.engine)))
+    return 0
+
+
+def _train_bench(args) -> int:
+    from .bench import train_nets
+    names = args.network or (train_nets.QUICK_NETWORKS if args.quick else train_nets.NETWORKS)
+    bar = StepBar(sum(len(train_nets.NETWORKS[name].layers) for name in names))
+    try:
+        results = train_nets.run(engine=args.engine, progress=bar, networks=tuple(names))
+    finally:
+        bar.close()
+    print(train_nets.format_report(results, detail=args.detail))
     return 0
 
 

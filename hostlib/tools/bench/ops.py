@@ -366,28 +366,36 @@ class Result:
         return self.gbps / self.ceiling_gbps
 
 
+def sampled(case, engine: str, rng, config):
+    """(predict, stats): predict(n) = the case's cycles at n units, extrapolated linearly from
+    simulated runs of SAMPLE_ROUNDS rounds (None: the case runs whole, stats is that run's);
+    stats: the last run's."""
+    per_round = case.round_size(config)
+    if per_round is None:          # small enough to run whole
+        return None, case.run(case.full, engine, rng)
+    rounds = np.array(SAMPLE_ROUNDS, float)
+    samples = [case.run(int(r * per_round), engine, rng) for r in rounds]
+    cycles = np.array([s.cycles for s in samples], float)
+    slope = (cycles[1] - cycles[0]) / (rounds[1] - rounds[0])
+
+    def predict(n):
+        return cycles[0] + slope * (n / per_round - rounds[0])
+
+    return predict, samples[-1]
+
+
 def measure(case, engine: str, get_gbps: float) -> Result:
     start = time.perf_counter()
     config = Machine().config
-    per_round = case.round_size(config)
     rng = np.random.default_rng(0)
-    if per_round is None:          # small enough to run whole
-        stats = case.run(case.full, engine, rng)
+    predict, stats = sampled(case, engine, rng, config)
+    if predict is None:
         full, error = stats.cycles, None
     else:
-        rounds = np.array(SAMPLE_ROUNDS, float)
-        samples = [case.run(int(r * per_round), engine, rng) for r in rounds]
-        cycles = np.array([s.cycles for s in samples], float)
-        slope = (cycles[1] - cycles[0]) / (rounds[1] - rounds[0])
-
-        def predict(n):
-            return cycles[0] + slope * (n / per_round - rounds[0])
-
-        n_valid = int(VALIDATION_ROUNDS * per_round)
+        n_valid = int(VALIDATION_ROUNDS * case.round_size(config))
         simulated = case.run(n_valid, engine, rng).cycles
         error = predict(n_valid) / simulated - 1
         full = predict(case.full)
-        stats = samples[-1]
     gbps = case.bytes_moved(case.full) / (full / config.clock_hz) / 1e9
     unit = stats.details.get("chunk_bytes", 0)
     return Result(case, unit, full, gbps, stats.stream_gbps, get_gbps, error,

@@ -1,0 +1,446 @@
+"""`swsim bench train`: chip-level training throughput (img/s) of AlexNet, VGG-16 and
+ResNet-50 (thesis Table 7.2) and its per-layer-class breakdown (Fig. 7.6), estimated from
+per-layer SAMPLED simulation: whole layers at ImageNet sizes cannot be simulated here.
+
+One iteration on the chip (Algorithm 9): the minibatch is split over the 4 core groups; each
+CG runs forward and backward of its B/4 images (every CG alike, so one CG is estimated), then
+the CGs average their gradients through memory (CGS - 1 `dnn.add` over the parameters, each
+spread over the 4 CGs) and one `sgd_update` over the parameters on the 4 CGs. img/s = B /
+(per-CG forward + backward + reduction + update).
+
+Where each number comes from (printed with the table, docs/train.md "Benchmark: bench train"):
+- convolution passes (forward, backward-data, backward-filter): the `estimate()` (a simulated
+  sample, extrapolated) of every algorithm module whose `supports()` accepts the pass, the
+  fastest kept — "sampled". A pass no module with an estimate supports is the swGEMM model's
+  prediction of the explicit-GEMM GEMM (im2col/col2im not counted) — "model".
+- fully connected layers: the swGEMM model's prediction of their three GEMMs — "model".
+- memory-bound layers (ReLU, pooling, batch normalisation, Eltwise sum, softmax with cross
+  entropy), the layout transforms, the gradient reduction and the update: `bench ops`' cases
+  at this network's per-CG shapes, simulated on SAMPLE_ROUNDS rounds and extrapolated
+  (`ops.sampled`) — "sampled".
+- not counted: LRN and dropout (no operator), convolution bias (forward add and backward sum),
+  the implicit algorithm's operand rearrangement in backward-filter, data loading (prefetched
+  by the I/O thread), the host.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from ....vm import Machine
+from ...blas import gemm_model
+from ...dnn import conv
+from ...dnn.conv_common import ConvGeometry
+from . import ops
+
+CGS = 4
+DTYPE = np.float32
+NCHW = "NCHW"
+PASSES = ("forward", "backward_data", "backward_filter")
+CLASSES = ("conv", "FC", "memory-bound", "layout transforms", "reduce + update")
+
+
+# ---- the networks -------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Conv:
+    name: str
+    n_i: int
+    n_o: int
+    size: int              # input rows = columns
+    k: int
+    stride: int = 1
+    pad: int = 0
+    groups: int = 1        # AlexNet's grouped convolutions: `groups` independent convolutions
+    first: bool = False    # the data layer's consumer: no backward-data pass
+
+    @property
+    def out(self):
+        return (self.size + 2 * self.pad - self.k) // self.stride + 1
+
+    @property
+    def params(self):
+        return self.n_o * self.n_i // self.groups * self.k * self.k + self.n_o
+
+    def geometry(self, batch):
+        g = self.groups
+        return ConvGeometry(batch, self.n_i // g, self.n_o // g, self.size, self.size, self.k,
+                            self.k, (self.stride,) * 2, (self.pad,) * 2)
+
+
+@dataclass(frozen=True)
+class FC:
+    name: str
+    n_i: int
+    n_o: int
+
+    @property
+    def params(self):
+        return self.n_o * self.n_i + self.n_o
+
+
+@dataclass(frozen=True)
+class Pool:
+    name: str
+    channels: int
+    size: int
+    k: int
+    stride: int
+    pad: int = 0
+    mode: str = "max"
+
+
+@dataclass(frozen=True)
+class Stream:
+    """An element-wise layer over `channels` x size x size per image: "relu" or "add" (Eltwise
+    sum; its backward is the sum of the two gradients reaching the block input)."""
+    name: str
+    kind: str
+    channels: int
+    size: int
+
+
+@dataclass(frozen=True)
+class BN:
+    """BatchNorm + Scale (the batchnorm operator applies γ and β)."""
+    name: str
+    channels: int
+    size: int
+
+
+@dataclass(frozen=True)
+class Softmax:
+    name: str
+    classes: int
+
+
+def _alexnet():      # Caffe's bvlc_alexnet (227 input); LRN and dropout not counted
+    return [Conv("conv1", 3, 96, 227, 11, 4, first=True), Stream("relu1", "relu", 96, 55),
+            Pool("pool1", 96, 55, 3, 2), Conv("conv2", 96, 256, 27, 5, pad=2, groups=2),
+            Stream("relu2", "relu", 256, 27), Pool("pool2", 256, 27, 3, 2),
+            Conv("conv3", 256, 384, 13, 3, pad=1), Stream("relu3", "relu", 384, 13),
+            Conv("conv4", 384, 384, 13, 3, pad=1, groups=2), Stream("relu4", "relu", 384, 13),
+            Conv("conv5", 384, 256, 13, 3, pad=1, groups=2), Stream("relu5", "relu", 256, 13),
+            Pool("pool5", 256, 13, 3, 2), FC("fc6", 9216, 4096), Stream("relu6", "relu", 4096, 1),
+            FC("fc7", 4096, 4096), Stream("relu7", "relu", 4096, 1), FC("fc8", 4096, 1000),
+            Softmax("loss", 1000)]
+
+
+def _vgg16():
+    layers, n_i, size = [], 3, 224
+    for stage, (width, convs) in enumerate(((64, 2), (128, 2), (256, 3), (512, 3), (512, 3)), 1):
+        for i in range(1, convs + 1):
+            layers += [Conv(f"conv{stage}_{i}", n_i, width, size, 3, pad=1, first=n_i == 3),
+                       Stream(f"relu{stage}_{i}", "relu", width, size)]
+            n_i = width
+        layers.append(Pool(f"pool{stage}", width, size, 2, 2))
+        size //= 2
+    return layers + [FC("fc6", 512 * 7 * 7, 4096), Stream("relu6", "relu", 4096, 1),
+                     FC("fc7", 4096, 4096), Stream("relu7", "relu", 4096, 1),
+                     FC("fc8", 4096, 1000), Softmax("loss", 1000)]
+
+
+def _resnet50():     # Caffe's ResNet-50: stride 2 in the first 1x1 of a stage's first block
+    layers = [Conv("conv1", 3, 64, 224, 7, 2, 3, first=True), BN("bn_conv1", 64, 112),
+              Stream("conv1_relu", "relu", 64, 112), Pool("pool1", 64, 112, 3, 2, 1)]
+    n_i, size = 64, 56
+    for stage, (width, blocks) in enumerate(((64, 3), (128, 4), (256, 6), (512, 3)), 2):
+        for b in range(blocks):
+            name, stride = f"res{stage}{'abcdef'[b]}", 2 if b == 0 and stage > 2 else 1
+            out = size // stride
+            if b == 0:
+                layers += [Conv(name + "_branch1", n_i, 4 * width, size, 1, stride),
+                           BN(name + "_bn1", 4 * width, out)]
+            layers += [Conv(name + "_branch2a", n_i, width, size, 1, stride),
+                       BN(name + "_bn2a", width, out), Stream(name + "_relu2a", "relu", width, out),
+                       Conv(name + "_branch2b", width, width, out, 3, pad=1),
+                       BN(name + "_bn2b", width, out), Stream(name + "_relu2b", "relu", width, out),
+                       Conv(name + "_branch2c", width, 4 * width, out, 1),
+                       BN(name + "_bn2c", 4 * width, out),
+                       Stream(name, "add", 4 * width, out),
+                       Stream(name + "_relu", "relu", 4 * width, out)]
+            n_i, size = 4 * width, out
+    return layers + [Pool("pool5", 2048, 7, 7, 1, mode="avg"), FC("fc1000", 2048, 1000),
+                     Softmax("loss", 1000)]
+
+
+@dataclass(frozen=True)
+class Network:
+    name: str
+    batch: int              # the thesis' minibatch per node (Table 7.2)
+    thesis_img_s: float     # Table 7.2, SW26010
+    thesis_conv_share: str  # Fig. 7.6 as the text gives it (§7.3)
+    layers: tuple
+
+    @property
+    def params(self):
+        return sum(getattr(layer, "params", 0) for layer in self.layers) + sum(
+            2 * layer.channels for layer in self.layers if isinstance(layer, BN))
+
+
+NETWORKS = {
+    "alexnet": Network("AlexNet", 256, 94.17, "~75 %", tuple(_alexnet())),
+    "vgg16": Network("VGG-16", 64, 9.93, "~75 %", tuple(_vgg16())),
+    "resnet50": Network("ResNet-50", 64, 14.28, "< 60 %", tuple(_resnet50())),
+}
+THESIS_TRANS_SHARE = "< 10 %"     # Fig. 7.6: "Trans" below 10 % for all three
+
+
+# ---- costs ----------------------------------------------------------------------------------
+
+@dataclass
+class Cost:
+    """One pass of one layer: seconds on one CG, its class, how it was obtained."""
+    layer: str
+    what: str
+    klass: str
+    seconds: float
+    source: str            # "sampled" or "model"
+    note: str = ""
+
+
+class Estimator:
+    """Layer costs on one CG, cached by shape (ResNet repeats its blocks)."""
+
+    def __init__(self, engine="c", machine=None, progress=None):
+        self.machine = machine or Machine()
+        self.config = self.machine.config
+        self.engine = engine
+        self.progress = progress
+        self.cache = {}
+
+    def _cached(self, key, compute):
+        if key not in self.cache:
+            self.cache[key] = compute()
+        return self.cache[key]
+
+    def _seconds(self, cycles):
+        return cycles / self.config.clock_hz
+
+    # memory-bound: bench ops' cases, sampled and extrapolated
+    def stream(self, case):
+        def compute():
+            rng = np.random.default_rng(0)
+            per_round = case.round_size(self.config)
+            if per_round is not None and case.full <= ops.SAMPLE_ROUNDS[1] * per_round:
+                return self._seconds(case.run(case.full, self.engine, rng).cycles)
+            predict, stats = ops.sampled(case, self.engine, rng, self.config)
+            return self._seconds(stats.cycles if predict is None else predict(case.full))
+        return self._cached(case, compute)
+
+    def gemm(self, m, n, k, **layout):
+        problem = gemm_model.Problem(m=m, n=n, k=k, itemsize=np.dtype(DTYPE).itemsize, **layout)
+        return self._seconds(gemm_model.predict(problem, gemm_model.choose(problem, self.config),
+                                                self.config))
+
+    def conv(self, geo: ConvGeometry, direction):
+        """(seconds, algorithm, layout, source) of the best supported algorithm's estimate."""
+        return self._cached((geo, direction), lambda: self._conv(geo, direction))
+
+    def _conv(self, geo, direction):
+        best = None
+        for module in conv_modules():
+            if module.supports(geo, direction, DTYPE, self.config) is not None:
+                continue
+            cycles, _ = module.estimate(geo, direction, DTYPE, self.machine, self.engine)
+            if best is None or cycles < best[0]:
+                best = (cycles, module.NAME, module.LAYOUT, "sampled")
+        if best is None:
+            return (self.explicit_gemm(geo, direction), "explicit GEMM (model, no im2col)",
+                    NCHW, "model")
+        return (self._seconds(best[0]),) + best[1:]
+
+    def explicit_gemm(self, geo, direction):
+        """The GEMM of explicit convolution (thesis §5.2.1): col (B R_o C_o x N_i K_r K_c)."""
+        rows, inner = geo.batch * geo.r_o * geo.c_o, geo.n_i * geo.k_r * geo.k_c
+        if direction == "forward":               # y = col wᵀ
+            return self.gemm(rows, geo.n_o, inner, b_transposed=True)
+        if direction == "backward_data":         # dcol = dy w
+            return self.gemm(rows, inner, geo.n_o)
+        return self.gemm(geo.n_o, inner, rows, a_transposed=True)    # dw = dyᵀ col
+
+
+def conv_modules():
+    """The convolution algorithms (every one has the module interface of ``conv``)."""
+    return list(conv.ALGORITHMS.values())
+
+
+def _conv_costs(layer: Conv, batch, est: Estimator):
+    costs, layouts = [], {}
+    geo = layer.geometry(batch)
+    for direction in PASSES:
+        if direction == "backward_data" and layer.first:
+            continue
+        seconds, algo, layout, source = est.conv(geo, direction)
+        layouts[direction] = layout
+        groups = f" x {layer.groups} groups" if layer.groups > 1 else ""
+        costs.append(Cost(layer.name, direction, "conv", layer.groups * seconds, source,
+                          algo + groups))
+    return costs, layouts
+
+
+def _transform(layer_name, what, layout, shape, est):
+    case = ops.TransformCase(f"{layer_name} {what}", layout, shape)
+    return Cost(layer_name, f"transform {what} NCHW<->{layout}", "layout transforms",
+                est.stream(case), "sampled")
+
+
+def _conv_transforms(convs, batch, est):
+    """Layout transforms around the convolutions (thesis §7.1): a tensor a pass takes or gives
+    in a layout other than its neighbour's is transformed (one pass over it; the reverse
+    direction costed as NCHW -> layout). Neighbours: the adjacent convolution through
+    element-wise layers (which take any layout) in the same pass, else an NCHW layer.
+    backward-filter reuses forward's x and backward-data's dy when they share its layout."""
+    costs = []
+    for layer, layouts, prev, nxt in convs:
+        x = (batch, layer.n_i, layer.size, layer.size)
+        y = (batch, layer.n_o, layer.out, layer.out)
+
+        def neighbour(other, direction):
+            return other[1].get(direction, NCHW) if other else NCHW
+
+        def need(direction, tensor, shape, other):
+            layout = layouts.get(direction)
+            if layout and layout != NCHW and neighbour(other, direction) != layout:
+                costs.append(_transform(layer.name, f"{direction} {tensor}", layout, shape, est))
+
+        need("forward", "x", x, prev)
+        need("forward", "y", y, nxt)
+        need("backward_data", "dy", y, nxt)
+        need("backward_data", "dx", x, prev)
+        wl = layouts["backward_filter"]
+        arriving = neighbour(nxt, "backward_data")
+        if wl not in (NCHW, layouts["forward"], neighbour(prev, "forward")):
+            costs.append(_transform(layer.name, "backward_filter x", wl, x, est))
+        if wl not in (NCHW, layouts.get("backward_data", arriving), arriving):
+            costs.append(_transform(layer.name, "backward_filter dy", wl, y, est))
+    return costs
+
+
+LAYOUT_FREE = (Stream,)       # element-wise: any layout (ReLU; Eltwise sums two like maps)
+
+
+def layer_costs(network: Network, batch: int, est: Estimator) -> list:
+    """Every pass of every layer of `network` at `batch` images per CG, on one CG."""
+    costs, convs = [], []
+    last_conv, gap = None, False       # the previous conv, and whether an NCHW layer follows it
+    for layer in network.layers:
+        if est.progress:
+            est.progress(f"{network.name}: {layer.name}")
+        if isinstance(layer, Conv):
+            layer_costs_, layouts = _conv_costs(layer, batch, est)
+            costs += layer_costs_
+            entry = [layer, layouts, None if gap else last_conv, None]
+            if last_conv is not None and not gap:
+                last_conv[3] = entry
+            convs.append(entry)
+            last_conv, gap = entry, False
+            continue
+        if not isinstance(layer, LAYOUT_FREE):
+            gap = True
+        costs += _other_costs(layer, batch, est)
+    return costs + _conv_transforms(convs, batch, est)
+
+
+def _other_costs(layer, batch, est):
+    name = layer.name
+    if isinstance(layer, FC):
+        i, o = layer.n_i, layer.n_o
+        return [Cost(name, "forward", "FC", est.gemm(batch, o, i, b_transposed=True), "model"),
+                Cost(name, "backward", "FC", est.gemm(batch, i, o)
+                     + est.gemm(o, i, batch, a_transposed=True), "model")]
+    if isinstance(layer, Pool):
+        case = ops.PoolCase(name, batch * layer.channels, layer.size, layer.size, layer.k,
+                            layer.stride, layer.pad, layer.mode)
+        return [Cost(name, "forward", "memory-bound", est.stream(case), "sampled"),
+                Cost(name, "backward", "memory-bound", est.stream(replace(case, backward=True)),
+                     "sampled")]
+    if isinstance(layer, Stream):
+        n = batch * layer.channels * layer.size ** 2
+        forward, backward = ("relu", "relu_backward") if layer.kind == "relu" else ("axpby",) * 2
+        return [Cost(name, what, "memory-bound", est.stream(ops.Case(name, body, n)), "sampled")
+                for what, body in (("forward", forward), ("backward", backward))]
+    if isinstance(layer, BN):
+        shape = (batch, layer.channels, layer.size, layer.size)
+        return [Cost(name, what, "memory-bound",
+                     est.stream(ops.BatchNormCase(name, shape, mode)), "sampled")
+                for what, mode in (("forward", "train"), ("backward", "backward"))]
+    if isinstance(layer, Softmax):
+        return [Cost(name, "forward + backward", "memory-bound",
+                     est.stream(ops.SoftmaxCase(name, batch, layer.classes)), "sampled")]
+    raise TypeError(f"unknown layer {layer!r}")
+
+
+def chip_costs(network: Network, est: Estimator) -> list:
+    """The per-chip step: the CGs' gradient mean (CGS - 1 adds, each over the 4 CGs) and one
+    update over the 4 CGs, each CG's share sampled as one CG's run on a quarter."""
+    share = -(-network.params // CGS)
+    add = est.stream(ops.Case("gradient reduction", "axpby", share))
+    update = est.stream(ops.Case("sgd_update", "sgd", share))
+    return [Cost("(chip)", f"gradient mean over {CGS} CGs", "reduce + update",
+                 (CGS - 1) * add, "sampled"),
+            Cost("(chip)", "sgd_update", "reduce + update", update, "sampled")]
+
+
+@dataclass
+class Result:
+    network: Network
+    batch: int                  # per CG
+    costs: list = field(default_factory=list)
+
+    @property
+    def seconds(self):
+        return sum(c.seconds for c in self.costs)
+
+    @property
+    def img_s(self):
+        return self.network.batch / self.seconds
+
+    def share(self, klass):
+        return sum(c.seconds for c in self.costs if c.klass == klass) / self.seconds
+
+
+def estimate(network: Network, est: Estimator) -> Result:
+    if network.batch % CGS:
+        raise ValueError(f"{network.name}: batch {network.batch} does not divide over {CGS} CGs")
+    batch = network.batch // CGS
+    return Result(network, batch, layer_costs(network, batch, est) + chip_costs(network, est))
+
+
+QUICK_NETWORKS = ("alexnet",)
+
+
+def run(networks=tuple(NETWORKS), engine="c", progress=None):
+    est = Estimator(engine, progress=progress)
+    return [estimate(NETWORKS[name], est) for name in networks]
+
+
+def format_report(results, detail=False) -> str:
+    lines = []
+    for r in results:
+        net = r.network
+        lines.append(f"{net.name}: batch {net.batch} = {CGS} CGs x {r.batch}, "
+                     f"{net.params / 1e6:.1f} M parameters")
+        if detail:
+            for c in r.costs:
+                lines.append(f"  {c.layer:22s} {c.what:34s} {c.klass:18s} "
+                             f"{c.seconds * 1e3:9.3f} ms  {c.source:7s} {c.note}")
+        for klass in CLASSES:
+            thesis = {"conv": net.thesis_conv_share,
+                      "layout transforms": THESIS_TRANS_SHARE}.get(klass, "-")
+            model = sum(c.seconds for c in r.costs if c.klass == klass and c.source == "model")
+            lines.append(f"  {klass:18s} {100 * r.share(klass):5.1f} %   thesis {thesis:7s}"
+                         + (f"  (of which model: {100 * model / r.seconds:.1f} %)"
+                            if model else ""))
+        lines.append(f"  iteration {r.seconds * 1e3:.1f} ms simulated -> {r.img_s:.2f} img/s"
+                     f"   thesis Table 7.2: {net.thesis_img_s} img/s "
+                     f"(ratio {r.img_s / net.thesis_img_s:.2f})")
+        lines.append("")
+    lines += ["sampled: simulated on the VM on a sample and extrapolated (conv: the "
+              "algorithms' estimate(); memory-bound, transforms, reduction, update: bench ops' "
+              "cases); model: swGEMM's performance model (FC; conv passes no algorithm with an "
+              "estimate supports: the explicit GEMM without im2col).",
+              "not counted: LRN, dropout, conv bias, implicit backward-filter's operand transforms, "
+              "data loading, host time; the 4 CGs modelled without contention."]
+    return "\n".join(lines)

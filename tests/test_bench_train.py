@@ -1,0 +1,63 @@
+"""`swsim bench train`: the machinery on a tiny network, and its sampled per-layer estimates
+against full simulations of the same layers."""
+import numpy as np
+import pytest
+
+from swsim.hostlib.dnn.conv_common import ConvStats
+from swsim.hostlib.tools.bench import ops
+from swsim.hostlib.tools.bench import train_nets as tn
+
+BATCH = 32      # 8 images per CG
+TINY = tn.Network("tiny", BATCH, 1.0, "-", (
+    tn.Conv("conv1", 3, 80, 10, 3, pad=1, first=True), tn.Stream("relu1", "relu", 80, 10),
+    tn.Pool("pool1", 80, 10, 2, 2), tn.Conv("conv2", 80, 64, 5, 3, pad=1),
+    tn.BN("bn2", 64, 5), tn.Stream("relu2", "relu", 64, 5), tn.FC("fc", 64 * 25, 10),
+    tn.Softmax("loss", 10)))
+
+
+@pytest.fixture(scope="module")
+def estimated():
+    est = tn.Estimator()
+    return est, tn.estimate(TINY, est)
+
+
+def test_tiny_network_runs_and_reports(estimated):
+    est, result = estimated
+    assert result.batch == BATCH // tn.CGS
+    layers = {c.layer for c in result.costs}
+    assert {layer.name for layer in TINY.layers} | {"(chip)"} <= layers
+    assert all(c.seconds > 0 and c.source in ("sampled", "model") for c in result.costs)
+    assert sum(result.share(k) for k in tn.CLASSES) == pytest.approx(1)
+    # conv2 takes the first conv's output through ReLU and pooling: no backward-data on conv1
+    assert [c.what for c in result.costs if c.layer == "conv1" and c.klass == "conv"] == [
+        "forward", "backward_filter"]
+    assert result.img_s == pytest.approx(BATCH / result.seconds)
+    report = tn.format_report([result], detail=True)
+    assert "tiny: batch 32 = 4 CGs x 8" in report and "img/s" in report
+    assert "not counted" in report
+
+
+def test_sampled_layer_matches_a_full_simulation(estimated):
+    """The pooling layer (640 planes: 10 rounds, sampled on 2 and 6) and conv2's forward pass
+    against whole runs of the same shapes."""
+    est, result = estimated
+    pool = next(c for c in result.costs if c.layer == "pool1" and c.what == "forward")
+    case = ops.PoolCase("pool1", 8 * 80, 10, 10, 2, 2, 0, "max")
+    assert case.full > ops.SAMPLE_ROUNDS[1] * case.round_size(est.config)     # extrapolated
+    full = case.run(case.full, "c", np.random.default_rng(1)).cycles / est.config.clock_hz
+    assert pool.seconds == pytest.approx(full, rel=0.03)
+
+    conv2 = next(layer for layer in TINY.layers if layer.name == "conv2")
+    geo = conv2.geometry(8)
+    seconds, algo, _, source = est.conv(geo, "forward")
+    assert source == "sampled"
+    module = next(m for m in tn.conv_modules() if m.NAME == algo)
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal(geo.x_shape).astype(np.float32)
+    w = rng.standard_normal(geo.w_shape).astype(np.float32)
+    config = est.config
+    stats = ConvStats(algo, "forward", geo.flops, config.clock_hz, config.peak_gflops_cg,
+                      {phase: [] for phase in module.PHASES})
+    module.forward(geo, x, w, None, est.machine, stats, "c")
+    # every phase (implicit's weight rearrangement too) is in the estimate
+    assert seconds == pytest.approx(stats.cycles / config.clock_hz, rel=0.03)
