@@ -395,26 +395,24 @@ def _winograd(geo: ConvGeometry, x, u, bias, machine, stats, engine) -> np.ndarr
 # (image 0's, times B; the interior tile rows are priced once each and weighted), the job
 # fetches and one DMA latency. The 16 GEMMs are swGEMM's model (hostlib/blas/gemm_model.py).
 
-def _lines(starts, nbytes, config):
-    """First and last byte and first and last line of blocks of `nbytes` at `starts`."""
+def _bytes(starts, nbytes):
+    """First and last byte of blocks of `nbytes` at `starts`."""
     starts = np.asarray(starts, np.int64)
-    ends = starts + nbytes - 1
-    line = config.dma_transaction_bytes
-    return starts, ends, starts // line, ends // line
+    return starts, starts + nbytes - 1
 
 
 def _get_cycles(starts, nbytes, config, requests=1) -> int:
     """Engine cycles of get requests whose blocks start at `starts` (`nbytes` each): a
     transaction per touched line; a get has no per-request engine time (`requests` is
     accepted for symmetry with ``_put_cycles``)."""
-    _, _, first, last = _lines(starts, nbytes, config)
-    return int(np.sum(last - first + 1)) * config.dma_transaction_cycles
+    starts, ends = _bytes(starts, nbytes)
+    return gemm_model.transactions(starts, ends, True, config) * config.dma_transaction_cycles
 
 
 def _put_cycles(starts, nbytes, config, requests=1) -> int:
     """Engine cycles of `requests` put requests whose blocks start at `starts` (`nbytes`
     each): swGEMM's model of a put's writes, and an acknowledgement per request."""
-    starts, ends, _, _ = _lines(starts, nbytes, config)
+    starts, ends = _bytes(starts, nbytes)
     return (int(np.sum(gemm_model.row_put_writes(starts, ends, config)))
             * config.dma_put_write_cycles + requests * config.dma_put_ack_cycles)
 
