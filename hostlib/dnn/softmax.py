@@ -1,8 +1,12 @@
-"""Softmax with cross-entropy loss on the streaming driver (``kernels/dnn/softmax.s``): a row
-of the logits per unit over the 64 CPEs (the row's max, exp by vmath.inc, the row sum, its log,
-the row's loss and its gradient), then the row losses summed to the mean by reduction passes
-on the CPEs. docs/dnn.md "Softmax with cross-entropy loss"."""
+"""Softmax with cross-entropy loss (``kernels/dnn/softmax.s``): each row of the logits is cut
+over the 8 CPEs of a mesh row (the row's max and sum of exp combined by register
+communication, whole-line ROW-mode DMA), the mesh rows taking contiguous ranges of rows; the
+mean of the row losses by CPE 0 at the end, or by reduction passes on the streaming driver when
+the batch takes several launches or core groups. docs/dnn.md "Softmax with cross-entropy
+loss"."""
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -10,25 +14,54 @@ from ..runtime import Kernel
 from . import stream
 from .common import DnnError, combined, float_arrays, machine_and_cgs
 
-KERNEL = Kernel(("dnn/softmax.s", "dnn/stream.s"), "stream_run", "stream_ldm_end", stack="stream_stack")
-REDUCE_VALUES = 1024          # row losses one reduction unit sums
+SOURCES = ("dnn/softmax.s", "dnn/stream.s")
+KERNEL = Kernel(SOURCES, "stream_run", "stream_ldm_end", stack="stream_stack")   # the reductions
+SPLIT = Kernel(SOURCES, "softmax_split_run", "stream_ldm_end")
+REDUCE_VALUES = 1024          # row losses one reduction unit (or the split kernel's CPE 0) sums
+RANGE_ROWS = 256              # rows a mesh row takes in one launch (its labels and losses in LDM)
+LINE = 128                    # the DMA's transaction: rows are cut and moved in whole lines
 
 
-def _row_bytes(classes: int, es: int) -> list:
-    """The LDM buffers of a row unit: x, label, scratch (doubles), dlogits, loss; whole
-    vectors of 4 elements."""
-    vectors = -(-classes // 4)
-    return [vectors * 4 * es, 4, vectors * 32, vectors * 4 * es, 8]
+def _line_period(classes: int, es: int) -> int:
+    """Rows after which a row starts on a line again (ranges of rows start there)."""
+    return LINE // math.gcd(classes * es, LINE)
+
+
+def _block_bytes(batch: int, classes: int, es: int, cols: int) -> int:
+    """PB: the whole lines of a row's block per column, so the lines any row touches fit in
+    `cols` blocks (rows start at the multiples of `classes * es` past a line)."""
+    starts = range(min(batch, _line_period(classes, es)))
+    lines = max(-(-((r * classes * es) % LINE + classes * es) // LINE) for r in starts)
+    return -(-lines // cols) * LINE
+
+
+def _buffers(block: int, es: int, range_rows: int, losses: int) -> list:
+    """Per CPE: SX_NBUF input and SX_NBUF output blocks (rows in flight), the block's
+    doubles, the labels of a range and `losses` row losses."""
+    return [block] * (2 * SPLIT.symbol("SX_NBUF")) + [block // es * 8, 4 * range_rows,
+                                                       8 * losses]
+
+
+def _fits(config, block: int, es: int, range_rows: int, losses: int) -> bool:
+    space = SPLIT.arena(config.ldm_bytes, nargs=1)
+    for size in _buffers(block, es, range_rows, losses):
+        space.take(size)
+    return space.fits
 
 
 def max_classes(config, es: int) -> int:
-    """The most classes whose row buffers (two parities, each buffer taken from the arena in
-    32-byte pieces) fit the driver's LDM arena."""
-    per_parity = stream.arena(config, KERNEL).free // 2
-    vectors = per_parity // (2 * 4 * es + 32)
-    while sum(-(-size // 32) * 32 for size in _row_bytes(4 * vectors, es)) > per_parity:
-        vectors -= 1
-    return 4 * vectors
+    """The most classes whose buffers fit in LDM for any batch (a row starting anywhere in a
+    line; a range's labels and losses and the mean's B losses)."""
+    lo, hi = 1, config.ldm_bytes       # fits(lo), not fits(hi)
+    cols = config.mesh_cols
+
+    def fits(classes):
+        lines = -(-(LINE - es + classes * es) // LINE)
+        return _fits(config, -(-lines // cols) * LINE, es, RANGE_ROWS, REDUCE_VALUES)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid)
+    return lo
 
 
 def _labels(labels, batch: int, classes: int) -> np.ndarray:
@@ -48,37 +81,73 @@ def _labels(labels, batch: int, classes: int) -> np.ndarray:
     return array.astype(np.int32)
 
 
+def _ranges(first: int, last: int, parts: int, period: int) -> list:
+    """[first, last) cut into `parts` contiguous ranges starting at multiples of `period` rows
+    past `first` (on a line), as even as that allows (some may be empty)."""
+    groups = -(-(last - first) // period)
+    bounds = [min(last, first + groups * i // parts * period) for i in range(parts + 1)]
+    return list(zip(bounds, bounds[1:]))
+
+
 def softmax_cross_entropy(logits, labels, *, machine=None, cgs=1, engine="c"):
     """Mean cross-entropy of softmax(logits) against integer labels, and its gradient:
     logits (B, C) float32/float64, labels (B,) in 0..C-1. Returns ((loss, dlogits), Stats):
     loss = mean over rows of log(sum_j exp(x_j - max)) - (x_label - max) (a 0-d array of the
     logits' dtype), dlogits = (softmax(logits) - onehot(labels)) / B. The rows are shared by
-    `cgs` core groups; the row losses of all of them are then summed in order by reduction
-    passes on one CG's CPEs (so the result does not depend on `cgs`)."""
+    `cgs` core groups; the mean sums the row losses in row order either way (so the result
+    does not depend on `cgs`)."""
     (logits,) = float_arrays(logits=logits)
     if logits.ndim != 2:
         raise DnnError(f"logits must be (batch, classes), got shape {logits.shape}")
     batch, classes = logits.shape
     labels = _labels(labels, batch, classes)
     machine, cgs = machine_and_cgs(machine, cgs)
+    config = machine.config
     dtype, es = logits.dtype, logits.dtype.itemsize
-    limit = max_classes(machine.config, es)
+    limit = max_classes(config, es)
     if classes > limit:
         raise DnnError(f"softmax_cross_entropy: a row of {classes} classes does not fit in "
                        f"LDM (at most {limit} for {dtype.name})")
+    cols, mesh_rows = config.mesh_cols, config.mesh_rows
+    period = _line_period(classes, es)
+    block = _block_bytes(batch, classes, es, cols)
+    launch_rows = RANGE_ROWS * mesh_rows * cgs
+    one_launch = batch <= launch_rows
+    mean_here = one_launch and cgs == 1 and batch <= REDUCE_VALUES
     mem = machine.mem
-    x_addr = mem.put(np.ascontiguousarray(logits).reshape(-1))
+    padded = -(-logits.nbytes // LINE) * LINE        # the last row's last line, whole
+    x_addr = mem.alloc(padded)
+    mem.write(x_addr, np.ascontiguousarray(logits).reshape(-1))
     label_addr = mem.put(labels)
-    dlogits_addr = mem.alloc(logits.nbytes)
+    dlogits_addr = mem.alloc(padded)
     losses_addr = mem.alloc(batch * 8)
-    parts = [stream.launch(
-        machine, cgs, name="softmax_cross_entropy", body=f"softmax_xent_{stream.SUFFIX[es]}",
-        plan="softmax_plan", inputs=[x_addr, label_addr, 0], outputs=[dlogits_addr, losses_addr],
-        buffer_bytes=_row_bytes(classes, es), units=batch, es=es, params=[1.0 / batch],
-        ints=[classes], moved=(logits.nbytes + 4 * batch, logits.nbytes + 8 * batch),
-        engine=engine, kernel=KERNEL, details=dict(op="softmax_cross_entropy"))]
+    mean_addr = mem.alloc(es) if mean_here else 0
+    space = SPLIT.arena(config.ldm_bytes, nargs=1)
+    buffers = [space.take(size) for size in _buffers(
+        block, es, RANGE_ROWS, batch if mean_here else RANGE_ROWS)]
+    record = SPLIT.record("SX_", "SX_JOB_BYTES")
+    parts = []
+    for start in range(0, batch, launch_rows):        # launches of whole ranges
+        stop = min(batch, start + launch_rows)
+        jobs = []
+        for first, last in _ranges(start, stop, cgs, period):
+            if first == last:
+                continue
+            words = record.new(x=x_addr, labels=label_addr, dlogits=dlogits_addr,
+                               losses=losses_addr, mean=mean_addr, batch=batch, c=classes,
+                               es=es, pb=block, inv_b=1.0 / batch, b=float(batch))
+            base = record.offset("in") // 8
+            words[base:base + len(buffers)] = buffers
+            ranges = np.array(_ranges(first, last, mesh_rows, period)).reshape(-1)
+            base = record.offset("ranges") // 8
+            words[base:base + len(ranges)] = ranges
+            jobs.append([mem.put(words)])
+        stats = SPLIT.launch_cgs(machine, jobs, flops=0, engine=engine,
+                                 details=dict(op="softmax_cross_entropy", cgs=len(jobs),
+                                              block_bytes=block))
+        parts.append(stats)
     values, addr = batch, losses_addr
-    while True:                         # sums of REDUCE_VALUES row losses until one is left
+    while not mean_here:                # sums of REDUCE_VALUES row losses until one is left
         units = -(-values // REDUCE_VALUES)
         last = units == 1
         out_es = es if last else 8
@@ -92,10 +161,12 @@ def softmax_cross_entropy(logits, labels, *, machine=None, cgs=1, engine="c"):
             kernel=KERNEL, details=dict(op="reduce")))
         values, addr = units, out_addr
         if last:
+            mean_addr = addr
             break
-    loss = mem.get(addr, (), dtype)
+    loss = mem.get(mean_addr, (), dtype)
     dlogits = mem.get(dlogits_addr, logits.shape, dtype)
-    stats = combined(parts, op="softmax_cross_entropy", batch=batch, classes=classes)
+    stats = combined(parts, op="softmax_cross_entropy", batch=batch, classes=classes,
+                     block_bytes=block)
     # what it must move: the logits and labels in, dlogits and the loss out
     return (loss, dlogits), stream.with_bandwidth(
-        stats, machine.config, (logits.nbytes + 4 * batch, logits.nbytes + es), cgs)
+        stats, config, (logits.nbytes + 4 * batch, logits.nbytes + es), cgs)

@@ -1,27 +1,40 @@
-# Softmax with cross-entropy loss on the streaming driver (stream.s; docs/dnn.md "Softmax with
-# cross-entropy loss"); hostlib/dnn/softmax.py is the host side.
+# Softmax with cross-entropy loss (docs/dnn.md "Softmax with cross-entropy loss");
+# hostlib/dnn/softmax.py is the host side.
 #
-# softmax_plan / softmax_xent_{s,d}: a unit is one row of the logits (B, C). Streams: in0 the
-# row (C elements), in1 its label (int32), in2 a scratch buffer of C doubles (nothing moved),
-# out0 the row of dlogits = (softmax - onehot) / B, out1 the row's loss (double)
-# log(sum exp(x - max)) - (x_label - max). Everything is computed in double (f32 rounded once
-# by the stores); exp by vmath.inc's vexp_d, log by log_d below.
-# reduce_plan / reduce_{s,d}: unit u sums the doubles [u K, min(N, (u + 1) K)) of in0 and
-# stores the sum / J_P[0] to out0[u] (double for _d, rounded to f32 for _s). The host runs
-# passes until one value is left, the last dividing by B: the mean loss.
+# softmax_split_run (its own entry, job record SX_*): a row of the logits (B, C) is cut over the
+# 8 CPEs of a mesh row. Mesh row i takes the rows [first_i, last_i) of SX_RANGES, one after the
+# other. For row r its CPE (i, 0) gets the 128-byte lines the row touches in one ROW-mode DMA,
+# blocks of PB bytes dealt to the columns (so every block starts on a line), one row ahead
+# into the other of two input buffers. Each CPE takes the part of the row in its block: the
+# partial maximum, then the row's maximum M by a row broadcast (putr / getr); z = x - M, exp
+# by vmath.inc's vexp_d, the partial sum, broadcast with the column's slot in the row (lanes:
+# partial sum, z_label or 0, the slot's LDM address), so every CPE adds the eight partial sums
+# in the same order and has the same s; then dlogits = e (1/s) (1/B) into the output buffer,
+# the label's element ((e (1/s)) - 1) (1/B). CPE (i, 0) keeps the row's loss log(s) - z_label
+# (log_d below) and puts the range's losses at the end. The dlogits of the row go back in one
+# ROW-mode put of whole lines: a line the row shares with the next row of the range is put
+# with that row (the CPE holding it passes its 128 bytes to CPE (i, 0) by putr, which copies
+# the previous row's part in front of the next row's); ranges start on a line (the host cuts
+# them so), and the last row of the batch may write to the end of its last line (the host
+# pads the array). Everything is computed in double (f32 rounded once by the stores). With
+# SX_MEAN set, after a barrier of the core group CPE 0 gets the B row losses and stores their
+# sum in order / B (as one reduce unit below would). Argument: a0 = the job record.
 #
-# Linked before stream.s (stream.inc has the driver's interface).
+# reduce_plan / reduce_{s,d} (on the streaming driver, stream.s; stream.inc has its interface):
+# unit u sums the doubles [u K, min(N, (u + 1) K)) of in0 and stores the sum / J_P[0] to
+# out0[u] (double for _d, rounded to f32 for _s). The host runs passes until one value is left,
+# the last dividing by B: the mean loss, when the batch is not done in one launch on one CG.
+#
+# Linked before stream.s.
 
 	.set	noreorder
 
 	.ldm
 	.align	5
 SM_VEC:	.skip	32            # a vector's lanes, summed by scalar loads
-SM_SAVE:			# KEEP_DRIVER's area (across vexp_d)
-	.skip	64
-SM_PTRS:	.skip	48      # x, label, scratch, dlogits, loss, count
-SM_MAX:	.quad	0
 SM_ONE:	.double	1.0
+SM_NEG_INF:
+	.quad	0xFFF0000000000000
 SM_SQRT2_FRAC:
 	.quad	0x6A09E667F3BCD       # fraction bits of sqrt(2)
 SM_LN2HI:	.quad	0x3FE62E42FEFA39EF
@@ -33,15 +46,77 @@ SM_ATANH:			# 1 / (2j + 1), j = 11 .. 1: log(m) = 2f (1 + f^2/3 + f^4/5 + ...)
 	.double	0.2, 0.3333333333333333
 	SM_ATANH_TERMS = 11
 
+	SX_X = 0              # job record (int64 words): the logits, 128-byte aligned, readable
+	SX_LABELS = 8         # to the end of their last line; the labels (int32)
+	SX_DLOGITS = 16       # dlogits: 128-byte aligned, writable to the end of the last line
+	SX_LOSSES = 24        # the row losses (doubles, all B)
+	SX_MEAN = 32          # where the mean loss goes (ES bytes); 0: the host reduces the losses
+	SX_BATCH = 40         # B
+	SX_C = 48             # classes
+	SX_ES = 56            # 4 or 8
+	SX_PB = 64            # bytes of a row's block per CPE: whole lines
+	SX_INV_B = 72         # 1 / B (double)
+	SX_B = 80             # B (double)
+	SX_IN = 88            # LDM: the input buffers (SX_NBUF, PB each)
+	SX_OUT = 120          # LDM: the output buffers (SX_NBUF, PB each)
+	SX_SCRATCH = 152      # LDM: PB / ES doubles
+	SX_LBL = 160          # LDM: the range's labels
+	SX_LOSS = 168         # LDM: the range's losses (CPE (i, 0)); all B for the mean (CPE 0)
+	SX_RANGES = 176       # per mesh row: first, last row (8 pairs)
+	SX_JOB_BYTES = 304
+	SX_COLS = 8           # CPEs sharing a row: a mesh row
+	SX_NBUF = 4           # buffers of each kind: rows in flight
+	SX_GETTER = 0         # the column that issues the gets, the one that issues the puts
+	SX_PUTTER = 1
+
+	.align	5
+SX_JOB:	.skip	SX_JOB_BYTES
+	.align	5
+SX_SLOTS:
+	.skip	32 * SX_COLS  # the row's partial sums, one vector per column
+SX_MSG:	.skip	32
+SX_TMP:	.skip	32
+SX_CARRY:
+	.skip	128           # the line the previous row shares with this one (CPE (i, 0))
+SXR_GET:			# reply words: gets and puts per buffer, the others
+	.skip	4 * SX_NBUF
+SXR_PUT:
+	.skip	4 * SX_NBUF
+SXR_MISC:
+	.skip	8
+	.align	3
+SV_RA:	.quad	0             # the entry's return
+SV_K:	.quad	0             # this CPE's column
+SV_R0:	.quad	0             # the mesh row's rows [R0, R1)
+SV_R1:	.quad	0
+SV_R:	.quad	0             # the row
+SV_P:	.quad	0             # its buffers: (R - R0) mod SX_NBUF
+SV_A:	.quad	0             # its first line (offset from the array's base)
+SV_SPAN:	.quad	0     # bytes of the lines it touches
+SV_S:	.quad	0             # its first byte, one past its last
+SV_E:	.quad	0
+SV_LO:	.quad	0             # this CPE's part: bytes [LO, HI) of its block
+SV_HI:	.quad	0
+SV_VLO:	.quad	0             # the vectors covering it: NVEC from VLO
+SV_NVEC:	.quad	0
+SV_LB:	.quad	0             # the label's byte in this block, or -1
+SV_IN:	.quad	0             # this row's buffers
+SV_OUT:	.quad	0
+SV_EXP:	.quad	0             # exp of the part: scratch + 32 VLO
+SV_M:	.double	0             # the row's maximum, sum, z_label, 1 / sum
+SV_SUM:	.double	0
+SV_ZL:	.double	0
+SV_INV:	.double	0
+SV_CARRY:	.quad	0     # the row's last line goes with the next row
+
 	.include "vmath.inc"
 	.include "stream.inc"
+	.include "../include/dma.inc"
 
-	X_C = 0               # J_X words: softmax: classes
-	X_N = 0               # reduce: values, values per unit
+	X_N = 0               # J_X words of reduce: values, values per unit
 	X_K = 8
 
 	.text
-
 # log_d: $0 = log($16) for a positive normal double or NaN (NaN -> NaN), in double.
 # $16 = 2^k m with m in [sqrt(1/2), sqrt(2)); f = (m - 1) / (m + 1) (m - 1 exact),
 # log m = 2 atanh f by its series to f^23 (|f| <= 0.1716: truncation < 2^-60 relative),
@@ -94,37 +169,6 @@ log_d:
 	ret
 	.end	log_d
 
-# softmax_plan(row $16, record $17).
-	.globl	softmax_plan
-	.ent	softmax_plan
-softmax_plan:
-	ldl	$1, JOB + J_X + X_C($31)
-	stl	$1, U_COUNT($17)
-	ldl	$2, JOB + J_ES($31)
-	mull	$1, $2, $2            # row bytes
-	mull	$16, $2, $3
-	ldl	$4, JOB + J_IN($31)
-	addl	$4, $3, $4
-	stl	$4, U_ADDR($17)
-	stl	$2, U_BYTES($17)
-	ldl	$4, JOB + J_OUT($31)
-	addl	$4, $3, $4
-	stl	$4, U_ADDR + 8 * STREAM_OUT($17)
-	stl	$2, U_BYTES + 8 * STREAM_OUT($17)
-	ldl	$4, JOB + J_IN + 8($31)   # the labels, int32
-	s4addl	$16, $4, $4
-	stl	$4, U_ADDR + 8($17)
-	ldi	$5, 4
-	stl	$5, U_BYTES + 8($17)
-	stl	$31, U_BYTES + 16($17)    # in2: scratch only
-	ldl	$4, JOB + J_OUT + 8($31)  # the row losses, double
-	s8addl	$16, $4, $4
-	stl	$4, U_ADDR + 8 * STREAM_OUT + 8($17)
-	ldi	$5, 8
-	stl	$5, U_BYTES + 8 * STREAM_OUT + 8($17)
-	ret
-	.end	softmax_plan
-
 # MAX_STEP m, v, t: m = v when m < v (t a temporary). A NaN in the row need not win: it
 # reaches the row sum, and with it the loss and every gradient element, either way.
 # MAX_STEP8: eight independent ones (m0 v0 t0 m1 v1 t1 ...), interleaved to hide the
@@ -153,28 +197,171 @@ softmax_plan:
 	selne	\t7, \v7, \m7, \m7
 	.endm
 
-# SOFTMAX label, load, store, vload, vstore, shift: the body for elements of 1 << shift bytes.
-	.macro	SOFTMAX label, load, store, vload, vstore, shift
-	.globl	\label
-	.ent	\label
-\label:
-	KEEP_DRIVER SM_SAVE
-	ldl	$1, 0($16)            # x
-	ldl	$2, 8($16)            # label
-	ldl	$3, 16($16)           # scratch
-	ldl	$4, 8 * STREAM_OUT($16)
-	ldl	$5, 8 * STREAM_OUT + 8($16)
-	stl	$1, SM_PTRS($31)
-	stl	$2, SM_PTRS + 8($31)
-	stl	$3, SM_PTRS + 16($31)
-	stl	$4, SM_PTRS + 24($31)
-	stl	$5, SM_PTRS + 32($31)
-	stl	$17, SM_PTRS + 40($31)
-	\load	$6, 0($1)             # the row's maximum, eight chains
+
+# SX_SPAN row: the geometry of a row (a register other than $0-$4): $0 = its first line's
+# offset from the array's base, $1 = the bytes of the lines it touches, $2 = its first byte,
+# $3 = one past its last. Clobbers $4.
+	.macro	SX_SPAN row
+	ldl	$1, SX_JOB + SX_C($31)
+	ldl	$2, SX_JOB + SX_ES($31)
+	mull	$1, $2, $1            # row bytes
+	mull	\row, $1, $2
+	addl	$2, $1, $3
+	ldi	$4, -128
+	and	$2, $4, $0
+	subl	$3, $0, $1
+	ldi	$1, 127($1)
+	and	$1, $4, $1
+	.endm
+
+# sx_row_dma(row $16, op $18 = DMA_GET or DMA_PUT, bytes $19): move the first $19 bytes of the
+# lines of row $16 between memory and the mesh row's buffers of the row, (row - R0) mod
+# SX_NBUF (ROW mode: blocks of PB, block k to / from column k); none when $19 is 0 (the reply
+# word is set at once). Leaf; clobbers $0-$8, $17, $20-$22, $29.
+	.ent	sx_row_dma
+sx_row_dma:
+	ldl	$17, SV_R0($31)
+	subl	$16, $17, $17
+	and	$17, SX_NBUF - 1, $17
+	SX_SPAN	$16
+	s4addl	$17, $31, $5
+	ldi	$5, SXR_GET($5)
+	s8addl	$17, $31, $6
+	ldl	$7, SX_JOB + SX_X($31)
+	ldl	$6, SX_JOB + SX_IN($6)
+	cmpeq	$18, DMA_GET, $8
+	bne	$8, 1f
+	ldi	$5, SXR_PUT - SXR_GET($5)
+	ldl	$7, SX_JOB + SX_DLOGITS($31)
+	s8addl	$17, $31, $6
+	ldl	$6, SX_JOB + SX_OUT($6)
+1:	addl	$7, $0, $7            # the row's first line in memory
+	ldi	$8, 1
+	stw	$8, 0($5)
+	beq	$19, 3f
+	stw	$31, 0($5)
+	ldl	$20, SX_JOB + SX_PB($31)
+	ldi	$21, DMA_ROW
+	bne	$18, 2f               # DMA_PUT is 0
+	MAKE_DESC_ARGS $22, DMA_PUT, $21, $19, $20, $31, $5, $31, $8
+	br	4f
+2:	MAKE_DESC_ARGS $22, DMA_GET, $21, $19, $20, $31, $5, $31, $8
+4:	dma	$22, $7, $6
+3:	ret
+	.end	sx_row_dma
+
+# SX_FETCH: the get of row $16 when it is in the range (SX_GETTER). Clobbers as sx_row_dma.
+	.macro	SX_FETCH
+	ldl	$18, SV_R1($31)
+	cmplt	$16, $18, $18
+	beq	$18, 89f
+	SX_SPAN	$16
+	mov	$1, $19
+	ldi	$18, DMA_GET
+	bsr	$26, sx_row_dma
+89:
+	.endm
+
+# SX_WAIT reply: spin until the reply word at LDM address `reply` ($r) is set. Temporary $29.
+	.macro	SX_WAIT reply
+88:	ldw	$29, \reply
+	beq	$29, 88b
+	.endm
+
+# SX_ROWS sfx, load, store, vload, vstore, shift: the row loop for elements of 1 << shift bytes
+# (from SV_R = R0, SV_P = 0, the first rows' gets issued), then sx_finish.
+	.macro	SX_ROWS sfx, load, store, vload, vstore, shift
+sx_rows_\sfx:
+	ldl	$16, SV_R($31)        # the row's geometry and this CPE's part of it
+	SX_SPAN	$16
+	stl	$0, SV_A($31)
+	stl	$1, SV_SPAN($31)
+	stl	$2, SV_S($31)
+	stl	$3, SV_E($31)
+	ldl	$5, SV_K($31)
+	ldl	$6, SX_JOB + SX_PB($31)
+	mull	$5, $6, $7
+	addl	$0, $7, $7            # the block's offset b0 = A + k PB
+	subl	$2, $7, $8
+	cmplt	$8, 0, $9
+	selne	$9, $31, $8, $8       # LO = max(s - b0, 0)
+	subl	$3, $7, $9
+	cmplt	$6, $9, $10
+	selne	$10, $6, $9, $9       # HI = min(e - b0, PB)
+	cmplt	$8, $9, $10
+	seleq	$10, $31, $8, $8      # nothing of the row here: 0, 0
+	seleq	$10, $31, $9, $9
+	stl	$8, SV_LO($31)
+	stl	$9, SV_HI($31)
+	srl	$8, \shift + 2, $10
+	ldi	$11, (4 << \shift) - 1($9)
+	srl	$11, \shift + 2, $11
+	subl	$11, $10, $11
+	stl	$10, SV_VLO($31)
+	stl	$11, SV_NVEC($31)
+	ldl	$12, SV_R1($31)       # the last line goes with the next row: the row ends
+	ldi	$13, 1($16)           # within a line and the next row is this range's
+	cmplt	$13, $12, $12
+	and	$3, 127, $13
+	cmpult	$31, $13, $13
+	and	$12, $13, $12
+	stl	$12, SV_CARRY($31)
+	ldl	$17, SV_P($31)
+	s8addl	$17, $31, $18
+	ldl	$1, SX_JOB + SX_IN($18)
+	ldl	$4, SX_JOB + SX_OUT($18)
+	stl	$1, SV_IN($31)
+	stl	$4, SV_OUT($31)
+	cmpeq	$5, SX_GETTER, $6     # the getter: the get SX_NBUF - 1 rows ahead; this row's
+	beq	$6, 1f                # data is in
+	ldl	$16, SV_R($31)
+	ldi	$16, SX_NBUF - 1($16)
+	SX_FETCH
+	ldl	$17, SV_P($31)
+	s4addl	$17, $31, $17
+	SX_WAIT	SXR_GET($17)
+1:	ldl	$5, SV_K($31)         # the putter: this row's output buffers are free
+	cmpeq	$5, SX_PUTTER, $6
+	beq	$6, 2f
+	ldl	$17, SV_P($31)
+	s4addl	$17, $31, $17
+	SX_WAIT	SXR_PUT($17)
+2:	synr	0xff
+	ldl	$2, SV_R($31)         # the label's byte in this block, or -1
+	ldl	$3, SV_R0($31)
+	subl	$2, $3, $2
+	ldl	$3, SX_JOB + SX_LBL($31)
+	s4addl	$2, $3, $3
+	ldw	$3, 0($3)
+	sll	$3, \shift, $3
+	ldl	$4, SV_S($31)
+	addl	$4, $3, $3
+	ldl	$4, SV_A($31)
+	subl	$3, $4, $3
+	ldl	$4, SV_K($31)
+	ldl	$5, SX_JOB + SX_PB($31)
+	mull	$4, $5, $4
+	subl	$3, $4, $3
+	cmplt	$3, 0, $4
+	cmple	$5, $3, $6
+	bis	$4, $6, $4
+	ldi	$6, -1
+	selne	$4, $6, $3, $3
+	stl	$3, SV_LB($31)
+
+	ldl	$1, SV_IN($31)        # the part's maximum, eight chains (-inf: no part)
+	ldl	$7, SV_LO($31)
+	ldl	$17, SV_HI($31)
+	subl	$17, $7, $17
+	srl	$17, \shift, $17
+	addl	$1, $7, $7
+	ldl	$6, SM_NEG_INF($31)
+	beq	$17, 1f
+	\load	$6, 0($7)
+1:
 	.irp	m, 9, 10, 11, 12, 13, 14, 15
 	mov	$6, $\m
 	.endr
-	mov	$1, $7
 	srl	$17, 3, $8
 	beq	$8, 2f
 1:
@@ -201,16 +388,26 @@ softmax_plan:
 	.irp	m, 9, 10, 11, 12, 13, 14, 15
 	MAX_STEP $6, $\m, $0
 	.endr
-	ldl	$1, SM_PTRS($31)
-	ldl	$3, SM_PTRS + 16($31)
-	fstd	$6, SM_MAX($31)
-	ldde	$6, SM_MAX($31)
-	addl	$17, 3, $18
-	srl	$18, 2, $18           # vectors
+	putr	$6, 8                 # the row's maximum: every column's
+	ldi	$8, SX_COLS - 1
+5:	getr	$7
+	MAX_STEP $6, $7, $0
+	subl	$8, 1, $8
+	bgt	$8, 5b
+	fstd	$6, SV_M($31)
+
+	ldde	$6, SV_M($31)         # z = x - max: n mod 4 single vectors, then fours
+	ldl	$18, SV_NVEC($31)
+	ldl	$9, SV_VLO($31)
+	ldl	$7, SV_IN($31)
+	sll	$9, \shift + 2, $1
+	addl	$7, $1, $7
+	ldl	$19, SX_JOB + SX_SCRATCH($31)
+	sll	$9, 5, $1
+	addl	$19, $1, $19
+	stl	$19, SV_EXP($31)
 	mov	$18, $8
-	mov	$1, $7
-	mov	$3, $19
-	and	$8, 3, $9             # z = x - max: n mod 4 single vectors, then fours
+	and	$8, 3, $9
 	beq	$9, 8f
 3:	\vload	$20, 0($7)
 	vsubd	$20, $6, $20
@@ -237,27 +434,37 @@ softmax_plan:
 	ldi	$19, 128($19)
 	subl	$8, 1, $8
 	bgt	$8, 3b
-9:
-	mov	$3, $16
-	mov	$3, $17
+9:	ldl	$16, SV_EXP($31)
+	mov	$16, $17
 	bsr	$26, vexp_d
-	ldl	$3, SM_PTRS + 16($31)
-	ldl	$17, SM_PTRS + 40($31)
-	addl	$17, 3, $18
-	srl	$18, 2, $18
-	s8addl	$17, $3, $7           # zero the lanes past C
-	sll	$18, 5, $8
-	addl	$8, $3, $8
+	ldl	$3, SX_JOB + SX_SCRATCH($31)   # zero the lanes outside the part
+	ldl	$1, SV_EXP($31)
+	ldl	$2, SV_LO($31)
+	srl	$2, \shift, $2
+	s8addl	$2, $3, $2
 	br	5f
-4:	stl	$31, 0($7)
-	ldi	$7, 8($7)
-5:	cmplt	$7, $8, $21
-	bne	$21, 4b
+4:	stl	$31, 0($1)
+	ldi	$1, 8($1)
+5:	cmplt	$1, $2, $4
+	bne	$4, 4b
+	ldl	$1, SV_HI($31)
+	srl	$1, \shift, $1
+	s8addl	$1, $3, $1
+	ldl	$2, SV_NVEC($31)
+	sll	$2, 5, $2
+	ldl	$4, SV_EXP($31)
+	addl	$4, $2, $2
+	br	5f
+4:	stl	$31, 0($1)
+	ldi	$1, 8($1)
+5:	cmplt	$1, $2, $4
+	bne	$4, 4b
+	ldl	$18, SV_NVEC($31)
 	vaddd	$31, $31, $20         # four partial sums: n mod 4 single vectors into the
 	vaddd	$31, $31, $21         # first, then fours
 	vaddd	$31, $31, $22
 	vaddd	$31, $31, $23
-	mov	$3, $7
+	ldl	$7, SV_EXP($31)
 	and	$18, 3, $8
 	beq	$8, 8f
 6:	vldd	$24, 0($7)
@@ -288,30 +495,79 @@ softmax_plan:
 	fldd	$23, SM_VEC + 24($31)
 	faddd	$20, $21, $20
 	faddd	$22, $23, $22
-	faddd	$20, $22, $16         # s = sum exp(x - max)
-	fstd	$16, SM_VEC($31)
-	bsr	$26, log_d
-	ldl	$1, SM_PTRS($31)
-	ldl	$2, SM_PTRS + 8($31)
-	ldl	$5, SM_PTRS + 32($31)
-	ldw	$2, 0($2)             # label
-	sll	$2, \shift, $6
-	addl	$1, $6, $6
-	\load	$6, 0($6)
-	fldd	$7, SM_MAX($31)
-	fsubd	$6, $7, $6            # z_label
-	fsubd	$0, $6, $0
-	fstd	$0, 0($5)             # the row's loss
-	fldd	$16, SM_VEC($31)
+	faddd	$20, $22, $20         # the part's sum
+	fstd	$20, SX_MSG($31)
+	stl	$31, SX_MSG + 8($31)  # z_label: 0 unless the label is here
+	ldl	$5, SV_LB($31)
+	blt	$5, 1f
+	ldl	$1, SV_IN($31)
+	addl	$1, $5, $1
+	\load	$6, 0($1)
+	fldd	$7, SV_M($31)
+	fsubd	$6, $7, $6
+	fstd	$6, SX_MSG + 8($31)
+1:	ldl	$5, SV_K($31)         # the message: sum, z_label, this column's slot
+	sll	$5, 5, $5
+	ldi	$5, SX_SLOTS($5)
+	stl	$5, SX_MSG + 16($31)
+	vldd	$6, SX_MSG($31)
+	vstd	$6, 0($5)
+	putr	$6, 8
+	ldi	$8, SX_COLS - 1
+2:	getr	$6
+	vstd	$6, SX_TMP($31)
+	ldl	$5, SX_TMP + 16($31)
+	vstd	$6, 0($5)
+	subl	$8, 1, $8
+	bgt	$8, 2b
+	fldd	$20, SX_SLOTS($31)    # s = ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7))
+	fldd	$21, SX_SLOTS + 32($31)
+	fldd	$22, SX_SLOTS + 64($31)
+	fldd	$23, SX_SLOTS + 96($31)
+	fldd	$24, SX_SLOTS + 128($31)
+	fldd	$25, SX_SLOTS + 160($31)
+	fldd	$27, SX_SLOTS + 192($31)
+	fldd	$28, SX_SLOTS + 224($31)
+	faddd	$20, $21, $20
+	faddd	$22, $23, $22
+	faddd	$24, $25, $24
+	faddd	$27, $28, $27
+	faddd	$20, $22, $20
+	faddd	$24, $27, $24
+	faddd	$20, $24, $16
+	fstd	$16, SV_SUM($31)
+	fldd	$20, SX_SLOTS + 8($31)   # z_label: one column's, zeros elsewhere
+	ldi	$1, SX_SLOTS + 40($31)
+	ldi	$2, SX_COLS - 1
+3:	fldd	$21, 0($1)
+	faddd	$20, $21, $20
+	ldi	$1, 32($1)
+	subl	$2, 1, $2
+	bgt	$2, 3b
+	fstd	$20, SV_ZL($31)
+	ldl	$5, SV_K($31)
+	bne	$5, 4f
+	bsr	$26, log_d            # CPE (i, 0): the row's loss log(s) - z_label
+	fldd	$1, SV_ZL($31)
+	fsubd	$0, $1, $0
+	ldl	$2, SV_R($31)
+	ldl	$3, SV_R0($31)
+	subl	$2, $3, $2
+	ldl	$3, SX_JOB + SX_LOSS($31)
+	s8addl	$2, $3, $3
+	fstd	$0, 0($3)
+4:	fldd	$16, SV_SUM($31)
 	ldl	$7, SM_ONE($31)
 	fdivd	$7, $16, $7           # 1 / s
-	fstd	$7, SM_VEC($31)
-	ldde	$6, SM_VEC($31)
-	ldde	$8, JOB + J_P($31)    # 1 / B
-	ldl	$3, SM_PTRS + 16($31)
-	ldl	$4, SM_PTRS + 24($31)
-	mov	$3, $19
-	mov	$4, $20
+	fstd	$7, SV_INV($31)
+	ldde	$6, SV_INV($31)
+	ldde	$8, SX_JOB + SX_INV_B($31)
+	ldl	$19, SV_EXP($31)
+	ldl	$20, SV_VLO($31)
+	sll	$20, \shift + 2, $20
+	ldl	$1, SV_OUT($31)
+	addl	$1, $20, $20
+	ldl	$18, SV_NVEC($31)
 	and	$18, 3, $9            # softmax / B: n mod 4 single vectors, then fours
 	beq	$9, 8f
 7:	vldd	$21, 0($19)
@@ -344,23 +600,221 @@ softmax_plan:
 	ldi	$20, 16 << \shift($20)
 	subl	$18, 1, $18
 	bgt	$18, 7b
-9:
-	s8addl	$2, $3, $19           # the label's element: (softmax - 1) / B
-	fldd	$21, 0($19)
+9:	ldl	$2, SV_LB($31)        # the label's element: (softmax - 1) / B
+	blt	$2, 1f
+	srl	$2, \shift, $3
+	ldl	$4, SX_JOB + SX_SCRATCH($31)
+	s8addl	$3, $4, $3
+	fldd	$21, 0($3)
+	fldd	$7, SV_INV($31)
 	fmuld	$21, $7, $21
 	ldl	$22, SM_ONE($31)
 	fsubd	$21, $22, $21
-	fldd	$8, JOB + J_P($31)
+	fldd	$8, SX_JOB + SX_INV_B($31)
 	fmuld	$21, $8, $21
-	sll	$2, \shift, $2
+	ldl	$4, SV_OUT($31)
 	addl	$4, $2, $4
 	\store	$21, 0($4)
-	RESUME_DRIVER SM_SAVE
-	ret
-	.end	\label
+1:	bsr	$26, sx_lines
+	ldl	$16, SV_R($31)
+	ldi	$16, 1($16)
+	stl	$16, SV_R($31)
+	ldl	$17, SV_P($31)
+	ldi	$17, 1($17)
+	and	$17, SX_NBUF - 1, $17
+	stl	$17, SV_P($31)
+	ldl	$18, SV_R1($31)
+	cmplt	$16, $18, $18
+	bne	$18, sx_rows_\sfx
+	br	sx_finish
 	.endm
-	SOFTMAX	softmax_xent_s, flds, fsts, vlds, vsts, 2
-	SOFTMAX	softmax_xent_d, fldd, fstd, vldd, vstd, 3
+
+# sx_lines: the row's output is complete in every column's buffer but for the line shared with
+# the previous row: CPE (i, 0) copies that row's part of it in front, the CPE holding the row's
+# last line hands it to CPE (i, 0) when the next row shares it, the mesh row meets, and the
+# putter puts the row's whole lines. Calls sx_row_dma (keeps $26 in SX_TMP).
+	.ent	sx_lines
+sx_lines:
+	stl	$26, SX_TMP($31)
+	ldl	$5, SV_K($31)
+	bne	$5, 1f
+	ldl	$1, SV_R($31)         # CPE (i, 0), not the range's first row: the previous
+	ldl	$2, SV_R0($31)        # row's bytes of the shared line
+	cmpeq	$1, $2, $3
+	bne	$3, 1f
+	ldl	$1, SV_S($31)
+	ldl	$2, SV_A($31)
+	subl	$1, $2, $1
+	ldl	$2, SV_OUT($31)
+	ldi	$3, SX_CARRY
+	br	3f
+2:	ldw	$4, 0($3)
+	stw	$4, 0($2)
+	ldi	$3, 4($3)
+	ldi	$2, 4($2)
+	subl	$1, 4, $1
+3:	bgt	$1, 2b
+1:	ldl	$1, SV_CARRY($31)
+	beq	$1, 6f
+	ldl	$1, SV_E($31)         # the last line T: in the block of column j, T - j PB
+	ldi	$2, -128
+	and	$1, $2, $1
+	ldl	$2, SV_A($31)
+	subl	$1, $2, $1
+	ldl	$6, SX_JOB + SX_PB($31)
+	mull	$5, $6, $7
+	subl	$1, $7, $7
+	ldl	$2, SV_OUT($31)
+	addl	$2, $7, $2
+	cmplt	$7, 0, $8
+	cmple	$6, $7, $9
+	bis	$8, $9, $8
+	bne	$8, 4f
+	bne	$5, 3f                # here: copy it (CPE (i, 0)) or send it there
+	.irp	o, 0, 32, 64, 96
+	vldd	$20, \o($2)
+	vstd	$20, SX_CARRY + \o($31)
+	.endr
+	br	6f
+3:	.irp	o, 0, 32, 64, 96
+	vldd	$20, \o($2)
+	putr	$20, 0
+	.endr
+	br	6f
+4:	bne	$5, 6f                # elsewhere: CPE (i, 0) takes it
+	.irp	o, 0, 32, 64, 96
+	getr	$20
+	vstd	$20, SX_CARRY + \o($31)
+	.endr
+6:	synr	0xff
+	cmpeq	$5, SX_PUTTER, $6
+	beq	$6, 7f
+	ldl	$16, SV_R($31)
+	ldi	$18, DMA_PUT
+	ldl	$19, SV_SPAN($31)
+	ldl	$1, SV_CARRY($31)
+	sll	$1, 7, $1
+	subl	$19, $1, $19
+	bsr	$26, sx_row_dma
+7:	ldl	$26, SX_TMP($31)
+	ret
+	.end	sx_lines
+
+	SX_ROWS	s, flds, fsts, vlds, vsts, 2
+	SX_ROWS	d, fldd, fstd, vldd, vstd, 3
+
+# softmax_split_run(job $16): the job, this CPE's column and its mesh row's range; CPE (i, 0)
+# gets the range's labels into every column (BROW) and the first row; the rows; then the
+# losses and the mean (sx_finish).
+	.globl	softmax_split_run
+	.ent	softmax_split_run
+softmax_split_run:
+	stl	$26, SV_RA($31)
+	MAKE_DESC $1, DMA_GET, SX_JOB_BYTES, SXR_MISC
+	ldi	$2, SX_JOB
+	DMA_WAIT $1, $16, $2, SXR_MISC
+	rcid	$1
+	and	$1, SX_COLS - 1, $2
+	stl	$2, SV_K($31)
+	srl	$1, 3, $3
+	sll	$3, 4, $3
+	ldl	$4, SX_JOB + SX_RANGES($3)
+	ldl	$5, SX_JOB + SX_RANGES + 8($3)
+	stl	$4, SV_R0($31)
+	stl	$5, SV_R1($31)
+	stl	$4, SV_R($31)
+	stl	$31, SV_P($31)
+	ldi	$6, 1                 # no put in flight
+	.irp	b, 0, 1, 2, 3
+	stw	$6, SXR_PUT + 4 * \b($31)
+	.endr
+	cmplt	$4, $5, $6
+	beq	$6, sx_finish         # no rows here
+	cmpeq	$2, SX_GETTER, $6
+	beq	$6, 1f
+	subl	$5, $4, $7            # the getter: the labels, the first rows
+	sll	$7, 2, $7
+	ldl	$8, SX_JOB + SX_LABELS($31)
+	s4addl	$4, $8, $8
+	ldl	$9, SX_JOB + SX_LBL($31)
+	ldi	$10, DMA_BROW
+	ldi	$11, 0xff
+	ldi	$12, SXR_MISC
+	stw	$31, SXR_MISC($31)
+	MAKE_DESC_ARGS $13, DMA_GET, $10, $7, $31, $31, $12, $11, $14
+	dma	$13, $8, $9
+	.irp	ahead, 0, 1, 2
+	ldl	$16, SV_R0($31)
+	ldi	$16, \ahead($16)
+	SX_FETCH
+	.endr
+	SX_WAIT	SXR_MISC($31)
+1:	ldl	$1, SX_JOB + SX_ES($31)
+	cmpeq	$1, 4, $1
+	bne	$1, sx_rows_s
+	br	sx_rows_d
+	.end	softmax_split_run
+
+# sx_finish: the putter waits for its puts, CPE (i, 0) puts the range's losses; with SX_MEAN,
+# the core group meets and CPE 0 sums the B losses in order, divides by B and stores the mean.
+	.ent	sx_finish
+sx_finish:
+	ldl	$5, SV_K($31)
+	cmpeq	$5, SX_PUTTER, $6
+	beq	$6, 2f
+	.irp	b, 0, 1, 2, 3
+	SX_WAIT	SXR_PUT + 4 * \b($31)
+	.endr
+2:	bne	$5, 1f
+	ldl	$4, SV_R0($31)
+	ldl	$5, SV_R1($31)
+	subl	$5, $4, $7
+	beq	$7, 1f
+	sll	$7, 3, $7
+	ldl	$8, SX_JOB + SX_LOSSES($31)
+	s8addl	$4, $8, $8
+	ldl	$9, SX_JOB + SX_LOSS($31)
+	ldi	$10, DMA_PUT
+	ldi	$12, SXR_MISC
+	MAKE_DESC_REGS $13, $10, $7, $31, $31, $12
+	DMA_WAIT $13, $8, $9, SXR_MISC
+1:	ldl	$1, SX_JOB + SX_MEAN($31)
+	beq	$1, 9f
+	synr	0xff
+	sync	0xff
+	rcid	$2
+	bne	$2, 9f
+	ldl	$7, SX_JOB + SX_BATCH($31)
+	sll	$7, 3, $7
+	ldl	$8, SX_JOB + SX_LOSSES($31)
+	ldl	$9, SX_JOB + SX_LOSS($31)
+	ldi	$10, DMA_GET
+	ldi	$12, SXR_MISC
+	MAKE_DESC_REGS $13, $10, $7, $31, $31, $12
+	DMA_WAIT $13, $8, $9, SXR_MISC
+	ldl	$7, SX_JOB + SX_BATCH($31)
+	fldd	$3, 0($9)             # in order, as a reduce unit
+	br	3f
+2:	fldd	$4, 0($9)
+	faddd	$3, $4, $3
+3:	ldi	$9, 8($9)
+	subl	$7, 1, $7
+	bgt	$7, 2b
+	fldd	$4, SX_JOB + SX_B($31)
+	fdivd	$3, $4, $3
+	ldl	$7, SX_JOB + SX_ES($31)
+	fstd	$3, SX_MSG($31)
+	cmpeq	$7, 4, $2
+	beq	$2, 4f
+	fsts	$3, SX_MSG($31)
+4:	ldl	$8, SX_JOB + SX_MEAN($31)
+	ldi	$9, SX_MSG
+	ldi	$10, DMA_PUT
+	MAKE_DESC_REGS $13, $10, $7, $31, $31, $12
+	DMA_WAIT $13, $8, $9, SXR_MISC
+9:	ldl	$26, SV_RA($31)
+	ret
+	.end	sx_finish
 
 # reduce_plan(unit $16, record $17): in0 = values [u K, min(N, u K + K)) (doubles),
 # out0 = element u of ES bytes.
