@@ -37,9 +37,11 @@ def _block_bytes(batch: int, classes: int, es: int, cols: int) -> int:
 
 def _buffers(block: int, es: int, range_rows: int, losses: int) -> list:
     """Per CPE: SX_NBUF input and SX_NBUF output blocks (rows in flight), the block's
-    doubles, the labels of a range and `losses` row losses."""
-    return [block] * (2 * SPLIT.symbol("SX_NBUF")) + [block // es * 8, 4 * range_rows,
-                                                       8 * losses]
+    doubles, the labels of a range, `losses` row losses and the (sum, z_label) vectors of
+    the range's rows whose losses the CPE computes."""
+    cols = SPLIT.symbol("SX_COLS")
+    return [block] * (2 * SPLIT.symbol("SX_NBUF")) + [
+        block // es * 8, 4 * range_rows, 8 * losses, 32 * -(-range_rows // cols)]
 
 
 def _fits(config, block: int, es: int, range_rows: int, losses: int) -> bool:

@@ -62,8 +62,9 @@ SM_ATANH:			# 1 / (2j + 1), j = 11 .. 1: log(m) = 2f (1 + f^2/3 + f^4/5 + ...)
 	SX_SCRATCH = 152      # LDM: PB / ES doubles
 	SX_LBL = 160          # LDM: the range's labels
 	SX_LOSS = 168         # LDM: the range's losses (CPE (i, 0)); all B for the mean (CPE 0)
-	SX_RANGES = 176       # per mesh row: first, last row (8 pairs)
-	SX_JOB_BYTES = 304
+	SX_PAIRS = 176        # LDM: (s, z_label) of the range's rows i = column mod 8 (vectors)
+	SX_RANGES = 184       # per mesh row: first, last row (8 pairs)
+	SX_JOB_BYTES = 312
 	SX_COLS = 8           # CPEs sharing a row: a mesh row
 	SX_NBUF = 4           # buffers of each kind: rows in flight
 	SX_GETTER = 0         # the column that issues the gets, the one that issues the puts
@@ -108,6 +109,7 @@ SV_SUM:	.double	0
 SV_ZL:	.double	0
 SV_INV:	.double	0
 SV_CARRY:	.quad	0     # the row's last line goes with the next row
+SV_PUT:	.quad	0             # bytes of the previous row's put
 
 	.include "vmath.inc"
 	.include "stream.inc"
@@ -262,6 +264,18 @@ sx_row_dma:
 89:
 	.endm
 
+# sx_put(row $16): the putter puts the SV_PUT bytes of the row's lines. Leaf but for
+# sx_row_dma; clobbers as it.
+	.ent	sx_put
+sx_put:
+	mov	$26, $28
+	ldl	$19, SV_PUT($31)
+	ldi	$18, DMA_PUT
+	bsr	$26, sx_row_dma
+	mov	$28, $26
+	ret
+	.end	sx_put
+
 # SX_WAIT reply: spin until the reply word at LDM address `reply` ($r) is set. Temporary $29.
 	.macro	SX_WAIT reply
 88:	ldw	$29, \reply
@@ -312,22 +326,31 @@ sx_rows_\sfx:
 	ldl	$4, SX_JOB + SX_OUT($18)
 	stl	$1, SV_IN($31)
 	stl	$4, SV_OUT($31)
-	cmpeq	$5, SX_GETTER, $6     # the getter: the get SX_NBUF - 1 rows ahead; this row's
-	beq	$6, 1f                # data is in
-	ldl	$16, SV_R($31)
-	ldi	$16, SX_NBUF - 1($16)
-	SX_FETCH
+	cmpeq	$5, SX_GETTER, $6     # the getter: this row's data is in; the get SX_NBUF - 1
+	beq	$6, 1f                # rows ahead (after the wait: a channel holds 3 requests)
 	ldl	$17, SV_P($31)
 	s4addl	$17, $31, $17
 	SX_WAIT	SXR_GET($17)
+	ldl	$16, SV_R($31)
+	ldi	$16, SX_NBUF - 1($16)
+	SX_FETCH
 1:	ldl	$5, SV_K($31)         # the putter: this row's output buffers are free
 	cmpeq	$5, SX_PUTTER, $6
 	beq	$6, 2f
 	ldl	$17, SV_P($31)
 	s4addl	$17, $31, $17
 	SX_WAIT	SXR_PUT($17)
-2:	synr	0xff
-	ldl	$2, SV_R($31)         # the label's byte in this block, or -1
+2:	synr	0xff                  # the data is in; the previous row's output complete
+	ldl	$16, SV_R($31)
+	ldl	$1, SV_R0($31)
+	cmpeq	$16, $1, $1
+	bne	$1, 1f
+	ldl	$5, SV_K($31)
+	cmpeq	$5, SX_PUTTER, $6
+	beq	$6, 1f
+	subl	$16, 1, $16
+	bsr	$26, sx_put
+1:	ldl	$2, SV_R($31)         # the label's byte in this block, or -1
 	ldl	$3, SV_R0($31)
 	subl	$2, $3, $2
 	ldl	$3, SX_JOB + SX_LBL($31)
@@ -388,12 +411,17 @@ sx_rows_\sfx:
 	.irp	m, 9, 10, 11, 12, 13, 14, 15
 	MAX_STEP $6, $\m, $0
 	.endr
-	putr	$6, 8                 # the row's maximum: every column's
-	ldi	$8, SX_COLS - 1
-5:	getr	$7
-	MAX_STEP $6, $7, $0
-	subl	$8, 1, $8
-	bgt	$8, 5b
+	putr	$6, 8                 # the row's maximum: every column's, by a tree
+	.irp	r, 20, 21, 22, 23, 24, 25, 27
+	getr	$\r
+	.endr
+	MAX_STEP $6, $20, $0
+	MAX_STEP $21, $22, $1
+	MAX_STEP $23, $24, $2
+	MAX_STEP $25, $27, $3
+	MAX_STEP $6, $21, $0
+	MAX_STEP $23, $25, $1
+	MAX_STEP $6, $23, $0
 	fstd	$6, SV_M($31)
 
 	ldde	$6, SV_M($31)         # z = x - max: n mod 4 single vectors, then fours
@@ -520,43 +548,34 @@ sx_rows_\sfx:
 	vstd	$6, 0($5)
 	subl	$8, 1, $8
 	bgt	$8, 2b
-	fldd	$20, SX_SLOTS($31)    # s = ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7))
-	fldd	$21, SX_SLOTS + 32($31)
-	fldd	$22, SX_SLOTS + 64($31)
-	fldd	$23, SX_SLOTS + 96($31)
-	fldd	$24, SX_SLOTS + 128($31)
-	fldd	$25, SX_SLOTS + 160($31)
-	fldd	$27, SX_SLOTS + 192($31)
-	fldd	$28, SX_SLOTS + 224($31)
-	faddd	$20, $21, $20
-	faddd	$22, $23, $22
-	faddd	$24, $25, $24
-	faddd	$27, $28, $27
-	faddd	$20, $22, $20
-	faddd	$24, $27, $24
-	faddd	$20, $24, $16
-	fstd	$16, SV_SUM($31)
-	fldd	$20, SX_SLOTS + 8($31)   # z_label: one column's, zeros elsewhere
-	ldi	$1, SX_SLOTS + 40($31)
-	ldi	$2, SX_COLS - 1
-3:	fldd	$21, 0($1)
-	faddd	$20, $21, $20
-	ldi	$1, 32($1)
-	subl	$2, 1, $2
-	bgt	$2, 3b
-	fstd	$20, SV_ZL($31)
-	ldl	$5, SV_K($31)
-	bne	$5, 4f
-	bsr	$26, log_d            # CPE (i, 0): the row's loss log(s) - z_label
-	fldd	$1, SV_ZL($31)
-	fsubd	$0, $1, $0
-	ldl	$2, SV_R($31)
-	ldl	$3, SV_R0($31)
+	vldd	$20, SX_SLOTS($31)    # lanes 0, 1: s and z_label (one column's, zeros
+	vldd	$21, SX_SLOTS + 32($31)   # elsewhere), both ((0 + 1) + (2 + 3)) + ((4 + 5)
+	vldd	$22, SX_SLOTS + 64($31)   # + (6 + 7)) over the columns
+	vldd	$23, SX_SLOTS + 96($31)
+	vldd	$24, SX_SLOTS + 128($31)
+	vldd	$25, SX_SLOTS + 160($31)
+	vldd	$27, SX_SLOTS + 192($31)
+	vldd	$28, SX_SLOTS + 224($31)
+	vaddd	$20, $21, $20
+	vaddd	$22, $23, $22
+	vaddd	$24, $25, $24
+	vaddd	$27, $28, $27
+	vaddd	$20, $22, $20
+	vaddd	$24, $27, $24
+	vaddd	$20, $24, $20
+	ldl	$2, SV_R($31)         # the row's loss is column i mod 8's, at the end: (s, z_label)
+	ldl	$3, SV_R0($31)        # at pair i / 8 there
 	subl	$2, $3, $2
-	ldl	$3, SX_JOB + SX_LOSS($31)
-	s8addl	$2, $3, $3
-	fstd	$0, 0($3)
-4:	fldd	$16, SV_SUM($31)
+	and	$2, SX_COLS - 1, $3
+	ldl	$5, SV_K($31)
+	cmpeq	$3, $5, $3
+	beq	$3, 4f
+	srl	$2, 3, $2
+	sll	$2, 5, $2
+	ldl	$3, SX_JOB + SX_PAIRS($31)
+	addl	$2, $3, $3
+	vstd	$20, 0($3)
+4:	mov	$20, $16
 	ldl	$7, SM_ONE($31)
 	fdivd	$7, $16, $7           # 1 / s
 	fstd	$7, SV_INV($31)
@@ -618,6 +637,11 @@ sx_rows_\sfx:
 1:	bsr	$26, sx_lines
 	ldl	$16, SV_R($31)
 	ldi	$16, 1($16)
+	ldl	$1, SV_SPAN($31)      # the lines the putter puts after the next synr
+	ldl	$2, SV_CARRY($31)
+	sll	$2, 7, $2
+	subl	$1, $2, $1
+	stl	$1, SV_PUT($31)
 	stl	$16, SV_R($31)
 	ldl	$17, SV_P($31)
 	ldi	$17, 1($17)
@@ -630,12 +654,10 @@ sx_rows_\sfx:
 	.endm
 
 # sx_lines: the row's output is complete in every column's buffer but for the line shared with
-# the previous row: CPE (i, 0) copies that row's part of it in front, the CPE holding the row's
-# last line hands it to CPE (i, 0) when the next row shares it, the mesh row meets, and the
-# putter puts the row's whole lines. Calls sx_row_dma (keeps $26 in SX_TMP).
+# the previous row: CPE (i, 0) copies that row's part of it in front, and the CPE holding the
+# row's last line hands it to CPE (i, 0) when the next row shares it. Leaf.
 	.ent	sx_lines
 sx_lines:
-	stl	$26, SX_TMP($31)
 	ldl	$5, SV_K($31)
 	bne	$5, 1f
 	ldl	$1, SV_R($31)         # CPE (i, 0), not the range's first row: the previous
@@ -686,18 +708,7 @@ sx_lines:
 	getr	$20
 	vstd	$20, SX_CARRY + \o($31)
 	.endr
-6:	synr	0xff
-	cmpeq	$5, SX_PUTTER, $6
-	beq	$6, 7f
-	ldl	$16, SV_R($31)
-	ldi	$18, DMA_PUT
-	ldl	$19, SV_SPAN($31)
-	ldl	$1, SV_CARRY($31)
-	sll	$1, 7, $1
-	subl	$19, $1, $19
-	bsr	$26, sx_row_dma
-7:	ldl	$26, SX_TMP($31)
-	ret
+6:	ret
 	.end	sx_lines
 
 	SX_ROWS	s, flds, fsts, vlds, vsts, 2
@@ -710,9 +721,13 @@ sx_lines:
 	.ent	softmax_split_run
 softmax_split_run:
 	stl	$26, SV_RA($31)
-	MAKE_DESC $1, DMA_GET, SX_JOB_BYTES, SXR_MISC
+	rcid	$1                    # CPE 0 gets the job into every CPE (BCAST), the group meets
+	bne	$1, 1f
+	MAKE_DESC $1, DMA_GET, SX_JOB_BYTES, SXR_MISC, DMA_BCAST, $31, 0xff
 	ldi	$2, SX_JOB
 	DMA_WAIT $1, $16, $2, SXR_MISC
+1:	synr	0xff
+	sync	0xff
 	rcid	$1
 	and	$1, SX_COLS - 1, $2
 	stl	$2, SV_K($31)
@@ -743,56 +758,111 @@ softmax_split_run:
 	stw	$31, SXR_MISC($31)
 	MAKE_DESC_ARGS $13, DMA_GET, $10, $7, $31, $31, $12, $11, $14
 	dma	$13, $8, $9
-	.irp	ahead, 0, 1, 2
+	.irp	ahead, 0, 1
 	ldl	$16, SV_R0($31)
 	ldi	$16, \ahead($16)
 	SX_FETCH
 	.endr
 	SX_WAIT	SXR_MISC($31)
+	ldl	$16, SV_R0($31)
+	ldi	$16, 2($16)
+	SX_FETCH
 1:	ldl	$1, SX_JOB + SX_ES($31)
 	cmpeq	$1, 4, $1
 	bne	$1, sx_rows_s
 	br	sx_rows_d
 	.end	softmax_split_run
 
-# sx_finish: the putter waits for its puts, CPE (i, 0) puts the range's losses; with SX_MEAN,
-# the core group meets and CPE 0 sums the B losses in order, divides by B and stores the mean.
+# sx_finish: after the last row the mesh row meets, the putter puts it and waits for its puts;
+# column k computes the losses log(s) - z_label of the rows i = k mod 8 and sends them to CPE
+# (i, 0) (putr). Without SX_MEAN CPE (i, 0) puts the range's losses; with it, CPE (i, 0) sends
+# them along the column to CPE 0 (putc), which places them by row, sums the B losses in order,
+# divides by B and stores the mean.
 	.ent	sx_finish
 sx_finish:
+	ldl	$4, SV_R0($31)
+	ldl	$5, SV_R1($31)
+	cmplt	$4, $5, $6
+	beq	$6, 9f                # no rows here
+	synr	0xff
 	ldl	$5, SV_K($31)
 	cmpeq	$5, SX_PUTTER, $6
 	beq	$6, 2f
+	ldl	$16, SV_R1($31)
+	subl	$16, 1, $16
+	bsr	$26, sx_put
 	.irp	b, 0, 1, 2, 3
 	SX_WAIT	SXR_PUT + 4 * \b($31)
 	.endr
-2:	bne	$5, 1f
+2:	ldl	$9, SV_K($31)         # the losses of rows i = k, k + 8, ...: i in $9
+	ldl	$10, SX_JOB + SX_PAIRS($31)
+	br	4f
+3:	fldd	$16, 0($10)
+	bsr	$26, log_d
+	fldd	$1, 8($10)
+	fsubd	$0, $1, $0
+	ldl	$2, SX_JOB + SX_LOSS($31)
+	s8addl	$9, $2, $2
+	ldl	$3, SV_K($31)
+	bne	$3, 5f
+	fstd	$0, 0($2)             # CPE (i, 0)'s own
+	br	6f
+5:	fstd	$0, SX_MSG($31)       # to CPE (i, 0): the loss and where it goes
+	stl	$2, SX_MSG + 8($31)
+	vldd	$1, SX_MSG($31)
+	putr	$1, 0
+6:	ldi	$9, SX_COLS($9)
+	ldi	$10, 32($10)
+4:	ldl	$4, SV_R0($31)
+	ldl	$5, SV_R1($31)
+	subl	$5, $4, $5
+	cmplt	$9, $5, $6
+	bne	$6, 3b
+	ldl	$3, SV_K($31)
+	bne	$3, 9f
+	ldi	$6, SX_COLS - 1($5)   # CPE (i, 0): n - ceil(n / 8) losses from the others
+	srl	$6, 3, $6
+	subl	$5, $6, $6
+	bsr	$26, sx_place_r
 	ldl	$4, SV_R0($31)
 	ldl	$5, SV_R1($31)
-	subl	$5, $4, $7
-	beq	$7, 1f
-	sll	$7, 3, $7
+	subl	$5, $4, $6
+	ldl	$9, SX_JOB + SX_LOSS($31)
+	ldl	$1, SX_JOB + SX_MEAN($31)
+	bne	$1, 7f
+	sll	$6, 3, $7             # no mean here: put the losses
 	ldl	$8, SX_JOB + SX_LOSSES($31)
 	s8addl	$4, $8, $8
-	ldl	$9, SX_JOB + SX_LOSS($31)
 	ldi	$10, DMA_PUT
 	ldi	$12, SXR_MISC
 	MAKE_DESC_REGS $13, $10, $7, $31, $31, $12
 	DMA_WAIT $13, $8, $9, SXR_MISC
-1:	ldl	$1, SX_JOB + SX_MEAN($31)
+	br	9f
+7:	rcid	$2
+	beq	$2, 9f
+	s8addl	$4, $9, $7            # CPE (i, 0), i > 0: to CPE 0, each with its place there
+	br	2f
+1:	fldd	$1, 0($9)
+	fstd	$1, SX_MSG($31)
+	stl	$7, SX_MSG + 8($31)
+	vldd	$1, SX_MSG($31)
+	putc	$1, 0
+	ldi	$9, 8($9)
+	ldi	$7, 8($7)
+	subl	$6, 1, $6
+2:	bgt	$6, 1b
+9:	ldl	$1, SX_JOB + SX_MEAN($31)
 	beq	$1, 9f
-	synr	0xff
-	sync	0xff
 	rcid	$2
 	bne	$2, 9f
+	ldl	$6, SX_JOB + SX_BATCH($31)   # CPE 0: the others' losses; the mean
+	ldl	$4, SV_R0($31)
+	ldl	$5, SV_R1($31)
+	subl	$6, $5, $6
+	addl	$6, $4, $6
+	bsr	$26, sx_place_c
 	ldl	$7, SX_JOB + SX_BATCH($31)
-	sll	$7, 3, $7
-	ldl	$8, SX_JOB + SX_LOSSES($31)
 	ldl	$9, SX_JOB + SX_LOSS($31)
-	ldi	$10, DMA_GET
-	ldi	$12, SXR_MISC
-	MAKE_DESC_REGS $13, $10, $7, $31, $31, $12
-	DMA_WAIT $13, $8, $9, SXR_MISC
-	ldl	$7, SX_JOB + SX_BATCH($31)
 	fldd	$3, 0($9)             # in order, as a reduce unit
 	br	3f
 2:	fldd	$4, 0($9)
@@ -810,11 +880,31 @@ sx_finish:
 4:	ldl	$8, SX_JOB + SX_MEAN($31)
 	ldi	$9, SX_MSG
 	ldi	$10, DMA_PUT
+	ldi	$12, SXR_MISC
 	MAKE_DESC_REGS $13, $10, $7, $31, $31, $12
 	DMA_WAIT $13, $8, $9, SXR_MISC
 9:	ldl	$26, SV_RA($31)
 	ret
 	.end	sx_finish
+
+# sx_place_r / sx_place_c($6 = count): take $6 messages (a value, the LDM address it goes to)
+# from the row / column queue and store them. Leaf; clobbers $1, $2, $6.
+	.macro	SX_PLACE label, get
+	.ent	\label
+\label:
+	br	2f
+1:	\get	$1
+	vstd	$1, SX_MSG($31)
+	ldl	$2, SX_MSG + 8($31)
+	fstd	$1, 0($2)
+	subl	$6, 1, $6
+2:	bgt	$6, 1b
+	ret
+	.end	\label
+	.endm
+	SX_PLACE sx_place_r, getr
+	SX_PLACE sx_place_c, getc
+
 
 # reduce_plan(unit $16, record $17): in0 = values [u K, min(N, u K + K)) (doubles),
 # out0 = element u of ES bytes.
