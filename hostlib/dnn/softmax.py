@@ -20,6 +20,10 @@ SPLIT = Kernel(SOURCES, "softmax_split_run", "stream_ldm_end")
 REDUCE_VALUES = 1024          # row losses one reduction unit (or the split kernel's CPE 0) sums
 RANGE_ROWS = 256              # rows a mesh row takes in one launch (its labels and losses in LDM)
 LINE = 128                    # the DMA's transaction: rows are cut and moved in whole lines
+# split_width's estimate, from C-engine runs of the kernel (docs/dnn.md): cycles per element
+# of a CPE's part of a row (vexp_d is 21 of them), and per row with and without sharing it
+ROW_CYCLES_PER_ELEMENT = 33
+ROW_OVERHEAD = {False: 400, True: 700}
 
 
 def _line_period(classes: int, es: int) -> int:
@@ -35,18 +39,45 @@ def _block_bytes(batch: int, classes: int, es: int, cols: int) -> int:
     return -(-lines // cols) * LINE
 
 
-def _buffers(block: int, es: int, range_rows: int, losses: int) -> list:
+def _estimate(config, batch: int, classes: int, es: int, group: int) -> float:
+    """Cycles of the row pass when `group` CPEs share a row, roughly: the rows a group takes
+    one after the other, each costing its part's arithmetic and the per-row overhead, plus
+    the first round of gets (fill) and the last round of puts (drain) on the DMA engine."""
+    period = _line_period(classes, es) if group > 1 else 1
+    units = -(-batch // period)                     # ranges start every `period` rows
+    groups = min(config.num_cpes // group, units)   # the groups that get rows
+    rows = -(-units // groups) * period
+    block = _block_bytes(batch, classes, es, group)
+    lines = block * group // LINE
+    fill = groups * lines * config.dma_transaction_cycles
+    drain = groups * (lines * config.dma_put_write_cycles + config.dma_put_ack_cycles)
+    part = block // es if group > 1 else classes
+    return rows * (part * ROW_CYCLES_PER_ELEMENT + ROW_OVERHEAD[group > 1]) + fill + drain
+
+
+def split_width(config, batch: int, classes: int, es: int) -> int:
+    """CPEs sharing a row: the columns of a mesh row or 1 (whole rows per CPE), whichever
+    `_estimate` finds faster among those whose buffers fit: sharing pays when there are few
+    rows per CPE or they are long, whole rows when there are many short ones."""
+    widths = [g for g in (config.mesh_cols, 1)
+              if _fits(config, _block_bytes(batch, classes, es, g), es)]
+    return min(widths, key=lambda g: _estimate(config, batch, classes, es, g))
+
+
+def _buffers(block: int, es: int) -> list:
     """Per CPE: SX_NBUF input and SX_NBUF output blocks (rows in flight), the block's
-    doubles, the labels of a range, `losses` row losses and the (sum, z_label) vectors of
-    the range's rows whose losses the CPE computes."""
+    doubles, the labels of a range (at most RANGE_ROWS), the row losses of a mesh row (or
+    the B of the mean) and the (sum, z_label) vectors of the rows whose losses the CPE
+    computes (a group's rows / its CPEs: at most RANGE_ROWS / SX_COLS either way)."""
     cols = SPLIT.symbol("SX_COLS")
     return [block] * (2 * SPLIT.symbol("SX_NBUF")) + [
-        block // es * 8, 4 * range_rows, 8 * losses, 32 * -(-range_rows // cols)]
+        block // es * 8, 4 * RANGE_ROWS, 8 * max(RANGE_ROWS, REDUCE_VALUES),
+        32 * (RANGE_ROWS // cols)]
 
 
-def _fits(config, block: int, es: int, range_rows: int, losses: int) -> bool:
+def _fits(config, block: int, es: int) -> bool:
     space = SPLIT.arena(config.ldm_bytes, nargs=1)
-    for size in _buffers(block, es, range_rows, losses):
+    for size in _buffers(block, es):
         space.take(size)
     return space.fits
 
@@ -59,7 +90,7 @@ def max_classes(config, es: int) -> int:
 
     def fits(classes):
         lines = -(-(LINE - es + classes * es) // LINE)
-        return _fits(config, -(-lines // cols) * LINE, es, RANGE_ROWS, REDUCE_VALUES)
+        return _fits(config, -(-lines // cols) * LINE, es)
     while hi - lo > 1:
         mid = (lo + hi) // 2
         lo, hi = (mid, hi) if fits(mid) else (lo, mid)
@@ -111,9 +142,17 @@ def softmax_cross_entropy(logits, labels, *, machine=None, cgs=1, engine="c"):
         raise DnnError(f"softmax_cross_entropy: a row of {classes} classes does not fit in "
                        f"LDM (at most {limit} for {dtype.name})")
     cols, mesh_rows = config.mesh_cols, config.mesh_rows
-    period = _line_period(classes, es)
-    block = _block_bytes(batch, classes, es, cols)
-    launch_rows = RANGE_ROWS * mesh_rows * cgs
+    if cols != SPLIT.symbol("SX_COLS"):
+        raise DnnError(f"softmax_cross_entropy needs a mesh of {SPLIT.symbol('SX_COLS')} "
+                       f"columns (a row is shared by a mesh row), got {cols}")
+    group = split_width(config, batch, classes, es)
+    groups = config.num_cpes // group
+    # a group's rows start on a line when it shares them (ROW-mode DMA); whole rows per CPE
+    # move in PE mode from any byte
+    period = _line_period(classes, es) if group > 1 else 1
+    block = _block_bytes(batch, classes, es, group)
+    group_rows = RANGE_ROWS * group // cols
+    launch_rows = group_rows * groups * cgs
     one_launch = batch <= launch_rows
     mean_here = one_launch and cgs == 1 and batch <= REDUCE_VALUES
     mem = machine.mem
@@ -125,8 +164,7 @@ def softmax_cross_entropy(logits, labels, *, machine=None, cgs=1, engine="c"):
     losses_addr = mem.alloc(batch * 8)
     mean_addr = mem.alloc(es) if mean_here else 0
     space = SPLIT.arena(config.ldm_bytes, nargs=1)
-    buffers = [space.take(size) for size in _buffers(
-        block, es, RANGE_ROWS, batch if mean_here else RANGE_ROWS)]
+    buffers = [space.take(size) for size in _buffers(block, es)]
     record = SPLIT.record("SX_", "SX_JOB_BYTES")
     parts = []
     for start in range(0, batch, launch_rows):        # launches of whole ranges
@@ -137,10 +175,10 @@ def softmax_cross_entropy(logits, labels, *, machine=None, cgs=1, engine="c"):
                 continue
             words = record.new(x=x_addr, labels=label_addr, dlogits=dlogits_addr,
                                losses=losses_addr, mean=mean_addr, batch=batch, c=classes,
-                               es=es, pb=block, inv_b=1.0 / batch, b=float(batch))
+                               es=es, pb=block, inv_b=1.0 / batch, b=float(batch), g=group)
             base = record.offset("in") // 8
             words[base:base + len(buffers)] = buffers
-            ranges = np.array(_ranges(first, last, mesh_rows, period)).reshape(-1)
+            ranges = np.array(_ranges(first, last, groups, period)).reshape(-1)
             base = record.offset("ranges") // 8
             words[base:base + len(ranges)] = ranges
             jobs.append([mem.put(words)])

@@ -62,13 +62,13 @@ SM_ATANH:			# 1 / (2j + 1), j = 11 .. 1: log(m) = 2f (1 + f^2/3 + f^4/5 + ...)
 	SX_SCRATCH = 152      # LDM: PB / ES doubles
 	SX_LBL = 160          # LDM: the range's labels
 	SX_LOSS = 168         # LDM: the range's losses (CPE (i, 0)); all B for the mean (CPE 0)
-	SX_PAIRS = 176        # LDM: (s, z_label) of the range's rows i = column mod 8 (vectors)
-	SX_RANGES = 184       # per mesh row: first, last row (8 pairs)
-	SX_JOB_BYTES = 312
-	SX_COLS = 8           # CPEs sharing a row: a mesh row
+	SX_PAIRS = 176        # LDM: (s, z_label) of the group's rows whose loss this CPE computes
+	SX_G = 184            # CPEs sharing a row: SX_COLS (a mesh row) or 1 (whole rows per CPE)
+	SX_RANGES = 192       # per group (mesh row or CPE): first, last row (64 pairs)
+	SX_JOB_BYTES = 1216
+	SX_COLS = 8           # the columns of a mesh row
 	SX_NBUF = 4           # buffers of each kind: rows in flight
-	SX_GETTER = 0         # the column that issues the gets, the one that issues the puts
-	SX_PUTTER = 1
+	SX_GETTER = 0         # the group's member that issues the gets (that puts: SV_PUTTER)
 
 	.align	5
 SX_JOB:	.skip	SX_JOB_BYTES
@@ -87,9 +87,16 @@ SXR_MISC:
 	.skip	8
 	.align	3
 SV_RA:	.quad	0             # the entry's return
-SV_K:	.quad	0             # this CPE's column
-SV_R0:	.quad	0             # the mesh row's rows [R0, R1)
+SV_K:	.quad	0             # this CPE's place in its group (0 when SX_G = 1)
+SV_COL:	.quad	0             # its column
+SV_PUTTER:	.quad	0     # the member that issues the puts: 1, or 0 when SX_G = 1
+SV_MASK:	.quad	0     # the group's columns (synr)
+SV_GSHIFT:	.quad	0     # log2 SX_G
+SV_MODE:	.quad	0     # the group's DMA: ROW (SX_G = 8) or PE
+SV_R0:	.quad	0             # the group's rows [R0, R1)
 SV_R1:	.quad	0
+SV_M0:	.quad	0             # the mesh row's rows [M0, M1) (its groups' ranges)
+SV_M1:	.quad	0
 SV_R:	.quad	0             # the row
 SV_P:	.quad	0             # its buffers: (R - R0) mod SX_NBUF
 SV_A:	.quad	0             # its first line (offset from the array's base)
@@ -109,7 +116,8 @@ SV_SUM:	.double	0
 SV_ZL:	.double	0
 SV_INV:	.double	0
 SV_CARRY:	.quad	0     # the row's last line goes with the next row
-SV_PUT:	.quad	0             # bytes of the previous row's put
+SV_PUT_LO:	.quad	0     # the previous row's put: bytes [LO, HI) of its lines
+SV_PUT:	.quad	0
 
 	.include "vmath.inc"
 	.include "stream.inc"
@@ -216,10 +224,10 @@ log_d:
 	and	$1, $4, $1
 	.endm
 
-# sx_row_dma(row $16, op $18 = DMA_GET or DMA_PUT, bytes $19): move the first $19 bytes of the
-# lines of row $16 between memory and the mesh row's buffers of the row, (row - R0) mod
-# SX_NBUF (ROW mode: blocks of PB, block k to / from column k); none when $19 is 0 (the reply
-# word is set at once). Leaf; clobbers $0-$8, $17, $20-$22, $29.
+# sx_row_dma(row $16, op $18 = DMA_GET or DMA_PUT, bytes [$23, $19) of the row's lines): move
+# them between memory and the group's buffers of the row, (row - R0) mod SX_NBUF (SV_MODE:
+# ROW, blocks of PB, block k to / from column k; or PE); none when the range is empty (the
+# reply word is set at once). Leaf; clobbers $0-$8, $17, $19-$22, $29.
 	.ent	sx_row_dma
 sx_row_dma:
 	ldl	$17, SV_R0($31)
@@ -237,13 +245,16 @@ sx_row_dma:
 	ldl	$7, SX_JOB + SX_DLOGITS($31)
 	s8addl	$17, $31, $6
 	ldl	$6, SX_JOB + SX_OUT($6)
-1:	addl	$7, $0, $7            # the row's first line in memory
+1:	addl	$7, $0, $7            # the row's first line in memory, the range's first byte
+	addl	$7, $23, $7
+	addl	$6, $23, $6
+	subl	$19, $23, $19
 	ldi	$8, 1
 	stw	$8, 0($5)
-	beq	$19, 3f
+	ble	$19, 3f
 	stw	$31, 0($5)
 	ldl	$20, SX_JOB + SX_PB($31)
-	ldi	$21, DMA_ROW
+	ldl	$21, SV_MODE($31)
 	bne	$18, 2f               # DMA_PUT is 0
 	MAKE_DESC_ARGS $22, DMA_PUT, $21, $19, $20, $31, $5, $31, $8
 	br	4f
@@ -259,16 +270,18 @@ sx_row_dma:
 	beq	$18, 89f
 	SX_SPAN	$16
 	mov	$1, $19
+	clr	$23
 	ldi	$18, DMA_GET
 	bsr	$26, sx_row_dma
 89:
 	.endm
 
-# sx_put(row $16): the putter puts the SV_PUT bytes of the row's lines. Leaf but for
-# sx_row_dma; clobbers as it.
+# sx_put(row $16): the putter puts bytes [SV_PUT_LO, SV_PUT) of the row's lines. Leaf but
+# for sx_row_dma; clobbers as it and $23.
 	.ent	sx_put
 sx_put:
 	mov	$26, $28
+	ldl	$23, SV_PUT_LO($31)
 	ldl	$19, SV_PUT($31)
 	ldi	$18, DMA_PUT
 	bsr	$26, sx_row_dma
@@ -335,18 +348,21 @@ sx_rows_\sfx:
 	ldi	$16, SX_NBUF - 1($16)
 	SX_FETCH
 1:	ldl	$5, SV_K($31)         # the putter: this row's output buffers are free
-	cmpeq	$5, SX_PUTTER, $6
+	ldl	$6, SV_PUTTER($31)
+	cmpeq	$5, $6, $6
 	beq	$6, 2f
 	ldl	$17, SV_P($31)
 	s4addl	$17, $31, $17
 	SX_WAIT	SXR_PUT($17)
-2:	synr	0xff                  # the data is in; the previous row's output complete
+2:	ldl	$1, SV_MASK($31)      # the data is in; the previous row's output complete
+	synr	$1
 	ldl	$16, SV_R($31)
 	ldl	$1, SV_R0($31)
 	cmpeq	$16, $1, $1
 	bne	$1, 1f
 	ldl	$5, SV_K($31)
-	cmpeq	$5, SX_PUTTER, $6
+	ldl	$6, SV_PUTTER($31)
+	cmpeq	$5, $6, $6
 	beq	$6, 1f
 	subl	$16, 1, $16
 	bsr	$26, sx_put
@@ -411,6 +427,8 @@ sx_rows_\sfx:
 	.irp	m, 9, 10, 11, 12, 13, 14, 15
 	MAX_STEP $6, $\m, $0
 	.endr
+	ldl	$1, SV_GSHIFT($31)
+	beq	$1, 6f                # whole rows: no exchange
 	putr	$6, 8                 # the row's maximum: every column's, by a tree
 	.irp	r, 20, 21, 22, 23, 24, 25, 27
 	getr	$\r
@@ -422,7 +440,7 @@ sx_rows_\sfx:
 	MAX_STEP $6, $21, $0
 	MAX_STEP $23, $25, $1
 	MAX_STEP $6, $23, $0
-	fstd	$6, SV_M($31)
+6:	fstd	$6, SV_M($31)
 
 	ldde	$6, SV_M($31)         # z = x - max: n mod 4 single vectors, then fours
 	ldl	$18, SV_NVEC($31)
@@ -540,6 +558,8 @@ sx_rows_\sfx:
 	stl	$5, SX_MSG + 16($31)
 	vldd	$6, SX_MSG($31)
 	vstd	$6, 0($5)
+	ldl	$1, SV_GSHIFT($31)
+	beq	$1, 3f                # whole rows: the other slots stay 0
 	putr	$6, 8
 	ldi	$8, SX_COLS - 1
 2:	getr	$6
@@ -548,7 +568,7 @@ sx_rows_\sfx:
 	vstd	$6, 0($5)
 	subl	$8, 1, $8
 	bgt	$8, 2b
-	vldd	$20, SX_SLOTS($31)    # lanes 0, 1: s and z_label (one column's, zeros
+3:	vldd	$20, SX_SLOTS($31)    # lanes 0, 1: s and z_label (one column's, zeros
 	vldd	$21, SX_SLOTS + 32($31)   # elsewhere), both ((0 + 1) + (2 + 3)) + ((4 + 5)
 	vldd	$22, SX_SLOTS + 64($31)   # + (6 + 7)) over the columns
 	vldd	$23, SX_SLOTS + 96($31)
@@ -563,15 +583,17 @@ sx_rows_\sfx:
 	vaddd	$20, $22, $20
 	vaddd	$24, $27, $24
 	vaddd	$20, $24, $20
-	ldl	$2, SV_R($31)         # the row's loss is column i mod 8's, at the end: (s, z_label)
-	ldl	$3, SV_R0($31)        # at pair i / 8 there
+	ldl	$2, SV_R($31)         # the row's loss is member i mod G's, at the end: (s, z_label)
+	ldl	$3, SV_R0($31)        # at pair i / G there
 	subl	$2, $3, $2
-	and	$2, SX_COLS - 1, $3
+	ldl	$4, SV_GSHIFT($31)
+	srl	$2, $4, $6
+	sll	$6, $4, $3
+	subl	$2, $3, $3
 	ldl	$5, SV_K($31)
 	cmpeq	$3, $5, $3
 	beq	$3, 4f
-	srl	$2, 3, $2
-	sll	$2, 5, $2
+	sll	$6, 5, $2
 	ldl	$3, SX_JOB + SX_PAIRS($31)
 	addl	$2, $3, $3
 	vstd	$20, 0($3)
@@ -637,11 +659,29 @@ sx_rows_\sfx:
 1:	bsr	$26, sx_lines
 	ldl	$16, SV_R($31)
 	ldi	$16, 1($16)
-	ldl	$1, SV_SPAN($31)      # the lines the putter puts after the next synr
-	ldl	$2, SV_CARRY($31)
-	sll	$2, 7, $2
-	subl	$1, $2, $1
+	ldl	$1, SV_SPAN($31)      # what the putter puts after the next synr: from the range's
+	ldl	$2, SV_CARRY($31)     # first byte if it starts in the row's first line (PE mode),
+	sll	$2, 7, $2             # to the shared line, or to the row's last byte if the range
+	subl	$1, $2, $1            # ends in a line before another row
+	ldl	$3, SV_R1($31)
+	cmpeq	$16, $3, $3
+	ldl	$4, SX_JOB + SX_BATCH($31)
+	cmplt	$16, $4, $4
+	and	$3, $4, $3
+	ldl	$4, SV_E($31)
+	ldl	$5, SV_A($31)
+	subl	$4, $5, $4
+	selne	$3, $4, $1, $1
 	stl	$1, SV_PUT($31)
+	ldl	$1, SV_R0($31)        # never before the range's first byte
+	ldl	$2, SX_JOB + SX_C($31)
+	mull	$1, $2, $1
+	ldl	$2, SX_JOB + SX_ES($31)
+	mull	$1, $2, $1
+	subl	$1, $5, $1
+	cmplt	$1, 0, $2
+	selne	$2, $31, $1, $1
+	stl	$1, SV_PUT_LO($31)
 	stl	$16, SV_R($31)
 	ldl	$17, SV_P($31)
 	ldi	$17, 1($17)
@@ -728,10 +768,27 @@ softmax_split_run:
 	DMA_WAIT $1, $16, $2, SXR_MISC
 1:	synr	0xff
 	sync	0xff
-	rcid	$1
+	rcid	$1                    # the group: a mesh row (SX_G = 8) or this CPE
 	and	$1, SX_COLS - 1, $2
+	stl	$2, SV_COL($31)
+	ldl	$3, SX_JOB + SX_G($31)
+	cmpeq	$3, SX_COLS, $3
+	ldi	$4, 1
+	sll	$4, $2, $4
+	ldi	$5, 0xff
+	selne	$3, $5, $4, $4
+	stl	$4, SV_MASK($31)
+	ldi	$4, 3
+	selne	$3, $4, $31, $4
+	stl	$4, SV_GSHIFT($31)
+	ldi	$5, DMA_ROW
+	ldi	$6, DMA_PE
+	selne	$3, $5, $6, $5
+	stl	$5, SV_MODE($31)
+	stl	$3, SV_PUTTER($31)    # 1 for a mesh row, else 0
+	selne	$3, $2, $31, $2
 	stl	$2, SV_K($31)
-	srl	$1, 3, $3
+	srl	$1, $4, $3            # group id = CPE id >> log2 G
 	sll	$3, 4, $3
 	ldl	$4, SX_JOB + SX_RANGES($3)
 	ldl	$5, SX_JOB + SX_RANGES + 8($3)
@@ -739,6 +796,22 @@ softmax_split_run:
 	stl	$5, SV_R1($31)
 	stl	$4, SV_R($31)
 	stl	$31, SV_P($31)
+	srl	$1, 3, $6             # the mesh row's rows: its first and last group's
+	sll	$6, 3, $6
+	ldl	$7, SV_GSHIFT($31)
+	srl	$6, $7, $6
+	sll	$6, 4, $6
+	ldl	$8, SX_JOB + SX_RANGES($6)
+	stl	$8, SV_M0($31)
+	ldi	$8, SX_COLS
+	srl	$8, $7, $8            # groups in a mesh row
+	sll	$8, 4, $8
+	addl	$6, $8, $6
+	ldl	$8, SX_JOB + SX_RANGES - 8($6)
+	stl	$8, SV_M1($31)
+	.irp	o, 32, 64, 96, 128, 160, 192, 224
+	vstd	$31, SX_SLOTS + \o($31)
+	.endr
 	ldi	$6, 1                 # no put in flight
 	.irp	b, 0, 1, 2, 3
 	stw	$6, SXR_PUT + 4 * \b($31)
@@ -753,7 +826,7 @@ softmax_split_run:
 	s4addl	$4, $8, $8
 	ldl	$9, SX_JOB + SX_LBL($31)
 	ldi	$10, DMA_BROW
-	ldi	$11, 0xff
+	ldl	$11, SV_MASK($31)
 	ldi	$12, SXR_MISC
 	stw	$31, SXR_MISC($31)
 	MAKE_DESC_ARGS $13, DMA_GET, $10, $7, $31, $31, $12, $11, $14
@@ -773,20 +846,23 @@ softmax_split_run:
 	br	sx_rows_d
 	.end	softmax_split_run
 
-# sx_finish: after the last row the mesh row meets, the putter puts it and waits for its puts;
-# column k computes the losses log(s) - z_label of the rows i = k mod 8 and sends them to CPE
-# (i, 0) (putr). Without SX_MEAN CPE (i, 0) puts the range's losses; with it, CPE (i, 0) sends
-# them along the column to CPE 0 (putc), which places them by row, sums the B losses in order,
-# divides by B and stores the mean.
+# sx_finish: after the last row the group meets, the putter puts it and waits for its puts; the
+# member k computes the losses log(s) - z_label of the group's rows i = k mod G and sends them
+# (putr) to column 0, which collects the mesh row's losses [M0, M1) by row. Without SX_MEAN it
+# puts them; with it, it sends them along the column (putc) to CPE 0, which places them by row,
+# sums the B losses in order, divides by B and stores the mean.
 	.ent	sx_finish
 sx_finish:
+	clr	$11                   # losses this CPE computed
 	ldl	$4, SV_R0($31)
 	ldl	$5, SV_R1($31)
 	cmplt	$4, $5, $6
-	beq	$6, 9f                # no rows here
-	synr	0xff
+	beq	$6, 4f                # no rows here
+	ldl	$1, SV_MASK($31)
+	synr	$1
 	ldl	$5, SV_K($31)
-	cmpeq	$5, SX_PUTTER, $6
+	ldl	$6, SV_PUTTER($31)
+	cmpeq	$5, $6, $6
 	beq	$6, 2f
 	ldl	$16, SV_R1($31)
 	subl	$16, 1, $16
@@ -794,43 +870,53 @@ sx_finish:
 	.irp	b, 0, 1, 2, 3
 	SX_WAIT	SXR_PUT + 4 * \b($31)
 	.endr
-2:	ldl	$9, SV_K($31)         # the losses of rows i = k, k + 8, ...: i in $9
+2:	ldl	$9, SV_K($31)         # the losses of rows R0 + i, i = k, k + G, ...
 	ldl	$10, SX_JOB + SX_PAIRS($31)
-	br	4f
-3:	fldd	$16, 0($10)
+	br	3f
+1:	fldd	$16, 0($10)
 	bsr	$26, log_d
 	fldd	$1, 8($10)
 	fsubd	$0, $1, $0
-	ldl	$2, SX_JOB + SX_LOSS($31)
-	s8addl	$9, $2, $2
-	ldl	$3, SV_K($31)
+	ldl	$2, SV_R0($31)        # its place in column 0's losses: row - M0
+	addl	$2, $9, $2
+	ldl	$3, SV_M0($31)
+	subl	$2, $3, $2
+	ldl	$3, SX_JOB + SX_LOSS($31)
+	s8addl	$2, $3, $2
+	ldl	$3, SV_COL($31)
 	bne	$3, 5f
-	fstd	$0, 0($2)             # CPE (i, 0)'s own
+	fstd	$0, 0($2)             # column 0's own
 	br	6f
-5:	fstd	$0, SX_MSG($31)       # to CPE (i, 0): the loss and where it goes
+5:	fstd	$0, SX_MSG($31)       # to column 0: the loss and where it goes
 	stl	$2, SX_MSG + 8($31)
 	vldd	$1, SX_MSG($31)
 	putr	$1, 0
-6:	ldi	$9, SX_COLS($9)
+6:	ldi	$11, 1($11)
+	ldl	$3, SV_GSHIFT($31)
+	ldi	$4, 1
+	sll	$4, $3, $4
+	addl	$9, $4, $9
 	ldi	$10, 32($10)
-4:	ldl	$4, SV_R0($31)
+3:	ldl	$4, SV_R0($31)
 	ldl	$5, SV_R1($31)
 	subl	$5, $4, $5
 	cmplt	$9, $5, $6
-	bne	$6, 3b
-	ldl	$3, SV_K($31)
+	bne	$6, 1b
+4:	ldl	$3, SV_COL($31)
 	bne	$3, 9f
-	ldi	$6, SX_COLS - 1($5)   # CPE (i, 0): n - ceil(n / 8) losses from the others
-	srl	$6, 3, $6
-	subl	$5, $6, $6
+	ldl	$4, SV_M0($31)        # column 0: the mesh row's other losses
+	ldl	$5, SV_M1($31)
+	subl	$5, $4, $6
+	subl	$6, $11, $6
 	bsr	$26, sx_place_r
-	ldl	$4, SV_R0($31)
-	ldl	$5, SV_R1($31)
+	ldl	$4, SV_M0($31)
+	ldl	$5, SV_M1($31)
 	subl	$5, $4, $6
 	ldl	$9, SX_JOB + SX_LOSS($31)
 	ldl	$1, SX_JOB + SX_MEAN($31)
 	bne	$1, 7f
-	sll	$6, 3, $7             # no mean here: put the losses
+	sll	$6, 3, $7             # no mean here: put them
+	beq	$7, 9f
 	ldl	$8, SX_JOB + SX_LOSSES($31)
 	s8addl	$4, $8, $8
 	ldi	$10, DMA_PUT
@@ -855,9 +941,9 @@ sx_finish:
 	beq	$1, 9f
 	rcid	$2
 	bne	$2, 9f
-	ldl	$6, SX_JOB + SX_BATCH($31)   # CPE 0: the others' losses; the mean
-	ldl	$4, SV_R0($31)
-	ldl	$5, SV_R1($31)
+	ldl	$6, SX_JOB + SX_BATCH($31)   # CPE 0: the other mesh rows' losses; the mean
+	ldl	$4, SV_M0($31)
+	ldl	$5, SV_M1($31)
 	subl	$6, $5, $6
 	addl	$6, $4, $6
 	bsr	$26, sx_place_c
