@@ -68,7 +68,6 @@ SM_ATANH:			# 1 / (2j + 1), j = 11 .. 1: log(m) = 2f (1 + f^2/3 + f^4/5 + ...)
 	SX_JOB_BYTES = 1216
 	SX_COLS = 8           # the columns of a mesh row
 	SX_NBUF = 4           # buffers of each kind: rows in flight
-	SX_GETTER = 0         # the group's member that issues the gets (that puts: SV_PUTTER)
 
 	.align	5
 SX_JOB:	.skip	SX_JOB_BYTES
@@ -89,7 +88,8 @@ SXR_MISC:
 SV_RA:	.quad	0             # the entry's return
 SV_K:	.quad	0             # this CPE's place in its group (0 when SX_G = 1)
 SV_COL:	.quad	0             # its column
-SV_PUTTER:	.quad	0     # the member that issues the puts: 1, or 0 when SX_G = 1
+SV_GETTER:	.quad	0     # the members that issue the gets and the puts: 2 and 1 (the
+SV_PUTTER:	.quad	0     # merge is 0's), or 0 and 0 when SX_G = 1
 SV_MASK:	.quad	0     # the group's columns (synr)
 SV_GSHIFT:	.quad	0     # log2 SX_G
 SV_MODE:	.quad	0     # the group's DMA: ROW (SX_G = 8) or PE
@@ -263,7 +263,7 @@ sx_row_dma:
 3:	ret
 	.end	sx_row_dma
 
-# SX_FETCH: the get of row $16 when it is in the range (SX_GETTER). Clobbers as sx_row_dma.
+# SX_FETCH: the get of row $16 when it is in the range (the getter). Clobbers as sx_row_dma.
 	.macro	SX_FETCH
 	ldl	$18, SV_R1($31)
 	cmplt	$16, $18, $18
@@ -339,7 +339,8 @@ sx_rows_\sfx:
 	ldl	$4, SX_JOB + SX_OUT($18)
 	stl	$1, SV_IN($31)
 	stl	$4, SV_OUT($31)
-	cmpeq	$5, SX_GETTER, $6     # the getter: this row's data is in; the get SX_NBUF - 1
+	ldl	$6, SV_GETTER($31)    # the getter: this row's data is in; the get SX_NBUF - 1
+	cmpeq	$5, $6, $6
 	beq	$6, 1f                # rows ahead (after the wait: a channel holds 3 requests)
 	ldl	$17, SV_P($31)
 	s4addl	$17, $31, $17
@@ -710,12 +711,20 @@ sx_lines:
 	ldl	$2, SV_OUT($31)
 	ldi	$3, SX_CARRY
 	br	3f
-2:	ldw	$4, 0($3)
+2:	vldd	$4, 0($3)             # whole vectors, then words
+	vstd	$4, 0($2)
+	ldi	$3, 32($3)
+	ldi	$2, 32($2)
+	subl	$1, 32, $1
+3:	cmplt	$1, 32, $4
+	beq	$4, 2b
+	br	5f
+4:	ldw	$4, 0($3)
 	stw	$4, 0($2)
 	ldi	$3, 4($3)
 	ldi	$2, 4($2)
 	subl	$1, 4, $1
-3:	bgt	$1, 2b
+5:	bgt	$1, 4b
 1:	ldl	$1, SV_CARRY($31)
 	beq	$1, 6f
 	ldl	$1, SV_E($31)         # the last line T: in the block of column j, T - j PB
@@ -786,6 +795,8 @@ softmax_split_run:
 	selne	$3, $5, $6, $5
 	stl	$5, SV_MODE($31)
 	stl	$3, SV_PUTTER($31)    # 1 for a mesh row, else 0
+	sll	$3, 1, $5
+	stl	$5, SV_GETTER($31)    # 2 for a mesh row, else 0
 	selne	$3, $2, $31, $2
 	stl	$2, SV_K($31)
 	srl	$1, $4, $3            # group id = CPE id >> log2 G
@@ -818,7 +829,8 @@ softmax_split_run:
 	.endr
 	cmplt	$4, $5, $6
 	beq	$6, sx_finish         # no rows here
-	cmpeq	$2, SX_GETTER, $6
+	ldl	$6, SV_GETTER($31)
+	cmpeq	$2, $6, $6
 	beq	$6, 1f
 	subl	$5, $4, $7            # the getter: the labels, the first rows
 	sll	$7, 2, $7
