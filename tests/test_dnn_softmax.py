@@ -1,8 +1,11 @@
 """softmax_cross_entropy (hostlib/dnn/softmax.py, kernels/dnn/softmax.s): the mean loss and the
 logits' gradient against a float64 numpy reference (its gradient checked by finite
-differences), odd sizes, edge values, the reduction passes, errors, and the accuracy of the
-kernel's log routine."""
+differences), with a row shared by a mesh row and with whole rows per CPE, odd sizes, edge
+values, several launches and the reduction passes, errors, and the accuracy of the kernel's
+log routine."""
+import contextlib
 import functools
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -13,6 +16,14 @@ from swsim.hostlib import dnn
 from swsim.hostlib.dnn import softmax
 
 DTYPES = [np.float32, np.float64]
+WIDTHS = [8, 1]               # CPEs sharing a row: a mesh row, or whole rows per CPE
+
+
+@contextlib.contextmanager
+def split_width(width):
+    """Force the CPEs sharing a row (instead of the estimate's choice)."""
+    with mock.patch.object(softmax, "split_width", lambda *args: width):
+        yield
 EPS = {np.float32: 2.0 ** -24, np.float64: 2.0 ** -53}
 LOG_MAX_ULP = 1.66  # largest error of log_d found on test_log_accuracy's sample (1.6597 ulp)
 
@@ -51,7 +62,7 @@ def check(x, labels):
         np.finfo(dtype).smallest_subnormal
     assert np.all(np.abs(dlogits - want_grad) <= tol)
     assert stats.cycles > 0
-    return loss, dlogits
+    return (loss, dlogits), stats
 
 
 def test_reference_gradient_by_finite_differences():
@@ -77,6 +88,37 @@ def test_against_the_reference(dtype, batch, classes, scale, seed):
     check(x, rng.integers(0, classes, batch))
 
 
+@settings(max_examples=25, deadline=None)
+@given(width=st.sampled_from(WIDTHS), dtype=st.sampled_from(DTYPES), batch=st.integers(1, 40),
+       classes=st.integers(1, 300), scale=st.sampled_from([1e-3, 1.0, 30.0]),
+       seed=st.integers(0, 2 ** 32 - 1))
+def test_each_split_width_against_the_reference(width, dtype, batch, classes, scale, seed):
+    """Rows cut at any byte of a line, ranges of several rows sharing lines, parts of a row
+    empty (fewer classes than columns), both ways of working."""
+    rng = np.random.default_rng(seed)
+    x = (rng.normal(size=(batch, classes)) * scale).astype(dtype)
+    with split_width(width):
+        check(x, rng.integers(0, classes, batch))
+
+
+def test_the_estimate_shares_long_rows_and_deals_short_ones():
+    config = Machine().config
+    assert softmax.split_width(config, 32, 1000, 4) == 8      # few long rows: a mesh row each
+    assert softmax.split_width(config, 256, 10, 4) == 1       # many short ones: whole rows
+    assert softmax.split_width(config, 2, 5000, 4) == 8       # only shared parts fit in LDM
+
+
+@pytest.mark.parametrize("width, batch, classes", [(1, 2100, 3), (8, 2090, 33)])
+def test_batches_past_one_launch(width, batch, classes):
+    """More rows than a launch's ranges hold (RANGE_ROWS per mesh row): several launches,
+    then the reduction passes."""
+    rng = np.random.default_rng(9)
+    x = rng.normal(scale=4, size=(batch, classes)).astype(np.float32)
+    with split_width(width):
+        _, stats = check(x, rng.integers(0, classes, batch))
+    assert len([p for p in stats.parts if p.op == "softmax_cross_entropy"]) == 2
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_many_rows_take_several_reduction_passes(dtype):
     rng = np.random.default_rng(2)
@@ -90,13 +132,20 @@ def test_the_widest_row_that_fits(dtype):
     classes = softmax.max_classes(Machine().config, np.dtype(dtype).itemsize)
     rng = np.random.default_rng(3)
     x = rng.normal(size=(2, classes)).astype(dtype)
-    check(x, np.array([0, classes - 1]))
+    with split_width(8):
+        check(x, np.array([0, classes - 1]))
     with pytest.raises(dnn.DnnError, match="does not fit in LDM"):
         dnn.softmax_cross_entropy(np.zeros((1, classes + 4), dtype), [0])
 
 
+@pytest.mark.parametrize("width", WIDTHS)
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_edge_values(dtype):
+def test_edge_values(dtype, width):
+    with split_width(width):
+        edge_values(dtype)
+
+
+def edge_values(dtype):
     big = np.finfo(dtype).max
     x = np.array([[big, -big, 0.0], [-np.inf, 5.0, -np.inf], [1e-40, 0.0, -0.0],
                   [-1e3, -1e3, -1e3]], dtype)
@@ -131,26 +180,31 @@ def test_bad_logits():
         dnn.softmax_cross_entropy(np.zeros((2, 3), np.int32), [0, 0])
 
 
-def test_engines_agree():
+@pytest.mark.parametrize("width, shape", [(8, (3, 70)), (1, (9, 11))])
+def test_engines_agree(width, shape):
+    """(3, 70) doubles: three rows of one range sharing lines, parts handed between columns."""
     rng = np.random.default_rng(5)
-    x = rng.normal(size=(9, 11))
-    labels = rng.integers(0, 11, 9)
-    (a, da), sa = dnn.softmax_cross_entropy(x, labels, engine="c")
-    (b, db), sb = dnn.softmax_cross_entropy(x, labels, engine="python")
+    x = rng.normal(size=shape)
+    labels = rng.integers(0, shape[1], shape[0])
+    with split_width(width):
+        (a, da), sa = dnn.softmax_cross_entropy(x, labels, engine="c")
+        (b, db), sb = dnn.softmax_cross_entropy(x, labels, engine="python")
     assert a.tobytes() == b.tobytes() and da.tobytes() == db.tobytes()
     assert sa.cycles == sb.cycles
 
 
-def test_core_groups_give_the_same_bits():
+@pytest.mark.parametrize("width, shape", [(1, (300, 37)), (8, (96, 500))])
+def test_core_groups_give_the_same_bits(width, shape):
     """The rows are shared by the CGs; the row losses are summed in one order on one CG."""
     rng = np.random.default_rng(8)
-    x = rng.normal(scale=3, size=(300, 37)).astype(np.float32)
-    labels = rng.integers(0, 37, 300)
-    (loss, grad), single = dnn.softmax_cross_entropy(x, labels)
-    for cgs in (2, 4):
-        (l2, g2), stats = dnn.softmax_cross_entropy(x, labels, cgs=cgs)
-        assert l2.tobytes() == loss.tobytes() and g2.tobytes() == grad.tobytes()
-        assert stats.parts[0].cgs == cgs and stats.cycles < single.cycles
+    x = rng.normal(scale=3, size=shape).astype(np.float32)
+    labels = rng.integers(0, shape[1], shape[0])
+    with split_width(width):
+        (loss, grad), single = dnn.softmax_cross_entropy(x, labels)
+        for cgs in (2, 4):
+            (l2, g2), stats = dnn.softmax_cross_entropy(x, labels, cgs=cgs)
+            assert l2.tobytes() == loss.tobytes() and g2.tobytes() == grad.tobytes()
+            assert stats.parts[0].cgs == cgs and stats.cycles < single.cycles
 
 
 # ---- the log routine, alone on one CPE -------------------------------------------------------
