@@ -75,11 +75,15 @@ def _buffers(block: int, es: int) -> list:
         32 * (RANGE_ROWS // cols)]
 
 
-def _fits(config, block: int, es: int) -> bool:
+def _place(config, block: int, es: int):
+    """The LDM addresses of `_buffers`, or None when they do not fit."""
     space = SPLIT.arena(config.ldm_bytes, nargs=1)
-    for size in _buffers(block, es):
-        space.take(size)
-    return space.fits
+    addresses = [space.take(size) for size in _buffers(block, es)]
+    return addresses if space.fits else None
+
+
+def _fits(config, block: int, es: int) -> bool:
+    return _place(config, block, es) is not None
 
 
 def max_classes(config, es: int) -> int:
@@ -155,6 +159,10 @@ def softmax_cross_entropy(logits, labels, *, machine=None, cgs=1, engine="c"):
     launch_rows = group_rows * groups * cgs
     one_launch = batch <= launch_rows
     mean_here = one_launch and cgs == 1 and batch <= REDUCE_VALUES
+    buffers = _place(config, block, es)
+    if buffers is None:
+        raise DnnError(f"softmax_cross_entropy: rows of {classes} classes, {group} CPE(s) "
+                       f"sharing a row, do not fit in LDM")
     mem = machine.mem
     padded = -(-logits.nbytes // LINE) * LINE        # the last row's last line, whole
     x_addr = mem.alloc(padded)
@@ -163,8 +171,6 @@ def softmax_cross_entropy(logits, labels, *, machine=None, cgs=1, engine="c"):
     dlogits_addr = mem.alloc(padded)
     losses_addr = mem.alloc(batch * 8)
     mean_addr = mem.alloc(es) if mean_here else 0
-    space = SPLIT.arena(config.ldm_bytes, nargs=1)
-    buffers = [space.take(size) for size in _buffers(block, es)]
     record = SPLIT.record("SX_", "SX_JOB_BYTES")
     parts = []
     for start in range(0, batch, launch_rows):        # launches of whole ranges

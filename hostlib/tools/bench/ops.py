@@ -343,7 +343,10 @@ CASES = (
     BatchNormCase("batchnorm train: ResNet-50 conv4_x, 32x1024x14x14", (32, 1024, 14, 14),
                   "train"),
     SoftmaxCase("softmax + cross-entropy: ImageNet, 32x1000", 32, 1000),
+    SoftmaxCase("softmax + cross-entropy: ImageNet, 32x1000, f64", 32, 1000, np.float64),
+    SoftmaxCase("softmax + cross-entropy: ImageNet, 128x1000", 128, 1000),
     SoftmaxCase("softmax + cross-entropy: ImageNet, 256x1000", 256, 1000),
+    SoftmaxCase("softmax + cross-entropy: CIFAR-10, 64x10", 64, 10),
     TransformCase("transform NCHW->NHWC: 32x256x56x56", "NHWC", (32, 256, 56, 56), "batch"),
     TransformCase("transform NCHW->RCNB (2 passes): 32x256x56x56", "RCNB", (32, 256, 56, 56)),
 )
