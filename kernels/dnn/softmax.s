@@ -93,6 +93,9 @@ SV_PUTTER:	.quad	0     # merge is 0's), or 0 and 0 when SX_G = 1
 SV_MASK:	.quad	0     # the group's columns (synr)
 SV_GSHIFT:	.quad	0     # log2 SX_G
 SV_MODE:	.quad	0     # the group's DMA: ROW (SX_G = 8) or PE
+SV_ROWB:	.quad	0     # bytes of a row
+SV_KPB:	.quad	0             # K PB: this CPE's block within a row's lines
+SV_S0:	.quad	0             # R0's first byte
 SV_R0:	.quad	0             # the group's rows [R0, R1)
 SV_R1:	.quad	0
 SV_M0:	.quad	0             # the mesh row's rows [M0, M1) (its groups' ranges)
@@ -212,9 +215,7 @@ log_d:
 # offset from the array's base, $1 = the bytes of the lines it touches, $2 = its first byte,
 # $3 = one past its last. Clobbers $4.
 	.macro	SX_SPAN row
-	ldl	$1, SX_JOB + SX_C($31)
-	ldl	$2, SX_JOB + SX_ES($31)
-	mull	$1, $2, $1            # row bytes
+	ldl	$1, SV_ROWB($31)
 	mull	\row, $1, $2
 	addl	$2, $1, $3
 	ldi	$4, -128
@@ -307,7 +308,7 @@ sx_rows_\sfx:
 	stl	$3, SV_E($31)
 	ldl	$5, SV_K($31)
 	ldl	$6, SX_JOB + SX_PB($31)
-	mull	$5, $6, $7
+	ldl	$7, SV_KPB($31)
 	addl	$0, $7, $7            # the block's offset b0 = A + k PB
 	subl	$2, $7, $8
 	cmplt	$8, 0, $9
@@ -378,9 +379,8 @@ sx_rows_\sfx:
 	addl	$4, $3, $3
 	ldl	$4, SV_A($31)
 	subl	$3, $4, $3
-	ldl	$4, SV_K($31)
 	ldl	$5, SX_JOB + SX_PB($31)
-	mull	$4, $5, $4
+	ldl	$4, SV_KPB($31)
 	subl	$3, $4, $3
 	cmplt	$3, 0, $4
 	cmple	$5, $3, $6
@@ -424,10 +424,13 @@ sx_rows_\sfx:
 	ldi	$7, 1 << \shift($7)
 	subl	$8, 1, $8
 	bgt	$8, 3b
-4:
-	.irp	m, 9, 10, 11, 12, 13, 14, 15
-	MAX_STEP $6, $\m, $0
-	.endr
+4:	MAX_STEP $6, $9, $0         # the chains, by a tree
+	MAX_STEP $10, $11, $1
+	MAX_STEP $12, $13, $2
+	MAX_STEP $14, $15, $3
+	MAX_STEP $6, $10, $0
+	MAX_STEP $12, $14, $1
+	MAX_STEP $6, $12, $0
 	ldl	$1, SV_GSHIFT($31)
 	beq	$1, 6f                # whole rows: no exchange
 	putr	$6, 8                 # the row's maximum: every column's, by a tree
@@ -674,11 +677,7 @@ sx_rows_\sfx:
 	subl	$4, $5, $4
 	selne	$3, $4, $1, $1
 	stl	$1, SV_PUT($31)
-	ldl	$1, SV_R0($31)        # never before the range's first byte
-	ldl	$2, SX_JOB + SX_C($31)
-	mull	$1, $2, $1
-	ldl	$2, SX_JOB + SX_ES($31)
-	mull	$1, $2, $1
+	ldl	$1, SV_S0($31)        # never before the range's first byte
 	subl	$1, $5, $1
 	cmplt	$1, 0, $2
 	selne	$2, $31, $1, $1
@@ -733,7 +732,7 @@ sx_lines:
 	ldl	$2, SV_A($31)
 	subl	$1, $2, $1
 	ldl	$6, SX_JOB + SX_PB($31)
-	mull	$5, $6, $7
+	ldl	$7, SV_KPB($31)
 	subl	$1, $7, $7
 	ldl	$2, SV_OUT($31)
 	addl	$2, $7, $2
@@ -807,6 +806,15 @@ softmax_split_run:
 	stl	$5, SV_R1($31)
 	stl	$4, SV_R($31)
 	stl	$31, SV_P($31)
+	ldl	$7, SX_JOB + SX_C($31)
+	ldl	$8, SX_JOB + SX_ES($31)
+	mull	$7, $8, $7
+	stl	$7, SV_ROWB($31)
+	mull	$4, $7, $7
+	stl	$7, SV_S0($31)
+	ldl	$7, SX_JOB + SX_PB($31)
+	mull	$2, $7, $7
+	stl	$7, SV_KPB($31)
 	srl	$1, 3, $6             # the mesh row's rows: its first and last group's
 	sll	$6, 3, $6
 	ldl	$7, SV_GSHIFT($31)
@@ -858,8 +866,8 @@ softmax_split_run:
 	br	sx_rows_d
 	.end	softmax_split_run
 
-# sx_finish: after the last row the group meets, the putter puts it and waits for its puts; the
-# member k computes the losses log(s) - z_label of the group's rows i = k mod G and sends them
+# sx_finish: after the last row the group meets, the putter puts it (and waits for its puts
+# after its losses); the member k computes the losses log(s) - z_label of the group's rows i = k mod G and sends them
 # (putr) to column 0, which collects the mesh row's losses [M0, M1) by row. Without SX_MEAN it
 # puts them; with it, it sends them along the column (putc) to CPE 0, which places them by row,
 # sums the B losses in order, divides by B and stores the mean.
@@ -879,9 +887,6 @@ sx_finish:
 	ldl	$16, SV_R1($31)
 	subl	$16, 1, $16
 	bsr	$26, sx_put
-	.irp	b, 0, 1, 2, 3
-	SX_WAIT	SXR_PUT + 4 * \b($31)
-	.endr
 2:	ldl	$9, SV_K($31)         # the losses of rows R0 + i, i = k, k + G, ...
 	ldl	$10, SX_JOB + SX_PAIRS($31)
 	br	3f
@@ -914,6 +919,13 @@ sx_finish:
 	subl	$5, $4, $5
 	cmplt	$9, $5, $6
 	bne	$6, 1b
+4:	ldl	$5, SV_K($31)         # the putter: its puts are done (meanwhile the losses)
+	ldl	$6, SV_PUTTER($31)
+	cmpeq	$5, $6, $6
+	beq	$6, 4f
+	.irp	b, 0, 1, 2, 3
+	SX_WAIT	SXR_PUT + 4 * \b($31)
+	.endr
 4:	ldl	$3, SV_COL($31)
 	bne	$3, 9f
 	ldl	$4, SV_M0($31)        # column 0: the mesh row's other losses
