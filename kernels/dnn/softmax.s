@@ -290,10 +290,42 @@ sx_put:
 	ret
 	.end	sx_put
 
+# SX_IN_BLOCK byte, out: `byte`, an offset from the array's base within the row's lines,
+# becomes its offset in this CPE's block; out = 1 when it lies outside the block. Clobbers $29.
+	.macro	SX_IN_BLOCK byte, out
+	ldl	$29, SV_A($31)
+	subl	\byte, $29, \byte
+	ldl	$29, SV_KPB($31)
+	subl	\byte, $29, \byte
+	cmplt	\byte, 0, \out
+	ldl	$29, SX_JOB + SX_PB($31)
+	cmple	$29, \byte, $29
+	bis	\out, $29, \out
+	.endm
+
+# SX_UNLESS role, label: branch to label unless this CPE is the group's getter or putter
+# (role SV_GETTER or SV_PUTTER). Clobbers $5, $6.
+	.macro	SX_UNLESS role, label
+	ldl	$5, SV_K($31)
+	ldl	$6, \role($31)
+	cmpeq	$5, $6, $6
+	beq	$6, \label
+	.endm
+
 # SX_WAIT reply: spin until the reply word at LDM address `reply` ($r) is set. Temporary $29.
 	.macro	SX_WAIT reply
 88:	ldw	$29, \reply
 	beq	$29, 88b
+	.endm
+
+# ZERO_DOUBLES from, to, t: zero the doubles at LDM [from, to) (from is used up; t a
+# temporary).
+	.macro	ZERO_DOUBLES from, to, t
+	br	74f
+73:	stl	$31, 0(\from)
+	ldi	\from, 8(\from)
+74:	cmplt	\from, \to, \t
+	bne	\t, 73b
 	.endm
 
 # SX_ROWS sfx, load, store, vload, vstore, shift: the row loop for elements of 1 << shift bytes
@@ -340,19 +372,15 @@ sx_rows_\sfx:
 	ldl	$4, SX_JOB + SX_OUT($18)
 	stl	$1, SV_IN($31)
 	stl	$4, SV_OUT($31)
-	ldl	$6, SV_GETTER($31)    # the getter: this row's data is in; the get SX_NBUF - 1
-	cmpeq	$5, $6, $6
-	beq	$6, 1f                # rows ahead (after the wait: a channel holds 3 requests)
+	SX_UNLESS SV_GETTER, 1f      # the getter: this row's data is in; the get SX_NBUF - 1
+				# rows ahead (after the wait: a channel holds 3 requests)
 	ldl	$17, SV_P($31)
 	s4addl	$17, $31, $17
 	SX_WAIT	SXR_GET($17)
 	ldl	$16, SV_R($31)
 	ldi	$16, SX_NBUF - 1($16)
 	SX_FETCH
-1:	ldl	$5, SV_K($31)         # the putter: this row's output buffers are free
-	ldl	$6, SV_PUTTER($31)
-	cmpeq	$5, $6, $6
-	beq	$6, 2f
+1:	SX_UNLESS SV_PUTTER, 2f      # the putter: this row's output buffers are free
 	ldl	$17, SV_P($31)
 	s4addl	$17, $31, $17
 	SX_WAIT	SXR_PUT($17)
@@ -362,10 +390,7 @@ sx_rows_\sfx:
 	ldl	$1, SV_R0($31)
 	cmpeq	$16, $1, $1
 	bne	$1, 1f
-	ldl	$5, SV_K($31)
-	ldl	$6, SV_PUTTER($31)
-	cmpeq	$5, $6, $6
-	beq	$6, 1f
+	SX_UNLESS SV_PUTTER, 1f
 	subl	$16, 1, $16
 	bsr	$26, sx_put
 1:	ldl	$2, SV_R($31)         # the label's byte in this block, or -1
@@ -377,14 +402,7 @@ sx_rows_\sfx:
 	sll	$3, \shift, $3
 	ldl	$4, SV_S($31)
 	addl	$4, $3, $3
-	ldl	$4, SV_A($31)
-	subl	$3, $4, $3
-	ldl	$5, SX_JOB + SX_PB($31)
-	ldl	$4, SV_KPB($31)
-	subl	$3, $4, $3
-	cmplt	$3, 0, $4
-	cmple	$5, $3, $6
-	bis	$4, $6, $4
+	SX_IN_BLOCK $3, $4
 	ldi	$6, -1
 	selne	$4, $6, $3, $3
 	stl	$3, SV_LB($31)
@@ -492,11 +510,7 @@ sx_rows_\sfx:
 	ldl	$2, SV_LO($31)
 	srl	$2, \shift, $2
 	s8addl	$2, $3, $2
-	br	5f
-4:	stl	$31, 0($1)
-	ldi	$1, 8($1)
-5:	cmplt	$1, $2, $4
-	bne	$4, 4b
+	ZERO_DOUBLES $1, $2, $4
 	ldl	$1, SV_HI($31)
 	srl	$1, \shift, $1
 	s8addl	$1, $3, $1
@@ -504,11 +518,7 @@ sx_rows_\sfx:
 	sll	$2, 5, $2
 	ldl	$4, SV_EXP($31)
 	addl	$4, $2, $2
-	br	5f
-4:	stl	$31, 0($1)
-	ldi	$1, 8($1)
-5:	cmplt	$1, $2, $4
-	bne	$4, 4b
+	ZERO_DOUBLES $1, $2, $4
 	ldl	$18, SV_NVEC($31)
 	vaddd	$31, $31, $20         # four partial sums: n mod 4 single vectors into the
 	vaddd	$31, $31, $21         # first, then fours
@@ -726,19 +736,12 @@ sx_lines:
 5:	bgt	$1, 4b
 1:	ldl	$1, SV_CARRY($31)
 	beq	$1, 6f
-	ldl	$1, SV_E($31)         # the last line T: in the block of column j, T - j PB
+	ldl	$1, SV_E($31)         # the row's last line: in this block?
 	ldi	$2, -128
 	and	$1, $2, $1
-	ldl	$2, SV_A($31)
-	subl	$1, $2, $1
-	ldl	$6, SX_JOB + SX_PB($31)
-	ldl	$7, SV_KPB($31)
-	subl	$1, $7, $7
+	SX_IN_BLOCK $1, $8
 	ldl	$2, SV_OUT($31)
-	addl	$2, $7, $2
-	cmplt	$7, 0, $8
-	cmple	$6, $7, $9
-	bis	$8, $9, $8
+	addl	$2, $1, $2
 	bne	$8, 4f
 	bne	$5, 3f                # here: copy it (CPE (i, 0)) or send it there
 	.irp	o, 0, 32, 64, 96
@@ -837,10 +840,10 @@ softmax_split_run:
 	.endr
 	cmplt	$4, $5, $6
 	beq	$6, sx_finish         # no rows here
-	ldl	$6, SV_GETTER($31)
-	cmpeq	$2, $6, $6
-	beq	$6, 1f
-	subl	$5, $4, $7            # the getter: the labels, the first rows
+	SX_UNLESS SV_GETTER, 1f
+	ldl	$4, SV_R0($31)        # the getter: the labels, the first rows
+	ldl	$5, SV_R1($31)
+	subl	$5, $4, $7
 	sll	$7, 2, $7
 	ldl	$8, SX_JOB + SX_LABELS($31)
 	s4addl	$4, $8, $8
@@ -866,6 +869,21 @@ softmax_split_run:
 	br	sx_rows_d
 	.end	softmax_split_run
 
+# MEAN_IN_ORDER p, n, divisor: $3 = (the n > 0 doubles from LDM address p added in order) /
+# divisor (a memory operand); p and n are used up, $4 clobbered. The split kernel's mean and
+# a reduction unit are this, so their results agree.
+	.macro	MEAN_IN_ORDER p, n, divisor
+	fldd	$3, 0(\p)
+	br	72f
+71:	fldd	$4, 0(\p)
+	faddd	$3, $4, $3
+72:	ldi	\p, 8(\p)
+	subl	\n, 1, \n
+	bgt	\n, 71b
+	fldd	$4, \divisor
+	fdivd	$3, $4, $3
+	.endm
+
 # sx_finish: after the last row the group meets, the putter puts it (and waits for its puts
 # after its losses); the member k computes the losses log(s) - z_label of the group's rows i = k mod G and sends them
 # (putr) to column 0, which collects the mesh row's losses [M0, M1) by row. Without SX_MEAN it
@@ -880,10 +898,7 @@ sx_finish:
 	beq	$6, 4f                # no rows here
 	ldl	$1, SV_MASK($31)
 	synr	$1
-	ldl	$5, SV_K($31)
-	ldl	$6, SV_PUTTER($31)
-	cmpeq	$5, $6, $6
-	beq	$6, 2f
+	SX_UNLESS SV_PUTTER, 2f
 	ldl	$16, SV_R1($31)
 	subl	$16, 1, $16
 	bsr	$26, sx_put
@@ -919,10 +934,7 @@ sx_finish:
 	subl	$5, $4, $5
 	cmplt	$9, $5, $6
 	bne	$6, 1b
-4:	ldl	$5, SV_K($31)         # the putter: its puts are done (meanwhile the losses)
-	ldl	$6, SV_PUTTER($31)
-	cmpeq	$5, $6, $6
-	beq	$6, 4f
+4:	SX_UNLESS SV_PUTTER, 4f      # the putter: its puts are done (meanwhile the losses)
 	.irp	b, 0, 1, 2, 3
 	SX_WAIT	SXR_PUT + 4 * \b($31)
 	.endr
@@ -973,15 +985,7 @@ sx_finish:
 	bsr	$26, sx_place_c
 	ldl	$7, SX_JOB + SX_BATCH($31)
 	ldl	$9, SX_JOB + SX_LOSS($31)
-	fldd	$3, 0($9)             # in order, as a reduce unit
-	br	3f
-2:	fldd	$4, 0($9)
-	faddd	$3, $4, $3
-3:	ldi	$9, 8($9)
-	subl	$7, 1, $7
-	bgt	$7, 2b
-	fldd	$4, SX_JOB + SX_B($31)
-	fdivd	$3, $4, $3
+	MEAN_IN_ORDER $9, $7, SX_JOB + SX_B($31)
 	ldl	$7, SX_JOB + SX_ES($31)
 	fstd	$3, SX_MSG($31)
 	cmpeq	$7, 4, $2
@@ -1049,15 +1053,7 @@ reduce_plan:
 \label:
 	ldl	$1, 0($16)
 	ldl	$2, 8 * STREAM_OUT($16)
-	fldd	$3, 0($1)
-	br	2f
-1:	fldd	$4, 0($1)
-	faddd	$3, $4, $3
-2:	ldi	$1, 8($1)
-	subl	$17, 1, $17
-	bgt	$17, 1b
-	fldd	$4, JOB + J_P($31)
-	fdivd	$3, $4, $3
+	MEAN_IN_ORDER $1, $17, JOB + J_P($31)
 	\store	$3, 0($2)
 	ret
 	.end	\label
