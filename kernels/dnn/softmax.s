@@ -74,8 +74,7 @@ SX_JOB:	.skip	SX_JOB_BYTES
 	.align	5
 SX_SLOTS:
 	.skip	32 * SX_COLS  # the row's partial sums, one vector per column
-SX_MSG:	.skip	32
-SX_TMP:	.skip	32
+SX_MSG:	.skip	32            # a message being built
 SX_CARRY:
 	.skip	128           # the line the previous row shares with this one (CPE (i, 0))
 SXR_GET:			# reply words: gets and puts per buffer, the others
@@ -577,8 +576,7 @@ sx_rows_\sfx:
 	putr	$6, 8
 	ldi	$8, SX_COLS - 1
 2:	getr	$6
-	vstd	$6, SX_TMP($31)
-	ldl	$5, SX_TMP + 16($31)
+	vextf	$6, 2, $5             # the sender's slot
 	vstd	$6, 0($5)
 	subl	$8, 1, $8
 	bgt	$8, 2b
@@ -1008,8 +1006,7 @@ sx_finish:
 \label:
 	br	2f
 1:	\get	$1
-	vstd	$1, SX_MSG($31)
-	ldl	$2, SX_MSG + 8($31)
+	vextf	$1, 1, $2
 	fstd	$1, 0($2)
 	subl	$6, 1, $6
 2:	bgt	$6, 1b
