@@ -1,9 +1,9 @@
-"""Softmax with cross-entropy loss (``kernels/dnn/softmax.s``): each row of the logits is cut
-over the 8 CPEs of a mesh row (the row's max and sum of exp combined by register
-communication, whole-line ROW-mode DMA), the mesh rows taking contiguous ranges of rows; the
-mean of the row losses by CPE 0 at the end, or by reduction passes on the streaming driver when
-the batch takes several launches or core groups. docs/dnn.md "Softmax with cross-entropy
-loss"."""
+"""Softmax with cross-entropy loss (``kernels/dnn/softmax.s``): a row of the logits is worked
+on by a group of CPEs, the 8 of a mesh row (the row cut over them, its max and sum of exp
+combined by register communication, whole-line ROW-mode DMA) or one CPE (whole rows), as
+`split_width` estimates faster; the groups take contiguous ranges of rows. The mean of the row
+losses is CPE 0's at the end, or the reduction passes' on the streaming driver when the batch
+takes several launches or core groups. docs/dnn.md "Softmax with cross-entropy loss"."""
 from __future__ import annotations
 
 import math
@@ -21,9 +21,11 @@ REDUCE_VALUES = 1024          # row losses one reduction unit (or the split kern
 RANGE_ROWS = 256              # rows a mesh row takes in one launch (its labels and losses in LDM)
 LINE = 128                    # the DMA's transaction: rows are cut and moved in whole lines
 # split_width's estimate, from C-engine runs of the kernel (docs/dnn.md): cycles per element
-# of a CPE's part of a row (vexp_d is 21 of them), and per row with and without sharing it
+# of a CPE's part of a row (vexp_d is 21 of them), and per row when a mesh row shares it or a
+# CPE has it whole
 ROW_CYCLES_PER_ELEMENT = 33
-ROW_OVERHEAD = {False: 400, True: 700}
+ROW_OVERHEAD_SHARED = 700
+ROW_OVERHEAD_WHOLE = 400
 
 
 def _line_period(classes: int, es: int) -> int:
@@ -31,12 +33,12 @@ def _line_period(classes: int, es: int) -> int:
     return LINE // math.gcd(classes * es, LINE)
 
 
-def _block_bytes(batch: int, classes: int, es: int, cols: int) -> int:
-    """PB: the whole lines of a row's block per column, so the lines any row touches fit in
-    `cols` blocks (rows start at the multiples of `classes * es` past a line)."""
+def _block_bytes(batch: int, classes: int, es: int, group: int) -> int:
+    """PB: the whole lines of a row's block per CPE of a group, so the lines any row touches
+    fit in `group` blocks (rows start at the multiples of `classes * es` past a line)."""
     starts = range(min(batch, _line_period(classes, es)))
     lines = max(-(-((r * classes * es) % LINE + classes * es) // LINE) for r in starts)
-    return -(-lines // cols) * LINE
+    return -(-lines // group) * LINE
 
 
 def _estimate(config, batch: int, classes: int, es: int, group: int) -> float:
@@ -52,7 +54,8 @@ def _estimate(config, batch: int, classes: int, es: int, group: int) -> float:
     fill = groups * lines * config.dma_transaction_cycles
     drain = groups * (lines * config.dma_put_write_cycles + config.dma_put_ack_cycles)
     part = block // es if group > 1 else classes
-    return rows * (part * ROW_CYCLES_PER_ELEMENT + ROW_OVERHEAD[group > 1]) + fill + drain
+    overhead = ROW_OVERHEAD_SHARED if group > 1 else ROW_OVERHEAD_WHOLE
+    return rows * (part * ROW_CYCLES_PER_ELEMENT + overhead) + fill + drain
 
 
 def split_width(config, batch: int, classes: int, es: int) -> int:
@@ -145,7 +148,7 @@ def softmax_cross_entropy(logits, labels, *, machine=None, cgs=1, engine="c"):
     if classes > limit:
         raise DnnError(f"softmax_cross_entropy: a row of {classes} classes does not fit in "
                        f"LDM (at most {limit} for {dtype.name})")
-    cols, mesh_rows = config.mesh_cols, config.mesh_rows
+    cols = config.mesh_cols
     if cols != SPLIT.symbol("SX_COLS"):
         raise DnnError(f"softmax_cross_entropy needs a mesh of {SPLIT.symbol('SX_COLS')} "
                        f"columns (a row is shared by a mesh row), got {cols}")

@@ -1,24 +1,28 @@
 # Softmax with cross-entropy loss (docs/dnn.md "Softmax with cross-entropy loss");
 # hostlib/dnn/softmax.py is the host side.
 #
-# softmax_split_run (its own entry, job record SX_*): a row of the logits (B, C) is cut over the
-# 8 CPEs of a mesh row. Mesh row i takes the rows [first_i, last_i) of SX_RANGES, one after the
-# other. For row r its CPE (i, 0) gets the 128-byte lines the row touches in one ROW-mode DMA,
-# blocks of PB bytes dealt to the columns (so every block starts on a line), one row ahead
-# into the other of two input buffers. Each CPE takes the part of the row in its block: the
-# partial maximum, then the row's maximum M by a row broadcast (putr / getr); z = x - M, exp
-# by vmath.inc's vexp_d, the partial sum, broadcast with the column's slot in the row (lanes:
-# partial sum, z_label or 0, the slot's LDM address), so every CPE adds the eight partial sums
-# in the same order and has the same s; then dlogits = e (1/s) (1/B) into the output buffer,
-# the label's element ((e (1/s)) - 1) (1/B). CPE (i, 0) keeps the row's loss log(s) - z_label
-# (log_d below) and puts the range's losses at the end. The dlogits of the row go back in one
-# ROW-mode put of whole lines: a line the row shares with the next row of the range is put
-# with that row (the CPE holding it passes its 128 bytes to CPE (i, 0) by putr, which copies
-# the previous row's part in front of the next row's); ranges start on a line (the host cuts
-# them so), and the last row of the batch may write to the end of its last line (the host
-# pads the array). Everything is computed in double (f32 rounded once by the stores). With
-# SX_MEAN set, after a barrier of the core group CPE 0 gets the B row losses and stores their
-# sum in order / B (as one reduce unit below would). Argument: a0 = the job record.
+# softmax_split_run (its own entry, job record SX_*): a row of the logits (B, C) is worked on
+# by a group: the 8 CPEs of a mesh row (SX_G = 8, the row cut over them) or one CPE (SX_G = 1,
+# whole rows). Group g takes the rows [first_g, last_g) of SX_RANGES, one after the other.
+# A row is moved as the 128-byte lines it touches, in blocks of PB bytes, block k to the
+# group's member k: with SX_G = 8 in one ROW-mode DMA by the getter (column 2) and put back
+# the same way by the putter (column 1), so every transaction is a whole line; with SX_G = 1
+# in PE mode. SX_NBUF rows are in flight (the get SX_NBUF - 1 rows ahead, the put after the
+# next row's meeting). Each member takes the part of the row in its block: the partial
+# maximum, then the row's maximum M by a row broadcast (putr / getr); z = x - M, exp by
+# vmath.inc's vexp_d, the partial sum, broadcast with the member's slot (lanes: partial sum,
+# z_label or 0, the slot's LDM address), so every member adds the slots in the same order and
+# has the same s; then dlogits = e (1/s) (1/B) into the output buffer, the label's element
+# ((e (1/s)) - 1) (1/B). A line the row shares with the next row of the range is put with
+# that row: the member holding it passes its 128 bytes to member 0 by putr, which copies the
+# previous row's part in front of the next row's. Shared rows' ranges start on a line (the
+# host cuts them so); whole rows' ranges may start and end inside a line (PE-mode puts from
+# the range's first byte to its last); the last row of the batch may write to the end of its
+# last line (the host pads the arrays). Everything is computed in double (f32 rounded once by
+# the stores). After the last row, member i mod G computes the losses log(s) - z_label
+# (log_d below) of rows i and column 0 collects the mesh row's; it puts them, or with SX_MEAN
+# (one launch on one CG) sends them along the column to CPE 0, which stores the mean: their
+# sum in order / B, as one reduce unit below. Argument: a0 = the job record.
 #
 # reduce_plan / reduce_{s,d} (on the streaming driver, stream.s; stream.inc has its interface):
 # unit u sums the doubles [u K, min(N, (u + 1) K)) of in0 and stores the sum / J_P[0] to
@@ -61,7 +65,7 @@ SM_ATANH:			# 1 / (2j + 1), j = 11 .. 1: log(m) = 2f (1 + f^2/3 + f^4/5 + ...)
 	SX_OUT = 120          # LDM: the output buffers (SX_NBUF, PB each)
 	SX_SCRATCH = 152      # LDM: PB / ES doubles
 	SX_LBL = 160          # LDM: the range's labels
-	SX_LOSS = 168         # LDM: the range's losses (CPE (i, 0)); all B for the mean (CPE 0)
+	SX_LOSS = 168         # LDM: the mesh row's losses (column 0); all B for the mean (CPE 0)
 	SX_PAIRS = 176        # LDM: (s, z_label) of the group's rows whose loss this CPE computes
 	SX_G = 184            # CPEs sharing a row: SX_COLS (a mesh row) or 1 (whole rows per CPE)
 	SX_RANGES = 192       # per group (mesh row or CPE): first, last row (64 pairs)
@@ -76,7 +80,7 @@ SX_SLOTS:
 	.skip	32 * SX_COLS  # the row's partial sums, one vector per column
 SX_MSG:	.skip	32            # a message being built
 SX_CARRY:
-	.skip	128           # the line the previous row shares with this one (CPE (i, 0))
+	.skip	128           # the line the previous row shares with this one (member 0)
 SXR_GET:			# reply words: gets and puts per buffer, the others
 	.skip	4 * SX_NBUF
 SXR_PUT:
@@ -702,13 +706,13 @@ sx_rows_\sfx:
 	.endm
 
 # sx_lines: the row's output is complete in every column's buffer but for the line shared with
-# the previous row: CPE (i, 0) copies that row's part of it in front, and the CPE holding the
-# row's last line hands it to CPE (i, 0) when the next row shares it. Leaf.
+# the previous row: member 0 copies that row's part of it in front, and the member holding the
+# row's last line hands it to member 0 when the next row shares it. Leaf.
 	.ent	sx_lines
 sx_lines:
 	ldl	$5, SV_K($31)
 	bne	$5, 1f
-	ldl	$1, SV_R($31)         # CPE (i, 0), not the range's first row: the previous
+	ldl	$1, SV_R($31)         # member 0, not the range's first row: the previous
 	ldl	$2, SV_R0($31)        # row's bytes of the shared line
 	cmpeq	$1, $2, $3
 	bne	$3, 1f
@@ -741,7 +745,7 @@ sx_lines:
 	ldl	$2, SV_OUT($31)
 	addl	$2, $1, $2
 	bne	$8, 4f
-	bne	$5, 3f                # here: copy it (CPE (i, 0)) or send it there
+	bne	$5, 3f                # here: copy it (member 0) or send it there
 	.irp	o, 0, 32, 64, 96
 	vldd	$20, \o($2)
 	vstd	$20, SX_CARRY + \o($31)
@@ -752,7 +756,7 @@ sx_lines:
 	putr	$20, 0
 	.endr
 	br	6f
-4:	bne	$5, 6f                # elsewhere: CPE (i, 0) takes it
+4:	bne	$5, 6f                # elsewhere: member 0 takes it
 	.irp	o, 0, 32, 64, 96
 	getr	$20
 	vstd	$20, SX_CARRY + \o($31)
@@ -763,9 +767,9 @@ sx_lines:
 	SX_ROWS	s, flds, fsts, vlds, vsts, 2
 	SX_ROWS	d, fldd, fstd, vldd, vstd, 3
 
-# softmax_split_run(job $16): the job, this CPE's column and its mesh row's range; CPE (i, 0)
-# gets the range's labels into every column (BROW) and the first row; the rows; then the
-# losses and the mean (sx_finish).
+# softmax_split_run(job $16): CPE 0 broadcasts the job; this CPE's group, place and range; the
+# getter gets the range's labels into every member (BROW) and the first rows; the rows; then
+# the losses and the mean (sx_finish).
 	.globl	softmax_split_run
 	.ent	softmax_split_run
 softmax_split_run:
