@@ -227,7 +227,8 @@ class _Run:
         """One Stats for the launches: bandwidth against the bytes the operator must move
         (`moved`: read, written); ``bytes_transferred``: what the launches moved."""
         config = self.machine.config
-        total = combined(self.parts, op=self.name, cgs=self.cgs, pieces=self.pieces,
+        total = combined(self.parts, op=self.name, cgs=self.cgs, scheme="streaming",
+                         pieces=self.pieces,
                          bytes_transferred=sum(p.bytes_moved for p in self.parts), **details)
         return stream.with_bandwidth(total, config, moved, self.cgs)
 
