@@ -603,8 +603,9 @@ group_sum:
 	fstd	$28, PART($5)
 	.endm
 
-# SUMS label, load, vload, shift: PART[c] += sum of the run's elements; with `centred`, of
-# (x - COEF[c].mean)^2.
+# SUMS label, load, vload, shift, centred: PART[c] += sum of the run's elements; with
+# `centred`, of (x - COEF[c].mean)^2. Two vectors per iteration into two accumulators (the
+# adds' latency), an odd vector first, a scalar tail.
 	.macro	SUMS label, load, vload, shift, centred
 	.globl	\label
 	.ent	\label
@@ -616,19 +617,23 @@ group_sum:
 	.endif
 	SPLIT_COUNT $24, $6, $7
 	vaddd	$31, $31, $3
+	vaddd	$31, $31, $25
 	mov	$22, $8
+	blbc	$6, 5f
+	\vload	$4, 0($8)
+	SUM_VECTOR \centred, $4, $3
+	ldi	$8, 4 << \shift($8)
+5:	srl	$6, 1, $6
 	beq	$6, 2f
 1:	\vload	$4, 0($8)
-	.if	\centred
-	vsubd	$4, $2, $4
-	vmad	$4, $4, $3, $3
-	.else
-	vaddd	$3, $4, $3
-	.endif
-	ldi	$8, 4 << \shift($8)
+	\vload	$1, 4 << \shift($8)
+	SUM_VECTOR \centred, $4, $3
+	SUM_VECTOR \centred, $1, $25
+	ldi	$8, 8 << \shift($8)
 	subl	$6, 1, $6
 	bgt	$6, 1b
-2:	LANE_SUM $3, $3
+2:	vaddd	$3, $25, $3
+	LANE_SUM $3, $3
 	beq	$7, 4f
 3:	\load	$4, 0($8)
 	.if	\centred
@@ -644,6 +649,16 @@ group_sum:
 	END_RUNS \shift
 	ret
 	.end	\label
+	.endm
+
+# SUM_VECTOR centred, v, acc: acc += v, or with `centred` (v - $2)^2 (v is clobbered).
+	.macro	SUM_VECTOR centred, v, acc
+	.if	\centred
+	vsubd	\v, $2, \v
+	vmad	\v, \v, \acc, \acc
+	.else
+	vaddd	\acc, \v, \acc
+	.endif
 	.endm
 	SUMS	bn_group_sums_s, flds, vlds, 2, 0
 	SUMS	bn_group_sums_d, fldd, vldd, 3, 0
@@ -849,7 +864,7 @@ group_sum:
 	BACKWARD_FINISH_APPLY bn_group_backward_apply_d, fldd, vldd, fstd, vstd, 3
 
 # APPLY label, vload, vstore, shift: y = (x - mean) (gamma invstd) + beta in place, by whole
-# vectors.
+# vectors, four per iteration (the loads' and FMAs' latency), the others first.
 	.macro	APPLY label, vload, vstore, shift
 	.globl	\label
 	.ent	\label
@@ -862,14 +877,37 @@ group_sum:
 	addl	$24, 3, $6
 	srl	$6, 2, $6
 	mov	$22, $7
+	and	$6, 3, $5
+	srl	$6, 2, $6
+	beq	$5, 2f
 1:	\vload	$4, 0($7)
 	vsubd	$4, $1, $4
 	vmad	$4, $2, $3, $4
 	\vstore	$4, 0($7)
 	ldi	$7, 4 << \shift($7)
+	subl	$5, 1, $5
+	bgt	$5, 1b
+2:	beq	$6, 4f
+3:	\vload	$4, 0($7)
+	\vload	$8, 4 << \shift($7)
+	\vload	$25, 8 << \shift($7)
+	\vload	$28, 12 << \shift($7)
+	vsubd	$4, $1, $4
+	vsubd	$8, $1, $8
+	vsubd	$25, $1, $25
+	vsubd	$28, $1, $28
+	vmad	$4, $2, $3, $4
+	vmad	$8, $2, $3, $8
+	vmad	$25, $2, $3, $25
+	vmad	$28, $2, $3, $28
+	\vstore	$4, 0($7)
+	\vstore	$8, 4 << \shift($7)
+	\vstore	$25, 8 << \shift($7)
+	\vstore	$28, 12 << \shift($7)
+	ldi	$7, 16 << \shift($7)
 	subl	$6, 1, $6
-	bgt	$6, 1b
-	END_RUNS \shift
+	bgt	$6, 3b
+4:	END_RUNS \shift
 	ret
 	.end	\label
 	.endm

@@ -211,16 +211,22 @@ class TransformCase:
 @dataclass(frozen=True)
 class BatchNormCase:
     """Batch normalisation of a (batch, channels, h, w) map, `mode` "train" / "infer"
-    (forward) or "backward"; sampled along the channels (units, folds and finishes are per
-    channel). A round: the channels of a unit per CPE, doubled until the samples are cut into
-    the pieces the full map gets."""
+    (forward) or "backward"; sampled along the channels (tiles, units, folds and finishes are
+    per channel). A round: resident scheme (training, backward), a tile of channels;
+    streaming, the channels of a unit per CPE, doubled until the samples are cut into the
+    pieces the full map gets."""
     name: str
     shape: tuple
     mode: str
     dtype: type = np.float32
 
     def round_size(self, config):
-        es, streams = np.dtype(self.dtype).itemsize, 3 if self.mode == "backward" else 2
+        es = np.dtype(self.dtype).itemsize
+        if self.mode != "infer":
+            layout = batchnorm.tiles(config, self.shape, es, 2 if self.mode == "backward" else 1)
+            if layout:
+                return layout.channels
+        streams = 3 if self.mode == "backward" else 2
 
         def cut(channels):      # the pieces but their count along the channels
             return dataclasses.replace(batchnorm.pieces(
@@ -342,6 +348,12 @@ CASES = (
                   "backward"),
     BatchNormCase("batchnorm train: ResNet-50 conv4_x, 32x1024x14x14", (32, 1024, 14, 14),
                   "train"),
+    BatchNormCase("batchnorm backward: ResNet-50 conv4_x, 32x1024x14x14",
+                  (32, 1024, 14, 14), "backward"),
+    BatchNormCase("batchnorm train: ResNet-50 conv2_x, 32x256x56x56, f64", (32, 256, 56, 56),
+                  "train", dtype=np.float64),
+    BatchNormCase("batchnorm backward: ResNet-50 bn1, 32x64x112x112 (streaming)",
+                  (32, 64, 112, 112), "backward"),
     SoftmaxCase("softmax + cross-entropy: ImageNet, 32x1000", 32, 1000),
     SoftmaxCase("softmax + cross-entropy: ImageNet, 256x1000", 256, 1000),
     TransformCase("transform NCHW->NHWC: 32x256x56x56", "NHWC", (32, 256, 56, 56), "batch"),
