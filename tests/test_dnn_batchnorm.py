@@ -255,13 +255,23 @@ def test_resident_tiles(dtype, shape, planes, slots):
 def test_resident_boundary():
     """A channel is resident when its pieces fit half of every CPE's free LDM (double
     buffering) per input stream: the boundary for float32 at B = 1 (one whole-line segment
-    per CPE)."""
+    per CPE); past it the streaming scheme runs (a backward on the first size past it, and
+    the forward, still resident, on it)."""
     config = Machine().config
     free = batchnorm.GROUP_KERNEL.arena(config.ldm_bytes, nargs=1).free
     for streams in (1, 2):
         segment = free // (2 * streams) // 128 * 32      # float32 elements per CPE
         assert batchnorm.tiles(config, (1, 1, 64, segment), 4, streams).segment == segment
         assert batchnorm.tiles(config, (1, 1, 64, segment + 32), 4, streams) is None
+    shape = (1, 1, 64, segment + 32)                      # the backward's
+    x, gamma, beta, rm, rv = inputs(np.random.default_rng(3), shape, np.float32, 2.0, 1.0)
+    dy = np.random.default_rng(4).normal(size=shape).astype(np.float32)
+    (_, _, _, mean, invstd), forward = dnn.batchnorm_forward(x, gamma, beta, rm, rv)
+    grads, backward = dnn.batchnorm_backward(dy, x, gamma, mean, invstd)
+    assert (forward.scheme, backward.scheme) == ("resident", "streaming")
+    scale = (np.abs(dy).sum() + 1) * (np.abs(invstd).max() + 1) * (np.abs(gamma).max() + 1)
+    for got, ref in zip(grads, backward_reference(dy, x, gamma, mean, invstd)):
+        close(got, ref, np.float32, scale, roundings=8 + 2 * x.size)
 
 
 def test_folds_of_folds(monkeypatch):

@@ -34,8 +34,7 @@ REC_BYTES, APPLY_BYTES = KERNEL.symbol("REC_BYTES"), KERNEL.symbol("APPLY_BYTES"
 VECTOR = 32                   # the arena hands out buffers in whole 32-byte vectors
 MAX_PIECE_BYTES = stream.MAX_CHUNK_BYTES   # a piece's bytes per stream, at most
 MAX_FOLD = 512                # records one fold unit combines, at most (and what fits LDM)
-GROUP_KERNEL = Kernel(("dnn/batchnorm_group.s",), "bn_group", "bn_group_ldm_end",
-                      stack="bn_group_stack")
+GROUP_KERNEL = Kernel(("dnn/batchnorm_group.s",), "bn_group", "bn_group_ldm_end")
 MAX_TILE, MAX_SLOTS = GROUP_KERNEL.symbol("MAX_TILE"), GROUP_KERNEL.symbol("MAX_SLOTS")
 
 

@@ -19,12 +19,16 @@
 # per-channel results. Two parities of slots double-buffer the tiles: the gets of tile t + 1
 # are in flight while tile t is computed and its puts are in flight.
 #
-# Routines that depend on the element size (the passes, the finishes) are chosen by the host:
-# their code addresses are in the job (G_F0..G_F3). Argument: a0 = the job in main memory.
+# Unlike the streaming operators (thesis §5.3: data parallel, no register communication), a
+# tile's sums cross the CPEs, so they travel by register communication. Routines that depend
+# on the element size (the passes, the finishes) are chosen by the host: their code addresses
+# are in the job (G_F0..G_F3). The kernel keeps no stack frames. Argument: a0 = the job in
+# main memory.
 
 	.set	noreorder
 	.include "../include/dma.inc"
 	.include "stream.inc"       # QUOTIENT
+	.include "batchnorm.inc"
 
 	G_IN0 = 0             # x (forward) or dy (backward)
 	G_IN1 = 8             # x (backward), else 0
@@ -68,9 +72,6 @@
 	                      # invstd, dbeta / N, dgamma / N, gamma invstd
 	PARAM_BYTES = 32      # a channel's 4 parameter elements, at most
 	PARITY_LOG = 10       # log2 of PARAM_BYTES MAX_TILE: a parity's PARAMS / RESULTS
-
-	.globl	bn_group_stack
-	bn_group_stack = 0
 
 	.ldm
 	.align	5
@@ -264,6 +265,19 @@ setup:
 	selne	$6, $5, $20, $20
 	.endm
 
+# PARITY_SLOTS parity, slots, stream, tmp: slots = the LDM address of the parity's in0 slots,
+# stream = a stream's slots' bytes (in1's follow in0's).
+	.macro	PARITY_SLOTS parity, slots, stream, tmp
+	ldl	\stream, JOB + G_SLOT($31)
+	ldl	\tmp, JOB + G_K($31)
+	mull	\stream, \tmp, \stream
+	ldl	\tmp, JOB + G_STREAMS($31)
+	mull	\stream, \tmp, \tmp
+	mull	\tmp, \parity, \tmp
+	ldl	\slots, JOB + G_BUF($31)
+	addl	\slots, \tmp, \slots
+	.endm
+
 # transfer(tile $16, parity $17, put $18): the tile's DMA: gets of every input stream's
 # pieces into the parity's slots and of the tile's parameters (put = 0), or puts of the
 # slots of in0 to the output and, on CPE 0, of the tile's results (put = 1). Counts the
@@ -281,14 +295,8 @@ transfer:
 	s8addl	$17, $22, $22
 	clr	$23                   # requests
 	ldl	$7, JOB + G_ES($31)
+	PARITY_SLOTS $17, $25, $24, $27
 	ldl	$8, JOB + G_SLOT($31)
-	ldl	$24, JOB + G_K($31)
-	mull	$8, $24, $24          # a stream's slots
-	ldl	$25, JOB + G_STREAMS($31)
-	mull	$24, $25, $25
-	mull	$25, $17, $25
-	ldl	$27, JOB + G_BUF($31)
-	addl	$25, $27, $25         # the parity's in0 slots
 	ldl	$27, JOB + G_STREAMS($31)
 	beq	$18, 2f
 	ldi	$27, 1                # puts: the output from in0's slots
@@ -415,14 +423,7 @@ compute:
 call_pass:
 	stl	$26, CALL_RA($31)
 	ldl	$18, SAVED_PARITY($31)
-	ldl	$1, JOB + G_SLOT($31)
-	ldl	$2, JOB + G_K($31)
-	mull	$1, $2, $1
-	ldl	$2, JOB + G_STREAMS($31)
-	mull	$1, $2, $2
-	mull	$2, $18, $2
-	ldl	$16, JOB + G_BUF($31)
-	addl	$16, $2, $16
+	PARITY_SLOTS $18, $16, $1, $2
 	addl	$16, $1, $17
 	call	$26, ($27), 0
 	ldl	$26, CALL_RA($31)
@@ -573,24 +574,6 @@ group_sum:
 99:
 	.endm
 
-# SPLIT_COUNT count, vectors, rest: the whole vectors and the elements after them.
-	.macro	SPLIT_COUNT count, vectors, rest
-	srl	\count, 2, \vectors
-	and	\count, 3, \rest
-	.endm
-
-# LANE_SUM vreg, sum: sum = (l0 + l1) + (l2 + l3) of vreg's lanes ($28, $29 temporaries).
-	.macro	LANE_SUM vreg, sum
-	vstd	\vreg, BCAST($31)
-	fldd	\sum, BCAST($31)
-	fldd	$28, BCAST + 8($31)
-	faddd	\sum, $28, \sum
-	fldd	$28, BCAST + 16($31)
-	fldd	$29, BCAST + 24($31)
-	faddd	$28, $29, $28
-	faddd	\sum, $28, \sum
-	.endm
-
 # ADD_PART array, value: PART[array][$21] += value ($5 temporary, $28 scratch).
 	.macro	ADD_PART array, value
 	s8addl	$21, $31, $5
@@ -633,7 +616,7 @@ group_sum:
 	subl	$6, 1, $6
 	bgt	$6, 1b
 2:	vaddd	$3, $25, $3
-	LANE_SUM $3, $3
+	LANE_SUM $3, $3, BCAST
 	beq	$7, 4f
 3:	\load	$4, 0($8)
 	.if	\centred
@@ -675,33 +658,10 @@ group_sum:
 	sll	$21, 6, $5
 	ldde	$2, COEF($5)          # the channel's mean
 	SPLIT_COUNT $24, $6, $7
-	vaddd	$31, $31, $3          # sum dy
-	vaddd	$31, $31, $25         # sum dy (x - mean)
 	mov	$22, $8
 	mov	$23, $1
-	beq	$6, 2f
-1:	\vload	$4, 0($8)
-	\vload	$5, 0($1)
-	vaddd	$3, $4, $3
-	vsubd	$5, $2, $5
-	vmad	$4, $5, $25, $25
-	ldi	$8, 4 << \shift($8)
-	ldi	$1, 4 << \shift($1)
-	subl	$6, 1, $6
-	bgt	$6, 1b
-2:	LANE_SUM $3, $3
-	LANE_SUM $25, $25
-	beq	$7, 4f
-3:	\load	$4, 0($8)
-	\load	$5, 0($1)
-	faddd	$3, $4, $3
-	fsubd	$5, $2, $5
-	fmad	$4, $5, $25, $25
-	ldi	$8, 1 << \shift($8)
-	ldi	$1, 1 << \shift($1)
-	subl	$7, 1, $7
-	bgt	$7, 3b
-4:	ADD_PART 0, $3
+	BACKWARD_SUMS_RUN \load, \vload, \shift, $8, $1, $6, $7, $2, $2, $3, $25, $4, $5, BCAST
+	ADD_PART 0, $3
 	ADD_PART 1, $25
 	END_RUNS \shift
 	ret
@@ -709,13 +669,6 @@ group_sum:
 	.endm
 	BACKWARD_SUMS bn_group_backward_sums_s, flds, vlds, 2
 	BACKWARD_SUMS bn_group_backward_sums_d, fldd, vldd, 3
-
-# ONE reg: reg = 1.0.
-	.macro	ONE reg
-	ldi	\reg, 0x3FF
-	sll	\reg, 52, \reg
-	ifmovd	\reg, \reg
-	.endm
 
 # FINISH label, load, store, shift: per channel of the tile (PART: the sums of squared
 # deviations; PARAMS[parity] (gamma, beta, running mean, running var)): biased variance
@@ -844,18 +797,8 @@ group_sum:
 	srl	$6, 2, $6
 	mov	$22, $7
 	mov	$23, $8
-1:	\vload	$5, 0($7)
-	\vload	$28, 0($8)
-	vsubd	$28, $1, $28
-	vmuld	$28, $2, $28          # xhat
-	vsubd	$5, $3, $5
-	vnmad	$28, $4, $5, $5
-	vmuld	$5, $25, $5
-	\vstore	$5, 0($7)
-	ldi	$7, 4 << \shift($7)
-	ldi	$8, 4 << \shift($8)
-	subl	$6, 1, $6
-	bgt	$6, 1b
+	mov	$7, $29
+	DX_VECTORS \vload, \vstore, \shift, $6, $7, $8, $29, $1, $2, $3, $4, $25, $5, $28
 	END_RUNS \shift
 	ret
 	.end	\label

@@ -4,8 +4,9 @@ transforms) at realistic sizes, against the DMA engine's ceiling and the DMA fig
 `swsim bench fidelity`.
 
 The streaming driver (hostlib/dnn/stream.py) runs in rounds: one chunk on each of the 64 CPEs
-(pooling: a plane per CPE; transforms: 8 channels or one image; batch normalisation: the
-fewest channels whose samples are cut into the full map's pieces). Rounds are identical work,
+(pooling: a plane per CPE; transforms: 8 channels or one image; batch normalisation: a tile
+of channels (resident scheme), or the fewest channels whose samples are cut into the full
+map's pieces (streaming)). Rounds are identical work,
 so the cycles of a size are linear in its rounds once the pipeline is full. Each case
 simulates two samples (SAMPLE_ROUNDS), extrapolates to the full size from their difference,
 and checks the extrapolation against a full run of VALIDATION_ROUNDS (plus a partial round):
