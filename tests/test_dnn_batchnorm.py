@@ -253,25 +253,32 @@ def test_resident_tiles(dtype, shape, planes, slots):
 
 
 def test_resident_boundary():
-    """A channel is resident when its pieces fit half of every CPE's free LDM (double
-    buffering) per input stream: the boundary for float32 at B = 1 (one whole-line segment
-    per CPE); past it the streaming scheme runs (a backward on the first size past it, and
-    the forward, still resident, on it)."""
+    """Tiles are double-buffered while their pieces fit half of every CPE's free LDM per
+    input stream, one at a time while they fit all of it, and the streaming scheme runs past
+    that: the boundaries for float32 at B = 1 (one whole-line segment per CPE), and runs on
+    the first sizes past the backward's two (forward / backward: double-buffered / one at a
+    time, then one at a time / streaming)."""
     config = Machine().config
     free = batchnorm.GROUP_KERNEL.arena(config.ldm_bytes, nargs=1).free
     for streams in (1, 2):
-        segment = free // (2 * streams) // 128 * 32      # float32 elements per CPE
-        assert batchnorm.tiles(config, (1, 1, 64, segment), 4, streams).segment == segment
-        assert batchnorm.tiles(config, (1, 1, 64, segment + 32), 4, streams) is None
-    shape = (1, 1, 64, segment + 32)                      # the backward's
-    x, gamma, beta, rm, rv = inputs(np.random.default_rng(3), shape, np.float32, 2.0, 1.0)
-    dy = np.random.default_rng(4).normal(size=shape).astype(np.float32)
-    (_, _, _, mean, invstd), forward = dnn.batchnorm_forward(x, gamma, beta, rm, rv)
-    grads, backward = dnn.batchnorm_backward(dy, x, gamma, mean, invstd)
-    assert (forward.scheme, backward.scheme) == ("resident", "streaming")
-    scale = (np.abs(dy).sum() + 1) * (np.abs(invstd).max() + 1) * (np.abs(gamma).max() + 1)
-    for got, ref in zip(grads, backward_reference(dy, x, gamma, mean, invstd)):
-        close(got, ref, np.float32, scale, roundings=8 + 2 * x.size)
+        for parities, beyond in ((2, 1), (1, None)):
+            segment = free // (parities * streams) // 128 * 32    # float32 elements per CPE
+            layout = batchnorm.tiles(config, (1, 1, 64, segment), 4, streams)
+            assert (layout.segment, layout.parities) == (segment, parities)
+            layout = batchnorm.tiles(config, (1, 1, 64, segment + 32), 4, streams)
+            assert (layout and layout.parities) == beyond
+    for parities, schemes in ((2, (2, 1)), (1, (1, None))):
+        shape = (1, 1, 64, free // (2 * parities) // 128 * 32 + 32)
+        x, gamma, beta, rm, rv = inputs(np.random.default_rng(3), shape, np.float32, 2.0, 1.0)
+        dy = np.random.default_rng(4).normal(size=shape).astype(np.float32)
+        (_, _, _, mean, invstd), forward = dnn.batchnorm_forward(x, gamma, beta, rm, rv)
+        grads, backward = dnn.batchnorm_backward(dy, x, gamma, mean, invstd)
+        used = [s.tiles.parities if s.scheme == "resident" else None
+                for s in (forward, backward)]
+        assert used == list(schemes)
+        scale = (np.abs(dy).sum() + 1) * (np.abs(invstd).max() + 1) * (np.abs(gamma).max() + 1)
+        for got, ref in zip(grads, backward_reference(dy, x, gamma, mean, invstd)):
+            close(got, ref, np.float32, scale, roundings=8 + 2 * x.size)
 
 
 def test_folds_of_folds(monkeypatch):

@@ -17,6 +17,7 @@ Every sum runs on the CPEs in double; the work is shared by `cgs` core groups an
 do not depend on `cgs`."""
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -43,13 +44,15 @@ class Tiles:
     """How the resident scheme cuts x (kernels/dnn/batchnorm_group.s): tiles of `channels`
     consecutive channels, each image's part of a tile cut into `per_image` pieces of `planes`
     whole planes or (planes = 0, one channel per tile) of `segment` elements; a CPE holds up
-    to `slots` pieces per stream in slots of `slot_bytes`."""
+    to `slots` pieces per stream in slots of `slot_bytes`, for `parities` tiles at a time
+    (2: double-buffered; 1: a tile's gets, compute and puts in turn)."""
     channels: int
     planes: int
     segment: int
     per_image: int
     slots: int
     slot_bytes: int
+    parities: int = 2
 
     def count(self, shape):
         return -(-shape[1] // self.channels)
@@ -57,15 +60,25 @@ class Tiles:
 
 def tiles(config, shape, es, streams):
     """The resident scheme's tiles for x of `shape` (element size `es`) with `streams` inputs
-    held per tile (forward 1, backward 2), double-buffered; None when a channel does not fit
-    half the core group's LDM (the streaming scheme then) or the mesh is not the 8 x 8 the
-    group sums assume. Pieces of whole lines where the planes allow; at least as many pieces
-    per tile as CPEs where the batch and channels allow."""
+    held per tile (forward 1, backward 2): double-buffered where a tile fits half the core
+    group's LDM, else one at a time where it fits all of it; None when a channel does not fit
+    (the streaming scheme then) or the mesh is not the 8 x 8 the group sums assume. Pieces of
+    whole lines where the planes allow; at least as many pieces per tile as CPEs where the
+    batch and channels allow."""
     if config.num_cpes != 64:
         return None
+    free = GROUP_KERNEL.arena(config.ldm_bytes, nargs=1).free
+    for parities in (2, 1):
+        layout = _tiles(config, shape, es, free // (parities * streams))
+        if layout:
+            return dataclasses.replace(layout, parities=parities)
+    return None
+
+
+def _tiles(config, shape, es, budget):
+    """Tiles whose slots take at most `budget` bytes of each CPE's LDM per stream and parity."""
     batch, channels, h, w = shape
     plane, cpes, line = h * w, config.num_cpes, config.dma_transaction_bytes
-    budget = GROUP_KERNEL.arena(config.ldm_bytes, nargs=1).free // (2 * streams)
 
     def fitting(pieces, elements):
         slots, slot = -(-pieces // cpes), align(elements * es)
@@ -241,7 +254,7 @@ def _resident(machine, cgs, engine, name, layout, shape, es, inputs, output, par
     config = machine.config
     batch, channels, h, w = shape
     space = GROUP_KERNEL.arena(config.ldm_bytes, nargs=1)
-    slots = space.take(2 * len(inputs) * layout.slots * layout.slot_bytes)
+    slots = space.take(layout.parities * len(inputs) * layout.slots * layout.slot_bytes)
     record = GROUP_KERNEL.record("G_", "GJOB_BYTES")
     n = batch * h * w
     jobs = []
@@ -253,6 +266,7 @@ def _resident(machine, cgs, engine, name, layout, shape, es, inputs, output, par
             slot=layout.slot_bytes, k=layout.slots, buf=slots, first=first, last=last,
             streams=len(inputs), cols=config.mesh_cols, rows=config.mesh_rows,
             n=float(n), n1=float(n - 1), momentum=settings[0], eps=settings[1],
+            parities=layout.parities,
             **{f"f{i}": GROUP_KERNEL.symbol(f"{routine}_{stream.SUFFIX[es]}")
                for i, routine in enumerate(routines)})
         jobs.append([machine.mem.put(words)])

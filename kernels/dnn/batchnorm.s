@@ -497,7 +497,15 @@ bn_planes:
 	ldde	$18, 32($3)           # gamma invstd
 	addl	$17, 3, $17
 	srl	$17, 2, $17
-	DX_VECTORS \vload, \vstore, \shift, $17, $1, $2, $4, $5, $6, $7, $8, $18, $22, $23
+1:	\vload	$22, 0($1)
+	\vload	$23, 0($2)
+	DX_COMPUTE $22, $23, $5, $6, $7, $8, $18
+	\vstore	$22, 0($4)
+	ldi	$1, 4 << \shift($1)
+	ldi	$2, 4 << \shift($2)
+	ldi	$4, 4 << \shift($4)
+	subl	$17, 1, $17
+	bgt	$17, 1b
 	BODY_END \label
 	.endm
 	BN_APPLY_BACKWARD bn_apply_backward_s, vlds, vsts, 2

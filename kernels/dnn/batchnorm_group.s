@@ -62,7 +62,8 @@
 	G_N1 = 216
 	G_MOMENTUM = 224
 	G_EPS = 232
-	GJOB_BYTES = 240
+	G_PARITIES = 240      # 2: double-buffered tiles; 1: one tile's slots fill the LDM
+	GJOB_BYTES = 248
 
 	MAX_TILE = 32         # channels per tile, at most
 	MAX_SLOTS = 16        # slots per stream and parity, at most
@@ -118,7 +119,7 @@ bn_group_ldm_end:
 	.text
 
 # ---------------------------------------------------------------------------------------------
-# bn_group(job a0): the entry. $9 tile, $10 last tile, $11 parity.
+# bn_group(job a0): the entry. $9 tile, $10 last tile, $11 parity (double-buffered).
 	.globl	bn_group
 	.ent	bn_group
 bn_group:
@@ -128,6 +129,9 @@ bn_group:
 	bsr	$26, setup
 	ldl	$9, JOB + G_FIRST($31)
 	ldl	$10, JOB + G_LAST($31)
+	ldl	$1, JOB + G_PARITIES($31)
+	cmpeq	$1, 1, $1
+	bne	$1, 5f
 	clr	$11
 	mov	$9, $16
 	clr	$17
@@ -164,6 +168,25 @@ bn_group:
 	ldi	$16, PUT_REPLY + 4($31)
 	ldl	$17, PUT_N + 8($31)
 	bsr	$26, wait
+	halt
+5:	mov	$9, $16               # one parity: a tile's gets, compute, puts, in turn
+	clr	$17
+	bsr	$26, issue_gets
+	ldi	$16, GET_REPLY($31)
+	ldl	$17, GET_N($31)
+	bsr	$26, wait
+	mov	$9, $16
+	clr	$17
+	bsr	$26, compute
+	mov	$9, $16
+	clr	$17
+	bsr	$26, issue_puts
+	ldi	$16, PUT_REPLY($31)
+	ldl	$17, PUT_N($31)
+	bsr	$26, wait
+	addl	$9, 1, $9
+	cmplt	$9, $10, $1
+	bne	$1, 5b
 	halt
 	.end	bn_group
 
@@ -545,11 +568,10 @@ group_sum:
 
 # FOR_RUNS shift / END_RUNS shift: a pass over the parity's runs: for every slot ($16 in0, $17
 # in1) with runs this tile, for every run: $22 / $23 its in0 / in1 elements, $24 their count,
-# $21 the channel (within the tile). The body between them keeps $16-$24 and $27.
+# $21 the channel (within the tile). The body between them keeps $16-$24.
 	.macro	FOR_RUNS
 	ldl	$18, KK($31)
 	ldi	$19, PT($31)
-	ldl	$27, JOB + G_SLOT($31)
 91:	beq	$18, 99f
 	SLOT_RUNS
 	ldl	$21, 8($19)
@@ -566,8 +588,9 @@ group_sum:
 	addl	$21, 1, $21
 	subl	$20, 1, $20
 	br	92b
-93:	addl	$16, $27, $16
-	addl	$17, $27, $17
+93:	ldl	$5, JOB + G_SLOT($31)
+	addl	$16, $5, $16
+	addl	$17, $5, $17
 	ldi	$19, PT_BYTES($19)
 	subl	$18, 1, $18
 	br	91b
@@ -751,8 +774,8 @@ group_sum:
 # BACKWARD_FINISH_APPLY label, load, vload, store, vstore, shift: per channel dgamma =
 # sum dy (x - mean) invstd, dbeta = sum dy (RESULTS[parity]) and the coefficients; then
 # dx = ((dy - dbeta / N) - xhat dgamma / N) gamma invstd, xhat = (x - mean) invstd, in place
-# of dy, by whole vectors (the slots are whole vectors; the lanes past a run's end are
-# never put).
+# of dy, by whole vectors, two per iteration (the slots are whole vectors; the lanes past a
+# run's end are never put).
 	.macro	BACKWARD_FINISH_APPLY label, load, vload, store, vstore, shift
 	.globl	\label
 	.ent	\label
@@ -795,10 +818,29 @@ group_sum:
 	ldde	$25, COEF + 32($5)    # gamma invstd
 	addl	$24, 3, $6
 	srl	$6, 2, $6
-	mov	$22, $7
-	mov	$23, $8
-	mov	$7, $29
-	DX_VECTORS \vload, \vstore, \shift, $6, $7, $8, $29, $1, $2, $3, $4, $25, $5, $28
+	mov	$22, $7               # dy, then dx
+	mov	$23, $8               # x
+	blbc	$6, 2f
+	\vload	$5, 0($7)             # an odd vector first
+	\vload	$28, 0($8)
+	DX_COMPUTE $5, $28, $1, $2, $3, $4, $25
+	\vstore	$5, 0($7)
+	ldi	$7, 4 << \shift($7)
+	ldi	$8, 4 << \shift($8)
+2:	srl	$6, 1, $6
+	beq	$6, 4f
+3:	\vload	$5, 0($7)
+	\vload	$28, 0($8)
+	\vload	$27, 4 << \shift($7)
+	\vload	$29, 4 << \shift($8)
+	DX_COMPUTE2 $5, $28, $27, $29, $1, $2, $3, $4, $25
+	\vstore	$5, 0($7)
+	\vstore	$27, 4 << \shift($7)
+	ldi	$7, 8 << \shift($7)
+	ldi	$8, 8 << \shift($8)
+	subl	$6, 1, $6
+	bgt	$6, 3b
+4:
 	END_RUNS \shift
 	ret
 	.end	\label
