@@ -3,6 +3,7 @@ kernels/dnn/batchnorm_group.s and the streaming scheme kernels/dnn/batchnorm.s, 
 a test says `resident=False`) against float64 numpy references (the backward reference
 checked by finite differences), odd sizes, inference mode, edge values and errors."""
 import contextlib
+import dataclasses
 
 import numpy as np
 import pytest
@@ -72,12 +73,17 @@ def test_backward_reference_by_finite_differences():
 
 
 @contextlib.contextmanager
-def scheme(resident):
-    """Run the block with the resident scheme where it fits (as the library does), or with
+def scheme(resident, one_at_a_time=False):
+    """Run the block with the resident scheme where it fits (as the library does; with
+    `one_at_a_time`, its tiles single-buffered as where they fit the LDM only once), or with
     the streaming scheme everywhere."""
+    tiles = batchnorm.tiles
     with pytest.MonkeyPatch.context() as patch:
         if not resident:
             patch.setattr(batchnorm, "tiles", lambda *args: None)
+        elif one_at_a_time:
+            patch.setattr(batchnorm, "tiles",
+                          lambda *args: dataclasses.replace(tiles(*args), parities=1))
         yield
 
 
@@ -152,12 +158,13 @@ def test_constant_channels_and_edge_values(dtype, resident):
 
 @pytest.mark.parametrize("shape, backward, resident", [
     ((2, 5, 4, 4), True, True),                                       # resident, 2 tiles
+    ((2, 5, 4, 4), True, "one at a time"),                            # ... single-buffered
     ((3, 4, 5, 3), False, False),                                     # planes
     pytest.param((3, 6, 2, 4), True, False, marks=pytest.mark.slow)])  # channel pieces (~20 s)
 def test_engines_agree(shape, backward, resident):
     rng = np.random.default_rng(5)
     args = inputs(rng, shape, np.float64)
-    with scheme(resident):
+    with scheme(resident, one_at_a_time=resident == "one at a time"):
         a, sa = dnn.batchnorm_forward(*args, engine="c")
         b, sb = dnn.batchnorm_forward(*args, engine="python")
         assert all(p.tobytes() == q.tobytes() for p, q in zip(a, b)) and sa.cycles == sb.cycles
@@ -240,15 +247,20 @@ def test_any_shape_and_core_groups_agree(dtype, shape, resident):
     ((3, 2, 40, 36), (1, 1), 1)])  # whole planes, pieces on 3 x 2 CPEs
 def test_resident_tiles(dtype, shape, planes, slots):
     """The resident scheme's other geometries (several channels per piece and tile, partial
-    tiles, several slots) against the references; cgs = 3 gives cgs = 1's bits."""
+    tiles, several slots) against the references; cgs = 3 and the tiles one at a time give
+    cgs = 1's bits."""
     rng = np.random.default_rng(len(shape) + shape[1])
     x, gamma, beta, rm, rv = inputs(rng, shape, dtype, 2.0, 1.0)
     dy = rng.normal(size=shape).astype(dtype)
     first, stats = check_both_passes(x, gamma, beta, rm, rv, dy)
     layout = stats.tiles
     assert stats.scheme == "resident" and layout.slots == slots
-    assert layout.planes == planes[dtype == np.float64]
+    assert layout.planes == planes[dtype == np.float64] and layout.parities == 2
     again, _ = check_both_passes(x, gamma, beta, rm, rv, dy, cgs=3)
+    assert all(a.tobytes() == b.tobytes() for a, b in zip(first, again))
+    with scheme(True, one_at_a_time=True):
+        again, single = check_both_passes(x, gamma, beta, rm, rv, dy)
+    assert single.tiles.parities == 1
     assert all(a.tobytes() == b.tobytes() for a, b in zip(first, again))
 
 
