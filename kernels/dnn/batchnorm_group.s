@@ -483,6 +483,27 @@ means:
 	ret
 	.end	means
 
+# CHAIN get, put, position, last: PART's $17 vectors along a row (getr, putr) or a column
+# (getc, putc): from the CPE at position 0, each adds this CPE's to the partial sums so far
+# and passes them on; the one at `last` keeps the sums in PART. Temporaries $5-$8, $18, $19.
+	.macro	CHAIN get, put, position, last
+	ldi	$5, PART($31)
+	mov	$17, $6
+	addl	\position, 1, $7
+1:	vldd	$8, 0($5)
+	beq	\position, 2f
+	\get	$18
+	vaddd	$18, $8, $8
+2:	cmpeq	\position, \last, $19
+	bne	$19, 3f
+	\put	$8, $7
+	br	4f
+3:	vstd	$8, 0($5)
+4:	ldi	$5, 32($5)
+	subl	$6, 1, $6
+	bgt	$6, 1b
+	.endm
+
 # group_sum(vectors $17): PART's first $17 vectors summed over the core group's CPEs, the
 # totals in every CPE's PART, in a fixed order: along each row from column 0 (the partial
 # so far + this CPE's), down the last column from row 0, then broadcast back from the last
@@ -496,38 +517,10 @@ group_sum:
 	subl	$3, 1, $3             # the last column
 	ldl	$4, JOB + G_ROWS($31)
 	subl	$4, 1, $4             # the last row
-	ldi	$5, PART($31)
-	mov	$17, $6
-	addl	$1, 1, $7
-1:	vldd	$8, 0($5)             # along the row
-	beq	$1, 2f
-	getr	$18
-	vaddd	$18, $8, $8
-2:	cmpeq	$1, $3, $19
-	bne	$19, 3f
-	putr	$8, $7
-	br	4f
-3:	vstd	$8, 0($5)
-4:	ldi	$5, 32($5)
-	subl	$6, 1, $6
-	bgt	$6, 1b
+	CHAIN	getr, putr, $1, $3    # along the row
 	cmpeq	$1, $3, $19
 	beq	$19, 20f
-	ldi	$5, PART($31)         # the last column: down it
-	mov	$17, $6
-	addl	$2, 1, $7
-5:	vldd	$8, 0($5)
-	beq	$2, 6f
-	getc	$18
-	vaddd	$18, $8, $8
-6:	cmpeq	$2, $4, $19
-	bne	$19, 7f
-	putc	$8, $7
-	br	8f
-7:	vstd	$8, 0($5)
-8:	ldi	$5, 32($5)
-	subl	$6, 1, $6
-	bgt	$6, 5b
+	CHAIN	getc, putc, $2, $4    # the last column: down it
 	ldi	$5, PART($31)
 	mov	$17, $6
 	cmpeq	$2, $4, $19
