@@ -62,9 +62,9 @@ def tiles(config, shape, es, streams):
     """The resident scheme's tiles for x of `shape` (element size `es`) with `streams` inputs
     held per tile (forward 1, backward 2): double-buffered where a tile fits half the core
     group's LDM, else one at a time where it fits all of it; None when a channel does not fit
-    (the streaming scheme then) or the mesh is not the 8 x 8 the group sums assume. Pieces of
-    whole lines where the planes allow; at least as many pieces per tile as CPEs where the
-    batch and channels allow."""
+    (the streaming scheme then) or the mesh is not the 8 x 8 one the scheme is tested on.
+    Pieces of whole lines where the planes allow; at least as many pieces per tile as CPEs
+    where the batch and channels allow."""
     if config.num_cpes != 64:
         return None
     free = GROUP_KERNEL.arena(config.ldm_bytes, nargs=1).free
@@ -80,19 +80,22 @@ def _tiles(config, shape, es, budget):
     batch, channels, h, w = shape
     plane, cpes, line = h * w, config.num_cpes, config.dma_transaction_bytes
 
+    def ceil(a, b):
+        return -(-a // b)
+
     def fitting(pieces, elements):
-        slots, slot = -(-pieces // cpes), align(elements * es)
+        slots, slot = ceil(pieces, cpes), align(elements * es)
         return (slots, slot) if slots <= MAX_SLOTS and slots * slot <= budget else None
 
     if plane % 4 == 0:        # whole planes start on vectors: several channels per piece
         planes = min(channels, next(m for m in range(1, 9) if m * plane * es % line == 0))
-        per_image = min(-(-cpes // batch), -(-channels // planes), MAX_TILE // planes)
+        per_image = min(ceil(cpes, batch), ceil(channels, planes), MAX_TILE // planes)
         fit = fitting(batch * per_image, planes * plane)
         if fit:
             return Tiles(planes * per_image, planes, 0, per_image, *fit)
     step = line // es         # segments of whole lines, one channel per tile
-    segment = min(plane, -(-(-(-plane // -(-cpes // batch))) // step) * step)
-    per_image = -(-plane // segment)
+    segment = min(plane, ceil(ceil(plane, ceil(cpes, batch)), step) * step)
+    per_image = ceil(plane, segment)
     fit = fitting(batch * per_image, segment)
     return Tiles(1, 0, segment, per_image, *fit) if fit else None
 
