@@ -12,12 +12,13 @@
 #
 # Per tile: the CPE sums its runs (a run: one channel's elements in a piece) into a partial
 # per channel (PART, doubles), the partials are summed over the group by register
-# communication in a fixed order (GROUP_SUM), and every CPE then has the same totals. Forward:
+# communication in a fixed order (group_sum), and every CPE then has the same totals. Forward:
 # the sums give the means; the sums of (x - mean)^2 (a second pass over the LDM copy, not over
 # memory) the variances; then y = (x - mean) gamma invstd + beta in place and y is put.
 # Backward: sum dy and sum dy (x - mean) in one pass, then dx in place of dy. CPE 0 puts the
 # per-channel results. Two parities of slots double-buffer the tiles: the gets of tile t + 1
-# are in flight while tile t is computed and its puts are in flight.
+# are in flight while tile t is computed and its puts are in flight (G_PARITIES = 1, where a
+# tile fits the LDM only once: one parity, a tile's gets, compute and puts in turn).
 #
 # Unlike the streaming operators (thesis §5.3: data parallel, no register communication), a
 # tile's sums cross the CPEs, so they travel by register communication. Routines that depend
