@@ -1,6 +1,10 @@
-"""batchnorm_forward / batchnorm_backward (hostlib/dnn/batchnorm.py, kernels/dnn/batchnorm.s)
-against float64 numpy references (the backward reference checked by finite differences), odd
-sizes, inference mode, edge values and errors."""
+"""batchnorm_forward / batchnorm_backward (hostlib/dnn/batchnorm.py; the resident scheme
+kernels/dnn/batchnorm_group.s and the streaming scheme kernels/dnn/batchnorm.s, forced where
+a test says `resident=False`) against float64 numpy references (the backward reference
+checked by finite differences), odd sizes, inference mode, edge values and errors."""
+import contextlib
+import dataclasses
+
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
@@ -68,6 +72,21 @@ def test_backward_reference_by_finite_differences():
             assert abs(numeric - grad[index]) < 1e-6 * (1 + abs(grad[index])), (name, index)
 
 
+@contextlib.contextmanager
+def scheme(resident, one_at_a_time=False):
+    """Run the block with the resident scheme where it fits (as the library does; with
+    `one_at_a_time`, its tiles single-buffered as where they fit the LDM only once), or with
+    the streaming scheme everywhere."""
+    tiles = batchnorm.tiles
+    with pytest.MonkeyPatch.context() as patch:
+        if not resident:
+            patch.setattr(batchnorm, "tiles", lambda *args: None)
+        elif one_at_a_time:
+            patch.setattr(batchnorm, "tiles",
+                          lambda *args: dataclasses.replace(tiles(*args), parities=1))
+        yield
+
+
 def inputs(rng, shape, dtype, scale=1.0, offset=0.0):
     c = shape[1]
     x = (rng.normal(size=shape) * scale + offset).astype(dtype)
@@ -86,13 +105,15 @@ def close(got, want, dtype, magnitude, roundings=8):
 @settings(max_examples=20, deadline=None)
 @given(dtype=st.sampled_from(DTYPES), b=st.integers(1, 5), c=st.integers(1, 9),
        h=st.integers(1, 7), w=st.integers(1, 7), training=st.booleans(),
-       scale=st.sampled_from([1e-3, 1.0, 100.0]), seed=st.integers(0, 2 ** 32 - 1))
-def test_forward_against_the_reference(dtype, b, c, h, w, training, scale, seed):
+       scale=st.sampled_from([1e-3, 1.0, 100.0]), seed=st.integers(0, 2 ** 32 - 1),
+       resident=st.booleans())
+def test_forward_against_the_reference(dtype, b, c, h, w, training, scale, seed, resident):
     if training and b * h * w < 2:
         return
     rng = np.random.default_rng(seed)
     args = inputs(rng, (b, c, h, w), dtype, scale, offset=3 * scale)
-    got, stats = dnn.batchnorm_forward(*args, training=training, momentum=0.25, eps=1e-3)
+    with scheme(resident):
+        got, stats = dnn.batchnorm_forward(*args, training=training, momentum=0.25, eps=1e-3)
     want = forward_reference(*args, training=training, momentum=0.25, eps=1e-3)
     n = b * h * w
     y_size = np.abs(want[0]).max() + 1
@@ -104,15 +125,17 @@ def test_forward_against_the_reference(dtype, b, c, h, w, training, scale, seed)
 
 @settings(max_examples=20, deadline=None)
 @given(dtype=st.sampled_from(DTYPES), b=st.integers(1, 5), c=st.integers(1, 9),
-       h=st.integers(1, 7), w=st.integers(1, 7), seed=st.integers(0, 2 ** 32 - 1))
-def test_backward_against_the_reference(dtype, b, c, h, w, seed):
+       h=st.integers(1, 7), w=st.integers(1, 7), seed=st.integers(0, 2 ** 32 - 1),
+       resident=st.booleans())
+def test_backward_against_the_reference(dtype, b, c, h, w, seed, resident):
     if b * h * w < 2:
         return
     rng = np.random.default_rng(seed)
     x, gamma, beta, rm, rv = inputs(rng, (b, c, h, w), dtype)
     (_, _, _, mean, invstd), _ = dnn.batchnorm_forward(x, gamma, beta, rm, rv)
     dy = rng.normal(size=x.shape).astype(dtype)
-    (dx, dgamma, dbeta), _ = dnn.batchnorm_backward(dy, x, gamma, mean, invstd)
+    with scheme(resident):
+        (dx, dgamma, dbeta), _ = dnn.batchnorm_backward(dy, x, gamma, mean, invstd)
     want = backward_reference(dy, x, gamma, mean, invstd)
     n = b * h * w
     scale = (np.abs(dy).sum() + 1) * (np.abs(invstd).max() + 1) * (np.abs(gamma).max() + 1)
@@ -120,31 +143,37 @@ def test_backward_against_the_reference(dtype, b, c, h, w, seed):
         close(got, ref, dtype, scale, roundings=8 + 2 * n)
 
 
+@pytest.mark.parametrize("resident", [True, False])
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_constant_channels_and_edge_values(dtype):
+def test_constant_channels_and_edge_values(dtype, resident):
     x = np.zeros((2, 3, 2, 2), dtype)
     x[:, 1] = 2.0 ** 100                       # sums exact: mean = x
     x[:, 2] = np.nan
     ones, zeros = np.ones(3, dtype), np.zeros(3, dtype)
-    (y, rm, rv, mean, invstd), _ = dnn.batchnorm_forward(x, ones, zeros, zeros, ones)
+    with scheme(resident):
+        (y, rm, rv, mean, invstd), _ = dnn.batchnorm_forward(x, ones, zeros, zeros, ones)
     assert not y[:, :2].any() and np.isnan(y[:, 2]).all()    # x - mean = 0: y = beta
     assert invstd[0] == dtype(1 / np.sqrt(1e-5)) and np.isnan(rm[2])
 
 
-@pytest.mark.parametrize("shape, backward", [
-    ((3, 4, 5, 3), False),                                            # planes
-    pytest.param((3, 6, 2, 4), True, marks=pytest.mark.slow)])        # channel pieces (~20 s)
-def test_engines_agree(shape, backward):
+@pytest.mark.parametrize("shape, backward, resident", [
+    ((2, 5, 4, 4), True, True),                                       # resident, 2 tiles
+    ((2, 5, 4, 4), True, "one at a time"),                            # ... single-buffered
+    ((3, 4, 5, 3), False, False),                                     # planes
+    pytest.param((3, 6, 2, 4), True, False, marks=pytest.mark.slow)])  # channel pieces (~20 s)
+def test_engines_agree(shape, backward, resident):
     rng = np.random.default_rng(5)
     args = inputs(rng, shape, np.float64)
-    a, sa = dnn.batchnorm_forward(*args, engine="c")
-    b, sb = dnn.batchnorm_forward(*args, engine="python")
-    assert all(p.tobytes() == q.tobytes() for p, q in zip(a, b)) and sa.cycles == sb.cycles
-    if backward:
-        dy = rng.normal(size=shape)
-        c, sc = dnn.batchnorm_backward(dy, args[0], args[1], a[3], a[4], engine="c")
-        d, sd = dnn.batchnorm_backward(dy, args[0], args[1], a[3], a[4], engine="python")
-        assert all(p.tobytes() == q.tobytes() for p, q in zip(c, d)) and sc.cycles == sd.cycles
+    with scheme(resident, one_at_a_time=resident == "one at a time"):
+        a, sa = dnn.batchnorm_forward(*args, engine="c")
+        b, sb = dnn.batchnorm_forward(*args, engine="python")
+        assert all(p.tobytes() == q.tobytes() for p, q in zip(a, b)) and sa.cycles == sb.cycles
+        if backward:
+            dy = rng.normal(size=shape)
+            c, sc = dnn.batchnorm_backward(dy, args[0], args[1], a[3], a[4], engine="c")
+            d, sd = dnn.batchnorm_backward(dy, args[0], args[1], a[3], a[4], engine="python")
+            assert all(p.tobytes() == q.tobytes() for p, q in zip(c, d))
+            assert sc.cycles == sd.cycles
 
 
 def test_errors():
@@ -185,25 +214,89 @@ def check_both_passes(x, gamma, beta, rm, rv, dy, **kwargs):
     return results + list(grads), stats
 
 
+@pytest.mark.parametrize("resident", [True, False])
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("shape", [(8, 2, 33, 65), (40, 4, 3, 5), (3, 5, 1, 1)])
-def test_any_shape_and_core_groups_agree(dtype, shape):
-    """Planes larger than a piece (segments of a plane, a partial last one), several planes
-    per piece (strided gets over the other channels) and one-element planes; cgs = 1, 2, 4
-    give the same bits (the folds combine the pieces in one order)."""
+def test_any_shape_and_core_groups_agree(dtype, shape, resident):
+    """Streaming: planes larger than a piece (segments of a plane, a partial last one),
+    several planes per piece (strided gets over the other channels) and one-element planes;
+    resident: segments of planes (H W not a multiple of 4), one channel per tile. cgs = 1, 2,
+    4 give the same bits (the folds combine the pieces in one order; a tile's sums do not
+    depend on the core group that takes it)."""
     rng = np.random.default_rng(sum(shape))
     x, gamma, beta, rm, rv = inputs(rng, shape, dtype, 2.0, 1.0)
     dy = rng.normal(size=shape).astype(dtype)
+    with scheme(resident):
+        first, stats = check_both_passes(x, gamma, beta, rm, rv, dy)
+        machine = Machine()
+        for cgs in (2, 4):
+            again, chip = check_both_passes(x, gamma, beta, rm, rv, dy, cgs=cgs,
+                                            machine=machine)
+            assert all(a.tobytes() == b.tobytes() for a, b in zip(first, again))
+            used = min(cgs, stats.tiles.count(shape)) if resident else cgs
+            assert chip.scheme == stats.scheme == ("resident" if resident else "streaming")
+            assert chip.cgs == used and chip.cycles < stats.cycles
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape, planes, slots", [
+    ((1, 40, 4, 4), (2, 1), 1),    # B = 1: pieces of 2 (f64: 1) planes, tiles of 32 (a
+    #                                partial one)
+    ((100, 3, 2, 2), (3, 3), 2),   # more pieces than CPEs: two slots per CPE
+    ((2, 3, 1, 4), (3, 3), 1),     # one-vector planes, a tile beyond the channels
+    ((3, 2, 40, 36), (1, 1), 1)])  # whole planes, pieces on 3 x 2 CPEs
+def test_resident_tiles(dtype, shape, planes, slots):
+    """The resident scheme's other geometries (several channels per piece and tile, partial
+    tiles, several slots) against the references; cgs = 3 and the tiles one at a time give
+    cgs = 1's bits."""
+    rng = np.random.default_rng(len(shape) + shape[1])
+    x, gamma, beta, rm, rv = inputs(rng, shape, dtype, 2.0, 1.0)
+    dy = rng.normal(size=shape).astype(dtype)
     first, stats = check_both_passes(x, gamma, beta, rm, rv, dy)
-    machine = Machine()
-    for cgs in (2, 4):
-        again, chip = check_both_passes(x, gamma, beta, rm, rv, dy, cgs=cgs, machine=machine)
-        assert all(a.tobytes() == b.tobytes() for a, b in zip(first, again))
-        assert chip.cgs == cgs and chip.cycles < stats.cycles
+    layout = stats.tiles
+    assert stats.scheme == "resident" and layout.slots == slots
+    assert layout.planes == planes[dtype == np.float64] and layout.parities == 2
+    again, _ = check_both_passes(x, gamma, beta, rm, rv, dy, cgs=3)
+    assert all(a.tobytes() == b.tobytes() for a, b in zip(first, again))
+    with scheme(True, one_at_a_time=True):
+        again, single = check_both_passes(x, gamma, beta, rm, rv, dy)
+    assert single.tiles.parities == 1
+    assert all(a.tobytes() == b.tobytes() for a, b in zip(first, again))
+
+
+def test_resident_boundary():
+    """Tiles are double-buffered while their pieces fit half of every CPE's free LDM per
+    input stream, one at a time while they fit all of it, and the streaming scheme runs past
+    that: the boundaries for float32 at B = 1 (one whole-line segment per CPE), and runs on
+    the first sizes past the backward's two (forward / backward: double-buffered / one at a
+    time, then one at a time / streaming)."""
+    config = Machine().config
+    free = batchnorm.GROUP_KERNEL.arena(config.ldm_bytes, nargs=1).free
+    for streams in (1, 2):
+        for parities, beyond in ((2, 1), (1, None)):
+            segment = free // (parities * streams) // 128 * 32    # float32 elements per CPE
+            layout = batchnorm.tiles(config, (1, 1, 64, segment), 4, streams)
+            assert (layout.segment, layout.parities) == (segment, parities)
+            layout = batchnorm.tiles(config, (1, 1, 64, segment + 32), 4, streams)
+            assert (layout and layout.parities) == beyond
+    for parities, schemes in ((2, (2, 1)), (1, (1, None))):
+        shape = (1, 1, 64, free // (2 * parities) // 128 * 32 + 32)
+        x, gamma, beta, rm, rv = inputs(np.random.default_rng(3), shape, np.float32, 2.0, 1.0)
+        dy = np.random.default_rng(4).normal(size=shape).astype(np.float32)
+        (_, _, _, mean, invstd), forward = dnn.batchnorm_forward(x, gamma, beta, rm, rv)
+        grads, backward = dnn.batchnorm_backward(dy, x, gamma, mean, invstd)
+        used = [s.tiles.parities if s.scheme == "resident" else None
+                for s in (forward, backward)]
+        assert used == list(schemes)
+        scale = (np.abs(dy).sum() + 1) * (np.abs(invstd).max() + 1) * (np.abs(gamma).max() + 1)
+        for got, ref in zip(grads, backward_reference(dy, x, gamma, mean, invstd)):
+            close(got, ref, np.float32, scale, roundings=8 + 2 * x.size)
 
 
 def test_folds_of_folds(monkeypatch):
-    """Tiny pieces and folds of at most 3 records: several fold levels per channel."""
+    """Streaming: tiny pieces and folds of at most 3 records: several fold levels per
+    channel."""
+    monkeypatch.setattr(batchnorm, "tiles", lambda *args: None)
     monkeypatch.setattr(batchnorm, "MAX_PIECE_BYTES", 128)
     monkeypatch.setattr(batchnorm, "MAX_FOLD", 3)
     rng = np.random.default_rng(9)

@@ -1,21 +1,31 @@
-"""Batch normalisation (NCHW, per-channel statistics over B, H, W; PyTorch's semantics) on the
-streaming driver (``kernels/dnn/batchnorm.s``), for any shape: a channel's B H W elements are
-cut into pieces of a few KiB (whole planes, or segments of a plane), so nothing has to hold a
-whole channel. Training forward: per-piece statistics, folded per channel in a fixed order
-(Chan's pairwise update) until one record is left, the channel's finish (mean, invstd, running
-averages), then the normalisation of every piece; inference: finish and normalisation only.
-Backward: per-piece sums, folded, finished, then dx per piece. Every sum runs on the CPEs in
-double; the units are shared by `cgs` core groups and the results do not depend on `cgs`.
-docs/dnn.md "Batch normalisation"."""
+"""Batch normalisation (NCHW, per-channel statistics over B, H, W; PyTorch's semantics), two
+ways (docs/dnn.md "Batch normalisation"):
+
+- **resident** (``kernels/dnn/batchnorm_group.s``, training forward and backward): a tile of
+  channels is held in the LDM of a core group's 64 CPEs, its sums are combined over the group
+  by register communication, and x (backward: dy and x) is read once. Used when a channel fits
+  (``tiles``).
+- **streaming** (``kernels/dnn/batchnorm.s`` on the streaming driver), for any shape and for
+  inference: a channel's B H W elements are cut into pieces of a few KiB (whole planes, or
+  segments of a plane), so nothing has to hold a whole channel. Training forward: per-piece
+  statistics, folded per channel in a fixed order (Chan's pairwise update) until one record
+  is left, the channel's finish (mean, invstd, running averages), then the normalisation of
+  every piece (x read twice); inference: finish and normalisation only. Backward: per-piece
+  sums, folded, finished, then dx per piece.
+
+Every sum runs on the CPEs in double; the work is shared by `cgs` core groups and the results
+do not depend on `cgs`."""
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
 
 from ..runtime import Kernel
+from ..runtime.kernel import align
 from . import stream
-from .common import DnnError, combined, float_arrays, machine_and_cgs, scalar
+from .common import DnnError, combined, float_arrays, machine_and_cgs, scalar, split
 
 KERNEL = Kernel(("dnn/batchnorm.s", "dnn/stream.s"), "stream_run", "stream_ldm_end",
                 stack="stream_stack")
@@ -25,6 +35,69 @@ REC_BYTES, APPLY_BYTES = KERNEL.symbol("REC_BYTES"), KERNEL.symbol("APPLY_BYTES"
 VECTOR = 32                   # the arena hands out buffers in whole 32-byte vectors
 MAX_PIECE_BYTES = stream.MAX_CHUNK_BYTES   # a piece's bytes per stream, at most
 MAX_FOLD = 512                # records one fold unit combines, at most (and what fits LDM)
+GROUP_KERNEL = Kernel(("dnn/batchnorm_group.s",), "bn_group", "bn_group_ldm_end")
+MAX_TILE, MAX_SLOTS = GROUP_KERNEL.symbol("MAX_TILE"), GROUP_KERNEL.symbol("MAX_SLOTS")
+
+
+@dataclass(frozen=True)
+class Tiles:
+    """How the resident scheme cuts x (kernels/dnn/batchnorm_group.s): tiles of `channels`
+    consecutive channels, each image's part of a tile cut into `per_image` pieces of `planes`
+    whole planes or (planes = 0, one channel per tile) of `segment` elements; a CPE holds up
+    to `slots` pieces per stream in slots of `slot_bytes`, for `parities` tiles at a time
+    (2: double-buffered; 1: a tile's gets, compute and puts in turn)."""
+    channels: int
+    planes: int
+    segment: int
+    per_image: int
+    slots: int
+    slot_bytes: int
+    parities: int = 2
+
+    def count(self, shape):
+        return -(-shape[1] // self.channels)
+
+
+def tiles(config, shape, es, streams):
+    """The resident scheme's tiles for x of `shape` (element size `es`) with `streams` inputs
+    held per tile (forward 1, backward 2): double-buffered where a tile fits half the core
+    group's LDM, else one at a time where it fits all of it; None when a channel does not fit
+    (the streaming scheme then) or the mesh is not the 8 x 8 one the scheme is tested on.
+    Pieces of whole lines where the planes allow; at least as many pieces per tile as CPEs
+    where the batch and channels allow."""
+    if config.num_cpes != 64:
+        return None
+    free = GROUP_KERNEL.arena(config.ldm_bytes, nargs=1).free
+    for parities in (2, 1):
+        layout = _tiles(config, shape, es, free // (parities * streams))
+        if layout:
+            return dataclasses.replace(layout, parities=parities)
+    return None
+
+
+def _tiles(config, shape, es, budget):
+    """Tiles whose slots take at most `budget` bytes of each CPE's LDM per stream and parity."""
+    batch, channels, h, w = shape
+    plane, cpes, line = h * w, config.num_cpes, config.dma_transaction_bytes
+
+    def ceil(a, b):
+        return -(-a // b)
+
+    def fitting(pieces, elements):
+        slots, slot = ceil(pieces, cpes), align(elements * es)
+        return (slots, slot) if slots <= MAX_SLOTS and slots * slot <= budget else None
+
+    if plane % 4 == 0:        # whole planes start on vectors: several channels per piece
+        planes = min(channels, next(m for m in range(1, 9) if m * plane * es % line == 0))
+        per_image = min(ceil(cpes, batch), ceil(channels, planes), MAX_TILE // planes)
+        fit = fitting(batch * per_image, planes * plane)
+        if fit:
+            return Tiles(planes * per_image, planes, 0, per_image, *fit)
+    step = line // es         # segments of whole lines, one channel per tile
+    segment = min(plane, ceil(ceil(plane, ceil(cpes, batch)), step) * step)
+    per_image = ceil(plane, segment)
+    fit = fitting(batch * per_image, segment)
+    return Tiles(1, 0, segment, per_image, *fit) if fit else None
 
 
 @dataclass(frozen=True)
@@ -169,9 +242,43 @@ class _Run:
         """One Stats for the launches: bandwidth against the bytes the operator must move
         (`moved`: read, written); ``bytes_transferred``: what the launches moved."""
         config = self.machine.config
-        total = combined(self.parts, op=self.name, cgs=self.cgs, pieces=self.pieces,
+        total = combined(self.parts, op=self.name, cgs=self.cgs, scheme="streaming",
+                         pieces=self.pieces,
                          bytes_transferred=sum(p.bytes_moved for p in self.parts), **details)
         return stream.with_bandwidth(total, config, moved, self.cgs)
+
+
+def _resident(machine, cgs, engine, name, layout, shape, es, inputs, output, param, result,
+              results, routines, moved, settings=(0.0, 0.0)):
+    """One launch of the resident kernel over `cgs` core groups (contiguous ranges of tiles):
+    `inputs` (x, or dy and x), `output` (y or dx), `param` the per-channel 4 elements,
+    `result` the per-channel `results` elements written, `routines` the pass routines' names
+    (G_F0..), `settings` (momentum, eps). Returns its Stats with the bandwidth of `moved`."""
+    config = machine.config
+    batch, channels, h, w = shape
+    space = GROUP_KERNEL.arena(config.ldm_bytes, nargs=1)
+    slots = space.take(layout.parities * len(inputs) * layout.slots * layout.slot_bytes)
+    record = GROUP_KERNEL.record("G_", "GJOB_BYTES")
+    n = batch * h * w
+    jobs = []
+    for first, last in split(layout.count(shape), cgs):
+        words = record.new(
+            in0=inputs[0], in1=inputs[-1] if len(inputs) > 1 else 0, out=output, param=param,
+            result=result, results=results, b=batch, c=channels, hw=h * w, es=es,
+            m=layout.channels, planes=layout.planes, seg=layout.segment, q=layout.per_image,
+            slot=layout.slot_bytes, k=layout.slots, buf=slots, first=first, last=last,
+            streams=len(inputs), cols=config.mesh_cols, rows=config.mesh_rows,
+            n=float(n), n1=float(n - 1), momentum=settings[0], eps=settings[1],
+            parities=layout.parities,
+            **{f"f{i}": GROUP_KERNEL.symbol(f"{routine}_{stream.SUFFIX[es]}")
+               for i, routine in enumerate(routines)})
+        jobs.append([machine.mem.put(words)])
+    part = GROUP_KERNEL.launch_cgs(machine, jobs, flops=0, engine=engine,
+                                   details=dict(op=name))
+    transferred = (len(inputs) + 1) * n * channels * es + (4 + results) * channels * es
+    total = combined([part], op=name, cgs=len(jobs), scheme="resident", tiles=layout,
+                     bytes_transferred=transferred)
+    return stream.with_bandwidth(total, config, moved, len(jobs))
 
 
 def batchnorm_forward(x, gamma, beta, running_mean, running_var, *, training=True,
@@ -194,9 +301,20 @@ def batchnorm_forward(x, gamma, beta, running_mean, running_var, *, training=Tru
     settings = [scalar("momentum", momentum), scalar("eps", eps), float(training)]
     machine, cgs = machine_and_cgs(machine, cgs)
     es, mem = x.itemsize, machine.mem
-    run = _Run(machine, cgs, x.shape, es, 2, engine, "batchnorm_forward")
     x_addr = mem.put(np.ascontiguousarray(x))
     record = mem.put(np.ascontiguousarray(np.stack(params, axis=1)))   # gamma, beta, rm, rv
+    moved = (x.nbytes + 4 * channels * es, x.nbytes + 4 * channels * es)
+    layout = training and tiles(machine.config, x.shape, es, 1)
+    if layout:
+        y, out = mem.alloc(x.nbytes), mem.alloc(channels * 4 * es)
+        stats = _resident(machine, cgs, engine, "batchnorm_forward", layout, x.shape, es,
+                          [x_addr], y, record, out, 4, ("bn_group_sums", "bn_group_deviations",
+                                                        "bn_group_finish", "bn_group_apply"),
+                          moved, settings[:2])
+        stats.details.update(training=training)
+        out = mem.get(out, (channels, 4), x.dtype)
+        return (mem.get(y, x.shape, x.dtype), *(out[:, i].copy() for i in range(4))), stats
+    run = _Run(machine, cgs, x.shape, es, 2, engine, "batchnorm_forward")
     statistics = (NONE, 0, 0)
     if training:
         pieces = mem.alloc(run.pieces.records(x.shape) * REC_BYTES)
@@ -210,8 +328,7 @@ def batchnorm_forward(x, gamma, beta, running_mean, running_var, *, training=Tru
     y = mem.alloc(x.nbytes)
     run.launch(f"bn_apply_forward_{stream.SUFFIX[es]}",
                [(PIECE, 0, x_addr), (CHANNEL, APPLY_BYTES, apply)], [(PIECE, 0, y)])
-    stats = run.stats((x.nbytes + 4 * channels * es, x.nbytes + 4 * channels * es),
-                      training=training)
+    stats = run.stats(moved, training=training)
     out = mem.get(out, (channels, 4), x.dtype)
     return (mem.get(y, x.shape, x.dtype), *(out[:, i].copy() for i in range(4))), stats
 
@@ -228,10 +345,20 @@ def batchnorm_backward(dy, x, gamma, saved_mean, saved_invstd, *, machine=None, 
                           saved_invstd=saved_invstd)
     machine, cgs = machine_and_cgs(machine, cgs)
     es, mem = x.itemsize, machine.mem
-    run = _Run(machine, cgs, x.shape, es, 3, engine, "batchnorm_backward")
     dy_addr, x_addr = mem.put(np.ascontiguousarray(dy)), mem.put(np.ascontiguousarray(x))
     record = mem.put(np.ascontiguousarray(np.stack(params + [np.zeros_like(params[0])],
                                                    axis=1)))     # gamma, mean, invstd, 0
+    moved = (2 * x.nbytes + 3 * channels * es, x.nbytes + 2 * channels * es)
+    layout = tiles(machine.config, x.shape, es, 2)
+    if layout:
+        dx, out = mem.alloc(x.nbytes), mem.alloc(channels * 2 * es)
+        stats = _resident(machine, cgs, engine, "batchnorm_backward", layout, x.shape, es,
+                          [dy_addr, x_addr], dx, record, out, 2,
+                          ("bn_group_backward_sums", "bn_group_backward_means",
+                           "bn_group_backward_apply"), moved)
+        out = mem.get(out, (channels, 2), x.dtype)
+        return (mem.get(dx, x.shape, x.dtype), out[:, 0].copy(), out[:, 1].copy()), stats
+    run = _Run(machine, cgs, x.shape, es, 3, engine, "batchnorm_backward")
     pieces = mem.alloc(run.pieces.records(x.shape) * REC_BYTES)
     run.launch(f"bn_backward_stats_{stream.SUFFIX[es]}",
                [(PIECE, 0, dy_addr), (PIECE, 0, x_addr), (CHANNEL, 4 * es, record)],
@@ -245,6 +372,6 @@ def batchnorm_backward(dy, x, gamma, saved_mean, saved_invstd, *, machine=None, 
     run.launch(f"bn_apply_backward_{stream.SUFFIX[es]}",
                [(PIECE, 0, dy_addr), (PIECE, 0, x_addr), (CHANNEL, APPLY_BYTES, apply)],
                [(PIECE, 0, dx)])
-    stats = run.stats((2 * x.nbytes + 3 * channels * es, x.nbytes + 2 * channels * es))
+    stats = run.stats(moved)
     out = mem.get(out, (channels, 2), x.dtype)
     return (mem.get(dx, x.shape, x.dtype), out[:, 0].copy(), out[:, 1].copy()), stats

@@ -25,6 +25,7 @@
 
 	.set	noreorder
 	.include "stream.inc"
+	.include "batchnorm.inc"
 
 	X_B = 0               # J_X words: batch, H W, channels
 	X_HW = 8
@@ -258,25 +259,6 @@ bn_planes:
 	ret
 	.end	bn_planes
 
-# ONE reg: reg = 1.0.
-	.macro	ONE reg
-	ldi	\reg, 0x3FF
-	sll	\reg, 52, \reg
-	ifmovd	\reg, \reg
-	.endm
-
-# LANE_SUM vreg, sum: sum = (l0 + l1) + (l2 + l3) of vreg's lanes. Temporaries $28, $29.
-	.macro	LANE_SUM vreg, sum
-	vstd	\vreg, BN_LANES($31)
-	fldd	\sum, BN_LANES($31)
-	fldd	$28, BN_LANES + 8($31)
-	faddd	\sum, $28, \sum
-	fldd	$28, BN_LANES + 16($31)
-	fldd	$29, BN_LANES + 24($31)
-	faddd	$28, $29, $28
-	faddd	\sum, $28, \sum
-	.endm
-
 # BROADCAST value, vreg: every lane of vreg = the double in value.
 	.macro	BROADCAST value, vreg
 	fstd	\value, BN_BCAST($31)
@@ -287,12 +269,6 @@ bn_planes:
 	.macro	AS_DOUBLE ireg, freg
 	ifmovd	\ireg, \freg
 	fcvtld	\freg, \freg
-	.endm
-
-# SPLIT_COUNT count, vectors, rest: the whole vectors and the elements after them.
-	.macro	SPLIT_COUNT count, vectors, rest
-	srl	\count, 2, \vectors
-	and	\count, 3, \rest
 	.endm
 
 # BN_STATS label, load, vload, shift: out0 = (count, mean, M2, 0) of the piece in0 ($17
@@ -310,7 +286,7 @@ bn_planes:
 	ldi	$6, 4 << \shift($6)
 	subl	$7, 1, $7
 	bgt	$7, 1b
-2:	LANE_SUM $5, $5
+2:	LANE_SUM $5, $5, BN_LANES
 	mov	$3, $7
 	beq	$7, 4f
 3:	\load	$8, 0($6)
@@ -331,7 +307,7 @@ bn_planes:
 	ldi	$6, 4 << \shift($6)
 	subl	$7, 1, $7
 	bgt	$7, 5b
-6:	LANE_SUM $20, $20
+6:	LANE_SUM $20, $20, BN_LANES
 	mov	$3, $7
 	beq	$7, 8f
 7:	\load	$8, 0($6)
@@ -356,31 +332,8 @@ bn_planes:
 	\load	$19, 1 << \shift($3)  # mean
 	BROADCAST $19, $20
 	SPLIT_COUNT $17, $7, $25
-	vaddd	$31, $31, $5          # sum dy
-	vaddd	$31, $31, $21         # sum dy (x - mean)
-	beq	$7, 2f
-1:	\vload	$22, 0($1)
-	\vload	$23, 0($2)
-	vaddd	$5, $22, $5
-	vsubd	$23, $20, $23
-	vmad	$22, $23, $21, $21
-	ldi	$1, 4 << \shift($1)
-	ldi	$2, 4 << \shift($2)
-	subl	$7, 1, $7
-	bgt	$7, 1b
-2:	LANE_SUM $5, $5
-	LANE_SUM $21, $21
-	beq	$25, 4f
-3:	\load	$22, 0($1)
-	\load	$23, 0($2)
-	faddd	$5, $22, $5
-	fsubd	$23, $19, $23
-	fmad	$22, $23, $21, $21
-	ldi	$1, 1 << \shift($1)
-	ldi	$2, 1 << \shift($2)
-	subl	$25, 1, $25
-	bgt	$25, 3b
-4:	AS_DOUBLE $17, $18
+	BACKWARD_SUMS_RUN \load, \vload, \shift, $1, $2, $7, $25, $19, $20, $5, $21, $22, $23, BN_LANES
+	AS_DOUBLE $17, $18
 	fstd	$18, 0($4)
 	fstd	$5, 8($4)
 	fstd	$21, 16($4)
@@ -546,11 +499,7 @@ bn_planes:
 	srl	$17, 2, $17
 1:	\vload	$22, 0($1)
 	\vload	$23, 0($2)
-	vsubd	$23, $5, $23
-	vmuld	$23, $6, $23          # xhat
-	vsubd	$22, $7, $22
-	vnmad	$23, $8, $22, $22
-	vmuld	$22, $18, $22
+	DX_COMPUTE $22, $23, $5, $6, $7, $8, $18
 	\vstore	$22, 0($4)
 	ldi	$1, 4 << \shift($1)
 	ldi	$2, 4 << \shift($2)

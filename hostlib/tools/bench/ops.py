@@ -4,8 +4,9 @@ transforms) at realistic sizes, against the DMA engine's ceiling and the DMA fig
 `swsim bench fidelity`.
 
 The streaming driver (hostlib/dnn/stream.py) runs in rounds: one chunk on each of the 64 CPEs
-(pooling: a plane per CPE; transforms: 8 channels or one image; batch normalisation: the
-fewest channels whose samples are cut into the full map's pieces). Rounds are identical work,
+(pooling: a plane per CPE; transforms: 8 channels or one image; batch normalisation: a tile
+of channels (resident scheme), or the fewest channels whose samples are cut into the full
+map's pieces (streaming)). Rounds are identical work,
 so the cycles of a size are linear in its rounds once the pipeline is full. Each case
 simulates two samples (SAMPLE_ROUNDS), extrapolates to the full size from their difference,
 and checks the extrapolation against a full run of VALIDATION_ROUNDS (plus a partial round):
@@ -211,16 +212,22 @@ class TransformCase:
 @dataclass(frozen=True)
 class BatchNormCase:
     """Batch normalisation of a (batch, channels, h, w) map, `mode` "train" / "infer"
-    (forward) or "backward"; sampled along the channels (units, folds and finishes are per
-    channel). A round: the channels of a unit per CPE, doubled until the samples are cut into
-    the pieces the full map gets."""
+    (forward) or "backward"; sampled along the channels (tiles, units, folds and finishes are
+    per channel). A round: resident scheme (training, backward), a tile of channels;
+    streaming, the channels of a unit per CPE, doubled until the samples are cut into the
+    pieces the full map gets."""
     name: str
     shape: tuple
     mode: str
     dtype: type = np.float32
 
     def round_size(self, config):
-        es, streams = np.dtype(self.dtype).itemsize, 3 if self.mode == "backward" else 2
+        es = np.dtype(self.dtype).itemsize
+        if self.mode != "infer":
+            layout = batchnorm.tiles(config, self.shape, es, 2 if self.mode == "backward" else 1)
+            if layout:
+                return layout.channels
+        streams = 3 if self.mode == "backward" else 2
 
         def cut(channels):      # the pieces but their count along the channels
             return dataclasses.replace(batchnorm.pieces(
@@ -342,6 +349,12 @@ CASES = (
                   "backward"),
     BatchNormCase("batchnorm train: ResNet-50 conv4_x, 32x1024x14x14", (32, 1024, 14, 14),
                   "train"),
+    BatchNormCase("batchnorm backward: ResNet-50 conv4_x, 32x1024x14x14",
+                  (32, 1024, 14, 14), "backward"),
+    BatchNormCase("batchnorm train: ResNet-50 conv2_x, 32x256x56x56, f64", (32, 256, 56, 56),
+                  "train", dtype=np.float64),
+    BatchNormCase("batchnorm backward: ResNet-50 bn1, 32x64x112x112", (32, 64, 112, 112),
+                  "backward"),
     SoftmaxCase("softmax + cross-entropy: ImageNet, 32x1000", 32, 1000),
     SoftmaxCase("softmax + cross-entropy: ImageNet, 32x1000, f64", 32, 1000, np.float64),
     SoftmaxCase("softmax + cross-entropy: ImageNet, 128x1000", 128, 1000),
