@@ -3,7 +3,8 @@ names the ``hostlib.dnn`` operators its forward and backward run (checked when t
 built: no layer falls back to numpy arithmetic), and offers its operator candidates with a
 predicted time to the selection pass (``choose``).
 
-Shapes are Caffe's NCHW for images and (B, features) after InnerProduct."""
+Shapes are Caffe's NCHW for images and (B, features) after InnerProduct; the layout pass
+(``plan_layouts``) decides in which layout each layer's operators run (``layout``)."""
 from __future__ import annotations
 
 import math
@@ -11,9 +12,14 @@ from typing import NamedTuple, Optional
 
 import numpy as np
 
+from ...errors import SwsimError
 from .. import dnn
 from ..blas import gemm_model
-from .common import DTYPE, TrainError
+from ..dnn import conv as conv_ops
+from ..dnn.conv_common import make_geometry
+from ..dnn.layout import LAYOUTS
+from .common import DTYPE, TrainError, stream_seconds
+from .layout import CANONICAL, physical, transform_if_needed
 
 
 class Choice(NamedTuple):
@@ -21,12 +27,6 @@ class Choice(NamedTuple):
     operator: str
     layout: str
     predicted_seconds: Optional[float]     # None: no performance model for this operator yet
-
-
-def stream_seconds(nbytes: int, config) -> float:
-    """A memory-bound operator's time at the CG's DMA rate (one 128-B transaction per
-    ``dma_transaction_cycles``), the bound of thesis §5.3."""
-    return (config.dma_latency + nbytes / 128 * config.dma_transaction_cycles) / config.clock_hz
 
 
 def gemm_seconds(m: int, n: int, k: int, config, **layout) -> float:
@@ -39,6 +39,7 @@ class Layer:
     """One layer: ``setup`` (shapes), ``forward``/``backward`` through ``run.op``."""
     operators: tuple = ()        # hostlib.dnn names the layer calls
     bottoms: tuple = (1, 1)      # (min, max) number of bottoms
+    layout_free = False          # element-wise: runs in whatever layout its bottom comes in
 
     def __init__(self, param):
         self.param = param
@@ -47,6 +48,19 @@ class Layer:
         self.fillers = []
         self.state_shapes = []       # blobs the layer keeps between steps, not learned
         self.state = []              # their views in the Net's state arena
+        self.propagate = []          # per bottom: does the backward need its gradient (Net)
+        self.layout = self.diff_layout = self.grad_layout = CANONICAL
+        self.transforms = []         # Transforms the layer's backward runs itself (explain)
+
+    def plan_layouts(self, bottom_layouts: list, inputs: list, tops: list) -> None:
+        """The layout pass, once (the Net's, after ``choose``): ``layout``, the forward's (of
+        the layer's 4-D bottoms and tops); ``diff_layout``, in which it wants its top
+        gradients (None: as they come); ``grad_layout``, in which it returns its bottom
+        gradients (None: its top gradient's). NCHW unless the operator takes another;
+        layout-free layers take their first bottom's. ``inputs``/``tops``: the blob versions
+        read and written (names for the transforms the layer inserts itself)."""
+        if self.layout_free and bottom_layouts:
+            self.layout = self.diff_layout = self.grad_layout = bottom_layouts[0]
 
     def set_phase(self, phase: str) -> None:
         """Called once by the Net with "TRAIN" or "TEST"."""
@@ -144,6 +158,7 @@ class InnerProduct(Layer):
 class Activation(Layer):
     operators = ("activation_forward", "activation_backward")
     kind = ""
+    layout_free = True
 
     def setup(self, shapes):
         return [shapes[0]]
@@ -220,24 +235,80 @@ class Convolution(Layer):
         return [_filler(f, s, fan_in, rng) for f, s in zip(self.fillers, self.param_shapes)]
 
     def choose(self, shapes, config):
-        return Choice("conv2d (algo=auto)", "NCHW", None)
+        """Each pass's algorithm by the conv performance models (``dnn.conv.choose``, what
+        ``algo="auto"`` would run), kept for every step; no backward-data where the bottom
+        needs no gradient (the data)."""
+        geo = make_geometry(shapes[0], self.param_shapes[0], self.stride, self.pad, "w")
+        self.x_shape, self.y_shape = tuple(shapes[0]), geo.y_shape
+        directions = ("forward", "backward_filter") + (
+            ("backward_data",) if self.propagate[0] else ())
+        try:
+            self.algos = {d: conv_ops.choose(geo, d, DTYPE, config) for d in directions}
+        except SwsimError as exc:
+            raise self.error("operator", str(exc)) from None
+        self.predicted = {d: m.predict(geo, d, DTYPE, config) / config.clock_hz
+                          for d, m in self.algos.items()}
+        operator = "conv2d " + ", ".join(f"{d} {m.NAME}" for d, m in self.algos.items())
+        return Choice(operator, self.algos["forward"].LAYOUT, sum(self.predicted.values()))
+
+    def plan_layouts(self, bottom_layouts, inputs, tops):
+        """Forward in the forward algorithm's layout. Backward (thesis §7.1, greedy): the top
+        gradient is wanted in the layout of the more expensive of the two backward passes; the
+        other pass, and backward-filter's x when its layout is not the forward's, get
+        Transforms of their own; the bottom gradient comes in backward-data's layout."""
+        self.layout = self.algos["forward"].LAYOUT
+        backward = [d for d in ("backward_data", "backward_filter") if d in self.algos]
+        self.diff_layout = self.algos[max(backward, key=self.predicted.get)].LAYOUT
+        self.grad_layout = self.algos.get("backward_data", self.algos["backward_filter"]).LAYOUT
+        dy = f"d({tops[0]})"
+        self.to_pass = {d: transform_if_needed(dy, self.y_shape, self.diff_layout,
+                                               self.algos[d].LAYOUT, "backward")
+                        for d in backward}
+        self.x_to_filter = transform_if_needed(inputs[0], self.x_shape, self.layout,
+                                               self.algos["backward_filter"].LAYOUT, "backward")
+        self.transforms = [t for t in (*self.to_pass.values(), self.x_to_filter) if t]
+
+    def _geometry(self, direction):
+        algo = self.algos[direction]
+        return dict(stride=self.stride, padding=self.pad, algo=algo.NAME, layout=algo.LAYOUT)
 
     def forward(self, run, bottoms, params):
         return [run.op(self, "conv2d_forward", bottoms[0], params[0],
                        bias=params[1] if len(params) > 1 else None,
-                       stride=self.stride, padding=self.pad)]
+                       **self._geometry("forward"))]
 
     def backward(self, run, diffs, bottoms, tops, params, grads):
         (x,), (dy,) = bottoms, diffs
-        geometry = dict(stride=self.stride, padding=self.pad)
-        grads[0][...] = run.op(self, "conv2d_backward_filter", x, dy, params[0].shape,
-                               **geometry)
-        if len(grads) > 1:      # db = column sums of dy over (N, H, W): two GEMMs with ones
-            n, o, oh, ow = dy.shape
-            per_plane = run.gemm(self, np.ones((1, n), dy.dtype), dy.reshape(n, -1))
-            grads[1][...] = run.gemm(self, per_plane.reshape(o, oh * ow),
-                                     np.ones((oh * ow, 1), dy.dtype)).reshape(o)
-        return [run.op(self, "conv2d_backward_data", dy, params[0], x.shape, **geometry)]
+
+        def operand(transform, array):
+            return transform(run, self, array) if transform else array
+        grads[0][...] = run.op(self, "conv2d_backward_filter", operand(self.x_to_filter, x),
+                               operand(self.to_pass["backward_filter"], dy), params[0].shape,
+                               **self._geometry("backward_filter"))
+        if len(grads) > 1:
+            grads[1][...] = self._bias_gradient(run, dy)
+        if not self.propagate[0]:
+            return [None]
+        layout = self.algos["backward_data"].LAYOUT
+        return [run.op(self, "conv2d_backward_data", operand(self.to_pass["backward_data"], dy),
+                       params[0], physical(self.x_shape, layout),
+                       **self._geometry("backward_data"))]
+
+    def _bias_gradient(self, run, dy):
+        """db = the sums of dy (in ``diff_layout``) over every axis but C: dy viewed as
+        (A, C·D) around its C axis, ones(1, A)·dy, then the (C, D) sums · ones(D, 1); a GEMM
+        is left out where A or D is 1."""
+        order = LAYOUTS[self.diff_layout]
+        axis = order.index("C")
+        outer, channels = int(np.prod(dy.shape[:axis])), dy.shape[axis]
+        inner = int(np.prod(dy.shape[axis + 1:]))
+        sums = dy.reshape(outer, channels * inner)
+        if outer > 1:
+            sums = run.gemm(self, np.ones((1, outer), dy.dtype), sums)
+        sums = sums.reshape(channels, inner)
+        if inner > 1:
+            sums = run.gemm(self, sums, np.ones((inner, 1), dy.dtype))
+        return sums.reshape(channels)
 
 
 class Pooling(Layer):
@@ -281,6 +352,11 @@ class Pooling(Layer):
 class Eltwise(Layer):
     operators = ("add", "scale")
     bottoms = (2, 2)
+    layout_free = True
+
+    def plan_layouts(self, bottom_layouts, inputs, tops):
+        super().plan_layouts(bottom_layouts, inputs, tops)
+        self.diff_layout = self.grad_layout = None      # the backward reads no activation
 
     def setup(self, shapes):
         p = self.param.eltwise_param

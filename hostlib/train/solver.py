@@ -105,8 +105,8 @@ class Solver:
         slices = cgs * self.shards
         self.net = Net(net_spec, "TRAIN", seed=self.seed, slices=slices, config=chip)
         # one replica per core group (its blobs, gradients and layer state), one parameter copy
-        self.replicas = [self.net] + [Net(self.net.spec, "TRAIN", seed=self.seed, slices=slices)
-                                      for _ in range(cgs - 1)]
+        self.replicas = [self.net] + [Net(self.net.spec, "TRAIN", seed=self.seed, slices=slices,
+                                          config=chip) for _ in range(cgs - 1)]
         for replica in self.replicas[1:]:
             replica.share_parameters(self.net)
         # Algorithm 9's threads, one per core group, started once
@@ -123,7 +123,7 @@ class Solver:
         self.feed = Prefetcher(self.order)
         self.test_net = None
         if s.test_interval > 0:
-            self.test_net = Net(self.net.spec, "TEST", seed=self.seed)
+            self.test_net = Net(self.net.spec, "TEST", seed=self.seed, config=chip)
             self._check_test_net()
 
     def _check_test_net(self):
