@@ -112,3 +112,15 @@ def test_a_forward_pass_stores_blobs_in_their_layouts(spec):
     blobs = net.forward(Run(Machine()), batch)
     layout = net.layouts["conv1"]
     assert blobs["conv1"].shape == physical(net.shapes["conv1"], layout)
+
+
+def test_every_gradient_matches_the_reference_whatever_the_layouts(spec):
+    """Weights and biases (the bias sums run in the gradient's layout, chunked by swGEMM's
+    model) after the transforms of the forward and of the backward."""
+    solver = train.Solver(spec, SOLVER)
+    data, label = solver.order.batch(0)
+    solver.net.backward(Run(Machine()), solver.net.forward(Run(Machine()), (data, label)))
+    _, expected = Reference(solver).gradients(data, label)
+    for name in solver.net.grads.layout:
+        np.testing.assert_allclose(solver.net.grads[name], expected[name], rtol=1e-4,
+                                   atol=1e-6, err_msg=name)

@@ -228,7 +228,7 @@ class Net:
         for node in self.nodes:
             layer = node.layer
             layer.plan_layouts([self.layouts[b] for b in node.bottoms],
-                               node.bottoms, node.tops)
+                               node.bottoms, node.tops, self.config)
             for i, bottom in enumerate(node.bottoms):
                 transform = transform_if_needed(bottom, self.shapes[bottom],
                                                 self.layouts[bottom], layer.layout, "forward")
