@@ -56,14 +56,15 @@ def spec(tmp_path_factory):
     return _with_random_set(tmp_path_factory, NET, 11, 6)
 
 
-def _check_gradient(reference, data, label, grads, name, index, step=1e-6):
-    """The analytic gradient of one parameter entry against a central difference."""
+def _check_gradient(reference, batch, grads, name, index, step=1e-6):
+    """The analytic gradient of one parameter entry against a central difference on
+    ``batch`` (the Data layer's tops)."""
     value = reference.params[name]
     saved = value[index]
     value[index] = saved + step
-    above, _ = reference.gradients(data, label)
+    above, _ = reference.gradients(*batch)
     value[index] = saved - step
-    below, _ = reference.gradients(data, label)
+    below, _ = reference.gradients(*batch)
     value[index] = saved
     assert grads[name][index] == pytest.approx((above - below) / (2 * step), rel=1e-4,
                                                abs=1e-7), (name, index)
@@ -79,7 +80,7 @@ def test_the_reference_gradients_match_finite_differences(spec):
     for name, value in reference.params.items():
         for _ in range(3):
             index = tuple(rng.integers(0, n) for n in value.shape)
-            _check_gradient(reference, data, label, grads, name, index)
+            _check_gradient(reference, (data, label), grads, name, index)
 
 
 @pytest.mark.parametrize("cgs", [1, 2])
@@ -144,7 +145,7 @@ def test_batchnorm_and_scale_gradients_match_finite_differences(residual):
     data, label = reference.order.batch(0)
     _, grads = reference.gradients(data, label)
     for name in ("stem/0", "scale/0", "scale/1", "branch/0"):
-        _check_gradient(reference, data, label, grads, name, (0,) * reference.params[name].ndim)
+        _check_gradient(reference, (data, label), grads, name, (0,) * reference.params[name].ndim)
 
 
 @pytest.mark.parametrize("cgs", [1, 2])

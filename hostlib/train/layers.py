@@ -41,6 +41,7 @@ class Layer:
     operators: tuple = ()        # hostlib.dnn names the layer calls
     bottoms: tuple = (1, 1)      # (min, max) number of bottoms
     layout_free = False          # element-wise: runs in whatever layout its bottom comes in
+    carries_state = False        # its state is the run's (LSTM's h, c), not statistics for TEST
 
     def __init__(self, param):
         self.param = param
@@ -555,7 +556,8 @@ class SequenceTranspose(Layer):
     """Swaps a blob's time and batch axes (not a Caffe layer; Caffe would need a Permute).
     A 4-D image blob (N, C, H, W) is read as the sequence of its H rows: -> (T = H, B = N,
     I = C·W), the time-major input of LSTM; a 3-D (A, B, F) blob -> (B, A, F), e.g. an LSTM's
-    (T, B, H) back to batch-major for InnerProduct. One ``dnn.transform`` pass on the VM (the
+    (T, B, H) back to batch-major for InnerProduct; a 2-D (A, B) one -> (B, A), e.g. the Data
+    layer's (N, T) cont flags to the LSTM's (T, N). One ``dnn.transform`` pass on the VM (the
     blob viewed as (P, Q, D, 1) NCHW and laid out CNHW = (Q, P, D, 1)); backward the inverse."""
     operators = ("transform",)
 
@@ -564,10 +566,12 @@ class SequenceTranspose(Layer):
         if len(shape) == 4:
             n, c, h, w = shape
             self.view, self.top = (n * c, h, w), (h, n, c * w)
-        elif len(shape) == 3:
-            self.view, self.top = shape, (shape[1], shape[0], shape[2])
+        elif len(shape) in (2, 3):
+            self.view = tuple(shape) + (1,) * (3 - len(shape))
+            self.top = (shape[1], shape[0]) + tuple(shape[2:])
         else:
-            raise self.error("bottom", f"needs an (N, C, H, W) or a (T, B, F) blob, got {shape}")
+            raise self.error("bottom", f"needs an (N, C, H, W), a (T, B, F) or a (T, B) blob, "
+                             f"got {shape}")
         return [self.top]
 
     def forward(self, run, bottoms, params):
@@ -582,34 +586,53 @@ class SequenceTranspose(Layer):
 
 
 class LSTM(Layer):
-    """Caffe's LSTM, a subset: one bottom x (T, B, I) (no sequence-continuation blob: every
-    sequence starts at t = 0 with h0 = c0 = 0, as Caffe with cont = 0 at t = 0 and 1 after),
-    top h (T, B, H), H = ``recurrent_param.num_output``. Parameters in Caffe's blob order:
-    W_xc (4H, I), b_c (4H), W_hc (4H, H), weight_filler for both matrices, bias_filler for b.
-    The rows of the four gates follow ``dnn.lstm_*`` (PyTorch): i, f, g, o; Caffe's
-    LSTMUnit orders them i, f, o, g, so Caffe weights load with the last two H-row blocks of
-    each blob swapped.
+    """Caffe's LSTM: bottom x (T, B, I), time-major, and optionally Caffe's second bottom
+    ``cont`` (T, B): 0 where a sequence starts (h and c reset to 0), 1 where it continues. With
+    ``cont`` the layer keeps h_T and c_T of each minibatch (its state, in the Net's state arena)
+    as the h0, c0 of the next, per batch row (stream), as Caffe does; without, every sequence
+    starts at t = 0 with h0 = c0 = 0. Gradients stop at the minibatch's start (Caffe's truncated
+    backpropagation through time). Top h (T, B, H), H = ``recurrent_param.num_output``.
+    Parameters in Caffe's blob order: W_xc (4H, I), b_c (4H), W_hc (4H, H), weight_filler for
+    both matrices, bias_filler for b. The rows of the four gates follow ``dnn.lstm_*``
+    (PyTorch): i, f, g, o; Caffe's LSTMUnit orders them i, f, o, g, so Caffe weights load with
+    the last two H-row blocks of each blob swapped.
+
+    A reset inside the minibatch (cont = 0 at t > 0 in some row) splits the T steps into
+    segments, one ``lstm_forward`` each, the rows that restart getting zero state (a row
+    selection on the host, no arithmetic); the backward runs the segments in reverse, each
+    one's dh0, dc0 (of the continuing rows) the next one's dh_n, dc_n, and the parameter
+    gradients of the segments added on the VM.
 
     Operator: in TEST the tensorized forward (thesis Algorithm 6; its own baseline fallback
     when its state does not fit LDM); in TRAIN the baseline forward, whose saved gates
     (``reserve``) the backward through time needs — the tensorized kernel keeps them in LDM,
     so choosing it would run a second, baseline forward in the backward pass."""
-    operators = ("lstm_forward", "lstm_backward")
+    operators = ("lstm_forward", "lstm_backward", "add")
+    bottoms = (1, 2)
+    carries_state = True
 
     def setup(self, shapes):
-        (shape,) = shapes
+        shape = shapes[0]
         if len(shape) != 3:
             raise self.error("bottom", f"needs a (T, B, I) blob, got {shape}")
         p = self.param.recurrent_param
         if p.num_output <= 0:
             raise self.error("recurrent_param.num_output", "must be given and > 0")
         steps, batch, inputs = shape
+        if len(shapes) == 2 and tuple(shapes[1]) != (steps, batch):
+            raise self.error("bottom", f"cont (the second bottom) must be (T, B) = "
+                             f"{(steps, batch)}, got {shapes[1]}")
+        self.continued = len(shapes) == 2
         hidden = p.num_output
         self.param_shapes = [(4 * hidden, inputs), (4 * hidden,), (4 * hidden, hidden)]
         weights = p.weight_filler if p.HasField("weight_filler") else None
         self.fillers = [weights, p.bias_filler if p.HasField("bias_filler") else None, weights]
         self.zeros = np.zeros((batch, hidden), DTYPE)          # h0 and c0
+        self.state_shapes = [(batch, hidden)] * 2 if self.continued else []   # h_T, c_T
         return [(steps, batch, hidden)]
+
+    def init_state(self):
+        return [self.zeros, self.zeros] if self.continued else []
 
     def set_phase(self, phase):
         self.algo = "baseline" if phase == "TRAIN" else "tensorized"
@@ -623,24 +646,52 @@ class LSTM(Layer):
                     else "lstm_forward(tensorized)")
         return Choice(operator, "(T, B, I)", None)
 
-    def _arguments(self, x, params):
-        w, b, r = params
-        return x, self.zeros, self.zeros, w, r, b
+    def _segments(self, bottoms):
+        """[(start, stop, rows that carry their state into ``start``)]: one segment unless
+        ``cont`` restarts some row at t > 0."""
+        steps, batch = bottoms[0].shape[:2]
+        if not self.continued:
+            return [(0, steps, np.zeros(batch, bool))]
+        cont = bottoms[1]
+        if not np.isin(cont, (0, 1)).all():
+            raise self.error("bottom", "cont must hold 0 (a sequence starts) or 1 (it "
+                             f"continues), got {np.unique(cont)[:5]}")
+        starts = [0] + [t for t in range(1, steps) if not cont[t].all()] + [steps]
+        return [(a, b, cont[a] == 1) for a, b in zip(starts, starts[1:])]
 
     def forward(self, run, bottoms, params):
-        (x,) = bottoms
-        (y, _, _), stats = run.op_with_stats(self, "lstm_forward", *self._arguments(x, params),
-                                             algo=self.algo)
-        self.reserve = stats.reserve if self.algo == "baseline" else None
-        return [y]
+        x = bottoms[0]
+        w, b, r = params
+        h, c = self.state if self.continued else (self.zeros, self.zeros)
+        self.segments, ys = [], []
+        for start, stop, carried in self._segments(bottoms):
+            h0, c0 = (np.where(carried[:, None], state, 0).astype(DTYPE) for state in (h, c))
+            (y, h, c), stats = run.op_with_stats(self, "lstm_forward", x=x[start:stop], h0=h0,
+                                                 c0=c0, W=w, R=r, b=b, algo=self.algo)
+            reserve = stats.reserve if self.algo == "baseline" else None
+            self.segments.append((start, stop, carried, h0, c0, reserve))
+            ys.append(y)
+        if self.continued:
+            self.state[0][...], self.state[1][...] = h, c
+        return [np.concatenate(ys) if len(ys) > 1 else ys[0]]
 
     def backward(self, run, diffs, bottoms, tops, params, grads):
-        (x,), (dy,) = bottoms, diffs
-        dx, _, _, dw, dr, db = run.op(self, "lstm_backward", dy, *self._arguments(x, params),
-                                      reserve=self.reserve)
-        for grad, value in zip(grads, (dw, db, dr)):
+        x, (dy,) = bottoms[0], diffs
+        w, b, r = params
+        dh = dc = None                      # nothing flows back from the next minibatch
+        dxs, sums = [], None
+        for start, stop, carried, h0, c0, reserve in reversed(self.segments):
+            dx, dh0, dc0, dw, dr, db = run.op(
+                self, "lstm_backward", dy=dy[start:stop], x=x[start:stop], h0=h0, c0=c0, W=w,
+                R=r, b=b, dh_n=dh, dc_n=dc, reserve=reserve)
+            dh, dc = (np.where(carried[:, None], d, 0).astype(DTYPE) for d in (dh0, dc0))
+            dxs.append(dx)
+            sums = (dw, db, dr) if sums is None else \
+                tuple(run.op(self, "add", total, part) for total, part in zip(sums, (dw, db, dr)))
+        for grad, value in zip(grads, sums):
             grad[...] = value
-        return [dx]
+        dx = np.concatenate(dxs[::-1]) if len(dxs) > 1 else dxs[0]
+        return [dx] + [None] * (len(bottoms) - 1)
 
 
 KINDS = {cls.__name__: cls for cls in (

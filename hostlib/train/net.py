@@ -183,11 +183,16 @@ class Net:
                               f"{slices} core groups")
         dataset = Dataset(p.source, self.phase, p.scale, f"layer {layer.name!r} data_param")
         self.datasets[layer.name] = dataset
-        if len(layer.param.top) != 2:
-            raise layer.error("top", f"a Data layer has 2 tops (data, label), got "
-                              f"{len(layer.param.top)}")
+        tops = len(layer.param.top)
+        if tops not in (2, 3):
+            raise layer.error("top", f"a Data layer has 2 tops (data, label) or 3 (data, "
+                              f"label, cont), got {tops}")
+        if tops == 3 and dataset.cont is None:
+            raise layer.error("top", f"a third top (cont) needs a 'cont' (N, T) array in "
+                              f"{p.source!r}")
         per_slice = p.batch_size // slices          # what one core group's pass sees
-        return [(per_slice,) + dataset.sample_shape, (per_slice,)]
+        shapes = [(per_slice,) + dataset.sample_shape, (per_slice,)]
+        return shapes + ([(per_slice, dataset.cont.shape[1])] if tops == 3 else [])
 
     def share_parameters(self, other: "Net") -> None:
         """Read ``other``'s parameter arena (one copy of the weights for every core group's
@@ -315,7 +320,8 @@ class Net:
                     predicted_seconds=transform.predicted_seconds(self.config))
 
     def forward(self, run, batch) -> dict:
-        """All blobs of one forward pass on ``batch`` = (data, label)."""
+        """All blobs of one forward pass on ``batch`` = the Data layer's tops (data, label[,
+        cont])."""
         blobs = {}
         for node in self.nodes:
             for source, target, transform in node.transforms:
