@@ -70,14 +70,23 @@ def test_every_layer_reads_its_bottoms_in_its_own_layout(spec):
     assert not any(t.what == "d(data)" for t in net.transforms())
 
 
-def test_the_backward_wants_gradients_in_the_costlier_pass_layout(spec):
-    net = train.Net(spec, config=Machine().config)
-    conv2 = _node(net, "conv2").layer
-    costly = max(("backward_data", "backward_filter"), key=conv2.predicted.get)
-    assert conv2.diff_layout == conv2.algos[costly].LAYOUT
-    assert conv2.grad_layout == conv2.algos["backward_data"].LAYOUT
+def test_the_backward_takes_gradients_as_they_come_or_in_the_costlier_pass_layout(spec):
+    config = Machine().config
+    net = train.Net(spec, config=config)
+    node = _node(net, "conv2")
+    conv2 = node.layer
+    passes = {d: conv2.algos[d].LAYOUT for d in ("backward_data", "backward_filter")}
+    costly = max(passes, key=conv2.predicted.get)
+    arrived = node.diff_transforms[0].src if node.diff_transforms[0] else conv2.diff_layout
+    assert conv2.diff_layout == (arrived if arrived in passes.values() else passes[costly])
+    assert conv2.grad_layout == passes["backward_data"]
     for direction, transform in conv2.to_pass.items():
-        assert (transform is None) == (conv2.algos[direction].LAYOUT == conv2.diff_layout)
+        assert (transform is None) == (passes[direction] == conv2.diff_layout)
+    for direction, layout in passes.items():      # arriving in a pass's layout: kept as it is
+        conv2.plan_backward(layout, config)
+        assert conv2.diff_layout == layout and conv2.to_pass[direction] is None
+    conv2.plan_backward("NCHW", config)
+    assert conv2.diff_layout == passes[costly]
     # relu1's blob gets gradients from conv2 and from the Eltwise: added in one layout
     merges = [m for node in net.backward_nodes for b, m in zip(node.bottoms, node.merges)
               if b == "conv1@relu1" and m]

@@ -4,7 +4,7 @@ built: no layer falls back to numpy arithmetic), and offers its operator candida
 predicted time to the selection pass (``choose``).
 
 Shapes are Caffe's NCHW for images and (B, features) after InnerProduct; the layout pass
-(``plan_layouts``) decides in which layout each layer's operators run (``layout``)."""
+(``plan_forward``, ``plan_backward``) decides in which layout each layer's operators run."""
 from __future__ import annotations
 
 import itertools
@@ -54,16 +54,20 @@ class Layer:
         self.layout = self.diff_layout = self.grad_layout = CANONICAL
         self.transforms = []         # Transforms the layer's backward runs itself (explain)
 
-    def plan_layouts(self, bottom_layouts: list, inputs: list, tops: list, config) -> None:
+    def plan_forward(self, bottom_layouts: list, inputs: list, tops: list) -> None:
         """The layout pass, once (the Net's, after ``choose``): ``layout``, the forward's (of
-        the layer's 4-D bottoms and tops); ``diff_layout``, in which it wants its top
-        gradients (None: as they come); ``grad_layout``, in which it returns its bottom
-        gradients (None: its top gradient's). NCHW unless the operator takes another;
-        layout-free layers take their first bottom's. ``inputs``/``tops``: the blob versions
-        read and written (names for the transforms the layer inserts itself); ``config``: the
-        machine's, for the models of what the layouts leave to choose."""
+        the layer's 4-D bottoms and tops): NCHW unless the operator takes another; layout-free
+        layers take their first bottom's. ``inputs``/``tops``: the blob versions read and
+        written (names for the transforms a layer inserts itself)."""
         if self.layout_free and bottom_layouts:
-            self.layout = self.diff_layout = self.grad_layout = bottom_layouts[0]
+            self.layout = bottom_layouts[0]
+
+    def plan_backward(self, arriving: str, config) -> None:
+        """The backward's layouts, given the one its top gradient arrives in: ``diff_layout``,
+        the one it takes it in (the Net transforms it where they differ), and ``grad_layout``,
+        its bottom gradients'. By default the forward's (ReLU reads x beside dy). ``config``:
+        the machine's, for the models of what the layouts leave to choose."""
+        self.diff_layout = self.grad_layout = self.layout
 
     def set_phase(self, phase: str) -> None:
         """Called once by the Net with "TRAIN" or "TEST"."""
@@ -254,21 +258,27 @@ class Convolution(Layer):
         operator = "conv2d " + ", ".join(f"{d} {m.NAME}" for d, m in self.algos.items())
         return Choice(operator, self.algos["forward"].LAYOUT, sum(self.predicted.values()))
 
-    def plan_layouts(self, bottom_layouts, inputs, tops, config):
-        """Forward in the forward algorithm's layout. Backward (thesis §7.1, greedy): the top
-        gradient is wanted in the layout of the more expensive of the two backward passes; the
-        other pass, and backward-filter's x when its layout is not the forward's, get
-        Transforms of their own; the bottom gradient comes in backward-data's layout."""
+    def plan_forward(self, bottom_layouts, inputs, tops):
+        """In the forward algorithm's layout."""
         self.layout = self.algos["forward"].LAYOUT
-        backward = [d for d in ("backward_data", "backward_filter") if d in self.algos]
-        self.diff_layout = self.algos[max(backward, key=self.predicted.get)].LAYOUT
-        self.grad_layout = self.algos.get("backward_data", self.algos["backward_filter"]).LAYOUT
-        dy = f"d({tops[0]})"
-        self.to_pass = {d: transform_if_needed(dy, self.y_shape, self.diff_layout,
-                                               self.algos[d].LAYOUT, "backward")
-                        for d in backward}
-        self.x_to_filter = transform_if_needed(inputs[0], self.x_shape, self.layout,
-                                               self.algos["backward_filter"].LAYOUT, "backward")
+        self.blob_names = inputs[0], tops[0]
+
+    def plan_backward(self, arriving, config):
+        """The top gradient is taken as it arrives when one of the two backward passes wants
+        that layout, else (thesis §7.1, greedy) in the layout of the more expensive pass; the
+        other pass, and backward-filter's x when its layout is not the forward's, get
+        Transforms of their own; the bottom gradient leaves in backward-data's layout."""
+        passes = {d: self.algos[d].LAYOUT for d in ("backward_data", "backward_filter")
+                  if d in self.algos}
+        self.diff_layout = arriving if arriving in passes.values() else \
+            passes[max(passes, key=self.predicted.get)]
+        self.grad_layout = passes.get("backward_data", self.diff_layout)
+        x, y = self.blob_names
+        self.to_pass = {d: transform_if_needed(f"d({y})", self.y_shape, self.diff_layout,
+                                               layout, "backward")
+                        for d, layout in passes.items()}
+        self.x_to_filter = transform_if_needed(x, self.x_shape, self.layout,
+                                               passes["backward_filter"], "backward")
         self.transforms = [t for t in (*self.to_pass.values(), self.x_to_filter) if t]
         if len(self.param_shapes) > 1:
             self._plan_bias_gradient(config)
@@ -381,9 +391,8 @@ class Eltwise(Layer):
     bottoms = (2, 2)
     layout_free = True
 
-    def plan_layouts(self, bottom_layouts, inputs, tops, config):
-        super().plan_layouts(bottom_layouts, inputs, tops, config)
-        self.diff_layout = self.grad_layout = None      # the backward reads no activation
+    def plan_backward(self, arriving, config):
+        self.diff_layout = self.grad_layout = arriving      # its backward reads no activation
 
     def setup(self, shapes):
         p = self.param.eltwise_param

@@ -232,8 +232,8 @@ class Net:
         versions = {}                    # (blob version, layout) -> the version in that layout
         for node in self.nodes:
             layer = node.layer
-            layer.plan_layouts([self.layouts[b] for b in node.bottoms],
-                               node.bottoms, node.tops, self.config)
+            layer.plan_forward([self.layouts[b] for b in node.bottoms], node.bottoms,
+                               node.tops)
             for i, bottom in enumerate(node.bottoms):
                 transform = transform_if_needed(bottom, self.shapes[bottom],
                                                 self.layouts[bottom], layer.layout, "forward")
@@ -265,12 +265,12 @@ class Net:
             if layer.param.type in ("Data", "Accuracy") or \
                     not any(t in arrived for t in node.tops):
                 continue
+            layer.plan_backward(arrived[node.tops[0]], self.config)
             node.diff_transforms = [
                 None if t not in arrived else transform_if_needed(
-                    f"d({t})", self.shapes[t], arrived[t], layer.diff_layout or arrived[t],
-                    "backward") for t in node.tops]
-            wanted = layer.diff_layout or arrived[node.tops[0]]
-            produced = layer.grad_layout or wanted
+                    f"d({t})", self.shapes[t], arrived[t], layer.diff_layout, "backward")
+                for t in node.tops]
+            produced = layer.grad_layout
             node.merges = []
             for bottom, needed in zip(node.bottoms, layer.propagate):
                 if not needed:
@@ -376,7 +376,7 @@ class Net:
 
 def _layouts(layer) -> str:
     """A layer's planned layouts: the forward's, and the backward's where it differs."""
-    backward = {layout for layout in (layer.diff_layout, layer.grad_layout) if layout}
+    backward = {layer.diff_layout, layer.grad_layout}
     if backward <= {layer.layout}:
         return layer.layout
     return f"{layer.layout}, backward {'/'.join(sorted(backward))}"
