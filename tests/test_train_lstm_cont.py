@@ -129,3 +129,12 @@ def test_bad_cont_names_the_layer_and_the_field(spec, tmp_path):
     with pytest.raises(train.TrainError, match=r"layer 'lstm' \(LSTM\), bottom: cont must "
                        r"hold 0 \(a sequence starts\) or 1"):
         solver.step()
+
+
+def test_a_checkpoint_of_other_core_groups_is_refused_with_lstm_state(spec, tmp_path):
+    solver = train.Solver(spec, SOLVER, cgs=2)
+    solver.step()
+    solver.save(tmp_path)
+    with pytest.raises(train.TrainError, match=r"holds the LSTM state of 2 core groups, this "
+                       r"run has --cgs 1"):
+        train.Solver(spec, SOLVER).restore(tmp_path)

@@ -274,15 +274,22 @@ class Solver:
             if key not in saved or saved[key].item() != value:
                 raise TrainError(f"checkpoint {path} does not match: its {key} differs from "
                                  f"this run's (another net, solver or format)")
+        states = saved.get("state")
+        if states is not None and states.ndim == 2 and len(states) != self.cgs:
+            if any(n.layer.carries_state and n.state for n in self.net.nodes):
+                raise TrainError(f"checkpoint {path} holds the LSTM state of {len(states)} core "
+                                 f"groups, this run has --cgs {self.cgs}")
+            states = states[:1].repeat(self.cgs, axis=0)     # CG 0's running statistics
         buffers = dict(params=self.net.params.buffer, history=self.history,
-                       second_moment=self.second_moment, state=self._states())
-        for key, buffer in buffers.items():
-            if key not in saved or saved[key].shape != buffer.shape:
+                       second_moment=self.second_moment)
+        for key, buffer in (*buffers.items(), ("state", self._states())):
+            found = states if key == "state" else saved.get(key)
+            if found is None or found.shape != buffer.shape:
                 raise TrainError(f"checkpoint {path} is corrupt: its {key} buffer is missing "
                                  f"or of another size")
         for key, buffer in buffers.items():
             buffer[...] = saved[key]
-        for replica, state in zip(self.replicas, buffers["state"]):
+        for replica, state in zip(self.replicas, states):
             replica.state.buffer[...] = state
         self.step_count = int(saved["step"])
         self.feed = Prefetcher(self.order, int(saved["position"]))
