@@ -220,7 +220,6 @@ class Net:
             below = bool(node.params) or any(node.layer.propagate)
             for top in node.tops:
                 needs[top] = below
-        self.needs_diff = needs
         self.choices = {n.layer.name: n.layer.choose([self.shapes[b] for b in n.bottoms],
                                                      config) for n in self.nodes}
         self.config = config
