@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from swsim import Machine
+from swsim.cli import main
 from swsim.hostlib import train
 from swsim.hostlib.train import layers
 from swsim.hostlib.train.layout import physical
@@ -129,3 +130,14 @@ def test_every_gradient_matches_the_reference_whatever_the_layouts(spec):
     for name in solver.net.grads.layout:
         np.testing.assert_allclose(solver.net.grads[name], expected[name], rtol=1e-4,
                                    atol=1e-6, err_msg=name)
+
+
+def test_the_cli_explains_layouts_and_transforms_per_core_group(spec, tmp_path, capsys):
+    net = tmp_path / "net.prototxt"
+    net.write_text(spec)
+    assert main(["train", str(net), "--explain", "--cgs", "2"]) == 0
+    table = capsys.readouterr().out
+    planned = train.Net(spec, slices=2, config=Machine().config)
+    for transform in planned.transforms():
+        assert transform.row in table
+    assert "2x8x6x6" in table and "Transform" in table and "backward_filter" in table
