@@ -138,3 +138,23 @@ def test_a_checkpoint_of_other_core_groups_is_refused_with_lstm_state(spec, tmp_
     with pytest.raises(train.TrainError, match=r"holds the LSTM state of 2 core groups, this "
                        r"run has --cgs 1"):
         train.Solver(spec, SOLVER).restore(tmp_path)
+
+
+def test_the_test_phase_carries_state_through_the_tensorized_forward(spec):
+    solver = train.Solver(spec, SOLVER)
+    reference = Reference(solver)
+    net = train.Net(spec, "TEST", config=Machine().config)
+    assert _node_algo(net) == "tensorized"
+    for name in net.params.layout:
+        net.params[name][...] = solver.net.params[name]
+    run = Run(Machine())
+    for k in range(2):                         # the second batch starts from the first's h, c
+        batch = reference.order.batch(k)
+        blobs = net.forward(run, batch)
+        expected, _ = reference.forward(net, *batch)
+        np.testing.assert_allclose(blobs["out"], expected["out"], rtol=1e-4, atol=1e-5)
+    assert np.abs(net.state["lstm/state0"]).max() > 0
+
+
+def _node_algo(net):
+    return next(n.layer.algo for n in net.nodes if n.layer.param.type == "LSTM")
