@@ -56,7 +56,7 @@ def test_the_reference_gradients_match_finite_differences(spec):
     for name, value in reference.params.items():
         for _ in range(4):
             index = tuple(rng.integers(0, n) for n in value.shape)
-            _check_gradient(reference, data, label, grads, name, index)
+            _check_gradient(reference, (data, label), grads, name, index)
 
 
 @pytest.mark.parametrize("cgs", [1, 2])
@@ -104,8 +104,8 @@ def test_the_shipped_example_trains_like_the_reference():
     (("num_output: 7", "num_output: 0"),
      r"layer 'lstm' \(LSTM\), recurrent_param.num_output: must be given and > 0"),
     (('bottom: "mix" top: "rows"', 'bottom: "label" top: "rows"'),
-     r"layer 'rows' \(SequenceTranspose\), bottom: needs an \(N, C, H, W\) or a \(T, B, F\) "
-     r"blob, got \(6,\)"),
+     r"layer 'rows' \(SequenceTranspose\), bottom: needs an \(N, C, H, W\), a \(T, B, F\) or "
+     r"a \(T, B\) blob, got \(6,\)"),
 ])
 def test_bad_input_names_the_layer_and_the_field(spec, edit, message):
     with pytest.raises(train.TrainError, match=message):

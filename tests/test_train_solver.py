@@ -93,6 +93,16 @@ def test_checkpoints_resume_bit_exactly(tmp_path):
     assert np.array_equal(second.net.params.buffer, straight.net.params.buffer)
 
 
+def test_a_checkpoint_resumes_on_another_number_of_core_groups(tmp_path):
+    saved = train.Solver(NET, SOLVER, cgs=2)
+    saved.step()
+    saved.save(tmp_path)
+    resumed = train.Solver(NET, SOLVER)
+    resumed.restore(tmp_path)
+    assert np.array_equal(resumed.net.params.buffer, saved.net.params.buffer)
+    assert resumed.step_count == 1
+
+
 def test_a_failed_write_leaves_the_previous_checkpoint(tmp_path, monkeypatch):
     solver = train.Solver(NET, SOLVER)
     solver.save(tmp_path)

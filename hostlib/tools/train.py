@@ -71,7 +71,7 @@ def run(args) -> int:
     solver = parse_solver(args.solver) if args.solver else SolverParameter(base_lr=0.01)
     if args.explain:
         from ...vm import Machine
-        print(format_explain(Net(spec, "TRAIN", config=Machine().config)))
+        print(format_explain(Net(spec, "TRAIN", slices=args.cgs, config=Machine().config)))
         return 0
     comm = allreduce.world()
     reducer = None if comm is None else allreduce.GradientAllreduce(

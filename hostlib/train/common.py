@@ -11,3 +11,9 @@ ALIGN = 128                 # bytes: DMA transaction size, thesis §7.1 aligned_
 
 class TrainError(SwsimError, ValueError):
     """A bad net, solver, data set or checkpoint: the message names the layer and the field."""
+
+
+def stream_seconds(nbytes: int, config) -> float:
+    """A memory-bound operator's time at the CG's DMA rate (one 128-B transaction per
+    ``dma_transaction_cycles``), the bound of thesis §5.3."""
+    return (config.dma_latency + nbytes / 128 * config.dma_transaction_cycles) / config.clock_hz

@@ -3,7 +3,8 @@ random seed, and an I/O thread that prefetches the next minibatch (thesis §7.2.
 
 Sources: ``sklearn:digits`` (scikit-learn's bundled 8x8 digits, no download; a fixed random 80 %
 of the 1797 images train, the rest test) and a ``.npz`` file with arrays ``data`` (N, ...) and
-``label`` (N,) (used whole in both phases)."""
+``label`` (N,) (used whole in both phases), and optionally ``cont`` (N, T): each sample's
+sequence-continuation flags, the third top of a Data layer feeding an LSTM's ``cont``."""
 from __future__ import annotations
 
 import threading
@@ -42,27 +43,32 @@ def _npz(path: Path, where: str):
                 raise TrainError(f"{where}: {path} must hold arrays 'data' and 'label', has "
                                  f"{sorted(archive.files)}")
             data, label = archive["data"], archive["label"]
+            cont = archive["cont"] if "cont" in archive else None
     except (OSError, ValueError, zipfile.BadZipFile) as exc:
         raise TrainError(f"{where}: cannot read {path}: {exc}") from None
     if data.ndim < 2 or label.shape != (len(data),):
         raise TrainError(f"{where}: data must be (N, ...) and label (N,), got {data.shape} and "
                          f"{label.shape}")
-    return data, label
+    if cont is not None and (cont.ndim != 2 or len(cont) != len(data)):
+        raise TrainError(f"{where}: cont must be (N, T) with N = {len(data)}, got {cont.shape}")
+    return data, label, cont
 
 
 class Dataset:
     """The samples of one phase, scaled by ``data_param.scale``, as float32."""
 
     def __init__(self, source: str, phase: str, scale: float = 1.0, where: str = "data_param"):
+        cont = None
         if source == "sklearn:digits":
             data, label = _digits(phase)
         elif source.endswith(".npz"):
-            data, label = _npz(Path(source), f"{where}.source")
+            data, label, cont = _npz(Path(source), f"{where}.source")
         else:
             raise TrainError(f"{where}.source: {source!r} is neither 'sklearn:digits' nor a "
                              f".npz file")
         self.data = (np.asarray(data, np.float64) * scale).astype(DTYPE)
         self.label = np.asarray(label).astype(DTYPE)
+        self.cont = None if cont is None else np.asarray(cont).astype(DTYPE)
         if len(self.label) == 0:
             raise TrainError(f"{where}.source: {source!r} has no samples")
 
@@ -95,9 +101,11 @@ class Order:
         return np.concatenate([self._permutation(int(e))[stream[stream // n == e] % n]
                                for e in np.unique(stream // n)])
 
-    def batch(self, k: int):
+    def batch(self, k: int) -> tuple:
+        """(data, label), and the samples' ``cont`` rows when the set has them."""
         index = self.indices(k)
-        return self.dataset.data[index], self.dataset.label[index]
+        arrays = (self.dataset.data, self.dataset.label, self.dataset.cont)
+        return tuple(array[index] for array in arrays if array is not None)
 
 
 class Prefetcher:

@@ -3,17 +3,24 @@ names the ``hostlib.dnn`` operators its forward and backward run (checked when t
 built: no layer falls back to numpy arithmetic), and offers its operator candidates with a
 predicted time to the selection pass (``choose``).
 
-Shapes are Caffe's NCHW for images and (B, features) after InnerProduct."""
+Shapes are Caffe's NCHW for images and (B, features) after InnerProduct; the layout pass
+(``plan_forward``, ``plan_backward``) decides in which layout each layer's operators run."""
 from __future__ import annotations
 
+import itertools
 import math
 from typing import NamedTuple, Optional
 
 import numpy as np
 
+from ...errors import SwsimError
 from .. import dnn
 from ..blas import gemm_model
-from .common import DTYPE, TrainError
+from ..dnn import conv as conv_ops
+from ..dnn.conv_common import make_geometry
+from ..dnn.layout import LAYOUTS
+from .common import DTYPE, TrainError, stream_seconds
+from .layout import CANONICAL, physical, transform_if_needed
 
 
 class Choice(NamedTuple):
@@ -21,12 +28,6 @@ class Choice(NamedTuple):
     operator: str
     layout: str
     predicted_seconds: Optional[float]     # None: no performance model for this operator yet
-
-
-def stream_seconds(nbytes: int, config) -> float:
-    """A memory-bound operator's time at the CG's DMA rate (one 128-B transaction per
-    ``dma_transaction_cycles``), the bound of thesis §5.3."""
-    return (config.dma_latency + nbytes / 128 * config.dma_transaction_cycles) / config.clock_hz
 
 
 def gemm_seconds(m: int, n: int, k: int, config, **layout) -> float:
@@ -39,6 +40,8 @@ class Layer:
     """One layer: ``setup`` (shapes), ``forward``/``backward`` through ``run.op``."""
     operators: tuple = ()        # hostlib.dnn names the layer calls
     bottoms: tuple = (1, 1)      # (min, max) number of bottoms
+    layout_free = False          # element-wise: runs in whatever layout its bottom comes in
+    carries_state = False        # its state is the run's (LSTM's h, c), not statistics for TEST
 
     def __init__(self, param):
         self.param = param
@@ -47,6 +50,24 @@ class Layer:
         self.fillers = []
         self.state_shapes = []       # blobs the layer keeps between steps, not learned
         self.state = []              # their views in the Net's state arena
+        self.propagate = []          # per bottom: does the backward need its gradient (Net)
+        self.layout = self.diff_layout = self.grad_layout = CANONICAL
+        self.transforms = []         # Transforms the layer's backward runs itself (explain)
+
+    def plan_forward(self, bottom_layouts: list, inputs: list, tops: list) -> None:
+        """The layout pass, once (the Net's, after ``choose``): ``layout``, the forward's (of
+        the layer's 4-D bottoms and tops): NCHW unless the operator takes another; layout-free
+        layers take their first bottom's. ``inputs``/``tops``: the blob versions read and
+        written (names for the transforms a layer inserts itself)."""
+        if self.layout_free and bottom_layouts:
+            self.layout = bottom_layouts[0]
+
+    def plan_backward(self, arriving: str, config) -> None:
+        """The backward's layouts, given the one its top gradient arrives in: ``diff_layout``,
+        the one it takes it in (the Net transforms it where they differ), and ``grad_layout``,
+        its bottom gradients'. By default the forward's (ReLU reads x beside dy). ``config``:
+        the machine's, for the models of what the layouts leave to choose."""
+        self.diff_layout = self.grad_layout = self.layout
 
     def set_phase(self, phase: str) -> None:
         """Called once by the Net with "TRAIN" or "TEST"."""
@@ -144,6 +165,7 @@ class InnerProduct(Layer):
 class Activation(Layer):
     operators = ("activation_forward", "activation_backward")
     kind = ""
+    layout_free = True
 
     def setup(self, shapes):
         return [shapes[0]]
@@ -220,24 +242,110 @@ class Convolution(Layer):
         return [_filler(f, s, fan_in, rng) for f, s in zip(self.fillers, self.param_shapes)]
 
     def choose(self, shapes, config):
-        return Choice("conv2d (algo=auto)", "NCHW", None)
+        """Each pass's algorithm by the conv performance models (``dnn.conv.choose``, what
+        ``algo="auto"`` would run), kept for every step; no backward-data where the bottom
+        needs no gradient (the data)."""
+        geo = make_geometry(shapes[0], self.param_shapes[0], self.stride, self.pad, "w")
+        self.x_shape, self.y_shape = tuple(shapes[0]), geo.y_shape
+        directions = ("forward", "backward_filter") + (
+            ("backward_data",) if self.propagate[0] else ())
+        try:
+            self.algos = {d: conv_ops.choose(geo, d, DTYPE, config) for d in directions}
+        except SwsimError as exc:
+            raise self.error("operator", str(exc)) from None
+        self.predicted = {d: m.predict(geo, d, DTYPE, config) / config.clock_hz
+                          for d, m in self.algos.items()}
+        operator = "conv2d " + ", ".join(f"{d} {m.NAME}" for d, m in self.algos.items())
+        return Choice(operator, self.algos["forward"].LAYOUT, sum(self.predicted.values()))
+
+    def plan_forward(self, bottom_layouts, inputs, tops):
+        """In the forward algorithm's layout."""
+        self.layout = self.algos["forward"].LAYOUT
+        self.blob_names = inputs[0], tops[0]
+
+    def plan_backward(self, arriving, config):
+        """The top gradient is taken as it arrives when one of the two backward passes wants
+        that layout, else (thesis §7.1, greedy) in the layout of the more expensive pass; the
+        other pass, and backward-filter's x when its layout is not the forward's, get
+        Transforms of their own; the bottom gradient leaves in backward-data's layout."""
+        passes = {d: self.algos[d].LAYOUT for d in ("backward_data", "backward_filter")
+                  if d in self.algos}
+        self.diff_layout = arriving if arriving in passes.values() else \
+            passes[max(passes, key=self.predicted.get)]
+        self.grad_layout = passes.get("backward_data", self.diff_layout)
+        x, y = self.blob_names
+        self.to_pass = {d: transform_if_needed(f"d({y})", self.y_shape, self.diff_layout,
+                                               layout, "backward")
+                        for d, layout in passes.items()}
+        self.x_to_filter = transform_if_needed(x, self.x_shape, self.layout,
+                                               passes["backward_filter"], "backward")
+        self.transforms = [t for t in (*self.to_pass.values(), self.x_to_filter) if t]
+        if len(self.param_shapes) > 1:
+            self._plan_bias_gradient(config)
+
+    def _geometry(self, direction):
+        algo = self.algos[direction]
+        return dict(stride=self.stride, padding=self.pad, algo=algo.NAME, layout=algo.LAYOUT)
 
     def forward(self, run, bottoms, params):
         return [run.op(self, "conv2d_forward", bottoms[0], params[0],
                        bias=params[1] if len(params) > 1 else None,
-                       stride=self.stride, padding=self.pad)]
+                       **self._geometry("forward"))]
 
     def backward(self, run, diffs, bottoms, tops, params, grads):
         (x,), (dy,) = bottoms, diffs
-        geometry = dict(stride=self.stride, padding=self.pad)
-        grads[0][...] = run.op(self, "conv2d_backward_filter", x, dy, params[0].shape,
-                               **geometry)
-        if len(grads) > 1:      # db = column sums of dy over (N, H, W): two GEMMs with ones
-            n, o, oh, ow = dy.shape
-            per_plane = run.gemm(self, np.ones((1, n), dy.dtype), dy.reshape(n, -1))
-            grads[1][...] = run.gemm(self, per_plane.reshape(o, oh * ow),
-                                     np.ones((oh * ow, 1), dy.dtype)).reshape(o)
-        return [run.op(self, "conv2d_backward_data", dy, params[0], x.shape, **geometry)]
+
+        def operand(transform, array):
+            return transform(run, self, array) if transform else array
+        grads[0][...] = run.op(self, "conv2d_backward_filter", operand(self.x_to_filter, x),
+                               operand(self.to_pass["backward_filter"], dy), params[0].shape,
+                               **self._geometry("backward_filter"))
+        if len(grads) > 1:
+            grads[1][...] = self._bias_gradient(run, dy)
+        if not self.propagate[0]:
+            return [None]
+        layout = self.algos["backward_data"].LAYOUT
+        return [run.op(self, "conv2d_backward_data", operand(self.to_pass["backward_data"], dy),
+                       params[0], physical(self.x_shape, layout),
+                       **self._geometry("backward_data"))]
+
+    def _plan_bias_gradient(self, config) -> None:
+        """db = the sums of dy (in ``diff_layout``) over every axis but C, as GEMMs with ones
+        vectors: the axes before C in one ones(1, A)·dy, those after C in chunks of adjacent
+        axes, innermost first, each a (rows, chunk)·ones(chunk, 1). A GEMM with one long
+        side wastes swGEMM's blocks (one 4096-long sum of conv1's CNHW dy: 71 us against 30
+        us as 64 + 64), so the chunking is chosen by swGEMM's model, once."""
+        shape = physical(self.y_shape, self.diff_layout)
+        axis = LAYOUTS[self.diff_layout].index("C")
+        channels, trailing = shape[axis], shape[axis + 1:]
+        self.bias_outer = int(np.prod(shape[:axis]))
+        lead = gemm_seconds(1, channels * int(np.prod(trailing)), self.bias_outer, config) \
+            if self.bias_outer > 1 else 0.0
+
+        def cost(chunks):
+            rows, total = channels * int(np.prod(trailing)), lead
+            for chunk in chunks:
+                rows //= chunk
+                total += gemm_seconds(rows, 1, chunk, config)
+            return total
+        plans = []
+        for cuts in itertools.product((False, True), repeat=max(0, len(trailing) - 1)):
+            chunks, size = [], 1
+            for index, dim in enumerate(reversed(trailing)):   # innermost first
+                size *= dim
+                if index == len(trailing) - 1 or cuts[index]:
+                    chunks.append(size)
+                    size = 1
+            plans.append([c for c in chunks if c > 1])
+        self.bias_chunks = min(plans, key=cost)
+
+    def _bias_gradient(self, run, dy):
+        sums = dy.reshape(self.bias_outer, -1)
+        if self.bias_outer > 1:
+            sums = run.gemm(self, np.ones((1, self.bias_outer), dy.dtype), sums)
+        for chunk in self.bias_chunks:
+            sums = run.gemm(self, sums.reshape(-1, chunk), np.ones((chunk, 1), dy.dtype))
+        return sums.reshape(-1)
 
 
 class Pooling(Layer):
@@ -281,6 +389,10 @@ class Pooling(Layer):
 class Eltwise(Layer):
     operators = ("add", "scale")
     bottoms = (2, 2)
+    layout_free = True
+
+    def plan_backward(self, arriving, config):
+        self.diff_layout = self.grad_layout = arriving      # its backward reads no activation
 
     def setup(self, shapes):
         p = self.param.eltwise_param
@@ -453,7 +565,8 @@ class SequenceTranspose(Layer):
     """Swaps a blob's time and batch axes (not a Caffe layer; Caffe would need a Permute).
     A 4-D image blob (N, C, H, W) is read as the sequence of its H rows: -> (T = H, B = N,
     I = C·W), the time-major input of LSTM; a 3-D (A, B, F) blob -> (B, A, F), e.g. an LSTM's
-    (T, B, H) back to batch-major for InnerProduct. One ``dnn.transform`` pass on the VM (the
+    (T, B, H) back to batch-major for InnerProduct; a 2-D (A, B) one -> (B, A), e.g. the Data
+    layer's (N, T) cont flags to the LSTM's (T, N). One ``dnn.transform`` pass on the VM (the
     blob viewed as (P, Q, D, 1) NCHW and laid out CNHW = (Q, P, D, 1)); backward the inverse."""
     operators = ("transform",)
 
@@ -462,10 +575,12 @@ class SequenceTranspose(Layer):
         if len(shape) == 4:
             n, c, h, w = shape
             self.view, self.top = (n * c, h, w), (h, n, c * w)
-        elif len(shape) == 3:
-            self.view, self.top = shape, (shape[1], shape[0], shape[2])
+        elif len(shape) in (2, 3):
+            self.view = tuple(shape) + (1,) * (3 - len(shape))
+            self.top = (shape[1], shape[0]) + tuple(shape[2:])
         else:
-            raise self.error("bottom", f"needs an (N, C, H, W) or a (T, B, F) blob, got {shape}")
+            raise self.error("bottom", f"needs an (N, C, H, W), a (T, B, F) or a (T, B) blob, "
+                             f"got {shape}")
         return [self.top]
 
     def forward(self, run, bottoms, params):
@@ -480,34 +595,53 @@ class SequenceTranspose(Layer):
 
 
 class LSTM(Layer):
-    """Caffe's LSTM, a subset: one bottom x (T, B, I) (no sequence-continuation blob: every
-    sequence starts at t = 0 with h0 = c0 = 0, as Caffe with cont = 0 at t = 0 and 1 after),
-    top h (T, B, H), H = ``recurrent_param.num_output``. Parameters in Caffe's blob order:
-    W_xc (4H, I), b_c (4H), W_hc (4H, H), weight_filler for both matrices, bias_filler for b.
-    The rows of the four gates follow ``dnn.lstm_*`` (PyTorch): i, f, g, o; Caffe's
-    LSTMUnit orders them i, f, o, g, so Caffe weights load with the last two H-row blocks of
-    each blob swapped.
+    """Caffe's LSTM: bottom x (T, B, I), time-major, and optionally Caffe's second bottom
+    ``cont`` (T, B): 0 where a sequence starts (h and c reset to 0), 1 where it continues. With
+    ``cont`` the layer keeps h_T and c_T of each minibatch (its state, in the Net's state arena)
+    as the h0, c0 of the next, per batch row (stream), as Caffe does; without, every sequence
+    starts at t = 0 with h0 = c0 = 0. Gradients stop at the minibatch's start (Caffe's truncated
+    backpropagation through time). Top h (T, B, H), H = ``recurrent_param.num_output``.
+    Parameters in Caffe's blob order: W_xc (4H, I), b_c (4H), W_hc (4H, H), weight_filler for
+    both matrices, bias_filler for b. The rows of the four gates follow ``dnn.lstm_*``
+    (PyTorch): i, f, g, o; Caffe's LSTMUnit orders them i, f, o, g, so Caffe weights load with
+    the last two H-row blocks of each blob swapped.
+
+    A reset inside the minibatch (cont = 0 at t > 0 in some row) splits the T steps into
+    segments, one ``lstm_forward`` each, the rows that restart getting zero state (a row
+    selection on the host, no arithmetic); the backward runs the segments in reverse, each
+    one's dh0, dc0 (of the continuing rows) the next one's dh_n, dc_n, and the parameter
+    gradients of the segments added on the VM.
 
     Operator: in TEST the tensorized forward (thesis Algorithm 6; its own baseline fallback
     when its state does not fit LDM); in TRAIN the baseline forward, whose saved gates
     (``reserve``) the backward through time needs — the tensorized kernel keeps them in LDM,
     so choosing it would run a second, baseline forward in the backward pass."""
-    operators = ("lstm_forward", "lstm_backward")
+    operators = ("lstm_forward", "lstm_backward", "add")
+    bottoms = (1, 2)
+    carries_state = True
 
     def setup(self, shapes):
-        (shape,) = shapes
+        shape = shapes[0]
         if len(shape) != 3:
             raise self.error("bottom", f"needs a (T, B, I) blob, got {shape}")
         p = self.param.recurrent_param
         if p.num_output <= 0:
             raise self.error("recurrent_param.num_output", "must be given and > 0")
         steps, batch, inputs = shape
+        if len(shapes) == 2 and tuple(shapes[1]) != (steps, batch):
+            raise self.error("bottom", f"cont (the second bottom) must be (T, B) = "
+                             f"{(steps, batch)}, got {shapes[1]}")
+        self.continued = len(shapes) == 2
         hidden = p.num_output
         self.param_shapes = [(4 * hidden, inputs), (4 * hidden,), (4 * hidden, hidden)]
         weights = p.weight_filler if p.HasField("weight_filler") else None
         self.fillers = [weights, p.bias_filler if p.HasField("bias_filler") else None, weights]
         self.zeros = np.zeros((batch, hidden), DTYPE)          # h0 and c0
+        self.state_shapes = [(batch, hidden)] * 2 if self.continued else []   # h_T, c_T
         return [(steps, batch, hidden)]
+
+    def init_state(self):
+        return [self.zeros, self.zeros] if self.continued else []
 
     def set_phase(self, phase):
         self.algo = "baseline" if phase == "TRAIN" else "tensorized"
@@ -521,24 +655,52 @@ class LSTM(Layer):
                     else "lstm_forward(tensorized)")
         return Choice(operator, "(T, B, I)", None)
 
-    def _arguments(self, x, params):
-        w, b, r = params
-        return x, self.zeros, self.zeros, w, r, b
+    def _segments(self, bottoms):
+        """[(start, stop, rows that carry their state into ``start``)]: one segment unless
+        ``cont`` restarts some row at t > 0."""
+        steps, batch = bottoms[0].shape[:2]
+        if not self.continued:
+            return [(0, steps, np.zeros(batch, bool))]
+        cont = bottoms[1]
+        if not np.isin(cont, (0, 1)).all():
+            raise self.error("bottom", "cont must hold 0 (a sequence starts) or 1 (it "
+                             f"continues), got {np.unique(cont)[:5]}")
+        starts = [0] + [t for t in range(1, steps) if not cont[t].all()] + [steps]
+        return [(a, b, cont[a] == 1) for a, b in zip(starts, starts[1:])]
 
     def forward(self, run, bottoms, params):
-        (x,) = bottoms
-        (y, _, _), stats = run.op_with_stats(self, "lstm_forward", *self._arguments(x, params),
-                                             algo=self.algo)
-        self.reserve = stats.reserve if self.algo == "baseline" else None
-        return [y]
+        x = bottoms[0]
+        w, b, r = params
+        h, c = self.state if self.continued else (self.zeros, self.zeros)
+        self.segments, ys = [], []
+        for start, stop, carried in self._segments(bottoms):
+            h0, c0 = (np.where(carried[:, None], state, 0).astype(DTYPE) for state in (h, c))
+            (y, h, c), stats = run.op_with_stats(self, "lstm_forward", x=x[start:stop], h0=h0,
+                                                 c0=c0, W=w, R=r, b=b, algo=self.algo)
+            reserve = stats.reserve if self.algo == "baseline" else None
+            self.segments.append((start, stop, carried, h0, c0, reserve))
+            ys.append(y)
+        if self.continued:
+            self.state[0][...], self.state[1][...] = h, c
+        return [np.concatenate(ys) if len(ys) > 1 else ys[0]]
 
     def backward(self, run, diffs, bottoms, tops, params, grads):
-        (x,), (dy,) = bottoms, diffs
-        dx, _, _, dw, dr, db = run.op(self, "lstm_backward", dy, *self._arguments(x, params),
-                                      reserve=self.reserve)
-        for grad, value in zip(grads, (dw, db, dr)):
+        x, (dy,) = bottoms[0], diffs
+        w, b, r = params
+        dh = dc = None                      # nothing flows back from the next minibatch
+        dxs, sums = [], None
+        for start, stop, carried, h0, c0, reserve in reversed(self.segments):
+            dx, dh0, dc0, dw, dr, db = run.op(
+                self, "lstm_backward", dy=dy[start:stop], x=x[start:stop], h0=h0, c0=c0, W=w,
+                R=r, b=b, dh_n=dh, dc_n=dc, reserve=reserve)
+            dh, dc = (np.where(carried[:, None], d, 0).astype(DTYPE) for d in (dh0, dc0))
+            dxs.append(dx)
+            sums = (dw, db, dr) if sums is None else \
+                tuple(run.op(self, "add", total, part) for total, part in zip(sums, (dw, db, dr)))
+        for grad, value in zip(grads, sums):
             grad[...] = value
-        return [dx]
+        dx = np.concatenate(dxs[::-1]) if len(dxs) > 1 else dxs[0]
+        return [dx] + [None] * (len(bottoms) - 1)
 
 
 KINDS = {cls.__name__: cls for cls in (

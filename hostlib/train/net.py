@@ -1,9 +1,11 @@
 """The Net: a static graph built once from a NetParameter (bottoms -> tops), shapes inferred
-layer by layer, then the passes of thesis §7.1 before the first step: operator selection per
-layer (kept for every iteration), and 128-byte aligned packed buffers for the parameters, the
-gradients (ONE contiguous buffer) and the blobs. A step's forward/backward takes one batch, so
-the 4-CG data parallelism of Algorithm 9 runs it per core group on a slice of the batch
-(``slices``: the blobs are planned for batch_size / slices samples)."""
+layer by layer, then the passes of thesis §7.1 before the first step: which blobs need a
+gradient, operator selection per layer (kept for every iteration), layout planning with
+transforms inserted only where a blob or a gradient reaches a layer in another layout, and
+128-byte aligned packed buffers for the parameters, the gradients (ONE contiguous buffer) and
+the blobs. A step's forward/backward takes one batch, so the 4-CG data parallelism of
+Algorithm 9 runs it per core group on a slice of the batch (``slices``: the blobs are planned
+for batch_size / slices samples)."""
 from __future__ import annotations
 
 from collections import defaultdict
@@ -12,11 +14,13 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ...errors import SwsimError
+from ...vm.config import VMConfig
 from .. import dnn
 from ..blas import gemm
 from .common import DTYPE, TrainError
 from .data import Dataset
 from .layers import KINDS, LOSSES, missing_operators
+from .layout import CANONICAL, physical, transform_if_needed
 from .memory import Arena
 from .model import NetParameter, parse_net
 
@@ -40,17 +44,22 @@ class Run:
     def gemm(self, layer, a, b, **kwargs):
         return self._call(layer, "gemm", gemm, a, b, **kwargs)[0]
 
-    def _call(self, layer, name, operator, *args, **kwargs):
-        """Run an operator on this CG and account its seconds to the layer; what it refuses (a
-        shape its kernel cannot take, a buffer that does not fit in LDM) becomes an error
-        naming the layer."""
+    def transform(self, layer, row, array, src, dst):
+        """A layout transform the layout pass inserted for ``layer``: its seconds go to its
+        own ``row``."""
+        return self._call(layer, "transform", dnn.transform, array, src, dst, row=row)[0]
+
+    def _call(self, layer, name, operator, *args, row=None, **kwargs):
+        """Run an operator on this CG and account its seconds to the layer (or ``row``); what
+        it refuses (a shape its kernel cannot take, a buffer that does not fit in LDM) becomes
+        an error naming the layer."""
         try:
             result, stats = operator(*args, machine=self.machine, **kwargs)
         except TrainError:
             raise
         except SwsimError as exc:
             raise layer.error("operator", f"{name}: {exc}") from None
-        self.seconds[layer.name] += stats.seconds
+        self.seconds[row or layer.name] += stats.seconds
         return result, stats
 
     @property
@@ -66,12 +75,17 @@ def _in_phase(layer, phase: str) -> bool:
 
 
 class Node:
-    """A layer in the graph: its blobs by version (in-place tops get a new version)."""
+    """A layer in the graph: its blobs by version (in-place tops get a new version), and what
+    the layout pass planned around it."""
 
     def __init__(self, layer, bottoms, tops):
         self.layer, self.bottoms, self.tops = layer, bottoms, tops
         self.params = []           # names in the parameter / gradient arenas
         self.state = []            # names in the state arena
+        self.inputs = list(bottoms)      # the versions its forward reads (maybe transformed)
+        self.transforms = []       # (source, target, Transform) run before its forward
+        self.diff_transforms = []  # per top: Transform of its gradient before the backward
+        self.merges = []           # per bottom: None (no gradient) or (Transform, accumulate)
 
 
 class Net:
@@ -90,6 +104,12 @@ class Net:
                 self._add(index, lp, latest, slices)
         if not self.nodes:
             raise TrainError(f"net {self.spec.name!r} has no layer in phase {phase}")
+        self.losses = [n for n in self.nodes if n.layer.param.type in LOSSES]
+        self.layouts = {}                           # blob version -> its stored layout
+        self.choices = {}
+        self.select_operators(config or VMConfig.preset("sw26010"))
+        self._plan_forward_layouts()
+        self._plan_backward_layouts()
         for arena in (self.params, self.grads, self.blobs, self.state):
             arena.build()
         rng = np.random.default_rng(seed)
@@ -100,10 +120,6 @@ class Net:
             node.layer.state = [self.state[name] for name in node.state]
             for view, value in zip(node.layer.state, node.layer.init_state()):
                 view[...] = value
-        self.losses = [n for n in self.nodes if n.layer.param.type in LOSSES]
-        self.choices = {}
-        if config is not None:
-            self.select_operators(config)
 
     def _add(self, index, lp, latest, slices):
         where = f"layer {lp.name or '#' + str(index)!r}"
@@ -139,7 +155,6 @@ class Net:
             version = f"{top}@{lp.name}" if top in latest else top
             latest[top] = version
             self.shapes[version] = tuple(shape)
-            self.blobs.add(version, shape)
             versions.append(version)
         node = Node(layer, bottoms, versions)
         for i, shape in enumerate(layer.param_shapes):
@@ -168,11 +183,16 @@ class Net:
                               f"{slices} core groups")
         dataset = Dataset(p.source, self.phase, p.scale, f"layer {layer.name!r} data_param")
         self.datasets[layer.name] = dataset
-        if len(layer.param.top) != 2:
-            raise layer.error("top", f"a Data layer has 2 tops (data, label), got "
-                              f"{len(layer.param.top)}")
+        tops = len(layer.param.top)
+        if tops not in (2, 3):
+            raise layer.error("top", f"a Data layer has 2 tops (data, label) or 3 (data, "
+                              f"label, cont), got {tops}")
+        if tops == 3 and dataset.cont is None:
+            raise layer.error("top", f"a third top (cont) needs a 'cont' (N, T) array in "
+                              f"{p.source!r}")
         per_slice = p.batch_size // slices          # what one core group's pass sees
-        return [(per_slice,) + dataset.sample_shape, (per_slice,)]
+        shapes = [(per_slice,) + dataset.sample_shape, (per_slice,)]
+        return shapes + ([(per_slice, dataset.cont.shape[1])] if tops == 3 else [])
 
     def share_parameters(self, other: "Net") -> None:
         """Read ``other``'s parameter arena (one copy of the weights for every core group's
@@ -191,59 +211,155 @@ class Net:
 
     def select_operators(self, config) -> None:
         """The selection pass (thesis §7.1): each layer's operator, asked once of the
-        performance models and kept for every iteration."""
+        performance models and kept for every iteration. First, which bottoms need a gradient
+        (those below a layer with parameters; Caffe's propagate_down), so that no operator
+        computes one nobody reads (the data's)."""
+        needs = {}                       # blob version -> does any update depend on its diff
+        for node in self.nodes:
+            node.layer.propagate = [needs.get(b, False) for b in node.bottoms]
+            below = bool(node.params) or any(node.layer.propagate)
+            for top in node.tops:
+                needs[top] = below
         self.choices = {n.layer.name: n.layer.choose([self.shapes[b] for b in n.bottoms],
                                                      config) for n in self.nodes}
+        self.config = config
+
+    def _plan_forward_layouts(self) -> None:
+        """Each layer's layout (its operator's; a layout-free layer's bottom's), and a
+        Transform on every edge whose two ends differ, made once per (blob, layout) and kept
+        in the blob arena as a version of its own."""
+        versions = {}                    # (blob version, layout) -> the version in that layout
+        for node in self.nodes:
+            layer = node.layer
+            layer.plan_forward([self.layouts[b] for b in node.bottoms], node.bottoms,
+                               node.tops)
+            for i, bottom in enumerate(node.bottoms):
+                transform = transform_if_needed(bottom, self.shapes[bottom],
+                                                self.layouts[bottom], layer.layout, "forward")
+                if transform is None:
+                    continue
+                key = (bottom, layer.layout)
+                if key not in versions:
+                    versions[key] = f"{bottom}:{layer.layout}"
+                    self.shapes[versions[key]] = self.shapes[bottom]
+                    self._add_blob(versions[key], self.shapes[bottom], layer.layout)
+                    node.transforms.append((bottom, versions[key], transform))
+                node.inputs[i] = versions[key]
+            for top in node.tops:
+                self._add_blob(top, self.shapes[top], layer.layout)
+
+    def _add_blob(self, version, shape, layout):
+        self.layouts[version] = layout if len(shape) == 4 else CANONICAL
+        self.blobs.add(version, physical(shape, self.layouts[version]))
+
+    def _plan_backward_layouts(self) -> None:
+        """Walks the backward as it will run: a top gradient reaching a layer in another
+        layout than the one it wants is transformed first; a bottom gradient added to an
+        earlier one (a blob read by two layers) is transformed to that one's layout."""
+        arrived = {node.tops[0]: CANONICAL for node in self.losses}   # diff -> its layout
+        produced_by_now = set(arrived)
+        self.backward_nodes = []
+        for node in reversed(self.nodes):
+            layer = node.layer
+            if layer.param.type in ("Data", "Accuracy") or \
+                    not any(t in arrived for t in node.tops):
+                continue
+            layer.plan_backward(arrived[node.tops[0]], self.config)
+            node.diff_transforms = [
+                None if t not in arrived else transform_if_needed(
+                    f"d({t})", self.shapes[t], arrived[t], layer.diff_layout, "backward")
+                for t in node.tops]
+            produced = layer.grad_layout
+            node.merges = []
+            for bottom, needed in zip(node.bottoms, layer.propagate):
+                if not needed:
+                    node.merges.append(None)
+                    continue
+                layout = produced if len(self.shapes[bottom]) == 4 else CANONICAL
+                earlier = arrived.setdefault(bottom, layout)
+                node.merges.append((transform_if_needed(
+                    f"d({bottom})", self.shapes[bottom], layout, earlier, "backward"),
+                    bottom in produced_by_now))
+                produced_by_now.add(bottom)
+            self.backward_nodes.append(node)
+
+    def transforms(self) -> list:
+        """Every Transform the layout pass inserted, in the order a step runs them: those of
+        the forward, then those of the backward (the gradients' and the ones layers run
+        themselves)."""
+        forward = [t for node in self.nodes for _, _, t in node.transforms]
+        backward = []
+        for node in self.backward_nodes:
+            backward += [t for t in node.diff_transforms if t] + node.layer.transforms
+            backward += [merge[0] for merge in node.merges if merge and merge[0]]
+        return forward + backward
 
     def explain(self) -> list:
-        """One row per layer: name, type, top shapes, operator, layout, predicted seconds."""
-        if not self.choices:
-            raise TrainError("explain() needs the selection pass: build the Net with config= "
-                             "or call select_operators(config)")
-        return [dict(layer=n.layer.name, type=n.layer.param.type,
-                     shapes=[self.shapes[t] for t in n.tops],
-                     params=int(sum(self.params[p].size for p in n.params)),
-                     **self.choices[n.layer.name]._asdict()) for n in self.nodes]
+        """One row per layer (name, type, top shapes, operator, layout, predicted seconds),
+        each forward transform before the layer it feeds, the backward's transforms after."""
+        rows = []
+        for node in self.nodes:
+            for _, _, transform in node.transforms:
+                rows.append(self._transform_row(transform))
+            choice = self.choices[node.layer.name]._asdict()
+            if any(len(self.shapes[b]) == 4 for b in node.bottoms + node.tops):
+                choice["layout"] = _layouts(node.layer)
+            rows.append(dict(layer=node.layer.name, type=node.layer.param.type,
+                             shapes=[self.shapes[t] for t in node.tops],
+                             params=int(sum(self.params[p].size for p in node.params)),
+                             **choice))
+        forward = {id(t) for node in self.nodes for _, _, t in node.transforms}
+        rows += [self._transform_row(t) for t in self.transforms() if id(t) not in forward]
+        return rows
+
+    def _transform_row(self, transform) -> dict:
+        return dict(layer=transform.row, type="Transform", shapes=[transform.shape], params=0,
+                    operator=f"transform ({transform.direction})",
+                    layout=f"{transform.src}>{transform.dst}",
+                    predicted_seconds=transform.predicted_seconds(self.config))
 
     def forward(self, run, batch) -> dict:
-        """All blobs of one forward pass on ``batch`` = (data, label)."""
+        """All blobs of one forward pass on ``batch`` = the Data layer's tops (data, label[,
+        cont])."""
         blobs = {}
         for node in self.nodes:
+            for source, target, transform in node.transforms:
+                self.blobs[target][...] = transform(run, node.layer, blobs[source])
+                blobs[target] = self.blobs[target]
             if node.layer.param.type == "Data":
                 tops = batch
             else:
-                tops = node.layer.forward(run, [blobs[b] for b in node.bottoms],
+                tops = node.layer.forward(run, [blobs[b] for b in node.inputs],
                                           [self.params[p] for p in node.params])
             for name, value in zip(node.tops, tops):
-                if np.shape(value) != self.shapes[name]:
+                planned = physical(self.shapes[name], self.layouts[name])
+                if np.shape(value) != planned:
                     raise node.layer.error("top", f"produced {np.shape(value)}, the graph "
-                                           f"planned {self.shapes[name]}")
+                                           f"planned {planned}")
                 self.blobs[name][...] = value
                 blobs[name] = self.blobs[name]
         return blobs
 
     def backward(self, run, blobs) -> None:
-        """Gradients of the sum of the losses into the packed gradient buffer."""
+        """Gradients of the sum of the losses into the packed gradient buffer, in the order and
+        layouts the layout pass planned."""
         self.grads.buffer[...] = 0
-        diffs = {blobs_name: None for blobs_name in blobs}
-        for node in self.losses:
-            diffs[node.tops[0]] = np.ones((), DTYPE)
-        for node in reversed(self.nodes):
-            if node.layer.param.type in ("Data", "Accuracy"):
-                continue
-            top_diffs = [diffs[t] for t in node.tops]
-            if all(d is None for d in top_diffs):
-                continue
-            bottom_diffs = node.layer.backward(
-                run, top_diffs, [blobs[b] for b in node.bottoms], [blobs[t] for t in node.tops],
+        diffs = {node.tops[0]: np.ones((), DTYPE) for node in self.losses}
+        for node in self.backward_nodes:
+            layer = node.layer
+            top_diffs = [diffs.get(t) if transform is None else transform(run, layer, diffs[t])
+                         for t, transform in zip(node.tops, node.diff_transforms)]
+            bottom_diffs = layer.backward(
+                run, top_diffs, [blobs[b] for b in node.inputs], [blobs[t] for t in node.tops],
                 [self.params[p] for p in node.params], [self.grads[p] for p in node.params])
-            for name, diff in zip(node.bottoms, bottom_diffs):
-                if diff is None:
+            for name, diff, merge in zip(node.bottoms, bottom_diffs, node.merges):
+                if merge is None:
                     continue
-                if diffs[name] is None:
-                    diffs[name] = diff
-                else:       # a blob read by two layers (a residual branch): gradients add
-                    diffs[name] = run.op(node.layer, "add", diffs[name], diff)
+                transform, accumulate = merge
+                if transform is not None:
+                    diff = transform(run, layer, diff)
+                # a blob read by two layers (a residual branch): gradients add
+                diffs[name] = run.op(layer, "add", diffs[name], diff) if accumulate else diff
 
     def loss(self, blobs) -> float:
         return float(sum(float(blobs[n.tops[0]]) for n in self.losses))
@@ -255,3 +371,11 @@ class Net:
                 if np.isnan(np.asarray(blobs[top], np.float64)).any():
                     return node.layer.name
         return None
+
+
+def _layouts(layer) -> str:
+    """A layer's planned layouts: the forward's, and the backward's where it differs."""
+    backward = {layer.diff_layout, layer.grad_layout}
+    if backward <= {layer.layout}:
+        return layer.layout
+    return f"{layer.layout}, backward {'/'.join(sorted(backward))}"

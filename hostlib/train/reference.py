@@ -149,12 +149,12 @@ def scale_backward(layer, cache, diffs, bottoms, params):
 
 
 def sequence_transpose(layer, bottoms, params):
-    """(N, C, H, W) -> (H, N, C·W); (A, B, F) -> (B, A, F)."""
+    """(N, C, H, W) -> (H, N, C·W); (A, B, F) -> (B, A, F); (A, B) -> (B, A)."""
     (x,) = bottoms
     if x.ndim == 4:
         n, c, h, w = x.shape
         return [x.transpose(2, 0, 1, 3).reshape(h, n, c * w)], None
-    return [x.transpose(1, 0, 2)], None
+    return [np.swapaxes(x, 0, 1)], None
 
 
 def sequence_transpose_backward(layer, cache, diffs, bottoms, params):
@@ -162,51 +162,59 @@ def sequence_transpose_backward(layer, cache, diffs, bottoms, params):
     if x.ndim == 4:
         n, c, h, w = x.shape
         return [dy.reshape(h, n, c, w).transpose(1, 2, 0, 3)], []
-    return [dy.transpose(1, 0, 2)], []
+    return [np.swapaxes(dy, 0, 1)], []
 
 
 def _sigmoid(z):
     return 1 / (1 + np.exp(-z))
 
 
-def lstm(layer, bottoms, params):
-    """Gates i, f, g, o (the layer's order); h0 = c0 = 0. Keeps every step's gates and c."""
-    (x,), (w, b, r) = bottoms, params
+def lstm(layer, bottoms, params, state=None):
+    """Gates i, f, g, o (the layer's order). Caffe's recurrence: at step t the previous h and c
+    are multiplied by cont_t (the second bottom; without one, 0 at t = 0 and 1 after), the
+    first previous ones being ``state`` = [h, c] (the last minibatch's, zero without), which
+    gets this minibatch's last h, c. Keeps every step's gates and c."""
+    x, (w, b, r) = bottoms[0], params
     steps, batch, _ = x.shape
     hidden = r.shape[1]
-    h, c = np.zeros((batch, hidden)), np.zeros((batch, hidden))
-    ys, gates, cs = [], [], [c]
+    cont = bottoms[1] if len(bottoms) > 1 else (np.arange(steps) > 0)[:, None].repeat(batch, 1)
+    h, c = state if state is not None else (np.zeros((batch, hidden)),) * 2
+    ys, gates, c_in, c_out, h_in = [], [], [], [], []
     for t in range(steps):
+        h, c = cont[t][:, None] * h, cont[t][:, None] * c
+        h_in.append(h)
+        c_in.append(c)
         i, f, g, o = np.split(x[t] @ w.T + h @ r.T + b, 4, axis=1)
         i, f, g, o = _sigmoid(i), _sigmoid(f), np.tanh(g), _sigmoid(o)
         c = f * c + i * g
         h = o * np.tanh(c)
         ys.append(h)
         gates.append((i, f, g, o))
-        cs.append(c)
-    y = np.stack(ys)
-    return [y], (y, gates, cs)
+        c_out.append(c)
+    if state is not None:
+        state[:] = [h, c]
+    return [np.stack(ys)], (gates, c_in, c_out, np.stack(h_in), cont)
 
 
 def lstm_backward(layer, cache, diffs, bottoms, params):
-    (y, gates, cs), (dy,), (x,), (w, b, r) = cache, diffs, bottoms, params
+    """Backward through time to the minibatch's first step (truncated, as Caffe)."""
+    (gates, c_in, c_out, h_in, cont), (dy,), x, (w, b, r) = cache, diffs, bottoms[0], params
     steps, batch, _ = x.shape
     hidden = r.shape[1]
     dh, dc = np.zeros((batch, hidden)), np.zeros((batch, hidden))
     dz = np.empty((steps, batch, 4 * hidden))
     for t in reversed(range(steps)):
         i, f, g, o = gates[t]
-        tc = np.tanh(cs[t + 1])
+        tc = np.tanh(c_out[t])
         dh = dh + dy[t]
         dc = dc + dh * o * (1 - tc * tc)
-        dz[t] = np.concatenate([dc * g * i * (1 - i), dc * cs[t] * f * (1 - f),
+        dz[t] = np.concatenate([dc * g * i * (1 - i), dc * c_in[t] * f * (1 - f),
                                 dc * i * (1 - g * g), dh * tc * o * (1 - o)], axis=1)
-        dc = dc * f
-        dh = dz[t] @ r
-    h_prev = np.concatenate([np.zeros((1, batch, hidden)), y[:-1]])
+        dc = dc * f * cont[t][:, None]
+        dh = (dz[t] @ r) * cont[t][:, None]
     dw = np.einsum("tbg,tbi->gi", dz, x)
-    dr = np.einsum("tbg,tbh->gh", dz, h_prev)
-    return [dz @ w], [dw, dz.sum(axis=(0, 1)), dr]
+    dr = np.einsum("tbg,tbh->gh", dz, h_in)
+    return [dz @ w] + [None] * (len(bottoms) - 1), [dw, dz.sum(axis=(0, 1)), dr]
 
 
 def softmax_loss(layer, bottoms, params):
@@ -302,23 +310,34 @@ class Reference:
         self.order = Order(solver.order.dataset, solver.order.batch_size, solver.order.seed)
         self.position = solver.feed.position
         self.slices = solver.cgs * solver.shards      # every node's core groups: the global mean
+        # the LSTMs' carried h, c per (phase, slice, layer), from the core groups' replicas
+        self.recurrent = {("TRAIN", k, node.layer.name): [replica.state[name].astype(np.float64)
+                                                          for name in node.state]
+                          for k, replica in enumerate(solver.replicas)
+                          for node in replica.nodes if node.layer.carries_state and node.state}
 
-    def forward(self, net, data, label):
-        """Every blob of ``net``'s forward pass on (data, label), and what backward needs."""
+    def forward(self, net, *batch, piece=0):
+        """Every blob of ``net``'s forward pass on ``batch`` (the Data layer's tops) as slice
+        ``piece`` (whose carried LSTM state it reads and updates), and what backward needs."""
         blobs, caches = {}, {}
         for node in net.nodes:
             kind = node.layer.param.type
             if kind == "Data":
-                tops = [data.astype(np.float64), label.astype(np.float64)]
+                tops = [array.astype(np.float64) for array in batch]
             else:
+                state = {}
+                if node.layer.carries_state and node.state:
+                    state["state"] = self.recurrent.setdefault(
+                        (net.phase, piece, node.layer.name),
+                        [np.zeros(shape) for shape in node.layer.state_shapes])
                 tops, caches[node.layer.name] = LAYERS[kind][0](
-                    node.layer, [blobs[b] for b in node.bottoms], self._params(node))
+                    node.layer, [blobs[b] for b in node.bottoms], self._params(node), **state)
             blobs.update(zip(node.tops, tops))
         return blobs, caches
 
-    def gradients(self, data, label):
+    def gradients(self, *batch, piece=0):
         """The loss of one slice and the gradients of every parameter (zero if unused)."""
-        blobs, caches = self.forward(self.net, data, label)
+        blobs, caches = self.forward(self.net, *batch, piece=piece)
         loss = float(sum(blobs[n.tops[0]] for n in self.net.losses))
         diffs = {n.tops[0]: np.ones(()) for n in self.net.losses}
         grads = {name: np.zeros_like(value) for name, value in self.params.items()}
@@ -339,13 +358,13 @@ class Reference:
     def step(self) -> float:
         """The next minibatch's loss (the mean over the core groups' slices, as the VM), then
         one update with the slices' mean gradient."""
-        data, label = self.order.batch(self.position)
+        batch = self.order.batch(self.position)
         self.position += 1
-        size = len(label) // self.slices
+        size = len(batch[0]) // self.slices
         losses, grads = [], {name: 0.0 for name in self.params}
         for k in range(self.slices):
-            piece = slice(k * size, (k + 1) * size)
-            loss, slice_grads = self.gradients(data[piece], label[piece])
+            rows = slice(k * size, (k + 1) * size)
+            loss, slice_grads = self.gradients(*(array[rows] for array in batch), piece=k)
             losses.append(loss)
             for name, grad in slice_grads.items():
                 grads[name] = grads[name] + grad / self.slices

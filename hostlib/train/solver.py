@@ -27,7 +27,8 @@ from .net import Net, Run
 
 POLICIES = ("fixed", "step", "exp", "inv", "poly")
 SOLVER_TYPES = ("SGD", "Adam")
-CHECKPOINT_FORMAT = 3          # 2: the state arena (BatchNorm's running statistics); 3: Adam's v
+CHECKPOINT_FORMAT = 4          # 2: the state arena (BatchNorm's running statistics); 3: Adam's v;
+#                                4: every core group's state arena (LSTM's carried h, c)
 
 
 def learning_rate(solver: SolverParameter, step: int) -> float:
@@ -105,8 +106,8 @@ class Solver:
         slices = cgs * self.shards
         self.net = Net(net_spec, "TRAIN", seed=self.seed, slices=slices, config=chip)
         # one replica per core group (its blobs, gradients and layer state), one parameter copy
-        self.replicas = [self.net] + [Net(self.net.spec, "TRAIN", seed=self.seed, slices=slices)
-                                      for _ in range(cgs - 1)]
+        self.replicas = [self.net] + [Net(self.net.spec, "TRAIN", seed=self.seed, slices=slices,
+                                          config=chip) for _ in range(cgs - 1)]
         for replica in self.replicas[1:]:
             replica.share_parameters(self.net)
         # Algorithm 9's threads, one per core group, started once
@@ -123,7 +124,7 @@ class Solver:
         self.feed = Prefetcher(self.order)
         self.test_net = None
         if s.test_interval > 0:
-            self.test_net = Net(self.net.spec, "TEST", seed=self.seed)
+            self.test_net = Net(self.net.spec, "TEST", seed=self.seed, config=chip)
             self._check_test_net()
 
     def _check_test_net(self):
@@ -143,12 +144,11 @@ class Solver:
         GIL), the gradients averaged by CPE kernels on all ``cgs`` core groups, one update.
         Simulated time: the slowest CG, then the reduction and the update."""
         started = time.perf_counter()
-        data, label = self.feed.next()
-        mine = slice(self.shard * len(label) // self.shards,
-                     (self.shard + 1) * len(label) // self.shards)
-        data, label = data[mine], label[mine]
-        size = len(label) // self.cgs
-        pieces = [(data[k * size:(k + 1) * size], label[k * size:(k + 1) * size])
+        batch = self.feed.next()
+        count = len(batch[0])
+        mine = slice(self.shard * count // self.shards, (self.shard + 1) * count // self.shards)
+        size = count // self.shards // self.cgs
+        pieces = [tuple(array[mine][k * size:(k + 1) * size] for array in batch)
                   for k in range(self.cgs)]
         passes = list(self._threads.map(self._slice_pass, self.replicas, pieces))
         runs = [run for run, _, _ in passes]
@@ -212,8 +212,10 @@ class Solver:
         net = self.test_net
         for name in net.params.layout:
             net.params[name][...] = self.net.params[name]
-        for name in net.state.layout:      # CG 0's running statistics
-            net.state[name][...] = self.net.state[name]
+        for node in net.nodes:      # CG 0's running statistics; a fresh recurrent state
+            for name, initial in zip(node.state, node.layer.init_state()):
+                net.state[name][...] = (initial if node.layer.carries_state
+                                        else self.net.state[name])
         data = net.data_layer
         order = Order(net.datasets[data.layer.name], data.layer.param.data_param.batch_size,
                       self.seed, shuffle=False)
@@ -240,7 +242,7 @@ class Solver:
             with os.fdopen(fd, "wb") as handle:
                 np.savez(handle, params=self.net.params.buffer, history=self.history,
                          second_moment=self.second_moment,
-                         state=self.net.state.buffer,
+                         state=self._states(),
                          step=self.step_count, position=self.feed.position,
                          **{k: np.array(v) for k, v in identity.items()})
                 handle.flush()
@@ -250,6 +252,10 @@ class Solver:
             Path(temporary).unlink(missing_ok=True)
             raise
         return target
+
+    def _states(self) -> np.ndarray:
+        """A copy of every core group's state arena, one row each."""
+        return np.stack([replica.state.buffer for replica in self.replicas])
 
     def restore(self, directory) -> Path:
         """Load the latest checkpoint in ``directory`` (raises if none, corrupt or another
@@ -268,15 +274,23 @@ class Solver:
             if key not in saved or saved[key].item() != value:
                 raise TrainError(f"checkpoint {path} does not match: its {key} differs from "
                                  f"this run's (another net, solver or format)")
+        states = saved.get("state")
+        if states is not None and states.ndim == 2 and len(states) != self.cgs:
+            if any(n.layer.carries_state and n.state for n in self.net.nodes):
+                raise TrainError(f"checkpoint {path} holds the LSTM state of {len(states)} core "
+                                 f"groups, this run has --cgs {self.cgs}")
+            states = states[:1].repeat(self.cgs, axis=0)     # CG 0's running statistics
         buffers = dict(params=self.net.params.buffer, history=self.history,
-                       second_moment=self.second_moment,
-                       state=self.net.state.buffer)
-        for key, buffer in buffers.items():
-            if key not in saved or saved[key].shape != buffer.shape:
+                       second_moment=self.second_moment)
+        for key, buffer in (*buffers.items(), ("state", self._states())):
+            found = states if key == "state" else saved.get(key)
+            if found is None or found.shape != buffer.shape:
                 raise TrainError(f"checkpoint {path} is corrupt: its {key} buffer is missing "
                                  f"or of another size")
         for key, buffer in buffers.items():
             buffer[...] = saved[key]
+        for replica, state in zip(self.replicas, states):
+            replica.state.buffer[...] = state
         self.step_count = int(saved["step"])
         self.feed = Prefetcher(self.order, int(saved["position"]))
         return path
