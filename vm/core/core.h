@@ -106,7 +106,7 @@ enum {
  * the cycle that issues the leader (and the word after it if words is 2). */
 typedef struct {
     const Instr *leader;
-    int16_t offset;            /* its first cycle, from the block's entry */
+    int16_t issue_offset;      /* its issue cycle (after the stall), from the block's entry */
     uint8_t stall;
     uint8_t words;
     uint8_t flags;             /* STEP_* */

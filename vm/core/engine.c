@@ -587,14 +587,13 @@ static inline int block_inputs_ready(const Cpe *c, const Block *b, int64_t t)
     return 1;
 }
 
-/* Executes a word of a batch as execute() would; `p`: where its access is in LDM, if it is a
- * load or store (the batch checked that it is). */
+/* Executes a word of a batch as execute() would, but for the pc (the caller advances it);
+ * `p`: where its access is in LDM, if it is a load or store (the batch checked that it is). */
 __attribute__((always_inline))
 static inline void batch_execute(Sim *s, Cpe *c, const Instr *in, uint8_t *p, int64_t t)
 {
     if (!p) {
-        if (execute(s, c, in, t, &s->fault) == EXEC_JUMP)   /* the branch back, taken */
-            return;
+        execute(s, c, in, t, &s->fault);   /* EXEC_NEXT: a private word */
     } else if (in->cls == CLS_STORE) {   /* its bytes before, for rewind_batch */
         BatchUndo *u = &s->undo[c->id];
         u->store_addr[u->num_stores] = (uint64_t)(p - c->ldm);
@@ -605,8 +604,19 @@ static inline void batch_execute(Sim *s, Cpe *c, const Instr *in, uint8_t *p, in
         record_read(c, (uint64_t)(p - c->ldm), in->size);
         load_into(c, in, p, t + in->latency);
     }
-    c->pc += 4;
-    c->at++;
+}
+
+/* The block's branch back to `head` at pc, as execute_control. */
+static inline void batch_branch(Cpe *c, const Instr *in, const Instr *head, int64_t t)
+{
+    if (!branch_taken(c, in)) {
+        c->pc += 4;
+        c->at++;
+        return;
+    }
+    write_scalar(c, in, c->pc + 4, t + in->latency);
+    c->pc += 4 + in->imm * 4;
+    c->at = head;
 }
 
 /* Runs a batch of CPE c at the entry of block b at cycle `start`, up to cycle `end` at most,
@@ -619,50 +629,79 @@ static int64_t replay_batch(Sim *s, Cpe *c, const Block *b, int64_t start, int64
 {
     const Step *steps = &s->steps[b->first_step];
     const Instr *head = c->at;
+    const Step *last = NULL;   /* the step of the last cycle charged, */
+    int last_issued = 0;       /* ... its issue cycle (else one of its stall cycles) */
+    int64_t reached;
     for (int64_t entry = start;; entry += b->cycles) {
         for (int j = 0; j < b->num_steps; j++) {
             const Step *st = &steps[j];
-            int64_t first = entry + st->offset, issue_cycle = first + st->stall;
-            if (first >= end)
-                return end;
+            int64_t issue_cycle = entry + st->issue_offset, first = issue_cycle - st->stall;
+            if (issue_cycle >= end) {   /* the end is in this step's cycles */
+                if (first < end) {
+                    c->counters[st->stall_counter[0]] += (uint64_t)(end - first);
+                    c->counters[st->stall_counter[1]] += (uint64_t)(end - first);
+                    last = st;
+                    last_issued = 0;
+                }
+                reached = end;
+                goto done;
+            }
             if (st->stall) {
-                int64_t cycles = (issue_cycle < end ? issue_cycle : end) - first;
-                c->counters[st->stall_counter[0]] += (uint64_t)cycles;
-                c->counters[st->stall_counter[1]] += (uint64_t)cycles;
-                c->charged[0] = st->stall_counter[0];
-                c->charged[1] = st->stall_counter[1];
-                c->last_state = st->stall_reason;
-                if (issue_cycle >= end)
-                    return end;
+                c->counters[st->stall_counter[0]] += st->stall;
+                c->counters[st->stall_counter[1]] += st->stall;
+                last = st;
+                last_issued = 0;
             }
             if (!st->words)
                 continue;
             const Instr *leader = st->leader, *next = leader + 1;
             uint8_t *leader_at = NULL, *next_at = NULL;   /* LDM accesses (checked) */
-            if (((st->flags & STEP_CHECK_LEADER)
-                 && !(leader_at = ldm_access(s, c, effective_address(c, leader), leader->size)))
-                || ((st->flags & STEP_CHECK_NEXT)
-                    && !(next_at = ldm_access(s, c, effective_address(c, next), next->size)))
-                || ((st->flags & STEP_BRANCH) && !c->dirty))
-                return issue_cycle;
-            batch_execute(s, c, leader, leader_at, issue_cycle);
-            if (st->words == 2)
-                batch_execute(s, c, next, next_at, issue_cycle);
+            if (st->flags
+                && (((st->flags & STEP_CHECK_LEADER)
+                     && !(leader_at = ldm_access(s, c, effective_address(c, leader), leader->size)))
+                    || ((st->flags & STEP_CHECK_NEXT)
+                        && !(next_at = ldm_access(s, c, effective_address(c, next), next->size)))
+                    || ((st->flags & STEP_BRANCH) && !c->dirty))) {
+                reached = issue_cycle;
+                goto done;
+            }
+            if (st->flags & STEP_BRANCH) {
+                if (st->words == 2) {
+                    batch_execute(s, c, leader, leader_at, issue_cycle);
+                    c->pc += 4;
+                    c->at++;
+                }
+                batch_branch(c, c->at, head, issue_cycle);
+            } else {
+                batch_execute(s, c, leader, leader_at, issue_cycle);
+                if (st->words == 2)
+                    batch_execute(s, c, next, next_at, issue_cycle);
+                c->pc += 4 * (uint64_t)st->words;
+                c->at += st->words;
+            }
             c->counters[st->counter[0]]++;
             c->counters[st->counter[1]]++;
-            c->charged[0] = st->counter[0];
-            c->charged[1] = st->counter[1];
-            c->last_state = SWSIM_STATE_RUNNING;
+            last = st;
+            last_issued = 1;
         }
         int64_t next = entry + b->cycles;
+        reached = next;
         if (!b->loops || c->at != head)
-            return next;
+            break;
         mark_loop_head(s, c, next - 1);   /* as issue() after a backward jump: dirty, so cheap */
         int64_t reach = whole ? next + b->cycles : next + 1;   /* the next iteration's end */
         if (reach > end || s->undo[c->id].num_stores + b->stores > MAX_BATCH_STORES
             || (!b->steady && !block_inputs_ready(c, b, next)))
-            return next;
+            break;
     }
+done:
+    if (last) {
+        const uint8_t *counters = last_issued ? last->counter : last->stall_counter;
+        c->charged[0] = counters[0];
+        c->charged[1] = counters[1];
+        c->last_state = last_issued ? SWSIM_STATE_RUNNING : last->stall_reason;
+    }
+    return reached;
 }
 
 /* In cycle t, CPE c at `head`, a block's first word: a batch from cycle `start` (t + 1 after a
@@ -1224,14 +1263,13 @@ static int schedule_block(const Instr *head, Block *b, Step *steps, const int64_
                 steps[n++] = stall;   /* a run of another reason before this one */
                 stall.stall = 0;
             }
-            if (!stall.stall) {
+            if (!stall.stall)
                 stall = st;
-                stall.offset = (int16_t)o;
-            }
             stall.stall++;
+            stall.issue_offset = (int16_t)(o + 1);   /* (a run alone issues nothing) */
             continue;
         }
-        st.offset = (int16_t)(stall.stall ? stall.offset : o);
+        st.issue_offset = (int16_t)o;
         st.stall = stall.stall;
         memcpy(st.stall_counter, stall.stall_counter, sizeof st.stall_counter);
         st.stall_reason = stall.stall_reason;
