@@ -180,8 +180,6 @@ typedef struct {
                                   since the last mark */
     int confirmed;             /* spin-loop detection: the last two marks saw the same state */
     int id;
-    int64_t ahead_until;       /* a batch simulated the cycles before this one (engine.c), */
-    int64_t batch_start;       /* ... from this one */
     int64_t ready[NUM_SLOTS];  /* ready[BUSY_SLOT]: divide/sqrt occupancy of P0 */
     uint64_t counters[SWSIM_NUM_CPE_COUNTERS];
     /* architectural state */
@@ -203,6 +201,10 @@ typedef struct {
     int num_reads;             /* LDM ranges loaded since the loop head was last reset */
     int reads_overflow;        /* ... more than MAX_WATCHED_READS: every write counts */
     uint64_t read_start[MAX_WATCHED_READS], read_end[MAX_WATCHED_READS];
+
+    /* batches (engine.c), off the lines the cycle loop reads every cycle */
+    int64_t ahead_until;       /* a batch simulated the cycles before this one, */
+    int64_t batch_start;       /* ... from this one */
 } __attribute__((aligned(64))) Cpe;
 
 /* The state of a CPE that the cycle loop does not touch every cycle, apart from Cpe (which
