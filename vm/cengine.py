@@ -121,8 +121,8 @@ PROGRESS_CYCLES = 1 << 16
 
 def run(job: EngineJob, skip: bool = True,
         progress: Optional[Callable[[int], None]] = None) -> EngineResult:
-    """Run ``job`` to its end. ``skip=False`` steps every cycle (a debugging aid: skipping
-    never changes a result). ``progress``, if given, is called with the current cycle every
+    """Run ``job`` to its end. ``skip=False`` steps every cycle of every CPE, without skipping
+    or batches (a debugging aid: neither changes a result). ``progress``, if given, is called with the current cycle every
     ``PROGRESS_CYCLES`` simulated cycles or so (the run proceeds in steps that return to
     Python; the results are those of a single step)."""
     n = job.config.num_cpes
@@ -146,6 +146,21 @@ def run(job: EngineJob, skip: bool = True,
             stop=_stop(result, job, n),
             spans=_spans(result) if job.trace else None,
         )
+    finally:
+        lib.swsim_free_result(result)
+
+
+def batch_cycles(job: EngineJob) -> int:
+    """Runs ``job`` (modifying its arrays as ``run`` does) and returns how many CPE cycles the
+    core simulated in batches, several cycles of a CPE in one visit (docs/vm.md "Engines"):
+    for tests that a case takes that path."""
+    keep: list = []
+    result = ffi.new("SwResult *")
+    status = lib.swsim_run(_config_struct(job, True), _job_struct(job, keep), result)
+    try:
+        if status != 0:
+            raise (MemoryError if status == -2 else ValueError)(_ERRORS.get(status, status))
+        return int(result.batch_cycles)
     finally:
         lib.swsim_free_result(result)
 

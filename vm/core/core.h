@@ -50,6 +50,7 @@ enum {
     F_GROUP_CHECKS = 32,   /* group_checks holds the union of its checks and the next word's */
     F_BAD_PC = 64,         /* not a word: the one after the code, where Cpe.at points while
                               the pc is outside the code image or misaligned */
+    F_BLOCK = 128,         /* a private block starts here (Instr.block) */
 };
 #define NUM_CHECKS 5
 #define NUM_GROUP_CHECKS 4
@@ -79,7 +80,80 @@ typedef struct {
     int64_t latency;       /* cycles until the result is readable (from the configuration) */
     uint64_t imm;          /* literal / sign-extended displacement / lane / n / mask */
     uint32_t word;
+    int32_t block;         /* index in Sim.blocks of the private block that starts here, or -1 */
 } Instr;
+
+/* ---- private blocks (engine.c "Batches") ----------------------------------------------------
+ * A private block is a straight run of code words whose instructions touch only their CPE's
+ * registers and LDM (integer, float, vector, shuffle, LDM loads and stores), possibly ended by
+ * a branch back to its first word, with its issue schedule computed once by the issue rules
+ * for given ready times of the registers it reads before writing them: all ready at its entry,
+ * or for a loop, those its previous iteration leaves if that is a steady state. A CPE
+ * whose leader is the block's first word and whose ready times satisfy that runs the
+ * schedule's cycles, and the loop's further iterations, in one visit (a batch). */
+#define MAX_BLOCK_CYCLES 64    /* cycles of a schedule */
+#define MAX_BLOCK_WRITES 8     /* slots a block writes (saved to take a batch back) */
+#define MAX_BATCH_STORES 32    /* stores a batch issues (their old LDM bytes are saved) */
+
+/* Step.flags */
+enum {
+    STEP_CHECK_LEADER = 1,     /* the leader is a load or store: its access must be in LDM */
+    STEP_CHECK_NEXT = 2,       /* the same for the word after it (issued or only examined) */
+    STEP_BRANCH = 4,           /* it issues the block's branch back to its first word */
+};
+
+/* Cycles of a block's schedule: `stall` cycles charged to one stall reason, then, if `words`,
+ * the cycle that issues the leader (and the word after it if words is 2). */
+typedef struct {
+    const Instr *leader;
+    int16_t issue_offset;      /* its issue cycle (after the stall), from the block's entry */
+    uint8_t stall;
+    uint8_t words;
+    uint8_t flags;             /* STEP_* */
+    uint8_t counter[2];        /* the counters of the issue cycle */
+    uint8_t stall_counter[2];  /* ... and of a stall cycle */
+    int8_t stall_reason;
+} Step;
+
+typedef struct {
+    int32_t first_step, num_steps;   /* in Sim.steps */
+    int32_t cycles;                  /* the schedule's length */
+    int32_t loops;                   /* it ends with the branch back to its first word, */
+    int32_t steady;                  /* ... scheduled for the steady state of its iterations */
+    int32_t stores;                  /* stores it issues */
+    int32_t num_needs, num_writes;
+    uint8_t need_slot[NUM_SLOTS];    /* slots read or checked before the block writes them, */
+    int16_t need_offset[NUM_SLOTS];  /* ... each first at this cycle offset, */
+    int32_t need_ready[NUM_SLOTS];   /* ... assumed ready at this offset: the schedule holds if
+                                        every ready[slot] - entry cycle is <= need_offset when
+                                        need_ready is, else equal to need_ready */
+    uint8_t write_slot[MAX_BLOCK_WRITES];
+} Block;
+
+/* The fields of Cpe a batch may change besides registers and LDM, each saved in BatchUndo
+ * under the same name (X(field) for each). */
+#define BATCH_CHANGES(X) X(pc) X(at) X(last_state) X(charged) X(dirty) X(armed) X(confirmed) \
+    X(mark_pc) X(mark_cycle) X(num_reads) X(reads_overflow) X(read_start) X(read_end) X(counters)
+
+/* What a batch changed in its CPE, to take it back (a fault of another CPE at an earlier cycle
+ * than the batch's last one, engine.c rewind_batch). */
+typedef struct {
+    const Block *block;
+    uint64_t pc;
+    const Instr *at;
+    int last_state, charged[2], dirty, armed, confirmed;
+    uint64_t mark_pc;
+    int64_t mark_cycle;
+    int num_reads, reads_overflow;
+    uint64_t read_start[MAX_WATCHED_READS], read_end[MAX_WATCHED_READS];
+    uint64_t counters[SWSIM_NUM_CPE_COUNTERS];
+    uint64_t regs[MAX_BLOCK_WRITES][SWSIM_LANES];
+    int64_t ready[MAX_BLOCK_WRITES];
+    int num_stores;
+    uint64_t store_addr[MAX_BATCH_STORES];
+    uint8_t store_size[MAX_BATCH_STORES];
+    uint8_t store_old[MAX_BATCH_STORES][SWSIM_LANES * 8];
+} BatchUndo;
 
 /* A register-communication transfer waiting in its sender's FIFO. */
 typedef struct {
@@ -92,7 +166,8 @@ typedef struct {
 typedef struct {
     /* hot in the issue loop: one cache line of scalars, then ready times and counters (no
      * software prefetch of the next CPEs: measured slower than the hardware prefetchers) */
-    int64_t wait_until;        /* barrier: TIME_NEVER until every participant arrived */
+    int64_t wait_until;        /* barrier: TIME_NEVER until every participant arrived; in a
+                                  batch: ahead_until (the cycle loop's one test for both) */
     int64_t sleep_until;       /* the leader's stall (last_state) cannot end before this:
                                   a known time, or TIME_NEVER until a delivery or DMA
                                   activation wakes the CPE */
@@ -126,6 +201,10 @@ typedef struct {
     int num_reads;             /* LDM ranges loaded since the loop head was last reset */
     int reads_overflow;        /* ... more than MAX_WATCHED_READS: every write counts */
     uint64_t read_start[MAX_WATCHED_READS], read_end[MAX_WATCHED_READS];
+
+    /* batches (engine.c), off the lines the cycle loop reads every cycle */
+    int64_t ahead_until;       /* a batch simulated the cycles before this one, */
+    int64_t batch_start;       /* ... from this one */
 } __attribute__((aligned(64))) Cpe;
 
 /* The state of a CPE that the cycle loop does not touch every cycle, apart from Cpe (which
@@ -188,6 +267,13 @@ typedef struct {
     int64_t latency[NUM_LATENCY_CLASSES];
     Cpe *cpes;
     CpeCold *cold;             /* by CPE id */
+    Block *blocks;             /* private blocks (Instr.block) and their schedules */
+    Step *steps;
+    int64_t num_blocks, num_steps;
+    BatchUndo *undo;           /* by CPE id: the CPE's last batch */
+    int64_t horizon;           /* the run pauses before this cycle */
+    int64_t batch_bound, bound_cycle;   /* batches end before batch_bound (valid in cycle
+                                           bound_cycle) */
     uint64_t *cg;              /* result->cg_counters */
     /* register communication (comm.c), in arrays by CPE id so that a delivery scan and a
      * delivery's appends touch a few dense lines rather than each CPE's own */

@@ -42,6 +42,7 @@ typedef struct {
     uint64_t cg_counters[SWSIM_NUM_CG_COUNTERS];
     SwSpan *spans;               /* owned by the result: release with swsim_free_result */
     int64_t num_spans;
+    int64_t batch_cycles;        /* CPE cycles simulated in batches (engine.c), for tests */
 } SwResult;
 
 /* Static facts about one instruction word, for tests of the generated decoder. */

@@ -131,6 +131,19 @@ static inline uint8_t *ldm_access(const Sim *s, const Cpe *c, uint64_t addr, int
     return c->ldm + addr;
 }
 
+static inline void load_into(Cpe *c, const Instr *in, const uint8_t *p, int64_t ready)
+{
+    uint64_t value[SWSIM_LANES];
+    int lanes = load_value(in->id, p, value);
+    write_lanes(c, in->dest, value, lanes, ready);
+}
+
+static inline void store_from(Cpe *c, const Instr *in, uint8_t *p)
+{
+    store_value(in->id, c->regs[in->ra], p, in->size);
+    c->dirty = 1;
+}
+
 __attribute__((always_inline))
 static inline int execute_load(Sim *s, Cpe *c, const Instr *in, int64_t t, Fault *fault)
 {
@@ -145,9 +158,7 @@ static inline int execute_load(Sim *s, Cpe *c, const Instr *in, int64_t t, Fault
             return EXEC_FAULT;
         ready = start_global_access(s, c, 1, t) + s->cfg.gld_latency;
     }
-    uint64_t value[SWSIM_LANES];
-    int lanes = load_value(in->id, p, value);
-    write_lanes(c, in->dest, value, lanes, ready);
+    load_into(c, in, p, ready);
     return EXEC_NEXT;
 }
 
@@ -162,8 +173,7 @@ static inline int execute_store(Sim *s, Cpe *c, const Instr *in, int64_t t, Faul
             return EXEC_FAULT;
         start_global_access(s, c, 0, t);
     }
-    store_value(in->id, c->regs[in->ra], p, in->size);
-    c->dirty = 1;
+    store_from(c, in, p);
     return EXEC_NEXT;
 }
 
@@ -365,17 +375,24 @@ static inline int structural_reason(const Sim *s, const Cpe *c, const Instr *in,
     }
 }
 
+/* The first failing ready-time check (raw, waw, divide) at t, or NO_STALL. */
+static inline int timing_reason(const int64_t *ready, const Instr *in, int64_t t)
+{
+    for (int k = 0; k < in->num_sources; k++)
+        if (ready[in->sources[k]] > t)
+            return REASON_RAW;
+    if (ready[in->waw_slot] > t)
+        return REASON_WAW;
+    if (in->pipes == PIPE_P0 && ready[BUSY_SLOT] > t)
+        return REASON_DIVIDE;
+    return NO_STALL;
+}
+
 /* The first failing readiness check of docs/timing.md "Issue rules", or NO_STALL. */
 static int stall_reason_in_full(const Sim *s, const Cpe *c, const Instr *in, int64_t t)
 {
-    for (int k = 0; k < in->num_sources; k++)
-        if (c->ready[in->sources[k]] > t)
-            return REASON_RAW;
-    if (c->ready[in->waw_slot] > t)
-        return REASON_WAW;
-    if (in->pipes == PIPE_P0 && c->ready[BUSY_SLOT] > t)
-        return REASON_DIVIDE;
-    return structural_reason(s, c, in, t);
+    int reason = timing_reason(c->ready, in, t);
+    return reason != NO_STALL ? reason : structural_reason(s, c, in, t);
 }
 
 /* The same, with a branch-free test of the ready times first: in the common case every
@@ -528,6 +545,230 @@ static inline int at_fixed_point(const Cpe *c)
     return c->confirmed && !c->dirty && c->ldm_changed <= c->window_start;
 }
 
+/* ---- batches -------------------------------------------------------------------------------
+ * A CPE whose leader starts a private block (core.h) and whose registers are ready when the
+ * block's schedule needs them runs the schedule's cycles in one visit, and the further
+ * iterations of a block that loops: every check of those cycles would find what the schedule
+ * assumed (the ready times it reads are either the block's own writes or inputs ready in
+ * time; its loads and stores are checked to stay in LDM as they come), and nothing outside
+ * the CPE reads or writes what it touches before the batch bound: no other unit reads its
+ * registers, and the DMA engine cannot reach its LDM before the bound (batch_bound). The CPE
+ * is then `ahead` (ahead_until > t) and the cycle loop passes over it until ahead_until. The
+ * only thing that can make it wrong is a fault of another CPE at a cycle the batch already
+ * simulated: the run then stops in that cycle, so the batch is taken back to it (rewind_batch)
+ * from what it saved (BatchUndo) and run again up to there. */
+
+/* The first cycle a batch started in cycle t (from t + 1) may not simulate: the pause horizon,
+ * the cycle limit, the next step of the DMA engine that may change something, and the first
+ * cycle a request issued at t or later can reach an LDM (its start-up latency, at least one
+ * cycle after it). */
+static int64_t batch_bound(Sim *s, int64_t t)
+{
+    if (s->bound_cycle != t) {
+        int64_t bound = s->horizon < s->cfg.max_cycles ? s->horizon : s->cfg.max_cycles;
+        int64_t dma = dma_next_event(s, t);
+        int64_t new_request = t + (s->cfg.dma_latency > 1 ? s->cfg.dma_latency : 1);
+        bound = dma < bound ? dma : bound;
+        s->batch_bound = new_request < bound ? new_request : bound;
+        s->bound_cycle = t;
+    }
+    return s->batch_bound;
+}
+
+/* Whether the schedule of block b holds for an entry at cycle t. */
+static inline int block_inputs_ready(const Cpe *c, const Block *b, int64_t t)
+{
+    for (int k = 0; k < b->num_needs; k++) {
+        int64_t ready = c->ready[b->need_slot[k]] - t;
+        if (b->need_ready[k] <= b->need_offset[k] ? ready > b->need_offset[k]
+                                                   : ready != b->need_ready[k])
+            return 0;
+    }
+    return 1;
+}
+
+/* Executes a word of a batch as execute() would, but for the pc (the caller advances it);
+ * `p`: where its access is in LDM, if it is a load or store (the batch checked that it is). */
+__attribute__((always_inline))
+static inline void batch_execute(Sim *s, Cpe *c, const Instr *in, uint8_t *p, int64_t t)
+{
+    if (!p) {
+        execute(s, c, in, t, &s->fault);   /* EXEC_NEXT: a private word */
+    } else if (in->cls == CLS_STORE) {   /* its bytes before, for rewind_batch */
+        BatchUndo *u = &s->undo[c->id];
+        u->store_addr[u->num_stores] = (uint64_t)(p - c->ldm);
+        u->store_size[u->num_stores] = in->size;
+        memcpy(u->store_old[u->num_stores++], p, in->size);
+        store_from(c, in, p);
+    } else {
+        record_read(c, (uint64_t)(p - c->ldm), in->size);
+        load_into(c, in, p, t + in->latency);
+    }
+}
+
+/* The block's branch back to `head` at pc, as execute_control. */
+static inline void batch_branch(Cpe *c, const Instr *in, const Instr *head, int64_t t)
+{
+    if (!branch_taken(c, in)) {
+        c->pc += 4;
+        c->at++;
+        return;
+    }
+    write_scalar(c, in, c->pc + 4, t + in->latency);
+    c->pc += 4 + in->imm * 4;
+    c->at = head;
+}
+
+/* Runs a batch of CPE c at the entry of block b at cycle `start`, up to cycle `end` at most,
+ * and if `whole`, only iterations after the first that end by then; returns the first cycle
+ * it did not simulate (the next cycle issue() decides). It stops before an issue cycle whose
+ * access would leave LDM, and before the branch of an iteration that changed nothing (its
+ * loop-head mark would then be a spin-loop snapshot, in CpeCold). */
+static int64_t replay_batch(Sim *s, Cpe *c, const Block *b, int64_t start, int64_t end,
+                            int whole)
+{
+    const Step *steps = &s->steps[b->first_step];
+    const Instr *head = c->at;
+    const Step *last = NULL;   /* the step of the last cycle charged, */
+    int last_issued = 0;       /* ... its issue cycle (else one of its stall cycles) */
+    int64_t reached;
+    for (int64_t entry = start;; entry += b->cycles) {
+        for (int j = 0; j < b->num_steps; j++) {
+            const Step *st = &steps[j];
+            int64_t issue_cycle = entry + st->issue_offset, first = issue_cycle - st->stall;
+            if (issue_cycle >= end) {   /* the end is in this step's cycles */
+                if (first < end) {
+                    c->counters[st->stall_counter[0]] += (uint64_t)(end - first);
+                    c->counters[st->stall_counter[1]] += (uint64_t)(end - first);
+                    last = st;
+                    last_issued = 0;
+                }
+                reached = end;
+                goto done;
+            }
+            if (st->stall) {
+                c->counters[st->stall_counter[0]] += st->stall;
+                c->counters[st->stall_counter[1]] += st->stall;
+                last = st;
+                last_issued = 0;
+            }
+            if (!st->words)
+                continue;
+            const Instr *leader = st->leader, *next = leader + 1;
+            uint8_t *leader_at = NULL, *next_at = NULL;   /* LDM accesses (checked) */
+            if (st->flags
+                && (((st->flags & STEP_CHECK_LEADER)
+                     && !(leader_at = ldm_access(s, c, effective_address(c, leader), leader->size)))
+                    || ((st->flags & STEP_CHECK_NEXT)
+                        && !(next_at = ldm_access(s, c, effective_address(c, next), next->size)))
+                    || ((st->flags & STEP_BRANCH) && !c->dirty))) {
+                reached = issue_cycle;
+                goto done;
+            }
+            if (st->flags & STEP_BRANCH) {
+                if (st->words == 2) {
+                    batch_execute(s, c, leader, leader_at, issue_cycle);
+                    c->pc += 4;
+                    c->at++;
+                }
+                batch_branch(c, c->at, head, issue_cycle);
+            } else {
+                batch_execute(s, c, leader, leader_at, issue_cycle);
+                if (st->words == 2)
+                    batch_execute(s, c, next, next_at, issue_cycle);
+                c->pc += 4 * (uint64_t)st->words;
+                c->at += st->words;
+            }
+            c->counters[st->counter[0]]++;
+            c->counters[st->counter[1]]++;
+            last = st;
+            last_issued = 1;
+        }
+        int64_t next = entry + b->cycles;
+        reached = next;
+        if (!b->loops || c->at != head)
+            break;
+        mark_loop_head(s, c, next - 1);   /* as issue() after a backward jump: dirty, so cheap */
+        int64_t reach = whole ? next + b->cycles : next + 1;   /* the next iteration's end */
+        if (reach > end || s->undo[c->id].num_stores + b->stores > MAX_BATCH_STORES
+            || (!b->steady && !block_inputs_ready(c, b, next)))
+            break;
+    }
+done:
+    if (last) {
+        const uint8_t *counters = last_issued ? last->counter : last->stall_counter;
+        c->charged[0] = counters[0];
+        c->charged[1] = counters[1];
+        c->last_state = last_issued ? SWSIM_STATE_RUNNING : last->stall_reason;
+    }
+    return reached;
+}
+
+/* In cycle t, CPE c at `head`, a block's first word: a batch from cycle `start` (t + 1 after a
+ * jump to head in cycle t, or t when a batch of the block's loop stopped at its entry) if the
+ * block's inputs are ready for it; returns whether it ran. A later CPE's fault in cycle t
+ * takes it back to cycle t + 1 (rewind_batch). A batch that stops at its loop's entry leaves
+ * wait_until one cycle later, so that issue() resumes it there. */
+__attribute__((noinline))
+static int run_batch(Sim *s, Cpe *c, const Instr *head, int64_t t, int64_t start)
+{
+    const Block *b = &s->blocks[head->block];
+    const int64_t end = batch_bound(s, t);
+    if (end - start < 2 || !block_inputs_ready(c, b, start))
+        return 0;
+    BatchUndo *u = &s->undo[c->id];
+    u->block = b;
+#define SAVE(field) memcpy(&u->field, &c->field, sizeof u->field);
+    BATCH_CHANGES(SAVE)
+#undef SAVE
+    for (int k = 0; k < b->num_writes; k++) {
+        memcpy(u->regs[k], c->regs[b->write_slot[k]], sizeof u->regs[k]);
+        u->ready[k] = c->ready[b->write_slot[k]];
+    }
+    u->num_stores = 0;
+    c->batch_start = start;
+    c->ahead_until = c->wait_until = replay_batch(s, c, b, start, end, 1);
+    s->result->batch_cycles += c->ahead_until - start;
+    if (c->ahead_until > start && c->at == head && c->last_state == SWSIM_STATE_RUNNING)
+        c->wait_until++;   /* after a whole iteration (not in the stall of a partial one) */
+    return c->ahead_until > start;
+}
+
+#define SAME_SIZE(field) \
+    _Static_assert(sizeof ((Cpe *)0)->field == sizeof ((BatchUndo *)0)->field, #field);
+BATCH_CHANGES(SAME_SIZE)
+#undef SAME_SIZE
+
+/* Takes a CPE's batch back to its state before cycle `keep` (the batch ran past it). */
+static void rewind_batch(Sim *s, Cpe *c, int64_t keep)
+{
+    BatchUndo *u = &s->undo[c->id];
+    const Block *b = u->block;
+    for (int k = u->num_stores; k-- > 0;)
+        memcpy(c->ldm + u->store_addr[k], u->store_old[k], u->store_size[k]);
+    for (int k = 0; k < b->num_writes; k++) {
+        memcpy(c->regs[b->write_slot[k]], u->regs[k], sizeof u->regs[k]);
+        c->ready[b->write_slot[k]] = u->ready[k];
+    }
+#define RESTORE(field) memcpy(&c->field, &u->field, sizeof c->field);
+    BATCH_CHANGES(RESTORE)
+#undef RESTORE
+    u->num_stores = 0;
+    s->result->batch_cycles -= c->ahead_until - keep;
+    c->ahead_until = c->wait_until = replay_batch(s, c, b, c->batch_start, keep, 0);
+}
+
+/* A fault of the CPE at position `faulted` of the run order stops the run in cycle t: the CPEs
+ * before it have simulated cycle t, those after it only the cycles before. */
+static void rewind_batches(Sim *s, Cpe *const *cpe, int num_running, int faulted, int64_t t)
+{
+    for (int k = 0; k < num_running; k++) {
+        int64_t keep = k < faulted ? t + 1 : t;
+        if (cpe[k]->ahead_until > keep)
+            rewind_batch(s, cpe[k], keep);
+    }
+}
+
 /* ---- one CPE, one cycle ------------------------------------------------------------------- */
 
 enum { ISSUED_NOTHING = 0, ISSUED = 1, FAULTED = -1 };
@@ -536,9 +777,16 @@ __attribute__((always_inline))
 static inline int issue(Sim *s, Cpe *c, int64_t t)
 {
     if (c->wait_until > t) {
-        charge(c, COUNTER_IDLE(0, REASON_BARRIER), COUNTER_IDLE(1, REASON_BARRIER),
-               REASON_BARRIER);
-        return ISSUED_NOTHING;
+        if (c->ahead_until > t)   /* a batch simulated cycle t (and charged it) */
+            return ISSUED_NOTHING;
+        if (c->ahead_until < t) {
+            charge(c, COUNTER_IDLE(0, REASON_BARRIER), COUNTER_IDLE(1, REASON_BARRIER),
+                   REASON_BARRIER);
+            return ISSUED_NOTHING;
+        }
+        c->wait_until = t;   /* a batch stopped at its loop's entry: the next one from here */
+        if (run_batch(s, c, c->at, t, t))
+            return ISSUED_NOTHING;
     }
     if (c->sleep_until > t) {
         charge(c, COUNTER_IDLE(0, c->last_state), COUNTER_IDLE(1, c->last_state), c->last_state);
@@ -608,6 +856,10 @@ static inline int issue(Sim *s, Cpe *c, int64_t t)
         s->halted_this_cycle = 1;
     } else if (outcome == EXEC_JUMP && c->pc <= pc + 4) {
         mark_loop_head(s, c, t);
+        /* a batch of the loop from the next cycle, unless the loop changed nothing last time
+         * (a spin loop: skip_ahead's case) */
+        if (__builtin_expect((c->at->flags & F_BLOCK) && !c->armed, 0))
+            run_batch(s, c, c->at, t, t + 1);
     }
     return ISSUED;
 }
@@ -657,6 +909,9 @@ static int64_t gcd(int64_t a, int64_t b)
     return a;
 }
 
+/* A skip that a batch's end limits to this many cycles costs more than stepping them. */
+enum { SHORT_SKIP = 16 };
+
 /* After cycle t: if every running CPE either stalls on something only an event or a known
  * time can end, or spins at a fixed point, jump ahead by a whole number of the spin periods
  * to just before the next event. Returns the cycles skipped. */
@@ -673,7 +928,12 @@ static int64_t skip_ahead(Sim *s, Cpe *const *cpe, int num_running, int issued_a
     int spinning = 0;
     for (int k = 0; k < num_running; k++) {
         const Cpe *c = cpe[k];
-        if (issued_any && at_fixed_point(c)) {
+        if (c->ahead_until > t + 1) {   /* in a batch: visited again at ahead_until */
+            if (c->ahead_until - t <= SHORT_SKIP)
+                return 0;
+            if (c->ahead_until < horizon)
+                horizon = c->ahead_until;
+        } else if (issued_any && at_fixed_point(c)) {
             common_period = common_period / gcd(common_period, c->period) * c->period;
             if (common_period > s->cfg.max_cycles)
                 return 0;
@@ -700,6 +960,8 @@ static int64_t skip_ahead(Sim *s, Cpe *const *cpe, int num_running, int issued_a
     dma_advance(s, t, t + cycles);
     for (int k = 0; k < num_running; k++) {
         Cpe *c = cpe[k];
+        if (c->ahead_until > t + 1)   /* the batch charged these cycles */
+            continue;
         if (issued_any && at_fixed_point(c))
             repeat_period(&s->cold[c->id], c, t, cycles);
         else
@@ -730,12 +992,14 @@ static void uncharge_cycle(Sim *s, const int *running, int count)
     }
 }
 
-/* Whether a CPE that is not at a confirmed spin fixed point issued in this cycle (which then
- * cannot start a skip); asked after the cycle, stopping at the first such CPE. */
-static int issued_unconfirmed(Cpe *const *cpe, int num_running)
+/* Whether a CPE that is not at a confirmed spin fixed point issued in cycle t (which then
+ * cannot start a skip), apart from CPEs in a batch beyond t + 1 (skip_ahead stops at their
+ * end); asked after the cycle, stopping at the first such CPE. */
+static int issued_unconfirmed(Cpe *const *cpe, int num_running, int64_t t)
 {
     for (int k = 0; k < num_running; k++)
-        if (cpe[k]->last_state == SWSIM_STATE_RUNNING && !cpe[k]->confirmed)
+        if (cpe[k]->last_state == SWSIM_STATE_RUNNING && !cpe[k]->confirmed
+            && cpe[k]->ahead_until <= t + 1)
             return 1;
     return 0;
 }
@@ -755,6 +1019,8 @@ static int64_t run_cycles(Sim *s, int64_t horizon)
         cpe[k] = &s->cpes[running[k]];
     if (num_running == 0)
         return 0;
+    s->horizon = horizon;
+    s->bound_cycle = -1;
     for (int64_t t = s->next_cycle;; t++) {
         if (t >= horizon) {
             memcpy(s->running, running, sizeof running);
@@ -776,13 +1042,15 @@ static int64_t run_cycles(Sim *s, int64_t horizon)
         for (int k = 0; k < num_running; k++) {
             int issued = issue(s, cpe[k], t);
             if (issued == FAULTED) {
+                rewind_batches(s, cpe, num_running, k, t);
                 uncharge_cycle(s, running, k);
                 return t;
             }
             issued_any |= issued;
         }
         int may_skip = s->cfg.skip
-                       && !(issued_any && (s->cfg.trace || issued_unconfirmed(cpe, num_running)));
+                       && !(issued_any
+                            && (s->cfg.trace || issued_unconfirmed(cpe, num_running, t)));
         if (s->error)
             return t;
         if (s->cfg.trace)
@@ -838,6 +1106,252 @@ static int group_checks(Instr *leader, const Instr *next)
     while (n < NUM_GROUP_CHECKS)
         group[n++] = ZERO_SLOT;
     return 1;
+}
+
+/* ---- private blocks ------------------------------------------------------------------------ */
+
+/* Whether a word touches only its CPE's registers and LDM (or faults: a load or store whose
+ * access is not in LDM, which a batch checks before the cycle it would issue). */
+static int is_private(const Instr *in)
+{
+    if (in->flags & (F_INVALID | F_BAD_PC))
+        return 0;
+    switch (in->cls) {
+    case CLS_ALU: case CLS_IMUL: case CLS_VALU: case CLS_FP: case CLS_FDIV: case CLS_FMISC:
+    case CLS_SHUFFLE: case CLS_LOAD: case CLS_STORE:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+/* Notes the slots issue() reads to decide about `in` at cycle offset o: those the block has
+ * not written yet are inputs (block_inputs_ready). */
+static void note_needs(Block *b, const uint8_t *written, const int64_t *ready, const Instr *in,
+                       int o)
+{
+    uint8_t slots[5];
+    int n = 0;
+    for (int k = 0; k < in->num_sources; k++)
+        slots[n++] = in->sources[k];
+    slots[n++] = in->waw_slot;
+    if (in->pipes == PIPE_P0)
+        slots[n++] = BUSY_SLOT;
+    for (int k = 0; k < n; k++) {
+        uint8_t slot = slots[k];
+        if (slot == ZERO_SLOT || written[slot] || memchr(b->need_slot, slot, (size_t)b->num_needs))
+            continue;
+        b->need_slot[b->num_needs] = slot;
+        b->need_ready[b->num_needs] = (int32_t)ready[slot];
+        b->need_offset[b->num_needs++] = (int16_t)o;
+    }
+}
+
+/* Notes the slots an issued private word writes (its semantics in semantics.h) and their
+ * ready times, relative; 0 if the block would write more than MAX_BLOCK_WRITES slots. */
+static int schedule_writes(Block *b, uint8_t *written, int64_t *ready, const Instr *in, int o)
+{
+    uint8_t slots[2];
+    int n = 0;
+    if (in->dest != DISCARD_SLOT)
+        slots[n++] = in->dest;
+    if (in->cls == CLS_FDIV)   /* P0 busy until the result is ready */
+        slots[n++] = BUSY_SLOT;
+    for (int k = 0; k < n; k++) {
+        if (!written[slots[k]]) {
+            if (b->num_writes == MAX_BLOCK_WRITES)
+                return 0;
+            written[slots[k]] = 1;
+            b->write_slot[b->num_writes++] = slots[k];
+        }
+        ready[slots[k]] = o + in->latency;
+    }
+    return 1;
+}
+
+/* Whether `in` is a branch back to `head`, the first word of its block. */
+static int branches_to(const Instr *in, const Instr *head)
+{
+    return in->cls == CLS_BRANCH && !(in->flags & F_INVALID)
+           && (in - head) + 1 + (int64_t)in->imm == 0;
+}
+
+enum { CYCLE_REJECTED = -1, CYCLE_STALLS = 0, CYCLE_ISSUES = 1 };
+
+/* One cycle of a schedule, by the rules of issue(): the leader `leader` at cycle offset o, for
+ * the relative ready times `ready`, into `st` (a stall: its reason and counters; an issue: the
+ * words, flags and counters). CYCLE_REJECTED if the cycle cannot be part of the block: it
+ * would issue or examine a word that is neither private nor the branch back to `head`, or
+ * exceed a limit of core.h. */
+static int schedule_cycle(Block *b, uint8_t *written, int64_t *ready, const Instr *head,
+                          const Instr *leader, int o, Step *st)
+{
+    *st = (Step){.leader = leader};
+    note_needs(b, written, ready, leader, o);
+    int reason = timing_reason(ready, leader, o);
+    if (reason != NO_STALL) {
+        st->stall_counter[0] = COUNTER_IDLE(0, reason);
+        st->stall_counter[1] = COUNTER_IDLE(1, reason);
+        st->stall_reason = (int8_t)reason;
+        return CYCLE_STALLS;
+    }
+    const Instr *next = leader + 1, *follower = NULL;
+    int follower_reason = REASON_PAIRING;
+    if (leader->flags & F_STRUCTURAL)
+        st->flags |= STEP_CHECK_LEADER;
+    if (leader->flags & F_CONSIDER_NEXT) {
+        if ((next->flags & F_STRUCTURAL) && !is_private(next))
+            return CYCLE_REJECTED;   /* its structural check reads another unit's state */
+        note_needs(b, written, ready, next, o);
+        int next_reason = timing_reason(ready, next, o);
+        if (next_reason != NO_STALL) {
+            follower_reason = next_reason;
+        } else {
+            if (next->flags & F_STRUCTURAL)
+                st->flags |= STEP_CHECK_NEXT;
+            if (leader->flags & F_PAIRS_NEXT)
+                follower = next;
+        }
+    }
+    const Instr *last = follower ? follower : leader;
+    if (branches_to(last, head))
+        st->flags |= STEP_BRANCH;
+    else if (!is_private(last))
+        return CYCLE_REJECTED;
+    b->stores += (leader->cls == CLS_STORE) + (follower && follower->cls == CLS_STORE);
+    if (b->stores > MAX_BATCH_STORES || !schedule_writes(b, written, ready, leader, o)
+        || (follower && !schedule_writes(b, written, ready, follower, o)))
+        return CYCLE_REJECTED;
+    if (follower) {
+        st->words = 2;
+        st->counter[0] = COUNTER_VALID(0);
+        st->counter[1] = COUNTER_VALID(1);
+    } else {
+        st->words = 1;
+        st->counter[0] = (uint8_t)COUNTER_VALID(leader->pipe_alone);
+        st->counter[1] = (uint8_t)COUNTER_IDLE(leader->pipe_alone ^ 1, follower_reason);
+    }
+    return CYCLE_ISSUES;
+}
+
+/* The schedule of the private block starting at `head`, for the ready times `entry` (relative
+ * to its entry), in cycle offsets from its entry, as steps (a run of stall cycles of one
+ * reason, then an issue cycle or none); it ends after the branch back to `head`, or before the
+ * first cycle that cannot be part of it (a get, another branch, ...). `exit`: the ready times
+ * it leaves, relative to the cycle after it (at least 0). Returns its number of steps. */
+static int schedule_block(const Instr *head, Block *b, Step *steps, const int64_t *entry,
+                          int64_t *exit)
+{
+    int64_t ready[NUM_SLOTS];
+    uint8_t written[NUM_SLOTS] = {0};
+    memcpy(ready, entry, sizeof ready);
+    const Instr *leader = head;
+    Step stall = {0};   /* the stall cycles since the last issue cycle */
+    int n = 0;
+    *b = (Block){0};
+    for (int o = 0; o < MAX_BLOCK_CYCLES && (is_private(leader) || branches_to(leader, head));
+         o++) {
+        Block before = *b;
+        Step st;
+        int outcome = schedule_cycle(b, written, ready, head, leader, o, &st);
+        if (outcome == CYCLE_REJECTED) {
+            *b = before;   /* what the rejected cycle noted is not part of the block */
+            break;
+        }
+        if (outcome == CYCLE_STALLS) {
+            if (stall.stall && stall.stall_reason != st.stall_reason) {
+                steps[n++] = stall;   /* a run of another reason before this one */
+                stall.stall = 0;
+            }
+            if (!stall.stall)
+                stall = st;
+            stall.stall++;
+            stall.issue_offset = (int16_t)(o + 1);   /* (a run alone issues nothing) */
+            continue;
+        }
+        st.issue_offset = (int16_t)o;
+        st.stall = stall.stall;
+        memcpy(st.stall_counter, stall.stall_counter, sizeof st.stall_counter);
+        st.stall_reason = stall.stall_reason;
+        stall.stall = 0;
+        steps[n++] = st;
+        b->num_steps = n;
+        b->cycles = o + 1;
+        leader += st.words;
+        if (st.flags & STEP_BRANCH) {
+            b->loops = 1;
+            break;
+        }
+    }
+    for (int r = 0; r < NUM_SLOTS; r++)
+        exit[r] = ready[r] > b->cycles ? ready[r] - b->cycles : 0;
+    return b->num_steps;
+}
+
+/* The schedule of a block for its inputs ready at entry, or, for a loop whose iterations
+ * reach a steady state (each leaves the ready times it was entered with), for that state. */
+static int schedule_loop(const Instr *head, Block *b, Step *steps)
+{
+    enum { ROUNDS = 4 };
+    int64_t entry[NUM_SLOTS] = {0}, exit[NUM_SLOTS];
+    for (int round = 0;; round++) {
+        int n = schedule_block(head, b, steps, entry, exit);
+        if (!b->loops)
+            return n;
+        if (memcmp(entry, exit, sizeof entry) == 0) {
+            /* an iteration leaves what its schedule assumed: the next one needs no check */
+            b->steady = 1;
+            return n;
+        }
+        if (round == ROUNDS) {
+            memset(entry, 0, sizeof entry);
+            return schedule_block(head, b, steps, entry, exit);
+        }
+        memcpy(entry, exit, sizeof entry);
+    }
+}
+
+/* Finds the private blocks of at least two cycles at the targets of backward branches (where
+ * issue() tries batches), and their schedules; none when the run steps every cycle (skip off)
+ * or records trace spans. */
+static int find_blocks(Sim *s)
+{
+    uint8_t *head = calloc((size_t)s->code_words + 1, 1);
+    if (!head)
+        return SWSIM_ERROR_MEMORY;
+    int64_t heads = 0;
+    for (int64_t i = 0; i < s->code_words; i++) {
+        const Instr *in = &s->code[i];
+        s->code[i].block = -1;
+        if (in->cls == CLS_BRANCH) {
+            int64_t target = i + 1 + (int64_t)in->imm;
+            if (target >= 0 && target <= i)
+                head[target] = 1;
+        }
+    }
+    s->code[s->code_words].block = -1;
+    for (int64_t i = 0; i < s->code_words; i++)
+        heads += head[i] && is_private(&s->code[i]);
+    s->blocks = calloc((size_t)heads + 1, sizeof *s->blocks);
+    s->steps = calloc((size_t)heads * MAX_BLOCK_CYCLES + 1, sizeof *s->steps);
+    s->undo = calloc((size_t)s->num_cpes, sizeof *s->undo);
+    if (!s->blocks || !s->steps || !s->undo) {
+        free(head);
+        return SWSIM_ERROR_MEMORY;
+    }
+    for (int64_t i = 0; i < s->code_words && s->cfg.skip && !s->cfg.trace; i++) {
+        if (!head[i] || !is_private(&s->code[i]))
+            continue;
+        Block *b = &s->blocks[s->num_blocks];
+        if (schedule_loop(&s->code[i], b, &s->steps[s->num_steps]) == 0 || b->cycles < 2)
+            continue;
+        b->first_step = (int32_t)s->num_steps;
+        s->num_steps += b->num_steps;
+        s->code[i].block = (int32_t)s->num_blocks++;
+        s->code[i].flags |= F_BLOCK;
+    }
+    free(head);
+    return 0;
 }
 
 static int config_is_valid(const SwConfig *cfg, const SwJob *job)
@@ -911,6 +1425,9 @@ static int init_sim(Sim *s)
         if (group_checks(in, next))
             in->flags |= F_GROUP_CHECKS;
     }
+    int status = find_blocks(s);
+    if (status)
+        return status;
     for (int i = 0; i < s->num_cpes; i++) {
         init_cpe(s, &s->cpes[i], i);
         if (s->cpes[i].running) {
@@ -918,7 +1435,7 @@ static int init_sim(Sim *s)
             s->running[s->num_running++] = i;
         }
     }
-    int status = comm_init(s);
+    status = comm_init(s);
     if (!status)
         status = dma_init(s);
     if (!status)
@@ -932,6 +1449,9 @@ static void free_sim(Sim *s)
     free(s->cpes);
     free(s->cold);
     free(s->code);
+    free(s->blocks);
+    free(s->steps);
+    free(s->undo);
     free(s->dma.pool);
     free(s->dma.waiting);
     free(s->dma.active);
