@@ -173,7 +173,50 @@ def test_bad_arguments_are_refused():
     with pytest.raises(dnn.DnnError, match="dy must be"):
         dnn.lstm_backward(np.zeros((2, 2, 4), np.float32), *args)
     with pytest.raises(dnn.DnnError, match="cgs"):
-        dnn.lstm_forward(*args, cgs=2)
+        dnn.lstm_forward(*args, cgs=5)
+    with pytest.raises(dnn.DnnError, match="cgs"):
+        dnn.lstm_backward(np.zeros((1, 2, 4), np.float32), *args, cgs=0)
+
+
+@pytest.mark.parametrize("algo", lstm.ALGOS)
+def test_core_groups_run_slices_of_the_batch(algo):
+    """cgs = 3 on B = 7: each CG's slice (3, 2, 2 sequences) gives the bits a run of that
+    slice alone gives; the chip's cycles are the slowest slice's."""
+    args = _case(np.random.default_rng(3), 3, 7, 5, 8, np.float32)
+    (y, h, c), stats = dnn.lstm_forward(*args, algo=algo, cgs=3)
+    assert stats.cgs == 3 and stats.rows == [(0, 2), (2, 4), (4, 7)]
+    for (lo, hi), part in zip(stats.rows, stats.per_cg):
+        x, h0, c0 = (np.ascontiguousarray(a[..., lo:hi, :]) for a in args[:3])
+        (y_s, h_s, c_s), alone = dnn.lstm_forward(x, h0, c0, *args[3:], algo=algo)
+        assert np.array_equal(y[:, lo:hi], y_s) and np.array_equal(h[lo:hi], h_s)
+        assert np.array_equal(c[lo:hi], c_s) and part.cycles == alone.cycles
+    assert stats.cycles == max(p.cycles for p in stats.per_cg)
+    assert stats.peak_gflops == 3 * stats.per_cg[0].peak_gflops
+    want = reference_forward(*args)[0]
+    for got, ref, what in zip((y, h, c), want, ("y", "h", "c")):
+        _close(got, ref, np.float32, what)
+
+
+@pytest.mark.parametrize("with_reserve", [False, True])
+def test_backward_on_core_groups_matches_one(with_reserve):
+    """The recurrence by slices of the batch, the products by rows of their outputs: the
+    same gradients as on one CG (to rounding: the products' sums are cut differently), the
+    chip's cycles less than one CG's."""
+    rng = np.random.default_rng(4)
+    args = _case(rng, 3, 6, 5, 8, np.float64)
+    dy = rng.standard_normal((3, 6, 8))
+    reserve = (dnn.lstm_forward(*args, algo="baseline")[1].reserve if with_reserve
+               else None)
+    one, s1 = dnn.lstm_backward(dy, *args, reserve=reserve)
+    four, s4 = dnn.lstm_backward(dy, *args, reserve=reserve, cgs=4)
+    for a, b, name in zip(one, four, ("dx", "dh0", "dc0", "dW", "dR", "db")):
+        assert a.shape == b.shape, name
+        np.testing.assert_allclose(b, a, rtol=1e-12, atol=1e-12, err_msg=name)
+    assert s4.cycles < s1.cycles and s4.flops == s1.flops
+    assert [p.cgs for p in s4.parts] == [4, 4]
+    want = reference_backward(dy, np.zeros((6, 8)), np.zeros((6, 8)), *args)
+    for got, ref, name in zip(four, want, ("dx", "dh0", "dc0", "dW", "dR", "db")):
+        _close(got, ref, np.float64, name)
 
 
 def test_bench_extrapolation_matches_full_runs():

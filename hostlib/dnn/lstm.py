@@ -20,7 +20,7 @@ import numpy as np
 
 from ..blas import gemm
 from ..runtime import Kernel
-from .common import DnnError, combined, float_arrays, machine_and_cgs
+from .common import DnnError, chip, combined, float_arrays, machine_and_cgs, split
 
 ALGOS = ("tensorized", "baseline")
 MESH = 8                      # the core group's mesh side: CPE (i, j) = id 8 i + j
@@ -283,11 +283,24 @@ def _baseline(x, h0, c0, W, R, b, machine, engine):
 
 # ---- public ------------------------------------------------------------------------------------
 
-def _single_cg(machine, cgs):
+def _batch_slices(machine, cgs, batch: int):
+    """The machine and the batch's rows per core group: the sequences of a batch are
+    independent, so each CG runs the whole recurrence over its slice (fewer CGs than asked
+    when B < cgs)."""
     machine, cgs = machine_and_cgs(machine, cgs)
-    if cgs != 1:
-        raise DnnError("the LSTM runs on one core group (the thesis' single-CG LSTM); use cgs=1")
-    return machine
+    return machine, split(batch, cgs)
+
+
+def _forward_slice(x, h0, c0, W, R, b, algo, machine, engine):
+    if algo == "tensorized":
+        p = plan(x.shape[1], R.shape[1], x.itemsize, machine.config)
+        if p is not None:
+            return _tensorized(x, h0, c0, W, R, b, p, machine, engine)
+    result, stats = _baseline(x, h0, c0, W, R, b, machine, engine)
+    if algo == "tensorized":
+        stats.details.update(algo="baseline", fallback="the tensorized kernel's state does "
+                             "not fit in LDM for this B and H")
+    return result, stats
 
 
 def lstm_forward(x, h0, c0, W, R, b, *, algo: str = "tensorized", machine=None, cgs=1,
@@ -299,22 +312,62 @@ def lstm_forward(x, h0, c0, W, R, b, *, algo: str = "tensorized", machine=None, 
     time loop); when its LDM plan does not fit (``plan`` returns None) the baseline runs and
     ``stats.fallback`` says why. ``algo="baseline"``: per step eight swGEMMs and the cell
     kernel; its ``stats.reserve`` (a ``Reserve``) is what ``lstm_backward`` needs.
+    ``cgs`` core groups each run the whole recurrence over a slice of the batch (min(B, cgs)
+    of them); the chip's cycles are the slowest slice's (``stats.per_cg`` has each).
     Stats: ``cycles`` (the launches one after another, spawn excluded), ``launches``,
-    ``split`` = {"gemm": ..., "elementwise": ...} cycles, ``algo``; tensorized also ``plan``.
+    ``split`` = {"gemm": ..., "elementwise": ...} cycles (the slowest CG's), ``algo``;
+    tensorized also ``plan``.
     """
     if algo not in ALGOS:
         raise DnnError(f"algo must be one of {', '.join(map(repr, ALGOS))}, got {algo!r}")
-    machine = _single_cg(machine, cgs)
     x, h0, c0, W, R, b = _check_forward(x, h0, c0, W, R, b)
-    if algo == "tensorized":
-        p = plan(x.shape[1], R.shape[1], x.itemsize, machine.config)
-        if p is not None:
-            return _tensorized(x, h0, c0, W, R, b, p, machine, engine)
-    result, stats = _baseline(x, h0, c0, W, R, b, machine, engine)
-    if algo == "tensorized":
-        stats.details.update(algo="baseline", fallback="the tensorized kernel's state does "
-                             "not fit in LDM for this B and H")
-    return result, stats
+    machine, slices = _batch_slices(machine, cgs, x.shape[1])
+    if len(slices) == 1:
+        return _forward_slice(x, h0, c0, W, R, b, algo, machine, engine)
+    runs = [_forward_slice(np.ascontiguousarray(x[:, lo:hi]), h0[lo:hi], c0[lo:hi], W, R, b,
+                           algo, machine, engine) for lo, hi in slices]
+    per_cg = [stats for _, stats in runs]
+    y, h, c = (np.concatenate([result[k] for result, _ in runs], axis=int(k == 0))
+               for k in range(3))
+    slowest = max(per_cg, key=lambda s: s.cycles)
+    details = dict(op="lstm_forward", algo="+".join(sorted({s.algo for s in per_cg})),
+                   split=slowest.split, launches=slowest.launches, rows=slices)
+    reserves = [s.details.get("reserve") for s in per_cg]
+    if all(reserves):
+        details["reserve"] = Reserve(*(np.concatenate([getattr(r, f) for r in reserves], axis=1)
+                                       for f in ("y", "gates", "c")))
+    return (y, h, c), chip(per_cg, **details)
+
+
+def _backward_steps(dy, x, h0, c0, W, R, b, dh, dc, reserve, machine, engine):
+    """The recurrence of the backward pass over one slice of the batch: per step (t = T-1 ..
+    0) the cell kernel gives the gates' pre-activation gradients dG_t and dc_{t-1}, and one
+    swGEMM dh_{t-1} = dG_t R. Returns (dG (T, B, 4H), dh0, dc0, the forward's y, the
+    launches' Stats)."""
+    steps, batch, _ = x.shape
+    hidden = R.shape[1]
+    parts = []
+    if reserve is None:
+        _, forward = _baseline(x, h0, c0, W, R, b, machine, engine)
+        reserve, parts = forward.reserve, forward.parts
+    es = x.itemsize
+    row = hidden * es
+    mem = machine.mem
+    d_pre = np.empty((steps, batch, 4 * hidden), x.dtype)
+    for t in reversed(range(steps)):
+        c_prev = c0 if t == 0 else reserve.c[t - 1]
+        dg_addr, dc_addr = mem.alloc(batch * 4 * row), mem.alloc(batch * row)
+        planes = (_gate_planes(mem.put(np.ascontiguousarray(reserve.gates[t])), hidden, es,
+                               4 * row)
+                  + [(mem.put(np.ascontiguousarray(a)), row)
+                     for a in (c_prev, reserve.c[t], dy[t], dh, dc)]
+                  + _gate_planes(dg_addr, hidden, es, 4 * row) + [(dc_addr, row)])
+        parts.append(_cell("BACKWARD", planes, batch, hidden, x.dtype, machine, engine))
+        d_pre[t] = mem.get(dg_addr, (batch, 4 * hidden), x.dtype)
+        dc = mem.get(dc_addr, (batch, hidden), x.dtype)
+        dh, s_dh = gemm(d_pre[t], R, machine=machine, engine=engine)
+        parts.append(s_dh)
+    return d_pre, dh, dc, reserve.y, parts
 
 
 def lstm_backward(dy, x, h0, c0, W, R, b, *, dh_n=None, dc_n=None, reserve=None,
@@ -327,11 +380,15 @@ def lstm_backward(dy, x, h0, c0, W, R, b, *, dh_n=None, dc_n=None, reserve=None,
     (t = T-1 .. 0) the cell kernel gives the gates' pre-activation gradients dG_t and dc_{t-1},
     and one swGEMM dh_{t-1} = dG_t R; then four swGEMMs over all steps at once: dW = dGᵀ x,
     dR = dGᵀ [h_0 .. h_{T-1}], db = 1ᵀ dG, dx = dG W.
+    ``cgs`` core groups: the recurrence split by the batch's rows (as the forward), then the
+    four products split where no sum crosses CGs (as ``linear_backward``): dW, dR and db by
+    their rows (the 4H gate outputs), dx by rows of dG; the chip's cycles are the slowest
+    CG's recurrence plus the slowest CG's share of the products.
     """
-    machine = _single_cg(machine, cgs)
     x, h0, c0, W, R, b = _check_forward(x, h0, c0, W, R, b)
     steps, batch, inputs = x.shape
     hidden = R.shape[1]
+    machine, slices = _batch_slices(machine, cgs, batch)
     (dy,) = float_arrays(x.dtype, dy=dy)
     grads = {"dh_n": dh_n, "dc_n": dc_n}
     for name, value in grads.items():
@@ -341,36 +398,45 @@ def lstm_backward(dy, x, h0, c0, W, R, b, *, dh_n=None, dc_n=None, reserve=None,
             raise DnnError(f"{name} must be {(batch, hidden)}, got {grads[name].shape}")
     if dy.shape != (steps, batch, hidden):
         raise DnnError(f"dy must be {(steps, batch, hidden)}, got {dy.shape}")
-    parts = []
-    if reserve is None:
-        _, forward = _baseline(x, h0, c0, W, R, b, machine, engine)
-        reserve, parts = forward.reserve, forward.parts
-    if not isinstance(reserve, Reserve) or reserve.gates.shape != (steps, batch, 4 * hidden):
+    if reserve is not None and (not isinstance(reserve, Reserve)
+                                or reserve.gates.shape != (steps, batch, 4 * hidden)):
         raise DnnError("reserve must be the Reserve of a baseline lstm_forward of these shapes")
-    es = x.itemsize
-    row = hidden * es
-    mem = machine.mem
     d_pre = np.empty((steps, batch, 4 * hidden), x.dtype)
-    dh, dc = np.ascontiguousarray(grads["dh_n"]), np.ascontiguousarray(grads["dc_n"])
-    for t in reversed(range(steps)):
-        c_prev = c0 if t == 0 else reserve.c[t - 1]
-        dg_addr, dc_addr = mem.alloc(batch * 4 * row), mem.alloc(batch * row)
-        planes = (_gate_planes(mem.put(reserve.gates[t]), hidden, es, 4 * row)
-                  + [(mem.put(np.ascontiguousarray(a)), row)
-                     for a in (c_prev, reserve.c[t], dy[t], dh, dc)]
-                  + _gate_planes(dg_addr, hidden, es, 4 * row) + [(dc_addr, row)])
-        parts.append(_cell("BACKWARD", planes, batch, hidden, x.dtype, machine, engine))
-        d_pre[t] = mem.get(dg_addr, (batch, 4 * hidden), x.dtype)
-        dc = mem.get(dc_addr, (batch, hidden), x.dtype)
-        dh, s_dh = gemm(d_pre[t], R, machine=machine, engine=engine)
-        parts.append(s_dh)
+    dh, dc = np.empty((batch, hidden), x.dtype), np.empty((batch, hidden), x.dtype)
+    y = np.empty((steps, batch, hidden), x.dtype)
+    loops = []
+    for lo, hi in slices:
+        part = None if reserve is None else Reserve(
+            *(getattr(reserve, f)[:, lo:hi] for f in ("y", "gates", "c")))
+        d_pre[:, lo:hi], dh[lo:hi], dc[lo:hi], y[:, lo:hi], parts = _backward_steps(
+            np.ascontiguousarray(dy[:, lo:hi]), np.ascontiguousarray(x[:, lo:hi]), h0[lo:hi],
+            c0[lo:hi], W, R, b, np.ascontiguousarray(grads["dh_n"][lo:hi]),
+            np.ascontiguousarray(grads["dc_n"][lo:hi]), part, machine, engine)
+        loops.append(parts)
     flat = d_pre.reshape(steps * batch, 4 * hidden)
-    h_prev = np.concatenate([h0[None], reserve.y[:-1]]).reshape(steps * batch, hidden)
-    dW, s_w = gemm(flat, x.reshape(steps * batch, inputs), trans_a=True, machine=machine,
-                   engine=engine)
-    dR, s_r = gemm(flat, h_prev, trans_a=True, machine=machine, engine=engine)
-    db, s_b = gemm(np.ones((1, steps * batch), x.dtype), flat, machine=machine, engine=engine)
-    dx, s_x = gemm(flat, W, machine=machine, engine=engine)
-    parts += [s_w, s_r, s_b, s_x]
-    stats = combined(parts, op="lstm_backward", split=_split(parts), launches=len(parts))
-    return (dx.reshape(steps, batch, inputs), dh, dc, dW, dR, db.reshape(-1)), stats
+    h_prev = np.concatenate([h0[None], y[:-1]]).reshape(steps * batch, hidden)
+    x_flat = x.reshape(steps * batch, inputs)
+    dW, dR = np.empty(W.shape, x.dtype), np.empty(R.shape, x.dtype)
+    db, dx = np.empty(4 * hidden, x.dtype), np.empty((steps * batch, inputs), x.dtype)
+    products = []
+    for (o_lo, o_hi), (r_lo, r_hi) in zip(split(4 * hidden, len(slices)),
+                                           split(steps * batch, len(slices))):
+        dG = np.ascontiguousarray(flat[:, o_lo:o_hi])
+        dW[o_lo:o_hi], s_w = gemm(dG, x_flat, trans_a=True, machine=machine, engine=engine)
+        dR[o_lo:o_hi], s_r = gemm(dG, h_prev, trans_a=True, machine=machine, engine=engine)
+        sums, s_b = gemm(np.ones((1, steps * batch), x.dtype), dG, machine=machine,
+                         engine=engine)
+        db[o_lo:o_hi] = sums.reshape(-1)
+        dx[r_lo:r_hi], s_x = gemm(flat[r_lo:r_hi], W, machine=machine, engine=engine)
+        products.append([s_w, s_r, s_b, s_x])
+    phases = [max(group, key=lambda parts: sum(p.cycles for p in parts))
+              for group in (loops, products)]
+    critical = phases[0] + phases[1]
+    if len(slices) == 1:
+        stats = combined(critical, op="lstm_backward", split=_split(critical),
+                         launches=len(critical))
+    else:
+        stats = combined([chip([combined(parts) for parts in group], rows=slices)
+                          for group in (loops, products)],
+                         op="lstm_backward", split=_split(critical), launches=len(critical))
+    return (dx.reshape(steps, batch, inputs), dh, dc, dW, dR, db), stats
