@@ -6,6 +6,7 @@ import pytest
 from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
+from swsim.hostlib import dnn
 from swsim.hostlib.dnn import conv_implicit as implicit
 from swsim.hostlib.dnn.conv_common import ConvStats, make_geometry
 from swsim.vm import HostError, Machine
@@ -227,21 +228,23 @@ def test_backward_filter_estimate_is_within_three_percent_of_the_whole_run(shape
     geo = make_geometry((b, n_i, r_i, c_i), (n_o, n_i, 3, 3), 1, padding, "w")
     estimated, details = implicit.estimate(geo, "backward_filter", dtype, Machine())
     assert not details["whole"]
-    swapped = implicit.pass_geometry(geo, "backward_filter")
+    assert details["operands"] > 0 and details["weights"] > 0   # the transforms, counted
     rng = np.random.default_rng(0)
-    x = rng.standard_normal((r_i, c_i, b, n_i)).astype(dtype)
-    dy = rng.standard_normal((geo.r_o * geo.c_o, b, n_o)).astype(dtype)
-    _, run = implicit.run_kernel(swapped, x, dy, None, Machine(), "c",
-                                 blocking=details["blocking"])
-    assert estimated == pytest.approx(run.cycles, rel=0.03)
+    x = rng.standard_normal((r_i, c_i, n_i, b)).astype(dtype)
+    dy = rng.standard_normal((geo.r_o, geo.c_o, n_o, b)).astype(dtype)
+    _, stats = dnn.conv2d_backward_filter(x, dy, (n_o, n_i, 3, 3), padding=padding,
+                                          algo="implicit", layout="RCNB")
+    assert estimated == pytest.approx(stats.cycles, rel=0.03)   # the whole pass
 
 
 def test_model_predicts_a_run_within_ten_percent():
+    """predict counts what the pass runs: the kernel and the weights' rearrangement."""
     geo = make_geometry((32, 64, 10, 10), (64, 64, 3, 3), 1, 1, "w")
     config = Machine().config
     predicted = implicit.predict(geo, "forward", np.float32, config)
     rng = np.random.default_rng(0)
     x = rng.standard_normal((10, 10, 64, 32)).astype(np.float32)
-    wt = rng.standard_normal((9, 64, 64)).astype(np.float32)
-    _, run = implicit.run_kernel(geo, x, wt, None, Machine(), "c")
-    assert predicted == pytest.approx(run.cycles, rel=0.10)
+    w = rng.standard_normal((64, 64, 3, 3)).astype(np.float32)
+    _, stats = dnn.conv2d_forward(x, w, padding=1, algo="implicit", layout="RCNB")
+    assert stats.phase_cycles["weights"] > 0
+    assert predicted == pytest.approx(stats.cycles, rel=0.10)

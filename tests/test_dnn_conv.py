@@ -393,6 +393,22 @@ def test_batches_too_large_for_col_run_in_chunks(monkeypatch):
 
 # ---- the models: predict and the sampled estimate -------------------------------------------
 
+@pytest.mark.parametrize("shape, src, dst, dtype", [
+    ((512, 512, 3, 3), "NCHW", "RCNB", np.float32),     # implicit's weights
+    ((128, 64, 3, 3), "CNHW", "RCNB", np.float32),      # backward-data's
+    ((64, 64, 3, 3), "NCHW", "RCNB", np.float64),
+    ((3, 3, 64, 32), "RCNB", "CNHW", np.float32),       # backward-filter's result
+    ((196, 128, 32, 1), "NCHW", "NHWC", np.float32),    # and its operands
+])
+def test_transform_model_is_within_a_quarter_of_the_run(shape, src, dst, dtype):
+    from swsim.hostlib.dnn import conv_model
+    from swsim.vm import Machine
+    x = np.random.default_rng(0).standard_normal(shape).astype(dtype)
+    _, stats = dnn.transform(x, src, dst, machine=Machine())
+    predicted = conv_model.transform_cycles(shape, src, dst, x.itemsize, Machine().config)
+    assert predicted == pytest.approx(stats.cycles, rel=0.25)
+
+
 @pytest.mark.parametrize("direction", ["forward", "backward_data", "backward_filter"])
 def test_estimate_from_samples_is_within_three_percent_of_the_whole_run(direction):
     """B = 8, 64 -> 64 channels, 16 x 16: im2col / col2im have 8 rounds of tasks and the GEMM
@@ -445,9 +461,9 @@ def test_bench_measures_and_validates_a_small_case():
     from swsim.hostlib.dnn import conv
     result = bench.measure((1, 64, 64, 16))
     assert set(result.validated) == set(conv.ALGORITHMS)     # K = 3, stride 1: all apply
-    for est, simulated in result.validated.values():
+    for est, simulated, _ in result.validated.values():
         assert est == pytest.approx(simulated, rel=bench.MAX_ERROR)
     assert result.auto in conv.ALGORITHMS and result.best in conv.ALGORITHMS
     assert 0.05 < result.efficiency("explicit") < 1
     report = bench.format_report([result], 1.0)
-    assert "explicit" in report and "validation: 3 runs" in report
+    assert "explicit" in report and "validation: 3 slices" in report

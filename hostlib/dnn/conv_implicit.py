@@ -36,9 +36,10 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ...vm import HostError
+from ...vm import HostError, Machine
 from ..blas import gemm_model
 from ..runtime.kernel import Kernel
+from . import conv_model
 from .conv_common import ConvGeometry
 from .layout import transform
 
@@ -132,9 +133,11 @@ def _grid(values, top):
     return sorted({min(v, top) for v in values})
 
 
-def candidates(geo: ConvGeometry, es: int, config) -> list:
+@functools.lru_cache(maxsize=256)
+def candidates(geo: ConvGeometry, es: int, config) -> tuple:
     """Every blocking of the grids that is legal (the primitive's nm shape rules: MB % 16, NB
-    % 4; at most MAX_DMAS_PER_STEP DMAs a step; G divides K_c) and fits in LDM."""
+    % 4; at most MAX_DMAS_PER_STEP DMAs a step; G divides K_c) and fits in LDM (remembered:
+    ``supports``, ``predict`` and ``estimate`` all ask)."""
     out = []
     top_nb = _cdiv(_cdiv(geo.n_o, MESH), 4) * 4
     top_ki = _cdiv(geo.n_i, MESH)
@@ -151,7 +154,7 @@ def candidates(geo: ConvGeometry, es: int, config) -> list:
         blk = Blocking(mb, nb, ki, g, bb, MESH // per_col, resident)
         if ldm_layout(geo, es, blk, config) is not None:
             out.append(blk)
-    return out
+    return tuple(out)
 
 
 # ---- the model -----------------------------------------------------------------------------
@@ -304,9 +307,27 @@ def pass_geometry(geo: ConvGeometry, direction) -> ConvGeometry:
     return geo
 
 
+def rearrangements(geo: ConvGeometry, direction) -> list:
+    """The pass's ``dnn.transform`` launches beside the kernel, as (phase, shape, source
+    layout, target layout): the weights into one matrix per tap (forward, backward-data);
+    backward-filter's x and dy with the batch before the channels and its result back to
+    (N_o, N_i, K_r, K_c)."""
+    if direction == "forward":
+        return [("weights", geo.w_shape, "NCHW", "RCNB")]
+    if direction == "backward_data":
+        return [("weights", geo.w_shape, "CNHW", "RCNB")]
+    return [("operands", (geo.r_i * geo.c_i, geo.n_i, geo.batch, 1), "NCHW", "NHWC"),
+            ("operands", (geo.r_o * geo.c_o, geo.n_o, geo.batch, 1), "NCHW", "NHWC"),
+            ("weights", (geo.k_r, geo.k_c, geo.n_o, geo.n_i), "RCNB", "CNHW")]
+
+
 def predict(geo: ConvGeometry, direction, dtype, config) -> float:
-    """Predicted cycles of the pass on one CG (the weight rearrangement not included)."""
-    return _choose(pass_geometry(geo, direction), np.dtype(dtype).itemsize, config)[1]
+    """Predicted cycles of the pass on one CG: the kernel (the chosen blocking's model) and
+    its rearrangements (``conv_model.transform_cycles``) -- the work ``estimate`` counts."""
+    es = np.dtype(dtype).itemsize
+    moves = sum(conv_model.transform_cycles(shape, src, dst, es, config)
+                for _, shape, src, dst in rearrangements(geo, direction))
+    return _choose(pass_geometry(geo, direction), es, config)[1] + moves
 
 
 # ---- running the kernel --------------------------------------------------------------------
@@ -438,52 +459,96 @@ def _sample_geometry(geo: ConvGeometry):
     return dataclasses.replace(geo, r_i=r_i), first
 
 
+def _narrowed(geo: ConvGeometry, es: int, blk: Blocking, config) -> ConvGeometry:
+    """geo with only SAMPLE_ROW_TILES + 1 column blocks (the last as narrow as geo's last):
+    the tiles a row sample runs (1 and 2, the last two) then cost what they cost in geo --
+    unless a column's address offset within a DMA line could change (an activation pixel
+    not a whole number of lines), or the input is dilated: then geo."""
+    pixels = (geo.n_i * geo.batch * es, geo.n_o * geo.batch * es)     # bytes of x's, y's
+    blocks = counts(geo, blk)["ncb"]
+    keep = SAMPLE_ROW_TILES + 1
+    if (isinstance(geo, PassGeometry) or blocks <= keep
+            or any(n % config.dma_transaction_bytes for n in pixels)):
+        return geo
+    return dataclasses.replace(geo, c_i=geo.c_i - (blocks - keep) * blk.cb * geo.stride[1])
+
+
+@functools.lru_cache(maxsize=None)
+def _sample_run(geo: ConvGeometry, blk: Blocking, sample, dtype, config, engine) -> int:
+    """Cycles of the kernel on `geo` (the tiles of `sample`, or all) with blocking `blk`, on
+    a new machine with random data: the cycles depend on neither, so a run is remembered and
+    cases whose samples have the same geometry share it."""
+    rng = np.random.default_rng(0)
+    stored = geo.stored_input if isinstance(geo, PassGeometry) else (geo.r_i, geo.c_i)
+    x = rng.standard_normal(stored + (geo.n_i, geo.batch), dtype=dtype)
+    wt = rng.standard_normal((geo.k_r * geo.k_c, geo.n_i, geo.n_o), dtype=dtype)
+    return run_kernel(geo, x, wt, None, Machine(config), engine, blocking=blk,
+                      sample=sample)[1].cycles
+
+
+@functools.lru_cache(maxsize=None)
+def _rearrangement_cycles(shape, src, dst, dtype, config, engine) -> int:
+    """Cycles of one ``dnn.transform`` of `shape` on a new machine (random data; remembered:
+    its cycles depend on the shape only)."""
+    x = np.random.default_rng(0).standard_normal(shape, dtype=dtype)
+    return transform(x, src, dst, machine=Machine(config), engine=engine)[1].cycles
+
+
+def _rearranged(geo: ConvGeometry, direction, dtype, config, engine) -> dict:
+    """Simulated cycles of the pass's rearrangements, per phase."""
+    phases = {}
+    for phase, shape, src, dst in rearrangements(geo, direction):
+        phases[phase] = phases.get(phase, 0) + _rearrangement_cycles(shape, src, dst, dtype,
+                                                                     config, engine)
+    return phases
+
+
 def estimate(geo: ConvGeometry, direction, dtype, machine, engine="c", *, blocking=None):
-    """Cycles of the pass's kernel extrapolated from simulating a sample (random data, the
-    model's blocking). A tile row (the column blocks of one output row, batch block and N_o
-    block) is the unit: the sample runs the tiles of one interior output row, then of two; the
+    """Cycles of the pass extrapolated from simulating a sample (random data, the model's
+    blocking). A tile row (the column blocks of one output row, batch block and N_o block) is
+    the unit: the sample runs the tiles of one interior output row, then of two; the
     difference is an interior row's cycles, scaled by steps for the border rows (padding rows
     are skipped) and counted for every row of every batch and N_o block, plus the first run
     (start-up included) and the other N_o blocks' weight loads (by the model). Rows of more
     than SAMPLE_ROW_TILES tiles are sampled by an interior tile (and the last, narrower one
-    if there is one): the edge columns' missing pieces count as interior. Layers of at most
-    2 tiles run whole. The weights' rearrangement (a small transform) runs whole and is added.
-    `blocking` overrides the model's choice."""
+    if there is one) on a geometry cut to SAMPLE_ROW_TILES + 1 column blocks (``_narrowed``):
+    the edge columns' missing pieces count as interior. Layers of at most 2 tiles run whole.
+    The rearrangements (``rearrangements``: small transforms) run whole and are added
+    (details: "weights", "operands"). `machine` gives the configuration (the samples run on
+    machines of their own); `blocking` overrides the model's choice."""
     config = machine.config
+    dtype = np.dtype(dtype)
     _check(geo, direction, dtype, config)
+    moved = _rearranged(geo, direction, dtype, config, engine)
+    extra = float(sum(moved.values()))
     if direction == "backward_filter":
-        return _estimate_filter(geo, dtype, machine, engine, blocking)
-    rng = np.random.default_rng(0)
-    w = rng.standard_normal(geo.w_shape).astype(dtype)
-    weights = transform(w, "NCHW" if direction == "forward" else "CNHW", "RCNB",
-                        machine=machine, engine=engine)[1].cycles
+        cycles, details = _estimate_filter(geo, dtype, config, engine, blocking)
+        return cycles + extra, dict(details, **moved)
     geo = pass_geometry(geo, direction)
-    es = np.dtype(dtype).itemsize
+    es = dtype.itemsize
     blk = blocking or choose(geo, es, config)
     c = counts(geo, blk)
     rows = kernel_rows(geo)
     sample_geo, row = _sample_geometry(geo)
-    wt = rng.standard_normal((geo.k_r * geo.k_c, geo.n_i, geo.n_o)).astype(dtype)
     if row is None or c["nnb"] * c["nbb"] * c["ncb"] * geo.r_o <= 2:
-        sample_geo = geo
-    stored = (sample_geo.stored_input if isinstance(sample_geo, PassGeometry)
-              else (sample_geo.r_i, sample_geo.c_i))
-    x = rng.standard_normal(stored + (geo.n_i, geo.batch)).astype(dtype)
-    if sample_geo is geo:
-        _, run = run_kernel(geo, x, wt, None, machine, engine, blocking=blk)
-        return float(weights + run.cycles), dict(blocking=blk, whole=True, weights=weights)
-
-    def cycles_of(cb, tiles):
-        """Cycles of `tiles` tiles from column block `cb` of the interior row, and of the
-        `tiles` after them (the difference of running 2 `tiles` and `tiles`)."""
-        runs = [run_kernel(sample_geo, x, wt, None, machine, engine, blocking=blk,
-                           sample=((0, 0, row, cb), n))[1].cycles for n in (tiles, 2 * tiles)]
-        return runs[0], runs[1] - runs[0]
+        cycles = _sample_run(geo, blk, None, dtype, config, engine)
+        return extra + cycles, dict(moved, blocking=blk, whole=True)
 
     # with a row dilation d, interior rows repeat every d rows: a period of d rows is the unit
     period = _dilation(geo)[0]
     sample_rows = kernel_rows(sample_geo)
-    if c["ncb"] <= SAMPLE_ROW_TILES or period > 1:
+    tiles_sampled = c["ncb"] > SAMPLE_ROW_TILES and period == 1
+    if tiles_sampled:
+        sample_geo = _narrowed(sample_geo, es, blk, config)
+
+    def cycles_of(cb, tiles):
+        """Cycles of `tiles` tiles from column block `cb` of the interior row, and of the
+        `tiles` after them (the difference of running 2 `tiles` and `tiles`)."""
+        runs = [_sample_run(sample_geo, blk, ((0, 0, row, cb), n), dtype, config, engine)
+                for n in (tiles, 2 * tiles)]
+        return runs[0], runs[1] - runs[0]
+
+    if not tiles_sampled:
         unit = c["ncb"] * period
         base, row_cycles = cycles_of(0, unit)
         measured = sample_rows[row + period:row + 2 * period].sum()
@@ -493,7 +558,8 @@ def estimate(geo: ConvGeometry, direction, dtype, machine, engine="c", *, blocki
         measured = sample_rows[row]
         base_rows = sample_rows[row] / c["ncb"]
         base, interior = cycles_of(1, 1)
-        last = cycles_of(c["ncb"] - 2, 1)[1] if geo.c_o % blk.cb else interior
+        sample_blocks = counts(sample_geo, blk)["ncb"]
+        last = cycles_of(sample_blocks - 2, 1)[1] if geo.c_o % blk.cb else interior
         row_cycles = (c["ncb"] - 1) * interior + last
     # a row's cycles = its tiles' write-outs (by the model) + its steps (the rest, measured)
     fixed = c["ncb"] * _tile_fixed(geo, es, blk, config)
@@ -502,32 +568,30 @@ def estimate(geo: ConvGeometry, direction, dtype, machine, engine="c", *, blocki
     cycles = (base + (blocks * geo.r_o - unit / c["ncb"]) * fixed
               + (blocks * rows.sum() - base_rows) * per_kernel_row
               + (c["nnb"] - 1) * nb_load(geo, es, blk, config))
-    return float(weights + cycles), dict(blocking=blk, whole=False, first_cycles=base,
-                                         row_cycles=row_cycles, weights=weights)
+    return extra + float(cycles), dict(moved, blocking=blk, whole=False, first_cycles=base,
+                                       row_cycles=row_cycles)
 
 
-def _estimate_filter(geo: ConvGeometry, dtype, machine, engine, blocking):
-    """estimate() of backward-filter. Its output is only K_r x K_c pixels, so its tiles are
-    few and long (every (r_o, c_o) of dy is a tap of the swapped convolution): the sample cuts
-    the reduction instead. It runs the swapped kernel (the model's blocking for the whole
-    pass) for dy of FILTER_SAMPLE_COLS columns and a, then 2a rows (a = p_r + 1, so a
-    padding row is never a whole tap row), and extrapolates linearly in the kernel's steps."""
-    es = np.dtype(dtype).itemsize
+def _estimate_filter(geo: ConvGeometry, dtype, config, engine, blocking):
+    """The kernel's part of estimate() of backward-filter. Its output is only K_r x K_c
+    pixels, so its tiles are few and long (every (r_o, c_o) of dy is a tap of the swapped
+    convolution): the sample cuts the reduction instead. It runs the swapped kernel (the
+    model's blocking for the whole pass) for dy of FILTER_SAMPLE_COLS columns and a, then 2a
+    rows (a = p_r + 1, so a padding row is never a whole tap row), and extrapolates linearly
+    in the kernel's steps."""
+    es = dtype.itemsize
     swapped = pass_geometry(geo, "backward_filter")
-    blk = blocking or choose(swapped, es, machine.config)
+    blk = blocking or choose(swapped, es, config)
     rows = geo.padding[0] + 1
     cols = min(geo.c_o, FILTER_SAMPLE_COLS)
-    rng = np.random.default_rng(0)
 
     def run(r_o, c_o):
         sample = ConvGeometry(geo.batch, geo.n_i, geo.n_o, r_o + geo.k_r - 1 - 2 * geo.padding[0],
                               c_o + geo.k_c - 1 - 2 * geo.padding[1], geo.k_r, geo.k_c,
                               geo.stride, geo.padding)
         pass_geo = pass_geometry(sample, "backward_filter")
-        x = rng.standard_normal((sample.r_i, sample.c_i, geo.batch, geo.n_i)).astype(dtype)
-        dy = rng.standard_normal((r_o * c_o, geo.batch, geo.n_o)).astype(dtype)
-        cycles = run_kernel(pass_geo, x, dy, None, machine, engine, blocking=blk)[1].cycles
-        return float(cycles), step_count(pass_geo, blk)
+        return (float(_sample_run(pass_geo, blk, None, dtype, config, engine)),
+                step_count(pass_geo, blk))
 
     if geo.r_o <= 2 * rows and cols == geo.c_o:
         return run(geo.r_o, geo.c_o)[0], dict(blocking=blk, whole=True)

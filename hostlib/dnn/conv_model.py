@@ -8,7 +8,9 @@ Model pieces (no simulation):
   pays the 128-byte lines it touches; a put by its write pieces and acknowledgement);
 - ``primitive_cycles``: one call of the LDM GEMM primitive (eq. 4-2 as fitted);
 - ``gemm_cycles``: one swGEMM launch as ``gemm_in_memory`` would plan it;
-- ``im2col_cycles``: the im2col / col2im kernel (the explicit algorithm's data movement).
+- ``im2col_cycles``: the im2col / col2im kernel (the explicit algorithm's data movement);
+- ``transform_cycles``: a ``dnn.transform`` between layouts (the weights' rearrangement of
+  implicit convolution, its backward-filter operands).
 
 Sampling (simulation of part of a pass, then extrapolation):
 - ``sampled_launches``: a launch whose cycles are linear in its units of work (whole rounds
@@ -29,6 +31,7 @@ from ..blas import gemm_model
 from ..blas.gemm_model import Blocking
 from ..blas.gemm_model import put_engine_cycles, transactions
 from ..blas.swgemm import InMemory, gemm_in_memory, gemm_plan
+from . import layout
 
 # CPE cycles per element of the im2col kernel's LDM loops (kernels/dnn/im2col.s ROW_COL:
 # load, store, two address adds, count, branch; the col2im loop also loads and adds), read
@@ -40,6 +43,11 @@ SAMPLE_ROUNDS = (2, 4)        # rounds of CPE work simulated by sampled_launches
 # so the slope is taken between 3 and 4.
 SAMPLE_BLOCKS = (3, 4)
 SAMPLED_AXES = 2              # GEMM dimensions sampled at most (the ones with most blocks)
+# CPE cycles of a layout transform's LDM loop (kernels/dnn/transform.inc TRANSFORM): per word
+# moved (load, store, two address steps, count, branch) and per row of D words (the row's
+# set-up and the loop over p), read off the loop.
+TRANSFORM_WORD_CYCLES = 6.0
+TRANSFORM_ROW_CYCLES = 8.0
 
 
 def _blocks(start: int, block: int, stride: int, count: int):
@@ -132,6 +140,48 @@ def im2col_cycles(geo, itemsize: int, group: int, col2im: bool, config) -> float
     select = SELECT_CYCLES[col2im] * geo.k_r * geo.k_c * run_bytes / es
     per_cpe = -(-tasks // cpes) * (dma + select)
     return max(per_cpe, tasks * engine)
+
+
+def _strided(cost, block: int, stride: int, count: int, config) -> float:
+    """`cost` (strided_get_cycles / strided_put_cycles) of `count` blocks `stride` bytes
+    apart, as one block when they touch (the engine sees one contiguous request)."""
+    return cost(block * count, 0, 1, config) if stride == 0 else cost(block, stride, count,
+                                                                         config)
+
+
+def transform_cycles(shape, src: str, dst: str, es: int, config) -> float:
+    """Predicted cycles of ``dnn.transform`` of an array of `shape` (laid out as `src`) to
+    `dst` on one CG: per pass (layout's own plan: its group swaps and tiles), every tile's
+    strided get (eq. 3-2) and put as the engine times them (the first tile of the pass
+    stands for all), against one CPE's share of the tiles' LDM loop; the driver's DMAs are
+    double-buffered, so a pass takes the longer of the two, plus a latency and every CPE's
+    job fetch."""
+    order = layout.axes(src)
+    sizes = dict(zip(order, shape))
+    swaps = layout.group_swaps(order, layout.axes(dst)) or [(0, 0, 0)]
+    cpes, line = config.num_cpes, config.dma_transaction_bytes
+    total = 0.0
+    for i, j, k in swaps:
+        if i == j == k:                     # the same layout: one copying pass
+            a, p, q, d = 1, 1, 1, int(np.prod(shape))
+        else:
+            a, p, q, d = (int(np.prod([sizes[c] for c in order[lo:hi]], dtype=np.int64))
+                          for lo, hi in ((0, i), (i, j), (j, k), (k, len(order))))
+            order = order[:i] + order[j:k] + order[i:j] + order[k:]
+        pb, qb, db = layout._tile(config, p, q, d, es)
+        units = a * -(-p // pb) * -(-q // qb) * -(-d // db)
+        full = db == d
+        get_block, get_count = (qb * d if full else db) * es, pb
+        put_block, put_count = (pb * d if full else db) * es, qb if full else pb
+        get = _strided(strided_get_cycles, get_block, q * d * es - get_block, get_count,
+                       config)
+        put = _strided(strided_put_cycles, put_block, (p if full else 1) * d * es - put_block,
+                       put_count, config)
+        engine = units * (get + put - 2 * config.dma_latency)
+        compute = -(-units // cpes) * pb * qb * (TRANSFORM_WORD_CYCLES * db
+                                                 + TRANSFORM_ROW_CYCLES)
+        total += max(engine, compute) + config.dma_latency + cpes * config.dma_transaction_cycles
+    return total
 
 
 def sampled_launches(units: int, unit: int, run):

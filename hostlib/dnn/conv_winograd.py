@@ -27,6 +27,7 @@ from ..blas import gemm
 from ..blas import gemm_model
 from ..blas.gemm_model import Blocking, Problem
 from ..runtime.kernel import Kernel
+from . import conv_model
 from .conv_common import ConvGeometry
 
 NAME = "winograd"
@@ -563,19 +564,26 @@ def predict_phases(geo: ConvGeometry, direction: str, dtype, config) -> dict:
             "output_transform": transform_cycles(side, inner, es, config)}
 
 
+@functools.lru_cache(maxsize=4096)
 def predict(geo: ConvGeometry, direction: str, dtype, config) -> float:
-    """Predicted cycles of the pass on one CG (the model; nothing simulated)."""
+    """Predicted cycles of the pass on one CG (the model; nothing simulated; remembered:
+    ``conv.choose`` and the bench ask for the same passes)."""
     return float(sum(predict_phases(geo, direction, dtype, config).values()))
 
 
 # ---- estimate: a simulated sample, extrapolated ----------------------------------------------
-# Every phase is a loop over identical units: blocks of o (filter side), images or, for a
-# few large images, tile rows (transforms; every image's tile rows alike), CG blocks of P (a
-# GEMM; the 16 GEMMs have one shape). estimate() simulates each phase on two sizes u1 < u2
-# of its unit count, with the full pass's plans (blocks, tiles per task, GEMM orientation and
-# blocking) forced, and extrapolates linearly to the full count (exact for a linear cost: the
-# fixed part, pipeline fill and drain, is the intercept). A phase whose count is at most u2 runs
-# whole. The edge units (padding rows, a ragged last block) are in every sample.
+# Every phase is a loop over identical units: blocks of o (filter side), tile rows of images
+# (transforms; every image's tile rows alike), CG blocks of P (a GEMM; the 16 GEMMs have one
+# shape). estimate() simulates each phase on two sizes u1 < u2 of its unit count, with the full
+# pass's plans (blocks, tiles per task, GEMM orientation and blocking) forced, and extrapolates
+# linearly to the full count (exact for a linear cost: the fixed part, pipeline fill and
+# drain, is the intercept). A phase whose count is at most u2 runs whole. The edge units
+# (padding rows, a ragged last block) are in every sample. A transform over several large
+# images is linear in the images and in their tile rows: it is sampled on one image of t and
+# 2t tile rows and on two images of t rows (``_transform_cycles``). Every sample runs on a
+# new machine with random data and is remembered (``_run``): cases whose samples coincide
+# (the filter side of every batch and image size, the transforms of one image size at any
+# batch) simulate them once.
 
 def _extrapolate(run, full: int, u1: int, u2: int):
     """Cycles at `full` units from run(u) at u1 < u2 (or run(full) when full <= u2)."""
@@ -586,85 +594,116 @@ def _extrapolate(run, full: int, u1: int, u2: int):
             {"simulated": (u1, u2), "of": full, "cycles": (c1, c2)})
 
 
+@functools.lru_cache(maxsize=None)
+def _run(phase: str, args: tuple, dtype, config, engine) -> int:
+    """Cycles of one launch of `phase` on random operands, on a new machine of `config`:
+    "filter" (dw, rows of o, N_i, rotate, blocks), "transform" (op, geometry, plan) or "gemm"
+    (rows of V, N_i, N_o, the GemmPlan: its orientation and blocking, the problem left out).
+    Remembered: the cycles depend on these only."""
+    rng = np.random.default_rng(0)
+    machine = Machine(config)
+
+    def data(*shape):
+        return rng.standard_normal(shape, dtype=dtype)
+
+    if phase == "filter":
+        dw, rows, n_i, rotate, blocks = args
+        if dw:
+            return _dw_transform(data(XI, n_i, rows), machine, engine, blocks)[1].cycles
+        return _filter_transform(data(rows, n_i, 3, 3), rotate, machine, engine,
+                                 blocks)[1].cycles
+    if phase == "transform":
+        op, g, plan = args
+        if op == "INPUT":
+            return _input_transform(g, data(g.batch, g.r_i, g.c_i, g.n_i), machine, engine,
+                                    plan)[1].cycles
+        if op == "DY":
+            return _dy_transform(g, data(g.batch, g.r_o, g.c_o, g.n_o), machine, engine,
+                                 plan)[1].cycles
+        _, _, p = _tiles(g)
+        return _output_transform(g, data(XI, p, g.n_o), None, machine, engine, plan)[1].cycles
+    rows, n_i, n_o, plan = args
+    v = data(rows, n_i)
+    u = data(rows, n_o) if plan.kind == "filter" else data(n_i, n_o)
+    return _gemm(v, u, plan, machine, engine)[1].cycles
+
+
+def _transform_cycles(inner: ConvGeometry, plan: TransformPlan, cpes: int, run):
+    """Cycles of the OP_INPUT / OP_OUTPUT / OP_DY launch of `inner` from samples ``run(g)``
+    (the launch on geometry g with `plan`), and what was simulated. Units: whole images
+    when a few of them fill the CPEs, else tile rows; images with many tile rows, when there
+    are several, as c(B, T) = c0 + B e + B T s: one image of t and 2t rows gives s, two of t
+    rows e + t s (t rows: MIN_ROUNDS rounds of tasks, and the padding rows)."""
+    tr, _, _ = _tiles(inner)
+    per_row = plan.groups * plan.ncb
+    images = -(-cpes // (tr * per_row))
+    rows = max(-(-MIN_ROUNDS * cpes // per_row), inner.padding[0], 2)
+    if inner.batch > 1 and tr > 2 * rows and 5 * rows < 3 * images * tr:
+        one, two = (replace(_rows(inner, rows), batch=b) for b in (1, 2))
+        c1, c2, slope = run(one), run(two), (run(replace(_rows(inner, 2 * rows), batch=1))
+                                              - run(one)) / rows
+        cycles = c1 + (inner.batch - 1) * (c2 - c1) + inner.batch * (tr - rows) * slope
+        return cycles, {"unit": "tile row", "simulated": ((1, rows), (1, 2 * rows), (2, rows)),
+                        "of": (inner.batch, tr)}
+    if inner.batch > 2 * images:
+        cycles, info = _extrapolate(lambda n: run(replace(inner, batch=n)), inner.batch,
+                                    images, 2 * images)
+        return cycles, dict(info, unit="image")
+    u1 = max(-(-cpes // (inner.batch * per_row)), inner.padding[0], 2)
+    cycles, info = _extrapolate(lambda n: run(_rows(inner, n)), tr, u1, 2 * u1)
+    return cycles, dict(info, unit="tile row")
+
+
 def estimate(geo: ConvGeometry, direction: str, dtype, machine=None, engine="c"):
     """Cycles of the pass extrapolated from simulated samples of each phase (random data);
-    details: per phase what was simulated (units, of how many) and its cycles."""
-    reason = supports(geo, direction, dtype, (machine or Machine()).config)
+    details: per phase what was simulated (units, of how many) and its cycles. `machine`
+    gives the configuration (the samples run on machines of their own)."""
+    config = (machine or Machine()).config
+    reason = supports(geo, direction, dtype, config)
     if reason is not None:
         raise HostError(reason)
-    machine = machine or Machine()
-    config, dtype = machine.config, np.dtype(dtype)
-    es, rng = dtype.itemsize, np.random.default_rng(0)
+    dtype = np.dtype(dtype)
+    es = dtype.itemsize
     rotate = direction == "backward_data"
     inner = _inner(geo, direction)
     cpes = config.num_cpes
 
-    def data(*shape):
-        return rng.standard_normal(shape).astype(dtype)
+    def sample(phase, *args):
+        return _run(phase, args, dtype, config, engine)
 
     details, total = {}, 0.0
     # filter side: blocks of the dimension it does not span whole (i forward; o backward)
     dw = direction == "backward_filter"
     bo, bi = filter_blocks("DW" if dw else "FILTER", geo.n_o, geo.n_i, rotate, es, config)
     o_blocks = -(-geo.n_o // bo)
-
-    def filter_run(count):
-        rows = min(count * bo, geo.n_o)
-        if dw:
-            return _dw_transform(data(XI, geo.n_i, rows), machine, engine, (bo, bi))[1].cycles
-        return _filter_transform(data(rows, geo.n_i, 3, 3), rotate, machine, engine,
-                                 (bo, bi))[1].cycles
-
     # blocks of o, a multiple of 64 tasks per sample (every CPE busy alike)
     per_o = -(-geo.n_i // bi)
     u1 = -(-cpes // per_o)
-    cycles, info = _extrapolate(filter_run, o_blocks, u1, 2 * u1)
+    cycles, info = _extrapolate(
+        lambda count: sample("filter", dw, min(count * bo, geo.n_o), geo.n_i, rotate, (bo, bi)),
+        o_blocks, u1, 2 * u1)
     details["filter_transform"], total = dict(info, unit="o block", cycles=cycles), cycles
 
-    # the transforms: whole images when a few of them fill the CPEs, else tile rows
-    tr, _, _ = _tiles(inner)
     for op, channels in _transforms(inner, direction):
         plan = transform_plan(inner, op, channels, es, config)
-        per_image = tr * plan.groups * plan.ncb
-        images = -(-cpes // per_image)
-        if inner.batch > 2 * images:
-            unit, full, u1 = "image", inner.batch, images
-        else:
-            unit, full = "tile row", tr
-            u1 = max(-(-cpes // (inner.batch * plan.groups * plan.ncb)), inner.padding[0], 2)
-
-        def transform_run(count, op=op, plan=plan, unit=unit):
-            g = replace(inner, batch=count) if unit == "image" else _rows(inner, count)
-            if op == "INPUT":
-                return _input_transform(g, data(g.batch, g.r_i, g.c_i, g.n_i), machine,
-                                        engine, plan)[1].cycles
-            if op == "DY":
-                return _dy_transform(g, data(g.batch, g.r_o, g.c_o, g.n_o), machine, engine,
-                                     plan)[1].cycles
-            _, _, p = _tiles(g)
-            return _output_transform(g, data(XI, p, g.n_o), None, machine, engine,
-                                     plan)[1].cycles
-
-        cycles, info = _extrapolate(transform_run, full, u1, 2 * u1)
+        cycles, info = _transform_cycles(inner, plan, cpes,
+                                         lambda g, op=op, plan=plan: sample("transform", op,
+                                                                            g, plan))
         name = "input_transform" if op == "INPUT" else "output_transform"
-        details[name] = dict(info, unit=unit, cycles=cycles)
+        details[name] = dict(info, cycles=cycles)
         total += cycles
 
-    # one GEMM, CG blocks of P; the 16 have one shape
+    # one GEMM, CG blocks of P (the first blocks of a row of steps cost more: the slope is
+    # taken from the 3rd, as swGEMM's samples do); the 16 have one shape
     _, _, p = _tiles(inner)
-    kind = _gemm_kind(direction)
-    plan = gemm_plan(kind, p, inner.n_i, inner.n_o, es, config)
+    plan = gemm_plan(_gemm_kind(direction), p, inner.n_i, inner.n_o, es, config)
     block = plan.p_block
     n_p = -(-p // block)
     tail = p - (n_p - 1) * block
-
-    def gemm_run(count):
-        rows = p if count == n_p else (count - 1) * block + tail
-        v = data(rows, inner.n_i)
-        u = data(rows, inner.n_o) if kind == "filter" else data(inner.n_i, inner.n_o)
-        return _gemm(v, u, plan, machine, engine)[1].cycles
-
-    cycles, info = _extrapolate(gemm_run, n_p, 2, 4)
+    cycles, info = _extrapolate(
+        lambda count: sample("gemm", p if count == n_p else (count - 1) * block + tail,
+                             inner.n_i, inner.n_o, replace(plan, problem=None)),
+        n_p, *conv_model.SAMPLE_BLOCKS)
     details["gemm"] = dict(info, unit="P block", cycles=XI * cycles)
     total += XI * cycles
     return total, details

@@ -227,6 +227,7 @@ def _allreduce(args) -> int:
 
 
 def _conv(args) -> int:
+    import resource
     import time
 
     from tqdm import tqdm
@@ -241,7 +242,10 @@ def _conv(args) -> int:
                            progress=lambda done, total: bar.update(done - bar.n))
     finally:
         bar.close()
-    print(conv.format_report(results, time.perf_counter() - start))
+    usage = [resource.getrusage(who) for who in (resource.RUSAGE_SELF,
+                                                 resource.RUSAGE_CHILDREN)]
+    cpu = sum(u.ru_utime + u.ru_stime for u in usage)
+    print(conv.format_report(results, time.perf_counter() - start, cpu))
     conv.box_plot(results, args.out)
     print(f"box plot: {args.out}")
     return 0
