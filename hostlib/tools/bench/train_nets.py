@@ -19,8 +19,7 @@ Where each number comes from (printed with the table, docs/train.md "Benchmark: 
   at this network's per-CG shapes, simulated on SAMPLE_ROUNDS rounds and extrapolated
   (`ops.sampled`) — "sampled".
 - not counted: LRN and dropout (no operator), convolution bias (forward add and backward sum),
-  the implicit algorithm's operand rearrangement in backward-filter, data loading (prefetched
-  by the I/O thread), the host.
+  data loading (prefetched by the I/O thread), the host.
 """
 from __future__ import annotations
 
@@ -441,6 +440,6 @@ def format_report(results, detail=False) -> str:
               "algorithms' estimate(); memory-bound, transforms, reduction, update: bench ops' "
               "cases); model: swGEMM's performance model (FC; conv passes no algorithm with an "
               "estimate supports: the explicit GEMM without im2col).",
-              "not counted: LRN, dropout, conv bias, implicit backward-filter's operand transforms, "
-              "data loading, host time; the 4 CGs modelled without contention."]
+              "not counted: LRN, dropout, conv bias, data loading, host time; the 4 CGs modelled "
+              "without contention."]
     return "\n".join(lines)
