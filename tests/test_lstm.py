@@ -185,6 +185,7 @@ def test_core_groups_run_slices_of_the_batch(algo):
     args = _case(np.random.default_rng(3), 3, 7, 5, 8, np.float32)
     (y, h, c), stats = dnn.lstm_forward(*args, algo=algo, cgs=3)
     assert stats.cgs == 3 and stats.rows == [(0, 2), (2, 4), (4, 7)]
+    assert ("plan" in stats.details) == (algo == "tensorized")
     for (lo, hi), part in zip(stats.rows, stats.per_cg):
         x, h0, c0 = (np.ascontiguousarray(a[..., lo:hi, :]) for a in args[:3])
         (y_s, h_s, c_s), alone = dnn.lstm_forward(x, h0, c0, *args[3:], algo=algo)

@@ -332,6 +332,10 @@ def lstm_forward(x, h0, c0, W, R, b, *, algo: str = "tensorized", machine=None, 
     slowest = max(per_cg, key=lambda s: s.cycles)
     details = dict(op="lstm_forward", algo="+".join(sorted({s.algo for s in per_cg})),
                    split=slowest.split, launches=slowest.launches, rows=slices)
+    for key in ("plan", "fallback"):    # the slowest slice's, else any slice's
+        found = [s.details[key] for s in [slowest] + per_cg if key in s.details]
+        if found:
+            details[key] = found[0]
     reserves = [s.details.get("reserve") for s in per_cg]
     if all(reserves):
         details["reserve"] = Reserve(*(np.concatenate([getattr(r, f) for r in reserves], axis=1)
