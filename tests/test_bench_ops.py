@@ -2,6 +2,7 @@
 import numpy as np
 
 from swsim.hostlib.tools.bench import ops
+from swsim.vm import Machine
 
 
 def test_extrapolation_matches_a_full_run_and_meets_the_target():
@@ -22,3 +23,16 @@ def test_batchnorm_and_softmax_cases():
     assert softmax.validation_error is None
     table = ops.format_table([bn, softmax])
     assert "whole run" in table and "missed by" in table
+
+
+def test_latency_bound_cases_are_told_apart():
+    """The target is out of reach when the ceiling's time plus a get's and a put's start-up
+    latency is more than 1 / TARGET times the ceiling's: below 8 latencies at 80 %."""
+    config = Machine().config
+    cycles = 2 * config.dma_latency * ops.TARGET / (1 - ops.TARGET)
+    assert ops.latency_bound((cycles - 1) / config.clock_hz, config)
+    assert not ops.latency_bound((cycles + 1) / config.clock_hz, config)
+    tiny = ops.measure(ops.SoftmaxCase("softmax, 64x10", 64, 10), "c", 30.9)
+    assert tiny.latency_bound and tiny.ratio < ops.TARGET
+    table = ops.format_table([tiny])
+    assert "met by every operator; out of reach for the latency-bound softmax, 64x10" in table

@@ -25,6 +25,9 @@ def split_width(width):
     with mock.patch.object(softmax, "split_width", lambda *args: width):
         yield
 EPS = {np.float32: 2.0 ** -24, np.float64: 2.0 ** -53}
+# vexp_ds's truncation: Taylor to degree 8 on |r| <= ln2 / 2, (ln2/2)^9 / 9! / exp(-ln2/2)
+# = 2.82e-10 relative (0.005 float32 ulp), plus double roundings
+EXP_DS_MAX_RELATIVE = 2.83e-10
 LOG_MAX_ULP = 1.66  # largest error of log_d found on test_log_accuracy's sample (1.6597 ulp)
 
 
@@ -49,17 +52,21 @@ def check(x, labels):
     assert loss.dtype == x.dtype and loss.shape == () and dlogits.dtype == x.dtype
     # computed in double (the row losses are >= 0: their sum's roundings are relative to
     # it), rounded once to the dtype
+    # (float32 rows take exp to float32 accuracy: its error, relative to each e, moves the
+    # row sum, so the loss by as much and p = e / s by twice as much)
+    exp_error = EXP_DS_MAX_RELATIVE if dtype == np.float32 else 0.0
     rtol = (x.shape[0] + 8) * 2.0 ** -53 + (EPS[dtype] if dtype == np.float32 else 0)
     if abs(want_loss) > np.finfo(dtype).max:       # overflows the dtype
         assert loss == np.inf
     else:
-        np.testing.assert_allclose(float(loss), want_loss, rtol=rtol, atol=16 * 2.0 ** -53)
+        np.testing.assert_allclose(float(loss), want_loss, rtol=rtol,
+                                   atol=16 * 2.0 ** -53 + exp_error)
     # the final rounding, and in double exp's, the row sum's, 1/sum's and the products'
     # (relative to the softmax p: the label's element p - 1 cancels)
     batch, classes = x.shape
     double = (classes + 8) * 2.0 ** -53
-    tol = (EPS[dtype] + double) * np.abs(want_grad) + double / batch + \
-        np.finfo(dtype).smallest_subnormal
+    tol = (EPS[dtype] + double + 2 * exp_error) * np.abs(want_grad) + \
+        (double + 2 * exp_error) / batch + np.finfo(dtype).smallest_subnormal
     assert np.all(np.abs(dlogits - want_grad) <= tol)
     assert stats.cycles > 0
     return (loss, dlogits), stats
@@ -209,7 +216,12 @@ def test_core_groups_give_the_same_bits(width, shape):
 
 # ---- the log routine, alone on one CPE -------------------------------------------------------
 LOG_BATCH = 512
-_LOG_HARNESS = f"""
+
+
+def _batch_harness(entry, body):
+    """A kernel `entry` for one CPE: a0 = LOG_BATCH doubles in main memory, got into LT_BUF,
+    `body` run on them in place, put back."""
+    return f"""
 	.include "../include/dma.inc"
 	.ldm
 	.align	5
@@ -220,14 +232,26 @@ LT_ARGS:	.skip	16
 	.align	7
 LT_BUF:	.skip	{8 * LOG_BATCH}
 	.text
-	.globl	log_test
-	.ent	log_test
-log_test:                     # a0 = LOG_BATCH doubles in main memory, replaced by their logs
+	.globl	{entry}
+	.ent	{entry}
+{entry}:
 	stl	$26, LT_RA($31)
 	stl	$16, LT_ARGS($31)
 	MAKE_DESC $1, DMA_GET, {8 * LOG_BATCH}, LT_REPLY
 	ldi	$2, LT_BUF
 	DMA_WAIT $1, $16, $2, LT_REPLY
+{body}
+	MAKE_DESC $1, DMA_PUT, {8 * LOG_BATCH}, LT_REPLY
+	ldl	$16, LT_ARGS($31)
+	ldi	$2, LT_BUF
+	DMA_WAIT $1, $16, $2, LT_REPLY
+	ldl	$26, LT_RA($31)
+	ret
+	.end	{entry}
+"""
+
+
+_LOG_HARNESS = _batch_harness("log_test", f"""
 	ldi	$9, LT_BUF
 	ldi	$10, {LOG_BATCH}
 1:	fldd	$16, 0($9)
@@ -235,35 +259,37 @@ log_test:                     # a0 = LOG_BATCH doubles in main memory, replaced 
 	fstd	$0, 0($9)
 	ldi	$9, 8($9)
 	subl	$10, 1, $10
-	bgt	$10, 1b
-	MAKE_DESC $1, DMA_PUT, {8 * LOG_BATCH}, LT_REPLY
-	ldl	$16, LT_ARGS($31)
-	ldi	$2, LT_BUF
-	DMA_WAIT $1, $16, $2, LT_REPLY
-	ldl	$26, LT_RA($31)
-	ret
-	.end	log_test
-"""
+	bgt	$10, 1b""")
+_EXP_HARNESS = _batch_harness("exp_test", f"""
+	ldi	$16, LT_BUF
+	mov	$16, $17
+	ldi	$18, {LOG_BATCH // 4}
+	bsr	$26, vexp_ds""")
 
 
 @functools.lru_cache(maxsize=None)
-def _log_harness():
-    """The harness linked with softmax.s (log_d) and the driver it needs."""
+def _harness(source):
+    """A test harness linked with softmax.s (log_d, and vmath.inc's routines) and the driver
+    it needs."""
     from swsim.asm import build
     from swsim.kernels import KERNEL_DIR, source_path
-    sources = [(_LOG_HARNESS, "log_harness.s")] + [
+    sources = [(source, "harness.s")] + [
         (source_path(name).read_text(), str(source_path(name)))
         for name in ("dnn/softmax.s", "dnn/stream.s")]
     return build(sources, include_dirs=(str(KERNEL_DIR), str(KERNEL_DIR / "dnn")))
 
 
-def run_log(values):
+def run_batch(source, entry, values):
     values = np.asarray(values, np.float64)
     assert values.shape == (LOG_BATCH,)
     machine = Machine()
     addr = machine.mem.put(values)
-    machine.run(_log_harness(), entry="log_test", cpes=[0], args=[addr])
+    machine.run(_harness(source), entry=entry, cpes=[0], args=[addr])
     return machine.mem.get(addr, values.shape, np.float64)
+
+
+def run_log(values):
+    return run_batch(_LOG_HARNESS, "log_test", values)
 
 
 def log_sample():
@@ -298,3 +324,27 @@ def test_log_accuracy():
 def test_log_of_nan_is_nan():
     got = run_log(np.full(LOG_BATCH, np.nan))
     assert np.isnan(got).all()
+
+
+# ---- vexp_ds (float64 arrays to float32 accuracy: the float32 rows' exp) ----------------------
+def test_exp_to_float32_accuracy():
+    rng = np.random.default_rng(7)
+    x = np.concatenate([[0.0, -0.0, -np.log(2) / 2, np.log(2) / 2, -1e-300, 700.0, -700.0],
+                        rng.uniform(-745, 0, 255), rng.uniform(-20, 20, 250)])
+    got = run_batch(_EXP_HARNESS, "exp_test", x)
+    want = np.exp(x.astype(np.longdouble))
+    relative = np.abs((got.astype(np.longdouble) - want) / want)
+    normal = want >= np.finfo(np.float64).tiny
+    assert float(relative[normal].max()) <= EXP_DS_MAX_RELATIVE
+    # results in the subnormal range keep their bits: the truncation's error, and within a
+    # unit of the last place (2^-1074) from the two roundings of (1 + s) 2^n1 2^n2
+    absolute = np.abs(got.astype(np.longdouble) - want)[~normal]
+    assert np.all(absolute <= EXP_DS_MAX_RELATIVE * want[~normal] + 2.0 ** -1074)
+    assert got[0] == 1.0 and got[1] == 1.0
+
+
+def test_exp_to_float32_edges():
+    x = np.resize([np.inf, -np.inf, np.nan, 710.0, -746.0, 1e300, -1e300, 0.0], LOG_BATCH)
+    got = run_batch(_EXP_HARNESS, "exp_test", x)
+    want = np.resize([np.inf, 0.0, np.nan, np.inf, 0.0, np.inf, 0.0, 1.0], LOG_BATCH)
+    np.testing.assert_array_equal(got, want)

@@ -21,9 +21,9 @@ REDUCE_VALUES = 1024          # row losses one reduction unit (or the split kern
 RANGE_ROWS = 256              # rows a mesh row takes in one launch (its labels and losses in LDM)
 LINE = 128                    # the DMA's transaction: rows are cut and moved in whole lines
 # split_width's estimate, from C-engine runs of the kernel (docs/dnn.md): cycles per element
-# of a CPE's part of a row (vexp_d is 21 of them), and per row when a mesh row shares it or a
-# CPE has it whole
-ROW_CYCLES_PER_ELEMENT = 33
+# of a CPE's part of a row by element size (exp is 21 of them for float64 rows, vexp_d, and
+# 13 for float32 rows, vexp_ds), and per row when a mesh row shares it or a CPE has it whole
+ROW_CYCLES_PER_ELEMENT = {8: 33, 4: 25}
 ROW_OVERHEAD_SHARED = 700
 ROW_OVERHEAD_WHOLE = 400
 
@@ -55,7 +55,7 @@ def _estimate(config, batch: int, classes: int, es: int, group: int) -> float:
     drain = groups * (lines * config.dma_put_write_cycles + config.dma_put_ack_cycles)
     part = block // es if group > 1 else classes
     overhead = ROW_OVERHEAD_SHARED if group > 1 else ROW_OVERHEAD_WHOLE
-    return rows * (part * ROW_CYCLES_PER_ELEMENT + overhead) + fill + drain
+    return rows * (part * ROW_CYCLES_PER_ELEMENT[es] + overhead) + fill + drain
 
 
 def split_width(config, batch: int, classes: int, es: int) -> int:

@@ -10,7 +10,7 @@
 # in PE mode. SX_NBUF rows are in flight (the get SX_NBUF - 1 rows ahead, the put after the
 # next row's meeting). Each member takes the part of the row in its block: the partial
 # maximum, then the row's maximum M by a row broadcast (putr / getr); z = x - M, exp by
-# vmath.inc's vexp_d, the partial sum, broadcast with the member's slot (lanes: partial sum,
+# vmath.inc's vexp_d (vexp_ds for float32), the partial sum, broadcast with the member's slot (lanes: partial sum,
 # z_label or 0, the slot's LDM address), so every member adds the slots in the same order and
 # has the same s; then dlogits = e (1/s) (1/B) into the output buffer, the label's element
 # ((e (1/s)) - 1) (1/B). A line the row shares with the next row of the range is put with
@@ -331,9 +331,10 @@ sx_put:
 	bne	\t, 73b
 	.endm
 
-# SX_ROWS sfx, load, store, vload, vstore, shift: the row loop for elements of 1 << shift bytes
-# (from SV_R = R0, SV_P = 0, the first rows' gets issued), then sx_finish.
-	.macro	SX_ROWS sfx, load, store, vload, vstore, shift
+# SX_ROWS sfx, load, store, vload, vstore, shift, vexp: the row loop for elements of
+# 1 << shift bytes (from SV_R = R0, SV_P = 0, the first rows' gets issued), then sx_finish;
+# vexp: vmath.inc's exp of double arrays to the elements' accuracy.
+	.macro	SX_ROWS sfx, load, store, vload, vstore, shift, vexp
 sx_rows_\sfx:
 	ldl	$16, SV_R($31)        # the row's geometry and this CPE's part of it
 	SX_SPAN	$16
@@ -507,7 +508,7 @@ sx_rows_\sfx:
 	bgt	$8, 3b
 9:	ldl	$16, SV_EXP($31)
 	mov	$16, $17
-	bsr	$26, vexp_d
+	bsr	$26, \vexp
 	ldl	$3, SX_JOB + SX_SCRATCH($31)   # zero the lanes outside the part
 	ldl	$1, SV_EXP($31)
 	ldl	$2, SV_LO($31)
@@ -764,8 +765,8 @@ sx_lines:
 6:	ret
 	.end	sx_lines
 
-	SX_ROWS	s, flds, fsts, vlds, vsts, 2
-	SX_ROWS	d, fldd, fstd, vldd, vstd, 3
+	SX_ROWS	s, flds, fsts, vlds, vsts, 2, vexp_ds
+	SX_ROWS	d, fldd, fstd, vldd, vstd, 3, vexp_d
 
 # softmax_split_run(job $16): CPE 0 broadcasts the job; this CPE's group, place and range; the
 # getter gets the range's labels into every member (BROW) and the first rows; the rows; then
