@@ -39,6 +39,7 @@ class Machine:
 
     ``spawn`` starts a kernel on one core group and returns at once (the CG is simulated on its
     own host thread); ``join`` on the returned ``CgRun`` waits for it. ``run`` is spawn + join.
+    ``core_group(k)`` is CG k alone, as a machine of one core group sharing ``mem``.
     """
 
     def __init__(self, config: Union[str, VMConfig] = "sw26010", **overrides):
@@ -62,6 +63,19 @@ class Machine:
         self.last_job: Optional[EngineJob] = None   # the job of the most recent join (any CG)
         self._spawned: dict[int, CgRun] = {}        # CG -> its run, until joined
         self._lock = threading.Lock()               # guards _spawned for host threads
+
+    @property
+    def num_cgs(self) -> int:
+        """The core groups host code may spawn on (``config.num_cgs``)."""
+        return self.config.num_cgs
+
+    def core_group(self, cg: int) -> "CoreGroup":
+        """Core group ``cg`` as a machine of its own: its ``run``/``spawn`` go to CG ``cg``
+        (numbered 0 there), its ``mem`` is this chip's. Host threads each driving their own
+        CG's view run the CGs concurrently (allocating while others run needs
+        ``mem.reserve``)."""
+        self._check_cg(cg)
+        return CoreGroup(self, int(cg))
 
     def run(self, program, entry: str = "kernel", args: Iterable = (), cg: int = 0,
             cpes: Iterable[int] = None, max_cycles: Optional[int] = None, engine: str = "c",
@@ -109,11 +123,13 @@ class Machine:
         handle._start(run_engine, progress)
         return handle
 
-    def join_all(self) -> dict[int, RunResult]:
-        """Join every spawned core group; returns {cg: RunResult}. If some stopped early (or
-        failed), every CG is joined first and then the error of the lowest CG is raised."""
+    def join_all(self, runs: Optional[Iterable["CgRun"]] = None) -> dict[int, RunResult]:
+        """Join ``runs`` (default: every spawned core group); returns {cg: RunResult}. If some
+        stopped early (or failed), every CG is joined first and then the error of the lowest
+        CG is raised. Host code sharing the chip with other threads joins its own runs."""
         with self._lock:
-            handles = [self._spawned[cg] for cg in sorted(self._spawned)]
+            handles = sorted(self._spawned.values() if runs is None else runs,
+                             key=lambda handle: handle.cg)
         results, first_error = {}, None
         for handle in handles:
             try:
@@ -278,6 +294,51 @@ class Machine:
                   f"  fault: {stop.message()}")
         return VMFault(report, cg, stop, result, cpe=stop.cpe, pc=stop.pc, instruction=text,
                        reason=stop.message())
+
+
+class CoreGroup:
+    """One core group of a ``Machine`` (``Machine.core_group(k)``) as host code written for "a
+    machine" sees it: ``run``, ``spawn`` and ``join_all`` on its one core group (``cg=0``
+    here is the chip's CG k), ``mem`` and ``config`` the chip's (the CG is timed as on the
+    chip), ``num_cgs`` 1."""
+
+    num_cgs = 1
+
+    def __init__(self, chip: Machine, cg: int):
+        self.chip, self.cg = chip, cg
+        self.mem, self.config = chip.mem, chip.config
+
+    def run(self, program, entry: str = "kernel", args: Iterable = (), cg: int = 0, *more,
+            **options) -> RunResult:
+        """``Machine.run`` on this core group."""
+        return self.spawn(program, entry, args, cg, *more, **options).join()
+
+    def spawn(self, program, entry: str = "kernel", args: Iterable = (), cg: int = 0, *more,
+              **options) -> "CgRun":
+        """``Machine.spawn`` on this core group (``cg`` must be 0)."""
+        if isinstance(cg, bool) or not isinstance(cg, numbers.Integral) or cg != 0:
+            raise HostError(f"cg must be 0: this is core group {self.cg} of the chip on its "
+                            f"own (Machine.core_group), with one core group; got {cg!r}")
+        return self.chip.spawn(program, entry, args, self.cg, *more, **options)
+
+    def join_all(self, runs: Optional[Iterable["CgRun"]] = None) -> dict[int, RunResult]:
+        """``Machine.join_all`` on this core group: joins its run (or ``runs``, which must be
+        its own) and returns {0: RunResult}, or {} if there is none."""
+        if runs is None:
+            with self.chip._lock:
+                runs = [self.chip._spawned[self.cg]] if self.cg in self.chip._spawned else []
+        runs = list(runs)
+        if any(run.machine is not self.chip or run.cg != self.cg for run in runs):
+            raise HostError(f"core group {self.cg}'s join_all joins its own runs only")
+        return {0: result for result in self.chip.join_all(runs).values()}
+
+    @property
+    def running(self) -> list[int]:
+        """[0] while a kernel spawned on this core group is not joined, else []."""
+        return [0] if self.cg in self.chip.running else []
+
+    def __repr__(self) -> str:
+        return f"<CoreGroup {self.cg} of {self.chip!r}>"
 
 
 class CgRun:
