@@ -109,14 +109,17 @@ class Machine:
         stack_args = values[len(ARGUMENT_REGISTERS):]
         arg_area = -(-len(stack_args) * ARGUMENT_SLOT_BYTES // STACK_ALIGN) * STACK_ALIGN
         self._check_ldm_fits(program, arg_area, len(stack_args))
+        # built outside the lock (other host threads spawn on other CGs meanwhile); the memory
+        # it runs on is taken under it, after the program's data is in place
+        job = self._job(program, entry_pc, cg, spawned, values, stack_args, arg_area,
+                        max_cycles, trace)
         with self._lock:
             if cg in self._spawned:
                 raise HostError(f"CG {cg} is busy: a kernel spawned on it has not been "
                                 "joined; join it before spawning again")
             if program.data_image:
                 self.mem.load_static(program.data_base, program.data_image)
-            job = self._job(program, entry_pc, cg, spawned, values, stack_args, arg_area,
-                            max_cycles, trace)
+            job.mem = self.mem.view()
             handle = CgRun(self, cg, engine, program, job, np.flatnonzero(spawned))
             self._spawned[cg] = handle
             self.mem.pin(cg)
@@ -167,7 +170,7 @@ class Machine:
         return EngineJob(config=config, code=np.asarray(program.code, dtype=np.uint32),
                          spawned=spawned,
                          entry_pc=entry_pc if start is None else start.value, regs=regs, ldm=ldm,
-                         mem=self.mem.view(), max_cycles=max_cycles, trace=trace)
+                         mem=None, max_cycles=max_cycles, trace=trace)   # mem: set by spawn
 
     def _joined(self, handle: "CgRun") -> None:
         with self._lock:
