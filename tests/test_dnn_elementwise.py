@@ -6,6 +6,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from swsim import Machine
+from swsim.vm import HostError
 from swsim.hostlib import dnn
 from swsim.hostlib.dnn import stream
 
@@ -109,6 +110,9 @@ def test_an_operator_on_one_cg_of_a_chip_whose_other_cgs_are_busy():
         assert got.tobytes() == want.tobytes() and stats.cycles == alone.cycles
         assert chip.running == [3]
     assert [run.cg for run in stats.runs] == [0, 1]
+    with pytest.raises(HostError, match="CG 3 is busy"):      # the launch wants CGs 0..3
+        dnn.add(a, b, machine=chip, cgs=4)
+    assert chip.running == [3]                   # CGs 0..2, spawned before, were joined
     busy.join()
     with pytest.raises(dnn.DnnError, match=r"cgs must be an integer in 1\.\.1"):
         dnn.add(a, b, machine=chip.core_group(2), cgs=2)

@@ -140,8 +140,18 @@ class Kernel:
         if not args_per_cg:
             raise SwsimError("launch_cgs needs the arguments of at least one core group")
         start = time.perf_counter()
-        handles = [machine.spawn(self.program, entry=self.entry, args=list(args), cg=cg,
-                                 engine=engine) for cg, args in enumerate(args_per_cg)]
+        handles = []
+        try:
+            for cg, args in enumerate(args_per_cg):
+                handles.append(machine.spawn(self.program, entry=self.entry, args=list(args),
+                                             cg=cg, engine=engine))
+        except SwsimError:        # e.g. a CG busy: the CGs already spawned are not left running
+            for handle in handles:
+                try:
+                    handle.join()
+                except SwsimError:
+                    pass          # the spawn's error is the one raised
+            raise
         runs = machine.join_all(handles)   # these runs only: other threads may use other CGs
         host_seconds = time.perf_counter() - start
         results = [runs[cg] for cg in range(len(args_per_cg))]
