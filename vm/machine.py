@@ -158,15 +158,14 @@ class Machine:
         image = np.frombuffer(program.ldm_image, dtype=np.uint8)
         stack = np.array(stack_args, dtype=np.uint64).view(np.uint8)
         start = program.symbols.get(START_SYMBOL)
-        for i in np.flatnonzero(spawned):
-            for reg, value in zip(ARGUMENT_REGISTERS, values):
-                regs[i, reg, 0] = value
-            regs[i, STACK_POINTER, 0] = sp
-            regs[i, RETURN_ADDRESS, 0] = config.code_base - 4
-            ldm[i, :len(image)] = image
-            ldm[i, sp:sp + len(stack)] = stack
-            if start is not None:
-                regs[i, START_ENTRY, 0], regs[i, START_CG, 0] = entry_pc, cg
+        cpes = np.flatnonzero(spawned)[:, None]             # every spawned CPE at once
+        registers = ARGUMENT_REGISTERS[:len(values)] + [STACK_POINTER, RETURN_ADDRESS]
+        initial = values[:len(ARGUMENT_REGISTERS)] + [sp, config.code_base - 4]
+        if start is not None:
+            registers, initial = registers + [START_ENTRY, START_CG], initial + [entry_pc, cg]
+        regs[cpes, registers, 0] = np.array(initial, dtype=np.uint64)
+        ldm[cpes, :len(image)] = image
+        ldm[cpes, sp:sp + len(stack)] = stack
         return EngineJob(config=config, code=np.asarray(program.code, dtype=np.uint32),
                          spawned=spawned,
                          entry_pc=entry_pc if start is None else start.value, regs=regs, ldm=ldm,
