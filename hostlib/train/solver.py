@@ -1,8 +1,8 @@
 """The Solver: learning-rate policies (host scalars), Algorithm 9's data parallelism over the
-core groups of one simulated chip (one host thread and one Net replica per CG), SGD with momentum and weight decay and
-Adam as one ``hostlib.dnn.sgd_update`` / ``adam_update`` call over the packed parameter, gradient
-and history buffers (on the CPEs), test evaluation, and atomic checkpoints that resume
-bit-exactly."""
+core groups of one simulated chip (one host thread and one Net replica per CG), SGD with
+momentum and weight decay and Adam as one ``hostlib.dnn.sgd_update`` / ``adam_update`` call over
+the packed parameter, gradient and history buffers (on the CPEs), test evaluation, and atomic
+checkpoints that resume bit-exactly."""
 from __future__ import annotations
 
 import contextlib
@@ -194,7 +194,8 @@ class Solver:
             mem.release(mark)
 
     def core_group(self, k: int):
-        """The machine core group ``k``'s replica runs its operators on: CG k of the chip."""
+        """Where core group ``k``'s replica runs its operators: CG k of the chip, as a machine
+        of one core group (``Machine.core_group``)."""
         return self.chip.core_group(k)
 
     def _slice_pass(self, k: int, net: Net, batch):
