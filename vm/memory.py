@@ -129,7 +129,8 @@ class Memory:
         grown[:self._size] = self._buffer[:self._size]
         self._buffer = grown
 
-    def _reserve(self, end_offset: int) -> None:
+    def _extend(self, end_offset: int) -> None:
+        """Make the used range reach ``end_offset`` (growing the buffer if it may)."""
         self._check_limit(end_offset)
         self._grow(end_offset)
         self._size = max(self._size, end_offset)
@@ -144,7 +145,7 @@ class Memory:
             return self.empty_address
         with self._lock:
             offset = self._next
-            self._reserve(offset + nbytes)
+            self._extend(offset + nbytes)
             self._next = -(-(offset + nbytes) // self.align) * self.align
             return self.base + offset
 
@@ -208,7 +209,7 @@ class Memory:
                             f"{self.static_bytes} bytes reserved at {self.base:#x} "
                             "(config.static_data_bytes)")
         with self._lock:
-            self._reserve(offset + len(data))
+            self._extend(offset + len(data))
             self._buffer[offset:offset + len(data)] = np.frombuffer(data, dtype=np.uint8)
 
     def _offset(self, address: int, nbytes: int) -> int:
