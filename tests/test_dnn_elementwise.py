@@ -6,6 +6,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from swsim import Machine
+from swsim.vm import HostError
 from swsim.hostlib import dnn
 from swsim.hostlib.dnn import stream
 
@@ -92,6 +93,29 @@ def test_split_over_core_groups(cgs):
     np.testing.assert_array_equal(one, many)
     assert split.cgs == cgs and len(split.runs) == cgs
     assert split.cycles < 1.25 * single.cycles / cgs     # each CG has its own DMA engine
+
+
+def test_an_operator_on_one_cg_of_a_chip_whose_other_cgs_are_busy():
+    # CG 3 of the chip is spawned (by "another host thread") and not joined meanwhile: an
+    # operator on CG 1's view, and one on CGs 0..1 of the chip, run, allocate in the room
+    # reserved ahead, and join their own runs only; the bits and cycles are a fresh Machine's
+    rng = np.random.default_rng(3)
+    a, b = rng.standard_normal((2, 5_001))
+    chip = Machine()
+    chip.mem.reserve(1 << 20)
+    busy = chip.spawn(".text\n.globl k\nk: halt\n", entry="k", cg=3, cpes=[0])
+    for machine, cgs in ((chip.core_group(1), 1), (chip, 2)):
+        got, stats = dnn.add(a, b, 1.5, 2.0, machine=machine, cgs=cgs)
+        want, alone = dnn.add(a, b, 1.5, 2.0, cgs=cgs)
+        assert got.tobytes() == want.tobytes() and stats.cycles == alone.cycles
+        assert chip.running == [3]
+    assert [run.cg for run in stats.runs] == [0, 1]
+    with pytest.raises(HostError, match="CG 3 is busy"):      # the launch wants CGs 0..3
+        dnn.add(a, b, machine=chip, cgs=4)
+    assert chip.running == [3]                   # CGs 0..2, spawned before, were joined
+    busy.join()
+    with pytest.raises(dnn.DnnError, match=r"cgs must be an integer in 1\.\.1"):
+        dnn.add(a, b, machine=chip.core_group(2), cgs=2)
 
 
 def test_bandwidth_against_the_dma_ceiling():

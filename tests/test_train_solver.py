@@ -10,6 +10,7 @@ import pytest
 
 from swsim.cli import main
 from swsim.hostlib import train
+from swsim.vm import Machine
 
 NET = """
 name: "regression"
@@ -77,6 +78,37 @@ def test_the_minibatch_split_over_core_groups_gives_the_single_cg_losses(cgs):
     assert many[0].sim_seconds < one[0].sim_seconds
 
 
+def test_one_chip_gives_bit_for_bit_what_a_machine_per_core_group_gives():
+    """Algorithm 9 on CGs 0..3 of one Machine (shared memory, the CGs' threads at once) against
+    each replica on a Machine of its own (how the Solver ran before): the same losses,
+    simulated seconds per layer, weights and momentum, bit for bit."""
+    net, spec = train.example("lenet"), train.example("lenet_solver")
+    apart = train.Solver(net, spec, cgs=4)
+    apart.core_group = lambda k: Machine(apart.config)
+    solver = train.Solver(net, spec, cgs=4)
+    chip = solver.chip
+    spawn, running = chip.spawn, []
+
+    def counting_spawn(*args, **kwargs):
+        handle = spawn(*args, **kwargs)
+        running.append(len(chip.running))
+        return handle
+    chip.spawn = counting_spawn
+    capacities = []
+    for _ in range(2):
+        ours, theirs = solver.step(), apart.step()
+        assert (ours.loss, ours.sim_seconds, ours.layer_seconds) == \
+            (theirs.loss, theirs.sim_seconds, theirs.layer_seconds)
+        # the step's scratch was given back; the room reserved for it did not move
+        assert chip.mem.mark() == chip.mem.static_bytes and chip.running == []
+        capacities.append(chip.mem.capacity)
+    np.testing.assert_array_equal(solver.net.params.buffer, apart.net.params.buffer)
+    np.testing.assert_array_equal(solver.history, apart.history)
+    assert solver.test() == apart.test()
+    assert sorted(chip.last_jobs) == [0, 1, 2, 3] and max(running) >= 2   # CGs ran at once
+    assert capacities[0] == capacities[1] >= solver.scratch_bytes
+
+
 def test_checkpoints_resume_bit_exactly(tmp_path):
     straight = train.Solver(NET, SOLVER)
     expected = [straight.step().loss for _ in range(6)]
@@ -132,11 +164,13 @@ def test_a_corrupt_or_foreign_checkpoint_is_a_clear_error(tmp_path):
 
 
 def test_a_nan_loss_stops_with_the_step_and_the_layer(tmp_path):
-    solver = train.Solver(NET, SOLVER)
+    solver = train.Solver(NET, SOLVER, cgs=2)
     solver.net.params["ip2/0"][0, 0] = np.nan
     with pytest.raises(train.TrainError, match=r"step 1: loss is nan; first non-finite blob in "
                                                r"layer 'ip2'"):
         solver.step()
+    # every CG's thread was waited for: nothing runs, the step's scratch was given back
+    assert solver.chip.running == [] and solver.chip.mem.mark() == solver.chip.mem.static_bytes
 
 
 def test_solver_errors():

@@ -154,9 +154,10 @@ def test_a_busy_cg_a_second_join_and_growing_memory_are_refused(program):
         launch(m, program, address, 1, "c")
     with pytest.raises(HostError, match="CG 1 is busy"):
         launch(m, program, address, 1, "c", spawn=False)
-    for grow in (lambda: m.mem.put(np.zeros(4)), lambda: m.mem.alloc(8)):
-        with pytest.raises(HostError, match=r"main memory cannot grow while kernels run "
-                                            r"\(CG 1\): allocate .* before spawning"):
+    for grow in (lambda: m.mem.put(np.zeros(4)), lambda: m.mem.alloc(8)):   # no room reserved
+        with pytest.raises(HostError, match=r"main memory would have to move to hold \d+ bytes "
+                                            r"\(capacity \d+\) while kernels run on it \(CG 1\): "
+                                            r"reserve room before spawning"):
             grow()
     assert m.mem.get(address, (2,), np.float64).shape == (2,)   # reading is allowed
     assert "CG 1" in repr(handle)
@@ -173,11 +174,149 @@ def test_program_data_that_would_grow_memory_is_refused_while_cgs_run(program):
     handle = m.spawn(program, entry="part", cg=0, cpes=[0], engine="python",
                      args=[0, 1, 0.0, 0.0])
     with_data = swsim.assemble(".text\n.globl k\nk: halt\n.data\n.quad 7\n")
-    with pytest.raises(HostError, match=r"cannot grow while kernels run \(CG 0\)"):
+    with pytest.raises(HostError, match=r"would have to move .* while kernels run on it "
+                                        r"\(CG 0\)"):
         m.spawn(with_data, entry="k", cg=1, cpes=[0], engine="python")
     assert m.running == [0]         # the refused spawn left nothing behind
     with pytest.raises(VMFault):    # x = 0 is not main memory
         handle.join()
+
+
+# ---- memory while CGs run, and one CG of the chip as a machine -------------------------------
+def test_room_reserved_ahead_is_allocated_while_cgs_run_and_the_buffer_never_moves(program):
+    m = Machine()
+    x = problem()
+    address = m.mem.put(x[:64 * BLOCK_DOUBLES])                  # CG 0's slice only
+    m.mem.reserve(3 * 64 * BLOCK_DOUBLES * 8)
+    buffer = m.mem.view().__array_interface__["data"][0]
+    capacity = m.mem.capacity
+    first = launch(m, program, address, 0, "c")
+    # while CG 0 runs: the other slices are put, right after the first, and run on CGs 1..3
+    rest = [m.mem.put(x[k * 64 * BLOCK_DOUBLES:(k + 1) * 64 * BLOCK_DOUBLES])
+            for k in range(1, 4)]
+    assert rest == [address + k * 64 * BLOCK_DOUBLES * 8 for k in range(1, 4)]
+    handles = [first] + [launch(m, program, address, k, "c") for k in range(1, 4)]
+    assert m.running == [0, 1, 2, 3]
+    with pytest.raises(HostError, match=r"would have to move to hold \d+ bytes \(capacity "
+                                        rf"{capacity}\) while kernels run on it \(CG 0, 1, 2, "
+                                        r"3\): reserve room before spawning \(mem.reserve"):
+        m.mem.alloc(8)                                           # the room is used up
+    with pytest.raises(HostError, match=r"reserve room .* or join first"):
+        m.mem.reserve(1)                                         # reserving would move it too
+    m.mem.reserve(0)                                             # no move needed: fine
+    results = m.join_all(handles)
+    assert sorted(results) == [0, 1, 2, 3]
+    assert m.mem.view().__array_interface__["data"][0] == buffer and m.mem.capacity == capacity
+    np.testing.assert_array_equal(m.mem.get(address, x.shape, x.dtype), expected(x, "c"))
+
+
+def test_host_threads_allocate_at_once_without_overlapping():
+    m = Machine()
+    m.mem.reserve(1 << 20)
+    grow = m.mem._grow
+
+    def slow_grow(*args, **kwargs):        # the other threads run while one allocates
+        time.sleep(0.001)
+        return grow(*args, **kwargs)
+    m.mem._grow = slow_grow
+
+    def put_many(thread):
+        return [(m.mem.put(np.full(n, thread * 1000 + n, np.int64)), n) for n in range(1, 30)]
+    threads = [ThreadResult(put_many, k) for k in range(4)]
+    placed = [pair for thread in threads for pair in thread.result()]
+    spans = sorted((address, address + 8 * n) for address, n in placed)
+    assert all(end <= start for (_, end), (start, _) in zip(spans, spans[1:]))
+    assert all(address % 128 == 0 for address, _ in placed)
+    for k, thread in enumerate(threads):
+        for address, n in thread.result():
+            assert (m.mem.get(address, (n,), np.int64) == k * 1000 + n).all()
+
+
+class ThreadResult:
+    """``function(*args)`` on a host thread of its own; ``result()`` joins it."""
+
+    def __init__(self, function, *args):
+        self._out = {}
+        self._thread = threading.Thread(
+            target=lambda: self._out.update(value=function(*args)))
+        self._thread.start()
+
+    def result(self):
+        self._thread.join()
+        return self._out["value"]
+
+
+def test_release_gives_back_zeroed_memory_and_forgets_the_arrays_put_there():
+    m = Machine()
+    kept = np.arange(4.0)
+    m.mem.put(kept)
+    mark = m.mem.mark()
+    scratch = np.full(1000, 7.0)
+    first = m.mem.put(scratch)
+    m.mem.alloc(24)
+    end, capacity = m.mem.end, m.mem.capacity
+    handle = m.spawn(".text\n.globl k\nk: halt\n", entry="k", cg=2, cpes=[0])
+    with pytest.raises(HostError, match=r"cannot release main memory while kernels run "
+                                        r"\(CG 2\): join first"):
+        m.mem.release(mark)
+    handle.join()
+    for bad in (mark + 128 * 100, mark - 128 * 10**6, mark + 1, "0", True):
+        with pytest.raises(HostError, match="release expects a mark from mem.mark()"):
+            m.mem.release(bad)
+    assert m.mem.end == end                                      # the refusals changed nothing
+    m.mem.release(mark)
+    assert m.mem.mark() == mark and m.mem.end <= m.mem.base + mark
+    assert m.mem.capacity == capacity                            # the room stays
+    with pytest.raises(HostError, match="array not in memory"):
+        m.mem.address_of(scratch)
+    assert m.mem.address_of(kept) < m.mem.base + mark            # what came before stays
+    again = m.mem.alloc(scratch.nbytes + 24)
+    assert again == first                                        # the space is reused ...
+    assert not m.mem.get(again, (scratch.nbytes + 24,), np.uint8).any()   # ... zeroed
+    with pytest.raises(HostError, match=r"outside allocated main memory"):
+        m.mem.get(again, (scratch.nbytes + 25 + 128,), np.uint8)  # and ends where it ends
+
+
+def test_reserve_checks_its_argument_and_the_limit():
+    m = Machine(mem_limit=32 << 20)
+    for bad in (-1, 1.5, True, "8"):
+        with pytest.raises(HostError, match=r"reserve expects a number of bytes"):
+            m.mem.reserve(bad)
+    with pytest.raises(HostError, match=r"main memory limit of 33554432 bytes"):
+        m.mem.reserve(m.mem.available + 1)
+    m.mem.reserve(m.mem.available)                               # all of it: lazily committed
+    assert m.mem.capacity == 32 << 20 and m.mem.end == m.mem.base
+
+
+def test_a_core_group_view_runs_on_its_cg_of_the_chip_and_shares_its_memory(program):
+    m = Machine()
+    x = problem()
+    address = m.mem.put(x)
+    view = m.core_group(2)
+    assert view.num_cgs == 1 and m.num_cgs == 4
+    assert view.mem is m.mem and view.config is m.config and "CoreGroup 2" in repr(view)
+    other = launch(m, program, address, 3, "c")                  # the chip's CG 3 runs meanwhile
+    handle = view.spawn(program, entry="part", engine="c", args=[
+        address + 2 * 64 * BLOCK_DOUBLES * 8, iterations("c", 2), SCALE, OFFSET])
+    assert handle.cg == 2 and view.running == [0] and m.running == [2, 3]
+    with pytest.raises(HostError, match="CG 2 is busy"):
+        view.run(program, entry="part", args=[address, 1, 0.0, 0.0])
+    with pytest.raises(HostError, match="core group 2's join_all joins its own runs only"):
+        view.join_all([other])
+    joined = view.join_all()                                     # its own run only
+    assert list(joined) == [0] and joined[0].cg == 2 and m.running == [3]
+    assert view.join_all() == {} and view.running == []
+    other.join()
+    np.testing.assert_array_equal(m.mem.get(address, x.shape, x.dtype)[2 * 64 * BLOCK_DOUBLES:],
+                                  expected(x, "c")[2 * 64 * BLOCK_DOUBLES:])
+    for cg in (1, -1, "0", True):
+        with pytest.raises(HostError, match=r"cg must be 0: this is core group 2 of the chip"):
+            view.spawn(program, entry="part", cg=cg, args=[address, 1, 0.0, 0.0])
+    with pytest.raises(HostError, match=r"cg must be a core group number 0\.\.3"):
+        m.core_group(4)
+    result = m.core_group(1).run(program, entry="part", cpes=[0], engine="python",
+                                 args=[address + 64 * BLOCK_DOUBLES * 8, 1, SCALE, OFFSET])
+    assert result.cg == 1 and m.last_job is m.last_jobs[1]
 
 
 # ---- stops ----------------------------------------------------------------------------------

@@ -39,6 +39,7 @@ class Machine:
 
     ``spawn`` starts a kernel on one core group and returns at once (the CG is simulated on its
     own host thread); ``join`` on the returned ``CgRun`` waits for it. ``run`` is spawn + join.
+    ``core_group(k)`` is CG k alone, as a machine of one core group sharing ``mem``.
     """
 
     def __init__(self, config: Union[str, VMConfig] = "sw26010", **overrides):
@@ -62,6 +63,19 @@ class Machine:
         self.last_job: Optional[EngineJob] = None   # the job of the most recent join (any CG)
         self._spawned: dict[int, CgRun] = {}        # CG -> its run, until joined
         self._lock = threading.Lock()               # guards _spawned for host threads
+
+    @property
+    def num_cgs(self) -> int:
+        """The core groups host code may spawn on (``config.num_cgs``)."""
+        return self.config.num_cgs
+
+    def core_group(self, cg: int) -> "CoreGroup":
+        """Core group ``cg`` as a machine of its own: its ``run``/``spawn`` go to CG ``cg``
+        (numbered 0 there), its ``mem`` is this chip's. Host threads each driving their own
+        CG's view run the CGs concurrently (allocating while others run needs
+        ``mem.reserve``)."""
+        self._check_cg(cg)
+        return CoreGroup(self, int(cg))
 
     def run(self, program, entry: str = "kernel", args: Iterable = (), cg: int = 0,
             cpes: Iterable[int] = None, max_cycles: Optional[int] = None, engine: str = "c",
@@ -95,25 +109,30 @@ class Machine:
         stack_args = values[len(ARGUMENT_REGISTERS):]
         arg_area = -(-len(stack_args) * ARGUMENT_SLOT_BYTES // STACK_ALIGN) * STACK_ALIGN
         self._check_ldm_fits(program, arg_area, len(stack_args))
+        # built outside the lock (other host threads spawn on other CGs meanwhile); the memory
+        # it runs on is taken under it, after the program's data is in place
+        job = self._job(program, entry_pc, cg, spawned, values, stack_args, arg_area,
+                        max_cycles, trace)
         with self._lock:
             if cg in self._spawned:
                 raise HostError(f"CG {cg} is busy: a kernel spawned on it has not been "
                                 "joined; join it before spawning again")
             if program.data_image:
                 self.mem.load_static(program.data_base, program.data_image)
-            job = self._job(program, entry_pc, cg, spawned, values, stack_args, arg_area,
-                            max_cycles, trace)
+            job.mem = self.mem.view()
             handle = CgRun(self, cg, engine, program, job, np.flatnonzero(spawned))
             self._spawned[cg] = handle
             self.mem.pin(cg)
         handle._start(run_engine, progress)
         return handle
 
-    def join_all(self) -> dict[int, RunResult]:
-        """Join every spawned core group; returns {cg: RunResult}. If some stopped early (or
-        failed), every CG is joined first and then the error of the lowest CG is raised."""
+    def join_all(self, runs: Optional[Iterable["CgRun"]] = None) -> dict[int, RunResult]:
+        """Join ``runs`` (default: every spawned core group); returns {cg: RunResult}. If some
+        stopped early (or failed), every CG is joined first and then the error of the lowest
+        CG is raised. Host code sharing the chip with other threads joins its own runs."""
         with self._lock:
-            handles = [self._spawned[cg] for cg in sorted(self._spawned)]
+            handles = sorted(self._spawned.values() if runs is None else runs,
+                             key=lambda handle: handle.cg)
         results, first_error = {}, None
         for handle in handles:
             try:
@@ -139,19 +158,18 @@ class Machine:
         image = np.frombuffer(program.ldm_image, dtype=np.uint8)
         stack = np.array(stack_args, dtype=np.uint64).view(np.uint8)
         start = program.symbols.get(START_SYMBOL)
-        for i in np.flatnonzero(spawned):
-            for reg, value in zip(ARGUMENT_REGISTERS, values):
-                regs[i, reg, 0] = value
-            regs[i, STACK_POINTER, 0] = sp
-            regs[i, RETURN_ADDRESS, 0] = config.code_base - 4
-            ldm[i, :len(image)] = image
-            ldm[i, sp:sp + len(stack)] = stack
-            if start is not None:
-                regs[i, START_ENTRY, 0], regs[i, START_CG, 0] = entry_pc, cg
+        cpes = np.flatnonzero(spawned)[:, None]             # every spawned CPE at once
+        registers = ARGUMENT_REGISTERS[:len(values)] + [STACK_POINTER, RETURN_ADDRESS]
+        initial = values[:len(ARGUMENT_REGISTERS)] + [sp, config.code_base - 4]
+        if start is not None:
+            registers, initial = registers + [START_ENTRY, START_CG], initial + [entry_pc, cg]
+        regs[cpes, registers, 0] = np.array(initial, dtype=np.uint64)
+        ldm[cpes, :len(image)] = image
+        ldm[cpes, sp:sp + len(stack)] = stack
         return EngineJob(config=config, code=np.asarray(program.code, dtype=np.uint32),
                          spawned=spawned,
                          entry_pc=entry_pc if start is None else start.value, regs=regs, ldm=ldm,
-                         mem=self.mem.view(), max_cycles=max_cycles, trace=trace)
+                         mem=None, max_cycles=max_cycles, trace=trace)   # mem: set by spawn
 
     def _joined(self, handle: "CgRun") -> None:
         with self._lock:
@@ -278,6 +296,51 @@ class Machine:
                   f"  fault: {stop.message()}")
         return VMFault(report, cg, stop, result, cpe=stop.cpe, pc=stop.pc, instruction=text,
                        reason=stop.message())
+
+
+class CoreGroup:
+    """One core group of a ``Machine`` (``Machine.core_group(k)``) as host code written for "a
+    machine" sees it: ``run``, ``spawn`` and ``join_all`` on its one core group (``cg=0``
+    here is the chip's CG k), ``mem`` and ``config`` the chip's (the CG is timed as on the
+    chip), ``num_cgs`` 1."""
+
+    num_cgs = 1
+
+    def __init__(self, chip: Machine, cg: int):
+        self.chip, self.cg = chip, cg
+        self.mem, self.config = chip.mem, chip.config
+
+    def run(self, program, entry: str = "kernel", args: Iterable = (), cg: int = 0, *more,
+            **options) -> RunResult:
+        """``Machine.run`` on this core group."""
+        return self.spawn(program, entry, args, cg, *more, **options).join()
+
+    def spawn(self, program, entry: str = "kernel", args: Iterable = (), cg: int = 0, *more,
+              **options) -> "CgRun":
+        """``Machine.spawn`` on this core group (``cg`` must be 0)."""
+        if isinstance(cg, bool) or not isinstance(cg, numbers.Integral) or cg != 0:
+            raise HostError(f"cg must be 0: this is core group {self.cg} of the chip on its "
+                            f"own (Machine.core_group), with one core group; got {cg!r}")
+        return self.chip.spawn(program, entry, args, self.cg, *more, **options)
+
+    def join_all(self, runs: Optional[Iterable["CgRun"]] = None) -> dict[int, RunResult]:
+        """``Machine.join_all`` on this core group: joins its run (or ``runs``, which must be
+        its own) and returns {0: RunResult}, or {} if there is none."""
+        if runs is None:
+            with self.chip._lock:
+                runs = [self.chip._spawned[self.cg]] if self.cg in self.chip._spawned else []
+        runs = list(runs)
+        if any(run.machine is not self.chip or run.cg != self.cg for run in runs):
+            raise HostError(f"core group {self.cg}'s join_all joins its own runs only")
+        return {0: result for result in self.chip.join_all(runs).values()}
+
+    @property
+    def running(self) -> list[int]:
+        """[0] while a kernel spawned on this core group is not joined, else []."""
+        return [0] if self.cg in self.chip.running else []
+
+    def __repr__(self) -> str:
+        return f"<CoreGroup {self.cg} of {self.chip!r}>"
 
 
 class CgRun:

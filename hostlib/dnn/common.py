@@ -52,7 +52,7 @@ def machine_and_cgs(machine, cgs):
     """The machine (a new one by default) and the number of core groups to use, checked
     against the machine's configuration."""
     machine = machine or Machine()
-    available = machine.config.num_cgs
+    available = machine.num_cgs   # 1 on a Machine.core_group view
     if isinstance(cgs, bool) or not isinstance(cgs, numbers.Integral) or not 1 <= cgs <= available:
         raise DnnError(f"cgs must be an integer in 1..{available} (the machine's core groups), "
                        f"got {cgs!r}")

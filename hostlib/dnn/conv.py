@@ -153,7 +153,7 @@ def _module(algo, direction, geo, dtype, config, cgs):
 
 def _machine_and_cgs(machine, cgs):
     machine = machine or Machine()
-    available = machine.config.num_cgs
+    available = machine.num_cgs   # 1 on a Machine.core_group view
     if isinstance(cgs, bool) or not isinstance(cgs, numbers.Integral) or \
             not 1 <= cgs <= available:
         raise HostError(f"cgs must be an integer in 1..{available} (the machine's core "

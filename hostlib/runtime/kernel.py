@@ -134,14 +134,25 @@ class Kernel:
     def launch_cgs(self, machine, args_per_cg, *, flops: int, engine: str = "c",
                    details=None) -> Stats:
         """Run the entry on every CPE of core groups 0, 1, ... at once, CG g with
-        `args_per_cg[g]` (``Machine.spawn`` / ``join_all``). The Stats' cycles are the slowest
+        `args_per_cg[g]` (``Machine.spawn`` / ``join_all`` of those runs; `machine` may be a
+        ``Machine.core_group`` view, of one CG). The Stats' cycles are the slowest
         CG's; ``run`` is CG 0's RunResult and the detail ``runs`` has every CG's."""
         if not args_per_cg:
             raise SwsimError("launch_cgs needs the arguments of at least one core group")
         start = time.perf_counter()
-        for cg, args in enumerate(args_per_cg):
-            machine.spawn(self.program, entry=self.entry, args=list(args), cg=cg, engine=engine)
-        runs = machine.join_all()
+        handles = []
+        try:
+            for cg, args in enumerate(args_per_cg):
+                handles.append(machine.spawn(self.program, entry=self.entry, args=list(args),
+                                             cg=cg, engine=engine))
+        except SwsimError:        # e.g. a CG busy: the CGs already spawned are not left running
+            for handle in handles:
+                try:
+                    handle.join()
+                except SwsimError:
+                    pass          # the spawn's error is the one raised
+            raise
+        runs = machine.join_all(handles)   # these runs only: other threads may use other CGs
         host_seconds = time.perf_counter() - start
         results = [runs[cg] for cg in range(len(args_per_cg))]
         config = machine.config

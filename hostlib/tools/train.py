@@ -92,6 +92,8 @@ def _run(args, spec, solver, reducer) -> int:
     trainer = Solver(spec, solver, cgs=args.cgs, gradient_reducer=reducer,
                      shard=(0, 1) if reducer is None else
                      (reducer.comm.Get_rank(), reducer.size))
+    if reducer is not None:
+        reducer.machine = trainer.chip      # the node's reductions on its one chip too
     every = args.checkpoint_every or solver.snapshot
     directory = args.checkpoint_dir or args.resume     # a resumed run goes on saving there
     if directory is None and args.checkpoint_every:

@@ -345,6 +345,8 @@ class GradientAllreduce:
         self.network = network or Network(nodes_per_supernode=supernode_size)
         self._steps, self._elements = None, None     # the schedule, made for n elements
         self.traffic = Traffic()      # this rank's running totals
+        self.machine = None           # where the sums and the scaling run: the rank's chip
+        #                               (``Solver.chip``, set by ``swsim train``), else a new one
 
     def __call__(self, gradient: np.ndarray) -> tuple:
         if self.size == 1:
@@ -353,7 +355,7 @@ class GradientAllreduce:
             self._steps = schedule(self.algorithm, self.size, gradient.size,
                                    self.network.nodes_per_supernode)
             self._elements = gradient.size
-        machine = Machine(self.config)
+        machine = self.machine or Machine(self.config)
         total, traffic = allreduce(gradient, self.comm, self.algorithm,
                                    supernode_size=self.network.nodes_per_supernode,
                                    machine=machine, cgs=self.cgs, steps=self._steps)

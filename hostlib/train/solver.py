@@ -1,17 +1,18 @@
 """The Solver: learning-rate policies (host scalars), Algorithm 9's data parallelism over the
-core groups (one host thread and one Net replica per CG), SGD with momentum and weight decay and
-Adam as one ``hostlib.dnn.sgd_update`` / ``adam_update`` call over the packed parameter, gradient
-and history buffers (on the CPEs), test evaluation, and atomic checkpoints that resume
-bit-exactly."""
+core groups of one simulated chip (one host thread and one Net replica per CG), SGD with
+momentum and weight decay and Adam as one ``hostlib.dnn.sgd_update`` / ``adam_update`` call over
+the packed parameter, gradient and history buffers (on the CPEs), test evaluation, and atomic
+checkpoints that resume bit-exactly."""
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import math
 import os
 import tempfile
 import time
 import zipfile
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
@@ -29,6 +30,10 @@ POLICIES = ("fixed", "step", "exp", "inv", "poly")
 SOLVER_TYPES = ("SGD", "Adam")
 CHECKPOINT_FORMAT = 4          # 2: the state arena (BatchNorm's running statistics); 3: Adam's v;
 #                                4: every core group's state arena (LSTM's carried h, c)
+# Main memory reserved ahead for a step's scratch (the operators' copies of their operands), so
+# that a CG's thread may allocate while the other CGs run (docs/vm.md "Chip"); only the pages
+# written take RAM. Grown between steps to twice the largest step's scratch.
+SCRATCH_BYTES = 1 << 30
 
 
 def learning_rate(solver: SolverParameter, step: int) -> float:
@@ -94,7 +99,10 @@ class Solver:
                                      f"{getattr(s, field)}")
         learning_rate(s, 0)                      # a bad policy fails here, not at step 1
         self.config = config
-        chip = Machine(config).config
+        # the chip: every step's operators run on its core groups, its memory holds their
+        # operands (a step's scratch, given back after the step)
+        self.chip = Machine(config)
+        chip = self.chip.config
         if not 1 <= cgs <= chip.num_cgs:
             raise TrainError(f"cgs: 1..{chip.num_cgs} core groups, got {cgs}")
         self.cgs = cgs
@@ -110,6 +118,7 @@ class Solver:
                                           config=chip) for _ in range(cgs - 1)]
         for replica in self.replicas[1:]:
             replica.share_parameters(self.net)
+        self.scratch_bytes = SCRATCH_BYTES
         # Algorithm 9's threads, one per core group, started once
         self._threads = ThreadPoolExecutor(max_workers=cgs,
                                            thread_name_prefix=f"swsim-train-cg-{id(self):x}")
@@ -139,10 +148,11 @@ class Solver:
                              f"{test.spec.name!r} has no Accuracy layer in phase TEST")
 
     def step(self) -> StepResult:
-        """One iteration of Algorithm 9: each core group's forward/backward on its slice of the
-        minibatch, on the solver's thread for that CG (all at once: the C engine releases the
-        GIL), the gradients averaged by CPE kernels on all ``cgs`` core groups, one update.
-        Simulated time: the slowest CG, then the reduction and the update."""
+        """One iteration of Algorithm 9 on the solver's chip: each core group's forward/backward
+        on its slice of the minibatch, on CG k of the chip from the solver's thread for that CG
+        (all at once: the C engine releases the GIL), the gradients averaged by CPE kernels on
+        all ``cgs`` core groups, one update; the step's scratch in the chip's memory is given
+        back. Simulated time: the slowest CG, then the reduction and the update."""
         started = time.perf_counter()
         batch = self.feed.next()
         count = len(batch[0])
@@ -150,15 +160,18 @@ class Solver:
         size = count // self.shards // self.cgs
         pieces = [tuple(array[mine][k * size:(k + 1) * size] for array in batch)
                   for k in range(self.cgs)]
-        passes = list(self._threads.map(self._slice_pass, self.replicas, pieces))
-        runs = [run for run, _, _ in passes]
-        seconds = dict(max(runs, key=lambda r: r.total_seconds).seconds)
-        chip = Machine(self.config)
-        gradient = self._average_gradients(chip, seconds)
-        gradient, reducer_seconds = self.gradient_reducer(gradient)
-        seconds.update(reducer_seconds)
-        lr = learning_rate(self.solver, self.step_count)
-        seconds["(update)"] = self.update(gradient, lr, chip)
+        with self._scratch():
+            futures = [self._threads.submit(self._slice_pass, k, replica, piece)
+                       for k, (replica, piece) in enumerate(zip(self.replicas, pieces))]
+            wait(futures)           # every CG's thread is done before anything is raised
+            passes = [future.result() for future in futures]
+            runs = [run for run, _, _ in passes]
+            seconds = dict(max(runs, key=lambda r: r.total_seconds).seconds)
+            gradient = self._average_gradients(seconds)
+            gradient, reducer_seconds = self.gradient_reducer(gradient)
+            seconds.update(reducer_seconds)
+            lr = learning_rate(self.solver, self.step_count)
+            seconds["(update)"] = self.update(gradient, lr)
         self.step_count += 1
         accuracies = [accuracy for _, _, accuracy in passes]
         accuracy = None if None in accuracies else float(np.mean(accuracies))
@@ -166,10 +179,29 @@ class Solver:
                           accuracy, lr, sum(seconds.values()), time.perf_counter() - started,
                           seconds)
 
-    def _slice_pass(self, net: Net, batch):
-        """Forward and backward of one core group's slice on its own Machine; the gradients
+    @contextlib.contextmanager
+    def _scratch(self):
+        """Room reserved in the chip's memory for what the operators allocate inside (so the
+        CGs' threads may allocate while the others run), given back at the end; the room grows
+        to twice the largest scratch seen."""
+        mem = self.chip.mem
+        mem.reserve(min(self.scratch_bytes, mem.available))
+        mark = mem.mark()
+        try:
+            yield
+        finally:
+            self.scratch_bytes = max(self.scratch_bytes, 2 * (mem.end - mem.base - mark))
+            mem.release(mark)
+
+    def core_group(self, k: int):
+        """Where core group ``k``'s replica runs its operators: CG k of the chip, as a machine
+        of one core group (``Machine.core_group``)."""
+        return self.chip.core_group(k)
+
+    def _slice_pass(self, k: int, net: Net, batch):
+        """Forward and backward of one core group's slice on CG ``k`` of the chip; the gradients
         land in that replica's packed buffer."""
-        run = Run(Machine(self.config))
+        run = Run(self.core_group(k))
         blobs = net.forward(run, batch)
         loss = net.loss(blobs)
         if not math.isfinite(loss):
@@ -178,22 +210,22 @@ class Solver:
         net.backward(run, blobs)
         return run, loss, _accuracy(net, blobs)
 
-    def _average_gradients(self, chip, seconds) -> np.ndarray:
+    def _average_gradients(self, seconds) -> np.ndarray:
         """(1/N) sum of the replicas' packed gradient buffers, on the CPEs of N CGs."""
         gradient = self.replicas[0].grads.buffer
         for index, other in enumerate(self.replicas[1:]):
             gradient, stats = dnn.add(gradient, other.grads.buffer,
                                       alpha=1.0 if index else 1 / self.cgs,
-                                      beta=1 / self.cgs, machine=chip, cgs=self.cgs)
+                                      beta=1 / self.cgs, machine=self.chip, cgs=self.cgs)
             seconds["(reduce)"] = seconds.get("(reduce)", 0.0) + stats.seconds
         return gradient
 
-    def update(self, gradient: np.ndarray, lr: float, chip) -> float:
+    def update(self, gradient: np.ndarray, lr: float) -> float:
         """The packed gradient buffer -> the packed parameters (and the solver's history), one
         update operator over the whole buffer on ``cgs`` core groups; returns its simulated
         seconds. ``gradient_reducer`` (a cross-node allreduce) runs right before this call."""
         s, params = self.solver, self.net.params.buffer
-        on = dict(machine=chip, cgs=self.cgs)
+        on = dict(machine=self.chip, cgs=self.cgs)
         if s.type == "Adam":
             (new_params, new_history, new_second), stats = dnn.adam_update(
                 params, gradient, self.history, self.second_moment,
@@ -222,7 +254,8 @@ class Solver:
         iterations = self.solver.test_iter[0] if self.solver.test_iter else 1
         accuracies = []
         for k in range(iterations):
-            blobs = net.forward(Run(Machine(self.config)), order.batch(k))
+            with self._scratch():
+                blobs = net.forward(Run(self.chip), order.batch(k))
             accuracies.append(_accuracy(net, blobs))
         return float(np.mean(accuracies))
 
