@@ -100,6 +100,13 @@ enum {
     STEP_CHECK_LEADER = 1,     /* the leader is a load or store: its access must be in LDM */
     STEP_CHECK_NEXT = 2,       /* the same for the word after it (issued or only examined) */
     STEP_BRANCH = 4,           /* it issues the block's branch back to its first word */
+    /* replayed blocks only (Block.replayed): the structural checks of register communication */
+    STEP_GET_LEADER = 8,       /* the leader is a get: its receive queue must not be empty */
+    STEP_GET_NEXT = 16,        /* the same for the word after it (issued or only examined) */
+    STEP_PUT_LEADER = 32,      /* the leader is a put: the send buffer must have room */
+    STEP_PUT_NEXT = 64,        /* the same for the word after it */
+    STEP_SHIFTABLE = 128,      /* no ready-time check of this step or a later one fails (the
+                                  schedule holds if they all come later by the same cycles) */
 };
 
 /* Cycles of a block's schedule: `stall` cycles charged to one stall reason, then, if `words`,
@@ -113,6 +120,10 @@ typedef struct {
     uint8_t counter[2];        /* the counters of the issue cycle */
     uint8_t stall_counter[2];  /* ... and of a stall cycle */
     int8_t stall_reason;
+    uint8_t late;              /* the word after the leader was examined and not ready */
+    uint8_t next_counter;      /* a replayed step issuing its leader alone: the other pipe's
+                                  counter when the word after it finds no data / no room */
+    int16_t gap;               /* a replayed step: cycles from its issue to the next step's */
 } Step;
 
 typedef struct {
@@ -121,6 +132,8 @@ typedef struct {
     int32_t loops;                   /* it ends with the branch back to its first word, */
     int32_t steady;                  /* ... scheduled for the steady state of its iterations */
     int32_t stores;                  /* stores it issues */
+    int32_t replayed;                /* a loop with gets and puts, replayed cycle by cycle
+                                        (engine.c "Replays"), not run in batches */
     int32_t num_needs, num_writes;
     uint8_t need_slot[NUM_SLOTS];    /* slots read or checked before the block writes them, */
     int16_t need_offset[NUM_SLOTS];  /* ... each first at this cycle offset, */
@@ -180,6 +193,8 @@ typedef struct {
                                   since the last mark */
     int confirmed;             /* spin-loop detection: the last two marks saw the same state */
     int id;
+    int64_t replay_at;         /* the next issue cycle of the replayed block's schedule
+                                  (replay_step), TIME_NEVER if the CPE replays none */
     int64_t ready[NUM_SLOTS];  /* ready[BUSY_SLOT]: divide/sqrt occupancy of P0 */
     uint64_t counters[SWSIM_NUM_CPE_COUNTERS];
     /* architectural state */
@@ -205,6 +220,11 @@ typedef struct {
     /* batches (engine.c), off the lines the cycle loop reads every cycle */
     int64_t ahead_until;       /* a batch simulated the cycles before this one, */
     int64_t batch_start;       /* ... from this one */
+    const Step *replay_step;   /* replays (engine.c): the step that issues at replay_at, */
+    const Block *replay_block; /* ... of this block's schedule, */
+    int64_t replay_start;      /* ... for the iteration entered in this cycle */
+    int replay_backoff;        /* entries not to replay after the next replay that ends early */
+    int replay_skips;          /* entries not to replay from now on */
 } __attribute__((aligned(64))) Cpe;
 
 /* The state of a CPE that the cycle loop does not touch every cycle, apart from Cpe (which
