@@ -221,7 +221,6 @@ typedef struct {
     int64_t ahead_until;       /* a batch simulated the cycles before this one, */
     int64_t batch_start;       /* ... from this one */
     const Step *replay_step;   /* replays (engine.c): the step that issues at replay_at, */
-    const Block *replay_block; /* ... of this block's schedule, */
     int64_t replay_start;      /* ... for the iteration entered in this cycle */
     int replay_backoff;        /* entries not to replay after the next replay that ends early */
     int replay_skips;          /* entries not to replay from now on */

@@ -808,7 +808,6 @@ static void enter_replay(Sim *s, Cpe *c, const Block *b, int replayed, int64_t e
     }
     if (!replayed && !block_inputs_ready(c, b, entry))
         return;
-    c->replay_block = b;
     c->replay_step = steps;
     c->replay_start = entry;
     c->replay_at = entry + steps->issue_offset;
