@@ -194,13 +194,12 @@ typedef struct {
     int confirmed;             /* spin-loop detection: the last two marks saw the same state */
     int id;
     int64_t replay_at;         /* the next issue cycle of the replayed block's schedule
-                                  (replay_step), TIME_NEVER if the CPE replays none */
+                                  (Sim.replays), TIME_NEVER if the CPE replays none */
     int64_t ready[NUM_SLOTS];  /* ready[BUSY_SLOT]: divide/sqrt occupancy of P0 */
     uint64_t counters[SWSIM_NUM_CPE_COUNTERS];
     /* architectural state */
     uint64_t regs[NUM_SLOTS][SWSIM_LANES];
     int64_t global_free;       /* next global access may issue at this cycle */
-    int row, col;
     uint8_t *ldm;
 
     /* register communication (the FIFO and receive queues are in Sim) */
@@ -220,11 +219,19 @@ typedef struct {
     /* batches (engine.c), off the lines the cycle loop reads every cycle */
     int64_t ahead_until;       /* a batch simulated the cycles before this one, */
     int64_t batch_start;       /* ... from this one */
-    const Step *replay_step;   /* replays (engine.c): the step that issues at replay_at, */
-    int64_t replay_start;      /* ... for the iteration entered in this cycle */
-    int replay_backoff;        /* entries not to replay after the next replay that ends early */
-    int replay_skips;          /* entries not to replay from now on */
 } __attribute__((aligned(64))) Cpe;
+/* 31 cache lines: a power of two (2048) would put the hot first lines of the 64 CPEs in 2 of
+ * the 64 sets of a 48 KiB 12-way L1, where they evict each other (measured: 7-15% more host
+ * time per simulated instruction), and more lines cost the loops without replays 1-3%. */
+_Static_assert(sizeof(Cpe) == 31 * 64, "the size of Cpe");
+
+/* A CPE's replay (engine.c "Replays") besides Cpe.replay_at, in Sim.replays by CPE id. */
+typedef struct {
+    const Step *step;          /* the step that issues at replay_at, */
+    int64_t start;             /* ... for the iteration entered in this cycle */
+    int backoff;               /* entries not to replay after the next replay that ends early */
+    int skips;                 /* entries not to replay from now on */
+} CpeReplay;
 
 /* The state of a CPE that the cycle loop does not touch every cycle, apart from Cpe (which
  * it keeps smaller): the spin-loop snapshot, read and written only at the loop head of a
@@ -290,6 +297,7 @@ typedef struct {
     Step *steps;
     int64_t num_blocks, num_steps;
     BatchUndo *undo;           /* by CPE id: the CPE's last batch */
+    CpeReplay *replays;        /* by CPE id */
     int64_t horizon;           /* the run pauses before this cycle */
     int64_t batch_bound, bound_cycle;   /* batches end before batch_bound (valid in cycle
                                            bound_cycle) */
@@ -328,6 +336,17 @@ typedef struct {
                                   run (only fault paths set kind and b; each sets a) */
 } Sim;
 
+
+/* A CPE's row and column in the mesh. */
+static inline int cpe_row(const Sim *s, const Cpe *c)
+{
+    return c->id / (int)s->cfg.mesh_cols;
+}
+
+static inline int cpe_col(const Sim *s, const Cpe *c)
+{
+    return c->id % (int)s->cfg.mesh_cols;
+}
 
 /* decode.c */
 void decode_word(uint32_t word, const int64_t *latency, Instr *out);

@@ -796,20 +796,21 @@ enum { MAX_REPLAY_BACKOFF = 63 };
  * whose gets regularly find no data (vmad_comm_unpipelined) is left to issue(). */
 static void enter_replay(Sim *s, Cpe *c, const Block *b, int replayed, int64_t entry)
 {
+    CpeReplay *r = &s->replays[c->id];
     const Step *steps = &s->steps[b->first_step];
     if (replayed) {
-        s->result->replay_cycles += entry - c->replay_start;
-        c->replay_backoff = 0;
-        if (!b->steady || c->replay_start + b->cycles != entry)
+        s->result->replay_cycles += entry - r->start;
+        r->backoff = 0;
+        if (!b->steady || r->start + b->cycles != entry)
             replayed = 0;
-    } else if (c->replay_skips) {
-        c->replay_skips--;
+    } else if (r->skips) {
+        r->skips--;
         return;
     }
     if (!replayed && !block_inputs_ready(c, b, entry))
         return;
-    c->replay_step = steps;
-    c->replay_start = entry;
+    r->step = steps;
+    r->start = entry;
     c->replay_at = entry + steps->issue_offset;
 }
 
@@ -855,12 +856,12 @@ static inline int replay_checks(Sim *s, Cpe *c, const Step *st, int64_t t)
 }
 
 /* Ends the CPE's replay early; its next entries back off (enter_replay). */
-static void decline_replay(Cpe *c)
+static void decline_replay(Sim *s, Cpe *c)
 {
+    CpeReplay *r = &s->replays[c->id];
     c->replay_at = TIME_NEVER;
-    c->replay_skips = c->replay_backoff;
-    c->replay_backoff = c->replay_backoff < MAX_REPLAY_BACKOFF ? 2 * c->replay_backoff + 1
-                                                               : MAX_REPLAY_BACKOFF;
+    r->skips = r->backoff;
+    r->backoff = r->backoff < MAX_REPLAY_BACKOFF ? 2 * r->backoff + 1 : MAX_REPLAY_BACKOFF;
 }
 
 __attribute__((always_inline))
@@ -886,7 +887,8 @@ static inline int issue(Sim *s, Cpe *c, int64_t t)
     const Instr *leader = c->at, *follower = NULL;
     int counter, other_counter, replayed = 0;
     if (c->replay_at <= t) {   /* (< t: its step's get or put stalled since replay_at) */
-        const Step *st = c->replay_step;
+        CpeReplay *r = &s->replays[c->id];
+        const Step *st = r->step;
         other_counter = replay_checks(s, c, st, t);
         if (other_counter == REPLAY_STALLED)
             return ISSUED_NOTHING;
@@ -898,12 +900,12 @@ static inline int issue(Sim *s, Cpe *c, int64_t t)
                 c->replay_at = TIME_NEVER;
                 replayed = 1;
             } else {
-                c->replay_step = st + 1;
+                r->step = st + 1;
                 c->replay_at = t + st->gap;
             }
             goto issue_words;
         }
-        decline_replay(c);
+        decline_replay(s, c);
     }
     /* the leader's reason, then that of the word after it (docs/timing.md "Issue rules");
      * pairing and pipes precomputed per word. A word with F_GROUP_CHECKS is a valid one. */
@@ -1506,7 +1508,8 @@ static int find_blocks(Sim *s)
     s->blocks = calloc((size_t)heads + 1, sizeof *s->blocks);
     s->steps = calloc((size_t)heads * MAX_BLOCK_CYCLES + 1, sizeof *s->steps);
     s->undo = calloc((size_t)s->num_cpes, sizeof *s->undo);
-    if (!s->blocks || !s->steps || !s->undo) {
+    s->replays = calloc((size_t)s->num_cpes, sizeof *s->replays);
+    if (!s->blocks || !s->steps || !s->undo || !s->replays) {
         free(head);
         return SWSIM_ERROR_MEMORY;
     }
@@ -1544,8 +1547,6 @@ static void init_cpe(Sim *s, Cpe *c, int id)
 {
     const SwJob *job = s->job;
     c->id = id;
-    c->row = id / (int)s->cfg.mesh_cols;
-    c->col = id % (int)s->cfg.mesh_cols;
     c->ldm = job->ldm + (size_t)id * s->ldm_bytes;
     c->running = job->spawned[id] != 0;
     c->pc = job->entry_pc;
@@ -1632,6 +1633,7 @@ static void free_sim(Sim *s)
     free(s->blocks);
     free(s->steps);
     free(s->undo);
+    free(s->replays);
     free(s->dma.pool);
     free(s->dma.waiting);
     free(s->dma.active);
