@@ -150,29 +150,19 @@ def run(job: EngineJob, skip: bool = True,
         lib.swsim_free_result(result)
 
 
-def fast_path_cycles(job: EngineJob) -> tuple[int, int]:
+def batch_cycles(job: EngineJob) -> int:
     """Runs ``job`` (modifying its arrays as ``run`` does) and returns how many CPE cycles the
-    core simulated in batches, several cycles of a CPE in one visit, and in whole iterations of
-    replayed loops (docs/vm.md "Engines"): for tests that a case takes those paths."""
+    core simulated in batches, several cycles of a CPE in one visit (docs/vm.md "Engines"):
+    for tests that a case takes that path."""
     keep: list = []
     result = ffi.new("SwResult *")
     status = lib.swsim_run(_config_struct(job, True), _job_struct(job, keep), result)
     try:
         if status != 0:
             raise (MemoryError if status == -2 else ValueError)(_ERRORS.get(status, status))
-        return int(result.batch_cycles), int(result.replay_cycles)
+        return int(result.batch_cycles)
     finally:
         lib.swsim_free_result(result)
-
-
-def batch_cycles(job: EngineJob) -> int:
-    """The CPE cycles ``job`` simulates in batches (fast_path_cycles)."""
-    return fast_path_cycles(job)[0]
-
-
-def replay_cycles(job: EngineJob) -> int:
-    """The CPE cycles of whole loop iterations ``job`` replays (fast_path_cycles)."""
-    return fast_path_cycles(job)[1]
 
 
 def _run_in_steps(config, job_struct, result, progress) -> int:

@@ -13,15 +13,15 @@ int barrier_init(Sim *s)
 int barrier_arrive(Sim *s, Cpe *c, int column, uint64_t mask, int64_t t, Fault *fault)
 {
     int64_t line_length = column ? s->cfg.mesh_rows : s->cfg.mesh_cols;
-    int line = column ? cpe_col(s, c) : cpe_row(s, c);
-    int position = column ? cpe_row(s, c) : cpe_col(s, c);
+    int line = column ? c->col : c->row;
+    int position = column ? c->row : c->col;
     uint64_t participants = 0;   /* CPE ids */
     int any_unspawned = 0;
     for (int k = 0; k < line_length; k++) {
         if (!(mask >> k & 1))
             continue;
-        int64_t id = column ? (int64_t)k * s->cfg.mesh_cols + cpe_col(s, c)
-                            : (int64_t)cpe_row(s, c) * s->cfg.mesh_cols + k;
+        int64_t id = column ? (int64_t)k * s->cfg.mesh_cols + c->col
+                            : (int64_t)c->row * s->cfg.mesh_cols + k;
         if (!(s->spawned_mask >> id & 1))
             any_unspawned = 1;
         else

@@ -44,11 +44,11 @@ int put_targets(const Sim *s, const Cpe *c, int column, uint64_t n, uint64_t *ta
                 Fault *fault)
 {
     int64_t line_length = column ? s->cfg.mesh_rows : s->cfg.mesh_cols;
-    int64_t own_position = column ? cpe_row(s, c) : cpe_col(s, c);
+    int64_t own_position = column ? c->row : c->col;
     uint64_t mask = 0;
     for (int64_t k = 0; k < line_length; k++) {
         if (n == 8 ? k != own_position : (uint64_t)k == n) {
-            int64_t id = column ? k * s->cfg.mesh_cols + cpe_col(s, c) : cpe_row(s, c) * s->cfg.mesh_cols + k;
+            int64_t id = column ? k * s->cfg.mesh_cols + c->col : c->row * s->cfg.mesh_cols + k;
             mask |= UINT64_C(1) << id;
         }
     }

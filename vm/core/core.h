@@ -100,13 +100,6 @@ enum {
     STEP_CHECK_LEADER = 1,     /* the leader is a load or store: its access must be in LDM */
     STEP_CHECK_NEXT = 2,       /* the same for the word after it (issued or only examined) */
     STEP_BRANCH = 4,           /* it issues the block's branch back to its first word */
-    /* replayed blocks only (Block.replayed): the structural checks of register communication */
-    STEP_GET_LEADER = 8,       /* the leader is a get: its receive queue must not be empty */
-    STEP_GET_NEXT = 16,        /* the same for the word after it (issued or only examined) */
-    STEP_PUT_LEADER = 32,      /* the leader is a put: the send buffer must have room */
-    STEP_PUT_NEXT = 64,        /* the same for the word after it */
-    STEP_SHIFTABLE = 128,      /* no ready-time check of this step or a later one fails (the
-                                  schedule holds if they all come later by the same cycles) */
 };
 
 /* Cycles of a block's schedule: `stall` cycles charged to one stall reason, then, if `words`,
@@ -120,10 +113,6 @@ typedef struct {
     uint8_t counter[2];        /* the counters of the issue cycle */
     uint8_t stall_counter[2];  /* ... and of a stall cycle */
     int8_t stall_reason;
-    uint8_t late;              /* the word after the leader was examined and not ready */
-    uint8_t next_counter;      /* a replayed step issuing its leader alone: the other pipe's
-                                  counter when the word after it finds no data / no room */
-    int16_t gap;               /* a replayed step: cycles from its issue to the next step's */
 } Step;
 
 typedef struct {
@@ -132,8 +121,6 @@ typedef struct {
     int32_t loops;                   /* it ends with the branch back to its first word, */
     int32_t steady;                  /* ... scheduled for the steady state of its iterations */
     int32_t stores;                  /* stores it issues */
-    int32_t replayed;                /* a loop with gets and puts, replayed cycle by cycle
-                                        (engine.c "Replays"), not run in batches */
     int32_t num_needs, num_writes;
     uint8_t need_slot[NUM_SLOTS];    /* slots read or checked before the block writes them, */
     int16_t need_offset[NUM_SLOTS];  /* ... each first at this cycle offset, */
@@ -193,13 +180,12 @@ typedef struct {
                                   since the last mark */
     int confirmed;             /* spin-loop detection: the last two marks saw the same state */
     int id;
-    int64_t replay_at;         /* the next issue cycle of the replayed block's schedule
-                                  (Sim.replays), TIME_NEVER if the CPE replays none */
     int64_t ready[NUM_SLOTS];  /* ready[BUSY_SLOT]: divide/sqrt occupancy of P0 */
     uint64_t counters[SWSIM_NUM_CPE_COUNTERS];
     /* architectural state */
     uint64_t regs[NUM_SLOTS][SWSIM_LANES];
     int64_t global_free;       /* next global access may issue at this cycle */
+    int row, col;
     uint8_t *ldm;
 
     /* register communication (the FIFO and receive queues are in Sim) */
@@ -220,18 +206,10 @@ typedef struct {
     int64_t ahead_until;       /* a batch simulated the cycles before this one, */
     int64_t batch_start;       /* ... from this one */
 } __attribute__((aligned(64))) Cpe;
-/* 31 cache lines: a power of two (2048) would put the hot first lines of the 64 CPEs in 2 of
- * the 64 sets of a 48 KiB 12-way L1, where they evict each other (measured: 7-15% more host
- * time per simulated instruction), and more lines cost the loops without replays 1-3%. */
-_Static_assert(sizeof(Cpe) == 31 * 64, "the size of Cpe");
-
-/* A CPE's replay (engine.c "Replays") besides Cpe.replay_at, in Sim.replays by CPE id. */
-typedef struct {
-    const Step *step;          /* the step that issues at replay_at, */
-    int64_t start;             /* ... for the iteration entered in this cycle */
-    int backoff;               /* entries not to replay after the next replay that ends early */
-    int skips;                 /* entries not to replay from now on */
-} CpeReplay;
+/* A power of two (2048 bytes: one more line) would put the same field of the 64 CPEs in 2 of
+ * the 64 sets of a 48 KiB 12-way L1, where the hot first lines evict each other: measured
+ * 7-15% more host time per simulated instruction (docs/vm.md, fourth round). */
+_Static_assert((sizeof(Cpe) & (sizeof(Cpe) - 1)) != 0, "sizeof(Cpe) is a power of two");
 
 /* The state of a CPE that the cycle loop does not touch every cycle, apart from Cpe (which
  * it keeps smaller): the spin-loop snapshot, read and written only at the loop head of a
@@ -297,7 +275,6 @@ typedef struct {
     Step *steps;
     int64_t num_blocks, num_steps;
     BatchUndo *undo;           /* by CPE id: the CPE's last batch */
-    CpeReplay *replays;        /* by CPE id */
     int64_t horizon;           /* the run pauses before this cycle */
     int64_t batch_bound, bound_cycle;   /* batches end before batch_bound (valid in cycle
                                            bound_cycle) */
@@ -336,17 +313,6 @@ typedef struct {
                                   run (only fault paths set kind and b; each sets a) */
 } Sim;
 
-
-/* A CPE's row and column in the mesh. */
-static inline int cpe_row(const Sim *s, const Cpe *c)
-{
-    return c->id / (int)s->cfg.mesh_cols;
-}
-
-static inline int cpe_col(const Sim *s, const Cpe *c)
-{
-    return c->id % (int)s->cfg.mesh_cols;
-}
 
 /* decode.c */
 void decode_word(uint32_t word, const int64_t *latency, Instr *out);

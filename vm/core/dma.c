@@ -89,11 +89,11 @@ static int place(const Sim *s, const Cpe *c, uint64_t mode, uint64_t mask, DmaRe
     } else if (mode == DMA_MODE_BROW) {       /* mask bit j: column j of the issuer's row */
         for (int j = 0; j < cols; j++)
             if (mask >> j & 1)
-                r->targets |= UINT64_C(1) << (cpe_row(s, c) * cols + j);
+                r->targets |= UINT64_C(1) << (c->row * cols + j);
     } else {                                  /* ROW: the issuer's row; RANK: its column */
         r->sharers = mode == DMA_MODE_ROW ? cols : rows;
         for (int k = 0; k < r->sharers; k++)
-            r->sharer[k] = mode == DMA_MODE_ROW ? cpe_row(s, c) * cols + k : k * cols + cpe_col(s, c);
+            r->sharer[k] = mode == DMA_MODE_ROW ? c->row * cols + k : k * cols + c->col;
         if (!r->block && r->size % (uint64_t)r->sharers)
             return DMA_UNEVEN_SPLIT;
         r->unit = r->block ? r->block : r->size / (uint64_t)r->sharers;

@@ -772,97 +772,6 @@ static void rewind_batches(Sim *s, Cpe *const *cpe, int num_running, int faulted
 /* ---- one CPE, one cycle ------------------------------------------------------------------- */
 
 enum { ISSUED_NOTHING = 0, ISSUED = 1, FAULTED = -1 };
-enum { MAX_REPLAY_BACKOFF = 63 };
-
-/* ---- replays ---------------------------------------------------------------------------------
- * A loop whose words are private or gets and puts (a replayed block, core.h) cannot run ahead
- * in a batch: what its gets find and whether its puts have room depends on the other CPEs
- * cycle by cycle. Its issue schedule, computed as for a batch (find_blocks), is instead
- * replayed one cycle per visit: in the cycle of each issue step the CPE makes only the
- * structural checks of that step (a get finds data, a put finds room, a load or store stays
- * in LDM) and issues the step's words with the step's counters, without the ready-time checks,
- * the follower choice and the pairing tests of issue(), which the schedule has answered.
- * The stall cycles between issue steps are issue()'s as usual (they are timing stalls, the
- * same that the schedule computed). A check that fails hands the cycle, and the rest of the
- * iteration, back to issue(), which decides it as always; a replay starts again at the next
- * entry of the loop's first word by its branch, if the CPE's ready times there give the
- * schedule's checks their outcomes (block_inputs_ready), as a batch. */
-
-/* Replays block b from its entry in cycle `entry` if its inputs are ready for the schedule
- * (issue() after a backward branch to its first word), or, after an iteration replayed to its
- * end (`replayed`), its next iteration, for which the check is needed only if the block has no
- * steady state or a get or put stalled in the last one. After a replay that ended before the
- * end of an iteration, the next 1, 3, 7, ..., 63 entries of the CPE are not replayed: a loop
- * whose gets regularly find no data (vmad_comm_unpipelined) is left to issue(). */
-static void enter_replay(Sim *s, Cpe *c, const Block *b, int replayed, int64_t entry)
-{
-    CpeReplay *r = &s->replays[c->id];
-    const Step *steps = &s->steps[b->first_step];
-    if (replayed) {
-        s->result->replay_cycles += entry - r->start;
-        r->backoff = 0;
-        if (!b->steady || r->start + b->cycles != entry)
-            replayed = 0;
-    } else if (r->skips) {
-        r->skips--;
-        return;
-    }
-    if (!replayed && !block_inputs_ready(c, b, entry))
-        return;
-    r->step = steps;
-    r->start = entry;
-    c->replay_at = entry + steps->issue_offset;
-}
-
-enum { REPLAY_STALLED = -1, REPLAY_DECLINED = -2 };
-
-/* The structural checks of the CPE's replayed step in its issue cycle t (= replay_at, or
- * later after its get or put stalled), as issue() makes them: the counter of the pipe that the
- * leader does not use if the step issues (the schedule's, or a get's or put's stall reason if
- * the word after the leader, not issued, finds no data or room), REPLAY_STALLED if the leader
- * (a get or put) stalls, charged (the replay resumes when it can issue, with the rest of the
- * schedule that much later), or REPLAY_DECLINED if the cycle would go otherwise than the
- * schedule says (the replay ends; issue() decides the cycle). */
-__attribute__((always_inline))
-static inline int replay_checks(Sim *s, Cpe *c, const Step *st, int64_t t)
-{
-    const int flags = st->flags;
-    const Instr *leader = st->leader, *next = leader + 1;
-    int other_counter = st->counter[1];
-    if (!(flags & ~(STEP_BRANCH | STEP_SHIFTABLE)))
-        return other_counter;
-    if ((flags & (STEP_GET_LEADER | STEP_PUT_LEADER))
-        && (flags & STEP_GET_LEADER ? comm_queue_empty(s, c, leader->id == I_GETC)
-                                    : comm_send_blocked(s, c, t) >= s->cfg.rc_send_depth)) {
-        if (!(flags & STEP_SHIFTABLE))
-            return REPLAY_DECLINED;
-        const int reason = flags & STEP_GET_LEADER ? REASON_GET_EMPTY : REASON_PUT_FULL;
-        charge(c, COUNTER_IDLE(0, reason), COUNTER_IDLE(1, reason), reason);
-        c->sleep_until = TIME_NEVER;   /* wake_time: its ready-time checks passed */
-        return REPLAY_STALLED;
-    }
-    if ((flags & (STEP_GET_NEXT | STEP_PUT_NEXT))
-        && (flags & STEP_GET_NEXT ? comm_queue_empty(s, c, next->id == I_GETC)
-                                  : comm_send_blocked(s, c, t) >= s->cfg.rc_send_depth)) {
-        if (st->words == 2)   /* the leader would issue alone: another schedule */
-            return REPLAY_DECLINED;
-        other_counter = st->next_counter;
-    }
-    if (((flags & STEP_CHECK_LEADER)
-         && !ldm_access(s, c, effective_address(c, leader), leader->size))
-        || ((flags & STEP_CHECK_NEXT) && !ldm_access(s, c, effective_address(c, next), next->size)))
-        return REPLAY_DECLINED;
-    return other_counter;
-}
-
-/* Ends the CPE's replay early; its next entries back off (enter_replay). */
-static void decline_replay(Sim *s, Cpe *c)
-{
-    CpeReplay *r = &s->replays[c->id];
-    c->replay_at = TIME_NEVER;
-    r->skips = r->backoff;
-    r->backoff = r->backoff < MAX_REPLAY_BACKOFF ? 2 * r->backoff + 1 : MAX_REPLAY_BACKOFF;
-}
 
 __attribute__((always_inline))
 static inline int issue(Sim *s, Cpe *c, int64_t t)
@@ -884,29 +793,7 @@ static inline int issue(Sim *s, Cpe *c, int64_t t)
         return ISSUED_NOTHING;
     }
     Fault *fault = &s->fault;
-    const Instr *leader = c->at, *follower = NULL;
-    int counter, other_counter, replayed = 0;
-    if (c->replay_at <= t) {   /* (< t: its step's get or put stalled since replay_at) */
-        CpeReplay *r = &s->replays[c->id];
-        const Step *st = r->step;
-        other_counter = replay_checks(s, c, st, t);
-        if (other_counter == REPLAY_STALLED)
-            return ISSUED_NOTHING;
-        if (other_counter != REPLAY_DECLINED) {   /* issue as the schedule says */
-            if (st->words == 2)
-                follower = leader + 1;
-            counter = st->counter[0];
-            if (st->flags & STEP_BRANCH) {   /* the next iteration: after the branch */
-                c->replay_at = TIME_NEVER;
-                replayed = 1;
-            } else {
-                r->step = st + 1;
-                c->replay_at = t + st->gap;
-            }
-            goto issue_words;
-        }
-        decline_replay(s, c);
-    }
+    const Instr *leader = c->at;
     /* the leader's reason, then that of the word after it (docs/timing.md "Issue rules");
      * pairing and pipes precomputed per word. A word with F_GROUP_CHECKS is a valid one. */
     const Instr *next = leader + 1;
@@ -931,6 +818,7 @@ static inline int issue(Sim *s, Cpe *c, int64_t t)
         c->sleep_until = wake_time(s, c, leader, t);
         return ISSUED_NOTHING;
     }
+    const Instr *follower = NULL;
     int follower_reason = REASON_PAIRING;
     if (leader->flags & F_CONSIDER_NEXT) {
         if (next_reason != NO_STALL)
@@ -938,14 +826,6 @@ static inline int issue(Sim *s, Cpe *c, int64_t t)
         else if (leader->flags & F_PAIRS_NEXT)
             follower = next;
     }
-    if (follower) {
-        counter = COUNTER_VALID(0);
-        other_counter = COUNTER_VALID(1);
-    } else {   /* the other pipe idles for the follower's reason */
-        counter = COUNTER_VALID(leader->pipe_alone);
-        other_counter = COUNTER_IDLE(leader->pipe_alone ^ 1, follower_reason);
-    }
-issue_words:;
     uint64_t pc = c->pc;
     int outcome = execute(s, c, leader, t, fault);
     if (outcome == EXEC_NEXT) {
@@ -963,7 +843,13 @@ issue_words:;
         record_fault(s, c, fault, t);
         return FAULTED;
     }
-    charge(c, counter, other_counter, SWSIM_STATE_RUNNING);
+    if (follower) {
+        charge(c, COUNTER_VALID(0), COUNTER_VALID(1), SWSIM_STATE_RUNNING);
+    } else {
+        int pipe = leader->pipe_alone;   /* the other pipe idles for the follower's reason */
+        charge(c, COUNTER_VALID(pipe), COUNTER_IDLE(pipe ^ 1, follower_reason),
+               SWSIM_STATE_RUNNING);
+    }
     if (outcome == EXEC_HALT) {
         c->running = 0;
         s->cold[c->id].halt_cycle = t;
@@ -972,13 +858,8 @@ issue_words:;
         mark_loop_head(s, c, t);
         /* a batch of the loop from the next cycle, unless the loop changed nothing last time
          * (a spin loop: skip_ahead's case) */
-        if (__builtin_expect((c->at->flags & F_BLOCK) && !c->armed, 0)) {
-            const Block *b = &s->blocks[c->at->block];
-            if (b->replayed)
-                enter_replay(s, c, b, replayed, t + 1);
-            else
-                run_batch(s, c, c->at, t, t + 1);
-        }
+        if (__builtin_expect((c->at->flags & F_BLOCK) && !c->armed, 0))
+            run_batch(s, c, c->at, t, t + 1);
     }
     return ISSUED;
 }
@@ -1244,18 +1125,6 @@ static int is_private(const Instr *in)
     }
 }
 
-static int is_communication(const Instr *in)
-{
-    return !(in->flags & (F_INVALID | F_BAD_PC)) && (in->cls == CLS_GET || in->cls == CLS_PUT);
-}
-
-/* Whether a word can be part of block b: a private word, or in a replayed block also a get or
- * a put (their structural checks are made in the cycle they issue, replay_checks). */
-static int in_block(const Block *b, const Instr *in)
-{
-    return is_private(in) || (b->replayed && is_communication(in));
-}
-
 /* Notes the slots issue() reads to decide about `in` at cycle offset o: those the block has
  * not written yet are inputs (block_inputs_ready). */
 static void note_needs(Block *b, const uint8_t *written, const int64_t *ready, const Instr *in,
@@ -1290,12 +1159,10 @@ static int schedule_writes(Block *b, uint8_t *written, int64_t *ready, const Ins
         slots[n++] = BUSY_SLOT;
     for (int k = 0; k < n; k++) {
         if (!written[slots[k]]) {
-            if (!b->replayed) {   /* replays are never taken back: no record of the writes */
-                if (b->num_writes == MAX_BLOCK_WRITES)
-                    return 0;
-                b->write_slot[b->num_writes++] = slots[k];
-            }
+            if (b->num_writes == MAX_BLOCK_WRITES)
+                return 0;
             written[slots[k]] = 1;
+            b->write_slot[b->num_writes++] = slots[k];
         }
         ready[slots[k]] = o + in->latency;
     }
@@ -1310,17 +1177,6 @@ static int branches_to(const Instr *in, const Instr *head)
 }
 
 enum { CYCLE_REJECTED = -1, CYCLE_STALLS = 0, CYCLE_ISSUES = 1 };
-
-/* The step flag of the structural check of a word of a block (the leader, or `next`, the word
- * after it): an LDM access, a get's data or a put's room. */
-static int structural_step_flag(const Instr *in, int next)
-{
-    if (in->cls == CLS_GET)
-        return next ? STEP_GET_NEXT : STEP_GET_LEADER;
-    if (in->cls == CLS_PUT)
-        return next ? STEP_PUT_NEXT : STEP_PUT_LEADER;
-    return next ? STEP_CHECK_NEXT : STEP_CHECK_LEADER;
-}
 
 /* One cycle of a schedule, by the rules of issue(): the leader `leader` at cycle offset o, for
  * the relative ready times `ready`, into `st` (a stall: its reason and counters; an issue: the
@@ -1342,18 +1198,17 @@ static int schedule_cycle(Block *b, uint8_t *written, int64_t *ready, const Inst
     const Instr *next = leader + 1, *follower = NULL;
     int follower_reason = REASON_PAIRING;
     if (leader->flags & F_STRUCTURAL)
-        st->flags |= structural_step_flag(leader, 0);
+        st->flags |= STEP_CHECK_LEADER;
     if (leader->flags & F_CONSIDER_NEXT) {
-        if ((next->flags & F_STRUCTURAL) && !in_block(b, next))
+        if ((next->flags & F_STRUCTURAL) && !is_private(next))
             return CYCLE_REJECTED;   /* its structural check reads another unit's state */
         note_needs(b, written, ready, next, o);
         int next_reason = timing_reason(ready, next, o);
         if (next_reason != NO_STALL) {
             follower_reason = next_reason;
-            st->late = 1;
         } else {
             if (next->flags & F_STRUCTURAL)
-                st->flags |= structural_step_flag(next, 1);
+                st->flags |= STEP_CHECK_NEXT;
             if (leader->flags & F_PAIRS_NEXT)
                 follower = next;
         }
@@ -1361,7 +1216,7 @@ static int schedule_cycle(Block *b, uint8_t *written, int64_t *ready, const Inst
     const Instr *last = follower ? follower : leader;
     if (branches_to(last, head))
         st->flags |= STEP_BRANCH;
-    else if (!in_block(b, last))
+    else if (!is_private(last))
         return CYCLE_REJECTED;
     b->stores += (leader->cls == CLS_STORE) + (follower && follower->cls == CLS_STORE);
     if (b->stores > MAX_BATCH_STORES || !schedule_writes(b, written, ready, leader, o)
@@ -1375,8 +1230,6 @@ static int schedule_cycle(Block *b, uint8_t *written, int64_t *ready, const Inst
         st->words = 1;
         st->counter[0] = (uint8_t)COUNTER_VALID(leader->pipe_alone);
         st->counter[1] = (uint8_t)COUNTER_IDLE(leader->pipe_alone ^ 1, follower_reason);
-        st->next_counter = (uint8_t)COUNTER_IDLE(leader->pipe_alone ^ 1, next->cls == CLS_GET
-                                                 ? REASON_GET_EMPTY : REASON_PUT_FULL);
     }
     return CYCLE_ISSUES;
 }
@@ -1387,7 +1240,7 @@ static int schedule_cycle(Block *b, uint8_t *written, int64_t *ready, const Inst
  * first cycle that cannot be part of it (a get, another branch, ...). `exit`: the ready times
  * it leaves, relative to the cycle after it (at least 0). Returns its number of steps. */
 static int schedule_block(const Instr *head, Block *b, Step *steps, const int64_t *entry,
-                          int64_t *exit, int replayed)
+                          int64_t *exit)
 {
     int64_t ready[NUM_SLOTS];
     uint8_t written[NUM_SLOTS] = {0};
@@ -1395,8 +1248,8 @@ static int schedule_block(const Instr *head, Block *b, Step *steps, const int64_
     const Instr *leader = head;
     Step stall = {0};   /* the stall cycles since the last issue cycle */
     int n = 0;
-    *b = (Block){.replayed = replayed};
-    for (int o = 0; o < MAX_BLOCK_CYCLES && (in_block(b, leader) || branches_to(leader, head));
+    *b = (Block){0};
+    for (int o = 0; o < MAX_BLOCK_CYCLES && (is_private(leader) || branches_to(leader, head));
          o++) {
         Block before = *b;
         Step st;
@@ -1437,12 +1290,12 @@ static int schedule_block(const Instr *head, Block *b, Step *steps, const int64_
 
 /* The schedule of a block for its inputs ready at entry, or, for a loop whose iterations
  * reach a steady state (each leaves the ready times it was entered with), for that state. */
-static int schedule_loop(const Instr *head, Block *b, Step *steps, int replayed)
+static int schedule_loop(const Instr *head, Block *b, Step *steps)
 {
     enum { ROUNDS = 4 };
     int64_t entry[NUM_SLOTS] = {0}, exit[NUM_SLOTS];
     for (int round = 0;; round++) {
-        int n = schedule_block(head, b, steps, entry, exit, replayed);
+        int n = schedule_block(head, b, steps, entry, exit);
         if (!b->loops)
             return n;
         if (memcmp(entry, exit, sizeof entry) == 0) {
@@ -1452,35 +1305,9 @@ static int schedule_loop(const Instr *head, Block *b, Step *steps, int replayed)
         }
         if (round == ROUNDS) {
             memset(entry, 0, sizeof entry);
-            return schedule_block(head, b, steps, entry, exit, replayed);
+            return schedule_block(head, b, steps, entry, exit);
         }
         memcpy(entry, exit, sizeof entry);
-    }
-}
-
-/* Whether a block issues a get or a put (then every iteration marks its CPE dirty). */
-static int has_communication(const Block *b, const Step *steps)
-{
-    for (int j = 0; j < b->num_steps; j++)
-        for (int w = 0; w < steps[j].words; w++)
-            if (is_communication(steps[j].leader + w))
-                return 1;
-    return 0;
-}
-
-/* The steps' gaps of a replayed block, and the flags of those from which on every ready-time
- * check passes. */
-static void prepare_replay(const Block *b, Step *steps)
-{
-    int shiftable = 1;
-    for (int j = b->num_steps - 1; j >= 0; j--) {
-        steps[j].gap = (int16_t)(j + 1 < b->num_steps
-                                 ? steps[j + 1].issue_offset - steps[j].issue_offset
-                                 : b->cycles - steps[j].issue_offset + steps[0].issue_offset);
-        shiftable = shiftable && !steps[j].late;
-        if (shiftable)
-            steps[j].flags |= STEP_SHIFTABLE;
-        shiftable = shiftable && !steps[j].stall;
     }
 }
 
@@ -1504,29 +1331,20 @@ static int find_blocks(Sim *s)
     }
     s->code[s->code_words].block = -1;
     for (int64_t i = 0; i < s->code_words; i++)
-        heads += head[i] && (is_private(&s->code[i]) || is_communication(&s->code[i]));
+        heads += head[i] && is_private(&s->code[i]);
     s->blocks = calloc((size_t)heads + 1, sizeof *s->blocks);
     s->steps = calloc((size_t)heads * MAX_BLOCK_CYCLES + 1, sizeof *s->steps);
     s->undo = calloc((size_t)s->num_cpes, sizeof *s->undo);
-    s->replays = calloc((size_t)s->num_cpes, sizeof *s->replays);
-    if (!s->blocks || !s->steps || !s->undo || !s->replays) {
+    if (!s->blocks || !s->steps || !s->undo) {
         free(head);
         return SWSIM_ERROR_MEMORY;
     }
     for (int64_t i = 0; i < s->code_words && s->cfg.skip && !s->cfg.trace; i++) {
-        if (!head[i])
+        if (!head[i] || !is_private(&s->code[i]))
             continue;
         Block *b = &s->blocks[s->num_blocks];
-        Step *steps = &s->steps[s->num_steps];
-        /* a private block (batches) if there is one of two cycles or more, else a loop with
-         * gets or puts to replay */
-        if ((!is_private(&s->code[i]) || schedule_loop(&s->code[i], b, steps, 0) == 0
-             || b->cycles < 2)
-            && (schedule_loop(&s->code[i], b, steps, 1) == 0 || !b->loops
-                || !has_communication(b, steps)))
+        if (schedule_loop(&s->code[i], b, &s->steps[s->num_steps]) == 0 || b->cycles < 2)
             continue;
-        if (b->replayed)
-            prepare_replay(b, steps);
         b->first_step = (int32_t)s->num_steps;
         s->num_steps += b->num_steps;
         s->code[i].block = (int32_t)s->num_blocks++;
@@ -1547,6 +1365,8 @@ static void init_cpe(Sim *s, Cpe *c, int id)
 {
     const SwJob *job = s->job;
     c->id = id;
+    c->row = id / (int)s->cfg.mesh_cols;
+    c->col = id % (int)s->cfg.mesh_cols;
     c->ldm = job->ldm + (size_t)id * s->ldm_bytes;
     c->running = job->spawned[id] != 0;
     c->pc = job->entry_pc;
@@ -1558,7 +1378,6 @@ static void init_cpe(Sim *s, Cpe *c, int id)
     s->cold[id].span_kind = -1;
     c->mark_pc = UINT64_MAX;
     c->ldm_changed = -1;
-    c->replay_at = TIME_NEVER;
 }
 
 static int init_sim(Sim *s)
@@ -1633,7 +1452,6 @@ static void free_sim(Sim *s)
     free(s->blocks);
     free(s->steps);
     free(s->undo);
-    free(s->replays);
     free(s->dma.pool);
     free(s->dma.waiting);
     free(s->dma.active);
