@@ -254,7 +254,8 @@ def _conv(args) -> int:
 def _speed(args) -> int:
     rows = speed_bench.run(repeats=args.repeats, scale=args.scale)
     if args.json:
-        print(json.dumps([{**asdict(r), "mips": r.mips} for r in rows], indent=2))
+        print(json.dumps([{**asdict(r), "mips": r.mips, "cpu_mips": r.cpu_mips} for r in rows],
+                         indent=2))
     else:
         print(speed_bench.format_table(rows))
     return 0

@@ -9,7 +9,9 @@ streaming kernel whose CPEs spin on their reply word (``dma_stream`` in ``kernel
 (d) ``rc_exchange``, register communication only (a row broadcast and 7 gets per iteration).
 Then the Python reference engine and the C engine on a smaller case of (a), and their ratio.
 Each measurement is the median of `repeats` runs; simulated instructions are the issued
-instructions of all CPEs (P0 + P1 valid).
+instructions of all CPEs (P0 + P1 valid). Rates are per host second of wall time and per host
+second of the process' CPU time (``time.process_time``): on a shared host the second varies
+far less from run to run (docs/vm.md, fourth round), so compare builds by it.
 """
 from __future__ import annotations
 
@@ -30,22 +32,30 @@ class SpeedRow:
     instructions: int
     cycles: int
     host_seconds: float
+    cpu_seconds: float
 
     @property
     def mips(self) -> float:
         return self.instructions / self.host_seconds / 1e6
 
+    @property
+    def cpu_mips(self) -> float:
+        return self.instructions / self.cpu_seconds / 1e6
+
 
 def _timed(engine, repeats, prepare):
-    """Median host time of `repeats` runs; prepare() -> (machine, program, entry, args, cpes)."""
-    times, res = [], None
+    """Median host wall and CPU time of `repeats` runs; prepare() -> (machine, program, entry,
+    args, cpes)."""
+    times, cpu_times, res = [], [], None
     for _ in range(repeats):
         m, prog, entry, args, cpes = prepare()
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), time.process_time()
         res = m.run(prog, entry=entry, args=args, cpes=range(cpes), engine=engine)
         times.append(time.perf_counter() - start)
+        cpu_times.append(time.process_time() - cpu_start)
     instructions = sum(res.cpe[i].p0_valid + res.cpe[i].p1_valid for i in range(cpes))
-    return instructions, res.kernel_cycles, statistics.median(times)
+    return (instructions, res.kernel_cycles, statistics.median(times),
+            statistics.median(cpu_times))
 
 
 def speed_kernel(entry, iters):
@@ -93,10 +103,10 @@ def run(repeats: int = 3, scale: float = 1.0) -> list[SpeedRow]:
 
 def format_table(rows: list[SpeedRow]) -> str:
     lines = [f"{'workload':40} {'engine':7} {'sim. instr':>12} {'sim. cycles':>12} "
-             f"{'host s':>8} {'M instr/s':>10}"]
+             f"{'host s':>8} {'M instr/s':>10} {'M/CPU s':>10}"]
     for r in rows:
         lines.append(f"{r.workload:40} {r.engine:7} {r.instructions:12d} {r.cycles:12d} "
-                     f"{r.host_seconds:8.3f} {r.mips:10.2f}")
+                     f"{r.host_seconds:8.3f} {r.mips:10.2f} {r.cpu_mips:10.2f}")
     small = {r.engine: r.mips for r in rows if r.workload.startswith("(a) small")}
     if "python" in small and "c" in small:
         lines.append(f"C / Python speed ratio on the small case: {small['c'] / small['python']:.0f}x")
