@@ -8,7 +8,8 @@
 # (sigmoid, tanh from vmath.inc, c = f c + i g, h = o tanh(c)) runs on the same CPEs on the
 # same LDM blocks. h (as the primitive's A block), c and the gates never leave LDM between
 # steps: per step only I_t (and, when R^T does not fit in LDM, R^T in chunks of KC rows) come
-# in by DMA and h_t goes out (y).
+# in by DMA and h_t goes out (y), and, when the job asks for the reserve (training: what the
+# backward pass needs), the activated gates and c_t go out too (reserve_out).
 #
 # Distribution (mesh 8 x 8, CPE (i, j) = id 8 i + j; Mb = Bp / 8, Hb = Hp / 8, Nb = 4 Hb):
 #   A  (h_{t-1}^T)  Hb x Mb doubles: hidden block j, batch block i   (the primitive's A(i, j))
@@ -51,7 +52,11 @@
 	J_YBUF = 168          # Mb x Hb elements: h_t (then c_T) in memory precision
 	J_RBUF = 176          # KC x Nb doubles
 	J_BBUF = 184          # Nb doubles: this column block's bias
-	JOB_BYTES = 192
+	J_RSV = 192           # memory: the reserve, T x 64 records (Mb x Nb gates, Mb x Hb c),
+	                      # 0: none is written
+	J_SBUF = 200          # LDM: one record in memory precision (staged reserve), 0: the
+	                      # record is narrowed in C and put from there (in place)
+	JOB_BYTES = 208
 
 	# TIMES record (per CPE, cycles by rtc): init, I in + GEMM, element-wise, whole kernel
 	TM_INIT = 0
@@ -76,6 +81,10 @@ I_REPLY:
 	.word	0             # gets of I completed (one per step)
 Y_REPLY:
 	.word	0             # puts of y completed (one per step)
+RSV_REPLY:
+	.word	0             # puts of reserve records completed
+RSV_ISSUED:
+	.word	0             # puts of reserve records issued
 	.align	3
 MY_ID:	.quad	0
 STEP:	.quad	0             # t
@@ -204,6 +213,12 @@ issue_i:
 	vmad	$13, $12, $10, $12
 	vstd	$12, 0($23)
 	.endm
+# CELL_SAVE: CELL, and tanh(g) stored over σ(g) in C's g columns (the reserve's activated g).
+	.macro	CELL_SAVE
+	CELL
+	addl	$24, $9, $25
+	vstd	$11, 0($25)
+	.endm
 # h = o tanh(c): $1 = row of C, $9 = 3 Hb doubles in bytes (o), $2 = row of G (tanh c).
 	.macro	HIDDEN
 	addl	$1, $20, $21
@@ -248,6 +263,8 @@ lstm:
 	stl	$1, MY_ID($31)
 	stw	$31, I_REPLY($31)
 	stw	$31, Y_REPLY($31)
+	stw	$31, RSV_REPLY($31)
+	stw	$31, RSV_ISSUED($31)
 	stl	$31, TIMES + TM_INIT($31)
 	stl	$31, TIMES + TM_GEMM($31)
 	stl	$31, TIMES + TM_ELEM($31)
@@ -301,8 +318,13 @@ lstm:
 	PHASE	TM_INIT
 
 .Lstep:
-	# ---- I_t + b into C ----
-	ldl	$1, JOB + J_PRE($31)
+	# ---- I_t + b into C (a reserve record put from C must have left it) ----
+	ldl	$1, JOB + J_SBUF($31)
+	bne	$1, 1f
+	ldl	$1, JOB + J_RSV($31)
+	beq	$1, 1f
+	bsr	$26, wait_rsv
+1:	ldl	$1, JOB + J_PRE($31)
 	bne	$1, 1f
 	bsr	$26, stage_in_c          # no prefetch: the get lands at the top of C
 	mov	$0, $17
@@ -426,7 +448,12 @@ lstm:
 	srl	$4, 2, $4
 	sll	$4, 5, $6
 	sll	$4, 7, $7
+	ldl	$5, JOB + J_RSV($31)
+	bne	$5, 5f
 	ROW_LOOP CELL
+	br	6f
+5:	ROW_LOOP CELL_SAVE
+6:
 	# G = tanh(c); h = o tanh(c) into G
 	ldl	$16, JOB + J_CST($31)
 	ldl	$17, JOB + J_G($31)
@@ -451,8 +478,10 @@ lstm:
 	ldl	$16, STEP($31)
 	ldl	$17, JOB + J_Y($31)
 	bsr	$26, put_block           # y + (t 64 + id) Mb Hb es
-	# A = h^T for the next step
-	bsr	$26, transpose_h
+	ldl	$1, JOB + J_RSV($31)
+	beq	$1, 1f
+	bsr	$26, reserve_out
+1:	bsr	$26, transpose_h         # A = h^T for the next step
 	PHASE	TM_ELEM
 	ldl	$1, STEP($31)
 	addl	$1, 1, $1
@@ -472,6 +501,7 @@ lstm:
 	ldl	$1, STEP($31)
 	addl	$1, 1, $1
 	WAIT_COUNT Y_REPLY, $1
+	bsr	$26, wait_rsv
 	rtc	$1
 	ldl	$2, TIMES + TM_TOTAL($31)
 	subl	$1, $2, $2
@@ -546,6 +576,94 @@ put_block:
 	dma	$7, $5, $6
 	ret
 	.end	put_block
+
+# wait_rsv: spin until every reserve put issued has completed (leaf: clobbers $1, $2).
+	.ent	wait_rsv
+wait_rsv:
+	ldw	$1, RSV_ISSUED($31)
+1:	ldw	$2, RSV_REPLY($31)
+	cmplt	$2, $1, $2
+	bne	$2, 1b
+	ret
+	.end	wait_rsv
+
+# reserve_out: the record of step t on this CPE, the activated gates (C, Mb x Nb) then c_t
+# (CST, Mb x Hb), in memory precision to J_RSV + (t 64 + id) 5 Mb Hb es; its puts travel while
+# the next step computes. Staged (J_SBUF): wait for the previous record to leave SBUF, narrow
+# both into it, one put. In place: narrow C in place and c_t behind it (float32: the gates
+# take half of C), one put; float64 needs no narrowing: C and CST are put as they are, two
+# puts. The next step waits for them before it writes C.
+	.ent	reserve_out
+reserve_out:
+	mov	$26, $15
+	ldl	$9, JOB + J_SBUF($31)
+	beq	$9, 1f
+	bsr	$26, wait_rsv
+	br	2f
+1:	ldl	$9, JOB + J_C($31)       # in place
+	ldl	$1, JOB + J_ES($31)
+	cmpeq	$1, 8, $1
+	beq	$1, 2f
+	mov	$9, $16                  # float64: put C, then CST
+	MBHB	$17
+	sll	$17, 5, $17              # Mb Nb 8 bytes
+	mov	$31, $18
+	bsr	$26, rsv_put
+	ldl	$16, JOB + J_CST($31)
+	MBHB	$17
+	sll	$17, 3, $17
+	MBHB	$18
+	sll	$18, 5, $18
+	bsr	$26, rsv_put
+	mov	$15, $26
+	ret
+2:	ldl	$16, JOB + J_C($31)      # narrow C to $9, CST behind it, one put
+	mov	$9, $17
+	MBHB	$18                      # Mb Nb / 4 vectors
+	ldl	$19, JOB + J_ES($31)
+	bsr	$26, narrow
+	ldl	$16, JOB + J_CST($31)
+	MBHB	$18
+	ldl	$19, JOB + J_ES($31)
+	sll	$18, 2, $17
+	mull	$17, $19, $17
+	addl	$9, $17, $17             # behind the Mb Nb gates
+	srl	$18, 2, $18
+	bsr	$26, narrow
+	mov	$9, $16
+	MBHB	$17
+	mull	$17, 5, $17
+	ldl	$1, JOB + J_ES($31)
+	mull	$17, $1, $17             # 5 Mb Hb es bytes
+	mov	$31, $18
+	bsr	$26, rsv_put
+	mov	$15, $26
+	ret
+	.end	reserve_out
+
+# rsv_put(src = $16, bytes = $17, offset = $18): put bytes from LDM src to the reserve record
+# of (STEP, this CPE) + offset, counted on RSV_REPLY / RSV_ISSUED. Leaf: clobbers $1-$7, $29.
+	.ent	rsv_put
+rsv_put:
+	MBHB	$1
+	ldl	$3, JOB + J_ES($31)
+	mull	$1, $3, $1
+	mull	$1, 5, $1                # record bytes
+	ldl	$4, MY_ID($31)
+	ldl	$5, STEP($31)
+	sll	$5, 6, $5
+	addl	$5, $4, $5
+	mull	$5, $1, $5
+	ldl	$6, JOB + J_RSV($31)
+	addl	$6, $5, $6
+	addl	$6, $18, $6
+	MAKE_DESC $7, DMA_PUT, 0($17), RSV_REPLY
+	dma	$7, $6, $16
+	ldw	$1, RSV_ISSUED($31)
+	addl	$1, 1, $1
+	stw	$1, RSV_ISSUED($31)
+	ret
+	.end	rsv_put
 
 # transpose_h: A (Hb x Mb) = G (Mb x Hb), four elements at a time along a row of G.
 	.ent	transpose_h
