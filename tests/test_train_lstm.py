@@ -74,10 +74,11 @@ def test_the_vm_matches_the_float64_reference(spec, cgs):
 def test_the_test_phase_runs_the_tensorized_forward(spec):
     config = Machine().config
     rows = {r["layer"]: r for r in train.Net(spec, config=config).explain()}
-    assert rows["lstm"]["operator"] == "lstm_forward(baseline)+lstm_backward"
+    assert rows["lstm"]["operator"] == "lstm_forward(tensorized, reserve)+lstm_backward"
     net = train.Net(spec, "TEST", config=config)
-    assert {r["layer"]: r for r in net.explain()}["lstm"]["operator"] == \
-        "lstm_forward(tensorized)"
+    row = {r["layer"]: r for r in net.explain()}["lstm"]
+    assert row["operator"] == "lstm_forward(tensorized)"
+    assert 0 < row["predicted_seconds"] < rows["lstm"]["predicted_seconds"]
     solver = train.Solver(spec, SOLVER)
     reference = Reference(solver)
     for name in net.params.layout:

@@ -81,35 +81,53 @@ class Plan:
     def hb(self):
         return self.hp // MESH
 
+    @property
+    def reserve_deferred(self) -> bool:
+        """A staged record's put waits for the next step's element-wise phase when the GEMM
+        phase streams R^T (its synchronous gets would share the DMA engine with the put)."""
+        return self.reserve_staged and not self.resident
+
 
 def plan(batch: int, hidden: int, itemsize: int, config, *, kc=None, prefetch=None,
          reserve=False, reserve_staged=None) -> Optional[Plan]:
     """The tensorized kernel's plan for (B, H) in this precision, or None when even one row of
     R^T per chunk does not fit in LDM (then the baseline runs). Largest chunk first (resident
-    R^T when the whole block fits), with the prefetch of I when it still fits, then (with
-    `reserve`) the reserve's staging buffer when it still fits; `kc` (a divisor of Hb),
-    `prefetch` and `reserve_staged` restrict the choice (tests use them to run every path)."""
+    R^T when the whole block fits), with the prefetch of I when it still fits. With `reserve`
+    the reserve's staging buffer when it fits beside a resident R^T or, R^T being streamed,
+    beside a chunk at least half the one the reserve in place allows; else the record is
+    narrowed in C (measured, docs/dnn.md: a record put in place exposes the whole put, a
+    smaller chunk costs more gets and primitive calls). `kc` (a divisor of Hb), `prefetch` and
+    `reserve_staged` restrict the choice (tests use them to run every path)."""
     bp, hp = _ceil(batch, PAD), _ceil(hidden, PAD)
     mb, hb = bp // MESH, hp // MESH
     nb = 4 * hb
     divisors = sorted((d for d in range(1, hb + 1) if hb % d == 0), reverse=True)
     if kc is not None and kc not in divisors:
         raise DnnError(f"kc must divide Hb = {hb}, got {kc}")
-    choices = (True, False)
-    rstages = (False,) if not reserve else choices if reserve_staged is None else \
-        (reserve_staged,)
+    if reserve and reserve_staged is None:
+        fixed = dict(prefetch=prefetch, reserve=True)
+        in_place = plan(batch, hidden, itemsize, config, kc=kc, reserve_staged=False, **fixed)
+        if in_place is None:
+            return None
+        floor = in_place.kc if in_place.resident else in_place.kc / 2
+        for chunk in (c for c in divisors if c >= floor and kc in (None, c)):
+            staged = plan(batch, hidden, itemsize, config, kc=chunk, reserve_staged=True,
+                          **fixed)
+            if staged is not None:
+                return staged
+        return in_place
+    rstaged = bool(reserve and reserve_staged)
     for chunk in ([kc] if kc is not None else divisors):
-        for staged in (choices if prefetch is None else (prefetch,)):
-            for rstaged in rstages:
-                arena = KERNEL.arena(config.ldm_bytes, nargs=1)
-                ldm = {"a": arena.take(hb * mb * 8), "c": arena.take(mb * nb * 8),
-                       "cst": arena.take(mb * hb * 8), "g": arena.take(mb * hb * 8),
-                       "stage": arena.take(mb * nb * itemsize) if staged else 0,
-                       "ybuf": arena.take(mb * hb * itemsize), "bbuf": arena.take(nb * 8),
-                       "rbuf": arena.take(chunk * nb * 8),
-                       "sbuf": arena.take(RECORD * mb * hb * itemsize) if rstaged else 0}
-                if arena.fits:
-                    return Plan(bp, hp, chunk, chunk == hb, staged, ldm, reserve, rstaged)
+        for staged in ((True, False) if prefetch is None else (prefetch,)):
+            arena = KERNEL.arena(config.ldm_bytes, nargs=1)
+            ldm = {"a": arena.take(hb * mb * 8), "c": arena.take(mb * nb * 8),
+                   "cst": arena.take(mb * hb * 8), "g": arena.take(mb * hb * 8),
+                   "stage": arena.take(mb * nb * itemsize) if staged else 0,
+                   "ybuf": arena.take(mb * hb * itemsize), "bbuf": arena.take(nb * 8),
+                   "rbuf": arena.take(chunk * nb * 8),
+                   "sbuf": arena.take(RECORD * mb * hb * itemsize) if rstaged else 0}
+            if arena.fits:
+                return Plan(bp, hp, chunk, chunk == hb, staged, ldm, bool(reserve), rstaged)
     return None
 
 
@@ -184,6 +202,7 @@ def time_loop(projection, h0, c0, R, b, p: Plan, machine, engine):
         h0=mem.put(_blocks(_pad(h0, (p.bp, p.hp)), mb, hb, True)),
         c0=mem.put(_blocks(_pad(c0, (p.bp, p.hp)), mb, hb, False)),
         y=y_addr, ct=ct_addr, times=times_addr, rsv=rsv_addr,
+        defer=int(p.reserve_deferred),
         **{name: address for name, address in p.ldm.items()})
     flops = 2 * steps * p.bp * p.hp * 4 * p.hp
     times = {}

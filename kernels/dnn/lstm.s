@@ -56,7 +56,9 @@
 	                      # 0: none is written
 	J_SBUF = 200          # LDM: one record in memory precision (staged reserve), 0: the
 	                      # record is narrowed in C and put from there (in place)
-	JOB_BYTES = 208
+	J_DEFER = 208         # 1: a staged record's put is issued in the next step's
+	                      # element-wise phase (when the GEMM phase streams R^T by DMA)
+	JOB_BYTES = 216
 
 	# TIMES record (per CPE, cycles by rtc): init, I in + GEMM, element-wise, whole kernel
 	TM_INIT = 0
@@ -85,6 +87,9 @@ RSV_REPLY:
 	.word	0             # puts of reserve records completed
 RSV_ISSUED:
 	.word	0             # puts of reserve records issued
+	.align	3
+PENDING:
+	.quad	0             # 1: SBUF holds the previous step's record, not yet put (J_DEFER)
 	.align	3
 MY_ID:	.quad	0
 STEP:	.quad	0             # t
@@ -265,6 +270,7 @@ lstm:
 	stw	$31, Y_REPLY($31)
 	stw	$31, RSV_REPLY($31)
 	stw	$31, RSV_ISSUED($31)
+	stl	$31, PENDING($31)
 	stl	$31, TIMES + TM_INIT($31)
 	stl	$31, TIMES + TM_GEMM($31)
 	stl	$31, TIMES + TM_ELEM($31)
@@ -415,7 +421,10 @@ lstm:
 
 .Lelementwise:
 	PHASE	TM_GEMM
-	# G = g columns of C (row r: C + r Nb + 2 Hb)
+	ldl	$1, PENDING($31)
+	beq	$1, 1f
+	bsr	$26, put_pending         # the engine is free of R^T until the next step
+1:	# G = g columns of C (row r: C + r Nb + 2 Hb)
 	ldl	$1, JOB + J_C($31)
 	ldl	$2, JOB + J_G($31)
 	ldl	$3, JOB + J_MB($31)
@@ -491,7 +500,10 @@ lstm:
 	bne	$2, .Lstep
 
 	# ---- c_T out, the times, return ----
-	ldl	$1, STEP($31)
+	ldl	$1, PENDING($31)
+	beq	$1, 1f
+	bsr	$26, put_pending
+1:	ldl	$1, STEP($31)
 	WAIT_COUNT Y_REPLY, $1
 	ldl	$16, JOB + J_CST($31)
 	bsr	$26, narrow_y
@@ -608,16 +620,16 @@ reserve_out:
 	MBHB	$17
 	sll	$17, 5, $17              # Mb Nb 8 bytes
 	mov	$31, $18
-	bsr	$26, rsv_put
+	bsr	$26, rsv_put_now
 	ldl	$16, JOB + J_CST($31)
 	MBHB	$17
 	sll	$17, 3, $17
 	MBHB	$18
 	sll	$18, 5, $18
-	bsr	$26, rsv_put
+	bsr	$26, rsv_put_now
 	mov	$15, $26
 	ret
-2:	ldl	$16, JOB + J_C($31)      # narrow C to $9, CST behind it, one put
+2:	ldl	$16, JOB + J_C($31)      # narrow C to $9, CST behind it, one put (or later)
 	mov	$9, $17
 	MBHB	$18                      # Mb Nb / 4 vectors
 	ldl	$19, JOB + J_ES($31)
@@ -630,28 +642,51 @@ reserve_out:
 	addl	$9, $17, $17             # behind the Mb Nb gates
 	srl	$18, 2, $18
 	bsr	$26, narrow
-	mov	$9, $16
+	ldl	$1, JOB + J_DEFER($31)
+	beq	$1, 3f
+	ldi	$1, 1
+	stl	$1, PENDING($31)
+	mov	$15, $26
+	ret
+3:	mov	$9, $16
 	MBHB	$17
 	mull	$17, 5, $17
 	ldl	$1, JOB + J_ES($31)
 	mull	$17, $1, $17             # 5 Mb Hb es bytes
 	mov	$31, $18
-	bsr	$26, rsv_put
+	bsr	$26, rsv_put_now
 	mov	$15, $26
 	ret
 	.end	reserve_out
 
-# rsv_put(src = $16, bytes = $17, offset = $18): put bytes from LDM src to the reserve record
-# of (STEP, this CPE) + offset, counted on RSV_REPLY / RSV_ISSUED. Leaf: clobbers $1-$7, $29.
+# put_pending: put SBUF, the record of the step before STEP.
+	.ent	put_pending
+put_pending:
+	stl	$31, PENDING($31)
+	ldl	$16, JOB + J_SBUF($31)
+	MBHB	$17
+	mull	$17, 5, $17
+	ldl	$1, JOB + J_ES($31)
+	mull	$17, $1, $17             # 5 Mb Hb es bytes
+	mov	$31, $18
+	ldl	$19, STEP($31)
+	subl	$19, 1, $19
+	br	rsv_put
+	.end	put_pending
+
+# rsv_put(src = $16, bytes = $17, offset = $18, step = $19 (rsv_put_now: STEP)): put bytes
+# from LDM src to the reserve record of (step, this CPE) + offset, counted on RSV_REPLY /
+# RSV_ISSUED. Leaf: clobbers $1-$7, $29.
 	.ent	rsv_put
+rsv_put_now:
+	ldl	$19, STEP($31)
 rsv_put:
 	MBHB	$1
 	ldl	$3, JOB + J_ES($31)
 	mull	$1, $3, $1
 	mull	$1, 5, $1                # record bytes
 	ldl	$4, MY_ID($31)
-	ldl	$5, STEP($31)
-	sll	$5, 6, $5
+	sll	$19, 6, $5
 	addl	$5, $4, $5
 	mull	$5, $1, $5
 	ldl	$6, JOB + J_RSV($31)
