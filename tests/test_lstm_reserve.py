@@ -162,8 +162,8 @@ def test_no_reserve_unless_asked_and_the_fallback_keeps_it(monkeypatch):
 def test_plan_stages_the_reserve_where_it_fits():
     """The staging buffer where it fits beside everything; never at the price of a resident
     R^T (B = 96, H = 256 float32: in place); beside a streamed R^T at a chunk down to half
-    the one in place allows (B = 64, H = 384 float32: 16 rows instead of 24), not below (B = 96,
-    H = 384 float64: staged only at one row, so in place with 16)."""
+    the one in place allows (B = 64, H = 384 float32: 16 rows instead of 24), not below (B =
+    128, H = 256 float64: staged only at 4 rows, so in place with 16)."""
     config = Machine().config
     small = lstm.plan(64, 64, 4, config, reserve=True)
     assert small.reserve and small.reserve_staged and small.resident and small.prefetch
@@ -175,6 +175,6 @@ def test_plan_stages_the_reserve_where_it_fits():
     streamed = lstm.plan(64, 384, 4, config, reserve=True)
     assert (streamed.kc, streamed.reserve_staged, streamed.reserve_deferred) == (16, True, True)
     assert lstm.plan(64, 384, 4, config, reserve=True, reserve_staged=False).kc == 24
-    floor = lstm.plan(96, 384, 8, config, reserve=True)
+    floor = lstm.plan(128, 256, 8, config, reserve=True)
     assert (floor.kc, floor.reserve_staged) == (16, False)
-    assert lstm.plan(96, 384, 8, config, reserve=True, reserve_staged=True).kc == 1
+    assert lstm.plan(128, 256, 8, config, reserve=True, reserve_staged=True).kc == 4

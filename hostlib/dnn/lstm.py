@@ -26,7 +26,7 @@ ALGOS = ("tensorized", "baseline")
 MESH = 8                      # the core group's mesh side: CPE (i, j) = id 8 i + j
 PAD = 4 * MESH                # B and H are padded to multiples of 32: Mb, Hb multiples of 4
 WIDEN_GROUP = 16              # kernels widen float32 to double 16 elements at a time
-RECORD = 5                    # a reserve record per step and CPE: Mb x 4Hb gates, Mb x Hb c
+RECORD = 6                    # a reserve record per step and CPE: Mb x 4Hb gates, Mb x Hb c, h
 
 KERNEL = Kernel(("dnn/lstm.s", "gemm/gemm_prim.s"), entry="lstm", ldm_end="lstm_ldm_end",
                 stack="lstm_stack")
@@ -161,8 +161,10 @@ def _blocks(matrix: np.ndarray, rows: int, cols: int, transpose: bool) -> np.nda
 
 
 def _unblock(blocks: np.ndarray, rows: int, cols: int) -> np.ndarray:
-    return blocks.reshape(MESH, MESH, rows, cols).transpose(0, 2, 1, 3).reshape(
-        MESH * rows, MESH * cols)
+    """(..., 64, rows, cols) blocks, block (i, j) at 8 i + j -> (..., 8 rows, 8 cols)."""
+    lead = blocks.shape[:-3]
+    return blocks.reshape(*lead, MESH, MESH, rows, cols).swapaxes(-3, -2).reshape(
+        *lead, MESH * rows, MESH * cols)
 
 
 def hoist(x, W, hidden: int, p: Plan, machine, engine):
@@ -177,8 +179,8 @@ def hoist(x, W, hidden: int, p: Plan, machine, engine):
 def time_loop(projection, h0, c0, R, b, p: Plan, machine, engine):
     """The one launch of kernels/dnn/lstm.s over the T = rows(projection) / Bp steps;
     returns ((y, c_T, gates, cs), Stats with the kernel's per-CPE cycle split ``times``):
-    gates (T, B, 4H) activated, PyTorch's order, and the cells cs (T, B, H) when ``p.reserve``,
-    else None."""
+    with ``p.reserve`` the activated gates (T, B, 4H) in PyTorch's order and the cells cs
+    (T, B, H) (y and c_T come from the same records), else None."""
     batch, hidden = h0.shape
     steps = projection.shape[0] // p.bp
     mb, hb, nb = p.mb, p.hb, 4 * p.hb
@@ -189,12 +191,12 @@ def time_loop(projection, h0, c0, R, b, p: Plan, machine, engine):
     b_fused = _take_rows(b.reshape(-1, 1), columns).reshape(-1)
     mem = machine.mem
     record = KERNEL.record("J_", "JOB_BYTES")
-    y_addr = mem.alloc(steps * p.bp * p.hp * es)
-    ct_addr = mem.alloc(p.bp * p.hp * es)
+    block = mb * hb
+    y_addr, ct_addr, rsv_addr = ((0, 0, mem.alloc(steps * MESH * MESH * RECORD * block * es))
+                                 if p.reserve else (mem.alloc(steps * MESH * MESH * block * es),
+                                                    mem.alloc(MESH * MESH * block * es), 0))
     times_bytes = KERNEL.symbol("TIMES_BYTES")
     times_addr = mem.alloc(MESH * MESH * times_bytes)
-    per_record = RECORD * mb * hb
-    rsv_addr = mem.alloc(steps * MESH * MESH * per_record * es) if p.reserve else 0
     job = record.new(
         t=steps, es=es, mb=mb, hb=hb, kc=p.kc, res=int(p.resident), pre=int(p.prefetch),
         i=mem.put(np.ascontiguousarray(projection)), ipitch=4 * p.hp * es,
@@ -211,20 +213,20 @@ def time_loop(projection, h0, c0, R, b, p: Plan, machine, engine):
     cpe_times = mem.get(times_addr, (MESH * MESH, times_bytes // 8), np.int64)
     for name in ("init", "gemm", "elem", "total"):
         times[name] = cpe_times[:, KERNEL.symbol(f"TM_{name.upper()}") // 8]
-    y_blocks = mem.get(y_addr, (steps, MESH * MESH, mb, hb), dtype)
-    y = np.stack([_unblock(y_blocks[t], mb, hb)[:batch, :hidden] for t in range(steps)])
-    c_t = _unblock(mem.get(ct_addr, (MESH * MESH, mb, hb), dtype), mb, hb)[:batch, :hidden]
-    gates = cs = None
-    if p.reserve:
-        records = mem.get(rsv_addr, (steps, MESH, MESH, per_record), dtype)
-        # gates: (t, i, j, r, gate, u) -> (t, i r = batch row, gate, j u = unit)
-        blocks = records[..., :4 * mb * hb].reshape(steps, MESH, MESH, mb, 4, hb)
-        gates = blocks.transpose(0, 1, 3, 4, 2, 5).reshape(steps, p.bp, 4, p.hp)
-        gates = np.ascontiguousarray(gates[:, :batch, :, :hidden]).reshape(steps, batch, -1)
-        cells = records[..., 4 * mb * hb:].reshape(steps, MESH, MESH, mb, hb)
-        cs = np.ascontiguousarray(cells.transpose(0, 1, 3, 2, 4).reshape(
-            steps, p.bp, p.hp)[:, :batch, :hidden])
-    return (y, c_t, gates, cs), stats
+    def unblocked(blocks):
+        return np.ascontiguousarray(_unblock(blocks, mb, hb)[..., :batch, :hidden])
+    if not p.reserve:
+        y = unblocked(mem.get(y_addr, (steps, MESH * MESH, mb, hb), dtype))
+        c_t = unblocked(mem.get(ct_addr, (MESH * MESH, mb, hb), dtype))
+        return (y, c_t, None, None), stats
+    records = mem.get(rsv_addr, (steps, MESH * MESH, RECORD * block), dtype)
+    # gates: (t, i, j, r, gate, u) -> (t, i r = batch row, gate, j u = unit)
+    gates = records[..., :4 * block].reshape(steps, MESH, MESH, mb, 4, hb).transpose(
+        0, 1, 3, 4, 2, 5).reshape(steps, p.bp, 4, p.hp)
+    gates = np.ascontiguousarray(gates[:, :batch, :, :hidden]).reshape(steps, batch, -1)
+    cs, y = (unblocked(records[..., k * block:(k + 1) * block].reshape(
+        steps, MESH * MESH, mb, hb)) for k in (4, 5))
+    return (y, cs[-1].copy(), gates, cs), stats
 
 
 def _tensorized(x, h0, c0, W, R, b, p: Plan, machine, engine):

@@ -8,8 +8,8 @@
 # (sigmoid, tanh from vmath.inc, c = f c + i g, h = o tanh(c)) runs on the same CPEs on the
 # same LDM blocks. h (as the primitive's A block), c and the gates never leave LDM between
 # steps: per step only I_t (and, when R^T does not fit in LDM, R^T in chunks of KC rows) come
-# in by DMA and h_t goes out (y), and, when the job asks for the reserve (training: what the
-# backward pass needs), the activated gates and c_t go out too (reserve_out).
+# in by DMA and h_t goes out (y), or, when the job asks for the reserve (training: what the
+# backward pass needs), the activated gates, c_t and h_t go out in one record (reserve_out).
 #
 # Distribution (mesh 8 x 8, CPE (i, j) = id 8 i + j; Mb = Bp / 8, Hb = Hp / 8, Nb = 4 Hb):
 #   A  (h_{t-1}^T)  Hb x Mb doubles: hidden block j, batch block i   (the primitive's A(i, j))
@@ -52,8 +52,8 @@
 	J_YBUF = 168          # Mb x Hb elements: h_t (then c_T) in memory precision
 	J_RBUF = 176          # KC x Nb doubles
 	J_BBUF = 184          # Nb doubles: this column block's bias
-	J_RSV = 192           # memory: the reserve, T x 64 records (Mb x Nb gates, Mb x Hb c),
-	                      # 0: none is written
+	J_RSV = 192           # memory: the reserve, T x 64 records (Mb x Nb gates, Mb x Hb c,
+	                      # Mb x Hb h), 0: none is written (then y and c_T go to J_Y, J_CT)
 	J_SBUF = 200          # LDM: one record in memory precision (staged reserve), 0: the
 	                      # record is narrowed in C and put from there (in place)
 	J_DEFER = 208         # 1: a staged record's put is issued in the next step's
@@ -165,6 +165,37 @@ issue_i:
 	ldl	\reg, JOB + J_MB($31)
 	ldl	$29, JOB + J_HB($31)
 	mull	\reg, $29, \reg
+	.endm
+
+# RECORD_BYTES reg: reg = a reserve record's bytes, 6 Mb Hb es. Clobbers $29.
+	.macro	RECORD_BYTES reg
+	MBHB	\reg
+	ldl	$29, JOB + J_ES($31)
+	mull	\reg, $29, \reg
+	mull	\reg, 6, \reg
+	.endm
+
+# RECORD_PART_NARROW field, part (reserve_out): narrow the Mb x Hb doubles at LDM J_<field>
+# to the record at $9, at part x Mb Hb elements.
+	.macro	RECORD_PART_NARROW field, part
+	ldl	$16, JOB + \field($31)
+	MBHB	$18
+	ldl	$19, JOB + J_ES($31)
+	mull	$18, $19, $17
+	mull	$17, \part, $17
+	addl	$9, $17, $17
+	srl	$18, 2, $18
+	bsr	$26, narrow
+	.endm
+
+# RECORD_PART_PUT field, part (reserve_out, float64): put the Mb x Hb doubles at LDM
+# J_<field> to the record's part x Mb Hb elements.
+	.macro	RECORD_PART_PUT field, part
+	ldl	$16, JOB + \field($31)
+	MBHB	$17
+	sll	$17, 3, $17
+	mull	$17, \part, $18
+	bsr	$26, rsv_put_now
 	.endm
 
 # PHASE field: add the cycles since MARK to TIMES + field and start the next phase.
@@ -479,6 +510,8 @@ lstm:
 	sll	$4, 5, $6
 	sll	$4, 7, $7
 	ROW_LOOP HIDDEN
+	ldl	$1, JOB + J_RSV($31)
+	bne	$1, 2f
 	# y_t: wait for the put of y_{t-1} to leave YBUF, round h into it, put it
 	ldl	$1, STEP($31)
 	WAIT_COUNT Y_REPLY, $1
@@ -487,10 +520,9 @@ lstm:
 	ldl	$16, STEP($31)
 	ldl	$17, JOB + J_Y($31)
 	bsr	$26, put_block           # y + (t 64 + id) Mb Hb es
-	ldl	$1, JOB + J_RSV($31)
-	beq	$1, 1f
-	bsr	$26, reserve_out
-1:	bsr	$26, transpose_h         # A = h^T for the next step
+	br	3f
+2:	bsr	$26, reserve_out         # h_t in the record, with the gates and c_t
+3:	bsr	$26, transpose_h         # A = h^T for the next step
 	PHASE	TM_ELEM
 	ldl	$1, STEP($31)
 	addl	$1, 1, $1
@@ -499,11 +531,13 @@ lstm:
 	cmplt	$1, $2, $2
 	bne	$2, .Lstep
 
-	# ---- c_T out, the times, return ----
+	# ---- c_T out (without the reserve: with it, it is the last record's), the times ----
 	ldl	$1, PENDING($31)
 	beq	$1, 1f
 	bsr	$26, put_pending
-1:	ldl	$1, STEP($31)
+1:	ldl	$1, JOB + J_RSV($31)
+	bne	$1, 2f
+	ldl	$1, STEP($31)
 	WAIT_COUNT Y_REPLY, $1
 	ldl	$16, JOB + J_CST($31)
 	bsr	$26, narrow_y
@@ -513,7 +547,7 @@ lstm:
 	ldl	$1, STEP($31)
 	addl	$1, 1, $1
 	WAIT_COUNT Y_REPLY, $1
-	bsr	$26, wait_rsv
+2:	bsr	$26, wait_rsv
 	rtc	$1
 	ldl	$2, TIMES + TM_TOTAL($31)
 	subl	$1, $2, $2
@@ -599,12 +633,14 @@ wait_rsv:
 	ret
 	.end	wait_rsv
 
-# reserve_out: the record of step t on this CPE, the activated gates (C, Mb x Nb) then c_t
-# (CST, Mb x Hb), in memory precision to J_RSV + (t 64 + id) 5 Mb Hb es; its puts travel while
-# the next step computes. Staged (J_SBUF): wait for the previous record to leave SBUF, narrow
-# both into it, one put. In place: narrow C in place and c_t behind it (float32: the gates
-# take half of C), one put; float64 needs no narrowing: C and CST are put as they are, two
-# puts. The next step waits for them before it writes C.
+# reserve_out: the record of step t on this CPE in memory precision, the activated gates (C,
+# Mb x Nb), c_t (CST) and h_t (G, Mb x Hb each): 6 Mb Hb elements, whole 128-byte lines (Mb Hb
+# is a multiple of 16), at J_RSV + (t 64 + id) 6 Mb Hb es; h_t goes out only here (y), and c_T
+# is the last record's. Its puts travel while the next step computes. Staged (J_SBUF): wait
+# for the previous record to leave SBUF, narrow the three into it, one put (now, or in the
+# next step's element-wise phase: J_DEFER). In place: narrow C in place, c_t and h_t behind
+# it (float32: the record takes 3/4 of C), one put; float64 needs no narrowing: C, CST and G
+# are put as they are, three puts. The next step waits for them before it writes C.
 	.ent	reserve_out
 reserve_out:
 	mov	$26, $15
@@ -616,32 +652,22 @@ reserve_out:
 	ldl	$1, JOB + J_ES($31)
 	cmpeq	$1, 8, $1
 	beq	$1, 2f
-	mov	$9, $16                  # float64: put C, then CST
+	mov	$9, $16                  # float64: put C, CST and G
 	MBHB	$17
 	sll	$17, 5, $17              # Mb Nb 8 bytes
 	mov	$31, $18
 	bsr	$26, rsv_put_now
-	ldl	$16, JOB + J_CST($31)
-	MBHB	$17
-	sll	$17, 3, $17
-	MBHB	$18
-	sll	$18, 5, $18
-	bsr	$26, rsv_put_now
+	RECORD_PART_PUT J_CST, 4
+	RECORD_PART_PUT J_G, 5
 	mov	$15, $26
 	ret
-2:	ldl	$16, JOB + J_C($31)      # narrow C to $9, CST behind it, one put (or later)
+2:	ldl	$16, JOB + J_C($31)      # narrow C to $9, CST and G behind it, one put (or later)
 	mov	$9, $17
 	MBHB	$18                      # Mb Nb / 4 vectors
 	ldl	$19, JOB + J_ES($31)
 	bsr	$26, narrow
-	ldl	$16, JOB + J_CST($31)
-	MBHB	$18
-	ldl	$19, JOB + J_ES($31)
-	sll	$18, 2, $17
-	mull	$17, $19, $17
-	addl	$9, $17, $17             # behind the Mb Nb gates
-	srl	$18, 2, $18
-	bsr	$26, narrow
+	RECORD_PART_NARROW J_CST, 4
+	RECORD_PART_NARROW J_G, 5
 	ldl	$1, JOB + J_DEFER($31)
 	beq	$1, 3f
 	ldi	$1, 1
@@ -649,10 +675,7 @@ reserve_out:
 	mov	$15, $26
 	ret
 3:	mov	$9, $16
-	MBHB	$17
-	mull	$17, 5, $17
-	ldl	$1, JOB + J_ES($31)
-	mull	$17, $1, $17             # 5 Mb Hb es bytes
+	RECORD_BYTES $17
 	mov	$31, $18
 	bsr	$26, rsv_put_now
 	mov	$15, $26
@@ -664,10 +687,7 @@ reserve_out:
 put_pending:
 	stl	$31, PENDING($31)
 	ldl	$16, JOB + J_SBUF($31)
-	MBHB	$17
-	mull	$17, 5, $17
-	ldl	$1, JOB + J_ES($31)
-	mull	$17, $1, $17             # 5 Mb Hb es bytes
+	RECORD_BYTES $17
 	mov	$31, $18
 	ldl	$19, STEP($31)
 	subl	$19, 1, $19
@@ -681,10 +701,7 @@ put_pending:
 rsv_put_now:
 	ldl	$19, STEP($31)
 rsv_put:
-	MBHB	$1
-	ldl	$3, JOB + J_ES($31)
-	mull	$1, $3, $1
-	mull	$1, 5, $1                # record bytes
+	RECORD_BYTES $1
 	ldl	$4, MY_ID($31)
 	sll	$19, 6, $5
 	addl	$5, $4, $5
