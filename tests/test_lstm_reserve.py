@@ -161,20 +161,19 @@ def test_no_reserve_unless_asked_and_the_fallback_keeps_it(monkeypatch):
 
 def test_plan_stages_the_reserve_where_it_fits():
     """The staging buffer where it fits beside everything; never at the price of a resident
-    R^T (B = 96, H = 256 float32: in place); beside a streamed R^T at a chunk down to half
-    the one in place allows (B = 64, H = 384 float32: 16 rows instead of 24), not below (B =
-    128, H = 256 float64: staged only at 4 rows, so in place with 16)."""
+    R^T (B = 96, H = 256 float32: in place); beside a streamed R^T at a chunk down to 1/4 of
+    the one in place allows (B = 64, H = 384 float32: 16 rows instead of 24; B = 128,
+    H = 352: 4 instead of 11), not below (B = 160, H = 288: 4 against 18). Without the
+    reserve's own y there is no y buffer either."""
     config = Machine().config
     small = lstm.plan(64, 64, 4, config, reserve=True)
     assert small.reserve and small.reserve_staged and small.resident and small.prefetch
-    assert not small.reserve_deferred
+    assert not small.reserve_deferred and small.ldm["ybuf"] == 0
     assert not lstm.plan(64, 64, 4, config).reserve
-    resident = lstm.plan(96, 256, 4, config, reserve=True)
-    assert resident.resident and not resident.reserve_staged
-    assert lstm.plan(96, 256, 4, config, reserve=True, reserve_staged=True).kc < resident.kc
-    streamed = lstm.plan(64, 384, 4, config, reserve=True)
-    assert (streamed.kc, streamed.reserve_staged, streamed.reserve_deferred) == (16, True, True)
-    assert lstm.plan(64, 384, 4, config, reserve=True, reserve_staged=False).kc == 24
-    floor = lstm.plan(128, 256, 8, config, reserve=True)
-    assert (floor.kc, floor.reserve_staged) == (16, False)
-    assert lstm.plan(128, 256, 8, config, reserve=True, reserve_staged=True).kc == 4
+    cases = {(96, 256): (32, False, 32), (64, 384): (16, True, 24), (128, 352): (4, True, 11),
+             (160, 288): (18, False, 18)}
+    for (batch, hidden), (kc, staged, in_place) in cases.items():
+        p = lstm.plan(batch, hidden, 4, config, reserve=True)
+        assert (p.kc, p.reserve_staged, p.reserve_deferred) == (kc, staged, staged), batch
+        assert lstm.plan(batch, hidden, 4, config, reserve=True,
+                         reserve_staged=False).kc == in_place
