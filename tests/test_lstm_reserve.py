@@ -161,19 +161,33 @@ def test_no_reserve_unless_asked_and_the_fallback_keeps_it(monkeypatch):
 
 def test_plan_stages_the_reserve_where_it_fits():
     """The staging buffer where it fits beside everything; never at the price of a resident
-    R^T (B = 96, H = 256 float32: in place); beside a streamed R^T at a chunk down to 1/4 of
-    the one in place allows (B = 64, H = 384 float32: 16 rows instead of 24; B = 128,
-    H = 352: 4 instead of 11), not below (B = 160, H = 288: 4 against 18). Without the
-    reserve's own y there is no y buffer either."""
+    R^T with the prefetch of I (B = 96, H = 256 float32: in place); else at a chunk down to
+    1/4 of the one in place allows (B = 64, H = 384 float32: 16 rows instead of 24; B = 128,
+    H = 352: 4 instead of 11; B = 128, H = 256: 16 instead of a resident 32 without the
+    prefetch), not below (B = 160, H = 288: 4 against 18). With the reserve there is no y
+    buffer (h goes out in the record)."""
     config = Machine().config
     small = lstm.plan(64, 64, 4, config, reserve=True)
     assert small.reserve and small.reserve_staged and small.resident and small.prefetch
     assert not small.reserve_deferred and small.ldm["ybuf"] == 0
     assert not lstm.plan(64, 64, 4, config).reserve
     cases = {(96, 256): (32, False, 32), (64, 384): (16, True, 24), (128, 352): (4, True, 11),
-             (160, 288): (18, False, 18)}
+             (160, 288): (18, False, 18), (128, 256): (16, True, 32)}
     for (batch, hidden), (kc, staged, in_place) in cases.items():
         p = lstm.plan(batch, hidden, 4, config, reserve=True)
         assert (p.kc, p.reserve_staged, p.reserve_deferred) == (kc, staged, staged), batch
         assert lstm.plan(batch, hidden, 4, config, reserve=True,
                          reserve_staged=False).kc == in_place
+
+
+def test_the_estimates_match_full_runs():
+    """lstm_model (what the training stack selects by): 2 and 3 sampled steps, extended to
+    T, within 3 % of a full run, with the reserve and for the baseline."""
+    from swsim.hostlib.dnn import lstm_model
+    args = lstm_model.sample_arrays(np.random.default_rng(0), 7, 40, 12, 36, np.float32)
+    for algo in lstm.ALGOS:
+        _, stats = dnn.lstm_forward(*args, algo=algo, reserve=True)
+        estimate = lstm_model.estimate_forward(7, 40, 12, 36, np.float32, algo=algo,
+                                               reserve=True)
+        assert estimate.algo == algo and (estimate.plan == stats.details.get("plan"))
+        assert abs(estimate.cycles / lstm_model.launch_cycles(stats) - 1) <= 0.03, algo

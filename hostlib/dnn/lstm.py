@@ -28,7 +28,7 @@ PAD = 4 * MESH                # B and H are padded to multiples of 32: Mb, Hb mu
 WIDEN_GROUP = 16              # kernels widen float32 to double 16 elements at a time
 RECORD = 6                    # a reserve record per step and CPE: Mb x 4Hb gates, Mb x Hb c, h
 # The reserve staged beside R^T chunks down to 1/4 of the chunk it leaves in place (measured
-# per step on 6 cases, docs/dnn.md: staged better at 1/1.5 .. 1/4, in place at 1/5.5, 1/12).
+# per step on 9 cases, docs/dnn.md "The reserve for training").
 STAGED_CHUNK_FLOOR = 4
 
 KERNEL = Kernel(("dnn/lstm.s", "gemm/gemm_prim.s"), entry="lstm", ldm_end="lstm_ldm_end",
@@ -96,10 +96,11 @@ def plan(batch: int, hidden: int, itemsize: int, config, *, kc=None, prefetch=No
     """The tensorized kernel's plan for (B, H) in this precision, or None when even one row of
     R^T per chunk does not fit in LDM (then the baseline runs). Largest chunk first (resident
     R^T when the whole block fits), with the prefetch of I when it still fits. With `reserve`
-    the reserve's staging buffer when it fits beside a resident R^T or, R^T being streamed,
+    the reserve's staging buffer when it fits beside a resident R^T with the prefetch, else
     beside a chunk at least 1/STAGED_CHUNK_FLOOR of the one the reserve in place allows; else
     the record is narrowed in C (measured, docs/dnn.md: a record put in place exposes the
-    whole put, a smaller chunk costs more gets and primitive calls). `kc` (a divisor of Hb),
+    whole put unless an exposed get of I hides it, a smaller chunk costs more gets and
+    primitive calls). `kc` (a divisor of Hb),
     `prefetch` and `reserve_staged` restrict the choice (tests use them to run every path)."""
     bp, hp = _ceil(batch, PAD), _ceil(hidden, PAD)
     mb, hb = bp // MESH, hp // MESH
@@ -112,7 +113,8 @@ def plan(batch: int, hidden: int, itemsize: int, config, *, kc=None, prefetch=No
         in_place = plan(batch, hidden, itemsize, config, kc=kc, reserve_staged=False, **fixed)
         if in_place is None:
             return None
-        floor = in_place.kc if in_place.resident else in_place.kc / STAGED_CHUNK_FLOOR
+        keep = in_place.resident and in_place.prefetch
+        floor = in_place.kc if keep else in_place.kc / STAGED_CHUNK_FLOOR
         for chunk in (c for c in divisors if c >= floor and kc in (None, c)):
             staged = plan(batch, hidden, itemsize, config, kc=chunk, reserve_staged=True,
                           **fixed)
