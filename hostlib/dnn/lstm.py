@@ -408,8 +408,8 @@ def _backward_steps(dy, x, h0, c0, W, R, b, dh, dc, reserve, machine, engine):
     steps, batch, _ = x.shape
     hidden = R.shape[1]
     parts = []
-    if reserve is None:
-        _, forward = _baseline(x, h0, c0, W, R, b, machine, engine)
+    if reserve is None:     # the tensorized forward with its reserve (or its fallback)
+        _, forward = _forward_slice(x, h0, c0, W, R, b, "tensorized", True, machine, engine)
         reserve, parts = forward.reserve, forward.parts
     es = x.itemsize
     row = hidden * es
@@ -437,8 +437,8 @@ def lstm_backward(dy, x, h0, c0, W, R, b, *, dh_n=None, dc_n=None, reserve=None,
 
     ``dy`` (T, B, H) is the loss gradient of y; ``dh_n``, ``dc_n`` (B, H) those of h_T and c_T
     (default zero). ``reserve``: a forward's ``stats.reserve`` for these inputs (the baseline's,
-    or the tensorized one's with ``reserve=True``); when
-    None the forward is run again (baseline) and its launches are part of the stats. Per step
+    or the tensorized one's with ``reserve=True``); when None the tensorized forward runs
+    again with ``reserve=True`` and its launches are part of the stats. Per step
     (t = T-1 .. 0) the cell kernel gives the gates' pre-activation gradients dG_t and dc_{t-1},
     and one swGEMM dh_{t-1} = dG_t R; then four swGEMMs over all steps at once: dW = dGᵀ x,
     dR = dGᵀ [h_0 .. h_{T-1}], db = 1ᵀ dG, dx = dG W.

@@ -627,9 +627,7 @@ put_block:
 	.ent	wait_rsv
 wait_rsv:
 	ldw	$1, RSV_ISSUED($31)
-1:	ldw	$2, RSV_REPLY($31)
-	cmplt	$2, $1, $2
-	bne	$2, 1b
+	WAIT_COUNT RSV_REPLY, $1
 	ret
 	.end	wait_rsv
 
