@@ -74,10 +74,11 @@ def test_the_vm_matches_the_float64_reference(spec, cgs):
 def test_the_test_phase_runs_the_tensorized_forward(spec):
     config = Machine().config
     rows = {r["layer"]: r for r in train.Net(spec, config=config).explain()}
-    assert rows["lstm"]["operator"] == "lstm_forward(baseline)+lstm_backward"
+    assert rows["lstm"]["operator"] == "lstm_forward(tensorized, reserve)+lstm_backward"
     net = train.Net(spec, "TEST", config=config)
-    assert {r["layer"]: r for r in net.explain()}["lstm"]["operator"] == \
-        "lstm_forward(tensorized)"
+    row = {r["layer"]: r for r in net.explain()}["lstm"]
+    assert row["operator"] == "lstm_forward(tensorized)"
+    assert row["predicted_seconds"] > 0 and rows["lstm"]["predicted_seconds"] > 0
     solver = train.Solver(spec, SOLVER)
     reference = Reference(solver)
     for name in net.params.layout:
@@ -88,6 +89,29 @@ def test_the_test_phase_runs_the_tensorized_forward(spec):
     expected, _ = reference.forward(net, *batch)
     np.testing.assert_allclose(blobs["out"], expected["out"], rtol=1e-4, atol=1e-5)
     assert run.seconds["lstm"] > 0
+
+
+def test_train_runs_the_forward_the_estimates_pick_with_its_reserve(spec, monkeypatch):
+    """TRAIN: the tensorized forward (predicted faster) leaves its reserve for the backward
+    (no second forward); where the estimates say the baseline is faster, the baseline."""
+    from swsim.hostlib.dnn import lstm, lstm_model
+    solver = train.Solver(spec, SOLVER)
+    solver.step()
+    layer = next(n.layer for n in solver.net.nodes if n.layer.param.type == "LSTM")
+    assert (layer.algo, layer.reserve) == ("tensorized", True)
+    (_, _, _, _, _, reserve), = layer.segments
+    assert isinstance(reserve, lstm.Reserve) and reserve.gates.shape == (5, 6, 28)
+    real = lstm_model.estimate_forward
+
+    def tensorized_slower(*args, algo, **kwargs):
+        estimate = real(*args, algo=algo, **kwargs)
+        estimate.cycles *= 100 if algo == "tensorized" else 1
+        return estimate
+    monkeypatch.setattr(lstm_model, "estimate_forward", tensorized_slower)
+    for phase, operator in (("TRAIN", "lstm_forward(baseline)+lstm_backward"),
+                            ("TEST", "lstm_forward(baseline)")):
+        net = train.Net(spec, phase, config=Machine().config)
+        assert {r["layer"]: r for r in net.explain()}["lstm"]["operator"] == operator
 
 
 def test_the_shipped_example_trains_like_the_reference():

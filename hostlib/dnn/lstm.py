@@ -26,6 +26,10 @@ ALGOS = ("tensorized", "baseline")
 MESH = 8                      # the core group's mesh side: CPE (i, j) = id 8 i + j
 PAD = 4 * MESH                # B and H are padded to multiples of 32: Mb, Hb multiples of 4
 WIDEN_GROUP = 16              # kernels widen float32 to double 16 elements at a time
+RECORD = 6                    # a reserve record per step and CPE: Mb x 4Hb gates, Mb x Hb c, h
+# The reserve staged beside R^T chunks down to 1/4 of the chunk it leaves in place (measured
+# per step on 9 cases, docs/dnn.md "The reserve for training").
+STAGED_CHUNK_FLOOR = 4
 
 KERNEL = Kernel(("dnn/lstm.s", "gemm/gemm_prim.s"), entry="lstm", ldm_end="lstm_ldm_end",
                 stack="lstm_stack")
@@ -60,13 +64,17 @@ def _check_forward(x, h0, c0, W, R, b):
 @dataclass(frozen=True)
 class Plan:
     """The tensorized kernel's LDM plan: padded sizes, R^T resident or streamed in chunks of
-    `kc` rows per step, I_{t+1} prefetched or not, and the buffers' LDM addresses."""
+    `kc` rows per step, I_{t+1} prefetched or not, the reserve written or not (staged in its
+    own buffer, its put overlapping the next step, or narrowed in C, the next step waiting for
+    its put), and the buffers' LDM addresses."""
     bp: int
     hp: int
     kc: int
     resident: bool
     prefetch: bool
     ldm: dict
+    reserve: bool = False
+    reserve_staged: bool = False
 
     @property
     def mb(self):
@@ -76,29 +84,56 @@ class Plan:
     def hb(self):
         return self.hp // MESH
 
+    @property
+    def reserve_deferred(self) -> bool:
+        """A staged record's put waits for the next step's element-wise phase when the GEMM
+        phase streams R^T (its synchronous gets would share the DMA engine with the put)."""
+        return self.reserve_staged and not self.resident
 
-def plan(batch: int, hidden: int, itemsize: int, config, *, kc=None,
-         prefetch=None) -> Optional[Plan]:
+
+def plan(batch: int, hidden: int, itemsize: int, config, *, kc=None, prefetch=None,
+         reserve=False, reserve_staged=None) -> Optional[Plan]:
     """The tensorized kernel's plan for (B, H) in this precision, or None when even one row of
     R^T per chunk does not fit in LDM (then the baseline runs). Largest chunk first (resident
-    R^T when the whole block fits), with the prefetch of I when it still fits; `kc` (a divisor
-    of Hb) and `prefetch` restrict the choice (tests use them to run every path)."""
+    R^T when the whole block fits), with the prefetch of I when it still fits. With `reserve`
+    the reserve's staging buffer when it fits beside a resident R^T with the prefetch, else
+    beside a chunk at least 1/STAGED_CHUNK_FLOOR of the one the reserve in place allows; else
+    the record is narrowed in C (measured, docs/dnn.md: a record put in place exposes the
+    whole put unless an exposed get of I hides it, a smaller chunk costs more gets and
+    primitive calls). `kc` (a divisor of Hb),
+    `prefetch` and `reserve_staged` restrict the choice (tests use them to run every path)."""
     bp, hp = _ceil(batch, PAD), _ceil(hidden, PAD)
     mb, hb = bp // MESH, hp // MESH
     nb = 4 * hb
     divisors = sorted((d for d in range(1, hb + 1) if hb % d == 0), reverse=True)
     if kc is not None and kc not in divisors:
         raise DnnError(f"kc must divide Hb = {hb}, got {kc}")
+    if reserve and reserve_staged is None:
+        fixed = dict(prefetch=prefetch, reserve=True)
+        in_place = plan(batch, hidden, itemsize, config, kc=kc, reserve_staged=False, **fixed)
+        if in_place is None:
+            return None
+        keep = in_place.resident and in_place.prefetch
+        floor = in_place.kc if keep else in_place.kc / STAGED_CHUNK_FLOOR
+        for chunk in (c for c in divisors if c >= floor and kc in (None, c)):
+            staged = plan(batch, hidden, itemsize, config, kc=chunk, reserve_staged=True,
+                          **fixed)
+            if staged is not None:
+                return staged
+        return in_place
+    rstaged = bool(reserve and reserve_staged)
     for chunk in ([kc] if kc is not None else divisors):
         for staged in ((True, False) if prefetch is None else (prefetch,)):
             arena = KERNEL.arena(config.ldm_bytes, nargs=1)
             ldm = {"a": arena.take(hb * mb * 8), "c": arena.take(mb * nb * 8),
                    "cst": arena.take(mb * hb * 8), "g": arena.take(mb * hb * 8),
                    "stage": arena.take(mb * nb * itemsize) if staged else 0,
-                   "ybuf": arena.take(mb * hb * itemsize), "bbuf": arena.take(nb * 8),
-                   "rbuf": arena.take(chunk * nb * 8)}
+                   "ybuf": 0 if reserve else arena.take(mb * hb * itemsize),  # (h: record)
+                   "bbuf": arena.take(nb * 8),
+                   "rbuf": arena.take(chunk * nb * 8),
+                   "sbuf": arena.take(RECORD * mb * hb * itemsize) if rstaged else 0}
             if arena.fits:
-                return Plan(bp, hp, chunk, chunk == hb, staged, ldm)
+                return Plan(bp, hp, chunk, chunk == hb, staged, ldm, bool(reserve), rstaged)
     return None
 
 
@@ -132,8 +167,10 @@ def _blocks(matrix: np.ndarray, rows: int, cols: int, transpose: bool) -> np.nda
 
 
 def _unblock(blocks: np.ndarray, rows: int, cols: int) -> np.ndarray:
-    return blocks.reshape(MESH, MESH, rows, cols).transpose(0, 2, 1, 3).reshape(
-        MESH * rows, MESH * cols)
+    """(..., 64, rows, cols) blocks, block (i, j) at 8 i + j -> (..., 8 rows, 8 cols)."""
+    lead = blocks.shape[:-3]
+    return blocks.reshape(*lead, MESH, MESH, rows, cols).swapaxes(-3, -2).reshape(
+        *lead, MESH * rows, MESH * cols)
 
 
 def hoist(x, W, hidden: int, p: Plan, machine, engine):
@@ -147,7 +184,9 @@ def hoist(x, W, hidden: int, p: Plan, machine, engine):
 
 def time_loop(projection, h0, c0, R, b, p: Plan, machine, engine):
     """The one launch of kernels/dnn/lstm.s over the T = rows(projection) / Bp steps;
-    returns ((y, c_T), Stats with the kernel's per-CPE cycle split ``times``)."""
+    returns ((y, c_T, gates, cs), Stats with the kernel's per-CPE cycle split ``times``):
+    with ``p.reserve`` the activated gates (T, B, 4H) in PyTorch's order and the cells cs
+    (T, B, H) (y and c_T come from the same records), else None."""
     batch, hidden = h0.shape
     steps = projection.shape[0] // p.bp
     mb, hb, nb = p.mb, p.hb, 4 * p.hb
@@ -158,8 +197,10 @@ def time_loop(projection, h0, c0, R, b, p: Plan, machine, engine):
     b_fused = _take_rows(b.reshape(-1, 1), columns).reshape(-1)
     mem = machine.mem
     record = KERNEL.record("J_", "JOB_BYTES")
-    y_addr = mem.alloc(steps * p.bp * p.hp * es)
-    ct_addr = mem.alloc(p.bp * p.hp * es)
+    block = mb * hb
+    y_addr, ct_addr, rsv_addr = ((0, 0, mem.alloc(steps * MESH * MESH * RECORD * block * es))
+                                 if p.reserve else (mem.alloc(steps * MESH * MESH * block * es),
+                                                    mem.alloc(MESH * MESH * block * es), 0))
     times_bytes = KERNEL.symbol("TIMES_BYTES")
     times_addr = mem.alloc(MESH * MESH * times_bytes)
     job = record.new(
@@ -168,7 +209,8 @@ def time_loop(projection, h0, c0, R, b, p: Plan, machine, engine):
         r=mem.put(_blocks(r_fused_t, hb, nb, False)), bias=mem.put(b_fused),
         h0=mem.put(_blocks(_pad(h0, (p.bp, p.hp)), mb, hb, True)),
         c0=mem.put(_blocks(_pad(c0, (p.bp, p.hp)), mb, hb, False)),
-        y=y_addr, ct=ct_addr, times=times_addr,
+        y=y_addr, ct=ct_addr, times=times_addr, rsv=rsv_addr,
+        defer=int(p.reserve_deferred),
         **{name: address for name, address in p.ldm.items()})
     flops = 2 * steps * p.bp * p.hp * 4 * p.hp
     times = {}
@@ -177,21 +219,32 @@ def time_loop(projection, h0, c0, R, b, p: Plan, machine, engine):
     cpe_times = mem.get(times_addr, (MESH * MESH, times_bytes // 8), np.int64)
     for name in ("init", "gemm", "elem", "total"):
         times[name] = cpe_times[:, KERNEL.symbol(f"TM_{name.upper()}") // 8]
-    y_blocks = mem.get(y_addr, (steps, MESH * MESH, mb, hb), dtype)
-    y = np.stack([_unblock(y_blocks[t], mb, hb)[:batch, :hidden] for t in range(steps)])
-    c_t = _unblock(mem.get(ct_addr, (MESH * MESH, mb, hb), dtype), mb, hb)[:batch, :hidden]
-    return (y, c_t), stats
+    def unblocked(blocks):
+        return np.ascontiguousarray(_unblock(blocks, mb, hb)[..., :batch, :hidden])
+    if not p.reserve:
+        y = unblocked(mem.get(y_addr, (steps, MESH * MESH, mb, hb), dtype))
+        c_t = unblocked(mem.get(ct_addr, (MESH * MESH, mb, hb), dtype))
+        return (y, c_t, None, None), stats
+    records = mem.get(rsv_addr, (steps, MESH * MESH, RECORD * block), dtype)
+    # gates: (t, i, j, r, gate, u) -> (t, i r = batch row, gate, j u = unit)
+    gates = records[..., :4 * block].reshape(steps, MESH, MESH, mb, 4, hb).transpose(
+        0, 1, 3, 4, 2, 5).reshape(steps, p.bp, 4, p.hp)
+    gates = np.ascontiguousarray(gates[:, :batch, :, :hidden]).reshape(steps, batch, -1)
+    cs, y = (unblocked(records[..., k * block:(k + 1) * block].reshape(
+        steps, MESH * MESH, mb, hb)) for k in (4, 5))
+    return (y, cs[-1].copy(), gates, cs), stats
 
 
 def _tensorized(x, h0, c0, W, R, b, p: Plan, machine, engine):
     projection, gemm_stats = hoist(x, W, R.shape[1], p, machine, engine)
-    (y, c_t), loop_stats = time_loop(projection, h0, c0, R, b, p, machine, engine)
+    (y, c_t, gates, cs), loop_stats = time_loop(projection, h0, c0, R, b, p, machine, engine)
     # the split of Figs. 5.15/5.16 on CPE 0 (the CPEs meet at every primitive call): the
     # recurrent product with its I and R DMA counts as GEMM
     split = {"gemm": gemm_stats.cycles + int(loop_stats.times["gemm"][0]),
              "elementwise": int(loop_stats.times["elem"][0])}
+    extra = dict(reserve=Reserve(y, gates, cs)) if p.reserve else {}
     stats = combined([gemm_stats, loop_stats], op="lstm_forward", algo="tensorized",
-                     plan=p, split=split, launches=2)
+                     plan=p, split=split, launches=2, **extra)
     return (y, y[-1].copy(), c_t), stats
 
 
@@ -291,9 +344,9 @@ def _batch_slices(machine, cgs, batch: int):
     return machine, split(batch, cgs)
 
 
-def _forward_slice(x, h0, c0, W, R, b, algo, machine, engine):
+def _forward_slice(x, h0, c0, W, R, b, algo, reserve, machine, engine):
     if algo == "tensorized":
-        p = plan(x.shape[1], R.shape[1], x.itemsize, machine.config)
+        p = plan(x.shape[1], R.shape[1], x.itemsize, machine.config, reserve=reserve)
         if p is not None:
             return _tensorized(x, h0, c0, W, R, b, p, machine, engine)
     result, stats = _baseline(x, h0, c0, W, R, b, machine, engine)
@@ -303,8 +356,8 @@ def _forward_slice(x, h0, c0, W, R, b, algo, machine, engine):
     return result, stats
 
 
-def lstm_forward(x, h0, c0, W, R, b, *, algo: str = "tensorized", machine=None, cgs=1,
-                 engine: str = "c"):
+def lstm_forward(x, h0, c0, W, R, b, *, algo: str = "tensorized", reserve: bool = False,
+                 machine=None, cgs=1, engine: str = "c"):
     """One LSTM layer over T steps on the VM; returns ((y, h_T, c_T), Stats).
 
     PyTorch's shapes and gate order (module docstring); float32 or float64, any sizes >= 1.
@@ -312,6 +365,10 @@ def lstm_forward(x, h0, c0, W, R, b, *, algo: str = "tensorized", machine=None, 
     time loop); when its LDM plan does not fit (``plan`` returns None) the baseline runs and
     ``stats.fallback`` says why. ``algo="baseline"``: per step eight swGEMMs and the cell
     kernel; its ``stats.reserve`` (a ``Reserve``) is what ``lstm_backward`` needs.
+    ``reserve=True``: the tensorized kernel writes the reserve too (per step its CPEs put the
+    activated gates and c_t to memory, overlapped with the next step where LDM has room for a
+    staging buffer: ``stats.plan.reserve_staged``), so ``stats.reserve`` is there whatever the
+    algorithm; the baseline always writes it.
     ``cgs`` core groups each run the whole recurrence over a slice of the batch (min(B, cgs)
     of them); the chip's cycles are the slowest slice's (``stats.per_cg`` has each).
     Stats: ``cycles`` (the launches one after another, spawn excluded), ``launches``,
@@ -323,9 +380,9 @@ def lstm_forward(x, h0, c0, W, R, b, *, algo: str = "tensorized", machine=None, 
     x, h0, c0, W, R, b = _check_forward(x, h0, c0, W, R, b)
     machine, slices = _batch_slices(machine, cgs, x.shape[1])
     if len(slices) == 1:
-        return _forward_slice(x, h0, c0, W, R, b, algo, machine, engine)
+        return _forward_slice(x, h0, c0, W, R, b, algo, reserve, machine, engine)
     runs = [_forward_slice(np.ascontiguousarray(x[:, lo:hi]), h0[lo:hi], c0[lo:hi], W, R, b,
-                           algo, machine, engine) for lo, hi in slices]
+                           algo, reserve, machine, engine) for lo, hi in slices]
     per_cg = [stats for _, stats in runs]
     y, h, c = (np.concatenate([result[k] for result, _ in runs], axis=int(k == 0))
                for k in range(3))
@@ -351,8 +408,8 @@ def _backward_steps(dy, x, h0, c0, W, R, b, dh, dc, reserve, machine, engine):
     steps, batch, _ = x.shape
     hidden = R.shape[1]
     parts = []
-    if reserve is None:
-        _, forward = _baseline(x, h0, c0, W, R, b, machine, engine)
+    if reserve is None:     # the tensorized forward with its reserve (or its fallback)
+        _, forward = _forward_slice(x, h0, c0, W, R, b, "tensorized", True, machine, engine)
         reserve, parts = forward.reserve, forward.parts
     es = x.itemsize
     row = hidden * es
@@ -379,8 +436,9 @@ def lstm_backward(dy, x, h0, c0, W, R, b, *, dh_n=None, dc_n=None, reserve=None,
     """Backward through time of ``lstm_forward``; returns ((dx, dh0, dc0, dW, dR, db), Stats).
 
     ``dy`` (T, B, H) is the loss gradient of y; ``dh_n``, ``dc_n`` (B, H) those of h_T and c_T
-    (default zero). ``reserve``: the baseline forward's ``stats.reserve`` for these inputs; when
-    None the forward is run again (baseline) and its launches are part of the stats. Per step
+    (default zero). ``reserve``: a forward's ``stats.reserve`` for these inputs (the baseline's,
+    or the tensorized one's with ``reserve=True``); when None the tensorized forward runs
+    again with ``reserve=True`` and its launches are part of the stats. Per step
     (t = T-1 .. 0) the cell kernel gives the gates' pre-activation gradients dG_t and dc_{t-1},
     and one swGEMM dh_{t-1} = dG_t R; then four swGEMMs over all steps at once: dW = dGᵀ x,
     dR = dGᵀ [h_0 .. h_{T-1}], db = 1ᵀ dG, dx = dG W.
@@ -404,7 +462,8 @@ def lstm_backward(dy, x, h0, c0, W, R, b, *, dh_n=None, dc_n=None, reserve=None,
         raise DnnError(f"dy must be {(steps, batch, hidden)}, got {dy.shape}")
     if reserve is not None and (not isinstance(reserve, Reserve)
                                 or reserve.gates.shape != (steps, batch, 4 * hidden)):
-        raise DnnError("reserve must be the Reserve of a baseline lstm_forward of these shapes")
+        raise DnnError("reserve must be the Reserve of an lstm_forward of these shapes (the "
+                       "baseline's, or the tensorized one's with reserve=True)")
     d_pre = np.empty((steps, batch, 4 * hidden), x.dtype)
     dh, dc = np.empty((batch, hidden), x.dtype), np.empty((batch, hidden), x.dtype)
     y = np.empty((steps, batch, hidden), x.dtype)

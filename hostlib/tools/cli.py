@@ -62,6 +62,9 @@ def register(subparsers) -> None:
                             "cases of thesis Listing 5.2 (sampled and extrapolated)")
     lstm.add_argument("--quick", action="store_true", help="4 cases and 1 validation run")
     lstm.add_argument("--engine", choices=("c", "python"), default="c")
+    lstm.add_argument("--reserve", action="store_true",
+                      help="the tensorized forward writes the reserve for training (the "
+                      "baseline always does)")
     lstm.set_defaults(func=_lstm)
 
     conv = which.add_parser("conv", help="convolution: thesis §5.4 generality test (Listing "
@@ -185,7 +188,8 @@ def _lstm(args) -> int:
     checks = lstm.QUICK_VALIDATION if args.quick else lstm.VALIDATION
     bar = StepBar(len(cases) + len(checks))
     try:
-        rows, validation = lstm.run(quick=args.quick, engine=args.engine, progress=bar)
+        rows, validation = lstm.run(quick=args.quick, engine=args.engine, progress=bar,
+                                    reserve=args.reserve)
     finally:
         bar.close()
     print(lstm.format_report(rows, validation))

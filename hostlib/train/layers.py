@@ -612,10 +612,10 @@ class LSTM(Layer):
     one's dh0, dc0 (of the continuing rows) the next one's dh_n, dc_n, and the parameter
     gradients of the segments added on the VM.
 
-    Operator: in TEST the tensorized forward (thesis Algorithm 6; its own baseline fallback
-    when its state does not fit LDM); in TRAIN the baseline forward, whose saved gates
-    (``reserve``) the backward through time needs — the tensorized kernel keeps them in LDM,
-    so choosing it would run a second, baseline forward in the backward pass."""
+    Operator: the forward algorithm the LSTM model predicts faster (``dnn.lstm_model``:
+    sampled simulation of both on this layer's sizes), chosen once: in TRAIN with the reserve
+    (the gates and cells the backward through time needs: the baseline always writes it, the
+    tensorized kernel with ``reserve=True``), in TEST without."""
     operators = ("lstm_forward", "lstm_backward", "add")
     bottoms = (1, 2)
     carries_state = True
@@ -644,16 +644,29 @@ class LSTM(Layer):
         return [self.zeros, self.zeros] if self.continued else []
 
     def set_phase(self, phase):
-        self.algo = "baseline" if phase == "TRAIN" else "tensorized"
+        self.reserve = phase == "TRAIN"
+        self.algo = "tensorized"          # until ``choose`` (its own fallback when LDM is short)
 
     def init(self, rng):
         return [_filler(f, s, s[1] if len(s) == 2 else 1, rng)
                 for f, s in zip(self.fillers, self.param_shapes)]
 
     def choose(self, shapes, config):
-        operator = ("lstm_forward(baseline)+lstm_backward" if self.algo == "baseline"
-                    else "lstm_forward(tensorized)")
-        return Choice(operator, "(T, B, I)", None)
+        """The forward with the smaller estimate (ties: tensorized), its reserve in TRAIN;
+        the predicted time is the forward's (the backward through time is the same whichever
+        forward runs, and has no model yet)."""
+        from ..dnn import lstm_model
+        steps, batch, inputs = shapes[0]
+        hidden = self.param_shapes[2][1]
+        estimates = [lstm_model.estimate_forward(steps, batch, inputs, hidden, DTYPE, algo=algo,
+                                                 reserve=self.reserve, config=config)
+                     for algo in ("tensorized", "baseline")]
+        best = min(estimates, key=lambda e: e.cycles)
+        self.algo = best.algo
+        reserve = ", reserve" if self.reserve and self.algo == "tensorized" else ""
+        operator = f"lstm_forward({self.algo}{reserve})" + (
+            "+lstm_backward" if self.reserve else "")
+        return Choice(operator, "(T, B, I)", best.seconds(config))
 
     def _segments(self, bottoms):
         """[(start, stop, rows that carry their state into ``start``)]: one segment unless
@@ -676,8 +689,9 @@ class LSTM(Layer):
         for start, stop, carried in self._segments(bottoms):
             h0, c0 = (np.where(carried[:, None], state, 0).astype(DTYPE) for state in (h, c))
             (y, h, c), stats = run.op_with_stats(self, "lstm_forward", x=x[start:stop], h0=h0,
-                                                 c0=c0, W=w, R=r, b=b, algo=self.algo)
-            reserve = stats.reserve if self.algo == "baseline" else None
+                                                 c0=c0, W=w, R=r, b=b, algo=self.algo,
+                                                 reserve=self.reserve)
+            reserve = stats.reserve if self.reserve else None
             self.segments.append((start, stop, carried, h0, c0, reserve))
             ys.append(y)
         if self.continued:

@@ -8,7 +8,8 @@
 # (sigmoid, tanh from vmath.inc, c = f c + i g, h = o tanh(c)) runs on the same CPEs on the
 # same LDM blocks. h (as the primitive's A block), c and the gates never leave LDM between
 # steps: per step only I_t (and, when R^T does not fit in LDM, R^T in chunks of KC rows) come
-# in by DMA and h_t goes out (y).
+# in by DMA and h_t goes out (y), or, when the job asks for the reserve (training: what the
+# backward pass needs), the activated gates, c_t and h_t go out in one record (reserve_out).
 #
 # Distribution (mesh 8 x 8, CPE (i, j) = id 8 i + j; Mb = Bp / 8, Hb = Hp / 8, Nb = 4 Hb):
 #   A  (h_{t-1}^T)  Hb x Mb doubles: hidden block j, batch block i   (the primitive's A(i, j))
@@ -51,7 +52,13 @@
 	J_YBUF = 168          # Mb x Hb elements: h_t (then c_T) in memory precision
 	J_RBUF = 176          # KC x Nb doubles
 	J_BBUF = 184          # Nb doubles: this column block's bias
-	JOB_BYTES = 192
+	J_RSV = 192           # memory: the reserve, T x 64 records (Mb x Nb gates, Mb x Hb c,
+	                      # Mb x Hb h), 0: none is written (then y and c_T go to J_Y, J_CT)
+	J_SBUF = 200          # LDM: one record in memory precision (staged reserve), 0: the
+	                      # record is narrowed in C and put from there (in place)
+	J_DEFER = 208         # 1: a staged record's put is issued in the next step's
+	                      # element-wise phase (when the GEMM phase streams R^T by DMA)
+	JOB_BYTES = 216
 
 	# TIMES record (per CPE, cycles by rtc): init, I in + GEMM, element-wise, whole kernel
 	TM_INIT = 0
@@ -76,6 +83,13 @@ I_REPLY:
 	.word	0             # gets of I completed (one per step)
 Y_REPLY:
 	.word	0             # puts of y completed (one per step)
+RSV_REPLY:
+	.word	0             # puts of reserve records completed
+RSV_ISSUED:
+	.word	0             # puts of reserve records issued
+	.align	3
+PENDING:
+	.quad	0             # 1: SBUF holds the previous step's record, not yet put (J_DEFER)
 	.align	3
 MY_ID:	.quad	0
 STEP:	.quad	0             # t
@@ -153,6 +167,37 @@ issue_i:
 	mull	\reg, $29, \reg
 	.endm
 
+# RECORD_BYTES reg: reg = a reserve record's bytes, 6 Mb Hb es. Clobbers $29.
+	.macro	RECORD_BYTES reg
+	MBHB	\reg
+	ldl	$29, JOB + J_ES($31)
+	mull	\reg, $29, \reg
+	mull	\reg, 6, \reg
+	.endm
+
+# RECORD_PART_NARROW field, part (reserve_out): narrow the Mb x Hb doubles at LDM J_<field>
+# to the record at $9, at part x Mb Hb elements.
+	.macro	RECORD_PART_NARROW field, part
+	ldl	$16, JOB + \field($31)
+	MBHB	$18
+	ldl	$19, JOB + J_ES($31)
+	mull	$18, $19, $17
+	mull	$17, \part, $17
+	addl	$9, $17, $17
+	srl	$18, 2, $18
+	bsr	$26, narrow
+	.endm
+
+# RECORD_PART_PUT field, part (reserve_out, float64): put the Mb x Hb doubles at LDM
+# J_<field> to the record's part x Mb Hb elements.
+	.macro	RECORD_PART_PUT field, part
+	ldl	$16, JOB + \field($31)
+	MBHB	$17
+	sll	$17, 3, $17
+	mull	$17, \part, $18
+	bsr	$26, rsv_put_now
+	.endm
+
 # PHASE field: add the cycles since MARK to TIMES + field and start the next phase.
 # Clobbers $1-$3.
 	.macro	PHASE field
@@ -204,6 +249,12 @@ issue_i:
 	vmad	$13, $12, $10, $12
 	vstd	$12, 0($23)
 	.endm
+# CELL_SAVE: CELL, and tanh(g) stored over σ(g) in C's g columns (the reserve's activated g).
+	.macro	CELL_SAVE
+	CELL
+	addl	$24, $9, $25
+	vstd	$11, 0($25)
+	.endm
 # h = o tanh(c): $1 = row of C, $9 = 3 Hb doubles in bytes (o), $2 = row of G (tanh c).
 	.macro	HIDDEN
 	addl	$1, $20, $21
@@ -248,6 +299,9 @@ lstm:
 	stl	$1, MY_ID($31)
 	stw	$31, I_REPLY($31)
 	stw	$31, Y_REPLY($31)
+	stw	$31, RSV_REPLY($31)
+	stw	$31, RSV_ISSUED($31)
+	stl	$31, PENDING($31)
 	stl	$31, TIMES + TM_INIT($31)
 	stl	$31, TIMES + TM_GEMM($31)
 	stl	$31, TIMES + TM_ELEM($31)
@@ -301,8 +355,13 @@ lstm:
 	PHASE	TM_INIT
 
 .Lstep:
-	# ---- I_t + b into C ----
-	ldl	$1, JOB + J_PRE($31)
+	# ---- I_t + b into C (a reserve record put from C must have left it) ----
+	ldl	$1, JOB + J_SBUF($31)
+	bne	$1, 1f
+	ldl	$1, JOB + J_RSV($31)
+	beq	$1, 1f
+	bsr	$26, wait_rsv
+1:	ldl	$1, JOB + J_PRE($31)
 	bne	$1, 1f
 	bsr	$26, stage_in_c          # no prefetch: the get lands at the top of C
 	mov	$0, $17
@@ -393,7 +452,10 @@ lstm:
 
 .Lelementwise:
 	PHASE	TM_GEMM
-	# G = g columns of C (row r: C + r Nb + 2 Hb)
+	ldl	$1, PENDING($31)
+	beq	$1, 1f
+	bsr	$26, put_pending         # the engine is free of R^T until the next step
+1:	# G = g columns of C (row r: C + r Nb + 2 Hb)
 	ldl	$1, JOB + J_C($31)
 	ldl	$2, JOB + J_G($31)
 	ldl	$3, JOB + J_MB($31)
@@ -426,7 +488,12 @@ lstm:
 	srl	$4, 2, $4
 	sll	$4, 5, $6
 	sll	$4, 7, $7
+	ldl	$5, JOB + J_RSV($31)
+	bne	$5, 5f
 	ROW_LOOP CELL
+	br	6f
+5:	ROW_LOOP CELL_SAVE
+6:
 	# G = tanh(c); h = o tanh(c) into G
 	ldl	$16, JOB + J_CST($31)
 	ldl	$17, JOB + J_G($31)
@@ -443,6 +510,8 @@ lstm:
 	sll	$4, 5, $6
 	sll	$4, 7, $7
 	ROW_LOOP HIDDEN
+	ldl	$1, JOB + J_RSV($31)
+	bne	$1, 2f
 	# y_t: wait for the put of y_{t-1} to leave YBUF, round h into it, put it
 	ldl	$1, STEP($31)
 	WAIT_COUNT Y_REPLY, $1
@@ -451,8 +520,9 @@ lstm:
 	ldl	$16, STEP($31)
 	ldl	$17, JOB + J_Y($31)
 	bsr	$26, put_block           # y + (t 64 + id) Mb Hb es
-	# A = h^T for the next step
-	bsr	$26, transpose_h
+	br	3f
+2:	bsr	$26, reserve_out         # h_t in the record, with the gates and c_t
+3:	bsr	$26, transpose_h         # A = h^T for the next step
 	PHASE	TM_ELEM
 	ldl	$1, STEP($31)
 	addl	$1, 1, $1
@@ -461,7 +531,12 @@ lstm:
 	cmplt	$1, $2, $2
 	bne	$2, .Lstep
 
-	# ---- c_T out, the times, return ----
+	# ---- c_T out (without the reserve: with it, it is the last record's), the times ----
+	ldl	$1, PENDING($31)
+	beq	$1, 1f
+	bsr	$26, put_pending
+1:	ldl	$1, JOB + J_RSV($31)
+	bne	$1, 2f
 	ldl	$1, STEP($31)
 	WAIT_COUNT Y_REPLY, $1
 	ldl	$16, JOB + J_CST($31)
@@ -472,6 +547,7 @@ lstm:
 	ldl	$1, STEP($31)
 	addl	$1, 1, $1
 	WAIT_COUNT Y_REPLY, $1
+2:	bsr	$26, wait_rsv
 	rtc	$1
 	ldl	$2, TIMES + TM_TOTAL($31)
 	subl	$1, $2, $2
@@ -546,6 +622,98 @@ put_block:
 	dma	$7, $5, $6
 	ret
 	.end	put_block
+
+# wait_rsv: spin until every reserve put issued has completed (leaf: clobbers $1, $2).
+	.ent	wait_rsv
+wait_rsv:
+	ldw	$1, RSV_ISSUED($31)
+	WAIT_COUNT RSV_REPLY, $1
+	ret
+	.end	wait_rsv
+
+# reserve_out: the record of step t on this CPE in memory precision, the activated gates (C,
+# Mb x Nb), c_t (CST) and h_t (G, Mb x Hb each): 6 Mb Hb elements, whole 128-byte lines (Mb Hb
+# is a multiple of 16), at J_RSV + (t 64 + id) 6 Mb Hb es; h_t goes out only here (y), and c_T
+# is the last record's. Its puts travel while the next step computes. Staged (J_SBUF): wait
+# for the previous record to leave SBUF, narrow the three into it, one put (now, or in the
+# next step's element-wise phase: J_DEFER). In place: narrow C in place, c_t and h_t behind
+# it (float32: the record takes 3/4 of C), one put; float64 needs no narrowing: C, CST and G
+# are put as they are, three puts. The next step waits for them before it writes C.
+	.ent	reserve_out
+reserve_out:
+	mov	$26, $15
+	ldl	$9, JOB + J_SBUF($31)
+	beq	$9, 1f
+	bsr	$26, wait_rsv
+	br	2f
+1:	ldl	$9, JOB + J_C($31)       # in place
+	ldl	$1, JOB + J_ES($31)
+	cmpeq	$1, 8, $1
+	beq	$1, 2f
+	mov	$9, $16                  # float64: put C, CST and G
+	MBHB	$17
+	sll	$17, 5, $17              # Mb Nb 8 bytes
+	mov	$31, $18
+	bsr	$26, rsv_put_now
+	RECORD_PART_PUT J_CST, 4
+	RECORD_PART_PUT J_G, 5
+	mov	$15, $26
+	ret
+2:	ldl	$16, JOB + J_C($31)      # narrow C to $9, CST and G behind it, one put (or later)
+	mov	$9, $17
+	MBHB	$18                      # Mb Nb / 4 vectors
+	ldl	$19, JOB + J_ES($31)
+	bsr	$26, narrow
+	RECORD_PART_NARROW J_CST, 4
+	RECORD_PART_NARROW J_G, 5
+	ldl	$1, JOB + J_DEFER($31)
+	beq	$1, 3f
+	ldi	$1, 1
+	stl	$1, PENDING($31)
+	mov	$15, $26
+	ret
+3:	mov	$9, $16
+	RECORD_BYTES $17
+	mov	$31, $18
+	bsr	$26, rsv_put_now
+	mov	$15, $26
+	ret
+	.end	reserve_out
+
+# put_pending: put SBUF, the record of the step before STEP.
+	.ent	put_pending
+put_pending:
+	stl	$31, PENDING($31)
+	ldl	$16, JOB + J_SBUF($31)
+	RECORD_BYTES $17
+	mov	$31, $18
+	ldl	$19, STEP($31)
+	subl	$19, 1, $19
+	br	rsv_put
+	.end	put_pending
+
+# rsv_put(src = $16, bytes = $17, offset = $18, step = $19 (rsv_put_now: STEP)): put bytes
+# from LDM src to the reserve record of (step, this CPE) + offset, counted on RSV_REPLY /
+# RSV_ISSUED. Leaf: clobbers $1-$7, $29.
+	.ent	rsv_put
+rsv_put_now:
+	ldl	$19, STEP($31)
+rsv_put:
+	RECORD_BYTES $1
+	ldl	$4, MY_ID($31)
+	sll	$19, 6, $5
+	addl	$5, $4, $5
+	mull	$5, $1, $5
+	ldl	$6, JOB + J_RSV($31)
+	addl	$6, $5, $6
+	addl	$6, $18, $6
+	MAKE_DESC $7, DMA_PUT, 0($17), RSV_REPLY
+	dma	$7, $6, $16
+	ldw	$1, RSV_ISSUED($31)
+	addl	$1, 1, $1
+	stw	$1, RSV_ISSUED($31)
+	ret
+	.end	rsv_put
 
 # transpose_h: A (Hb x Mb) = G (Mb x Hb), four elements at a time along a row of G.
 	.ent	transpose_h
