@@ -400,7 +400,7 @@ def lstm_forward(x, h0, c0, W, R, b, *, algo: str = "tensorized", reserve: bool 
     return (y, h, c), chip(per_cg, **details)
 
 
-def _backward_steps(dy, x, h0, c0, W, R, b, dh, dc, reserve, machine, engine):
+def backward_steps(dy, x, h0, c0, W, R, b, dh, dc, reserve, machine, engine):
     """The recurrence of the backward pass over one slice of the batch: per step (t = T-1 ..
     0) the cell kernel gives the gates' pre-activation gradients dG_t and dc_{t-1}, and one
     swGEMM dh_{t-1} = dG_t R. Returns (dG (T, B, 4H), dh0, dc0, the forward's y, the
@@ -471,7 +471,7 @@ def lstm_backward(dy, x, h0, c0, W, R, b, *, dh_n=None, dc_n=None, reserve=None,
     for lo, hi in slices:
         part = None if reserve is None else Reserve(
             *(getattr(reserve, f)[:, lo:hi] for f in ("y", "gates", "c")))
-        d_pre[:, lo:hi], dh[lo:hi], dc[lo:hi], y[:, lo:hi], parts = _backward_steps(
+        d_pre[:, lo:hi], dh[lo:hi], dc[lo:hi], y[:, lo:hi], parts = backward_steps(
             np.ascontiguousarray(dy[:, lo:hi]), np.ascontiguousarray(x[:, lo:hi]), h0[lo:hi],
             c0[lo:hi], W, R, b, np.ascontiguousarray(grads["dh_n"][lo:hi]),
             np.ascontiguousarray(grads["dc_n"][lo:hi]), part, machine, engine)

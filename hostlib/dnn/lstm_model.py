@@ -12,6 +12,11 @@ The time steps are identical work, so neither algorithm is simulated for all T:
   size, on 2 and 3 of its blocks of rows (the first fills the double buffer);
   gemm(T) = g(2) + (blocks - 2) (g(3) - g(2)).
 - baseline: two steps (8 swGEMMs + 1 cell launch each); total = step 0 + (T - 1) step 1.
+``lstm_backward`` (given the forward's reserve) is estimated the same way: its recurrence (per
+step a cell-backward launch and the swGEMM dh = dG R) runs for LOOP_SAMPLES steps on a
+synthetic reserve, loop(T) = loop(2) + (T - 2) (loop(3) - loop(2)); the four products over
+all steps (dW, dR, db, dx) are swGEMM's model's predictions for them (``gemm_plan``), since
+their size grows with T.
 The samples depend on (B, I, H), the precision and the configuration, not on T, and are
 simulated once per process (cached). Inputs are random in PyTorch's initialisation range
 (the cycles do not depend on the values). ``check``, when given, is called on every sampled
@@ -28,6 +33,7 @@ import numpy as np
 
 from ...vm import Machine
 from ..blas import gemm, gemm_model
+from ..blas.swgemm import gemm_plan
 from . import lstm
 
 # Steps the time-loop kernel is simulated for: two of warm-up, then one sampled step.
@@ -46,9 +52,6 @@ class Estimate:
     elementwise: float
     algo: str
     plan: Optional[lstm.Plan] = None
-
-    def seconds(self, config) -> float:
-        return self.cycles / config.clock_hz
 
 
 def launch_cycles(stats) -> int:
@@ -188,3 +191,44 @@ def estimate_forward(steps, batch, inputs, hidden, dtype, *, algo, reserve=False
         if found is not None:
             return found
     return baseline(steps, batch, inputs, hidden, dtype, config=config, engine=engine)
+
+
+def backward(steps, batch, inputs, hidden, dtype, *, config=None, engine="c") -> float:
+    """Cycles (spawns included) of ``lstm_backward`` on one CG given the forward's reserve:
+    the recurrence sampled, the products predicted (module docstring)."""
+    config = config or Machine().config
+    dtype = np.dtype(dtype)
+    first, second = _backward_loop_samples(batch, inputs, hidden, dtype.str, config, engine)
+    rows = steps * batch
+
+    def product(a, b, trans_a=False):
+        predicted, _, _, _ = gemm_plan(np.empty(a, dtype), np.empty(b, dtype),
+                                       trans_a=trans_a, config=config)
+        return predicted + config.spawn_cycles
+
+    products = (product((rows, 4 * hidden), (rows, inputs), trans_a=True)       # dW
+                + product((rows, 4 * hidden), (rows, hidden), trans_a=True)     # dR
+                + product((1, rows), (rows, 4 * hidden))                        # db
+                + product((rows, 4 * hidden), (4 * hidden, inputs)))            # dx
+    return _linear(first, second, steps, LOOP_SAMPLES[0]) + products
+
+
+@functools.lru_cache(maxsize=None)
+def _backward_loop_samples(batch, inputs, hidden, dtype, config, engine):
+    """The backward recurrence's cycles after LOOP_SAMPLES steps, on a reserve of activated
+    gates in (0, 1) and cells in (-1, 1) (the cycles do not depend on the values)."""
+    rng = np.random.default_rng(batch * hidden + 1)
+    steps = LOOP_SAMPLES[-1]
+    x, h0, c0, W, R, b = sample_arrays(rng, steps, batch, inputs, hidden, dtype)
+    reserve = lstm.Reserve(rng.uniform(-1, 1, (steps, batch, hidden)).astype(dtype),
+                           rng.uniform(0, 1, (steps, batch, 4 * hidden)).astype(dtype),
+                           rng.uniform(-1, 1, (steps, batch, hidden)).astype(dtype))
+    dy = rng.uniform(-1, 1, (steps, batch, hidden)).astype(dtype)
+    zeros = np.zeros((batch, hidden), dtype)
+    cycles = []
+    for n in LOOP_SAMPLES:
+        part = lstm.Reserve(*(a[:n] for a in (reserve.y, reserve.gates, reserve.c)))
+        *_, launches = lstm.backward_steps(dy[:n], x[:n], h0, c0, W, R, b, zeros, zeros,
+                                            part, Machine(config), engine)
+        cycles.append(sum(launch_cycles(stats) for stats in launches))
+    return tuple(cycles)

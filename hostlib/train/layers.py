@@ -653,8 +653,8 @@ class LSTM(Layer):
 
     def choose(self, shapes, config):
         """The forward with the smaller estimate (ties: tensorized), its reserve in TRAIN;
-        the predicted time is the forward's (the backward through time is the same whichever
-        forward runs, and has no model yet)."""
+        the predicted time is the forward's, plus in TRAIN the backward through time's (the
+        same whichever forward runs)."""
         from ..dnn import lstm_model
         steps, batch, inputs = shapes[0]
         hidden = self.param_shapes[2][1]
@@ -666,7 +666,9 @@ class LSTM(Layer):
         reserve = ", reserve" if self.reserve and self.algo == "tensorized" else ""
         operator = f"lstm_forward({self.algo}{reserve})" + (
             "+lstm_backward" if self.reserve else "")
-        return Choice(operator, "(T, B, I)", best.seconds(config))
+        cycles = best.cycles + (lstm_model.backward(steps, batch, inputs, hidden, DTYPE,
+                                                    config=config) if self.reserve else 0)
+        return Choice(operator, "(T, B, I)", cycles / config.clock_hz)
 
     def _segments(self, bottoms):
         """[(start, stop, rows that carry their state into ``start``)]: one segment unless
