@@ -6,7 +6,7 @@ import pytest
 
 from swsim import Machine
 from swsim.cli import main
-from swsim.hostlib import train
+from swsim.hostlib import dnn, train
 from swsim.hostlib.train import layers
 from swsim.hostlib.train.layout import physical
 from swsim.hostlib.train.net import Run
@@ -141,3 +141,16 @@ def test_the_cli_explains_layouts_and_transforms_per_core_group(spec, tmp_path, 
     for transform in planned.transforms():
         assert transform.row in table
     assert "2x8x6x6" in table and "Transform" in table and "backward_filter" in table
+
+
+def test_a_small_transform_is_predicted_by_simulating_it_a_large_one_by_the_stream():
+    from swsim.hostlib.train.common import stream_seconds
+    from swsim.hostlib.train.layout import SIMULATED_BYTES, Transform
+    config = Machine().config
+    small = Transform("x", "NCHW", "RCNB", (16, 16, 4, 4), "forward")
+    ran = dnn.transform(np.zeros((16, 16, 4, 4), np.float32), "NCHW", "RCNB")[1]
+    assert small.predicted_seconds(config) == ran.seconds
+    large = Transform("x", "NCHW", "RCNB", (32, 64, 32, 32), "forward")
+    nbytes = 32 * 64 * 32 * 32 * 4
+    assert nbytes > SIMULATED_BYTES
+    assert large.predicted_seconds(config) == 2 * stream_seconds(2 * nbytes, config)
