@@ -306,3 +306,69 @@ def test_folds_of_folds(monkeypatch):
     assert stats.pieces.per_channel > 9 and stats.pieces.segments > 1
     folds = [p for p in stats.parts if p.op == "bn_fold_stats"]
     assert len(folds) >= 3
+
+
+def laid_out(a, layout):
+    """a (B, C, H, W) with its axes in `layout`'s order (the bytes a layout holds)."""
+    return np.ascontiguousarray(a.transpose(["NCHW".index(c) for c in dnn.LAYOUTS[layout]]))
+
+
+def nchw(a, layout):
+    """The inverse of laid_out."""
+    return a.transpose(np.argsort(["NCHW".index(c) for c in dnn.LAYOUTS[layout]]))
+
+
+@settings(max_examples=25, deadline=None)
+@given(dtype=st.sampled_from(DTYPES), layout=st.sampled_from(list(dnn.LAYOUTS)),
+       b=st.integers(1, 5), c=st.integers(1, 9), h=st.integers(1, 6), w=st.integers(1, 6),
+       training=st.booleans(), seed=st.integers(0, 2 ** 32 - 1), resident=st.booleans())
+def test_layouts_against_the_reference_and_the_nchw_path(dtype, layout, b, c, h, w, training,
+                                                         seed, resident):
+    """x (and dy) laid out as `layout`: the statistics are per channel wherever C is, y and
+    dx come back in the layout, and everything equals the NCHW path's results within float
+    reassociation (the sums run in double in another order: the pieces differ)."""
+    if b * h * w < 2:
+        return
+    rng = np.random.default_rng(seed)
+    x, gamma, beta, rm, rv = inputs(rng, (b, c, h, w), dtype, 2.0, 1.0)
+    dy = rng.normal(size=x.shape).astype(dtype)
+    n = b * h * w
+    with scheme(resident):
+        got, stats = dnn.batchnorm_forward(laid_out(x, layout), gamma, beta, rm, rv,
+                                           training=training, layout=layout)
+        nchw_path, _ = dnn.batchnorm_forward(x, gamma, beta, rm, rv, training=training)
+        assert got[0].shape == laid_out(x, layout).shape and stats.layout == layout
+        want = forward_reference(x, gamma, beta, rm, rv, training=training)
+        for mine, theirs, ref in zip((nchw(got[0], layout),) + got[1:], nchw_path, want):
+            magnitude = np.abs(ref).max() + 1
+            close(mine, ref, dtype, magnitude * (1 + n * 2.0 ** -40), roundings=8 + n)
+            close(mine, theirs, dtype, magnitude * (1 + n * 2.0 ** -40), roundings=16 + 2 * n)
+        mean, invstd = nchw_path[3], nchw_path[4]
+        grads, stats = dnn.batchnorm_backward(laid_out(dy, layout), laid_out(x, layout), gamma,
+                                              mean, invstd, layout=layout)
+        nchw_grads, _ = dnn.batchnorm_backward(dy, x, gamma, mean, invstd)
+    assert stats.layout == layout
+    scale = (np.abs(dy).sum() + 1) * (np.abs(invstd).max() + 1) * (np.abs(gamma).max() + 1)
+    for mine, theirs, ref in zip((nchw(grads[0], layout),) + grads[1:], nchw_grads,
+                                 backward_reference(dy, x, gamma, mean, invstd)):
+        close(mine, ref, dtype, scale, roundings=8 + 2 * n)
+        close(mine, theirs, dtype, scale, roundings=16 + 4 * n)
+
+
+@pytest.mark.parametrize("layout, view", [("NCHW", (4, 6, 5, 8)), ("CNHW", (1, 6, 1, 160)),
+                                          ("RCNB", (40, 6, 1, 4)), ("NHWC", (160, 6, 1, 1))])
+def test_a_layout_is_the_nchw_view_of_its_axes_around_c(layout, view):
+    """What the kernels see: the axes before C as images, those after it as one plane."""
+    shape = laid_out(np.zeros((4, 6, 5, 8)), layout).shape
+    assert batchnorm.view(shape, layout) == view
+
+
+def test_layout_errors():
+    x = np.zeros((2, 3, 4, 4), np.float32)
+    c = np.ones(3, np.float32)
+    with pytest.raises(dnn.DnnError, match="unknown layout 'NCWH'"):
+        dnn.batchnorm_forward(x, c, c, c, c, layout="NCWH")
+    with pytest.raises(dnn.DnnError, match=r"x must be \(C, B, H, W\) \(layout CNHW\)"):
+        dnn.batchnorm_backward(x[0], x[0], c, c, c, layout="CNHW")
+    with pytest.raises(dnn.DnnError, match=r"gamma must have shape \(4,\)"):
+        dnn.batchnorm_forward(x, c, c, c, c, layout="NHWC")      # C is NHWC's last axis

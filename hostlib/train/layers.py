@@ -353,7 +353,10 @@ class Convolution(Layer):
 
 
 class Pooling(Layer):
+    """Pools every (H, W) plane: in NCHW or CNHW, whose planes are the innermost two axes
+    (the operators take any leading axes), the blob is taken as it comes."""
     operators = ("pool2d_forward", "pool2d_backward")
+    layouts = (CANONICAL, "CNHW")
 
     def setup(self, shapes):
         (shape,) = shapes
