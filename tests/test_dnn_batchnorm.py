@@ -244,7 +244,9 @@ def test_any_shape_and_core_groups_agree(dtype, shape, resident):
     #                                partial one)
     ((100, 3, 2, 2), (3, 3), 2),   # more pieces than CPEs: two slots per CPE
     ((2, 3, 1, 4), (3, 3), 1),     # one-vector planes, a tile beyond the channels
-    ((3, 2, 40, 36), (1, 1), 1)])  # whole planes, pieces on 3 x 2 CPEs
+    ((3, 2, 40, 36), (1, 1), 1),   # whole planes, pieces on 3 x 2 CPEs
+    ((100, 40, 1, 8), (32, 32), 2)])   # B >= 64 (RCNB's H W "images"): pieces of as many
+#                                    planes as fit (not the fewest whole lines), a partial tile
 def test_resident_tiles(dtype, shape, planes, slots):
     """The resident scheme's other geometries (several channels per piece and tile, partial
     tiles, several slots) against the references; cgs = 3 and the tiles one at a time give

@@ -99,6 +99,10 @@ def _tiles(config, shape, es, budget):
     if plane % 4 == 0:        # whole planes start on vectors: several channels per piece
         planes = min(channels, next(m for m in range(1, 9) if m * plane * es % line == 0))
         per_image = min(ceil(cpes, batch), ceil(channels, planes), MAX_TILE // planes)
+        if per_image == 1:    # the images give every CPE a piece: the largest pieces that fit
+            planes = next((m for m in range(min(channels, MAX_TILE) // planes * planes,
+                                            planes, -planes) if fitting(batch, m * plane)),
+                          planes)
         fit = fitting(batch * per_image, planes * plane)
         if fit:
             return Tiles(planes * per_image, planes, 0, per_image, *fit)
