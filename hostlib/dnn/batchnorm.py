@@ -42,7 +42,7 @@ MAX_FOLD = 512                # records one fold unit combines, at most (and wha
 # The layouts whose channel runs (the axes after C) the kernels read at DMA speed for the
 # shapes of a training step: NCHW (planes), CNHW (each channel one contiguous run), RCNB (runs
 # of the batch). Every layout of LAYOUTS is computed right; NHWC's runs are single elements
-# (strided DMA of one element each: 2-3 % of the stream bound, 10-30x a transform to NCHW).
+# (strided DMA of one element each: 2-3 % of the stream bound, 13-20x a transform to NCHW).
 NATIVE_LAYOUTS = ("NCHW", "CNHW", "RCNB")
 GROUP_KERNEL = Kernel(("dnn/batchnorm_group.s",), "bn_group", "bn_group_ldm_end")
 MAX_TILE, MAX_SLOTS = GROUP_KERNEL.symbol("MAX_TILE"), GROUP_KERNEL.symbol("MAX_SLOTS")
@@ -52,7 +52,7 @@ MAX_TILE, MAX_SLOTS = GROUP_KERNEL.symbol("MAX_TILE"), GROUP_KERNEL.symbol("MAX_
 class Tiles:
     """How the resident scheme cuts x (kernels/dnn/batchnorm_group.s): tiles of `channels`
     consecutive channels, each image's part of a tile cut into `per_image` pieces of `planes`
-    whole planes or (planes = 0, one channel per tile) of `segment` elements; a CPE holds up
+    whole planes or (planes = 0) of `segment` elements of a plane; a CPE holds up
     to `slots` pieces per stream in slots of `slot_bytes`, for `parities` tiles at a time
     (2: double-buffered; 1: a tile's gets, compute and puts in turn)."""
     channels: int
@@ -96,6 +96,7 @@ def _tiles(config, shape, es, budget):
         slots, slot = ceil(pieces, cpes), align(elements * es)
         return (slots, slot) if slots <= MAX_SLOTS and slots * slot <= budget else None
 
+    whole = None
     if plane % 4 == 0:        # whole planes start on vectors: several channels per piece
         planes = min(channels, next(m for m in range(1, 9) if m * plane * es % line == 0))
         per_image = min(ceil(cpes, batch), ceil(channels, planes), MAX_TILE // planes)
@@ -105,12 +106,25 @@ def _tiles(config, shape, es, budget):
                           planes)
         fit = fitting(batch * per_image, planes * plane)
         if fit:
-            return Tiles(planes * per_image, planes, 0, per_image, *fit)
-    step = line // es         # segments of whole lines, one channel per tile
-    segment = min(plane, ceil(ceil(plane, ceil(cpes, batch)), step) * step)
-    per_image = ceil(plane, segment)
-    fit = fitting(batch * per_image, segment)
-    return Tiles(1, 0, segment, per_image, *fit) if fit else None
+            whole = Tiles(planes * per_image, planes, 0, per_image, *fit)
+    # segments of whole lines of M channels' planes, about a piece per CPE, M as large as
+    # keeps 8 tiles (each tile's group sums and finish are paid once for its M channels;
+    # fewer, larger tiles would leave the first tile's gets and the last one's puts exposed)
+    step = line // es
+    for m in range(min(MAX_TILE, max(1, channels // 8)), 0, -1):
+        segment = min(plane, ceil(ceil(plane, ceil(cpes, batch * m)), step) * step)
+        per_plane = ceil(plane, segment)
+        fit = fitting(batch * per_plane * m, segment)
+        if fit:
+            cut = Tiles(m, 0, segment, per_plane * m, *fit)
+            break
+    else:
+        return whole
+    # whole planes unless segments keep more CPEs busy (B = 1, CNHW's one image: whole
+    # planes would be a piece per channel)
+    if whole and batch * whole.per_image >= min(cpes, batch * cut.per_image):
+        return whole
+    return cut
 
 
 @dataclass(frozen=True)
