@@ -159,7 +159,7 @@ def test_constant_channels_and_edge_values(dtype, resident):
 @pytest.mark.parametrize("shape, backward, resident", [
     ((2, 5, 4, 4), True, True),                                       # resident, 2 tiles
     ((2, 5, 4, 4), True, "one at a time"),                            # ... single-buffered
-    ((1, 17, 2, 60), True, True),            # segments of 2 channels per tile, a partial tile
+    ((2, 40, 3, 5), True, True),             # segments (whole planes) of 5 channels per tile
     ((3, 4, 5, 3), False, False),                                     # planes
     pytest.param((3, 6, 2, 4), True, False, marks=pytest.mark.slow)])  # channel pieces (~20 s)
 def test_engines_agree(shape, backward, resident):
@@ -245,9 +245,10 @@ def test_any_shape_and_core_groups_agree(dtype, shape, resident):
     #                                partial one)
     ((100, 3, 2, 2), (3, 3), 2),   # more pieces than CPEs: two slots per CPE
     ((2, 3, 1, 4), (3, 3), 1),     # one-vector planes, a tile beyond the channels
-    ((3, 2, 40, 36), (0, 0), 1),   # segments on 45 CPEs, not whole planes on 3 x 2
-    ((1, 20, 4, 100), (0, 0), 1),  # B = 1 (CNHW's view): tiles of 2 channels' segments (of
-    #                                whole lines, a partial last one), 26 pieces, not 10 planes
+    ((3, 2, 40, 36), (0, 0), 1),   # segments on 18 CPEs (f64: 36), not whole planes on 3 x 2
+    ((1, 16, 16, 256), (0, 0), 1),  # B = 1 (CNHW's view): tiles of 2 channels' segments,
+    #                                 32 pieces, not 16 planes
+    ((2, 40, 3, 5), (0, 0), 1),    # planes of 15 elements: tiles of 5 channels' planes
     ((100, 40, 1, 8), (32, 32), 2)])   # B >= 64 (RCNB's H W "images"): pieces of as many
 #                                    planes as fit (not the fewest whole lines), a partial tile
 def test_resident_tiles(dtype, shape, planes, slots):

@@ -46,6 +46,7 @@ MAX_FOLD = 512                # records one fold unit combines, at most (and wha
 NATIVE_LAYOUTS = ("NCHW", "CNHW", "RCNB")
 GROUP_KERNEL = Kernel(("dnn/batchnorm_group.s",), "bn_group", "bn_group_ldm_end")
 MAX_TILE, MAX_SLOTS = GROUP_KERNEL.symbol("MAX_TILE"), GROUP_KERNEL.symbol("MAX_SLOTS")
+MIN_SEGMENT_BYTES = 1024      # resident segments: smaller ones cost more in tiles than CPEs give
 
 
 @dataclass(frozen=True)
@@ -107,12 +108,14 @@ def _tiles(config, shape, es, budget):
         fit = fitting(batch * per_image, planes * plane)
         if fit:
             whole = Tiles(planes * per_image, planes, 0, per_image, *fit)
-    # segments of whole lines of M channels' planes, about a piece per CPE, M as large as
-    # keeps 8 tiles (each tile's group sums and finish are paid once for its M channels;
-    # fewer, larger tiles would leave the first tile's gets and the last one's puts exposed)
+    # segments of whole lines of M channels' planes, about a piece per CPE but none under
+    # MIN_SEGMENT_BYTES, M as large as keeps 8 tiles (each tile's group sums and finish are
+    # paid once for its M channels; fewer, larger tiles would leave the first tile's gets and
+    # the last one's puts exposed)
     step = line // es
+    least = ceil(MIN_SEGMENT_BYTES // es, step) * step
     for m in range(min(MAX_TILE, max(1, channels // 8)), 0, -1):
-        segment = min(plane, ceil(ceil(plane, ceil(cpes, batch * m)), step) * step)
+        segment = min(plane, max(least, ceil(ceil(plane, ceil(cpes, batch * m)), step) * step))
         per_plane = ceil(plane, segment)
         fit = fitting(batch * per_plane * m, segment)
         if fit:
