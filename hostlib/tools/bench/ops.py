@@ -233,10 +233,14 @@ class BatchNormCase:
     def round_size(self, config):
         es = np.dtype(self.dtype).itemsize
         if self.mode != "infer":
-            layout = batchnorm.tiles(config, self._view(self.shape[1]), es,
-                                     2 if self.mode == "backward" else 1)
-            if layout:
-                return layout.channels
+            streams = 2 if self.mode == "backward" else 1
+            layout = batchnorm.tiles(config, self._view(self.shape[1]), es, streams)
+            if layout:      # tiles, doubled until the samples get the full map's tiles (a
+                channels = layout.channels      # segment tile's M depends on the channels)
+                while channels < self.shape[1] and layout != batchnorm.tiles(
+                        config, self._view(SAMPLE_ROUNDS[0] * channels), es, streams):
+                    channels *= 2
+                return channels
         streams = 3 if self.mode == "backward" else 2
 
         def cut(channels):      # the pieces but their count along the channels
