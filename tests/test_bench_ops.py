@@ -19,6 +19,10 @@ def test_batchnorm_and_softmax_cases():
     of a full run; softmax runs whole (no extrapolation error to report)."""
     bn = ops.measure(ops.BatchNormCase("bn, small", (8, 96, 12, 12), "train"), "c", 30.9)
     assert abs(bn.validation_error) < 0.03 and 0 < bn.ratio < 1
+    for layout, mode in (("CNHW", "backward"), ("RCNB", "train")):   # the layout's own tiles
+        case = ops.BatchNormCase(f"bn, small, {layout}", (8, 96, 12, 12), mode, layout=layout)
+        other = ops.measure(case, "c", 30.9)
+        assert abs(other.validation_error) < 0.03 and 0 < other.ratio < 1
     softmax = ops.measure(ops.SoftmaxCase("softmax, small", 16, 100), "c", 30.9)
     assert softmax.validation_error is None
     table = ops.format_table([bn, softmax])

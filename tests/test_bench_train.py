@@ -61,3 +61,46 @@ def test_sampled_layer_matches_a_full_simulation(estimated):
     module.forward(geo, x, w, None, est.machine, stats, "c")
     # every phase (implicit's weight rearrangement too) is in the estimate
     assert seconds == pytest.approx(stats.cycles / config.clock_hz, rel=0.03)
+
+
+class LayoutsOnly(tn.Estimator):
+    """Every cost 1 s, the conv algorithms' layouts given per (n_i, n_o): the layout chain
+    alone, nothing simulated."""
+
+    def __init__(self, layouts):
+        super().__init__()
+        self.layouts, self.cases = layouts, []
+
+    def stream(self, case):
+        self.cases.append(case)
+        return 1.0
+
+    def gemm(self, m, n, k, **layout):
+        return 1.0
+
+    def conv(self, geo, direction):
+        return 1.0, "fake", self.layouts[geo.n_i, geo.n_o], "sampled"
+
+
+def test_bn_and_pooling_take_their_bottoms_layout_where_their_operators_do():
+    """BN in the convs' CNHW or RCNB (the batchnorm kernels' NATIVE_LAYOUTS) and pooling in
+    CNHW: no transform between them and the convs around; a conv in NHWC gets its y
+    transformed (BN takes NCHW there); an NCHW layer (FC) ends the chain."""
+    net = tn.Network("chain", BATCH, 1.0, "-", (
+        tn.Conv("c1", 3, 8, 8, 3, pad=1, first=True), tn.BN("b1", 8, 8),
+        tn.Stream("r1", "relu", 8, 8), tn.Conv("c2", 8, 16, 8, 3, pad=1), tn.BN("b2", 16, 8),
+        tn.Pool("p2", 16, 8, 2, 2), tn.Conv("c3", 16, 24, 4, 1), tn.BN("b3", 24, 4),
+        tn.Conv("c4", 24, 32, 4, 1), tn.BN("b4", 32, 4), tn.FC("fc", 32 * 16, 10)))
+    est = LayoutsOnly({(3, 8): "CNHW", (8, 16): "CNHW", (16, 24): "RCNB", (24, 32): "NHWC"})
+    costs = tn.layer_costs(net, 8, est)
+    transforms = {(c.layer, c.what.split(" NCHW")[0]) for c in costs
+                  if c.klass == "layout transforms"}
+    assert transforms == {
+        ("c1", "transform forward x"),                                          # the data
+        ("p2", "transform forward y"), ("p2", "transform backward_data dy"),    # CNHW | RCNB
+        ("c3", "transform forward x"), ("c3", "transform backward_data dx"),
+        ("b3", "transform forward y"), ("b3", "transform backward_data dy"),    # RCNB | NHWC
+        ("c4", "transform forward x"), ("c4", "transform backward_data dx"),
+        ("c4", "transform forward y"), ("c4", "transform backward_data dy")}    # NHWC | NCHW
+    layouts = {case.name: case.layout for case in est.cases if isinstance(case, ops.BatchNormCase)}
+    assert layouts == {"b1": "CNHW", "b2": "CNHW", "b3": "RCNB", "b4": "NCHW"}

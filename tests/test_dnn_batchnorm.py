@@ -159,6 +159,7 @@ def test_constant_channels_and_edge_values(dtype, resident):
 @pytest.mark.parametrize("shape, backward, resident", [
     ((2, 5, 4, 4), True, True),                                       # resident, 2 tiles
     ((2, 5, 4, 4), True, "one at a time"),                            # ... single-buffered
+    ((2, 40, 3, 5), True, True),             # segments (whole planes) of 5 channels per tile
     ((3, 4, 5, 3), False, False),                                     # planes
     pytest.param((3, 6, 2, 4), True, False, marks=pytest.mark.slow)])  # channel pieces (~20 s)
 def test_engines_agree(shape, backward, resident):
@@ -244,10 +245,15 @@ def test_any_shape_and_core_groups_agree(dtype, shape, resident):
     #                                partial one)
     ((100, 3, 2, 2), (3, 3), 2),   # more pieces than CPEs: two slots per CPE
     ((2, 3, 1, 4), (3, 3), 1),     # one-vector planes, a tile beyond the channels
-    ((3, 2, 40, 36), (1, 1), 1)])  # whole planes, pieces on 3 x 2 CPEs
+    ((3, 2, 40, 36), (0, 0), 1),   # segments on 18 CPEs (f64: 36), not whole planes on 3 x 2
+    ((1, 16, 16, 256), (0, 0), 1),  # B = 1 (CNHW's view): tiles of 2 channels' segments,
+    #                                 32 pieces, not 16 planes
+    ((2, 40, 3, 5), (0, 0), 1),    # planes of 15 elements: tiles of 5 channels' planes
+    ((100, 40, 1, 8), (32, 32), 2)])   # B >= 64 (RCNB's H W "images"): pieces of as many
+#                                    planes as fit (not the fewest whole lines), a partial tile
 def test_resident_tiles(dtype, shape, planes, slots):
-    """The resident scheme's other geometries (several channels per piece and tile, partial
-    tiles, several slots) against the references; cgs = 3 and the tiles one at a time give
+    """The resident scheme's other geometries (several channels per piece and tile, segments
+    of several channels' planes, partial tiles, several slots) against the references; cgs = 3 and the tiles one at a time give
     cgs = 1's bits."""
     rng = np.random.default_rng(len(shape) + shape[1])
     x, gamma, beta, rm, rv = inputs(rng, shape, dtype, 2.0, 1.0)
@@ -306,3 +312,69 @@ def test_folds_of_folds(monkeypatch):
     assert stats.pieces.per_channel > 9 and stats.pieces.segments > 1
     folds = [p for p in stats.parts if p.op == "bn_fold_stats"]
     assert len(folds) >= 3
+
+
+def laid_out(a, layout):
+    """a (B, C, H, W) with its axes in `layout`'s order (the bytes a layout holds)."""
+    return np.ascontiguousarray(a.transpose(["NCHW".index(c) for c in dnn.LAYOUTS[layout]]))
+
+
+def nchw(a, layout):
+    """The inverse of laid_out."""
+    return a.transpose(np.argsort(["NCHW".index(c) for c in dnn.LAYOUTS[layout]]))
+
+
+@settings(max_examples=25, deadline=None)
+@given(dtype=st.sampled_from(DTYPES), layout=st.sampled_from(list(dnn.LAYOUTS)),
+       b=st.integers(1, 5), c=st.integers(1, 9), h=st.integers(1, 6), w=st.integers(1, 6),
+       training=st.booleans(), seed=st.integers(0, 2 ** 32 - 1), resident=st.booleans())
+def test_layouts_against_the_reference_and_the_nchw_path(dtype, layout, b, c, h, w, training,
+                                                         seed, resident):
+    """x (and dy) laid out as `layout`: the statistics are per channel wherever C is, y and
+    dx come back in the layout, and everything equals the NCHW path's results within float
+    reassociation (the sums run in double in another order: the pieces differ)."""
+    if b * h * w < 2:
+        return
+    rng = np.random.default_rng(seed)
+    x, gamma, beta, rm, rv = inputs(rng, (b, c, h, w), dtype, 2.0, 1.0)
+    dy = rng.normal(size=x.shape).astype(dtype)
+    n = b * h * w
+    with scheme(resident):
+        got, stats = dnn.batchnorm_forward(laid_out(x, layout), gamma, beta, rm, rv,
+                                           training=training, layout=layout)
+        nchw_path, _ = dnn.batchnorm_forward(x, gamma, beta, rm, rv, training=training)
+        assert got[0].shape == laid_out(x, layout).shape and stats.layout == layout
+        want = forward_reference(x, gamma, beta, rm, rv, training=training)
+        for mine, theirs, ref in zip((nchw(got[0], layout),) + got[1:], nchw_path, want):
+            magnitude = np.abs(ref).max() + 1
+            close(mine, ref, dtype, magnitude * (1 + n * 2.0 ** -40), roundings=8 + n)
+            close(mine, theirs, dtype, magnitude * (1 + n * 2.0 ** -40), roundings=16 + 2 * n)
+        mean, invstd = nchw_path[3], nchw_path[4]
+        grads, stats = dnn.batchnorm_backward(laid_out(dy, layout), laid_out(x, layout), gamma,
+                                              mean, invstd, layout=layout)
+        nchw_grads, _ = dnn.batchnorm_backward(dy, x, gamma, mean, invstd)
+    assert stats.layout == layout
+    scale = (np.abs(dy).sum() + 1) * (np.abs(invstd).max() + 1) * (np.abs(gamma).max() + 1)
+    for mine, theirs, ref in zip((nchw(grads[0], layout),) + grads[1:], nchw_grads,
+                                 backward_reference(dy, x, gamma, mean, invstd)):
+        close(mine, ref, dtype, scale, roundings=8 + 2 * n)
+        close(mine, theirs, dtype, scale, roundings=16 + 4 * n)
+
+
+@pytest.mark.parametrize("layout, view", [("NCHW", (4, 6, 5, 8)), ("CNHW", (1, 6, 1, 160)),
+                                          ("RCNB", (40, 6, 1, 4)), ("NHWC", (160, 6, 1, 1))])
+def test_a_layout_is_the_nchw_view_of_its_axes_around_c(layout, view):
+    """What the kernels see: the axes before C as images, those after it as one plane."""
+    shape = laid_out(np.zeros((4, 6, 5, 8)), layout).shape
+    assert batchnorm.view(shape, layout) == view
+
+
+def test_layout_errors():
+    x = np.zeros((2, 3, 4, 4), np.float32)
+    c = np.ones(3, np.float32)
+    with pytest.raises(dnn.DnnError, match="unknown layout 'NCWH'"):
+        dnn.batchnorm_forward(x, c, c, c, c, layout="NCWH")
+    with pytest.raises(dnn.DnnError, match=r"x must be \(C, B, H, W\) \(layout CNHW\)"):
+        dnn.batchnorm_backward(x[0], x[0], c, c, c, layout="CNHW")
+    with pytest.raises(dnn.DnnError, match=r"gamma must have shape \(4,\)"):
+        dnn.batchnorm_forward(x, c, c, c, c, layout="NHWC")      # C is NHWC's last axis

@@ -11,13 +11,14 @@ from swsim.hostlib.train import layers
 from swsim.hostlib.train.layout import physical
 from swsim.hostlib.train.net import Run
 from swsim.hostlib.train.reference import Reference
-from test_train_reference import _matches_reference, _with_random_set
+from test_train_reference import RESIDUAL, _matches_reference, _with_random_set
 
 pytestmark = pytest.mark.skipif(bool(layers.missing_operators(layers.Convolution)),
                                 reason="needs the convolution operators")
 
 # conv1 -> relu1 -> conv2, and relu1's blob also added to conv2's (a shortcut): ReLU and
-# Eltwise are layout-free, pooling is NCHW, so the shortcut's gradient meets conv2's.
+# Eltwise are layout-free, pooling takes NCHW or CNHW (planes innermost), InnerProduct NCHW,
+# so the shortcut's gradient meets conv2's.
 NET = """
 name: "layouts"
 layer { name: "d" type: "Data" top: "data" top: "label"
@@ -53,7 +54,8 @@ def test_every_layer_reads_its_bottoms_in_its_own_layout(spec):
     conv1, relu1, conv2 = (_node(net, name).layer for name in ("conv1", "relu1", "conv2"))
     assert conv1.layout == conv1.algos["forward"].LAYOUT != "NCHW"
     assert relu1.layout == conv1.layout                    # layout-free: its bottom's
-    assert _node(net, "pool").layer.layout == "NCHW"
+    pool, summed = _node(net, "pool").layer, net.layouts[_node(net, "sum").tops[0]]
+    assert pool.layout == (summed if summed in ("NCHW", "CNHW") else "NCHW")
     for node in net.nodes:
         for name in node.inputs:
             if len(net.shapes[name]) == 4:
@@ -154,3 +156,32 @@ def test_a_small_transform_is_predicted_by_simulating_it_a_large_one_by_the_stre
     nbytes = 32 * 64 * 32 * 32 * 4
     assert nbytes > SIMULATED_BYTES
     assert large.predicted_seconds(config) == 2 * stream_seconds(2 * nbytes, config)
+
+
+@pytest.fixture(scope="module")
+def residual(tmp_path_factory):
+    return _with_random_set(tmp_path_factory, RESIDUAL, 12, 4)
+
+
+def test_batchnorm_scale_and_pooling_run_in_the_convolutions_layout(residual, monkeypatch):
+    """BatchNorm and Scale take their bottom in any of dnn.batchnorm.NATIVE_LAYOUTS, pooling
+    in NCHW or CNHW: between convolutions no transform is left but the data's (and pooling's
+    output to InnerProduct, when the convs' layout is not NCHW). The losses equal those of the
+    plan with those layers in NCHW within float reassociation (the batchnorm sums run in
+    another order), and the reference's."""
+    net = train.Net(residual, config=Machine().config)
+    stem = _node(net, "stem").layer.layout
+    for name in ("bn", "scale", "relu", "branch_bn", "sum"):
+        assert _node(net, name).layer.layout == stem
+    if stem in ("NCHW", "CNHW"):
+        assert _node(net, "pool").layer.layout == stem
+        assert {t.what for t in net.transforms()} <= {"data", "pool", "d(pool)"}
+    _matches_reference(train.Solver(residual, SOLVER, cgs=2), 2)
+    native = train.Solver(residual, SOLVER, cgs=2)
+    for kind in (layers.BatchNorm, layers.Scale, layers.Pooling):
+        monkeypatch.setattr(kind, "layouts", ("NCHW",))
+    canonical = train.Solver(residual, SOLVER, cgs=2)
+    assert _node(canonical.net, "bn").layer.layout == "NCHW"
+    assert len(canonical.net.transforms()) > len(native.net.transforms())
+    losses = [[solver.step().loss for _ in range(2)] for solver in (native, canonical)]
+    np.testing.assert_allclose(losses[0], losses[1], rtol=1e-6)

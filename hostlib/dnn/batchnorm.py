@@ -1,5 +1,5 @@
-"""Batch normalisation (NCHW, per-channel statistics over B, H, W; PyTorch's semantics), two
-ways (docs/dnn.md "Batch normalisation"):
+"""Batch normalisation (per-channel statistics over B, H, W; PyTorch's semantics) of x in any
+layout of ``layout.LAYOUTS`` (NCHW by default), two ways (docs/dnn.md "Batch normalisation"):
 
 - **resident** (``kernels/dnn/batchnorm_group.s``, training forward and backward): a tile of
   channels is held in the LDM of a core group's 64 CPEs, its sums are combined over the group
@@ -13,8 +13,11 @@ ways (docs/dnn.md "Batch normalisation"):
   every piece (x read twice); inference: finish and normalisation only. Backward: per-piece
   sums, folded, finished, then dx per piece.
 
-Every sum runs on the CPEs in double; the work is shared by `cgs` core groups and the results
-do not depend on `cgs`."""
+Both kernels see x as (B, C, H, W); x in another layout is the same bytes seen as
+(outer, C, 1, inner) (``view``): the axes before C are the "images", those after it one
+"plane" (CNHW: one image, each channel one contiguous plane of B H W; RCNB = HWCN: H W images
+of planes of B). Every sum runs on the CPEs in double; the work is shared by `cgs` core groups
+and the results do not depend on `cgs`."""
 from __future__ import annotations
 
 import dataclasses
@@ -25,6 +28,7 @@ import numpy as np
 from ..runtime import Kernel
 from ..runtime.kernel import align
 from . import stream
+from .layout import axes
 from .common import DnnError, combined, float_arrays, machine_and_cgs, scalar, split
 
 KERNEL = Kernel(("dnn/batchnorm.s", "dnn/stream.s"), "stream_run", "stream_ldm_end",
@@ -35,15 +39,21 @@ REC_BYTES, APPLY_BYTES = KERNEL.symbol("REC_BYTES"), KERNEL.symbol("APPLY_BYTES"
 VECTOR = 32                   # the arena hands out buffers in whole 32-byte vectors
 MAX_PIECE_BYTES = stream.MAX_CHUNK_BYTES   # a piece's bytes per stream, at most
 MAX_FOLD = 512                # records one fold unit combines, at most (and what fits LDM)
+# The layouts whose channel runs (the axes after C) the kernels read at DMA speed for the
+# shapes of a training step: NCHW (planes), CNHW (each channel one contiguous run), RCNB (runs
+# of the batch). Every layout of LAYOUTS is computed right; NHWC's runs are single elements
+# (strided DMA of one element each: 2-3 % of the stream bound, 13-20x a transform to NCHW).
+NATIVE_LAYOUTS = ("NCHW", "CNHW", "RCNB")
 GROUP_KERNEL = Kernel(("dnn/batchnorm_group.s",), "bn_group", "bn_group_ldm_end")
 MAX_TILE, MAX_SLOTS = GROUP_KERNEL.symbol("MAX_TILE"), GROUP_KERNEL.symbol("MAX_SLOTS")
+MIN_SEGMENT_BYTES = 1024      # resident segments: smaller ones cost more in tiles than CPEs give
 
 
 @dataclass(frozen=True)
 class Tiles:
     """How the resident scheme cuts x (kernels/dnn/batchnorm_group.s): tiles of `channels`
     consecutive channels, each image's part of a tile cut into `per_image` pieces of `planes`
-    whole planes or (planes = 0, one channel per tile) of `segment` elements; a CPE holds up
+    whole planes or (planes = 0) of `segment` elements of a plane; a CPE holds up
     to `slots` pieces per stream in slots of `slot_bytes`, for `parities` tiles at a time
     (2: double-buffered; 1: a tile's gets, compute and puts in turn)."""
     channels: int
@@ -87,17 +97,37 @@ def _tiles(config, shape, es, budget):
         slots, slot = ceil(pieces, cpes), align(elements * es)
         return (slots, slot) if slots <= MAX_SLOTS and slots * slot <= budget else None
 
+    whole = None
     if plane % 4 == 0:        # whole planes start on vectors: several channels per piece
         planes = min(channels, next(m for m in range(1, 9) if m * plane * es % line == 0))
         per_image = min(ceil(cpes, batch), ceil(channels, planes), MAX_TILE // planes)
+        if per_image == 1:    # the images give every CPE a piece: the largest pieces that fit
+            planes = next((m for m in range(min(channels, MAX_TILE) // planes * planes,
+                                            planes, -planes) if fitting(batch, m * plane)),
+                          planes)
         fit = fitting(batch * per_image, planes * plane)
         if fit:
-            return Tiles(planes * per_image, planes, 0, per_image, *fit)
-    step = line // es         # segments of whole lines, one channel per tile
-    segment = min(plane, ceil(ceil(plane, ceil(cpes, batch)), step) * step)
-    per_image = ceil(plane, segment)
-    fit = fitting(batch * per_image, segment)
-    return Tiles(1, 0, segment, per_image, *fit) if fit else None
+            whole = Tiles(planes * per_image, planes, 0, per_image, *fit)
+    # segments of whole lines of M channels' planes, about a piece per CPE but none under
+    # MIN_SEGMENT_BYTES, M as large as keeps 8 tiles (each tile's group sums and finish are
+    # paid once for its M channels; fewer, larger tiles would leave the first tile's gets and
+    # the last one's puts exposed)
+    step = line // es
+    least = ceil(MIN_SEGMENT_BYTES // es, step) * step
+    for m in range(min(MAX_TILE, max(1, channels // 8)), 0, -1):
+        segment = min(plane, max(least, ceil(ceil(plane, ceil(cpes, batch * m)), step) * step))
+        per_plane = ceil(plane, segment)
+        fit = fitting(batch * per_plane * m, segment)
+        if fit:
+            cut = Tiles(m, 0, segment, per_plane * m, *fit)
+            break
+    else:
+        return whole
+    # whole planes unless segments keep more CPEs busy (B = 1, CNHW's one image: whole
+    # planes would be a piece per channel)
+    if whole and batch * whole.per_image >= min(cpes, batch * cut.per_image):
+        return whole
+    return cut
 
 
 @dataclass(frozen=True)
@@ -159,10 +189,19 @@ def pieces(config, shape, es, streams, workers=None) -> Pieces:
     return Pieces(batch * segments, 0, segment, segments, segment)
 
 
-def _shape(x):
-    if x.ndim != 4:
-        raise DnnError(f"x must be (B, C, H, W), got shape {x.shape}")
-    return x.shape
+def view(shape, layout="NCHW"):
+    """The NCHW shape the kernels see for x of `shape` laid out as `layout`: (B, C, H, W)
+    itself for NCHW, else (outer, C, 1, inner), outer the product of the axes before C and
+    inner of those after it (the same bytes: channel c's elements are the runs of `inner`
+    starting at (o C + c) inner)."""
+    order = axes(layout)
+    if len(shape) != 4:
+        names = ", ".join(order.replace("N", "B"))
+        raise DnnError(f"x must be ({names}) (layout {layout}), got shape {tuple(shape)}")
+    if order == "NCHW":
+        return tuple(shape)
+    axis = order.index("C")
+    return (int(np.prod(shape[:axis])), shape[axis], 1, int(np.prod(shape[axis + 1:])))
 
 
 def _per_channel(channels, dtype, **arrays):
@@ -282,15 +321,17 @@ def _resident(machine, cgs, engine, name, layout, shape, es, inputs, output, par
 
 
 def batchnorm_forward(x, gamma, beta, running_mean, running_var, *, training=True,
-                      momentum=0.1, eps=1e-5, machine=None, cgs=1, engine="c"):
-    """y = (x - mean) / sqrt(var + eps) gamma + beta per channel of x (B, C, H, W), any size.
-    Training: the batch's mean and biased variance, running stats updated as
-    (1 - momentum) r + momentum s with the unbiased variance; inference: the running stats
-    (returned unchanged). Returns ((y, new_running_mean, new_running_var, saved_mean,
-    saved_invstd), Stats): saved_* are the mean and 1/sqrt(var + eps) used, for
-    batchnorm_backward."""
+                      momentum=0.1, eps=1e-5, layout="NCHW", machine=None, cgs=1,
+                      engine="c"):
+    """y = (x - mean) / sqrt(var + eps) gamma + beta per channel of x (B, C, H, W) laid out as
+    `layout` (its axes in that order; y in the same), any size. Training: the batch's mean
+    and biased variance, running stats updated as (1 - momentum) r + momentum s with the
+    unbiased variance; inference: the running stats (returned unchanged). Returns ((y,
+    new_running_mean, new_running_var, saved_mean, saved_invstd), Stats): saved_* are the
+    mean and 1/sqrt(var + eps) used, for batchnorm_backward."""
     (x,) = float_arrays(x=x)
-    batch, channels, h, w = _shape(x)
+    shape = view(x.shape, layout)
+    batch, channels, h, w = shape
     params = _per_channel(channels, x.dtype, gamma=gamma, beta=beta,
                           running_mean=running_mean, running_var=running_var)
     if not isinstance(training, bool):
@@ -304,20 +345,20 @@ def batchnorm_forward(x, gamma, beta, running_mean, running_var, *, training=Tru
     x_addr = mem.put(np.ascontiguousarray(x))
     record = mem.put(np.ascontiguousarray(np.stack(params, axis=1)))   # gamma, beta, rm, rv
     moved = (x.nbytes + 4 * channels * es, x.nbytes + 4 * channels * es)
-    layout = training and tiles(machine.config, x.shape, es, 1)
-    if layout:
+    cut = training and tiles(machine.config, shape, es, 1)
+    if cut:
         y, out = mem.alloc(x.nbytes), mem.alloc(channels * 4 * es)
-        stats = _resident(machine, cgs, engine, "batchnorm_forward", layout, x.shape, es,
+        stats = _resident(machine, cgs, engine, "batchnorm_forward", cut, shape, es,
                           [x_addr], y, record, out, 4, ("bn_group_sums", "bn_group_deviations",
                                                         "bn_group_finish", "bn_group_apply"),
                           moved, settings[:2])
-        stats.details.update(training=training)
+        stats.details.update(training=training, layout=layout)
         out = mem.get(out, (channels, 4), x.dtype)
         return (mem.get(y, x.shape, x.dtype), *(out[:, i].copy() for i in range(4))), stats
-    run = _Run(machine, cgs, x.shape, es, 2, engine, "batchnorm_forward")
+    run = _Run(machine, cgs, shape, es, 2, engine, "batchnorm_forward")
     statistics = (NONE, 0, 0)
     if training:
-        pieces = mem.alloc(run.pieces.records(x.shape) * REC_BYTES)
+        pieces = mem.alloc(run.pieces.records(shape) * REC_BYTES)
         run.launch(f"bn_stats_{stream.SUFFIX[es]}", [(PIECE, 0, x_addr)],
                    [(UNIT, REC_BYTES, pieces)])
         statistics = (CHANNEL, REC_BYTES, run.fold("bn_fold_stats", pieces))
@@ -328,19 +369,21 @@ def batchnorm_forward(x, gamma, beta, running_mean, running_var, *, training=Tru
     y = mem.alloc(x.nbytes)
     run.launch(f"bn_apply_forward_{stream.SUFFIX[es]}",
                [(PIECE, 0, x_addr), (CHANNEL, APPLY_BYTES, apply)], [(PIECE, 0, y)])
-    stats = run.stats(moved, training=training)
+    stats = run.stats(moved, training=training, layout=layout)
     out = mem.get(out, (channels, 4), x.dtype)
     return (mem.get(y, x.shape, x.dtype), *(out[:, i].copy() for i in range(4))), stats
 
 
-def batchnorm_backward(dy, x, gamma, saved_mean, saved_invstd, *, machine=None, cgs=1,
-                       engine="c"):
+def batchnorm_backward(dy, x, gamma, saved_mean, saved_invstd, *, layout="NCHW",
+                       machine=None, cgs=1, engine="c"):
     """The gradients of batchnorm_forward(training=True) from dy and its saved mean and
-    invstd: returns ((dx, dgamma, dbeta), Stats)."""
+    invstd, dy and x laid out as `layout` (dx in the same): returns ((dx, dgamma, dbeta),
+    Stats)."""
     dy, x = float_arrays(dy=dy, x=x)
     if dy.shape != x.shape:
         raise DnnError(f"dy must have x's shape {x.shape}, got {dy.shape}")
-    batch, channels, h, w = _shape(x)
+    shape = view(x.shape, layout)
+    batch, channels, h, w = shape
     params = _per_channel(channels, x.dtype, gamma=gamma, saved_mean=saved_mean,
                           saved_invstd=saved_invstd)
     machine, cgs = machine_and_cgs(machine, cgs)
@@ -349,17 +392,18 @@ def batchnorm_backward(dy, x, gamma, saved_mean, saved_invstd, *, machine=None, 
     record = mem.put(np.ascontiguousarray(np.stack(params + [np.zeros_like(params[0])],
                                                    axis=1)))     # gamma, mean, invstd, 0
     moved = (2 * x.nbytes + 3 * channels * es, x.nbytes + 2 * channels * es)
-    layout = tiles(machine.config, x.shape, es, 2)
-    if layout:
+    cut = tiles(machine.config, shape, es, 2)
+    if cut:
         dx, out = mem.alloc(x.nbytes), mem.alloc(channels * 2 * es)
-        stats = _resident(machine, cgs, engine, "batchnorm_backward", layout, x.shape, es,
+        stats = _resident(machine, cgs, engine, "batchnorm_backward", cut, shape, es,
                           [dy_addr, x_addr], dx, record, out, 2,
                           ("bn_group_backward_sums", "bn_group_backward_means",
                            "bn_group_backward_apply"), moved)
+        stats.details.update(layout=layout)
         out = mem.get(out, (channels, 2), x.dtype)
         return (mem.get(dx, x.shape, x.dtype), out[:, 0].copy(), out[:, 1].copy()), stats
-    run = _Run(machine, cgs, x.shape, es, 3, engine, "batchnorm_backward")
-    pieces = mem.alloc(run.pieces.records(x.shape) * REC_BYTES)
+    run = _Run(machine, cgs, shape, es, 3, engine, "batchnorm_backward")
+    pieces = mem.alloc(run.pieces.records(shape) * REC_BYTES)
     run.launch(f"bn_backward_stats_{stream.SUFFIX[es]}",
                [(PIECE, 0, dy_addr), (PIECE, 0, x_addr), (CHANNEL, 4 * es, record)],
                [(UNIT, REC_BYTES, pieces)])
@@ -372,6 +416,6 @@ def batchnorm_backward(dy, x, gamma, saved_mean, saved_invstd, *, machine=None, 
     run.launch(f"bn_apply_backward_{stream.SUFFIX[es]}",
                [(PIECE, 0, dy_addr), (PIECE, 0, x_addr), (CHANNEL, APPLY_BYTES, apply)],
                [(PIECE, 0, dx)])
-    stats = run.stats(moved)
+    stats = run.stats(moved, layout=layout)
     out = mem.get(out, (channels, 2), x.dtype)
     return (mem.get(dx, x.shape, x.dtype), out[:, 0].copy(), out[:, 1].copy()), stats

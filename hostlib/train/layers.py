@@ -17,6 +17,7 @@ from ...errors import SwsimError
 from .. import dnn
 from ..blas import gemm_model
 from ..dnn import conv as conv_ops
+from ..dnn.batchnorm import NATIVE_LAYOUTS
 from ..dnn.conv_common import make_geometry
 from ..dnn.layout import LAYOUTS
 from .common import DTYPE, TrainError, stream_seconds
@@ -41,6 +42,8 @@ class Layer:
     operators: tuple = ()        # hostlib.dnn names the layer calls
     bottoms: tuple = (1, 1)      # (min, max) number of bottoms
     layout_free = False          # element-wise: runs in whatever layout its bottom comes in
+    layouts = (CANONICAL,)       # the layouts its operators take: a bottom in one is taken as
+    #                              it comes, any other is transformed to NCHW
     carries_state = False        # its state is the run's (LSTM's h, c), not statistics for TEST
 
     def __init__(self, param):
@@ -57,9 +60,10 @@ class Layer:
     def plan_forward(self, bottom_layouts: list, inputs: list, tops: list) -> None:
         """The layout pass, once (the Net's, after ``choose``): ``layout``, the forward's (of
         the layer's 4-D bottoms and tops): NCHW unless the operator takes another; layout-free
-        layers take their first bottom's. ``inputs``/``tops``: the blob versions read and
-        written (names for the transforms a layer inserts itself)."""
-        if self.layout_free and bottom_layouts:
+        layers, and layers whose operators take their first bottom's layout (``layouts``),
+        run in that one. ``inputs``/``tops``: the blob versions read and written (names for
+        the transforms a layer inserts itself)."""
+        if bottom_layouts and (self.layout_free or bottom_layouts[0] in self.layouts):
             self.layout = bottom_layouts[0]
 
     def plan_backward(self, arriving: str, config) -> None:
@@ -349,7 +353,10 @@ class Convolution(Layer):
 
 
 class Pooling(Layer):
+    """Pools every (H, W) plane: in NCHW or CNHW, whose planes are the innermost two axes
+    (the operators take any leading axes), the blob is taken as it comes."""
     operators = ("pool2d_forward", "pool2d_backward")
+    layouts = (CANONICAL, "CNHW")
 
     def setup(self, shapes):
         (shape,) = shapes
@@ -485,8 +492,10 @@ class BatchNorm(Layer):
     """Caffe's BatchNorm (normalisation only; a Scale layer after it holds γ and β) on
     ``dnn.batchnorm_forward/backward`` with γ = 1, β = 0. TRAIN normalises by the slice's
     statistics and updates the running mean and variance (the Net's state, not learned:
-    PyTorch's rule with momentum = 1 - moving_average_fraction); TEST uses them."""
+    PyTorch's rule with momentum = 1 - moving_average_fraction); TEST uses them. Runs in its
+    bottom's layout where the batchnorm kernels take it (``dnn.batchnorm.NATIVE_LAYOUTS``)."""
     operators = ("batchnorm_forward", "batchnorm_backward")
+    layouts = NATIVE_LAYOUTS
 
     def setup(self, shapes):
         shape = _planes(self, shapes)
@@ -511,13 +520,14 @@ class BatchNorm(Layer):
         mean, var = self.state
         y, new_mean, new_var, self.saved_mean, self.saved_invstd = run.op(
             self, "batchnorm_forward", bottoms[0], self.ones, self.zeros, mean, var,
-            training=self.training, momentum=1 - p.moving_average_fraction, eps=p.eps)
+            training=self.training, momentum=1 - p.moving_average_fraction, eps=p.eps,
+            layout=self.layout)
         mean[...], var[...] = new_mean, new_var
         return [y]
 
     def backward(self, run, diffs, bottoms, tops, params, grads):
         dx, _, _ = run.op(self, "batchnorm_backward", diffs[0], bottoms[0], self.ones,
-                          self.saved_mean, self.saved_invstd)
+                          self.saved_mean, self.saved_invstd, layout=self.layout)
         return [dx]
 
 
@@ -525,8 +535,10 @@ class Scale(Layer):
     """Caffe's Scale with one bottom: y = γ_c x + β_c per channel. hostlib.dnn has no
     per-channel affine operator, so it runs on the batchnorm kernels with mean 0, variance 1
     and eps 0 (1/sqrt(1) = 1 exactly): forward and dx = γ dy are inference-mode
-    ``batchnorm_forward``; dγ = Σ dy x and dβ = Σ dy are ``batchnorm_backward``'s."""
+    ``batchnorm_forward``; dγ = Σ dy x and dβ = Σ dy are ``batchnorm_backward``'s. Runs in
+    its bottom's layout where those kernels take it, as BatchNorm."""
     operators = ("batchnorm_forward", "batchnorm_backward")
+    layouts = NATIVE_LAYOUTS
 
     def setup(self, shapes):
         shape = _planes(self, shapes)
@@ -545,7 +557,7 @@ class Scale(Layer):
 
     def _affine(self, run, x, gamma, beta):
         y, *_ = run.op(self, "batchnorm_forward", x, gamma, beta, self.zeros, self.ones,
-                       training=False, eps=0.0)
+                       training=False, eps=0.0, layout=self.layout)
         return y
 
     def forward(self, run, bottoms, params):
@@ -554,7 +566,7 @@ class Scale(Layer):
 
     def backward(self, run, diffs, bottoms, tops, params, grads):
         _, dgamma, dbeta = run.op(self, "batchnorm_backward", diffs[0], bottoms[0], params[0],
-                                  self.zeros, self.ones)
+                                  self.zeros, self.ones, layout=self.layout)
         grads[0][...] = dgamma
         if len(grads) > 1:
             grads[1][...] = dbeta

@@ -5,8 +5,8 @@
 # The channels are cut into *tiles* of M consecutive channels; a core group takes a range of
 # tiles, one at a time, and its CPEs together hold the whole tile. Per image the tile is M H W
 # contiguous elements, cut into Q *pieces* of one contiguous DMA each: PLANES > 0 whole planes
-# of consecutive channels (H W a multiple of 4: every plane starts on a vector), or (PLANES = 0,
-# M = 1) segments of SEG elements of the plane. CPE id holds pieces id, id + CPES, ... of the
+# of consecutive channels (H W a multiple of 4: every plane starts on a vector), or (PLANES = 0)
+# segments of SEG elements of a plane, Q / M per plane. CPE id holds pieces id, id + CPES, ... of the
 # tile's B Q pieces (image = piece / Q) in its slots; the piece table PT keeps, per slot, what
 # does not change between tiles.
 #
@@ -243,10 +243,17 @@ setup:
 	stl	$8, 16($19)
 	stl	$16, 24($19)
 	br	3f
-2:	mull	$22, $17, $22         # segments: one run of min(SEG, HW - offset)
+2:	ldl	$23, JOB + G_M($31)   # segments: piece p = m S + s of the image's tile span,
+	QUOTIENT $5, $23, $24         # S = Q / M segments per plane, channel m, segment s:
+	QUOTIENT $22, $24, $25        # one run of min(SEG, HW - s SEG)
+	mull	$25, $24, $23
+	subl	$22, $23, $22
+	stl	$25, 8($19)
+	mull	$25, $8, $23
+	addl	$21, $23, $21
+	mull	$22, $17, $22
 	addl	$21, $22, $21
 	stl	$21, 0($19)
-	stl	$31, 8($19)
 	subl	$8, $22, $23
 	cmplt	$23, $17, $24
 	seleq	$24, $17, $23, $23

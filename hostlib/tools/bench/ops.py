@@ -211,30 +211,44 @@ class TransformCase:
 
 @dataclass(frozen=True)
 class BatchNormCase:
-    """Batch normalisation of a (batch, channels, h, w) map, `mode` "train" / "infer"
-    (forward) or "backward"; sampled along the channels (tiles, units, folds and finishes are
-    per channel). A round: resident scheme (training, backward), a tile of channels;
-    streaming, the channels of a unit per CPE, doubled until the samples are cut into the
-    pieces the full map gets."""
+    """Batch normalisation of a (batch, channels, h, w) map laid out as `layout`, `mode`
+    "train" / "infer" (forward) or "backward"; sampled along the channels (tiles, units,
+    folds and finishes are per channel). A round: resident scheme (training, backward), a tile
+    of channels; streaming, the channels of a unit per CPE; doubled until the samples are cut
+    into the tiles or pieces the full map gets."""
     name: str
     shape: tuple
     mode: str
     dtype: type = np.float32
+    layout: str = "NCHW"
+
+    def _order(self):
+        return ["NCHW".index(axis) for axis in dnn.LAYOUTS[self.layout]]
+
+    def _view(self, channels):
+        """What the kernels see of the map with `channels` channels (batchnorm.view)."""
+        shape = (self.shape[0], channels) + self.shape[2:]
+        return batchnorm.view(tuple(shape[i] for i in self._order()), self.layout)
 
     def round_size(self, config):
         es = np.dtype(self.dtype).itemsize
         if self.mode != "infer":
-            layout = batchnorm.tiles(config, self.shape, es, 2 if self.mode == "backward" else 1)
-            if layout:
-                return layout.channels
+            streams = 2 if self.mode == "backward" else 1
+            layout = batchnorm.tiles(config, self._view(self.shape[1]), es, streams)
+            if layout:      # tiles, doubled until the samples get the full map's tiles (a
+                channels = layout.channels      # segment tile's M depends on the channels)
+                while channels < self.shape[1] and layout != batchnorm.tiles(
+                        config, self._view(SAMPLE_ROUNDS[0] * channels), es, streams):
+                    channels *= 2
+                return channels
         streams = 3 if self.mode == "backward" else 2
 
         def cut(channels):      # the pieces but their count along the channels
-            return dataclasses.replace(batchnorm.pieces(
-                config, (self.shape[0], channels) + self.shape[2:], es, streams), blocks=0)
+            return dataclasses.replace(batchnorm.pieces(config, self._view(channels), es,
+                                                        streams), blocks=0)
 
         full = cut(self.shape[1])
-        cpes, batch = config.num_cpes, self.shape[0]
+        cpes, batch = config.num_cpes, self._view(1)[0]
         if full.channels:       # units: batch x channel blocks
             channels = full.channels * -(-cpes // batch)
         else:                   # units: channels x pieces per channel
@@ -257,6 +271,13 @@ class BatchNormCase:
         x = (rng.standard_normal(shape) * 2 + 1).astype(self.dtype)
         gamma, beta = (rng.standard_normal(channels).astype(self.dtype) for _ in range(2))
         rm, rv = np.zeros(channels, self.dtype), np.ones(channels, self.dtype)
+        order = self._order()
+
+        def laid_out(a):                  # the operands as the layout holds them
+            return np.ascontiguousarray(a.transpose(order))
+
+        def nchw(a):
+            return a.transpose(np.argsort(order))
         x64 = x.astype(np.float64)
         axes = (0, 2, 3)
         mean, var = x64.mean(axis=axes), x64.var(axis=axes)
@@ -264,22 +285,25 @@ class BatchNormCase:
         if self.mode == "backward":
             dy = rng.standard_normal(shape).astype(self.dtype)
             saved = (mean.astype(self.dtype), invstd.astype(self.dtype))
-            (dx, _, _), stats = dnn.batchnorm_backward(dy, x, gamma, *saved, engine=engine)
+            (dx, _, _), stats = dnn.batchnorm_backward(laid_out(dy), laid_out(x), gamma,
+                                                       *saved, layout=self.layout,
+                                                       engine=engine)
             m, s = (np.float64(a)[None, :, None, None] for a in saved)
             xhat, dy64 = (x64 - m) * s, dy.astype(np.float64)
             want = (gamma.astype(np.float64)[None, :, None, None] * s) * (
                 dy64 - dy64.mean(axis=axes, keepdims=True) -
                 xhat * (dy64 * xhat).mean(axis=axes, keepdims=True))
-            _check(self.name, dx, want, self.dtype)
+            _check(self.name, nchw(dx), want, self.dtype)
             return stats
         training = self.mode == "train"
-        (y, *_), stats = dnn.batchnorm_forward(x, gamma, beta, rm, rv, training=training,
+        (y, *_), stats = dnn.batchnorm_forward(laid_out(x), gamma, beta, rm, rv,
+                                               training=training, layout=self.layout,
                                                engine=engine)
         if not training:                    # the running statistics: 0 and 1
             mean, invstd = np.zeros(channels), np.full(channels, 1 / np.sqrt(1 + 1e-5))
         per_channel = [a.astype(np.float64)[None, :, None, None]
                        for a in (mean, gamma * invstd, beta)]
-        _check(self.name, y, (x64 - per_channel[0]) * per_channel[1] + per_channel[2],
+        _check(self.name, nchw(y), (x64 - per_channel[0]) * per_channel[1] + per_channel[2],
                self.dtype)
         return stats
 
@@ -355,6 +379,18 @@ CASES = (
                   "train", dtype=np.float64),
     BatchNormCase("batchnorm backward: ResNet-50 bn1, 32x64x112x112", (32, 64, 112, 112),
                   "backward"),
+    BatchNormCase("batchnorm train, CNHW: ResNet-50 conv2_x, 32x256x56x56",
+                  (32, 256, 56, 56), "train", layout="CNHW"),
+    BatchNormCase("batchnorm backward, CNHW: ResNet-50 conv2_x, 32x256x56x56",
+                  (32, 256, 56, 56), "backward", layout="CNHW"),
+    BatchNormCase("batchnorm train, CNHW: ResNet-50 conv4_x, 32x1024x14x14",
+                  (32, 1024, 14, 14), "train", layout="CNHW"),
+    BatchNormCase("batchnorm train, RCNB: ResNet-50 conv3_x, 32x512x28x28",
+                  (32, 512, 28, 28), "train", layout="RCNB"),
+    BatchNormCase("batchnorm train, RCNB: ResNet-50 conv4_x, 32x1024x14x14",
+                  (32, 1024, 14, 14), "train", layout="RCNB"),
+    BatchNormCase("batchnorm backward, RCNB: ResNet-50 conv4_x, 32x1024x14x14",
+                  (32, 1024, 14, 14), "backward", layout="RCNB"),
     SoftmaxCase("softmax + cross-entropy: ImageNet, 32x1000", 32, 1000),
     SoftmaxCase("softmax + cross-entropy: ImageNet, 32x1000, f64", 32, 1000, np.float64),
     SoftmaxCase("softmax + cross-entropy: ImageNet, 128x1000", 128, 1000),

@@ -30,6 +30,7 @@ import numpy as np
 from ....vm import Machine
 from ...blas import gemm_model
 from ...dnn import conv
+from ...dnn.batchnorm import NATIVE_LAYOUTS
 from ...dnn.conv_common import ConvGeometry
 from . import ops
 
@@ -285,18 +286,31 @@ def _transform(layer_name, what, layout, shape, est):
                 est.stream(case), "sampled")
 
 
-def _conv_transforms(convs, batch, est):
+def _tensors(layer, batch):
+    """x and y (NCHW shapes) of a layer in the layout chain: a conv, BN or pooling."""
+    if isinstance(layer, Conv):
+        return (batch, layer.n_i, layer.size, layer.size), (batch, layer.n_o, layer.out,
+                                                             layer.out)
+    out = layer.size if isinstance(layer, BN) else \
+        (layer.size + 2 * layer.pad - layer.k) // layer.stride + 1
+    return (batch, layer.channels, layer.size, layer.size), (batch, layer.channels, out, out)
+
+
+def _conv_transforms(chain, batch, est):
     """Layout transforms around the convolutions (thesis §7.1): a tensor a pass takes or gives
     in a layout other than its neighbour's is transformed (one pass over it; the reverse
-    direction costed as NCHW -> layout). Neighbours: the adjacent convolution through
-    element-wise layers (which take any layout) in the same pass, else an NCHW layer.
-    backward-filter reuses forward's x and backward-data's dy when they share its layout."""
+    direction costed as NCHW -> layout). Neighbours: the adjacent layer of the chain (a
+    convolution, or a BN or pooling layer, which runs every pass in one layout: its bottom's
+    where its operators take it, else NCHW) through element-wise layers (which take any
+    layout), else an NCHW layer. backward-filter reuses forward's x and backward-data's dy
+    when they share its layout; the first conv takes its dy in backward-filter's layout."""
     costs = []
-    for layer, layouts, prev, nxt in convs:
-        x = (batch, layer.n_i, layer.size, layer.size)
-        y = (batch, layer.n_o, layer.out, layer.out)
+    for layer, layouts, prev, nxt in chain:
+        x, y = _tensors(layer, batch)
 
         def neighbour(other, direction):
+            if other and direction not in other[1]:     # the first conv: no backward-data,
+                direction = "backward_filter"           # its backward-filter takes dy
             return other[1].get(direction, NCHW) if other else NCHW
 
         def need(direction, tensor, shape, other):
@@ -320,29 +334,41 @@ def _conv_transforms(convs, batch, est):
 LAYOUT_FREE = (Stream,)       # element-wise: any layout (ReLU; Eltwise sums two like maps)
 
 
+def native_layouts(layer) -> tuple:
+    """The layouts a BN or pooling layer takes its bottom in (the Net's BatchNorm and Scale:
+    the batchnorm kernels'; Pooling: NCHW and CNHW, whose planes are innermost)."""
+    return NATIVE_LAYOUTS if isinstance(layer, BN) else (NCHW, "CNHW")
+
+
 def layer_costs(network: Network, batch: int, est: Estimator) -> list:
     """Every pass of every layer of `network` at `batch` images per CG, on one CG."""
-    costs, convs = [], []
-    last_conv, gap = None, False       # the previous conv, and whether an NCHW layer follows it
+    costs, chain = [], []
+    last, gap = None, False       # the chain's previous layer, and whether an NCHW layer follows it
     for layer in network.layers:
         if est.progress:
             est.progress(f"{network.name}: {layer.name}")
         if isinstance(layer, Conv):
             layer_costs_, layouts = _conv_costs(layer, batch, est)
             costs += layer_costs_
-            entry = [layer, layouts, None if gap else last_conv, None]
-            if last_conv is not None and not gap:
-                last_conv[3] = entry
-            convs.append(entry)
-            last_conv, gap = entry, False
+        elif isinstance(layer, (BN, Pool)):
+            bottom = last[1]["forward"] if last is not None and not gap else NCHW
+            layout = bottom if bottom in native_layouts(layer) else NCHW
+            layouts = dict.fromkeys(PASSES, layout)
+            costs += _other_costs(layer, batch, est, layout)
+        else:
+            if not isinstance(layer, LAYOUT_FREE):
+                gap = True
+            costs += _other_costs(layer, batch, est)
             continue
-        if not isinstance(layer, LAYOUT_FREE):
-            gap = True
-        costs += _other_costs(layer, batch, est)
-    return costs + _conv_transforms(convs, batch, est)
+        entry = [layer, layouts, None if gap else last, None]
+        if last is not None and not gap:
+            last[3] = entry
+        chain.append(entry)
+        last, gap = entry, False
+    return costs + _conv_transforms(chain, batch, est)
 
 
-def _other_costs(layer, batch, est):
+def _other_costs(layer, batch, est, layout=NCHW):
     name = layer.name
     if isinstance(layer, FC):
         i, o = layer.n_i, layer.n_o
@@ -363,7 +389,8 @@ def _other_costs(layer, batch, est):
     if isinstance(layer, BN):
         shape = (batch, layer.channels, layer.size, layer.size)
         return [Cost(name, what, "memory-bound",
-                     est.stream(ops.BatchNormCase(name, shape, mode)), "sampled")
+                     est.stream(ops.BatchNormCase(name, shape, mode, layout=layout)),
+                     "sampled")
                 for what, mode in (("forward", "train"), ("backward", "backward"))]
     if isinstance(layer, Softmax):
         return [Cost(name, "forward + backward", "memory-bound",
