@@ -250,10 +250,12 @@ def test_any_shape_and_core_groups_agree(dtype, shape, resident):
     #                                 32 pieces, not 16 planes
     ((2, 40, 3, 5), (0, 0), 1),    # planes of 15 elements: tiles of 5 channels' planes
     ((100, 40, 1, 8), (32, 32), 2)])   # B >= 64 (RCNB's H W "images"): pieces of as many
-#                                    planes as fit (not the fewest whole lines), a partial tile
+#                                    planes as fit (not the fewest whole lines), a partial tile;
+#                                    a CPE's two pieces one strided request (whole tiles)
 def test_resident_tiles(dtype, shape, planes, slots):
     """The resident scheme's other geometries (several channels per piece and tile, segments
-    of several channels' planes, partial tiles, several slots) against the references; cgs = 3 and the tiles one at a time give
+    of several channels' planes, partial tiles, several slots) against the references; cgs = 3,
+    the tiles one at a time and a request per piece (not one strided request per CPE) give
     cgs = 1's bits."""
     rng = np.random.default_rng(len(shape) + shape[1])
     x, gamma, beta, rm, rv = inputs(rng, shape, dtype, 2.0, 1.0)
@@ -268,6 +270,14 @@ def test_resident_tiles(dtype, shape, planes, slots):
         again, single = check_both_passes(x, gamma, beta, rm, rv, dy)
     assert single.tiles.parities == 1
     assert all(a.tobytes() == b.tobytes() for a, b in zip(first, again))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(batchnorm, "_skip", lambda *args: 0)
+        again, per_piece = check_both_passes(x, gamma, beta, rm, rv, dy)
+    assert all(a.tobytes() == b.tobytes() for a, b in zip(first, again))
+    requests = [s.run.counters["dma_requests"] for s in (stats, per_piece)]
+    whole = layout.planes * shape[2] * shape[3] * x.itemsize == layout.slot_bytes
+    assert (requests[0] < requests[1]) == (slots > 1 and whole)     # (100, 40, 1, 8); f64:
+    #                                                                 also (100, 3, 2, 2)
 
 
 def test_resident_boundary():

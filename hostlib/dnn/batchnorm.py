@@ -287,6 +287,18 @@ class _Run:
         return stream.with_bandwidth(total, config, moved, self.cgs)
 
 
+def _skip(config, layout, shape, es):
+    """The bytes between a CPE's pieces in memory when they are one strided request per stream
+    (a piece per image holding all the tile's channels, filling its slot: the CPE's pieces are
+    `num_cpes` images apart), else 0 (a request per piece)."""
+    batch, channels, h, w = shape
+    piece = layout.planes * h * w * es
+    skip = config.num_cpes * channels * h * w * es - piece
+    whole = layout.per_image == 1 and layout.planes == layout.channels
+    return skip if whole and layout.slots > 1 and piece == layout.slot_bytes and \
+        0 < skip < 1 << 32 else 0
+
+
 def _resident(machine, cgs, engine, name, layout, shape, es, inputs, output, param, result,
               results, routines, moved, settings=(0.0, 0.0)):
     """One launch of the resident kernel over `cgs` core groups (contiguous ranges of tiles):
@@ -300,6 +312,7 @@ def _resident(machine, cgs, engine, name, layout, shape, es, inputs, output, par
     record = GROUP_KERNEL.record("G_", "GJOB_BYTES")
     n = batch * h * w
     jobs = []
+    skip = _skip(config, layout, shape, es)
     for first, last in split(layout.count(shape), cgs):
         words = record.new(
             in0=inputs[0], in1=inputs[-1] if len(inputs) > 1 else 0, out=output, param=param,
@@ -308,7 +321,7 @@ def _resident(machine, cgs, engine, name, layout, shape, es, inputs, output, par
             slot=layout.slot_bytes, k=layout.slots, buf=slots, first=first, last=last,
             streams=len(inputs), cols=config.mesh_cols, rows=config.mesh_rows,
             n=float(n), n1=float(n - 1), momentum=settings[0], eps=settings[1],
-            parities=layout.parities,
+            parities=layout.parities, skip=skip,
             **{f"f{i}": GROUP_KERNEL.symbol(f"{routine}_{stream.SUFFIX[es]}")
                for i, routine in enumerate(routines)})
         jobs.append([machine.mem.put(words)])

@@ -64,7 +64,9 @@
 	G_MOMENTUM = 224
 	G_EPS = 232
 	G_PARITIES = 240      # 2: double-buffered tiles; 1: one tile's slots fill the LDM
-	GJOB_BYTES = 248
+	G_SKIP = 248          # > 0: a CPE's slots of a whole tile are one strided request per
+	                      # stream (pieces of whole slots, G_SKIP bytes apart in memory)
+	GJOB_BYTES = 256
 
 	MAX_TILE = 32         # channels per tile, at most
 	MAX_SLOTS = 16        # slots per stream and parity, at most
@@ -311,8 +313,9 @@ setup:
 
 # transfer(tile $16, parity $17, put $18): the tile's DMA: gets of every input stream's
 # pieces into the parity's slots and of the tile's parameters (put = 0), or puts of the
-# slots of in0 to the output and, on CPE 0, of the tile's results (put = 1). Counts the
-# requests in GET_N / PUT_N[parity] after clearing the parity's reply word.
+# slots of in0 to the output and, on CPE 0, of the tile's results (put = 1): a request per
+# slot, or (G_SKIP > 0 and a whole tile) one strided request per stream. Counts the requests
+# in GET_N / PUT_N[parity] after clearing the parity's reply word.
 	.ent	transfer
 transfer:
 	TILE_GEOMETRY $16
@@ -337,6 +340,28 @@ transfer:
 3:	ldl	$1, KK($31)
 	ldi	$19, PT($31)
 	mov	$25, $16              # the slot
+	ldl	$5, JOB + G_SKIP($31)
+	beq	$5, 4f
+	beq	$1, 6f
+	ldl	$6, JOB + G_M($31)    # a whole tile: its slots are one strided request
+	cmpeq	$3, $6, $6
+	beq	$6, 4f
+	mull	$1, $8, $20           # bytes: the slots, back to back
+	ldl	$6, 0($19)
+	addl	$6, $4, $6
+	mull	$6, $7, $6
+	ldl	$29, JOB($28)
+	addl	$6, $29, $6           # main-memory address of the first
+	vinsw	$20, $31, DESC_SIZE, $20
+	ldih	$29, (DMA_GET << (DESC_OP_SHIFT - 16))($8)
+	beq	$18, 11f
+	ldih	$29, (DMA_PUT << (DESC_OP_SHIFT - 16))($8)
+11:	vinsw	$29, $20, DESC_CTRL, $20   # blocks of a slot
+	vinsw	$21, $20, DESC_REPLY, $20
+	vinsw	$5, $20, DESC_STRIDE, $20
+	dma	$20, $6, $16
+	addl	$23, 1, $23
+	br	6f
 4:	beq	$1, 6f
 	SLOT_RUNS
 	ble	$20, 5f
