@@ -249,9 +249,11 @@ def test_any_shape_and_core_groups_agree(dtype, shape, resident):
     ((1, 16, 16, 256), (0, 0), 1),  # B = 1 (CNHW's view): tiles of 2 channels' segments,
     #                                 32 pieces, not 16 planes
     ((2, 40, 3, 5), (0, 0), 1),    # planes of 15 elements: tiles of 5 channels' planes
-    ((100, 40, 1, 8), (32, 32), 2)])   # B >= 64 (RCNB's H W "images"): pieces of as many
-#                                    planes as fit (not the fewest whole lines), a partial tile;
-#                                    a CPE's two pieces one strided request (whole tiles)
+    ((100, 40, 1, 8), (32, 32), 2),    # B >= 64 (RCNB's H W "images"): pieces of as many
+    #                                planes as fit (not the fewest whole lines), a partial tile;
+    #                                a CPE's two pieces one strided request (whole tiles); the
+    #                                row passes, runs of two vectors
+    ((100, 40, 1, 20), (32, 32), 2)])  # runs of five vectors: a quad and one more
 def test_resident_tiles(dtype, shape, planes, slots):
     """The resident scheme's other geometries (several channels per piece and tile, segments
     of several channels' planes, partial tiles, several slots) against the references; cgs = 3,

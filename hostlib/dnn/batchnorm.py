@@ -287,6 +287,13 @@ class _Run:
         return stream.with_bandwidth(total, config, moved, self.cgs)
 
 
+def _rows(layout):
+    """Whether every piece of the tiles is an image's part of a whole tile (a piece per image
+    holding all the tile's channels, as RCNB's positions): the row passes then go channel by
+    channel over the slots (batchnorm_group.s)."""
+    return layout.per_image == 1 and layout.planes == layout.channels
+
+
 def _skip(config, layout, shape, es):
     """The bytes between a CPE's pieces in memory when they are one strided request per stream
     (a piece per image holding all the tile's channels, filling its slot: the CPE's pieces are
@@ -294,8 +301,7 @@ def _skip(config, layout, shape, es):
     batch, channels, h, w = shape
     piece = layout.planes * h * w * es
     skip = config.num_cpes * channels * h * w * es - piece
-    whole = layout.per_image == 1 and layout.planes == layout.channels
-    return skip if whole and layout.slots > 1 and piece == layout.slot_bytes and \
+    return skip if _rows(layout) and layout.slots > 1 and piece == layout.slot_bytes and \
         0 < skip < 1 << 32 else 0
 
 
@@ -361,10 +367,11 @@ def batchnorm_forward(x, gamma, beta, running_mean, running_var, *, training=Tru
     cut = training and tiles(machine.config, shape, es, 1)
     if cut:
         y, out = mem.alloc(x.nbytes), mem.alloc(channels * 4 * es)
+        rows = "rows_" if _rows(cut) else ""
         stats = _resident(machine, cgs, engine, "batchnorm_forward", cut, shape, es,
-                          [x_addr], y, record, out, 4, ("bn_group_sums", "bn_group_deviations",
-                                                        "bn_group_finish", "bn_group_apply"),
-                          moved, settings[:2])
+                          [x_addr], y, record, out, 4,
+                          (f"bn_group_{rows}sums", f"bn_group_{rows}deviations",
+                           "bn_group_finish", f"bn_group_{rows}apply"), moved, settings[:2])
         stats.details.update(training=training, layout=layout)
         out = mem.get(out, (channels, 4), x.dtype)
         return (mem.get(y, x.shape, x.dtype), *(out[:, i].copy() for i in range(4))), stats

@@ -683,10 +683,11 @@ group_sum:
 	.end	\label
 	.endm
 
-# SUM_VECTOR centred, v, acc: acc += v, or with `centred` (v - $2)^2 (v is clobbered).
-	.macro	SUM_VECTOR centred, v, acc
+# SUM_VECTOR centred, v, acc, mean=$2: acc += v, or with `centred` (v - mean)^2 (v is
+# clobbered).
+	.macro	SUM_VECTOR centred, v, acc, mean=$2
 	.if	\centred
-	vsubd	\v, $2, \v
+	vsubd	\v, \mean, \v
 	vmad	\v, \v, \acc, \acc
 	.else
 	vaddd	\acc, \v, \acc
@@ -874,8 +875,45 @@ group_sum:
 	BACKWARD_FINISH_APPLY bn_group_backward_apply_s, flds, vlds, fsts, vsts, 2
 	BACKWARD_FINISH_APPLY bn_group_backward_apply_d, fldd, vldd, fstd, vstd, 3
 
+# APPLY_RUN vload, vstore, shift, vectors, count, a, b, c, d: y = (x - $1) $2 + $3 in place
+# over `vectors` whole vectors at $7 (advanced), the rest of vectors / 4 first, then four per
+# iteration (the loads' and FMAs' latency); `count` counts down, a-d are temporaries.
+	.macro	APPLY_RUN vload, vstore, shift, vectors, count, a, b, c, d
+	and	\vectors, 3, \count
+	beq	\count, 2f
+1:	\vload	\a, 0($7)
+	vsubd	\a, $1, \a
+	vmad	\a, $2, $3, \a
+	\vstore	\a, 0($7)
+	ldi	$7, 4 << \shift($7)
+	subl	\count, 1, \count
+	bgt	\count, 1b
+2:	srl	\vectors, 2, \count
+	beq	\count, 4f
+3:	\vload	\a, 0($7)
+	\vload	\b, 4 << \shift($7)
+	\vload	\c, 8 << \shift($7)
+	\vload	\d, 12 << \shift($7)
+	vsubd	\a, $1, \a
+	vsubd	\b, $1, \b
+	vsubd	\c, $1, \c
+	vsubd	\d, $1, \d
+	vmad	\a, $2, $3, \a
+	vmad	\b, $2, $3, \b
+	vmad	\c, $2, $3, \c
+	vmad	\d, $2, $3, \d
+	\vstore	\a, 0($7)
+	\vstore	\b, 4 << \shift($7)
+	\vstore	\c, 8 << \shift($7)
+	\vstore	\d, 12 << \shift($7)
+	ldi	$7, 16 << \shift($7)
+	subl	\count, 1, \count
+	bgt	\count, 3b
+4:
+	.endm
+
 # APPLY label, vload, vstore, shift: y = (x - mean) (gamma invstd) + beta in place, by whole
-# vectors, four per iteration (the loads' and FMAs' latency), the others first.
+# vectors.
 	.macro	APPLY label, vload, vstore, shift
 	.globl	\label
 	.ent	\label
@@ -888,39 +926,129 @@ group_sum:
 	addl	$24, 3, $6
 	srl	$6, 2, $6
 	mov	$22, $7
-	and	$6, 3, $5
-	srl	$6, 2, $6
-	beq	$5, 2f
-1:	\vload	$4, 0($7)
-	vsubd	$4, $1, $4
-	vmad	$4, $2, $3, $4
-	\vstore	$4, 0($7)
-	ldi	$7, 4 << \shift($7)
-	subl	$5, 1, $5
-	bgt	$5, 1b
-2:	beq	$6, 4f
-3:	\vload	$4, 0($7)
-	\vload	$8, 4 << \shift($7)
-	\vload	$25, 8 << \shift($7)
-	\vload	$28, 12 << \shift($7)
-	vsubd	$4, $1, $4
-	vsubd	$8, $1, $8
-	vsubd	$25, $1, $25
-	vsubd	$28, $1, $28
-	vmad	$4, $2, $3, $4
-	vmad	$8, $2, $3, $8
-	vmad	$25, $2, $3, $25
-	vmad	$28, $2, $3, $28
-	\vstore	$4, 0($7)
-	\vstore	$8, 4 << \shift($7)
-	\vstore	$25, 8 << \shift($7)
-	\vstore	$28, 12 << \shift($7)
-	ldi	$7, 16 << \shift($7)
-	subl	$6, 1, $6
-	bgt	$6, 3b
-4:	END_RUNS \shift
+	APPLY_RUN \vload, \vstore, \shift, $6, $5, $4, $8, $25, $28
+	END_RUNS \shift
 	ret
 	.end	\label
 	.endm
 	APPLY	bn_group_apply_s, vlds, vsts, 2
 	APPLY	bn_group_apply_d, vldd, vstd, 3
+
+# Row tiles (a piece per image holding all the tile's channels, as RCNB's positions: every
+# slot holds the same TILE_M runs of HW elements, HW a multiple of 4): the passes go channel by
+# channel over the slots, so a channel's coefficients are loaded and its lane sums taken once
+# per tile, not per run, and its vectors go four at a time into four accumulators.
+
+# FOR_CHANNELS / END_CHANNELS: for every channel of the tile: $0 its run in the first slot of
+# in0 ($16; in1 $17 the same distance on), $23 its COEF entry, $22 its PART word; the body
+# walks the slots with FOR_SLOTS. $18 channels left, $19 a run's bytes, $20 slots, $21 the
+# slot stride, $24 vectors per run.
+	.macro	FOR_CHANNELS shift
+	ldl	$18, TILE_M($31)
+	ldl	$19, JOB + G_HW($31)
+	srl	$19, 2, $24
+	sll	$19, \shift, $19
+	ldl	$20, KK($31)
+	ldl	$21, JOB + G_SLOT($31)
+	ldi	$22, PART($31)
+	ldi	$23, COEF($31)
+	mov	$16, $0
+81:
+	.endm
+
+	.macro	END_CHANNELS
+	addl	$0, $19, $0
+	ldi	$22, 8($22)
+	ldi	$23, COEF_BYTES($23)
+	subl	$18, 1, $18
+	bgt	$18, 81b
+	.endm
+
+# FOR_SLOTS / END_SLOTS: for every slot: $7 the channel's run in it; the body goes over
+# its $24 vectors (the rest of $24 / 4 one at a time, then quads: ROW_QUADS) and keeps $0,
+# $18-$24, $5, $6.
+	.macro	FOR_SLOTS
+	mov	$20, $5
+	mov	$0, $6
+	beq	$5, 89f
+82:	mov	$6, $7
+	.endm
+
+	.macro	END_SLOTS
+	addl	$6, $21, $6
+	subl	$5, 1, $5
+	bgt	$5, 82b
+89:
+	.endm
+
+# ROWS_SUMS label, vload, shift, centred: PART[c] = the sum of channel c's elements (with
+# `centred`: of (x - COEF[c].mean)^2) over the slots, in four accumulators (vector i of a run
+# into accumulator i mod 4, the rest of a run's vectors past its quads into the first).
+	.macro	ROWS_SUMS label, vload, shift, centred
+	.globl	\label
+	.ent	\label
+\label:
+	FOR_CHANNELS \shift
+	vaddd	$31, $31, $1
+	vaddd	$31, $31, $2
+	vaddd	$31, $31, $3
+	vaddd	$31, $31, $4
+	.if	\centred
+	ldde	$25, 0($23)           # the channel's mean
+	.endif
+	FOR_SLOTS
+	and	$24, 3, $8
+	beq	$8, 3f
+2:	\vload	$27, 0($7)
+	SUM_VECTOR \centred, $27, $1, $25
+	ldi	$7, 4 << \shift($7)
+	subl	$8, 1, $8
+	bgt	$8, 2b
+3:	srl	$24, 2, $8
+	beq	$8, 4f
+1:	\vload	$27, 0($7)
+	\vload	$28, 4 << \shift($7)
+	\vload	$29, 8 << \shift($7)
+	\vload	$12, 12 << \shift($7)
+	SUM_VECTOR \centred, $27, $1, $25
+	SUM_VECTOR \centred, $28, $2, $25
+	SUM_VECTOR \centred, $29, $3, $25
+	SUM_VECTOR \centred, $12, $4, $25
+	ldi	$7, 16 << \shift($7)
+	subl	$8, 1, $8
+	bgt	$8, 1b
+4:
+	END_SLOTS
+	vaddd	$1, $2, $1
+	vaddd	$3, $4, $3
+	vaddd	$1, $3, $1
+	LANE_SUM $1, $1, BCAST
+	fstd	$1, 0($22)
+	END_CHANNELS
+	ret
+	.end	\label
+	.endm
+	ROWS_SUMS bn_group_rows_sums_s, vlds, 2, 0
+	ROWS_SUMS bn_group_rows_sums_d, vldd, 3, 0
+	ROWS_SUMS bn_group_rows_deviations_s, vlds, 2, 1
+	ROWS_SUMS bn_group_rows_deviations_d, vldd, 3, 1
+
+# ROWS_APPLY label, vload, vstore, shift: APPLY's y = (x - mean) (gamma invstd) + beta in
+# place, channel by channel.
+	.macro	ROWS_APPLY label, vload, vstore, shift
+	.globl	\label
+	.ent	\label
+\label:
+	FOR_CHANNELS \shift
+	ldde	$1, 0($23)
+	ldde	$2, 8($23)
+	ldde	$3, 16($23)
+	FOR_SLOTS
+	APPLY_RUN \vload, \vstore, \shift, $24, $8, $4, $25, $27, $28
+	END_SLOTS
+	END_CHANNELS
+	ret
+	.end	\label
+	.endm
+	ROWS_APPLY bn_group_rows_apply_s, vlds, vsts, 2
+	ROWS_APPLY bn_group_rows_apply_d, vldd, vstd, 3
