@@ -414,11 +414,12 @@ def batchnorm_backward(dy, x, gamma, saved_mean, saved_invstd, *, layout="NCHW",
     moved = (2 * x.nbytes + 3 * channels * es, x.nbytes + 2 * channels * es)
     cut = tiles(machine.config, shape, es, 2)
     if cut:
+        rows = "rows_" if _rows(cut) else ""
         dx, out = mem.alloc(x.nbytes), mem.alloc(channels * 2 * es)
         stats = _resident(machine, cgs, engine, "batchnorm_backward", cut, shape, es,
                           [dy_addr, x_addr], dx, record, out, 2,
-                          ("bn_group_backward_sums", "bn_group_backward_means",
-                           "bn_group_backward_apply"), moved)
+                          (f"bn_group_{rows}backward_sums", "bn_group_backward_means",
+                           f"bn_group_{rows}backward_apply"), moved)
         stats.details.update(layout=layout)
         out = mem.get(out, (channels, 2), x.dtype)
         return (mem.get(dx, x.shape, x.dtype), out[:, 0].copy(), out[:, 1].copy()), stats

@@ -798,15 +798,9 @@ group_sum:
 	BACKWARD_MEANS bn_group_backward_means_s, flds, 2
 	BACKWARD_MEANS bn_group_backward_means_d, fldd, 3
 
-# BACKWARD_FINISH_APPLY label, load, vload, store, vstore, shift: per channel dgamma =
-# sum dy (x - mean) invstd, dbeta = sum dy (RESULTS[parity]) and the coefficients; then
-# dx = ((dy - dbeta / N) - xhat dgamma / N) gamma invstd, xhat = (x - mean) invstd, in place
-# of dy, by whole vectors, two per iteration (the slots are whole vectors; the lanes past a
-# run's end are never put).
-	.macro	BACKWARD_FINISH_APPLY label, load, vload, store, vstore, shift
-	.globl	\label
-	.ent	\label
-\label:
+# BACKWARD_FINISH load, store, shift: per channel dgamma = sum dy (x - mean) invstd, dbeta =
+# sum dy (RESULTS[parity]) and the coefficients dbeta / N, dgamma / N, gamma invstd.
+	.macro	BACKWARD_FINISH load, store, shift
 	sll	$18, PARITY_LOG, $1
 	ldi	$2, PARAMS($1)
 	ldi	$3, RESULTS($1)
@@ -836,38 +830,63 @@ group_sum:
 	ldi	$4, COEF_BYTES($4)
 	subl	$8, 1, $8
 	bgt	$8, 1b
+	.endm
+
+# DX_COEF entry: $1-$4, $25 = the channel's mean, invstd, dbeta / N, dgamma / N, gamma
+# invstd (its COEF entry at the LDM address `entry`) in every lane.
+	.macro	DX_COEF entry
+	ldde	$1, 0(\entry)
+	ldde	$2, 8(\entry)
+	ldde	$3, 16(\entry)
+	ldde	$4, 24(\entry)
+	ldde	$25, 32(\entry)
+	.endm
+
+# DX_RUN vload, vstore, shift, dy, x, count: dx = ((dy - dbeta / N) - xhat dgamma / N) gamma
+# invstd, xhat = (x - mean) invstd (DX_COEF's registers), in place of dy over `count` whole
+# vectors at dy and x (both advanced, count counted down), an odd vector first, then two per
+# iteration. Temporaries a, $27-$29.
+	.macro	DX_RUN vload, vstore, shift, dy, x, count, a=$5
+	blbc	\count, 2f
+	\vload	\a, 0(\dy)            # an odd vector first
+	\vload	$28, 0(\x)
+	DX_COMPUTE \a, $28, $1, $2, $3, $4, $25
+	\vstore	\a, 0(\dy)
+	ldi	\dy, 4 << \shift(\dy)
+	ldi	\x, 4 << \shift(\x)
+2:	srl	\count, 1, \count
+	beq	\count, 4f
+3:	\vload	\a, 0(\dy)
+	\vload	$28, 0(\x)
+	\vload	$27, 4 << \shift(\dy)
+	\vload	$29, 4 << \shift(\x)
+	DX_COMPUTE2 \a, $28, $27, $29, $1, $2, $3, $4, $25
+	\vstore	\a, 0(\dy)
+	\vstore	$27, 4 << \shift(\dy)
+	ldi	\dy, 8 << \shift(\dy)
+	ldi	\x, 8 << \shift(\x)
+	subl	\count, 1, \count
+	bgt	\count, 3b
+4:
+	.endm
+
+# BACKWARD_FINISH_APPLY label, load, vload, store, vstore, shift: BACKWARD_FINISH, then dx in
+# place of dy run by run, by whole vectors (the slots are whole vectors; the lanes past a
+# run's end are never put).
+	.macro	BACKWARD_FINISH_APPLY label, load, vload, store, vstore, shift
+	.globl	\label
+	.ent	\label
+\label:
+	BACKWARD_FINISH \load, \store, \shift
 	FOR_RUNS
 	sll	$21, 6, $5
-	ldde	$1, COEF($5)          # mean
-	ldde	$2, COEF + 8($5)      # invstd
-	ldde	$3, COEF + 16($5)     # dbeta / N
-	ldde	$4, COEF + 24($5)     # dgamma / N
-	ldde	$25, COEF + 32($5)    # gamma invstd
+	ldi	$5, COEF($5)
+	DX_COEF	$5
 	addl	$24, 3, $6
 	srl	$6, 2, $6
 	mov	$22, $7               # dy, then dx
 	mov	$23, $8               # x
-	blbc	$6, 2f
-	\vload	$5, 0($7)             # an odd vector first
-	\vload	$28, 0($8)
-	DX_COMPUTE $5, $28, $1, $2, $3, $4, $25
-	\vstore	$5, 0($7)
-	ldi	$7, 4 << \shift($7)
-	ldi	$8, 4 << \shift($8)
-2:	srl	$6, 1, $6
-	beq	$6, 4f
-3:	\vload	$5, 0($7)
-	\vload	$28, 0($8)
-	\vload	$27, 4 << \shift($7)
-	\vload	$29, 4 << \shift($8)
-	DX_COMPUTE2 $5, $28, $27, $29, $1, $2, $3, $4, $25
-	\vstore	$5, 0($7)
-	\vstore	$27, 4 << \shift($7)
-	ldi	$7, 8 << \shift($7)
-	ldi	$8, 8 << \shift($8)
-	subl	$6, 1, $6
-	bgt	$6, 3b
-4:
+	DX_RUN	\vload, \vstore, \shift, $7, $8, $6
 	END_RUNS \shift
 	ret
 	.end	\label
@@ -1052,3 +1071,83 @@ group_sum:
 	.endm
 	ROWS_APPLY bn_group_rows_apply_s, vlds, vsts, 2
 	ROWS_APPLY bn_group_rows_apply_d, vldd, vstd, 3
+
+# ROWS_BACKWARD_SUMS label, vload, shift: BACKWARD_SUMS channel by channel: PART[0][c] = sum
+# dy, PART[1][c] = sum dy (x - mean) over the slots (in0 dy, in1 x), two vectors per
+# iteration into two pairs of accumulators, an odd vector first.
+	.macro	ROWS_BACKWARD_SUMS label, vload, shift
+	.globl	\label
+	.ent	\label
+\label:
+	subl	$17, $16, $17         # in1's runs: this far past in0's
+	ldl	$13, TILE_MR($31)
+	s8addl	$13, $31, $13         # PART's second array: this far past the first
+	FOR_CHANNELS \shift
+	vaddd	$31, $31, $1
+	vaddd	$31, $31, $2
+	vaddd	$31, $31, $3
+	vaddd	$31, $31, $4
+	ldde	$25, 0($23)           # the channel's mean
+	FOR_SLOTS
+	addl	$7, $17, $14
+	blbc	$24, 2f
+	\vload	$27, 0($7)
+	\vload	$28, 0($14)
+	vaddd	$1, $27, $1
+	vsubd	$28, $25, $28
+	vmad	$27, $28, $3, $3
+	ldi	$7, 4 << \shift($7)
+	ldi	$14, 4 << \shift($14)
+2:	srl	$24, 1, $8
+	beq	$8, 4f
+1:	\vload	$27, 0($7)
+	\vload	$29, 4 << \shift($7)
+	\vload	$28, 0($14)
+	\vload	$12, 4 << \shift($14)
+	vaddd	$1, $27, $1
+	vaddd	$2, $29, $2
+	vsubd	$28, $25, $28
+	vsubd	$12, $25, $12
+	vmad	$27, $28, $3, $3
+	vmad	$29, $12, $4, $4
+	ldi	$7, 8 << \shift($7)
+	ldi	$14, 8 << \shift($14)
+	subl	$8, 1, $8
+	bgt	$8, 1b
+4:
+	END_SLOTS
+	vaddd	$1, $2, $1
+	vaddd	$3, $4, $3
+	LANE_SUM $1, $1, BCAST
+	LANE_SUM $3, $3, BCAST
+	fstd	$1, 0($22)
+	addl	$22, $13, $5
+	fstd	$3, 0($5)
+	END_CHANNELS
+	ret
+	.end	\label
+	.endm
+	ROWS_BACKWARD_SUMS bn_group_rows_backward_sums_s, vlds, 2
+	ROWS_BACKWARD_SUMS bn_group_rows_backward_sums_d, vldd, 3
+
+# ROWS_BACKWARD_APPLY label, load, vload, store, vstore, shift: BACKWARD_FINISH_APPLY with dx
+# channel by channel.
+	.macro	ROWS_BACKWARD_APPLY label, load, vload, store, vstore, shift
+	.globl	\label
+	.ent	\label
+\label:
+	BACKWARD_FINISH \load, \store, \shift
+	subl	$17, $16, $17         # in1's runs: this far past in0's
+	FOR_CHANNELS \shift
+	DX_COEF	$23
+	FOR_SLOTS
+	addl	$7, $17, $14
+	mov	$24, $8
+	DX_RUN	\vload, \vstore, \shift, $7, $14, $8, $12
+	END_SLOTS
+	END_CHANNELS
+	ret
+	.end	\label
+	.endm
+	ROWS_BACKWARD_APPLY bn_group_rows_backward_apply_s, flds, vlds, fsts, vsts, 2
+	ROWS_BACKWARD_APPLY bn_group_rows_backward_apply_d, fldd, vldd, fstd, vstd, 3
