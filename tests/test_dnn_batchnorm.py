@@ -282,6 +282,21 @@ def test_resident_tiles(dtype, shape, planes, slots):
     #                                                                 also (100, 3, 2, 2)
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_inference_on_row_tiles(dtype):
+    """Inference on row tiles (a piece per image holding all the tile's channels: RCNB's
+    positions) runs on the resident scheme, the finish from the running statistics then y,
+    with the streaming scheme's bits (the same double arithmetic); other tiles stream."""
+    rng = np.random.default_rng(5)
+    for shape, scheme_used in (((100, 40, 1, 20), "resident"), ((4, 8, 6, 8), "streaming")):
+        x, gamma, beta, rm, rv = inputs(rng, shape, dtype, 2.0, 1.0)
+        got, stats = dnn.batchnorm_forward(x, gamma, beta, rm, rv, training=False)
+        with scheme(False):
+            want, _ = dnn.batchnorm_forward(x, gamma, beta, rm, rv, training=False)
+        assert stats.scheme == scheme_used
+        assert all(a.tobytes() == b.tobytes() for a, b in zip(got, want))
+
+
 def test_resident_boundary():
     """Tiles are double-buffered while their pieces fit half of every CPE's free LDM per
     input stream, one at a time while they fit all of it, and the streaming scheme runs past

@@ -55,8 +55,8 @@
 	G_STREAMS = 152       # input streams: 1 (forward), 2 (backward)
 	G_COLS = 160          # the mesh
 	G_ROWS = 168
-	G_F0 = 176            # code addresses, forward: sums, deviations, finish, apply;
-	G_F1 = 184            # backward: sums, finish, apply
+	G_F0 = 176            # code addresses, forward: sums, deviations, finish, apply
+	G_F1 = 184            # (inference: 0, 0, finish, apply); backward: sums, finish, apply
 	G_F2 = 192
 	G_F3 = 200
 	G_N = 208             # doubles: elements per channel, N - 1, momentum, eps
@@ -440,6 +440,8 @@ compute:
 	ldl	$1, JOB + G_STREAMS($31)
 	cmpeq	$1, 2, $1
 	bne	$1, 5f
+	ldl	$1, JOB + G_F0($31)
+	beq	$1, 8f                # no sums: inference
 	bsr	$26, clear_part       # forward: sums, means
 	ldl	$27, JOB + G_F0($31)
 	bsr	$26, call_pass
@@ -467,6 +469,11 @@ compute:
 	srl	$17, 1, $17           # two arrays of TILE_MR
 	bsr	$26, group_sum
 	ldl	$27, JOB + G_F2($31)
+	bsr	$26, call_pass
+	br	9f
+8:	ldl	$27, JOB + G_F2($31)  # inference: the finish from the running statistics, y
+	bsr	$26, call_pass
+	ldl	$27, JOB + G_F3($31)
 	bsr	$26, call_pass
 9:	ldl	$26, SAVED_RA($31)
 	ret
@@ -720,11 +727,12 @@ group_sum:
 	BACKWARD_SUMS bn_group_backward_sums_s, flds, vlds, 2
 	BACKWARD_SUMS bn_group_backward_sums_d, fldd, vldd, 3
 
-# FINISH label, load, store, shift: per channel of the tile (PART: the sums of squared
-# deviations; PARAMS[parity] (gamma, beta, running mean, running var)): biased variance
-# M2 / N, invstd = 1 / sqrt(var + eps), COEF = (mean, gamma invstd, beta), RESULTS[parity] =
-# (running mean, running var updated with the unbiased M2 / (N - 1), mean, invstd).
-	.macro	FINISH label, load, store, shift
+# FINISH label, load, store, shift, training: per channel of the tile (PART: the sums of
+# squared deviations; PARAMS[parity] (gamma, beta, running mean, running var)): biased
+# variance M2 / N, invstd = 1 / sqrt(var + eps), COEF = (mean, gamma invstd, beta),
+# RESULTS[parity] = (running mean, running var updated with the unbiased M2 / (N - 1), mean,
+# invstd). training = 0 (inference): the running mean and variance, returned unchanged.
+	.macro	FINISH label, load, store, shift, training=1
 	.globl	\label
 	.ent	\label
 \label:
@@ -740,7 +748,9 @@ group_sum:
 	ldl	$19, JOB + G_EPS($31)
 	ONE	$20
 	fsubd	$20, $18, $21         # 1 - momentum
-1:	fldd	$5, 0($1)             # M2
+1:
+	.if	\training
+	fldd	$5, 0($1)             # M2
 	fldd	$6, 0($4)             # mean
 	fdivd	$5, $16, $7           # biased variance
 	fdivd	$5, $17, $5           # unbiased
@@ -750,6 +760,13 @@ group_sum:
 	fmad	$18, $6, $22, $22
 	fmuld	$21, $23, $23
 	fmad	$18, $5, $23, $23
+	.else
+	\load	$22, 2 << \shift($2)  # running mean, var: the mean and variance used
+	\load	$23, 3 << \shift($2)
+	mov	$22, $6
+	mov	$23, $7
+	fstd	$6, 0($4)
+	.endif
 	\store	$22, 0($3)
 	\store	$23, 1 << \shift($3)
 	\store	$6, 2 << \shift($3)
@@ -773,6 +790,8 @@ group_sum:
 	.endm
 	FINISH	bn_group_finish_s, flds, fsts, 2
 	FINISH	bn_group_finish_d, fldd, fstd, 3
+	FINISH	bn_group_infer_finish_s, flds, fsts, 2, 0
+	FINISH	bn_group_infer_finish_d, fldd, fstd, 3, 0
 
 # BACKWARD_MEANS label, load, shift: COEF[c].mean, .invstd from PARAMS[parity] (gamma, saved
 # mean, saved invstd, 0).
