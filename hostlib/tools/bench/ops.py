@@ -213,9 +213,9 @@ class TransformCase:
 class BatchNormCase:
     """Batch normalisation of a (batch, channels, h, w) map laid out as `layout`, `mode`
     "train" / "infer" (forward) or "backward"; sampled along the channels (tiles, units,
-    folds and finishes are per channel). A round: resident scheme (training, backward), a tile
-    of channels; streaming, the channels of a unit per CPE; doubled until the samples are cut
-    into the tiles or pieces the full map gets."""
+    folds and finishes are per channel). A round: resident scheme (training, backward;
+    inference on row tiles), a tile of channels; streaming, the channels of a unit per CPE;
+    doubled until the samples are cut into the tiles or pieces the full map gets."""
     name: str
     shape: tuple
     mode: str
