@@ -249,11 +249,15 @@ def test_any_shape_and_core_groups_agree(dtype, shape, resident):
     ((1, 16, 16, 256), (0, 0), 1),  # B = 1 (CNHW's view): tiles of 2 channels' segments,
     #                                 32 pieces, not 16 planes
     ((2, 40, 3, 5), (0, 0), 1),    # planes of 15 elements: tiles of 5 channels' planes
-    ((100, 40, 1, 8), (32, 32), 2)])   # B >= 64 (RCNB's H W "images"): pieces of as many
-#                                    planes as fit (not the fewest whole lines), a partial tile
+    ((100, 40, 1, 8), (32, 32), 2),    # B >= 64 (RCNB's H W "images"): pieces of as many
+    #                                planes as fit (not the fewest whole lines), a partial tile;
+    #                                a CPE's two pieces one strided request (whole tiles); the
+    #                                row passes, runs of two vectors
+    ((100, 40, 1, 20), (32, 32), 2)])  # runs of five vectors: a quad and one more
 def test_resident_tiles(dtype, shape, planes, slots):
     """The resident scheme's other geometries (several channels per piece and tile, segments
-    of several channels' planes, partial tiles, several slots) against the references; cgs = 3 and the tiles one at a time give
+    of several channels' planes, partial tiles, several slots) against the references; cgs = 3,
+    the tiles one at a time and a request per piece (not one strided request per CPE) give
     cgs = 1's bits."""
     rng = np.random.default_rng(len(shape) + shape[1])
     x, gamma, beta, rm, rv = inputs(rng, shape, dtype, 2.0, 1.0)
@@ -268,6 +272,29 @@ def test_resident_tiles(dtype, shape, planes, slots):
         again, single = check_both_passes(x, gamma, beta, rm, rv, dy)
     assert single.tiles.parities == 1
     assert all(a.tobytes() == b.tobytes() for a, b in zip(first, again))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(batchnorm, "_skip", lambda *args: 0)
+        again, per_piece = check_both_passes(x, gamma, beta, rm, rv, dy)
+    assert all(a.tobytes() == b.tobytes() for a, b in zip(first, again))
+    requests = [s.run.counters["dma_requests"] for s in (stats, per_piece)]
+    whole = layout.planes * shape[2] * shape[3] * x.itemsize == layout.slot_bytes
+    assert (requests[0] < requests[1]) == (slots > 1 and whole)     # (100, 40, 1, 8); f64:
+    #                                                                 also (100, 3, 2, 2)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_inference_on_row_tiles(dtype):
+    """Inference on row tiles (a piece per image holding all the tile's channels: RCNB's
+    positions) runs on the resident scheme, the finish from the running statistics then y,
+    with the streaming scheme's bits (the same double arithmetic); other tiles stream."""
+    rng = np.random.default_rng(5)
+    for shape, scheme_used in (((100, 40, 1, 20), "resident"), ((4, 8, 6, 8), "streaming")):
+        x, gamma, beta, rm, rv = inputs(rng, shape, dtype, 2.0, 1.0)
+        got, stats = dnn.batchnorm_forward(x, gamma, beta, rm, rv, training=False)
+        with scheme(False):
+            want, _ = dnn.batchnorm_forward(x, gamma, beta, rm, rv, training=False)
+        assert stats.scheme == scheme_used
+        assert all(a.tobytes() == b.tobytes() for a, b in zip(got, want))
 
 
 def test_resident_boundary():

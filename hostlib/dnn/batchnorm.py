@@ -1,12 +1,12 @@
 """Batch normalisation (per-channel statistics over B, H, W; PyTorch's semantics) of x in any
 layout of ``layout.LAYOUTS`` (NCHW by default), two ways (docs/dnn.md "Batch normalisation"):
 
-- **resident** (``kernels/dnn/batchnorm_group.s``, training forward and backward): a tile of
-  channels is held in the LDM of a core group's 64 CPEs, its sums are combined over the group
-  by register communication, and x (backward: dy and x) is read once. Used when a channel fits
-  (``tiles``).
+- **resident** (``kernels/dnn/batchnorm_group.s``, training forward and backward; inference
+  of row tiles, ``row_tiles``): a tile of channels is held in the LDM of a core group's 64 CPEs,
+  its sums are combined over the group by register communication, and x (backward: dy and x)
+  is read once. Used when a channel fits (``tiles``).
 - **streaming** (``kernels/dnn/batchnorm.s`` on the streaming driver), for any shape and for
-  inference: a channel's B H W elements are cut into pieces of a few KiB (whole planes, or
+  the other inference: a channel's B H W elements are cut into pieces of a few KiB (whole planes, or
   segments of a plane), so nothing has to hold a whole channel. Training forward: per-piece
   statistics, folded per channel in a fixed order (Chan's pairwise update) until one record
   is left, the channel's finish (mean, invstd, running averages), then the normalisation of
@@ -287,6 +287,24 @@ class _Run:
         return stream.with_bandwidth(total, config, moved, self.cgs)
 
 
+def row_tiles(layout):
+    """Whether every piece of the tiles is an image's part of a whole tile (a piece per image
+    holding all the tile's channels, as RCNB's positions): the row passes then go channel by
+    channel over the slots (batchnorm_group.s)."""
+    return layout.per_image == 1 and layout.planes == layout.channels
+
+
+def _skip(config, layout, shape, es):
+    """The bytes between a CPE's pieces in memory when they are one strided request per stream
+    (a piece per image holding all the tile's channels, filling its slot: the CPE's pieces are
+    `num_cpes` images apart), else 0 (a request per piece)."""
+    batch, channels, h, w = shape
+    piece = layout.planes * h * w * es
+    skip = config.num_cpes * channels * h * w * es - piece
+    return skip if row_tiles(layout) and layout.slots > 1 and piece == layout.slot_bytes and \
+        0 < skip < 1 << 32 else 0
+
+
 def _resident(machine, cgs, engine, name, layout, shape, es, inputs, output, param, result,
               results, routines, moved, settings=(0.0, 0.0)):
     """One launch of the resident kernel over `cgs` core groups (contiguous ranges of tiles):
@@ -300,6 +318,7 @@ def _resident(machine, cgs, engine, name, layout, shape, es, inputs, output, par
     record = GROUP_KERNEL.record("G_", "GJOB_BYTES")
     n = batch * h * w
     jobs = []
+    skip = _skip(config, layout, shape, es)
     for first, last in split(layout.count(shape), cgs):
         words = record.new(
             in0=inputs[0], in1=inputs[-1] if len(inputs) > 1 else 0, out=output, param=param,
@@ -308,8 +327,8 @@ def _resident(machine, cgs, engine, name, layout, shape, es, inputs, output, par
             slot=layout.slot_bytes, k=layout.slots, buf=slots, first=first, last=last,
             streams=len(inputs), cols=config.mesh_cols, rows=config.mesh_rows,
             n=float(n), n1=float(n - 1), momentum=settings[0], eps=settings[1],
-            parities=layout.parities,
-            **{f"f{i}": GROUP_KERNEL.symbol(f"{routine}_{stream.SUFFIX[es]}")
+            parities=layout.parities, skip=skip,
+            **{f"f{i}": GROUP_KERNEL.symbol(f"{routine}_{stream.SUFFIX[es]}") if routine else 0
                for i, routine in enumerate(routines)})
         jobs.append([machine.mem.put(words)])
     part = GROUP_KERNEL.launch_cgs(machine, jobs, flops=0, engine=engine,
@@ -345,12 +364,14 @@ def batchnorm_forward(x, gamma, beta, running_mean, running_var, *, training=Tru
     x_addr = mem.put(np.ascontiguousarray(x))
     record = mem.put(np.ascontiguousarray(np.stack(params, axis=1)))   # gamma, beta, rm, rv
     moved = (x.nbytes + 4 * channels * es, x.nbytes + 4 * channels * es)
-    cut = training and tiles(machine.config, shape, es, 1)
-    if cut:
-        y, out = mem.alloc(x.nbytes), mem.alloc(channels * 4 * es)
+    cut = tiles(machine.config, shape, es, 1)
+    if cut and (training or row_tiles(cut)):    # inference: where the streaming scheme would
+        y, out = mem.alloc(x.nbytes), mem.alloc(channels * 4 * es)   # write a record per run
+        rows = "rows_" if row_tiles(cut) else ""
+        routines = ((f"bn_group_{rows}sums", f"bn_group_{rows}deviations", "bn_group_finish")
+                    if training else (None, None, "bn_group_infer_finish"))
         stats = _resident(machine, cgs, engine, "batchnorm_forward", cut, shape, es,
-                          [x_addr], y, record, out, 4, ("bn_group_sums", "bn_group_deviations",
-                                                        "bn_group_finish", "bn_group_apply"),
+                          [x_addr], y, record, out, 4, routines + (f"bn_group_{rows}apply",),
                           moved, settings[:2])
         stats.details.update(training=training, layout=layout)
         out = mem.get(out, (channels, 4), x.dtype)
@@ -394,11 +415,12 @@ def batchnorm_backward(dy, x, gamma, saved_mean, saved_invstd, *, layout="NCHW",
     moved = (2 * x.nbytes + 3 * channels * es, x.nbytes + 2 * channels * es)
     cut = tiles(machine.config, shape, es, 2)
     if cut:
+        rows = "rows_" if row_tiles(cut) else ""
         dx, out = mem.alloc(x.nbytes), mem.alloc(channels * 2 * es)
         stats = _resident(machine, cgs, engine, "batchnorm_backward", cut, shape, es,
                           [dy_addr, x_addr], dx, record, out, 2,
-                          ("bn_group_backward_sums", "bn_group_backward_means",
-                           "bn_group_backward_apply"), moved)
+                          (f"bn_group_{rows}backward_sums", "bn_group_backward_means",
+                           f"bn_group_{rows}backward_apply"), moved)
         stats.details.update(layout=layout)
         out = mem.get(out, (channels, 2), x.dtype)
         return (mem.get(dx, x.shape, x.dtype), out[:, 0].copy(), out[:, 1].copy()), stats

@@ -55,8 +55,8 @@
 	G_STREAMS = 152       # input streams: 1 (forward), 2 (backward)
 	G_COLS = 160          # the mesh
 	G_ROWS = 168
-	G_F0 = 176            # code addresses, forward: sums, deviations, finish, apply;
-	G_F1 = 184            # backward: sums, finish, apply
+	G_F0 = 176            # code addresses, forward: sums, deviations, finish, apply
+	G_F1 = 184            # (inference: 0, 0, finish, apply); backward: sums, finish, apply
 	G_F2 = 192
 	G_F3 = 200
 	G_N = 208             # doubles: elements per channel, N - 1, momentum, eps
@@ -64,7 +64,9 @@
 	G_MOMENTUM = 224
 	G_EPS = 232
 	G_PARITIES = 240      # 2: double-buffered tiles; 1: one tile's slots fill the LDM
-	GJOB_BYTES = 248
+	G_SKIP = 248          # > 0: a CPE's slots of a whole tile are one strided request per
+	                      # stream (pieces of whole slots, G_SKIP bytes apart in memory)
+	GJOB_BYTES = 256
 
 	MAX_TILE = 32         # channels per tile, at most
 	MAX_SLOTS = 16        # slots per stream and parity, at most
@@ -311,8 +313,9 @@ setup:
 
 # transfer(tile $16, parity $17, put $18): the tile's DMA: gets of every input stream's
 # pieces into the parity's slots and of the tile's parameters (put = 0), or puts of the
-# slots of in0 to the output and, on CPE 0, of the tile's results (put = 1). Counts the
-# requests in GET_N / PUT_N[parity] after clearing the parity's reply word.
+# slots of in0 to the output and, on CPE 0, of the tile's results (put = 1): a request per
+# slot, or (G_SKIP > 0 and a whole tile) one strided request per stream. Counts the requests
+# in GET_N / PUT_N[parity] after clearing the parity's reply word.
 	.ent	transfer
 transfer:
 	TILE_GEOMETRY $16
@@ -337,6 +340,28 @@ transfer:
 3:	ldl	$1, KK($31)
 	ldi	$19, PT($31)
 	mov	$25, $16              # the slot
+	ldl	$5, JOB + G_SKIP($31)
+	beq	$5, 4f
+	beq	$1, 6f
+	ldl	$6, JOB + G_M($31)    # a whole tile: its slots are one strided request
+	cmpeq	$3, $6, $6
+	beq	$6, 4f
+	mull	$1, $8, $20           # bytes: the slots, back to back
+	ldl	$6, 0($19)
+	addl	$6, $4, $6
+	mull	$6, $7, $6
+	ldl	$29, JOB($28)
+	addl	$6, $29, $6           # main-memory address of the first
+	vinsw	$20, $31, DESC_SIZE, $20
+	ldih	$29, (DMA_GET << (DESC_OP_SHIFT - 16))($8)
+	beq	$18, 11f
+	ldih	$29, (DMA_PUT << (DESC_OP_SHIFT - 16))($8)
+11:	vinsw	$29, $20, DESC_CTRL, $20   # blocks of a slot
+	vinsw	$21, $20, DESC_REPLY, $20
+	vinsw	$5, $20, DESC_STRIDE, $20
+	dma	$20, $6, $16
+	addl	$23, 1, $23
+	br	6f
 4:	beq	$1, 6f
 	SLOT_RUNS
 	ble	$20, 5f
@@ -415,6 +440,8 @@ compute:
 	ldl	$1, JOB + G_STREAMS($31)
 	cmpeq	$1, 2, $1
 	bne	$1, 5f
+	ldl	$1, JOB + G_F0($31)
+	beq	$1, 8f                # no sums: inference
 	bsr	$26, clear_part       # forward: sums, means
 	ldl	$27, JOB + G_F0($31)
 	bsr	$26, call_pass
@@ -442,6 +469,11 @@ compute:
 	srl	$17, 1, $17           # two arrays of TILE_MR
 	bsr	$26, group_sum
 	ldl	$27, JOB + G_F2($31)
+	bsr	$26, call_pass
+	br	9f
+8:	ldl	$27, JOB + G_F2($31)  # inference: the finish from the running statistics, y
+	bsr	$26, call_pass
+	ldl	$27, JOB + G_F3($31)
 	bsr	$26, call_pass
 9:	ldl	$26, SAVED_RA($31)
 	ret
@@ -658,10 +690,11 @@ group_sum:
 	.end	\label
 	.endm
 
-# SUM_VECTOR centred, v, acc: acc += v, or with `centred` (v - $2)^2 (v is clobbered).
-	.macro	SUM_VECTOR centred, v, acc
+# SUM_VECTOR centred, v, acc, mean=$2: acc += v, or with `centred` (v - mean)^2 (v is
+# clobbered).
+	.macro	SUM_VECTOR centred, v, acc, mean=$2
 	.if	\centred
-	vsubd	\v, $2, \v
+	vsubd	\v, \mean, \v
 	vmad	\v, \v, \acc, \acc
 	.else
 	vaddd	\acc, \v, \acc
@@ -694,11 +727,12 @@ group_sum:
 	BACKWARD_SUMS bn_group_backward_sums_s, flds, vlds, 2
 	BACKWARD_SUMS bn_group_backward_sums_d, fldd, vldd, 3
 
-# FINISH label, load, store, shift: per channel of the tile (PART: the sums of squared
-# deviations; PARAMS[parity] (gamma, beta, running mean, running var)): biased variance
-# M2 / N, invstd = 1 / sqrt(var + eps), COEF = (mean, gamma invstd, beta), RESULTS[parity] =
-# (running mean, running var updated with the unbiased M2 / (N - 1), mean, invstd).
-	.macro	FINISH label, load, store, shift
+# FINISH label, load, store, shift, training: per channel of the tile (PART: the sums of
+# squared deviations; PARAMS[parity] (gamma, beta, running mean, running var)): biased
+# variance M2 / N, invstd = 1 / sqrt(var + eps), COEF = (mean, gamma invstd, beta),
+# RESULTS[parity] = (running mean, running var updated with the unbiased M2 / (N - 1), mean,
+# invstd). training = 0 (inference): the running mean and variance, returned unchanged.
+	.macro	FINISH label, load, store, shift, training=1
 	.globl	\label
 	.ent	\label
 \label:
@@ -714,7 +748,9 @@ group_sum:
 	ldl	$19, JOB + G_EPS($31)
 	ONE	$20
 	fsubd	$20, $18, $21         # 1 - momentum
-1:	fldd	$5, 0($1)             # M2
+1:
+	.if	\training
+	fldd	$5, 0($1)             # M2
 	fldd	$6, 0($4)             # mean
 	fdivd	$5, $16, $7           # biased variance
 	fdivd	$5, $17, $5           # unbiased
@@ -724,6 +760,13 @@ group_sum:
 	fmad	$18, $6, $22, $22
 	fmuld	$21, $23, $23
 	fmad	$18, $5, $23, $23
+	.else
+	\load	$22, 2 << \shift($2)  # running mean, var: the mean and variance used
+	\load	$23, 3 << \shift($2)
+	mov	$22, $6
+	mov	$23, $7
+	fstd	$6, 0($4)
+	.endif
 	\store	$22, 0($3)
 	\store	$23, 1 << \shift($3)
 	\store	$6, 2 << \shift($3)
@@ -747,6 +790,8 @@ group_sum:
 	.endm
 	FINISH	bn_group_finish_s, flds, fsts, 2
 	FINISH	bn_group_finish_d, fldd, fstd, 3
+	FINISH	bn_group_infer_finish_s, flds, fsts, 2, 0
+	FINISH	bn_group_infer_finish_d, fldd, fstd, 3, 0
 
 # BACKWARD_MEANS label, load, shift: COEF[c].mean, .invstd from PARAMS[parity] (gamma, saved
 # mean, saved invstd, 0).
@@ -772,15 +817,9 @@ group_sum:
 	BACKWARD_MEANS bn_group_backward_means_s, flds, 2
 	BACKWARD_MEANS bn_group_backward_means_d, fldd, 3
 
-# BACKWARD_FINISH_APPLY label, load, vload, store, vstore, shift: per channel dgamma =
-# sum dy (x - mean) invstd, dbeta = sum dy (RESULTS[parity]) and the coefficients; then
-# dx = ((dy - dbeta / N) - xhat dgamma / N) gamma invstd, xhat = (x - mean) invstd, in place
-# of dy, by whole vectors, two per iteration (the slots are whole vectors; the lanes past a
-# run's end are never put).
-	.macro	BACKWARD_FINISH_APPLY label, load, vload, store, vstore, shift
-	.globl	\label
-	.ent	\label
-\label:
+# BACKWARD_FINISH load, store, shift: per channel dgamma = sum dy (x - mean) invstd, dbeta =
+# sum dy (RESULTS[parity]) and the coefficients dbeta / N, dgamma / N, gamma invstd.
+	.macro	BACKWARD_FINISH load, store, shift
 	sll	$18, PARITY_LOG, $1
 	ldi	$2, PARAMS($1)
 	ldi	$3, RESULTS($1)
@@ -810,38 +849,63 @@ group_sum:
 	ldi	$4, COEF_BYTES($4)
 	subl	$8, 1, $8
 	bgt	$8, 1b
+	.endm
+
+# DX_COEF entry: $1-$4, $25 = the channel's mean, invstd, dbeta / N, dgamma / N, gamma
+# invstd (its COEF entry at the LDM address `entry`) in every lane.
+	.macro	DX_COEF entry
+	ldde	$1, 0(\entry)
+	ldde	$2, 8(\entry)
+	ldde	$3, 16(\entry)
+	ldde	$4, 24(\entry)
+	ldde	$25, 32(\entry)
+	.endm
+
+# DX_RUN vload, vstore, shift, dy, x, count: dx = ((dy - dbeta / N) - xhat dgamma / N) gamma
+# invstd, xhat = (x - mean) invstd (DX_COEF's registers), in place of dy over `count` whole
+# vectors at dy and x (both advanced, count counted down), an odd vector first, then two per
+# iteration. Temporaries a, $27-$29.
+	.macro	DX_RUN vload, vstore, shift, dy, x, count, a=$5
+	blbc	\count, 2f
+	\vload	\a, 0(\dy)            # an odd vector first
+	\vload	$28, 0(\x)
+	DX_COMPUTE \a, $28, $1, $2, $3, $4, $25
+	\vstore	\a, 0(\dy)
+	ldi	\dy, 4 << \shift(\dy)
+	ldi	\x, 4 << \shift(\x)
+2:	srl	\count, 1, \count
+	beq	\count, 4f
+3:	\vload	\a, 0(\dy)
+	\vload	$28, 0(\x)
+	\vload	$27, 4 << \shift(\dy)
+	\vload	$29, 4 << \shift(\x)
+	DX_COMPUTE2 \a, $28, $27, $29, $1, $2, $3, $4, $25
+	\vstore	\a, 0(\dy)
+	\vstore	$27, 4 << \shift(\dy)
+	ldi	\dy, 8 << \shift(\dy)
+	ldi	\x, 8 << \shift(\x)
+	subl	\count, 1, \count
+	bgt	\count, 3b
+4:
+	.endm
+
+# BACKWARD_FINISH_APPLY label, load, vload, store, vstore, shift: BACKWARD_FINISH, then dx in
+# place of dy run by run, by whole vectors (the slots are whole vectors; the lanes past a
+# run's end are never put).
+	.macro	BACKWARD_FINISH_APPLY label, load, vload, store, vstore, shift
+	.globl	\label
+	.ent	\label
+\label:
+	BACKWARD_FINISH \load, \store, \shift
 	FOR_RUNS
 	sll	$21, 6, $5
-	ldde	$1, COEF($5)          # mean
-	ldde	$2, COEF + 8($5)      # invstd
-	ldde	$3, COEF + 16($5)     # dbeta / N
-	ldde	$4, COEF + 24($5)     # dgamma / N
-	ldde	$25, COEF + 32($5)    # gamma invstd
+	ldi	$5, COEF($5)
+	DX_COEF	$5
 	addl	$24, 3, $6
 	srl	$6, 2, $6
 	mov	$22, $7               # dy, then dx
 	mov	$23, $8               # x
-	blbc	$6, 2f
-	\vload	$5, 0($7)             # an odd vector first
-	\vload	$28, 0($8)
-	DX_COMPUTE $5, $28, $1, $2, $3, $4, $25
-	\vstore	$5, 0($7)
-	ldi	$7, 4 << \shift($7)
-	ldi	$8, 4 << \shift($8)
-2:	srl	$6, 1, $6
-	beq	$6, 4f
-3:	\vload	$5, 0($7)
-	\vload	$28, 0($8)
-	\vload	$27, 4 << \shift($7)
-	\vload	$29, 4 << \shift($8)
-	DX_COMPUTE2 $5, $28, $27, $29, $1, $2, $3, $4, $25
-	\vstore	$5, 0($7)
-	\vstore	$27, 4 << \shift($7)
-	ldi	$7, 8 << \shift($7)
-	ldi	$8, 8 << \shift($8)
-	subl	$6, 1, $6
-	bgt	$6, 3b
-4:
+	DX_RUN	\vload, \vstore, \shift, $7, $8, $6
 	END_RUNS \shift
 	ret
 	.end	\label
@@ -849,8 +913,45 @@ group_sum:
 	BACKWARD_FINISH_APPLY bn_group_backward_apply_s, flds, vlds, fsts, vsts, 2
 	BACKWARD_FINISH_APPLY bn_group_backward_apply_d, fldd, vldd, fstd, vstd, 3
 
+# APPLY_RUN vload, vstore, shift, vectors, count, a, b, c, d: y = (x - $1) $2 + $3 in place
+# over `vectors` whole vectors at $7 (advanced), the rest of vectors / 4 first, then four per
+# iteration (the loads' and FMAs' latency); `count` counts down, a-d are temporaries.
+	.macro	APPLY_RUN vload, vstore, shift, vectors, count, a, b, c, d
+	and	\vectors, 3, \count
+	beq	\count, 2f
+1:	\vload	\a, 0($7)
+	vsubd	\a, $1, \a
+	vmad	\a, $2, $3, \a
+	\vstore	\a, 0($7)
+	ldi	$7, 4 << \shift($7)
+	subl	\count, 1, \count
+	bgt	\count, 1b
+2:	srl	\vectors, 2, \count
+	beq	\count, 4f
+3:	\vload	\a, 0($7)
+	\vload	\b, 4 << \shift($7)
+	\vload	\c, 8 << \shift($7)
+	\vload	\d, 12 << \shift($7)
+	vsubd	\a, $1, \a
+	vsubd	\b, $1, \b
+	vsubd	\c, $1, \c
+	vsubd	\d, $1, \d
+	vmad	\a, $2, $3, \a
+	vmad	\b, $2, $3, \b
+	vmad	\c, $2, $3, \c
+	vmad	\d, $2, $3, \d
+	\vstore	\a, 0($7)
+	\vstore	\b, 4 << \shift($7)
+	\vstore	\c, 8 << \shift($7)
+	\vstore	\d, 12 << \shift($7)
+	ldi	$7, 16 << \shift($7)
+	subl	\count, 1, \count
+	bgt	\count, 3b
+4:
+	.endm
+
 # APPLY label, vload, vstore, shift: y = (x - mean) (gamma invstd) + beta in place, by whole
-# vectors, four per iteration (the loads' and FMAs' latency), the others first.
+# vectors.
 	.macro	APPLY label, vload, vstore, shift
 	.globl	\label
 	.ent	\label
@@ -863,39 +964,209 @@ group_sum:
 	addl	$24, 3, $6
 	srl	$6, 2, $6
 	mov	$22, $7
-	and	$6, 3, $5
-	srl	$6, 2, $6
-	beq	$5, 2f
-1:	\vload	$4, 0($7)
-	vsubd	$4, $1, $4
-	vmad	$4, $2, $3, $4
-	\vstore	$4, 0($7)
-	ldi	$7, 4 << \shift($7)
-	subl	$5, 1, $5
-	bgt	$5, 1b
-2:	beq	$6, 4f
-3:	\vload	$4, 0($7)
-	\vload	$8, 4 << \shift($7)
-	\vload	$25, 8 << \shift($7)
-	\vload	$28, 12 << \shift($7)
-	vsubd	$4, $1, $4
-	vsubd	$8, $1, $8
-	vsubd	$25, $1, $25
-	vsubd	$28, $1, $28
-	vmad	$4, $2, $3, $4
-	vmad	$8, $2, $3, $8
-	vmad	$25, $2, $3, $25
-	vmad	$28, $2, $3, $28
-	\vstore	$4, 0($7)
-	\vstore	$8, 4 << \shift($7)
-	\vstore	$25, 8 << \shift($7)
-	\vstore	$28, 12 << \shift($7)
-	ldi	$7, 16 << \shift($7)
-	subl	$6, 1, $6
-	bgt	$6, 3b
-4:	END_RUNS \shift
+	APPLY_RUN \vload, \vstore, \shift, $6, $5, $4, $8, $25, $28
+	END_RUNS \shift
 	ret
 	.end	\label
 	.endm
 	APPLY	bn_group_apply_s, vlds, vsts, 2
 	APPLY	bn_group_apply_d, vldd, vstd, 3
+
+# Row tiles (a piece per image holding all the tile's channels, as RCNB's positions: every
+# slot holds the same TILE_M runs of HW elements, HW a multiple of 4): the passes go channel by
+# channel over the slots, so a channel's coefficients are loaded and its lane sums taken once
+# per tile, not per run, and its vectors go four at a time into four accumulators.
+
+# FOR_CHANNELS / END_CHANNELS: for every channel of the tile: $0 its run in the first slot of
+# in0 ($16; in1 $17 the same distance on), $23 its COEF entry, $22 its PART word; the body
+# walks the slots with FOR_SLOTS. $18 channels left, $19 a run's bytes, $20 slots, $21 the
+# slot stride, $24 vectors per run.
+	.macro	FOR_CHANNELS shift
+	ldl	$18, TILE_M($31)
+	ldl	$19, JOB + G_HW($31)
+	srl	$19, 2, $24
+	sll	$19, \shift, $19
+	ldl	$20, KK($31)
+	ldl	$21, JOB + G_SLOT($31)
+	ldi	$22, PART($31)
+	ldi	$23, COEF($31)
+	mov	$16, $0
+81:
+	.endm
+
+	.macro	END_CHANNELS
+	addl	$0, $19, $0
+	ldi	$22, 8($22)
+	ldi	$23, COEF_BYTES($23)
+	subl	$18, 1, $18
+	bgt	$18, 81b
+	.endm
+
+# FOR_SLOTS / END_SLOTS: for every slot: $7 the channel's run in it; the body goes over
+# its $24 vectors (the rest of $24 / 4 one at a time, then quads: ROW_QUADS) and keeps $0,
+# $18-$24, $5, $6.
+	.macro	FOR_SLOTS
+	mov	$20, $5
+	mov	$0, $6
+	beq	$5, 89f
+82:	mov	$6, $7
+	.endm
+
+	.macro	END_SLOTS
+	addl	$6, $21, $6
+	subl	$5, 1, $5
+	bgt	$5, 82b
+89:
+	.endm
+
+# ROWS_SUMS label, vload, shift, centred: PART[c] = the sum of channel c's elements (with
+# `centred`: of (x - COEF[c].mean)^2) over the slots, in four accumulators (vector i of a run
+# into accumulator i mod 4, the rest of a run's vectors past its quads into the first).
+	.macro	ROWS_SUMS label, vload, shift, centred
+	.globl	\label
+	.ent	\label
+\label:
+	FOR_CHANNELS \shift
+	vaddd	$31, $31, $1
+	vaddd	$31, $31, $2
+	vaddd	$31, $31, $3
+	vaddd	$31, $31, $4
+	.if	\centred
+	ldde	$25, 0($23)           # the channel's mean
+	.endif
+	FOR_SLOTS
+	and	$24, 3, $8
+	beq	$8, 3f
+2:	\vload	$27, 0($7)
+	SUM_VECTOR \centred, $27, $1, $25
+	ldi	$7, 4 << \shift($7)
+	subl	$8, 1, $8
+	bgt	$8, 2b
+3:	srl	$24, 2, $8
+	beq	$8, 4f
+1:	\vload	$27, 0($7)
+	\vload	$28, 4 << \shift($7)
+	\vload	$29, 8 << \shift($7)
+	\vload	$12, 12 << \shift($7)
+	SUM_VECTOR \centred, $27, $1, $25
+	SUM_VECTOR \centred, $28, $2, $25
+	SUM_VECTOR \centred, $29, $3, $25
+	SUM_VECTOR \centred, $12, $4, $25
+	ldi	$7, 16 << \shift($7)
+	subl	$8, 1, $8
+	bgt	$8, 1b
+4:
+	END_SLOTS
+	vaddd	$1, $2, $1
+	vaddd	$3, $4, $3
+	vaddd	$1, $3, $1
+	LANE_SUM $1, $1, BCAST
+	fstd	$1, 0($22)
+	END_CHANNELS
+	ret
+	.end	\label
+	.endm
+	ROWS_SUMS bn_group_rows_sums_s, vlds, 2, 0
+	ROWS_SUMS bn_group_rows_sums_d, vldd, 3, 0
+	ROWS_SUMS bn_group_rows_deviations_s, vlds, 2, 1
+	ROWS_SUMS bn_group_rows_deviations_d, vldd, 3, 1
+
+# ROWS_APPLY label, vload, vstore, shift: APPLY's y = (x - mean) (gamma invstd) + beta in
+# place, channel by channel.
+	.macro	ROWS_APPLY label, vload, vstore, shift
+	.globl	\label
+	.ent	\label
+\label:
+	FOR_CHANNELS \shift
+	ldde	$1, 0($23)
+	ldde	$2, 8($23)
+	ldde	$3, 16($23)
+	FOR_SLOTS
+	APPLY_RUN \vload, \vstore, \shift, $24, $8, $4, $25, $27, $28
+	END_SLOTS
+	END_CHANNELS
+	ret
+	.end	\label
+	.endm
+	ROWS_APPLY bn_group_rows_apply_s, vlds, vsts, 2
+	ROWS_APPLY bn_group_rows_apply_d, vldd, vstd, 3
+
+# ROWS_BACKWARD_SUMS label, vload, shift: BACKWARD_SUMS channel by channel: PART[0][c] = sum
+# dy, PART[1][c] = sum dy (x - mean) over the slots (in0 dy, in1 x), two vectors per
+# iteration into two pairs of accumulators, an odd vector first.
+	.macro	ROWS_BACKWARD_SUMS label, vload, shift
+	.globl	\label
+	.ent	\label
+\label:
+	subl	$17, $16, $17         # in1's runs: this far past in0's
+	ldl	$13, TILE_MR($31)
+	s8addl	$13, $31, $13         # PART's second array: this far past the first
+	FOR_CHANNELS \shift
+	vaddd	$31, $31, $1
+	vaddd	$31, $31, $2
+	vaddd	$31, $31, $3
+	vaddd	$31, $31, $4
+	ldde	$25, 0($23)           # the channel's mean
+	FOR_SLOTS
+	addl	$7, $17, $14
+	blbc	$24, 2f
+	\vload	$27, 0($7)
+	\vload	$28, 0($14)
+	vaddd	$1, $27, $1
+	vsubd	$28, $25, $28
+	vmad	$27, $28, $3, $3
+	ldi	$7, 4 << \shift($7)
+	ldi	$14, 4 << \shift($14)
+2:	srl	$24, 1, $8
+	beq	$8, 4f
+1:	\vload	$27, 0($7)
+	\vload	$29, 4 << \shift($7)
+	\vload	$28, 0($14)
+	\vload	$12, 4 << \shift($14)
+	vaddd	$1, $27, $1
+	vaddd	$2, $29, $2
+	vsubd	$28, $25, $28
+	vsubd	$12, $25, $12
+	vmad	$27, $28, $3, $3
+	vmad	$29, $12, $4, $4
+	ldi	$7, 8 << \shift($7)
+	ldi	$14, 8 << \shift($14)
+	subl	$8, 1, $8
+	bgt	$8, 1b
+4:
+	END_SLOTS
+	vaddd	$1, $2, $1
+	vaddd	$3, $4, $3
+	LANE_SUM $1, $1, BCAST
+	LANE_SUM $3, $3, BCAST
+	fstd	$1, 0($22)
+	addl	$22, $13, $5
+	fstd	$3, 0($5)
+	END_CHANNELS
+	ret
+	.end	\label
+	.endm
+	ROWS_BACKWARD_SUMS bn_group_rows_backward_sums_s, vlds, 2
+	ROWS_BACKWARD_SUMS bn_group_rows_backward_sums_d, vldd, 3
+
+# ROWS_BACKWARD_APPLY label, load, vload, store, vstore, shift: BACKWARD_FINISH_APPLY with dx
+# channel by channel.
+	.macro	ROWS_BACKWARD_APPLY label, load, vload, store, vstore, shift
+	.globl	\label
+	.ent	\label
+\label:
+	BACKWARD_FINISH \load, \store, \shift
+	subl	$17, $16, $17         # in1's runs: this far past in0's
+	FOR_CHANNELS \shift
+	DX_COEF	$23
+	FOR_SLOTS
+	addl	$7, $17, $14
+	mov	$24, $8
+	DX_RUN	\vload, \vstore, \shift, $7, $14, $8, $12
+	END_SLOTS
+	END_CHANNELS
+	ret
+	.end	\label
+	.endm
+	ROWS_BACKWARD_APPLY bn_group_rows_backward_apply_s, flds, vlds, fsts, vsts, 2
+	ROWS_BACKWARD_APPLY bn_group_rows_backward_apply_d, fldd, vldd, fstd, vstd, 3

@@ -213,9 +213,9 @@ class TransformCase:
 class BatchNormCase:
     """Batch normalisation of a (batch, channels, h, w) map laid out as `layout`, `mode`
     "train" / "infer" (forward) or "backward"; sampled along the channels (tiles, units,
-    folds and finishes are per channel). A round: resident scheme (training, backward), a tile
-    of channels; streaming, the channels of a unit per CPE; doubled until the samples are cut
-    into the tiles or pieces the full map gets."""
+    folds and finishes are per channel). A round: resident scheme (training, backward;
+    inference on row tiles), a tile of channels; streaming, the channels of a unit per CPE;
+    doubled until the samples are cut into the tiles or pieces the full map gets."""
     name: str
     shape: tuple
     mode: str
@@ -232,15 +232,14 @@ class BatchNormCase:
 
     def round_size(self, config):
         es = np.dtype(self.dtype).itemsize
-        if self.mode != "infer":
-            streams = 2 if self.mode == "backward" else 1
-            layout = batchnorm.tiles(config, self._view(self.shape[1]), es, streams)
-            if layout:      # tiles, doubled until the samples get the full map's tiles (a
-                channels = layout.channels      # segment tile's M depends on the channels)
-                while channels < self.shape[1] and layout != batchnorm.tiles(
-                        config, self._view(SAMPLE_ROUNDS[0] * channels), es, streams):
-                    channels *= 2
-                return channels
+        streams = 2 if self.mode == "backward" else 1
+        layout = batchnorm.tiles(config, self._view(self.shape[1]), es, streams)
+        if layout and (self.mode != "infer" or batchnorm.row_tiles(layout)):   # resident:
+            channels = layout.channels  # tiles, doubled until the samples get the full map's
+            while channels < self.shape[1] and layout != batchnorm.tiles(   # tiles (a segment
+                    config, self._view(SAMPLE_ROUNDS[0] * channels), es, streams):  # tile's M
+                channels *= 2           # depends on the channels)
+            return channels
         streams = 3 if self.mode == "backward" else 2
 
         def cut(channels):      # the pieces but their count along the channels
@@ -391,6 +390,8 @@ CASES = (
                   (32, 1024, 14, 14), "train", layout="RCNB"),
     BatchNormCase("batchnorm backward, RCNB: ResNet-50 conv4_x, 32x1024x14x14",
                   (32, 1024, 14, 14), "backward", layout="RCNB"),
+    BatchNormCase("batchnorm infer, RCNB: ResNet-50 conv4_x, 32x1024x14x14",
+                  (32, 1024, 14, 14), "infer", layout="RCNB"),
     SoftmaxCase("softmax + cross-entropy: ImageNet, 32x1000", 32, 1000),
     SoftmaxCase("softmax + cross-entropy: ImageNet, 32x1000, f64", 32, 1000, np.float64),
     SoftmaxCase("softmax + cross-entropy: ImageNet, 128x1000", 128, 1000),
