@@ -32,7 +32,7 @@ from typing import Callable, Optional
 import numpy as np
 
 from ...vm import Machine
-from ..blas import gemm, gemm_model
+from ..blas import gemm
 from ..blas.swgemm import gemm_plan
 from . import lstm
 
@@ -80,16 +80,9 @@ def hoisted_gemm(rows: int, n: int, k: int, dtype, config, engine="c", check=Non
     """Cycles (spawn included) of the hoisted GEMM x (rows x k) W_fused^T (W_fused n x k) at
     `rows` rows, sampled on GEMM_SAMPLES blocks of rows with the full size's blocking and
     orientation."""
-    itemsize = np.dtype(dtype).itemsize
-    choices = []
-    for swapped in (False, True):   # as swGEMM chooses for gemm(x, w, trans_b=True)
-        m_kernel, n_kernel = (n, rows) if swapped else (rows, n)
-        problem = gemm_model.Problem(m=m_kernel, n=n_kernel, k=k, itemsize=itemsize,
-                                     a_transposed=True, b_transposed=True, has_beta=False,
-                                     lda=k, ldb=k)
-        blocking = gemm_model.choose(problem, config)
-        choices.append((gemm_model.predict(problem, blocking, config), swapped, blocking))
-    _, swapped, blocking = min(choices, key=lambda c: c[0])
+    # what swGEMM runs for gemm(x, w, trans_b=True) (only the operands' shapes matter)
+    _, _, blocking, swapped = gemm_plan(np.empty((rows, k), dtype), np.empty((n, k), dtype),
+                                        trans_b=True, config=config)
     block_rows = 8 * (blocking.nb if swapped else blocking.mb)
     blocks = -(-rows // block_rows)
     key = (n, k, np.dtype(dtype).str, tuple(blocking), swapped, config, engine, check)
