@@ -17,6 +17,7 @@ from ...errors import SwsimError
 from .. import dnn
 from ..blas import gemm_model
 from ..dnn import conv as conv_ops
+from ..dnn import lstm_model
 from ..dnn.batchnorm import NATIVE_LAYOUTS
 from ..dnn.conv_common import make_geometry
 from ..dnn.layout import LAYOUTS
@@ -667,7 +668,6 @@ class LSTM(Layer):
         """The forward with the smaller estimate (ties: tensorized), its reserve in TRAIN;
         the predicted time is the forward's, plus in TRAIN the backward through time's (the
         same whichever forward runs)."""
-        from ..dnn import lstm_model
         steps, batch, inputs = shapes[0]
         hidden = self.param_shapes[2][1]
         estimates = [lstm_model.estimate_forward(steps, batch, inputs, hidden, DTYPE, algo=algo,
