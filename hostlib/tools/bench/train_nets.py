@@ -30,8 +30,8 @@ import numpy as np
 from ....vm import Machine
 from ...blas import gemm_model
 from ...dnn import conv
-from ...dnn.batchnorm import NATIVE_LAYOUTS
 from ...dnn.conv_common import ConvGeometry
+from ...train import layers as train_layers
 from . import ops
 
 CGS = 4
@@ -335,9 +335,9 @@ LAYOUT_FREE = (Stream,)       # element-wise: any layout (ReLU; Eltwise sums two
 
 
 def native_layouts(layer) -> tuple:
-    """The layouts a BN or pooling layer takes its bottom in (the Net's BatchNorm and Scale:
-    the batchnorm kernels'; Pooling: NCHW and CNHW, whose planes are innermost)."""
-    return NATIVE_LAYOUTS if isinstance(layer, BN) else (NCHW, "CNHW")
+    """The layouts a BN or pooling layer takes its bottom in: the training stack's BatchNorm
+    (and Scale) or Pooling layer's."""
+    return (train_layers.BatchNorm if isinstance(layer, BN) else train_layers.Pooling).layouts
 
 
 def layer_costs(network: Network, batch: int, est: Estimator) -> list:
