@@ -26,13 +26,15 @@ ALGOS = ("tensorized", "baseline")
 MESH = 8                      # the core group's mesh side: CPE (i, j) = id 8 i + j
 PAD = 4 * MESH                # B and H are padded to multiples of 32: Mb, Hb multiples of 4
 WIDEN_GROUP = 16              # kernels widen float32 to double 16 elements at a time
-RECORD = 6                    # a reserve record per step and CPE: Mb x 4Hb gates, Mb x Hb c, h
 # The reserve staged beside R^T chunks down to 1/4 of the chunk it leaves in place (measured
 # per step on 9 cases, docs/dnn.md "The reserve for training").
 STAGED_CHUNK_FLOOR = 4
 
 KERNEL = Kernel(("dnn/lstm.s", "gemm/gemm_prim.s"), entry="lstm", ldm_end="lstm_ldm_end",
                 stack="lstm_stack")
+# a reserve record per step and CPE, in parts of Mb x Hb elements: 4 gates, c_t, h_t
+RECORD, RECORD_C, RECORD_H = (KERNEL.symbol(name)
+                              for name in ("RECORD_PARTS", "RECORD_C", "RECORD_H"))
 CELL_KERNEL = Kernel(("dnn/lstm_cell.s",), entry="lstm_cell", ldm_end="lstm_cell_ldm_end")
 
 
@@ -227,11 +229,11 @@ def time_loop(projection, h0, c0, R, b, p: Plan, machine, engine):
         return (y, c_t, None, None), stats
     records = mem.get(rsv_addr, (steps, MESH * MESH, RECORD * block), dtype)
     # gates: (t, i, j, r, gate, u) -> (t, i r = batch row, gate, j u = unit)
-    gates = records[..., :4 * block].reshape(steps, MESH, MESH, mb, 4, hb).transpose(
+    gates = records[..., :RECORD_C * block].reshape(steps, MESH, MESH, mb, 4, hb).transpose(
         0, 1, 3, 4, 2, 5).reshape(steps, p.bp, 4, p.hp)
     gates = np.ascontiguousarray(gates[:, :batch, :, :hidden]).reshape(steps, batch, -1)
     cs, y = (unblocked(records[..., k * block:(k + 1) * block].reshape(
-        steps, MESH * MESH, mb, hb)) for k in (4, 5))
+        steps, MESH * MESH, mb, hb)) for k in (RECORD_C, RECORD_H))
     return (y, cs[-1].copy(), gates, cs), stats
 
 

@@ -60,6 +60,11 @@
 	                      # element-wise phase (when the GEMM phase streams R^T by DMA)
 	JOB_BYTES = 216
 
+	# A reserve record, in parts of Mb x Hb elements: the four gates, then c_t, then h_t
+	RECORD_C = 4
+	RECORD_H = 5
+	RECORD_PARTS = 6
+
 	# TIMES record (per CPE, cycles by rtc): init, I in + GEMM, element-wise, whole kernel
 	TM_INIT = 0
 	TM_GEMM = 8
@@ -167,12 +172,12 @@ issue_i:
 	mull	\reg, $29, \reg
 	.endm
 
-# RECORD_BYTES reg: reg = a reserve record's bytes, 6 Mb Hb es. Clobbers $29.
+# RECORD_BYTES reg: reg = a reserve record's bytes, RECORD_PARTS Mb Hb es. Clobbers $29.
 	.macro	RECORD_BYTES reg
 	MBHB	\reg
 	ldl	$29, JOB + J_ES($31)
 	mull	\reg, $29, \reg
-	mull	\reg, 6, \reg
+	mull	\reg, RECORD_PARTS, \reg
 	.endm
 
 # RECORD_PART_NARROW field, part (reserve_out): narrow the Mb x Hb doubles at LDM J_<field>
@@ -655,8 +660,8 @@ reserve_out:
 	sll	$17, 5, $17              # Mb Nb 8 bytes
 	mov	$31, $18
 	bsr	$26, rsv_put_now
-	RECORD_PART_PUT J_CST, 4
-	RECORD_PART_PUT J_G, 5
+	RECORD_PART_PUT J_CST, RECORD_C
+	RECORD_PART_PUT J_G, RECORD_H
 	mov	$15, $26
 	ret
 2:	ldl	$16, JOB + J_C($31)      # narrow C to $9, CST and G behind it, one put (or later)
@@ -664,8 +669,8 @@ reserve_out:
 	MBHB	$18                      # Mb Nb / 4 vectors
 	ldl	$19, JOB + J_ES($31)
 	bsr	$26, narrow
-	RECORD_PART_NARROW J_CST, 4
-	RECORD_PART_NARROW J_G, 5
+	RECORD_PART_NARROW J_CST, RECORD_C
+	RECORD_PART_NARROW J_G, RECORD_H
 	ldl	$1, JOB + J_DEFER($31)
 	beq	$1, 3f
 	ldi	$1, 1
