@@ -58,6 +58,7 @@ int barrier_arrive(Sim *s, Cpe *c, int column, uint64_t mask, int64_t t, Fault *
     int64_t release = t + s->cfg.barrier_cycles;
     for (uint64_t m = participants; m; m &= m - 1)
         s->cpes[__builtin_ctzll(m)].wait_until = release;
+    s->woke = 1;
     s->releases[s->num_releases++] = release;
     return 0;
 }

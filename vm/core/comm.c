@@ -183,14 +183,18 @@ void comm_deliver(Sim *s, int64_t t)
             queue_count[target] = count + 1;
         }
         /* a get stalls on an empty queue only: later appends find the CPE awake */
-        for (uint64_t m = targets & ~s->nonempty_queues[column]; m; m &= m - 1)
+        for (uint64_t m = targets & ~s->nonempty_queues[column]; m; m &= m - 1) {
             s->cpes[__builtin_ctzll(m)].sleep_until = t;
+            s->woke = 1;
+        }
         deliveries += (uint64_t)__builtin_popcountll(targets);
         s->nonempty_queues[column] |= targets;
         s->full_queues[column] |= became_full;
         /* a put stalls only while rc_send_depth transfers are blocked */
-        if (s->fifo_count[id] >= s->cfg.rc_send_depth)
+        if (s->fifo_count[id] >= s->cfg.rc_send_depth) {
             s->cpes[id].sleep_until = t;
+            s->woke = 1;
+        }
         s->fifo_head[id] = (int32_t)ring_index(s->fifo_head[id], 1, s->fifo_capacity);
         if (--s->fifo_count[id] == 0) {
             s->senders &= ~sender;

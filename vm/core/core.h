@@ -300,6 +300,11 @@ typedef struct {
     int running[SWSIM_MAX_CPES]; /* ids of the CPEs still running, between steps of a run */
     int num_running;
     int64_t next_cycle;        /* the first cycle not simulated yet */
+    /* in-step issue (engine.c "In step") */
+    int in_step;               /* every running CPE has the same issue state, */
+    uint64_t step_mask;        /* ... these CPEs */
+    int woke;                  /* an event set a CPE's sleep_until or wait_until */
+    int step_retry, step_backoff;   /* loop heads of the first CPE until the next test */
     int64_t interface_free;    /* the CG memory interface takes the next global access */
     int halted_this_cycle;
     DmaEngine dma;

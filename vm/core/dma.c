@@ -310,6 +310,7 @@ static void step(Sim *s, int64_t t, int dry)
             Cpe *issuer = &s->cpes[e->pool[index].cpe];
             issuer->dma_waiting--;
             issuer->sleep_until = t;   /* a dma may find room in the channel now */
+            s->woke = 1;
         }
     } while (!dry && complete_barrier(s, t));
     if (e->current >= 0)

@@ -297,7 +297,10 @@ __attribute__((always_inline))
 static inline int execute(Sim *s, Cpe *c, const Instr *in, int64_t t, Fault *fault)
 {
     switch ((enum InstrId)in->id) {
-    FLOAT_ARITH_CASES(c, in, t)   /* classes fp and fdiv, the most frequent */
+#define FLOAT_ARITH_CASE(id, op, single, lanes) \
+    case id: float_arith(c, in, op, single, lanes, t); return EXEC_NEXT;
+    FLOAT_ARITH_LIST(FLOAT_ARITH_CASE)   /* classes fp and fdiv, the most frequent */
+#undef FLOAT_ARITH_CASE
     case I_ADDW: case I_SUBW: case I_S4ADDW: case I_S4SUBW: case I_S8ADDW: case I_S8SUBW:
     case I_ADDL: case I_SUBL: case I_S4ADDL: case I_S4SUBL: case I_S8ADDL: case I_S8SUBL:
     case I_CMPEQ: case I_CMPLT: case I_CMPLE: case I_CMPULT: case I_CMPULE:
@@ -773,6 +776,65 @@ static void rewind_batches(Sim *s, Cpe *const *cpe, int num_running, int faulted
 
 enum { ISSUED_NOTHING = 0, ISSUED = 1, FAULTED = -1 };
 
+/* Issues the leader and the follower the checks chose (or none: the other pipe idles for
+ * follower_reason) and charges the cycle. */
+__attribute__((always_inline))
+static inline int perform(Sim *s, Cpe *c, const Instr *leader, const Instr *follower,
+                          int follower_reason, int64_t t)
+{
+    Fault *fault = &s->fault;
+    uint64_t pc = c->pc;
+    int outcome = execute(s, c, leader, t, fault);
+    if (outcome == EXEC_NEXT) {
+        c->pc += 4;
+        c->at++;   /* after the last word: the F_BAD_PC word */
+        if (follower) {
+            outcome = execute(s, c, follower, t, fault);
+            if (outcome == EXEC_NEXT) {
+                c->pc += 4;
+                c->at++;
+            }
+        }
+    }
+    if (outcome == EXEC_FAULT) {
+        record_fault(s, c, fault, t);
+        return FAULTED;
+    }
+    if (follower) {
+        charge(c, COUNTER_VALID(0), COUNTER_VALID(1), SWSIM_STATE_RUNNING);
+    } else {
+        int pipe = leader->pipe_alone;   /* the other pipe idles for the follower's reason */
+        charge(c, COUNTER_VALID(pipe), COUNTER_IDLE(pipe ^ 1, follower_reason),
+               SWSIM_STATE_RUNNING);
+    }
+    if (outcome == EXEC_HALT) {
+        c->running = 0;
+        s->cold[c->id].halt_cycle = t;
+        s->halted_this_cycle = 1;
+    } else if (outcome == EXEC_JUMP && c->pc <= pc + 4) {
+        mark_loop_head(s, c, t);
+        /* a batch of the loop from the next cycle, unless the loop changed nothing last time
+         * (a spin loop: skip_ahead's case) */
+        if (__builtin_expect((c->at->flags & F_BLOCK) && !c->armed, 0))
+            run_batch(s, c, c->at, t, t + 1);
+    }
+    return ISSUED;
+}
+
+/* The word issued beside a leader that issues, given the reason of the word after it (if
+ * considered), or NULL with the other pipe's idle reason in *idle_reason. */
+static inline const Instr *choose_follower(const Instr *leader, int next_reason, int *idle_reason)
+{
+    *idle_reason = REASON_PAIRING;
+    if (!(leader->flags & F_CONSIDER_NEXT))
+        return NULL;
+    if (next_reason != NO_STALL) {
+        *idle_reason = next_reason;
+        return NULL;
+    }
+    return leader->flags & F_PAIRS_NEXT ? leader + 1 : NULL;
+}
+
 __attribute__((always_inline))
 static inline int issue(Sim *s, Cpe *c, int64_t t)
 {
@@ -818,48 +880,203 @@ static inline int issue(Sim *s, Cpe *c, int64_t t)
         c->sleep_until = wake_time(s, c, leader, t);
         return ISSUED_NOTHING;
     }
-    const Instr *follower = NULL;
-    int follower_reason = REASON_PAIRING;
-    if (leader->flags & F_CONSIDER_NEXT) {
-        if (next_reason != NO_STALL)
-            follower_reason = next_reason;
-        else if (leader->flags & F_PAIRS_NEXT)
-            follower = next;
+    int follower_reason;
+    const Instr *follower = choose_follower(leader, next_reason, &follower_reason);
+    return perform(s, c, leader, follower, follower_reason, t);
+}
+
+/* ---- in step ----------------------------------------------------------------------------- */
+
+/* The CPEs of an SPMD kernel often run the same code in the same cycles: their issue state
+ * (same_issue_state: pc, ready times, waits) is the same and only their data differ. While
+ * every running CPE has the same issue state ("in step"), a cycle's decision is made once,
+ * from the first CPE's ready times, and each CPE's class checks (a get finds data, a put finds
+ * room) and data-dependent checks (an access stays in LDM, a put reaches CPEs it may) must come
+ * out alike; the words then issue for all of them, each instruction dispatched once. That is
+ * what issue() gives each CPE in run order: the words issued this way (not barriers, DMA,
+ * load-and-broadcast or misc) change only their CPE's registers, LDM, transfer FIFO and receive
+ * queues, and shared counters by addition, so their order among the CPEs does not matter.
+ * Anything else (checks that differ, another word, a branch or loop head that leaves the CPEs
+ * apart) hands the cycle, or the next, to issue() for each CPE; they are in step again once a
+ * test at a loop head of the first CPE finds them so (with a back-off while it does not). */
+
+enum { NOT_ALIKE = -2, MAX_STEP_BACKOFF = 64 };
+
+/* What issue() reads of a CPE besides its data and its units. */
+static int same_issue_state(const Cpe *a, const Cpe *b)
+{
+    return a->at == b->at && a->pc == b->pc && a->sleep_until == b->sleep_until
+           && a->wait_until == b->wait_until && a->ahead_until == b->ahead_until
+           && a->last_state == b->last_state && a->armed == b->armed
+           && a->global_free == b->global_free
+           && memcmp(a->ready, b->ready, sizeof a->ready) == 0;
+}
+
+/* At a loop head of the first running CPE: whether every running CPE is in step now. */
+static void test_in_step(Sim *s, Cpe *const *cpe, int n)
+{
+    int alike = 1;
+    for (int k = 1; k < n && alike; k++)
+        alike = same_issue_state(cpe[k], cpe[0]);
+    if (alike) {
+        s->in_step = 1;
+        s->woke = 0;
+        s->step_mask = 0;
+        for (int k = 0; k < n; k++)
+            s->step_mask |= UINT64_C(1) << cpe[k]->id;
+        s->step_backoff = 1;
+    } else if (s->step_backoff < MAX_STEP_BACKOFF) {
+        s->step_backoff *= 2;
     }
-    uint64_t pc = c->pc;
-    int outcome = execute(s, c, leader, t, fault);
-    if (outcome == EXEC_NEXT) {
-        c->pc += 4;
-        c->at++;   /* after the last word: the F_BAD_PC word */
-        if (follower) {
-            outcome = execute(s, c, follower, t, fault);
-            if (outcome == EXEC_NEXT) {
-                c->pc += 4;
-                c->at++;
-            }
+    s->step_retry = s->step_backoff;
+}
+
+static inline int issues_in_step(const Instr *in)
+{
+    return in->cls != CLS_SYNC && in->cls != CLS_DMA && in->cls != CLS_BCAST_LOAD
+           && in->cls != CLS_MISC;
+}
+
+static inline int is_control(const Instr *in)
+{
+    return in->cls == CLS_BRANCH || in->cls == CLS_JUMP;
+}
+
+/* The class check of `in` (F_STRUCTURAL) for every CPE in step, or NOT_ALIKE if it differs. */
+static inline int alike_class_reason(const Sim *s, Cpe *const *cpe, int n, const Instr *in,
+                                     int64_t t)
+{
+    if (!(in->flags & F_STRUCTURAL))
+        return NO_STALL;
+    if (in->cls == CLS_GET) {
+        uint64_t nonempty = s->nonempty_queues[in->id == I_GETC] & s->step_mask;
+        return nonempty == s->step_mask ? NO_STALL : nonempty ? NOT_ALIKE : REASON_GET_EMPTY;
+    }
+    int reason = class_reason(s, cpe[0], in, t);
+    for (int k = 1; k < n; k++)
+        if (class_reason(s, cpe[k], in, t) != reason)
+            return NOT_ALIKE;
+    return reason;
+}
+
+/* Whether the checks of execute() that depend on each CPE's data pass for `in`: a load or
+ * store stays in LDM (main memory goes through the shared interface, in run order), a put
+ * reaches CPEs it may. */
+static inline int accesses_alike(const Sim *s, Cpe *const *cpe, int n, const Instr *in)
+{
+    for (int k = 0; k < n; k++) {
+        const Cpe *c = cpe[k];
+        if (in->cls == CLS_LOAD || in->cls == CLS_STORE) {
+            if (!ldm_access(s, c, effective_address(c, in), in->size))
+                return 0;
+        } else if (in->cls == CLS_PUT) {
+            uint64_t target = operand_b(c, in);
+            if (target > 8 || c->put_fault[in->id == I_PUTC][target])
+                return 0;
         }
     }
-    if (outcome == EXEC_FAULT) {
-        record_fault(s, c, fault, t);
-        return FAULTED;
+    return 1;
+}
+
+/* Executes a word that cannot fault or change the pc for each CPE in step: one dispatch for
+ * the hot float instructions, else execute() for each. */
+__attribute__((always_inline))
+static inline void execute_for_all(Sim *s, Cpe *const *cpe, int n, const Instr *in, int64_t t)
+{
+    switch (in->id) {
+#define FOR_ALL_FLOAT_CASE(id, op, single, lanes) \
+    case id: \
+        for (int k = 0; k < n; k++) \
+            float_arith(cpe[k], in, op, single, lanes, t); \
+        return;
+    FLOAT_ARITH_LIST(FOR_ALL_FLOAT_CASE)
+#undef FOR_ALL_FLOAT_CASE
+    default:
+        for (int k = 0; k < n; k++)
+            execute(s, cpe[k], in, t, &s->fault);
+        return;
     }
-    if (follower) {
-        charge(c, COUNTER_VALID(0), COUNTER_VALID(1), SWSIM_STATE_RUNNING);
-    } else {
-        int pipe = leader->pipe_alone;   /* the other pipe idles for the follower's reason */
-        charge(c, COUNTER_VALID(pipe), COUNTER_IDLE(pipe ^ 1, follower_reason),
-               SWSIM_STATE_RUNNING);
+}
+
+/* Cycle t for the n running CPEs in step: ISSUED or ISSUED_NOTHING, FAULTED (with the CPE's
+ * position of the run order in *faulted), or NOT_ALIKE with nothing changed. */
+__attribute__((always_inline))
+static inline int issue_in_step(Sim *s, Cpe *const *cpe, int n, int64_t t, int *faulted)
+{
+    Cpe *first = cpe[0];
+    if (s->woke) {   /* a unit's event set some sleep_until or wait_until */
+        s->woke = 0;
+        for (int k = 1; k < n; k++)
+            if (cpe[k]->sleep_until != first->sleep_until
+                || cpe[k]->wait_until != first->wait_until)
+                return NOT_ALIKE;
     }
-    if (outcome == EXEC_HALT) {
-        c->running = 0;
-        s->cold[c->id].halt_cycle = t;
-        s->halted_this_cycle = 1;
-    } else if (outcome == EXEC_JUMP && c->pc <= pc + 4) {
-        mark_loop_head(s, c, t);
-        /* a batch of the loop from the next cycle, unless the loop changed nothing last time
-         * (a spin loop: skip_ahead's case) */
-        if (__builtin_expect((c->at->flags & F_BLOCK) && !c->armed, 0))
-            run_batch(s, c, c->at, t, t + 1);
+    if (first->wait_until > t)
+        return NOT_ALIKE;
+    if (first->sleep_until > t) {
+        int state = first->last_state;
+        for (int k = 0; k < n; k++)
+            charge(cpe[k], COUNTER_IDLE(0, state), COUNTER_IDLE(1, state), state);
+        return ISSUED_NOTHING;
+    }
+    const Instr *leader = first->at, *next = leader + 1;
+    if (leader->flags & (F_BAD_PC | F_INVALID))
+        return NOT_ALIKE;
+    int grouped = (leader->flags & F_GROUP_CHECKS) && group_ready(first, leader, t);
+    int reason = grouped ? NO_STALL : timing_reason(first->ready, leader, t);
+    if (reason == NO_STALL)
+        reason = alike_class_reason(s, cpe, n, leader, t);
+    if (reason == NOT_ALIKE)
+        return NOT_ALIKE;
+    if (reason != NO_STALL) {
+        for (int k = 0; k < n; k++) {
+            charge(cpe[k], COUNTER_IDLE(0, reason), COUNTER_IDLE(1, reason), reason);
+            cpe[k]->sleep_until = wake_time(s, cpe[k], leader, t);
+        }
+        return ISSUED_NOTHING;
+    }
+    int next_reason = NO_STALL;
+    if (leader->flags & F_CONSIDER_NEXT) {
+        next_reason = grouped ? NO_STALL : timing_reason(first->ready, next, t);
+        if (next_reason == NO_STALL)
+            next_reason = alike_class_reason(s, cpe, n, next, t);
+        if (next_reason == NOT_ALIKE)
+            return NOT_ALIKE;
+    }
+    int follower_reason;
+    const Instr *follower = choose_follower(leader, next_reason, &follower_reason);
+    if (!issues_in_step(leader) || !accesses_alike(s, cpe, n, leader)
+        || (follower && (!issues_in_step(follower) || !accesses_alike(s, cpe, n, follower))))
+        return NOT_ALIKE;
+    if (is_control(leader) || (follower && is_control(follower))) {
+        /* each CPE as issue() would; they stay in step if they come to the same state */
+        for (int k = 0; k < n; k++) {
+            if (perform(s, cpe[k], leader, follower, follower_reason, t) == FAULTED) {
+                *faulted = k;
+                return FAULTED;
+            }
+        }
+        for (int k = 0; k < n; k++) {
+            const Cpe *c = cpe[k];
+            if (!c->running || c->at != first->at || c->armed != first->armed
+                || c->wait_until != first->wait_until || c->ahead_until != first->ahead_until) {
+                s->in_step = 0;
+                break;
+            }
+        }
+        return ISSUED;
+    }
+    execute_for_all(s, cpe, n, leader, t);
+    if (follower)
+        execute_for_all(s, cpe, n, follower, t);
+    const int words = follower ? 2 : 1, pipe = leader->pipe_alone;
+    const int counter = follower ? COUNTER_VALID(0) : COUNTER_VALID(pipe);
+    const int other = follower ? COUNTER_VALID(1) : COUNTER_IDLE(pipe ^ 1, follower_reason);
+    for (int k = 0; k < n; k++) {
+        Cpe *c = cpe[k];
+        c->pc += 4 * (uint64_t)words;
+        c->at += words;
+        charge(c, counter, other, SWSIM_STATE_RUNNING);
     }
     return ISSUED;
 }
@@ -962,10 +1179,12 @@ static int64_t skip_ahead(Sim *s, Cpe *const *cpe, int num_running, int issued_a
         Cpe *c = cpe[k];
         if (c->ahead_until > t + 1)   /* the batch charged these cycles */
             continue;
-        if (issued_any && at_fixed_point(c))
+        if (issued_any && at_fixed_point(c)) {
             repeat_period(&s->cold[c->id], c, t, cycles);
-        else
+            s->in_step = 0;   /* its ready times moved */
+        } else {
             repeat_stall(c, cycles);
+        }
     }
     return cycles;
 }
@@ -1038,15 +1257,28 @@ static int64_t run_cycles(Sim *s, int64_t horizon)
             comm_deliver(s, t);
         if (s->num_releases)
             barrier_release(s, t);
-        int issued_any = 0;
-        for (int k = 0; k < num_running; k++) {
-            int issued = issue(s, cpe[k], t);
-            if (issued == FAULTED) {
-                rewind_batches(s, cpe, num_running, k, t);
-                uncharge_cycle(s, running, k);
-                return t;
+        int issued_any = 0, faulted = 0;
+        int in_step = s->in_step ? issue_in_step(s, cpe, num_running, t, &faulted) : NOT_ALIKE;
+        if (in_step == NOT_ALIKE) {
+            s->in_step = 0;
+            const Instr *first_at = cpe[0]->at;
+            for (int k = 0; k < num_running && in_step != FAULTED; k++) {
+                int issued = issue(s, cpe[k], t);
+                if (issued == FAULTED) {
+                    in_step = FAULTED;
+                    faulted = k;
+                }
+                issued_any |= issued;
             }
-            issued_any |= issued;
+            if (in_step != FAULTED && cpe[0]->at < first_at && --s->step_retry <= 0)
+                test_in_step(s, cpe, num_running);
+        } else {
+            issued_any = in_step;
+        }
+        if (in_step == FAULTED) {
+            rewind_batches(s, cpe, num_running, faulted, t);
+            uncharge_cycle(s, running, faulted);
+            return t;
         }
         int may_skip = s->cfg.skip
                        && !(issued_any
@@ -1070,6 +1302,7 @@ static int64_t run_cycles(Sim *s, int64_t horizon)
                 }
             num_running = still_running;
             s->halted_this_cycle = 0;
+            s->in_step = 0;
             if (num_running == 0)
                 return t + 1;
         }
@@ -1398,6 +1631,7 @@ static int init_sim(Sim *s)
     for (int64_t i = 0; i < s->code_words; i++)
         decode_word(s->job->code[i], s->latency, &s->code[i]);
     s->code[s->code_words].flags = F_BAD_PC;
+    s->step_backoff = s->step_retry = 1;
     /* Without a divide or sqrt in the code, P0 is never busy: the divide check can go. */
     int has_divide = 0;
     for (int64_t i = 0; i < s->code_words; i++)

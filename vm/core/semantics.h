@@ -345,44 +345,45 @@ static inline void float_arith(Cpe *c, const Instr *in, enum FpOp op, int single
         c->ready[BUSY_SLOT] = t + in->latency;
 }
 
-/* The float arithmetic instructions (classes fp and fdiv), as cases of a switch on the id. */
-#define FLOAT_ARITH_CASES(c, in, t) \
-    case I_FADDS: float_arith(c, in, FP_ADD, 1, 1, t); return EXEC_NEXT; \
-    case I_FADDD: float_arith(c, in, FP_ADD, 0, 1, t); return EXEC_NEXT; \
-    case I_FSUBS: float_arith(c, in, FP_SUB, 1, 1, t); return EXEC_NEXT; \
-    case I_FSUBD: float_arith(c, in, FP_SUB, 0, 1, t); return EXEC_NEXT; \
-    case I_FMULS: float_arith(c, in, FP_MUL, 1, 1, t); return EXEC_NEXT; \
-    case I_FMULD: float_arith(c, in, FP_MUL, 0, 1, t); return EXEC_NEXT; \
-    case I_FDIVS: float_arith(c, in, FP_DIV, 1, 1, t); return EXEC_NEXT; \
-    case I_FDIVD: float_arith(c, in, FP_DIV, 0, 1, t); return EXEC_NEXT; \
-    case I_FSQRTS: float_arith(c, in, FP_SQRT, 1, 1, t); return EXEC_NEXT; \
-    case I_FSQRTD: float_arith(c, in, FP_SQRT, 0, 1, t); return EXEC_NEXT; \
-    case I_FMAS: float_arith(c, in, FP_MA, 1, 1, t); return EXEC_NEXT; \
-    case I_FMAD: float_arith(c, in, FP_MA, 0, 1, t); return EXEC_NEXT; \
-    case I_FMSS: float_arith(c, in, FP_MS, 1, 1, t); return EXEC_NEXT; \
-    case I_FMSD: float_arith(c, in, FP_MS, 0, 1, t); return EXEC_NEXT; \
-    case I_FNMAS: float_arith(c, in, FP_NMA, 1, 1, t); return EXEC_NEXT; \
-    case I_FNMAD: float_arith(c, in, FP_NMA, 0, 1, t); return EXEC_NEXT; \
-    case I_FNMSS: float_arith(c, in, FP_NMS, 1, 1, t); return EXEC_NEXT; \
-    case I_FNMSD: float_arith(c, in, FP_NMS, 0, 1, t); return EXEC_NEXT; \
-    case I_VADDS: float_arith(c, in, FP_ADD, 1, SWSIM_LANES, t); return EXEC_NEXT; \
-    case I_VADDD: float_arith(c, in, FP_ADD, 0, SWSIM_LANES, t); return EXEC_NEXT; \
-    case I_VSUBS: float_arith(c, in, FP_SUB, 1, SWSIM_LANES, t); return EXEC_NEXT; \
-    case I_VSUBD: float_arith(c, in, FP_SUB, 0, SWSIM_LANES, t); return EXEC_NEXT; \
-    case I_VMULS: float_arith(c, in, FP_MUL, 1, SWSIM_LANES, t); return EXEC_NEXT; \
-    case I_VMULD: float_arith(c, in, FP_MUL, 0, SWSIM_LANES, t); return EXEC_NEXT; \
-    case I_VDIVS: float_arith(c, in, FP_DIV, 1, SWSIM_LANES, t); return EXEC_NEXT; \
-    case I_VDIVD: float_arith(c, in, FP_DIV, 0, SWSIM_LANES, t); return EXEC_NEXT; \
-    case I_VSQRTS: float_arith(c, in, FP_SQRT, 1, SWSIM_LANES, t); return EXEC_NEXT; \
-    case I_VSQRTD: float_arith(c, in, FP_SQRT, 0, SWSIM_LANES, t); return EXEC_NEXT; \
-    case I_VMAS: float_arith(c, in, FP_MA, 1, SWSIM_LANES, t); return EXEC_NEXT; \
-    case I_VMAD: float_arith(c, in, FP_MA, 0, SWSIM_LANES, t); return EXEC_NEXT; \
-    case I_VMSS: float_arith(c, in, FP_MS, 1, SWSIM_LANES, t); return EXEC_NEXT; \
-    case I_VMSD: float_arith(c, in, FP_MS, 0, SWSIM_LANES, t); return EXEC_NEXT; \
-    case I_VNMAS: float_arith(c, in, FP_NMA, 1, SWSIM_LANES, t); return EXEC_NEXT; \
-    case I_VNMAD: float_arith(c, in, FP_NMA, 0, SWSIM_LANES, t); return EXEC_NEXT; \
-    case I_VNMSS: float_arith(c, in, FP_NMS, 1, SWSIM_LANES, t); return EXEC_NEXT; \
-    case I_VNMSD: float_arith(c, in, FP_NMS, 0, SWSIM_LANES, t); return EXEC_NEXT;
+/* The float arithmetic instructions (classes fp and fdiv): X(id, operation, binary32, lanes)
+ * for each, so that a switch on the id can take them with the case it needs. */
+#define FLOAT_ARITH_LIST(X) \
+    X(I_FADDS, FP_ADD, 1, 1) \
+    X(I_FADDD, FP_ADD, 0, 1) \
+    X(I_FSUBS, FP_SUB, 1, 1) \
+    X(I_FSUBD, FP_SUB, 0, 1) \
+    X(I_FMULS, FP_MUL, 1, 1) \
+    X(I_FMULD, FP_MUL, 0, 1) \
+    X(I_FDIVS, FP_DIV, 1, 1) \
+    X(I_FDIVD, FP_DIV, 0, 1) \
+    X(I_FSQRTS, FP_SQRT, 1, 1) \
+    X(I_FSQRTD, FP_SQRT, 0, 1) \
+    X(I_FMAS, FP_MA, 1, 1) \
+    X(I_FMAD, FP_MA, 0, 1) \
+    X(I_FMSS, FP_MS, 1, 1) \
+    X(I_FMSD, FP_MS, 0, 1) \
+    X(I_FNMAS, FP_NMA, 1, 1) \
+    X(I_FNMAD, FP_NMA, 0, 1) \
+    X(I_FNMSS, FP_NMS, 1, 1) \
+    X(I_FNMSD, FP_NMS, 0, 1) \
+    X(I_VADDS, FP_ADD, 1, SWSIM_LANES) \
+    X(I_VADDD, FP_ADD, 0, SWSIM_LANES) \
+    X(I_VSUBS, FP_SUB, 1, SWSIM_LANES) \
+    X(I_VSUBD, FP_SUB, 0, SWSIM_LANES) \
+    X(I_VMULS, FP_MUL, 1, SWSIM_LANES) \
+    X(I_VMULD, FP_MUL, 0, SWSIM_LANES) \
+    X(I_VDIVS, FP_DIV, 1, SWSIM_LANES) \
+    X(I_VDIVD, FP_DIV, 0, SWSIM_LANES) \
+    X(I_VSQRTS, FP_SQRT, 1, SWSIM_LANES) \
+    X(I_VSQRTD, FP_SQRT, 0, SWSIM_LANES) \
+    X(I_VMAS, FP_MA, 1, SWSIM_LANES) \
+    X(I_VMAD, FP_MA, 0, SWSIM_LANES) \
+    X(I_VMSS, FP_MS, 1, SWSIM_LANES) \
+    X(I_VMSD, FP_MS, 0, SWSIM_LANES) \
+    X(I_VNMAS, FP_NMA, 1, SWSIM_LANES) \
+    X(I_VNMAD, FP_NMA, 0, SWSIM_LANES) \
+    X(I_VNMSS, FP_NMS, 1, SWSIM_LANES) \
+    X(I_VNMSD, FP_NMS, 0, SWSIM_LANES)
 
 static inline uint64_t float_compare(int id, double a, double b)
 {
