@@ -10,12 +10,9 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-import swsim
-from swsim.vm import VMConfig, cengine, pyengine
-from swsim.vm.differential import differences
-from swsim.vm.engine_api import EngineJob
+from swsim.vm import cengine
 
-from vm_helpers import dma_descriptor_asm
+from vm_helpers import agree_three_ways, copy, dma_descriptor_asm, iterations, job_of
 
 # A loop of dependent integer work on a ring of LDM words (as `int_chain`): $16 iterations.
 INT_LOOP = """
@@ -52,39 +49,11 @@ FLOAT_LOOP = """
 """
 
 
-def job_of(text, cpes, regs=None, max_cycles=200_000, config=None, mem=4096):
-    config = config or VMConfig.preset()
-    program = swsim.assemble("\t.text\n\t.globl entry\nentry:\n" + text, filename="batch.s")
-    n = config.num_cpes
-    spawned = np.zeros(n, bool)
-    spawned[:cpes] = True
-    return EngineJob(config=config, code=program.code, spawned=spawned,
-                     entry_pc=program.address_of("entry"),
-                     regs=np.zeros((n, 32, 4), np.uint64) if regs is None else regs,
-                     ldm=np.zeros((n, config.ldm_bytes), np.uint8), mem=np.zeros(mem, np.uint8),
-                     max_cycles=max_cycles)
-
-
-def copy(job):
-    return replace(job, regs=job.regs.copy(), ldm=job.ldm.copy(), mem=job.mem.copy())
-
-
 def agree(job, progress=None):
-    """Runs ``job`` on the Python engine, the C core and the C core stepping every cycle; all
-    must agree. Returns (the Python result, the cycles the core simulated in batches)."""
-    jobs = [copy(job) for _ in range(3)]
-    results = [pyengine.run(jobs[0]), cengine.run(jobs[1], progress=progress),
-               cengine.run(jobs[2], skip=False)]
-    assert differences(jobs[:2], results[:2]) == []
-    assert differences([jobs[0], jobs[2]], [results[0], results[2]]) == []
-    return results[0], cengine.batch_cycles(copy(job))
-
-
-def iterations(per_cpe):
-    """Registers with a0 = per_cpe[i] on CPE i."""
-    regs = np.zeros((VMConfig.preset().num_cpes, 32, 4), np.uint64)
-    regs[:len(per_cpe), 16, 0] = per_cpe
-    return regs
+    """The engines agree on ``job`` (vm_helpers.agree_three_ways); returns (the Python result,
+    the cycles the core simulated in batches)."""
+    result, paths = agree_three_ways(job, progress)
+    return result, paths.batch
 
 
 def test_a_private_loop_runs_in_batches():
@@ -179,5 +148,5 @@ def test_pauses_inside_batches(monkeypatch, every):
 
 def test_no_batches_while_tracing():
     job = job_of(INT_LOOP + "\thalt\n", 2, iterations([30, 30]))
-    assert cengine.batch_cycles(copy(job)) > 0
-    assert cengine.batch_cycles(replace(copy(job), trace=True)) == 0
+    assert cengine.path_cycles(copy(job)).batch > 0
+    assert cengine.path_cycles(replace(copy(job), trace=True)).batch == 0

@@ -52,6 +52,15 @@ def test_engines_agree_on_traces(case):
     assert_same(*run_both(case, trace=True))
 
 
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                 HealthCheck.data_too_large])
+@given(programs(faults=True, configs=True, spmd=True), st.booleans())
+def test_engines_agree_on_spmd_programs(case, trace):
+    """Every CPE runs the same code on its own data: the C core's CPEs in step, and every way
+    out of it (branches on data, accesses outside LDM, queues that differ, faults)."""
+    assert_same(*run_both(case, trace=trace))
+
+
 @settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                 HealthCheck.data_too_large])
 @given(programs(max_cpes=16))

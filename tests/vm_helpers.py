@@ -4,10 +4,14 @@ Every run goes through both engines from the same main memory and must agree bit
 (result, registers, LDM, memory, or the same stop report), so each hand-counted expectation of
 the VM tests is checked on the C core and on the Python reference engine alike.
 """
+from dataclasses import replace
+
 import numpy as np
 
 import swsim
-from swsim.vm import Machine, RunStopped
+from swsim.vm import Machine, RunStopped, VMConfig, cengine, pyengine
+from swsim.vm.differential import differences
+from swsim.vm.engine_api import EngineJob
 from swsim.vm.floats import bits_to_double
 from swsim.vm.fuzzgen import dma_descriptor, dma_descriptor_asm  # noqa: F401 (for the tests)
 
@@ -69,3 +73,40 @@ def idle(result, cpe=0, pipe=0):
     """Non-zero idle counters of one pipe."""
     counts = result.cpe[cpe].p0_idle if pipe == 0 else result.cpe[cpe].p1_idle
     return {reason: n for reason, n in counts.items() if n}
+
+
+# ---- engine jobs of a snippet on the C core's fast paths (batches, CPEs in step) ----
+
+def job_of(text, cpes, regs=None, max_cycles=200_000, config=None, mem=4096):
+    config = config or VMConfig.preset()
+    program = swsim.assemble("\t.text\n\t.globl entry\nentry:\n" + text, filename="snippet.s")
+    n = config.num_cpes
+    spawned = np.zeros(n, bool)
+    spawned[:cpes] = True
+    return EngineJob(config=config, code=program.code, spawned=spawned,
+                     entry_pc=program.address_of("entry"),
+                     regs=np.zeros((n, 32, 4), np.uint64) if regs is None else regs,
+                     ldm=np.zeros((n, config.ldm_bytes), np.uint8), mem=np.zeros(mem, np.uint8),
+                     max_cycles=max_cycles)
+
+
+def copy(job):
+    return replace(job, regs=job.regs.copy(), ldm=job.ldm.copy(), mem=job.mem.copy())
+
+
+def agree_three_ways(job, progress=None):
+    """Runs ``job`` on the Python engine, the C core and the C core stepping every cycle; all
+    must agree. Returns (the Python result, the core's cengine.PathCycles)."""
+    jobs = [copy(job) for _ in range(3)]
+    results = [pyengine.run(jobs[0]), cengine.run(jobs[1], progress=progress),
+               cengine.run(jobs[2], skip=False)]
+    assert differences(jobs[:2], results[:2]) == []
+    assert differences([jobs[0], jobs[2]], [results[0], results[2]]) == []
+    return results[0], cengine.path_cycles(copy(job))
+
+
+def iterations(per_cpe):
+    """Registers with a0 = per_cpe[i] on CPE i."""
+    regs = np.zeros((VMConfig.preset().num_cpes, 32, 4), np.uint64)
+    regs[:len(per_cpe), 16, 0] = per_cpe
+    return regs

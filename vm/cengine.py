@@ -6,6 +6,7 @@ and trace spans come back in an ``EngineResult`` identical to the Python referen
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import Callable, Optional
 
 import numpy as np
@@ -121,8 +122,8 @@ PROGRESS_CYCLES = 1 << 16
 
 def run(job: EngineJob, skip: bool = True,
         progress: Optional[Callable[[int], None]] = None) -> EngineResult:
-    """Run ``job`` to its end. ``skip=False`` steps every cycle of every CPE, without skipping
-    or batches (a debugging aid: neither changes a result). ``progress``, if given, is called with the current cycle every
+    """Run ``job`` to its end. ``skip=False`` steps every cycle of every CPE, without skipping,
+    batches or CPEs in step (a debugging aid: none of them changes a result). ``progress``, if given, is called with the current cycle every
     ``PROGRESS_CYCLES`` simulated cycles or so (the run proceeds in steps that return to
     Python; the results are those of a single step)."""
     n = job.config.num_cpes
@@ -150,17 +151,23 @@ def run(job: EngineJob, skip: bool = True,
         lib.swsim_free_result(result)
 
 
-def batch_cycles(job: EngineJob) -> int:
-    """Runs ``job`` (modifying its arrays as ``run`` does) and returns how many CPE cycles the
-    core simulated in batches, several cycles of a CPE in one visit (docs/vm.md "Engines"):
-    for tests that a case takes that path."""
+@dataclass(frozen=True)
+class PathCycles:
+    """How much of a run took the C core's fast paths (docs/vm.md "Engines"), for tests that a
+    case takes them."""
+    batch: int     # CPE cycles simulated in batches: several cycles of a CPE in one visit
+    in_step: int   # cycles whose issue decision was made once for every running CPE
+
+
+def path_cycles(job: EngineJob) -> PathCycles:
+    """Runs ``job`` (modifying its arrays as ``run`` does) and counts its fast paths."""
     keep: list = []
     result = ffi.new("SwResult *")
     status = lib.swsim_run(_config_struct(job, True), _job_struct(job, keep), result)
     try:
         if status != 0:
             raise (MemoryError if status == -2 else ValueError)(_ERRORS.get(status, status))
-        return int(result.batch_cycles)
+        return PathCycles(int(result.batch_cycles), int(result.step_cycles))
     finally:
         lib.swsim_free_result(result)
 

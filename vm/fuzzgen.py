@@ -2,8 +2,8 @@
 tests/test_vm_differential.py). Needs Hypothesis, which only ``swsim fuzz`` and the tests use.
 
 A generated case is assembly text, a configuration and the initial state: every spawned CPE
-(any set of ids of a mesh of any valid shape) runs its own random block (dispatched on rcid) made
-of *phases*. Straight-line code and loops draw any instruction of the ISA table with random legal
+(any set of ids of a mesh of any valid shape) runs its own random block (dispatched on rcid), or in
+one case in three all run the same block with their own data (SPMD), made of *phases*. Straight-line code and loops draw any instruction of the ISA table with random legal
 operands; calls go to shared functions (bsr/ret/jmp) and branches jump around code; the
 communication, DMA, barrier and race phases are planned across CPEs: register communication may
 fill receive queues past their depth (back-pressure) and get before it puts; DMA uses PE, BCAST
@@ -383,7 +383,9 @@ CONFIG_STRATEGIES = {
 
 
 @st.composite
-def programs(draw, max_cpes=64, faults=False, configs=False) -> Case:
+def programs(draw, max_cpes=64, faults=False, configs=False, spmd=None) -> Case:
+    """A random case; spmd: every CPE runs the same code (the C core's in-step path), with
+    its own data (None: drawn, one case in three)."""
     overrides = {}
     if configs:
         overrides = {name: draw(strategy) for name, strategy in CONFIG_STRATEGIES.items()
@@ -424,11 +426,16 @@ def programs(draw, max_cpes=64, faults=False, configs=False) -> Case:
         fault = fault_lines(draw, mesh, victim)
         at = draw(st.integers(0, len(per_cpe[victim])))
         per_cpe[victim][at:at] = [fault]
+    if spmd is None:
+        spmd = draw(st.integers(0, 2)) == 0
     lines = ["\t.text", "\t.globl\tentry", "entry:", "\trcid\t$24"]
-    for c in mesh.spawned[1:]:
-        lines += [f"\tcmpeq\t$24, {c}, $25", f"\tbne\t$25, .Lcpe{c}"]
-    for c in mesh.spawned:
-        lines += [f".Lcpe{c}:", *per_cpe[c], "\thalt"]
+    if spmd:   # the code of one CPE (the fault's victim if any) for all
+        lines += [*per_cpe[victim if faults else mesh.spawned[0]], "\thalt"]
+    else:
+        for c in mesh.spawned[1:]:
+            lines += [f"\tcmpeq\t$24, {c}, $25", f"\tbne\t$25, .Lcpe{c}"]
+        for c in mesh.spawned:
+            lines += [f".Lcpe{c}:", *per_cpe[c], "\thalt"]
     lines += functions(draw, 2)
     return Case("\n".join(lines) + "\n", cpes, draw(st.integers(0, 2**32 - 1)),
                 expect_fault=fault is not None, spawn=spawn, overrides=overrides)

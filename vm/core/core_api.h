@@ -43,6 +43,7 @@ typedef struct {
     SwSpan *spans;               /* owned by the result: release with swsim_free_result */
     int64_t num_spans;
     int64_t batch_cycles;        /* CPE cycles simulated in batches (engine.c), for tests */
+    int64_t step_cycles;         /* cycles simulated in step (engine.c), for tests */
 } SwResult;
 
 /* Static facts about one instruction word, for tests of the generated decoder. */
