@@ -290,6 +290,15 @@ static int execute_misc(Sim *s, Cpe *c, const Instr *in, int64_t t, Fault *fault
     }
 }
 
+/* A get (its queue is not empty): a side effect, so no test for a changed value. */
+__attribute__((always_inline))
+static inline void execute_get(Sim *s, Cpe *c, const Instr *in, int64_t t)
+{
+    memcpy(c->regs[in->dest], comm_receive(s, c, in->id == I_GETC), sizeof c->regs[0]);
+    c->ready[in->dest] = t + in->latency;
+    c->dirty = 1;
+}
+
 /* Applies an instruction at issue. EXEC_NEXT leaves the pc to the caller; the others set it.
  * Every instruction has its case here: the switch is over enum InstrId without a default, so
  * the build (-Werror=switch) fails if an instruction of the ISA table has none. */
@@ -338,10 +347,8 @@ static inline int execute(Sim *s, Cpe *c, const Instr *in, int64_t t, Fault *fau
         return execute_store(s, c, in, t, fault);
     case I_VLDR: case I_VLDC: case I_LDDER: case I_LDDEC:
         return execute_bcast_load(s, c, in, t, fault);
-    case I_GETR: case I_GETC:   /* a get is a side effect: no test for a changed value */
-        memcpy(c->regs[in->dest], comm_receive(s, c, in->id == I_GETC), sizeof c->regs[0]);
-        c->ready[in->dest] = t + in->latency;
-        c->dirty = 1;
+    case I_GETR: case I_GETC:
+        execute_get(s, c, in, t);
         return EXEC_NEXT;
     case I_PUTR: case I_PUTC: case I_SYNR: case I_SYNC: case I_DMA:
         return execute_communication(s, c, in, t, fault);
@@ -967,14 +974,14 @@ static inline int alike_class_reason(const Sim *s, Cpe *const *cpe, int n, const
  * reaches CPEs it may. */
 static inline int accesses_alike(const Sim *s, Cpe *const *cpe, int n, const Instr *in)
 {
-    for (int k = 0; k < n; k++) {
-        const Cpe *c = cpe[k];
-        if (in->cls == CLS_LOAD || in->cls == CLS_STORE) {
-            if (!ldm_access(s, c, effective_address(c, in), in->size))
+    if (in->cls == CLS_LOAD || in->cls == CLS_STORE) {
+        for (int k = 0; k < n; k++)
+            if (!ldm_access(s, cpe[k], effective_address(cpe[k], in), in->size))
                 return 0;
-        } else if (in->cls == CLS_PUT) {
-            uint64_t target = operand_b(c, in);
-            if (target > 8 || c->put_fault[in->id == I_PUTC][target])
+    } else if (in->cls == CLS_PUT) {
+        for (int k = 0; k < n; k++) {
+            uint64_t target = operand_b(cpe[k], in);
+            if (target > 8 || cpe[k]->put_fault[in->id == I_PUTC][target])
                 return 0;
         }
     }
@@ -994,6 +1001,10 @@ static inline void execute_for_all(Sim *s, Cpe *const *cpe, int n, const Instr *
         return;
     FLOAT_ARITH_LIST(FOR_ALL_FLOAT_CASE)
 #undef FOR_ALL_FLOAT_CASE
+    case I_GETR: case I_GETC:
+        for (int k = 0; k < n; k++)
+            execute_get(s, cpe[k], in, t);
+        return;
     default:
         for (int k = 0; k < n; k++)
             execute(s, cpe[k], in, t, &s->fault);
