@@ -310,17 +310,9 @@ static inline int execute(Sim *s, Cpe *c, const Instr *in, int64_t t, Fault *fau
     case id: float_arith(c, in, op, single, lanes, t); return EXEC_NEXT;
     FLOAT_ARITH_LIST(FLOAT_ARITH_CASE)   /* classes fp and fdiv, the most frequent */
 #undef FLOAT_ARITH_CASE
-    case I_ADDW: case I_SUBW: case I_S4ADDW: case I_S4SUBW: case I_S8ADDW: case I_S8SUBW:
-    case I_ADDL: case I_SUBL: case I_S4ADDL: case I_S4SUBL: case I_S8ADDL: case I_S8SUBL:
-    case I_CMPEQ: case I_CMPLT: case I_CMPLE: case I_CMPULT: case I_CMPULE:
-    case I_AND: case I_BIC: case I_BIS: case I_ORNOT: case I_XOR: case I_EQV:
-    case I_SLL: case I_SRL: case I_SRA:
-    case I_SELEQ: case I_SELGE: case I_SELGT: case I_SELLE: case I_SELLT: case I_SELNE:
-    case I_LDI: case I_LDIH: case I_MULW: case I_MULL: case I_UMULH:
-    case I_ZAP: case I_ZAPNOT: case I_SEXTB: case I_SEXTH: case I_SEXTW: case I_ANDNOT:
-    case I_ADDO_CARRY: case I_UADDO_CARRY: case I_SUBO_CARRY: case I_USUBO_CARRY:
-    case I_ADDO_TAKE_CARRY: case I_UADDO_TAKE_CARRY: case I_SUBO_TAKE_CARRY:
-    case I_USUBO_TAKE_CARRY: case I_UMULQA:
+#define INTEGER_CASE(id) case id:
+    INTEGER_LIST(INTEGER_CASE)
+#undef INTEGER_CASE
         write_scalar(c, in, integer_result(c, in), t + in->latency);
         return EXEC_NEXT;
     case I_VADDW: case I_VSUBW: case I_VSLLW: case I_VSRLW: case I_VSRAW: case I_VADDL:
@@ -989,7 +981,7 @@ static inline int accesses_alike(const Sim *s, Cpe *const *cpe, int n, const Ins
 }
 
 /* Executes a word that cannot fault or change the pc for each CPE in step: one dispatch for
- * the hot float instructions, else execute() for each. */
+ * float, integer and get instructions, else execute() for each. */
 __attribute__((always_inline))
 static inline void execute_for_all(Sim *s, Cpe *const *cpe, int n, const Instr *in, int64_t t)
 {
@@ -1001,6 +993,13 @@ static inline void execute_for_all(Sim *s, Cpe *const *cpe, int n, const Instr *
         return;
     FLOAT_ARITH_LIST(FOR_ALL_FLOAT_CASE)
 #undef FOR_ALL_FLOAT_CASE
+#define FOR_ALL_INTEGER_CASE(id) \
+    case id: \
+        for (int k = 0; k < n; k++) \
+            write_scalar(cpe[k], in, integer_result_of(cpe[k], in, id), t + in->latency); \
+        return;
+    INTEGER_LIST(FOR_ALL_INTEGER_CASE)
+#undef FOR_ALL_INTEGER_CASE
     case I_GETR: case I_GETC:
         for (int k = 0; k < n; k++)
             execute_get(s, cpe[k], in, t);
@@ -1009,6 +1008,32 @@ static inline void execute_for_all(Sim *s, Cpe *const *cpe, int n, const Instr *
         for (int k = 0; k < n; k++)
             execute(s, cpe[k], in, t, &s->fault);
         return;
+    }
+}
+
+/* Whether a branch (class branch) goes the same way on every CPE in step; *taken: which. */
+static inline int branches_alike(const Sim *s, Cpe *const *cpe, int n, const Instr *in,
+                                 int *taken)
+{
+    *taken = branch_taken(cpe[0], in);
+    for (int k = 1; k < n; k++)
+        if (branch_taken(cpe[k], in) != *taken)
+            return 0;
+    return 1;
+}
+
+/* After a cycle whose words may have left the CPEs apart (a jump, a loop head's marks, a
+ * batch, a halt): they stay in step only if they came to the same state. */
+static void leave_step_unless_alike(Sim *s, Cpe *const *cpe, int n)
+{
+    const Cpe *first = cpe[0];
+    for (int k = 0; k < n; k++) {
+        const Cpe *c = cpe[k];
+        if (!c->running || c->at != first->at || c->armed != first->armed
+            || c->wait_until != first->wait_until || c->ahead_until != first->ahead_until) {
+            s->in_step = 0;
+            return;
+        }
     }
 }
 
@@ -1062,35 +1087,57 @@ static inline int issue_in_step(Sim *s, Cpe *const *cpe, int n, int64_t t, int *
     if (!issues_in_step(leader) || !accesses_alike(s, cpe, n, leader)
         || (follower && (!issues_in_step(follower) || !accesses_alike(s, cpe, n, follower))))
         return NOT_ALIKE;
-    if (is_control(leader) || (follower && is_control(follower))) {
-        /* each CPE as issue() would; they stay in step if they come to the same state */
+    const Instr *branch = is_control(leader) ? leader
+                          : follower && is_control(follower) ? follower : NULL;
+    const uint64_t pc = first->pc, from = pc + (branch == follower ? 4 : 0);
+    const uint64_t target = branch ? from + 4 + branch->imm * 4 : 0;
+    int taken = 0;
+    if (branch && (branch->cls != CLS_BRANCH || !branches_alike(s, cpe, n, branch, &taken)
+                   || (taken && target == s->cfg.code_base - 4))) {
+        /* a jump, a branch taken by some only, or a halt: each CPE as issue() would; they
+         * stay in step if they come to the same state */
         for (int k = 0; k < n; k++) {
             if (perform(s, cpe[k], leader, follower, follower_reason, t) == FAULTED) {
                 *faulted = k;
                 return FAULTED;
             }
         }
-        for (int k = 0; k < n; k++) {
-            const Cpe *c = cpe[k];
-            if (!c->running || c->at != first->at || c->armed != first->armed
-                || c->wait_until != first->wait_until || c->ahead_until != first->ahead_until) {
-                s->in_step = 0;
-                break;
-            }
-        }
+        leave_step_unless_alike(s, cpe, n);
         return ISSUED;
     }
-    execute_for_all(s, cpe, n, leader, t);
-    if (follower)
+    if (branch != leader)
+        execute_for_all(s, cpe, n, leader, t);
+    if (follower && follower != branch)
         execute_for_all(s, cpe, n, follower, t);
     const int words = follower ? 2 : 1, pipe = leader->pipe_alone;
     const int counter = follower ? COUNTER_VALID(0) : COUNTER_VALID(pipe);
     const int other = follower ? COUNTER_VALID(1) : COUNTER_IDLE(pipe ^ 1, follower_reason);
+    if (!taken) {
+        for (int k = 0; k < n; k++) {
+            Cpe *c = cpe[k];
+            c->pc += 4 * (uint64_t)words;
+            c->at += words;
+            charge(c, counter, other, SWSIM_STATE_RUNNING);
+        }
+        return ISSUED;
+    }
+    /* a branch taken by every CPE: as execute_control() and perform() for each */
+    const Instr *to = word_at(s, target);
     for (int k = 0; k < n; k++) {
         Cpe *c = cpe[k];
-        c->pc += 4 * (uint64_t)words;
-        c->at += words;
+        write_scalar(c, branch, from + 4, t + branch->latency);
+        c->pc = target;
+        c->at = to;
         charge(c, counter, other, SWSIM_STATE_RUNNING);
+    }
+    if (target <= pc + 4) {   /* a loop head */
+        for (int k = 0; k < n; k++) {
+            Cpe *c = cpe[k];
+            mark_loop_head(s, c, t);
+            if (__builtin_expect((to->flags & F_BLOCK) && !c->armed, 0))
+                run_batch(s, c, to, t, t + 1);
+        }
+        leave_step_unless_alike(s, cpe, n);
     }
     return ISSUED;
 }

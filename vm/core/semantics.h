@@ -131,14 +131,26 @@ static inline uint64_t signed_overflow(__int128 exact)
     return exact < INT64_MIN || exact > INT64_MAX;
 }
 
-/* Scalar integer results (classes alu and imul), inlined in the cycle loop: the most
- * frequent instructions after float arithmetic. The carry family and umulqa also read rc:
+/* The scalar integer instructions (classes alu and imul): X(id) for each, so that a switch on the
+ * id can take them with the case it needs. */
+#define INTEGER_LIST(X) \
+    X(I_ADDW) X(I_SUBW) X(I_S4ADDW) X(I_S4SUBW) X(I_S8ADDW) X(I_S8SUBW) X(I_ADDL) X(I_SUBL) \
+    X(I_S4ADDL) X(I_S4SUBL) X(I_S8ADDL) X(I_S8SUBL) X(I_CMPEQ) X(I_CMPLT) X(I_CMPLE) \
+    X(I_CMPULT) X(I_CMPULE) X(I_AND) X(I_BIC) X(I_BIS) X(I_ORNOT) X(I_XOR) X(I_EQV) X(I_SLL) \
+    X(I_SRL) X(I_SRA) X(I_MULW) X(I_MULL) X(I_UMULH) X(I_ZAP) X(I_ZAPNOT) X(I_SEXTB) X(I_SEXTH) \
+    X(I_SEXTW) X(I_ANDNOT) X(I_ADDO_CARRY) X(I_UADDO_CARRY) X(I_SUBO_CARRY) X(I_USUBO_CARRY) \
+    X(I_ADDO_TAKE_CARRY) X(I_UADDO_TAKE_CARRY) X(I_SUBO_TAKE_CARRY) X(I_USUBO_TAKE_CARRY) \
+    X(I_UMULQA) X(I_LDI) X(I_LDIH) X(I_SELEQ) X(I_SELGE) X(I_SELGT) X(I_SELLE) X(I_SELLT) \
+    X(I_SELNE)
+
+/* Scalar integer results (classes alu and imul; `id`: the word's, a constant where the caller
+ * knows it), inlined in the cycle loop: the most frequent instructions after float arithmetic. The carry family and umulqa also read rc:
  * the incoming carry rc[0], umulqa's addend. */
 __attribute__((always_inline))
-static inline uint64_t integer_result(const Cpe *c, const Instr *in)
+static inline uint64_t integer_result_of(const Cpe *c, const Instr *in, int id)
 {
     uint64_t a = c->regs[in->ra][0], b = operand_b(c, in), rc = c->regs[in->rc][0];
-    switch (in->id) {
+    switch (id) {
     case I_ADDW: return sext32(a + b);
     case I_SUBW: return sext32(a - b);
     case I_S4ADDW: return sext32(a * 4 + b);
@@ -189,9 +201,16 @@ static inline uint64_t integer_result(const Cpe *c, const Instr *in)
     case I_LDI: return b + in->imm;
     case I_LDIH: return b + (in->imm << 16);
     case I_SELEQ: case I_SELGE: case I_SELGT: case I_SELLE: case I_SELLT: case I_SELNE:
-        return select_condition(in->id, (int64_t)a) ? b : c->regs[in->r3][0];
+        return select_condition(id, (int64_t)a) ? b : c->regs[in->r3][0];
     default: NOT_DISPATCHED_HERE(0);
     }
+}
+
+/* The same for the word's own id (a switch on it where the caller's is not known). */
+__attribute__((always_inline))
+static inline uint64_t integer_result(const Cpe *c, const Instr *in)
+{
+    return integer_result_of(c, in, in->id);
 }
 
 static inline uint32_t word_lane(const uint64_t *v, int i)
