@@ -3,6 +3,7 @@
 #define SWSIM_CORE_H
 #include <stdint.h>
 #include <stddef.h>
+#include <string.h>
 #include "core_api.h"
 #include "isa_tables.h"
 #include "engine_enums.h"
@@ -348,23 +349,35 @@ int barrier_arrive(Sim *s, Cpe *c, int column, uint64_t mask, int64_t t, Fault *
 void barrier_release(Sim *s, int64_t t);
 int64_t barrier_next_event(const Sim *s, int64_t t);
 
-/* Pops the oldest entry of a receive queue (the caller checked it is not empty); the
- * pointer stays valid until the next delivery. */
-static inline const uint64_t *comm_receive(Sim *s, Cpe *c, int column)
+/* Gets for n CPEs (one or every CPE in step, engine.c): pops the oldest entry of each one's row
+ * (column = 0) or column receive queue, which the caller checked is not empty, into register
+ * slot `dest`, readable at `ready`. A get is a side effect: no test for a changed value. */
+__attribute__((always_inline))
+static inline void comm_receive(Sim *s, Cpe *const *cpe, int n, int column, int dest,
+                                int64_t ready)
 {
-    int32_t *head = &s->queue_head[column][c->id];
-    const uint64_t *entry = s->queue_ring[column][c->id][*head];
-    if (++*head == s->cfg.rc_queue_depth)
-        *head = 0;
-    const uint64_t bit = UINT64_C(1) << c->id;
-    if (--s->queue_count[column][c->id] == 0)
-        s->nonempty_queues[column] &= ~bit;
-    if (s->full_queues[column] & bit) {
-        s->full_queues[column] &= ~bit;
+    uint64_t (**ring)[SWSIM_LANES] = s->queue_ring[column];
+    int32_t *head = s->queue_head[column], *count = s->queue_count[column];
+    const int32_t depth = (int32_t)s->cfg.rc_queue_depth;
+    uint64_t popped = 0, emptied = 0;
+    for (int k = 0; k < n; k++) {
+        Cpe *c = cpe[k];
+        const int id = c->id;
+        memcpy(c->regs[dest], ring[id][head[id]], sizeof c->regs[0]);
+        c->ready[dest] = ready;
+        c->dirty = 1;
+        head[id] = head[id] + 1 == depth ? 0 : head[id] + 1;
+        const uint64_t bit = UINT64_C(1) << id;
+        popped |= bit;
+        if (--count[id] == 0)
+            emptied |= bit;
+    }
+    s->nonempty_queues[column] &= ~emptied;
+    if (s->full_queues[column] & popped) {
+        s->full_queues[column] &= ~popped;
         if (s->due_senders)   /* a due head waiting for room may deliver next cycle */
             s->deliver_at = 0;
     }
-    return entry;
 }
 
 static inline int comm_queue_empty(const Sim *s, const Cpe *c, int column)

@@ -290,15 +290,6 @@ static int execute_misc(Sim *s, Cpe *c, const Instr *in, int64_t t, Fault *fault
     }
 }
 
-/* A get (its queue is not empty): a side effect, so no test for a changed value. */
-__attribute__((always_inline))
-static inline void execute_get(Sim *s, Cpe *c, const Instr *in, int64_t t)
-{
-    memcpy(c->regs[in->dest], comm_receive(s, c, in->id == I_GETC), sizeof c->regs[0]);
-    c->ready[in->dest] = t + in->latency;
-    c->dirty = 1;
-}
-
 /* Applies an instruction at issue. EXEC_NEXT leaves the pc to the caller; the others set it.
  * Every instruction has its case here: the switch is over enum InstrId without a default, so
  * the build (-Werror=switch) fails if an instruction of the ISA table has none. */
@@ -340,7 +331,7 @@ static inline int execute(Sim *s, Cpe *c, const Instr *in, int64_t t, Fault *fau
     case I_VLDR: case I_VLDC: case I_LDDER: case I_LDDEC:
         return execute_bcast_load(s, c, in, t, fault);
     case I_GETR: case I_GETC:
-        execute_get(s, c, in, t);
+        comm_receive(s, &c, 1, in->id == I_GETC, in->dest, t + in->latency);
         return EXEC_NEXT;
     case I_PUTR: case I_PUTC: case I_SYNR: case I_SYNC: case I_DMA:
         return execute_communication(s, c, in, t, fault);
@@ -983,8 +974,10 @@ static inline int accesses_alike(const Sim *s, Cpe *const *cpe, int n, const Ins
 /* Executes a word that cannot fault or change the pc for each CPE in step: one dispatch for
  * float, integer and get instructions, else execute() for each. */
 __attribute__((always_inline))
-static inline void execute_for_all(Sim *s, Cpe *const *cpe, int n, const Instr *in, int64_t t)
+static inline void execute_for_all(Sim *s, Cpe *const *cpe, int n, const Instr *word, int64_t t)
 {
+    /* a copy the CPEs' stores cannot alias: its fields stay in registers across the loops */
+    const Instr copy = *word, *in = &copy;
     switch (in->id) {
 #define FOR_ALL_FLOAT_CASE(id, op, single, lanes) \
     case id: \
@@ -1001,8 +994,7 @@ static inline void execute_for_all(Sim *s, Cpe *const *cpe, int n, const Instr *
     INTEGER_LIST(FOR_ALL_INTEGER_CASE)
 #undef FOR_ALL_INTEGER_CASE
     case I_GETR: case I_GETC:
-        for (int k = 0; k < n; k++)
-            execute_get(s, cpe[k], in, t);
+        comm_receive(s, cpe, n, in->id == I_GETC, in->dest, t + in->latency);
         return;
     default:
         for (int k = 0; k < n; k++)
