@@ -196,6 +196,13 @@ static int execute_bcast_load(Sim *s, Cpe *c, const Instr *in, int64_t t, Fault 
     return EXEC_NEXT;
 }
 
+/* A put whose target n (immediate or rb's lane 0) the caller checked: n <= 8, no fault. */
+static inline void send_put(Sim *s, Cpe *c, const Instr *in, int64_t t)
+{
+    const int column = in->id == I_PUTC;
+    comm_send(s, c, column, c->put_mask[column][operand_b(c, in)], c->regs[in->ra], t);
+}
+
 static int execute_communication(Sim *s, Cpe *c, const Instr *in, int64_t t, Fault *fault)
 {
     int column = in->id == I_PUTC || in->id == I_GETC || in->id == I_SYNC;
@@ -208,7 +215,7 @@ static int execute_communication(Sim *s, Cpe *c, const Instr *in, int64_t t, Fau
             put_targets(s, c, column, n, &targets, fault);
             return EXEC_FAULT;
         }
-        comm_send(s, c, column, c->put_mask[column][n], c->regs[in->ra], t);
+        send_put(s, c, in, t);
         return EXEC_NEXT;
     }
     case I_SYNR: case I_SYNC:
@@ -972,7 +979,7 @@ static inline int accesses_alike(const Sim *s, Cpe *const *cpe, int n, const Ins
 }
 
 /* Executes a word that cannot fault or change the pc for each CPE in step: one dispatch for
- * float, integer and get instructions, else execute() for each. */
+ * float, integer, get and put instructions, else execute() for each. */
 __attribute__((always_inline))
 static inline void execute_for_all(Sim *s, Cpe *const *cpe, int n, const Instr *word, int64_t t)
 {
@@ -995,6 +1002,12 @@ static inline void execute_for_all(Sim *s, Cpe *const *cpe, int n, const Instr *
 #undef FOR_ALL_INTEGER_CASE
     case I_GETR: case I_GETC:
         comm_receive(s, cpe, n, in->id == I_GETC, in->dest, t + in->latency);
+        return;
+    case I_PUTR: case I_PUTC:   /* accesses_alike checked the targets */
+        for (int k = 0; k < n; k++) {
+            cpe[k]->dirty = 1;
+            send_put(s, cpe[k], in, t);
+        }
         return;
     default:
         for (int k = 0; k < n; k++)
