@@ -149,10 +149,6 @@ static void collect_due_heads(Sim *s, int64_t t)
     s->next_due = next;
 }
 
-/* A receive-queue entry as one value: kept in a register and appended with one 32-byte store
- * where the host has AVX (an array went through the stack in two 16-byte halves). */
-typedef uint64_t Entry __attribute__((vector_size(32), aligned(8)));
-
 /* Phase 1(b): in CPE id order each sender delivers at most the head of its FIFO. */
 HOT_LOOP_CLONES
 void comm_deliver(Sim *s, int64_t t)

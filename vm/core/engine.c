@@ -364,7 +364,9 @@ static inline int structural_reason(const Sim *s, const Cpe *c, const Instr *in,
         return comm_queue_empty(s, c, in->id == I_GETC) ? REASON_GET_EMPTY : NO_STALL;
     switch (in->cls) {
     case CLS_PUT: case CLS_BCAST_LOAD:
-        return comm_send_blocked(s, c, t) >= s->cfg.rc_send_depth ? REASON_PUT_FULL : NO_STALL;
+        /* no transfer is blocked while the FIFO's head is not due (TIME_NEVER: empty) */
+        return s->head_due[c->id] > t || comm_send_blocked(s, c, t) < s->cfg.rc_send_depth
+               ? NO_STALL : REASON_PUT_FULL;
     case CLS_DMA:
         return c->dma_waiting >= s->cfg.dma_channel_depth ? REASON_DMA_FULL : NO_STALL;
     case CLS_LOAD: case CLS_STORE:
