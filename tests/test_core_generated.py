@@ -117,10 +117,15 @@ def test_every_parameter_is_read_by_both_engines_or_by_neither(param):
 # ---- the semantic dispatch -----------------------------------------------------------------
 
 def _dispatch_cases():
+    """The ids of execute()'s cases, with its X-macro lists (FLOAT_ARITH_LIST, INTEGER_LIST)
+    expanded."""
     text = source("semantics.h", "engine.c")
     body = function_body(text, "execute")
-    macro = re.search(r"#define FLOAT_ARITH_CASES\(c, in, t\)(.*?)\n\n", text, re.S).group(1)
-    body = body.replace("FLOAT_ARITH_CASES(c, in, t)", macro)
+    for name in ("FLOAT_ARITH_LIST", "INTEGER_LIST"):
+        macro = re.search(rf"#define {name}\(X\)(.*?)\n\n", text, re.S).group(1)
+        ids = re.findall(r"X\((I_\w+)", macro)
+        body, uses = re.subn(rf"{name}\(\w+\)", " ".join(f"case {i}:" for i in ids), body)
+        assert uses == 1, name
     return re.findall(r"case (I_\w+):", body)
 
 
@@ -129,6 +134,16 @@ def test_every_instruction_has_its_own_case_in_the_dispatch():
     expected = ["I_INVALID"] + [f"I_{i.name.upper()}" for i in isa.INSTRUCTIONS]
     assert sorted(cases) == sorted(expected)   # each exactly once, no stranger
     assert "default:" not in function_body(source("engine.c"), "execute")
+
+
+def test_the_x_macro_lists_are_their_classes():
+    """The C core dispatches classes fp and fdiv by FLOAT_ARITH_LIST and alu and imul by
+    INTEGER_LIST (CPEs in step, engine.c execute_for_all): each list is its classes' ids."""
+    text = source("semantics.h")
+    for name, classes in (("FLOAT_ARITH_LIST", ("fp", "fdiv")), ("INTEGER_LIST", ("alu", "imul"))):
+        macro = re.search(rf"#define {name}\(X\)(.*?)\n\n", text, re.S).group(1)
+        assert sorted(re.findall(r"X\((I_\w+)", macro)) == \
+            sorted(f"I_{i.name.upper()}" for i in isa.INSTRUCTIONS if i.cls in classes), name
 
 
 def test_no_default_arm_gives_an_instruction_a_neighbours_behaviour():

@@ -981,31 +981,41 @@ static inline int accesses_alike(const Sim *s, Cpe *const *cpe, int n, const Ins
 }
 
 /* Executes a word that cannot fault or change the pc for each CPE in step: one dispatch for
- * float, integer, get and put instructions, else execute() for each. */
+ * the float and integer instructions (classes fp, fdiv, alu and imul: FLOAT_ARITH_LIST and
+ * INTEGER_LIST, checked by tests/test_core_generated.py), gets and puts; execute() for each
+ * CPE for the others. */
 __attribute__((always_inline))
 static inline void execute_for_all(Sim *s, Cpe *const *cpe, int n, const Instr *word, int64_t t)
 {
     /* a copy the CPEs' stores cannot alias: its fields stay in registers across the loops */
     const Instr copy = *word, *in = &copy;
-    switch (in->id) {
+    switch (in->cls) {
+    case CLS_FP: case CLS_FDIV:
+        switch (in->id) {
 #define FOR_ALL_FLOAT_CASE(id, op, single, lanes) \
-    case id: \
-        for (int k = 0; k < n; k++) \
-            float_arith(cpe[k], in, op, single, lanes, t); \
-        return;
-    FLOAT_ARITH_LIST(FOR_ALL_FLOAT_CASE)
+        case id: \
+            for (int k = 0; k < n; k++) \
+                float_arith(cpe[k], in, op, single, lanes, t); \
+            return;
+        FLOAT_ARITH_LIST(FOR_ALL_FLOAT_CASE)
 #undef FOR_ALL_FLOAT_CASE
+        default: NOT_DISPATCHED_HERE();
+        }
+    case CLS_ALU: case CLS_IMUL:
+        switch (in->id) {
 #define FOR_ALL_INTEGER_CASE(id) \
-    case id: \
-        for (int k = 0; k < n; k++) \
-            write_scalar(cpe[k], in, integer_result_of(cpe[k], in, id), t + in->latency); \
-        return;
-    INTEGER_LIST(FOR_ALL_INTEGER_CASE)
+        case id: \
+            for (int k = 0; k < n; k++) \
+                write_scalar(cpe[k], in, integer_result_of(cpe[k], in, id), t + in->latency); \
+            return;
+        INTEGER_LIST(FOR_ALL_INTEGER_CASE)
 #undef FOR_ALL_INTEGER_CASE
-    case I_GETR: case I_GETC:
+        default: NOT_DISPATCHED_HERE();
+        }
+    case CLS_GET:
         comm_receive(s, cpe, n, in->id == I_GETC, in->dest, t + in->latency);
         return;
-    case I_PUTR: case I_PUTC:   /* accesses_alike checked the targets */
+    case CLS_PUT:   /* accesses_alike checked the targets */
         for (int k = 0; k < n; k++) {
             cpe[k]->dirty = 1;
             send_put(s, cpe[k], in, t);
@@ -1078,6 +1088,9 @@ static inline int issue_in_step(Sim *s, Cpe *const *cpe, int n, int64_t t, int *
         for (int k = 0; k < n; k++) {
             charge(cpe[k], COUNTER_IDLE(0, reason), COUNTER_IDLE(1, reason), reason);
             cpe[k]->sleep_until = wake_time(s, cpe[k], leader, t);
+            /* a load's or store's wake time depends on its address (main memory or LDM) */
+            if (cpe[k]->sleep_until != first->sleep_until)
+                s->in_step = 0;
         }
         return ISSUED_NOTHING;
     }

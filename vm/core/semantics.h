@@ -346,7 +346,7 @@ static inline void float_arith(Cpe *c, const Instr *in, enum FpOp op, int single
         c->dirty |= dest[0] != r;
         dest[0] = r;
     } else {
-        LanesD result;
+        LanesD result = {0};   /* every lane is set below (GCC may not see it) */
         for (int i = 0; i < SWSIM_LANES; i++)
             result[i] = fp_lane(op, single, a[i], b[i], r3[i]);
         LanesI bits, old, nan = result != result;
