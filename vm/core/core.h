@@ -94,6 +94,7 @@ typedef struct {
 #define MAX_BLOCK_CYCLES 64    /* cycles of a schedule */
 #define MAX_BLOCK_WRITES 8     /* slots a block writes (saved to take a batch back) */
 #define MAX_BATCH_STORES 32    /* stores a batch issues (their old LDM bytes are saved) */
+#define MAX_BLOCK_UOPS (4 * MAX_BLOCK_CYCLES)   /* a step's checks and words (Uop) */
 
 /* Step.flags */
 enum {
@@ -115,8 +116,33 @@ typedef struct {
     int8_t stall_reason;
 } Step;
 
+/* A whole iteration of a loop's schedule as micro-operations (Uop), run without the per-step
+ * bookkeeping of the steps (engine.c batch_iteration): the words in issue order, each with its
+ * issue cycle, preceded in its step by the checks the step makes before it issues. A word's
+ * kind is its id (I_*); the checks and the branch have kinds after the ids. */
+enum {
+    U_ADDRESS = NUM_INSTRUCTIONS,   /* a load's or store's access (issued or only examined)
+                                       must be in LDM, else the iteration stops before the step */
+    U_DIRTY,       /* before the branch's step: the iteration must have changed something */
+    U_BRANCH,      /* the branch back to the block's first word */
+    U_END
+};
+_Static_assert(U_END <= 256, "Uop.kind is a byte");
+
+typedef struct {
+    const Instr *in;
+    int16_t offset;            /* its step's issue cycle, from the block's entry */
+    uint8_t kind;              /* I_* or U_* */
+    uint8_t step;              /* its step's index in the block */
+    uint8_t word;              /* 0: the step's leader, 1: the word after it */
+} Uop;
+
 typedef struct {
     int32_t first_step, num_steps;   /* in Sim.steps */
+    int32_t first_uop, num_uops;     /* in Sim.uops (none: no whole iterations apart) */
+    int32_t num_deltas;              /* counters a whole iteration charges, */
+    uint8_t delta_counter[SWSIM_NUM_CPE_COUNTERS];   /* ... their columns */
+    uint16_t delta[SWSIM_NUM_CPE_COUNTERS];           /* ... and cycles */
     int32_t cycles;                  /* the schedule's length */
     int32_t loops;                   /* it ends with the branch back to its first word, */
     int32_t steady;                  /* ... scheduled for the steady state of its iterations */
@@ -273,7 +299,8 @@ typedef struct {
     CpeCold *cold;             /* by CPE id */
     Block *blocks;             /* private blocks (Instr.block) and their schedules */
     Step *steps;
-    int64_t num_blocks, num_steps;
+    Uop *uops;
+    int64_t num_blocks, num_steps, num_uops;
     BatchUndo *undo;           /* by CPE id: the CPE's last batch */
     int64_t horizon;           /* the run pauses before this cycle */
     int64_t batch_bound, bound_cycle;   /* batches end before batch_bound (valid in cycle

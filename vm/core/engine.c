@@ -131,11 +131,20 @@ static inline uint8_t *ldm_access(const Sim *s, const Cpe *c, uint64_t addr, int
     return c->ldm + addr;
 }
 
-static inline void load_into(Cpe *c, const Instr *in, const uint8_t *p, int64_t ready)
+/* The load `in` (its id, or the constant `id`) of the bytes at p; returns the bits of its
+ * destination that changed (put_lanes). */
+__attribute__((always_inline))
+static inline uint64_t load_changes(Cpe *c, int id, const Instr *in, const uint8_t *p,
+                                    int64_t ready)
 {
     uint64_t value[SWSIM_LANES];
-    int lanes = load_value(in->id, p, value);
-    write_lanes(c, in->dest, value, lanes, ready);
+    int lanes = load_value(id, p, value);
+    return put_lanes(c, in->dest, value, lanes, ready);
+}
+
+static inline void load_into(Cpe *c, const Instr *in, const uint8_t *p, int64_t ready)
+{
+    c->dirty |= load_changes(c, in->id, in, p, ready) != 0;
 }
 
 static inline void store_from(Cpe *c, const Instr *in, uint8_t *p)
@@ -298,17 +307,7 @@ static inline int execute(Sim *s, Cpe *c, const Instr *in, int64_t t, Fault *fau
 {
     switch ((enum InstrId)in->id) {
     FLOAT_ARITH_CASES(c, in, t)   /* classes fp and fdiv, the most frequent */
-    case I_ADDW: case I_SUBW: case I_S4ADDW: case I_S4SUBW: case I_S8ADDW: case I_S8SUBW:
-    case I_ADDL: case I_SUBL: case I_S4ADDL: case I_S4SUBL: case I_S8ADDL: case I_S8SUBL:
-    case I_CMPEQ: case I_CMPLT: case I_CMPLE: case I_CMPULT: case I_CMPULE:
-    case I_AND: case I_BIC: case I_BIS: case I_ORNOT: case I_XOR: case I_EQV:
-    case I_SLL: case I_SRL: case I_SRA:
-    case I_SELEQ: case I_SELGE: case I_SELGT: case I_SELLE: case I_SELLT: case I_SELNE:
-    case I_LDI: case I_LDIH: case I_MULW: case I_MULL: case I_UMULH:
-    case I_ZAP: case I_ZAPNOT: case I_SEXTB: case I_SEXTH: case I_SEXTW: case I_ANDNOT:
-    case I_ADDO_CARRY: case I_UADDO_CARRY: case I_SUBO_CARRY: case I_USUBO_CARRY:
-    case I_ADDO_TAKE_CARRY: case I_UADDO_TAKE_CARRY: case I_SUBO_TAKE_CARRY:
-    case I_USUBO_TAKE_CARRY: case I_UMULQA:
+    INTEGER_IDS(CASE_OF)
         write_scalar(c, in, integer_result(c, in), t + in->latency);
         return EXEC_NEXT;
     case I_VADDW: case I_VSUBW: case I_VSLLW: case I_VSRLW: case I_VSRAW: case I_VADDL:
@@ -327,11 +326,9 @@ static inline int execute(Sim *s, Cpe *c, const Instr *in, int64_t t, Fault *fau
     case I_VSHFF: case I_VSHFW: case I_VFMOV:
         shuffle_instruction(c, in, t);
         return EXEC_NEXT;
-    case I_LDSE: case I_LDDE: case I_VLDS: case I_VLDD: case I_LDBU: case I_LDHU: case I_LDW:
-    case I_LDL: case I_FLDS: case I_FLDD:
+    LOAD_IDS(CASE_OF)
         return execute_load(s, c, in, t, fault);
-    case I_VSTS: case I_VSTD: case I_STB: case I_STH: case I_STW: case I_STL: case I_FSTS:
-    case I_FSTD:
+    STORE_IDS(CASE_OF)
         return execute_store(s, c, in, t, fault);
     case I_VLDR: case I_VLDC: case I_LDDER: case I_LDDEC:
         return execute_bcast_load(s, c, in, t, fault);
@@ -514,13 +511,19 @@ static void relative_timing(const Cpe *c, int64_t t, int64_t *out)
     out[ISA_ZERO_REG + 1] = c->global_free > now ? c->global_free - now : 0;
 }
 
+/* The loop head after an iteration that changed something, or of another loop: a new mark. */
+static inline void reset_loop_head(Cpe *c, int64_t t)
+{
+    c->mark_pc = c->pc;
+    c->armed = c->confirmed = c->dirty = 0;
+    c->mark_cycle = t;
+    c->num_reads = c->reads_overflow = 0;
+}
+
 static void mark_loop_head(Sim *s, Cpe *c, int64_t t)
 {
     if (c->dirty || c->mark_pc != c->pc) {
-        c->mark_pc = c->pc;
-        c->armed = c->confirmed = c->dirty = 0;
-        c->mark_cycle = t;
-        c->num_reads = c->reads_overflow = 0;
+        reset_loop_head(c, t);
         return;
     }
     CpeCold *cold = &s->cold[c->id];
@@ -587,23 +590,38 @@ static inline int block_inputs_ready(const Cpe *c, const Block *b, int64_t t)
     return 1;
 }
 
+/* A batch's load `in` (its id, or the constant `id`) at p in LDM, as execute_load; returns the
+ * bits of its destination that changed. */
+__attribute__((always_inline))
+static inline uint64_t batch_load(Cpe *c, int id, const Instr *in, const uint8_t *p, int64_t t)
+{
+    record_read(c, (uint64_t)(p - c->ldm), in->size);
+    return load_changes(c, id, in, p, t + in->latency);
+}
+
+/* A batch's store at p in LDM, as execute_store, noting the bytes before for rewind_batch. */
+__attribute__((always_inline))
+static inline void batch_store(Sim *s, Cpe *c, int id, const Instr *in, uint8_t *p)
+{
+    BatchUndo *u = &s->undo[c->id];
+    u->store_addr[u->num_stores] = (uint64_t)(p - c->ldm);
+    u->store_size[u->num_stores] = in->size;
+    copy_access(u->store_old[u->num_stores++], p, in->size);
+    store_value(id, c->regs[in->ra], p, in->size);
+    c->dirty = 1;
+}
+
 /* Executes a word of a batch as execute() would, but for the pc (the caller advances it);
  * `p`: where its access is in LDM, if it is a load or store (the batch checked that it is). */
 __attribute__((always_inline))
 static inline void batch_execute(Sim *s, Cpe *c, const Instr *in, uint8_t *p, int64_t t)
 {
-    if (!p) {
+    if (!p)
         execute(s, c, in, t, &s->fault);   /* EXEC_NEXT: a private word */
-    } else if (in->cls == CLS_STORE) {   /* its bytes before, for rewind_batch */
-        BatchUndo *u = &s->undo[c->id];
-        u->store_addr[u->num_stores] = (uint64_t)(p - c->ldm);
-        u->store_size[u->num_stores] = in->size;
-        memcpy(u->store_old[u->num_stores++], p, in->size);
-        store_from(c, in, p);
-    } else {
-        record_read(c, (uint64_t)(p - c->ldm), in->size);
-        load_into(c, in, p, t + in->latency);
-    }
+    else if (in->cls == CLS_STORE)
+        batch_store(s, c, in->id, in, p);
+    else
+        c->dirty |= batch_load(c, in->id, in, p, t) != 0;
 }
 
 /* The block's branch back to `head` at pc, as execute_control. */
@@ -619,6 +637,65 @@ static inline void batch_branch(Cpe *c, const Instr *in, const Instr *head, int6
     c->at = head;
 }
 
+/* How a whole iteration of a batch ended (batch_iteration), else the index of the step before
+ * which it stopped (a check of that step failed; nothing of the step was done). */
+enum { ITERATION_LOOPED = -1, ITERATION_EXITED = -2, ITERATION_STOPPED = -3 };
+
+/* Runs one whole iteration of loop b entered at cycle `entry` by its micro-operations (core.h
+ * Uop), as the steps would but for the counters of its cycles (the caller adds the block's
+ * deltas) and the pc, which stays at the block's first word (the caller sets it if the iteration
+ * stopped or exited the loop). A word's micro-operation is its id: each case of the switch is
+ * the semantics of one instruction (integer_value, load_value, store_value with a constant id);
+ * the other private words take execute(). */
+__attribute__((always_inline))
+static inline int batch_iteration(Sim *s, Cpe *c, const Block *b, const Uop *uops,
+                                  int64_t entry)
+{
+    uint8_t *at[2] = {NULL, NULL};   /* the accesses of the step's words (U_ADDRESS) */
+    uint64_t changed = 0;            /* bits of registers the words changed (c->dirty) */
+    for (const Uop *op = uops, *last = uops + b->num_uops; op < last; op++) {
+        const Instr *in = op->in;
+        const int64_t t = entry + op->offset;
+        switch (op->kind) {
+#define INTEGER_UOP(name) \
+        case I_##name: { \
+            uint64_t value = integer_value(I_##name, c, in); \
+            changed |= put_lanes(c, in->dest, &value, 1, t + in->latency); \
+            break; \
+        }
+        INTEGER_IDS(INTEGER_UOP)
+#undef INTEGER_UOP
+#define LOAD_UOP(name) \
+        case I_##name: changed |= batch_load(c, I_##name, in, at[op->word], t); break;
+        LOAD_IDS(LOAD_UOP)
+#undef LOAD_UOP
+#define STORE_UOP(name) case I_##name: batch_store(s, c, I_##name, in, at[op->word]); break;
+        STORE_IDS(STORE_UOP)
+#undef STORE_UOP
+        case U_ADDRESS:
+            if (!(at[op->word] = ldm_access(s, c, effective_address(c, in), in->size))) {
+                c->dirty |= changed != 0;
+                return op->step;
+            }
+            break;
+        case U_DIRTY:
+            if (!c->dirty && !changed)
+                return op->step;
+            break;
+        case U_BRANCH:
+            c->dirty |= changed != 0;
+            if (!branch_taken(c, in))
+                return ITERATION_EXITED;
+            write_scalar(c, in, c->pc + 4 * (uint64_t)(in - c->at) + 4, t + in->latency);
+            return ITERATION_LOOPED;
+        default:
+            execute(s, c, in, t, &s->fault);   /* EXEC_NEXT: a private word */
+            break;
+        }
+    }
+    return ITERATION_EXITED;   /* not reached: a loop's last micro-operation is its branch */
+}
+
 /* Runs a batch of CPE c at the entry of block b at cycle `start`, up to cycle `end` at most,
  * and if `whole`, only iterations after the first that end by then; returns the first cycle
  * it did not simulate (the next cycle issue() decides). It stops before an issue cycle whose
@@ -631,9 +708,63 @@ static int64_t replay_batch(Sim *s, Cpe *c, const Block *b, int64_t start, int64
     const Instr *head = c->at;
     const Step *last = NULL;   /* the step of the last cycle charged, */
     int last_issued = 0;       /* ... its issue cycle (else one of its stall cycles) */
-    int64_t reached;
-    for (int64_t entry = start;; entry += b->cycles) {
-        for (int j = 0; j < b->num_steps; j++) {
+    int64_t reached, entry = start;
+    int first_step = 0;        /* of the iteration at `entry` still to run */
+    if (b->num_uops) {   /* the whole iterations that fit before `end`, by micro-operations */
+        const Uop *uops = &s->uops[b->first_uop];
+        uint64_t whole_iterations = 0;
+        int outcome = ITERATION_LOOPED;
+        while (entry + b->cycles <= end) {
+            outcome = batch_iteration(s, c, b, uops, entry);
+            if (outcome != ITERATION_LOOPED)
+                break;
+            whole_iterations++;
+            entry += b->cycles;
+            reset_loop_head(c, entry - 1);   /* mark_loop_head: the iteration was dirty */
+            int64_t reach = whole ? entry + b->cycles : entry + 1;   /* as below */
+            if (reach > end || s->undo[c->id].num_stores + b->stores > MAX_BATCH_STORES
+                || (!b->steady && !block_inputs_ready(c, b, entry))) {
+                outcome = ITERATION_STOPPED;   /* at the loop's entry */
+                break;
+            }
+        }
+        whole_iterations += outcome == ITERATION_EXITED;
+        for (int k = 0; k < b->num_deltas; k++)
+            c->counters[b->delta_counter[k]] += whole_iterations * b->delta[k];
+        if (whole_iterations) {
+            last = &steps[b->num_steps - 1];
+            last_issued = 1;
+        }
+        if (outcome == ITERATION_EXITED) {   /* the branch fell through */
+            const Instr *after = uops[b->num_uops - 1].in + 1;
+            c->pc += 4 * (uint64_t)(after - head);
+            c->at = after;
+            reached = entry + b->cycles;
+            goto done;
+        }
+        if (outcome == ITERATION_STOPPED) {
+            reached = entry;
+            goto done;
+        }
+        if (outcome >= 0) {   /* stopped before step `outcome`: the steps before it ran */
+            for (int j = 0; j < outcome; j++) {
+                const Step *st = &steps[j];
+                c->counters[st->stall_counter[0]] += st->stall;
+                c->counters[st->stall_counter[1]] += st->stall;
+                c->counters[st->counter[0]] += st->words != 0;
+                c->counters[st->counter[1]] += st->words != 0;
+                if (st->stall || st->words) {
+                    last = st;
+                    last_issued = st->words != 0;
+                }
+            }
+            c->pc += 4 * (uint64_t)(steps[outcome].leader - head);
+            c->at = steps[outcome].leader;
+            first_step = outcome;   /* the steps take it from there, and stop again */
+        }
+    }
+    for (;; entry += b->cycles, first_step = 0) {
+        for (int j = first_step; j < b->num_steps; j++) {
             const Step *st = &steps[j];
             int64_t issue_cycle = entry + st->issue_offset, first = issue_cycle - st->stall;
             if (issue_cycle >= end) {   /* the end is in this step's cycles */
@@ -1311,6 +1442,65 @@ static int schedule_loop(const Instr *head, Block *b, Step *steps)
     }
 }
 
+/* The counters a whole iteration of the steps charges, as the block's deltas; 0 if more
+ * columns than a block holds (not reached: it holds one of each). */
+static void schedule_deltas(Block *b, const Step *steps)
+{
+    b->num_deltas = 0;
+    for (int j = 0; j < b->num_steps; j++) {
+        const Step *st = &steps[j];
+        const uint8_t counters[4] = {st->stall_counter[0], st->stall_counter[1], st->counter[0],
+                                     st->counter[1]};
+        for (int k = 0; k < 4; k++) {
+            int cycles = k < 2 ? st->stall : st->words != 0;
+            if (!cycles)
+                continue;
+            uint8_t *known = memchr(b->delta_counter, counters[k], (size_t)b->num_deltas);
+            if (known) {
+                b->delta[known - b->delta_counter] += (uint16_t)cycles;
+            } else {
+                b->delta_counter[b->num_deltas] = counters[k];
+                b->delta[b->num_deltas++] = (uint16_t)cycles;
+            }
+        }
+    }
+}
+
+/* The micro-operations of a whole iteration of loop b (core.h Uop) into `uops`, and the
+ * counters it charges; returns their number, 0 if b is not a loop. */
+static int schedule_uops(Block *b, const Step *steps, Uop *uops)
+{
+    int n = 0;
+    if (!b->loops)
+        return 0;
+    schedule_deltas(b, steps);
+    for (int j = 0; j < b->num_steps; j++) {
+        const Step *st = &steps[j];
+        if (!st->words)
+            continue;
+        Uop op = {.offset = st->issue_offset, .step = (uint8_t)j};
+        if (st->flags & STEP_BRANCH) {
+            op.in = st->leader;
+            op.kind = U_DIRTY;
+            uops[n++] = op;
+        }
+        for (int w = 0; w < 2; w++) {   /* the checks, before anything of the step issues */
+            op.in = st->leader + w;
+            op.kind = U_ADDRESS;
+            op.word = (uint8_t)w;
+            if (st->flags & (w ? STEP_CHECK_NEXT : STEP_CHECK_LEADER))
+                uops[n++] = op;
+        }
+        for (int w = 0; w < st->words; w++) {
+            op.in = st->leader + w;
+            op.word = (uint8_t)w;
+            op.kind = w == st->words - 1 && (st->flags & STEP_BRANCH) ? U_BRANCH : op.in->id;
+            uops[n++] = op;
+        }
+    }
+    return n;
+}
+
 /* Finds the private blocks of at least two cycles at the targets of backward branches (where
  * issue() tries batches), and their schedules; none when the run steps every cycle (skip off)
  * or records trace spans. */
@@ -1334,8 +1524,9 @@ static int find_blocks(Sim *s)
         heads += head[i] && is_private(&s->code[i]);
     s->blocks = calloc((size_t)heads + 1, sizeof *s->blocks);
     s->steps = calloc((size_t)heads * MAX_BLOCK_CYCLES + 1, sizeof *s->steps);
+    s->uops = calloc((size_t)heads * MAX_BLOCK_UOPS + 1, sizeof *s->uops);
     s->undo = calloc((size_t)s->num_cpes, sizeof *s->undo);
-    if (!s->blocks || !s->steps || !s->undo) {
+    if (!s->blocks || !s->steps || !s->uops || !s->undo) {
         free(head);
         return SWSIM_ERROR_MEMORY;
     }
@@ -1346,7 +1537,10 @@ static int find_blocks(Sim *s)
         if (schedule_loop(&s->code[i], b, &s->steps[s->num_steps]) == 0 || b->cycles < 2)
             continue;
         b->first_step = (int32_t)s->num_steps;
+        b->first_uop = (int32_t)s->num_uops;
+        b->num_uops = schedule_uops(b, &s->steps[s->num_steps], &s->uops[s->num_uops]);
         s->num_steps += b->num_steps;
+        s->num_uops += b->num_uops;
         s->code[i].block = (int32_t)s->num_blocks++;
         s->code[i].flags |= F_BLOCK;
     }
@@ -1451,6 +1645,7 @@ static void free_sim(Sim *s)
     free(s->code);
     free(s->blocks);
     free(s->steps);
+    free(s->uops);
     free(s->undo);
     free(s->dma.pool);
     free(s->dma.waiting);
