@@ -118,21 +118,11 @@ typedef struct {
 
 /* A whole iteration of a loop's schedule as micro-operations (Uop), run without the per-step
  * bookkeeping of the steps (engine.c batch_iteration): the words in issue order, each with its
- * issue cycle, preceded in its step by the checks the step makes before it issues. A word's
- * kind is its id (I_*); the checks and the branch have kinds after the ids. */
-enum {
-    U_ADDRESS = NUM_INSTRUCTIONS,   /* a load's or store's access (issued or only examined)
-                                       must be in LDM, else the iteration stops before the step */
-    U_DIRTY,       /* before the branch's step: the iteration must have changed something */
-    U_BRANCH,      /* the branch back to the block's first word */
-    U_END
-};
-_Static_assert(U_END <= 256, "Uop.kind is a byte");
-
+ * issue cycle, preceded in its step by the checks the step makes before it issues. */
 typedef struct {
     const Instr *in;
     int16_t offset;            /* its step's issue cycle, from the block's entry */
-    uint8_t kind;              /* I_* or U_* */
+    uint8_t kind;              /* the word's id (I_*) or another kind (engine.c U_*) */
     uint8_t step;              /* its step's index in the block */
     uint8_t word;              /* 0: the step's leader, 1: the word after it */
 } Uop;

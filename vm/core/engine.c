@@ -230,11 +230,16 @@ static int execute_communication(Sim *s, Cpe *c, const Instr *in, int64_t t, Fau
     }
 }
 
-static int branch_taken(const Cpe *c, const Instr *in)
+/* The branches (class branch), as X(name) for each I_name. */
+#define BRANCH_IDS(X) X(BR) X(BSR) X(BEQ) X(BNE) X(BLT) X(BLE) X(BGT) X(BGE) X(BLBC) X(BLBS) \
+    X(FBEQ) X(FBNE) X(FBLT) X(FBLE) X(FBGT) X(FBGE)
+
+/* Whether branch `id` is taken on ra's lane 0 `v` (`id` a constant: one case). */
+__attribute__((always_inline))
+static inline int branch_condition(int id, uint64_t v)
 {
-    uint64_t v = c->regs[in->ra][0];
     double d = as_double(v);
-    switch (in->id) {
+    switch (id) {
     case I_BR: case I_BSR: return 1;
     case I_BEQ: return v == 0;
     case I_BNE: return v != 0;
@@ -252,6 +257,11 @@ static int branch_taken(const Cpe *c, const Instr *in)
     case I_FBGE: return d >= 0.0;
     default: NOT_DISPATCHED_HERE(0);
     }
+}
+
+static int branch_taken(const Cpe *c, const Instr *in)
+{
+    return branch_condition(in->id, c->regs[in->ra][0]);
 }
 
 static int execute_control(Sim *s, Cpe *c, const Instr *in, int64_t t)
@@ -339,9 +349,8 @@ static inline int execute(Sim *s, Cpe *c, const Instr *in, int64_t t, Fault *fau
         return EXEC_NEXT;
     case I_PUTR: case I_PUTC: case I_SYNR: case I_SYNC: case I_DMA:
         return execute_communication(s, c, in, t, fault);
-    case I_BR: case I_BSR: case I_BEQ: case I_BNE: case I_BLT: case I_BLE: case I_BGT:
-    case I_BGE: case I_BLBC: case I_BLBS: case I_FBEQ: case I_FBNE: case I_FBLT: case I_FBLE:
-    case I_FBGT: case I_FBGE: case I_CALL: case I_RET: case I_JMP:
+    BRANCH_IDS(CASE_OF)
+    case I_CALL: case I_RET: case I_JMP:
         return execute_control(s, c, in, t);
     case I_MEMB: case I_RTC: case I_RCID: case I_HALT: case I_RCSR:
         return execute_misc(s, c, in, t, fault);
@@ -641,19 +650,60 @@ static inline void batch_branch(Cpe *c, const Instr *in, const Instr *head, int6
  * which it stopped (a check of that step failed; nothing of the step was done). */
 enum { ITERATION_LOOPED = -1, ITERATION_EXITED = -2, ITERATION_STOPPED = -3 };
 
+/* Micro-operation kinds (Uop.kind) besides the ids of the words: a load or store that leads
+ * its step and is the step's only access has its check too (U_CHECKED_name, for I_name). */
+enum {
+    U_ADDRESS = NUM_INSTRUCTIONS,   /* a load's or store's access (issued or only examined)
+                                       must be in LDM, else the iteration stops before the step */
+    U_DIRTY,       /* before the step of a branch that follows its leader: the iteration must
+                      have changed something (a branch alone in its step tests this itself) */
+#define CHECKED_KIND(name) U_CHECKED_##name,
+    LOAD_IDS(CHECKED_KIND) STORE_IDS(CHECKED_KIND)
+#undef CHECKED_KIND
+    U_END
+};
+_Static_assert(U_END <= 256, "Uop.kind is a byte");
+
+/* The kind of load or store `id` with its check. */
+static uint8_t checked_kind(int id)
+{
+    switch (id) {
+#define CHECKED_OF(name) case I_##name: return U_CHECKED_##name;
+    LOAD_IDS(CHECKED_OF) STORE_IDS(CHECKED_OF)
+#undef CHECKED_OF
+    default: return U_END;   /* not a load or store: not asked */
+    }
+}
+
+/* The branch back at the end of an iteration (its id `id`): the iteration must have changed
+ * something, else it stops before the branch's step `step`. */
+__attribute__((always_inline))
+static inline int batch_loop_branch(Cpe *c, int id, const Instr *in, uint64_t changed,
+                                    int64_t t, int step)
+{
+    if (!c->dirty && !changed)
+        return step;
+    c->dirty = 1;
+    if (!branch_condition(id, c->regs[in->ra][0]))
+        return ITERATION_EXITED;
+    write_scalar(c, in, c->pc + 4 * (uint64_t)(in - c->at) + 4, t + in->latency);
+    return ITERATION_LOOPED;
+}
+
 /* Runs one whole iteration of loop b entered at cycle `entry` by its micro-operations (core.h
  * Uop), as the steps would but for the counters of its cycles (the caller adds the block's
  * deltas) and the pc, which stays at the block's first word (the caller sets it if the iteration
  * stopped or exited the loop). A word's micro-operation is its id: each case of the switch is
- * the semantics of one instruction (integer_value, load_value, store_value with a constant id);
- * the other private words take execute(). */
+ * the semantics of one instruction (integer_value, load_value, store_value, branch_condition
+ * with a constant id); the other private words take execute(). */
 __attribute__((always_inline))
 static inline int batch_iteration(Sim *s, Cpe *c, const Block *b, const Uop *uops,
                                   int64_t entry)
 {
     uint8_t *at[2] = {NULL, NULL};   /* the accesses of the step's words (U_ADDRESS) */
     uint64_t changed = 0;            /* bits of registers the words changed (c->dirty) */
-    for (const Uop *op = uops, *last = uops + b->num_uops; op < last; op++) {
+    uint8_t *p;
+    for (const Uop *op = uops;; op++) {
         const Instr *in = op->in;
         const int64_t t = entry + op->offset;
         switch (op->kind) {
@@ -666,34 +716,44 @@ static inline int batch_iteration(Sim *s, Cpe *c, const Block *b, const Uop *uop
         INTEGER_IDS(INTEGER_UOP)
 #undef INTEGER_UOP
 #define LOAD_UOP(name) \
+        case U_CHECKED_##name: \
+            if (!(p = ldm_access(s, c, effective_address(c, in), in->size))) \
+                goto stop; \
+            changed |= batch_load(c, I_##name, in, p, t); \
+            break; \
         case I_##name: changed |= batch_load(c, I_##name, in, at[op->word], t); break;
         LOAD_IDS(LOAD_UOP)
 #undef LOAD_UOP
-#define STORE_UOP(name) case I_##name: batch_store(s, c, I_##name, in, at[op->word]); break;
+#define STORE_UOP(name) \
+        case U_CHECKED_##name: \
+            if (!(p = ldm_access(s, c, effective_address(c, in), in->size))) \
+                goto stop; \
+            batch_store(s, c, I_##name, in, p); \
+            break; \
+        case I_##name: batch_store(s, c, I_##name, in, at[op->word]); break;
         STORE_IDS(STORE_UOP)
 #undef STORE_UOP
+#define BRANCH_UOP(name) \
+        case I_##name: return batch_loop_branch(c, I_##name, in, changed, t, op->step);
+        BRANCH_IDS(BRANCH_UOP)
+#undef BRANCH_UOP
         case U_ADDRESS:
-            if (!(at[op->word] = ldm_access(s, c, effective_address(c, in), in->size))) {
-                c->dirty |= changed != 0;
-                return op->step;
-            }
+            if (!(at[op->word] = ldm_access(s, c, effective_address(c, in), in->size)))
+                goto stop;
             break;
         case U_DIRTY:
             if (!c->dirty && !changed)
-                return op->step;
+                goto stop;
             break;
-        case U_BRANCH:
-            c->dirty |= changed != 0;
-            if (!branch_taken(c, in))
-                return ITERATION_EXITED;
-            write_scalar(c, in, c->pc + 4 * (uint64_t)(in - c->at) + 4, t + in->latency);
-            return ITERATION_LOOPED;
         default:
             execute(s, c, in, t, &s->fault);   /* EXEC_NEXT: a private word */
             break;
         }
+        continue;
+    stop:
+        c->dirty |= changed != 0;
+        return op->step;
     }
-    return ITERATION_EXITED;   /* not reached: a loop's last micro-operation is its branch */
 }
 
 /* Runs a batch of CPE c at the entry of block b at cycle `start`, up to cycle `end` at most,
@@ -1479,22 +1539,26 @@ static int schedule_uops(Block *b, const Step *steps, Uop *uops)
         if (!st->words)
             continue;
         Uop op = {.offset = st->issue_offset, .step = (uint8_t)j};
-        if (st->flags & STEP_BRANCH) {
+        if ((st->flags & STEP_BRANCH) && st->words == 2) {
             op.in = st->leader;
             op.kind = U_DIRTY;
             uops[n++] = op;
         }
-        for (int w = 0; w < 2; w++) {   /* the checks, before anything of the step issues */
+        /* the checks, before anything of the step issues: the leader's own if it is the only
+         * one, else separate */
+        int checks = (st->flags & STEP_CHECK_LEADER) && (st->flags & STEP_CHECK_NEXT);
+        for (int w = 0; w < 2; w++) {
             op.in = st->leader + w;
             op.kind = U_ADDRESS;
             op.word = (uint8_t)w;
-            if (st->flags & (w ? STEP_CHECK_NEXT : STEP_CHECK_LEADER))
+            if ((st->flags & (w ? STEP_CHECK_NEXT : STEP_CHECK_LEADER)) && (w || checks))
                 uops[n++] = op;
         }
         for (int w = 0; w < st->words; w++) {
             op.in = st->leader + w;
             op.word = (uint8_t)w;
-            op.kind = w == st->words - 1 && (st->flags & STEP_BRANCH) ? U_BRANCH : op.in->id;
+            op.kind = !w && (st->flags & STEP_CHECK_LEADER) && !checks ? checked_kind(op.in->id)
+                                                                         : op.in->id;
             uops[n++] = op;
         }
     }
