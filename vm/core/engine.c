@@ -126,7 +126,9 @@ static inline void record_read(Cpe *c, uint64_t addr, uint64_t size)
  * LDM, vm/config.py), so this is resolve's answer for these addresses. */
 static inline uint8_t *ldm_access(const Sim *s, const Cpe *c, uint64_t addr, int size)
 {
-    if (addr & (uint64_t)(size - 1) || addr >= s->ldm_bytes || (uint64_t)size > s->ldm_bytes - addr)
+    /* an aligned access that starts in LDM ends in it: accesses are of 1-32 bytes, a power of
+     * two, and ldm_bytes is a multiple of 32 (vm/config.py; SWSIM_CONFIG_IN_RANGE checks it) */
+    if ((addr & (uint64_t)(size - 1)) | (addr >= s->ldm_bytes))
         return NULL;
     return c->ldm + addr;
 }
@@ -772,21 +774,30 @@ static int64_t replay_batch(Sim *s, Cpe *c, const Block *b, int64_t start, int64
     int first_step = 0;        /* of the iteration at `entry` still to run */
     if (b->num_uops) {   /* the whole iterations that fit before `end`, by micro-operations */
         const Uop *uops = &s->uops[b->first_uop];
+        const BatchUndo *u = &s->undo[c->id];
+        /* the iterations that end by `end` and whose stores the undo record holds (the first
+         * one's always: run_batch, rewind_batch) */
+        int64_t room = (end - entry) / b->cycles;
+        if (b->stores && (MAX_BATCH_STORES - u->num_stores) / b->stores < room)
+            room = (MAX_BATCH_STORES - u->num_stores) / b->stores;
         uint64_t whole_iterations = 0;
         int outcome = ITERATION_LOOPED;
-        while (entry + b->cycles <= end) {
+        for (; room > 0; room--) {
             outcome = batch_iteration(s, c, b, uops, entry);
             if (outcome != ITERATION_LOOPED)
                 break;
             whole_iterations++;
             entry += b->cycles;
             reset_loop_head(c, entry - 1);   /* mark_loop_head: the iteration was dirty */
-            int64_t reach = whole ? entry + b->cycles : entry + 1;   /* as below */
-            if (reach > end || s->undo[c->id].num_stores + b->stores > MAX_BATCH_STORES
-                || (!b->steady && !block_inputs_ready(c, b, entry))) {
+            if (!b->steady && !block_inputs_ready(c, b, entry)) {
                 outcome = ITERATION_STOPPED;   /* at the loop's entry */
                 break;
             }
+        }
+        if (outcome == ITERATION_LOOPED && whole_iterations) {   /* as below */
+            int64_t reach = whole ? entry + b->cycles : entry + 1;
+            if (reach > end || u->num_stores + b->stores > MAX_BATCH_STORES)
+                outcome = ITERATION_STOPPED;
         }
         whole_iterations += outcome == ITERATION_EXITED;
         for (int k = 0; k < b->num_deltas; k++)
