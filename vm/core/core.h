@@ -295,6 +295,7 @@ typedef struct {
     int64_t horizon;           /* the run pauses before this cycle */
     int64_t batch_bound, bound_cycle;   /* batches end before batch_bound (valid in cycle
                                            bound_cycle) */
+    int code_has_dma;          /* a word of the code is a dma (else no request can arise) */
     uint64_t *cg;              /* result->cg_counters */
     /* register communication (comm.c), in arrays by CPE id so that a delivery scan and a
      * delivery's appends touch a few dense lines rather than each CPE's own */

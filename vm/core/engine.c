@@ -575,13 +575,14 @@ static inline int at_fixed_point(const Cpe *c)
 /* The first cycle a batch started in cycle t (from t + 1) may not simulate: the pause horizon,
  * the cycle limit, the next step of the DMA engine that may change something, and the first
  * cycle a request issued at t or later can reach an LDM (its start-up latency, at least one
- * cycle after it). */
+ * cycle after it), if the code has a dma instruction at all. */
 static int64_t batch_bound(Sim *s, int64_t t)
 {
     if (s->bound_cycle != t) {
         int64_t bound = s->horizon < s->cfg.max_cycles ? s->horizon : s->cfg.max_cycles;
         int64_t dma = dma_next_event(s, t);
-        int64_t new_request = t + (s->cfg.dma_latency > 1 ? s->cfg.dma_latency : 1);
+        int64_t new_request = !s->code_has_dma ? TIME_NEVER
+                              : t + (s->cfg.dma_latency > 1 ? s->cfg.dma_latency : 1);
         bound = dma < bound ? dma : bound;
         s->batch_bound = new_request < bound ? new_request : bound;
         s->bound_cycle = t;
@@ -1595,8 +1596,10 @@ static int find_blocks(Sim *s)
         }
     }
     s->code[s->code_words].block = -1;
-    for (int64_t i = 0; i < s->code_words; i++)
+    for (int64_t i = 0; i < s->code_words; i++) {
         heads += head[i] && is_private(&s->code[i]);
+        s->code_has_dma |= s->code[i].cls == CLS_DMA;
+    }
     s->blocks = calloc((size_t)heads + 1, sizeof *s->blocks);
     s->steps = calloc((size_t)heads * MAX_BLOCK_CYCLES + 1, sizeof *s->steps);
     s->uops = calloc((size_t)heads * MAX_BLOCK_UOPS + 1, sizeof *s->uops);
