@@ -93,7 +93,7 @@ typedef struct {
  * schedule's cycles, and the loop's further iterations, in one visit (a batch). */
 #define MAX_BLOCK_CYCLES 64    /* cycles of a schedule */
 #define MAX_BLOCK_WRITES 8     /* slots a block writes (saved to take a batch back) */
-#define MAX_BATCH_STORES 32    /* stores a batch issues (their old LDM bytes are saved) */
+#define MAX_BATCH_STORES 256   /* stores a batch issues (their old LDM bytes are saved) */
 #define MAX_BLOCK_UOPS (4 * MAX_BLOCK_CYCLES)   /* a step's checks and words (Uop) */
 
 /* Step.flags */
