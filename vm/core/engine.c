@@ -636,19 +636,6 @@ static inline void batch_execute(Sim *s, Cpe *c, const Instr *in, uint8_t *p, in
         c->dirty |= batch_load(c, in->id, in, p, t) != 0;
 }
 
-/* The block's branch back to `head` at pc, as execute_control. */
-static inline void batch_branch(Cpe *c, const Instr *in, const Instr *head, int64_t t)
-{
-    if (!branch_taken(c, in)) {
-        c->pc += 4;
-        c->at++;
-        return;
-    }
-    write_scalar(c, in, c->pc + 4, t + in->latency);
-    c->pc += 4 + in->imm * 4;
-    c->at = head;
-}
-
 /* How a whole iteration of a batch ended (batch_iteration), else the index of the step before
  * which it stopped (a check of that step failed; nothing of the step was done). */
 enum { ITERATION_LOOPED = -1, ITERATION_EXITED = -2, ITERATION_STOPPED = -3 };
@@ -759,152 +746,150 @@ static inline int batch_iteration(Sim *s, Cpe *c, const Block *b, const Uop *uop
     }
 }
 
+/* The last cycle a batch charged: the issue cycle of step `last` if `issued`, else one of its
+ * stall cycles (none if `last` is NULL). */
+static void batch_charged(Cpe *c, const Step *last, int issued)
+{
+    if (last) {
+        const uint8_t *counters = issued ? last->counter : last->stall_counter;
+        c->charged[0] = counters[0];
+        c->charged[1] = counters[1];
+        c->last_state = issued ? SWSIM_STATE_RUNNING : last->stall_reason;
+    }
+}
+
+/* Runs the steps of block b entered at cycle `entry` from step `first_step` on, up to cycle
+ * `end` at most, stopping before a step whose check fails; `last`, `issued`: the last cycle
+ * charged before (batch_charged). Returns the first cycle it did not simulate. It never issues a
+ * loop's branch: replay_batch runs every whole iteration, so an iteration left to the steps
+ * ends at `end` or stops at a failing check before its branch (the step of the branch stops
+ * here). */
+static int64_t replay_steps(Sim *s, Cpe *c, const Block *b, int64_t entry, int first_step,
+                            int64_t end, const Step *last, int issued)
+{
+    const Step *steps = &s->steps[b->first_step];
+    int64_t reached = entry + b->cycles;   /* a block that does not loop, run through */
+    for (int j = first_step; j < b->num_steps; j++) {
+        const Step *st = &steps[j];
+        int64_t issue_cycle = entry + st->issue_offset, first = issue_cycle - st->stall;
+        if (issue_cycle >= end) {   /* the end is in this step's cycles */
+            if (first < end) {
+                c->counters[st->stall_counter[0]] += (uint64_t)(end - first);
+                c->counters[st->stall_counter[1]] += (uint64_t)(end - first);
+                last = st;
+                issued = 0;
+            }
+            reached = end;
+            break;
+        }
+        if (st->stall) {
+            c->counters[st->stall_counter[0]] += st->stall;
+            c->counters[st->stall_counter[1]] += st->stall;
+            last = st;
+            issued = 0;
+        }
+        if (!st->words)
+            continue;
+        const Instr *leader = st->leader, *next = leader + 1;
+        uint8_t *leader_at = NULL, *next_at = NULL;   /* LDM accesses (checked) */
+        if (st->flags
+            && ((st->flags & STEP_BRANCH)
+                || ((st->flags & STEP_CHECK_LEADER)
+                    && !(leader_at = ldm_access(s, c, effective_address(c, leader), leader->size)))
+                || ((st->flags & STEP_CHECK_NEXT)
+                    && !(next_at = ldm_access(s, c, effective_address(c, next), next->size))))) {
+            reached = issue_cycle;
+            break;
+        }
+        batch_execute(s, c, leader, leader_at, issue_cycle);
+        if (st->words == 2)
+            batch_execute(s, c, next, next_at, issue_cycle);
+        c->pc += 4 * (uint64_t)st->words;
+        c->at += st->words;
+        c->counters[st->counter[0]]++;
+        c->counters[st->counter[1]]++;
+        last = st;
+        issued = 1;
+    }
+    batch_charged(c, last, issued);
+    return reached;
+}
+
 /* Runs a batch of CPE c at the entry of block b at cycle `start`, up to cycle `end` at most,
  * and if `whole`, only iterations after the first that end by then; returns the first cycle
  * it did not simulate (the next cycle issue() decides). It stops before an issue cycle whose
  * access would leave LDM, and before the branch of an iteration that changed nothing (its
- * loop-head mark would then be a spin-loop snapshot, in CpeCold). */
+ * loop-head mark would then be a spin-loop snapshot, in CpeCold). A loop's whole iterations
+ * run by micro-operations (batch_iteration); the rest step by step (replay_steps). */
 static int64_t replay_batch(Sim *s, Cpe *c, const Block *b, int64_t start, int64_t end,
                             int whole)
 {
+    if (!b->loops)
+        return replay_steps(s, c, b, start, 0, end, NULL, 0);
     const Step *steps = &s->steps[b->first_step];
+    const Uop *uops = &s->uops[b->first_uop];
+    const BatchUndo *u = &s->undo[c->id];
     const Instr *head = c->at;
-    const Step *last = NULL;   /* the step of the last cycle charged, */
-    int last_issued = 0;       /* ... its issue cycle (else one of its stall cycles) */
-    int64_t reached, entry = start;
-    int first_step = 0;        /* of the iteration at `entry` still to run */
-    if (b->num_uops) {   /* the whole iterations that fit before `end`, by micro-operations */
-        const Uop *uops = &s->uops[b->first_uop];
-        const BatchUndo *u = &s->undo[c->id];
-        /* the iterations that end by `end` and whose stores the undo record holds (the first
-         * one's always: run_batch, rewind_batch) */
-        int64_t room = (end - entry) / b->cycles;
-        if (b->stores && (MAX_BATCH_STORES - u->num_stores) / b->stores < room)
-            room = (MAX_BATCH_STORES - u->num_stores) / b->stores;
-        uint64_t whole_iterations = 0;
-        int outcome = ITERATION_LOOPED;
-        for (; room > 0; room--) {
-            outcome = batch_iteration(s, c, b, uops, entry);
-            if (outcome != ITERATION_LOOPED)
-                break;
-            whole_iterations++;
-            entry += b->cycles;
-            reset_loop_head(c, entry - 1);   /* mark_loop_head: the iteration was dirty */
-            if (!b->steady && !block_inputs_ready(c, b, entry)) {
-                outcome = ITERATION_STOPPED;   /* at the loop's entry */
-                break;
-            }
-        }
-        if (outcome == ITERATION_LOOPED && whole_iterations) {   /* as below */
-            int64_t reach = whole ? entry + b->cycles : entry + 1;
-            if (reach > end || u->num_stores + b->stores > MAX_BATCH_STORES)
-                outcome = ITERATION_STOPPED;
-        }
-        whole_iterations += outcome == ITERATION_EXITED;
-        for (int k = 0; k < b->num_deltas; k++)
-            c->counters[b->delta_counter[k]] += whole_iterations * b->delta[k];
-        if (whole_iterations) {
-            last = &steps[b->num_steps - 1];
-            last_issued = 1;
-        }
-        if (outcome == ITERATION_EXITED) {   /* the branch fell through */
-            const Instr *after = uops[b->num_uops - 1].in + 1;
-            c->pc += 4 * (uint64_t)(after - head);
-            c->at = after;
-            reached = entry + b->cycles;
-            goto done;
-        }
-        if (outcome == ITERATION_STOPPED) {
-            reached = entry;
-            goto done;
-        }
-        if (outcome >= 0) {   /* stopped before step `outcome`: the steps before it ran */
-            for (int j = 0; j < outcome; j++) {
-                const Step *st = &steps[j];
-                c->counters[st->stall_counter[0]] += st->stall;
-                c->counters[st->stall_counter[1]] += st->stall;
-                c->counters[st->counter[0]] += st->words != 0;
-                c->counters[st->counter[1]] += st->words != 0;
-                if (st->stall || st->words) {
-                    last = st;
-                    last_issued = st->words != 0;
-                }
-            }
-            c->pc += 4 * (uint64_t)(steps[outcome].leader - head);
-            c->at = steps[outcome].leader;
-            first_step = outcome;   /* the steps take it from there, and stop again */
+    int64_t entry = start;
+    /* the iterations that end by `end` and whose stores the undo record holds (the first
+     * one's always: run_batch, rewind_batch) */
+    int64_t room = (end - entry) / b->cycles;
+    if (b->stores && (MAX_BATCH_STORES - u->num_stores) / b->stores < room)
+        room = (MAX_BATCH_STORES - u->num_stores) / b->stores;
+    uint64_t whole_iterations = 0;
+    int outcome = ITERATION_LOOPED;
+    for (; room > 0; room--) {
+        outcome = batch_iteration(s, c, b, uops, entry);
+        if (outcome != ITERATION_LOOPED)
+            break;
+        whole_iterations++;
+        entry += b->cycles;
+        reset_loop_head(c, entry - 1);   /* mark_loop_head: the iteration was dirty */
+        if (!b->steady && !block_inputs_ready(c, b, entry)) {
+            outcome = ITERATION_STOPPED;   /* at the loop's entry */
+            break;
         }
     }
-    for (;; entry += b->cycles, first_step = 0) {
-        for (int j = first_step; j < b->num_steps; j++) {
+    if (outcome == ITERATION_LOOPED && whole_iterations) {
+        /* the next iteration: if `whole`, only if it ends by `end`, else if it starts before */
+        int64_t reach = whole ? entry + b->cycles : entry + 1;
+        if (reach > end || u->num_stores + b->stores > MAX_BATCH_STORES)
+            outcome = ITERATION_STOPPED;
+    }
+    whole_iterations += outcome == ITERATION_EXITED;
+    for (int k = 0; k < b->num_deltas; k++)
+        c->counters[b->delta_counter[k]] += whole_iterations * b->delta[k];
+    const Step *last = whole_iterations ? &steps[b->num_steps - 1] : NULL;
+    if (outcome == ITERATION_EXITED) {   /* the branch fell through */
+        const Instr *after = uops[b->num_uops - 1].in + 1;
+        c->pc += 4 * (uint64_t)(after - head);
+        c->at = after;
+        batch_charged(c, last, 1);
+        return entry + b->cycles;
+    }
+    if (outcome == ITERATION_STOPPED) {
+        batch_charged(c, last, 1);
+        return entry;
+    }
+    int first_step = 0;   /* the iteration at `entry`: the end cuts it (ITERATION_LOOPED), */
+    int issued = 1;
+    if (outcome >= 0) {   /* ... or it stopped before step `outcome`: the steps before ran */
+        for (int j = 0; j < outcome; j++) {
             const Step *st = &steps[j];
-            int64_t issue_cycle = entry + st->issue_offset, first = issue_cycle - st->stall;
-            if (issue_cycle >= end) {   /* the end is in this step's cycles */
-                if (first < end) {
-                    c->counters[st->stall_counter[0]] += (uint64_t)(end - first);
-                    c->counters[st->stall_counter[1]] += (uint64_t)(end - first);
-                    last = st;
-                    last_issued = 0;
-                }
-                reached = end;
-                goto done;
-            }
-            if (st->stall) {
-                c->counters[st->stall_counter[0]] += st->stall;
-                c->counters[st->stall_counter[1]] += st->stall;
+            c->counters[st->stall_counter[0]] += st->stall;
+            c->counters[st->stall_counter[1]] += st->stall;
+            c->counters[st->counter[0]] += st->words != 0;
+            c->counters[st->counter[1]] += st->words != 0;
+            if (st->stall || st->words) {
                 last = st;
-                last_issued = 0;
+                issued = st->words != 0;
             }
-            if (!st->words)
-                continue;
-            const Instr *leader = st->leader, *next = leader + 1;
-            uint8_t *leader_at = NULL, *next_at = NULL;   /* LDM accesses (checked) */
-            if (st->flags
-                && (((st->flags & STEP_CHECK_LEADER)
-                     && !(leader_at = ldm_access(s, c, effective_address(c, leader), leader->size)))
-                    || ((st->flags & STEP_CHECK_NEXT)
-                        && !(next_at = ldm_access(s, c, effective_address(c, next), next->size)))
-                    || ((st->flags & STEP_BRANCH) && !c->dirty))) {
-                reached = issue_cycle;
-                goto done;
-            }
-            if (st->flags & STEP_BRANCH) {
-                if (st->words == 2) {
-                    batch_execute(s, c, leader, leader_at, issue_cycle);
-                    c->pc += 4;
-                    c->at++;
-                }
-                batch_branch(c, c->at, head, issue_cycle);
-            } else {
-                batch_execute(s, c, leader, leader_at, issue_cycle);
-                if (st->words == 2)
-                    batch_execute(s, c, next, next_at, issue_cycle);
-                c->pc += 4 * (uint64_t)st->words;
-                c->at += st->words;
-            }
-            c->counters[st->counter[0]]++;
-            c->counters[st->counter[1]]++;
-            last = st;
-            last_issued = 1;
         }
-        int64_t next = entry + b->cycles;
-        reached = next;
-        if (!b->loops || c->at != head)
-            break;
-        mark_loop_head(s, c, next - 1);   /* as issue() after a backward jump: dirty, so cheap */
-        int64_t reach = whole ? next + b->cycles : next + 1;   /* the next iteration's end */
-        if (reach > end || s->undo[c->id].num_stores + b->stores > MAX_BATCH_STORES
-            || (!b->steady && !block_inputs_ready(c, b, next)))
-            break;
+        c->pc += 4 * (uint64_t)(steps[outcome].leader - head);
+        c->at = steps[outcome].leader;
+        first_step = outcome;   /* the steps take it from there, and stop again */
     }
-done:
-    if (last) {
-        const uint8_t *counters = last_issued ? last->counter : last->stall_counter;
-        c->charged[0] = counters[0];
-        c->charged[1] = counters[1];
-        c->last_state = last_issued ? SWSIM_STATE_RUNNING : last->stall_reason;
-    }
-    return reached;
+    return replay_steps(s, c, b, entry, first_step, end, last, issued);
 }
 
 /* In cycle t, CPE c at `head`, a block's first word: a batch from cycle `start` (t + 1 after a
