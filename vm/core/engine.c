@@ -690,7 +690,7 @@ __attribute__((always_inline))
 static inline int batch_iteration(Sim *s, Cpe *c, const Block *b, const Uop *uops,
                                   int64_t entry)
 {
-    uint8_t *at[2] = {NULL, NULL};   /* the accesses of the step's words (U_ADDRESS) */
+    uint8_t *at[2] = {NULL, NULL};   /* the accesses of the step's words, checked */
     uint64_t changed = 0;            /* bits of registers the words changed (c->dirty) */
     uint8_t *p;
     for (const Uop *op = uops;; op++) {
@@ -705,21 +705,17 @@ static inline int batch_iteration(Sim *s, Cpe *c, const Block *b, const Uop *uop
         }
         INTEGER_IDS(INTEGER_UOP)
 #undef INTEGER_UOP
+/* the access of the word, checked */
+#define CHECKED(access) \
+            if (!((access) = ldm_access(s, c, effective_address(c, in), in->size))) \
+                goto stop;
 #define LOAD_UOP(name) \
-        case U_CHECKED_##name: \
-            if (!(p = ldm_access(s, c, effective_address(c, in), in->size))) \
-                goto stop; \
-            changed |= batch_load(c, I_##name, in, p, t); \
-            break; \
+        case U_CHECKED_##name: CHECKED(p) changed |= batch_load(c, I_##name, in, p, t); break; \
         case I_##name: changed |= batch_load(c, I_##name, in, at[op->word], t); break;
         LOAD_IDS(LOAD_UOP)
 #undef LOAD_UOP
 #define STORE_UOP(name) \
-        case U_CHECKED_##name: \
-            if (!(p = ldm_access(s, c, effective_address(c, in), in->size))) \
-                goto stop; \
-            batch_store(s, c, I_##name, in, p); \
-            break; \
+        case U_CHECKED_##name: CHECKED(p) batch_store(s, c, I_##name, in, p); break; \
         case I_##name: batch_store(s, c, I_##name, in, at[op->word]); break;
         STORE_IDS(STORE_UOP)
 #undef STORE_UOP
@@ -728,9 +724,9 @@ static inline int batch_iteration(Sim *s, Cpe *c, const Block *b, const Uop *uop
         BRANCH_IDS(BRANCH_UOP)
 #undef BRANCH_UOP
         case U_ADDRESS:
-            if (!(at[op->word] = ldm_access(s, c, effective_address(c, in), in->size)))
-                goto stop;
+            CHECKED(at[op->word])
             break;
+#undef CHECKED
         case U_DIRTY:
             if (!c->dirty && !changed)
                 goto stop;
