@@ -289,13 +289,11 @@ typedef struct {
     CpeCold *cold;             /* by CPE id */
     Block *blocks;             /* private blocks (Instr.block) and their schedules */
     Step *steps;
-    Uop *uops;
-    int64_t num_blocks, num_steps, num_uops;
+    int64_t num_blocks, num_steps;
     BatchUndo *undo;           /* by CPE id: the CPE's last batch */
     int64_t horizon;           /* the run pauses before this cycle */
     int64_t batch_bound, bound_cycle;   /* batches end before batch_bound (valid in cycle
                                            bound_cycle) */
-    int code_has_dma;          /* a word of the code is a dma (else no request can arise) */
     uint64_t *cg;              /* result->cg_counters */
     /* register communication (comm.c), in arrays by CPE id so that a delivery scan and a
      * delivery's appends touch a few dense lines rather than each CPE's own */
@@ -329,6 +327,11 @@ typedef struct {
     int error;                 /* SWSIM_ERROR_* once something went wrong in the host */
     Fault fault;               /* the issue step's fault: zero until the fault that ends the
                                   run (only fault paths set kind and b; each sets a) */
+    /* batches, after the fields above (whose offsets the cycle loop's speed is sensitive to,
+     * docs/vm.md "fifth round") */
+    Uop *uops;                 /* the blocks' micro-operations (Block.first_uop) */
+    int64_t num_uops;
+    int code_has_dma;          /* a word of the code is a dma (else no request can arise) */
 } Sim;
 
 

@@ -133,20 +133,24 @@ static inline uint8_t *ldm_access(const Sim *s, const Cpe *c, uint64_t addr, int
     return c->ldm + addr;
 }
 
-/* The load `in` (its id, or the constant `id`) of the bytes at p; returns the bits of its
- * destination that changed (put_lanes). */
+/* The load `in` (its id, or the constant `id`) of the bytes at p into its destination,
+ * readable from cycle `ready`; returns the bits that changed (put_lanes). */
 __attribute__((always_inline))
 static inline uint64_t load_changes(Cpe *c, int id, const Instr *in, const uint8_t *p,
                                     int64_t ready)
 {
     uint64_t value[SWSIM_LANES];
     int lanes = load_value(id, p, value);
-    return put_lanes(c, in->dest, value, lanes, ready);
+    uint64_t changed = put_lanes(c, in->dest, value, lanes);
+    c->ready[in->dest] = ready;
+    return changed;
 }
 
 static inline void load_into(Cpe *c, const Instr *in, const uint8_t *p, int64_t ready)
 {
-    c->dirty |= load_changes(c, in->id, in, p, ready) != 0;
+    uint64_t value[SWSIM_LANES];
+    int lanes = load_value(in->id, p, value);
+    write_lanes(c, in->dest, value, lanes, ready);
 }
 
 static inline void store_from(Cpe *c, const Instr *in, uint8_t *p)
@@ -522,19 +526,13 @@ static void relative_timing(const Cpe *c, int64_t t, int64_t *out)
     out[ISA_ZERO_REG + 1] = c->global_free > now ? c->global_free - now : 0;
 }
 
-/* The loop head after an iteration that changed something, or of another loop: a new mark. */
-static inline void reset_loop_head(Cpe *c, int64_t t)
-{
-    c->mark_pc = c->pc;
-    c->armed = c->confirmed = c->dirty = 0;
-    c->mark_cycle = t;
-    c->num_reads = c->reads_overflow = 0;
-}
-
 static void mark_loop_head(Sim *s, Cpe *c, int64_t t)
 {
     if (c->dirty || c->mark_pc != c->pc) {
-        reset_loop_head(c, t);
+        c->mark_pc = c->pc;
+        c->armed = c->confirmed = c->dirty = 0;
+        c->mark_cycle = t;
+        c->num_reads = c->reads_overflow = 0;
         return;
     }
     CpeCold *cold = &s->cold[c->id];
@@ -700,7 +698,8 @@ static inline int batch_iteration(Sim *s, Cpe *c, const Block *b, const Uop *uop
 #define INTEGER_UOP(name) \
         case I_##name: { \
             uint64_t value = integer_value(I_##name, c, in); \
-            changed |= put_lanes(c, in->dest, &value, 1, t + in->latency); \
+            changed |= put_lanes(c, in->dest, &value, 1); \
+            c->ready[in->dest] = t + in->latency; \
             break; \
         }
         INTEGER_IDS(INTEGER_UOP)
@@ -840,7 +839,7 @@ static int64_t replay_batch(Sim *s, Cpe *c, const Block *b, int64_t start, int64
             break;
         whole_iterations++;
         entry += b->cycles;
-        reset_loop_head(c, entry - 1);   /* mark_loop_head: the iteration was dirty */
+        mark_loop_head(s, c, entry - 1);   /* as issue() after a backward jump: dirty, so cheap */
         if (!b->steady && !block_inputs_ready(c, b, entry)) {
             outcome = ITERATION_STOPPED;   /* at the loop's entry */
             break;

@@ -75,11 +75,10 @@ enum FpOp { FP_ADD, FP_SUB, FP_MUL, FP_DIV, FP_SQRT, FP_MA, FP_MS, FP_NMA, FP_NM
 
 /* ---- register writes -------------------------------------------------------------------- */
 
-/* Writes the low `lanes` lanes of a slot (1: scalar, upper lanes preserved; 4: full); returns
- * the bits that changed (write_lanes). */
+/* Sets the low `lanes` lanes of a slot (1: scalar, upper lanes preserved; 4: full); returns
+ * the bits that changed. */
 __attribute__((always_inline))
-static inline uint64_t put_lanes(Cpe *c, int slot, const uint64_t *value, int lanes,
-                                 int64_t ready)
+static inline uint64_t put_lanes(Cpe *c, int slot, const uint64_t *value, int lanes)
 {
     uint64_t *reg = c->regs[slot], changed = 0;
 #pragma GCC unroll 4
@@ -87,14 +86,15 @@ static inline uint64_t put_lanes(Cpe *c, int slot, const uint64_t *value, int la
         changed |= reg[i] ^ value[i];
         reg[i] = value[i];
     }
-    c->ready[slot] = ready;
     return changed;
 }
 
-/* The same; a changed value marks the CPE dirty for spin-loop detection. */
+/* Writes them, readable from cycle `ready`; a changed value marks the CPE dirty for spin-loop
+ * detection. */
 static inline void write_lanes(Cpe *c, int slot, const uint64_t *value, int lanes, int64_t ready)
 {
-    c->dirty |= put_lanes(c, slot, value, lanes, ready) != 0;
+    c->dirty |= put_lanes(c, slot, value, lanes) != 0;
+    c->ready[slot] = ready;
 }
 
 __attribute__((always_inline))
