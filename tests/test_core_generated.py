@@ -121,6 +121,11 @@ def _dispatch_cases():
     body = function_body(text, "execute")
     macro = re.search(r"#define FLOAT_ARITH_CASES\(c, in, t\)(.*?)\n\n", text, re.S).group(1)
     body = body.replace("FLOAT_ARITH_CASES(c, in, t)", macro)
+    # lists of ids (`#define INTEGER_IDS(X) X(ADDW) X(SUBW) ...`) used as INTEGER_IDS(CASE_OF)
+    for name in set(re.findall(r"\b(\w+_IDS)\(CASE_OF\)", body)):
+        ids = re.search(rf"#define {name}\(X\)((?:[^\n]*\\\n)*[^\n]*)", text).group(1)
+        body = body.replace(f"{name}(CASE_OF)",
+                            " ".join(f"case I_{i}:" for i in re.findall(r"X\((\w+)\)", ids)))
     return re.findall(r"case (I_\w+):", body)
 
 

@@ -659,7 +659,7 @@ static uint8_t checked_kind(int id)
 #define CHECKED_OF(name) case I_##name: return U_CHECKED_##name;
     LOAD_IDS(CHECKED_OF) STORE_IDS(CHECKED_OF)
 #undef CHECKED_OF
-    default: return U_END;   /* not a load or store: not asked */
+    default: NOT_DISPATCHED_HERE(U_END);   /* schedule_uops asks only for loads and stores */
     }
 }
 
