@@ -129,7 +129,7 @@ typedef struct {
 
 typedef struct {
     int32_t first_step, num_steps;   /* in Sim.steps */
-    int32_t first_uop, num_uops;     /* in Sim.uops (none: no whole iterations apart) */
+    int32_t first_uop, num_uops;     /* in Sim.uops (none for a block that does not loop) */
     int32_t num_deltas;              /* counters a whole iteration charges, */
     uint8_t delta_counter[SWSIM_NUM_CPE_COUNTERS];   /* ... their columns */
     uint16_t delta[SWSIM_NUM_CPE_COUNTERS];           /* ... and cycles */

@@ -561,7 +561,8 @@ static inline int load_value(int id, const uint8_t *p, uint64_t *out)
     }
 }
 
-/* memcpy of an access's bytes (1, 2, 4, 8, 16 or 32), each size a fixed-size copy. */
+/* memcpy of an access's bytes, each size a fixed-size copy rather than a call: 1, 2, 4, 8, 16
+ * or 32 (the sizes of isa/table.py's loads and stores; anything else copies 32). */
 __attribute__((always_inline))
 static inline void copy_access(void *to, const void *from, int size)
 {
