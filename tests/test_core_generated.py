@@ -117,15 +117,19 @@ def test_every_parameter_is_read_by_both_engines_or_by_neither(param):
 # ---- the semantic dispatch -----------------------------------------------------------------
 
 def _dispatch_cases():
-    """The ids of execute()'s cases, with its X-macro lists (FLOAT_ARITH_LIST, INTEGER_LIST)
-    expanded."""
+    """The ids of execute()'s cases, with its lists of ids expanded: FLOAT_ARITH_LIST
+    (`X(I_FADDS, FP_ADD, 1, 1) ...`) and the name lists (`#define INTEGER_IDS(X) X(ADDW) ...`)
+    used as INTEGER_IDS(CASE_OF)."""
     text = source("semantics.h", "engine.c")
     body = function_body(text, "execute")
-    for name in ("FLOAT_ARITH_LIST", "INTEGER_LIST"):
-        macro = re.search(rf"#define {name}\(X\)(.*?)\n\n", text, re.S).group(1)
-        ids = re.findall(r"X\((I_\w+)", macro)
-        body, uses = re.subn(rf"{name}\(\w+\)", " ".join(f"case {i}:" for i in ids), body)
-        assert uses == 1, name
+    macro = re.search(r"#define FLOAT_ARITH_LIST\(X\)(.*?)\n\n", text, re.S).group(1)
+    body, uses = re.subn(r"FLOAT_ARITH_LIST\(\w+\)",
+                         " ".join(f"case {i}:" for i in re.findall(r"X\((I_\w+)", macro)), body)
+    assert uses == 1
+    for name in set(re.findall(r"\b(\w+_IDS)\(CASE_OF\)", body)):
+        ids = re.search(rf"#define {name}\(X\)((?:[^\n]*\\\n)*[^\n]*)", text).group(1)
+        body = body.replace(f"{name}(CASE_OF)",
+                            " ".join(f"case I_{i}:" for i in re.findall(r"X\((\w+)\)", ids)))
     return re.findall(r"case (I_\w+):", body)
 
 
@@ -136,14 +140,16 @@ def test_every_instruction_has_its_own_case_in_the_dispatch():
     assert "default:" not in function_body(source("engine.c"), "execute")
 
 
-def test_the_x_macro_lists_are_their_classes():
+def test_the_id_lists_are_their_classes():
     """The C core dispatches classes fp and fdiv by FLOAT_ARITH_LIST and alu and imul by
-    INTEGER_LIST (CPEs in step, engine.c execute_for_all): each list is its classes' ids."""
+    INTEGER_IDS (CPEs in step, engine.c execute_for_all): each list is its classes' ids."""
     text = source("semantics.h")
-    for name, classes in (("FLOAT_ARITH_LIST", ("fp", "fdiv")), ("INTEGER_LIST", ("alu", "imul"))):
-        macro = re.search(rf"#define {name}\(X\)(.*?)\n\n", text, re.S).group(1)
-        assert sorted(re.findall(r"X\((I_\w+)", macro)) == \
-            sorted(f"I_{i.name.upper()}" for i in isa.INSTRUCTIONS if i.cls in classes), name
+    floats = re.search(r"#define FLOAT_ARITH_LIST\(X\)(.*?)\n\n", text, re.S).group(1)
+    integers = re.search(r"#define INTEGER_IDS\(X\)((?:[^\n]*\\\n)*[^\n]*)", text).group(1)
+    for found, classes in ((re.findall(r"X\(I_(\w+)", floats), ("fp", "fdiv")),
+                           (re.findall(r"X\((\w+)\)", integers), ("alu", "imul"))):
+        assert sorted(found) == sorted(i.name.upper() for i in isa.INSTRUCTIONS
+                                       if i.cls in classes), classes
 
 
 def test_no_default_arm_gives_an_instruction_a_neighbours_behaviour():

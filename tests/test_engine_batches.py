@@ -150,3 +150,88 @@ def test_no_batches_while_tracing():
     job = job_of(INT_LOOP + "\thalt\n", 2, iterations([30, 30]))
     assert cengine.path_cycles(copy(job)).batch > 0
     assert cengine.path_cycles(replace(copy(job), trace=True)).batch == 0
+
+
+# ---- whole iterations (micro-operations) and the ways out of them ----------------------------
+
+def spin_text(paired):
+    """Every CPE spins on its first LDM word until CPE 0's broadcast DMA writes it: an
+    iteration that changes nothing stops the batch before its branch, which issues alone or
+    (`paired`) as the follower of a word that waits for the same load."""
+    get = dma_descriptor_asm("$9", "$10", "get", 64, 0x800, mode="bcast", mask=0xff)
+    get = get.replace("\n", "\n\t")
+    wait = "\taddl $1, 0, $5\n" if paired else ""
+    return f"""
+\trcid $11
+\tbne $11, 5f
+\tldi $13, 40($31)
+4:\tsubl $13, 1, $13
+\tbgt $13, 4b
+\t{get}
+\tldih $12, 0x4000($31)
+\tdma $9, $12, $31
+5:\tldi $2, 0($31)
+1:\tldl $1, 0($2)
+{wait}\tbeq $1, 1b
+\taddl $1, $5, $6
+\thalt
+"""
+
+
+@pytest.mark.parametrize("paired", [False, True])
+def test_a_spin_loop_that_changes_nothing_stops_batches_before_its_branch(paired):
+    job = job_of(spin_text(paired), 4)
+    job.mem[:64] = np.arange(1, 65, dtype=np.uint8)
+    result, batched = agree(job)
+    assert result.stop is None and batched > 0
+
+
+@pytest.mark.parametrize("which", ["load", "store"])
+def test_a_load_and_the_store_it_examines_one_leaving_ldm(which):
+    """A load leads a cycle in which the store after it is examined (both use P1): both
+    accesses are checked before the cycle, and one of them ($22) goes to main memory every
+    other iteration, which stops the batch before that cycle."""
+    load, store = ("$22", "$27") if which == "load" else ("$27", "$22")
+    text = f"""
+\tldi $22, 0x100($31)
+\tldih $23, 0x4000($31)
+\tldi $27, 0x200($31)
+6:\tldl $2, 0({load})
+\tstl $3, 8({store})
+\taddl $2, 1, $3
+\txor $22, $23, $22
+\tsubl $16, 1, $16
+\tbgt $16, 6b
+\thalt
+"""
+    result, batched = agree(job_of(text, 3, iterations([20, 21, 22])))
+    assert result.stop is None and batched > 0
+
+
+@pytest.mark.parametrize("cpes, per_cpe", [(2, 200), (3, 401)])
+def test_batches_end_when_their_undo_record_is_full(cpes, per_cpe):
+    """Three stores per iteration and no dma in the code (no request latency bounds a batch):
+    a batch ends when the record of the stores it may have to take back is full."""
+    text = """
+\tbis $31, $31, $17
+\tldi $18, 1023($31)
+5:\tstl $16, 0($17)
+\tstw $16, 8($17)
+\tstb $16, 12($17)
+\taddl $17, 16, $17
+\tand $17, $18, $17
+\tsubl $16, 1, $16
+\tbgt $16, 5b
+\thalt
+"""
+    result, batched = agree(job_of(text, cpes, iterations([per_cpe + k for k in range(cpes)])))
+    assert result.stop is None and batched > result.kernel_cycles
+
+
+@pytest.mark.parametrize("faulting_cpe", [0, 5])
+def test_a_fault_while_other_cpes_are_in_long_batches(faulting_cpe):
+    """No dma in the code: batches run up to the undo record's 256 stores, and a fault takes
+    back a long one."""
+    result, batched = agree(job_of(faulting_text(faulting_cpe, 300), 6, iterations([400] * 6)))
+    assert result.stop.name == "misaligned" and result.stop.cpe == faulting_cpe
+    assert batched > 0

@@ -94,7 +94,8 @@ typedef struct {
  * schedule's cycles, and the loop's further iterations, in one visit (a batch). */
 #define MAX_BLOCK_CYCLES 64    /* cycles of a schedule */
 #define MAX_BLOCK_WRITES 8     /* slots a block writes (saved to take a batch back) */
-#define MAX_BATCH_STORES 32    /* stores a batch issues (their old LDM bytes are saved) */
+#define MAX_BATCH_STORES 256   /* stores a batch issues (their old LDM bytes are saved) */
+#define MAX_BLOCK_UOPS (4 * MAX_BLOCK_CYCLES)   /* a step's checks and words (Uop) */
 
 /* Step.flags */
 enum {
@@ -116,8 +117,23 @@ typedef struct {
     int8_t stall_reason;
 } Step;
 
+/* A whole iteration of a loop's schedule as micro-operations (Uop), run without the per-step
+ * bookkeeping of the steps (engine.c batch_iteration): the words in issue order, each with its
+ * issue cycle, preceded in its step by the checks the step makes before it issues. */
+typedef struct {
+    const Instr *in;
+    int16_t offset;            /* its step's issue cycle, from the block's entry */
+    uint8_t kind;              /* the word's id (I_*) or another kind (engine.c U_*) */
+    uint8_t step;              /* its step's index in the block */
+    uint8_t word;              /* 0: the step's leader, 1: the word after it */
+} Uop;
+
 typedef struct {
     int32_t first_step, num_steps;   /* in Sim.steps */
+    int32_t first_uop, num_uops;     /* in Sim.uops (none for a block that does not loop) */
+    int32_t num_deltas;              /* counters a whole iteration charges, */
+    uint8_t delta_counter[SWSIM_NUM_CPE_COUNTERS];   /* ... their columns */
+    uint16_t delta[SWSIM_NUM_CPE_COUNTERS];           /* ... and cycles */
     int32_t cycles;                  /* the schedule's length */
     int32_t loops;                   /* it ends with the branch back to its first word, */
     int32_t steady;                  /* ... scheduled for the steady state of its iterations */
@@ -317,6 +333,11 @@ typedef struct {
     int error;                 /* SWSIM_ERROR_* once something went wrong in the host */
     Fault fault;               /* the issue step's fault: zero until the fault that ends the
                                   run (only fault paths set kind and b; each sets a) */
+    /* batches, after the fields above (whose offsets the cycle loop's speed is sensitive to,
+     * docs/vm.md "fifth round") */
+    Uop *uops;                 /* the blocks' micro-operations (Block.first_uop) */
+    int64_t num_uops;
+    int code_has_dma;          /* a word of the code is a dma (else no request can arise) */
 } Sim;
 
 

@@ -126,9 +126,24 @@ static inline void record_read(Cpe *c, uint64_t addr, uint64_t size)
  * LDM, vm/config.py), so this is resolve's answer for these addresses. */
 static inline uint8_t *ldm_access(const Sim *s, const Cpe *c, uint64_t addr, int size)
 {
-    if (addr & (uint64_t)(size - 1) || addr >= s->ldm_bytes || (uint64_t)size > s->ldm_bytes - addr)
+    /* an aligned access that starts in LDM ends in it: accesses are of 1-32 bytes, a power of
+     * two, and ldm_bytes is a multiple of 32 (vm/config.py; SWSIM_CONFIG_IN_RANGE checks it) */
+    if ((addr & (uint64_t)(size - 1)) | (addr >= s->ldm_bytes))
         return NULL;
     return c->ldm + addr;
+}
+
+/* The load `in` (its id, or the constant `id`) of the bytes at p into its destination,
+ * readable from cycle `ready`; returns the bits that changed (put_lanes). */
+__attribute__((always_inline))
+static inline uint64_t load_changes(Cpe *c, int id, const Instr *in, const uint8_t *p,
+                                    int64_t ready)
+{
+    uint64_t value[SWSIM_LANES];
+    int lanes = load_value(id, p, value);
+    uint64_t changed = put_lanes(c, in->dest, value, lanes);
+    c->ready[in->dest] = ready;
+    return changed;
 }
 
 static inline void load_into(Cpe *c, const Instr *in, const uint8_t *p, int64_t ready)
@@ -228,11 +243,16 @@ static int execute_communication(Sim *s, Cpe *c, const Instr *in, int64_t t, Fau
     }
 }
 
-static int branch_taken(const Cpe *c, const Instr *in)
+/* The branches (class branch), as X(name) for each I_name. */
+#define BRANCH_IDS(X) X(BR) X(BSR) X(BEQ) X(BNE) X(BLT) X(BLE) X(BGT) X(BGE) X(BLBC) X(BLBS) \
+    X(FBEQ) X(FBNE) X(FBLT) X(FBLE) X(FBGT) X(FBGE)
+
+/* Whether branch `id` is taken on ra's lane 0 `v` (`id` a constant: one case). */
+__attribute__((always_inline))
+static inline int branch_condition(int id, uint64_t v)
 {
-    uint64_t v = c->regs[in->ra][0];
     double d = as_double(v);
-    switch (in->id) {
+    switch (id) {
     case I_BR: case I_BSR: return 1;
     case I_BEQ: return v == 0;
     case I_BNE: return v != 0;
@@ -250,6 +270,11 @@ static int branch_taken(const Cpe *c, const Instr *in)
     case I_FBGE: return d >= 0.0;
     default: NOT_DISPATCHED_HERE(0);
     }
+}
+
+static int branch_taken(const Cpe *c, const Instr *in)
+{
+    return branch_condition(in->id, c->regs[in->ra][0]);
 }
 
 static int execute_control(Sim *s, Cpe *c, const Instr *in, int64_t t)
@@ -308,9 +333,7 @@ static inline int execute(Sim *s, Cpe *c, const Instr *in, int64_t t, Fault *fau
     case id: float_arith(c, in, op, single, lanes, t); return EXEC_NEXT;
     FLOAT_ARITH_LIST(FLOAT_ARITH_CASE)   /* classes fp and fdiv, the most frequent */
 #undef FLOAT_ARITH_CASE
-#define INTEGER_CASE(id) case id:
-    INTEGER_LIST(INTEGER_CASE)
-#undef INTEGER_CASE
+    INTEGER_IDS(CASE_OF)
         write_scalar(c, in, integer_result(c, in), t + in->latency);
         return EXEC_NEXT;
     case I_VADDW: case I_VSUBW: case I_VSLLW: case I_VSRLW: case I_VSRAW: case I_VADDL:
@@ -329,11 +352,9 @@ static inline int execute(Sim *s, Cpe *c, const Instr *in, int64_t t, Fault *fau
     case I_VSHFF: case I_VSHFW: case I_VFMOV:
         shuffle_instruction(c, in, t);
         return EXEC_NEXT;
-    case I_LDSE: case I_LDDE: case I_VLDS: case I_VLDD: case I_LDBU: case I_LDHU: case I_LDW:
-    case I_LDL: case I_FLDS: case I_FLDD:
+    LOAD_IDS(CASE_OF)
         return execute_load(s, c, in, t, fault);
-    case I_VSTS: case I_VSTD: case I_STB: case I_STH: case I_STW: case I_STL: case I_FSTS:
-    case I_FSTD:
+    STORE_IDS(CASE_OF)
         return execute_store(s, c, in, t, fault);
     case I_VLDR: case I_VLDC: case I_LDDER: case I_LDDEC:
         return execute_bcast_load(s, c, in, t, fault);
@@ -342,9 +363,8 @@ static inline int execute(Sim *s, Cpe *c, const Instr *in, int64_t t, Fault *fau
         return EXEC_NEXT;
     case I_PUTR: case I_PUTC: case I_SYNR: case I_SYNC: case I_DMA:
         return execute_communication(s, c, in, t, fault);
-    case I_BR: case I_BSR: case I_BEQ: case I_BNE: case I_BLT: case I_BLE: case I_BGT:
-    case I_BGE: case I_BLBC: case I_BLBS: case I_FBEQ: case I_FBNE: case I_FBLT: case I_FBLE:
-    case I_FBGT: case I_FBGE: case I_CALL: case I_RET: case I_JMP:
+    BRANCH_IDS(CASE_OF)
+    case I_CALL: case I_RET: case I_JMP:
         return execute_control(s, c, in, t);
     case I_MEMB: case I_RTC: case I_RCID: case I_HALT: case I_RCSR:
         return execute_misc(s, c, in, t, fault);
@@ -563,13 +583,14 @@ static inline int at_fixed_point(const Cpe *c)
 /* The first cycle a batch started in cycle t (from t + 1) may not simulate: the pause horizon,
  * the cycle limit, the next step of the DMA engine that may change something, and the first
  * cycle a request issued at t or later can reach an LDM (its start-up latency, at least one
- * cycle after it). */
+ * cycle after it), if the code has a dma instruction at all. */
 static int64_t batch_bound(Sim *s, int64_t t)
 {
     if (s->bound_cycle != t) {
         int64_t bound = s->horizon < s->cfg.max_cycles ? s->horizon : s->cfg.max_cycles;
         int64_t dma = dma_next_event(s, t);
-        int64_t new_request = t + (s->cfg.dma_latency > 1 ? s->cfg.dma_latency : 1);
+        int64_t new_request = !s->code_has_dma ? TIME_NEVER
+                              : t + (s->cfg.dma_latency > 1 ? s->cfg.dma_latency : 1);
         bound = dma < bound ? dma : bound;
         s->batch_bound = new_request < bound ? new_request : bound;
         s->bound_cycle = t;
@@ -589,121 +610,291 @@ static inline int block_inputs_ready(const Cpe *c, const Block *b, int64_t t)
     return 1;
 }
 
+/* A batch's load `in` (its id, or the constant `id`) at p in LDM, as execute_load; returns the
+ * bits of its destination that changed. */
+__attribute__((always_inline))
+static inline uint64_t batch_load(Cpe *c, int id, const Instr *in, const uint8_t *p, int64_t t)
+{
+    record_read(c, (uint64_t)(p - c->ldm), in->size);
+    return load_changes(c, id, in, p, t + in->latency);
+}
+
+/* A batch's store at p in LDM, as execute_store, noting the bytes before for rewind_batch. */
+__attribute__((always_inline))
+static inline void batch_store(Sim *s, Cpe *c, int id, const Instr *in, uint8_t *p)
+{
+    BatchUndo *u = &s->undo[c->id];
+    u->store_addr[u->num_stores] = (uint64_t)(p - c->ldm);
+    u->store_size[u->num_stores] = in->size;
+    copy_access(u->store_old[u->num_stores++], p, in->size);
+    store_value(id, c->regs[in->ra], p, in->size);
+    c->dirty = 1;
+}
+
 /* Executes a word of a batch as execute() would, but for the pc (the caller advances it);
  * `p`: where its access is in LDM, if it is a load or store (the batch checked that it is). */
 __attribute__((always_inline))
 static inline void batch_execute(Sim *s, Cpe *c, const Instr *in, uint8_t *p, int64_t t)
 {
-    if (!p) {
+    if (!p)
         execute(s, c, in, t, &s->fault);   /* EXEC_NEXT: a private word */
-    } else if (in->cls == CLS_STORE) {   /* its bytes before, for rewind_batch */
-        BatchUndo *u = &s->undo[c->id];
-        u->store_addr[u->num_stores] = (uint64_t)(p - c->ldm);
-        u->store_size[u->num_stores] = in->size;
-        memcpy(u->store_old[u->num_stores++], p, in->size);
-        store_from(c, in, p);
-    } else {
-        record_read(c, (uint64_t)(p - c->ldm), in->size);
-        load_into(c, in, p, t + in->latency);
+    else if (in->cls == CLS_STORE)
+        batch_store(s, c, in->id, in, p);
+    else
+        c->dirty |= batch_load(c, in->id, in, p, t) != 0;
+}
+
+/* How a whole iteration of a batch ended (batch_iteration), else the index of the step before
+ * which it stopped (a check of that step failed; nothing of the step was done). */
+enum { ITERATION_LOOPED = -1, ITERATION_EXITED = -2, ITERATION_STOPPED = -3 };
+
+/* Micro-operation kinds (Uop.kind) besides the ids of the words: a load or store that leads
+ * its step and is the step's only access has its check too (U_CHECKED_name, for I_name). */
+enum {
+    U_ADDRESS = NUM_INSTRUCTIONS,   /* a load's or store's access (issued or only examined)
+                                       must be in LDM, else the iteration stops before the step */
+    U_DIRTY,       /* before the step of a branch that follows its leader: the iteration must
+                      have changed something (a branch alone in its step tests this itself) */
+#define CHECKED_KIND(name) U_CHECKED_##name,
+    LOAD_IDS(CHECKED_KIND) STORE_IDS(CHECKED_KIND)
+#undef CHECKED_KIND
+    U_END
+};
+_Static_assert(U_END <= 256, "Uop.kind is a byte");
+
+/* The kind of load or store `id` with its check. */
+static uint8_t checked_kind(int id)
+{
+    switch (id) {
+#define CHECKED_OF(name) case I_##name: return U_CHECKED_##name;
+    LOAD_IDS(CHECKED_OF) STORE_IDS(CHECKED_OF)
+#undef CHECKED_OF
+    default: NOT_DISPATCHED_HERE(U_END);   /* schedule_uops asks only for loads and stores */
     }
 }
 
-/* The block's branch back to `head` at pc, as execute_control. */
-static inline void batch_branch(Cpe *c, const Instr *in, const Instr *head, int64_t t)
+/* The branch back at the end of an iteration (its id `id`): the iteration must have changed
+ * something, else it stops before the branch's step `step`. */
+__attribute__((always_inline))
+static inline int batch_loop_branch(Cpe *c, int id, const Instr *in, uint64_t changed,
+                                    int64_t t, int step)
 {
-    if (!branch_taken(c, in)) {
-        c->pc += 4;
-        c->at++;
-        return;
+    if (!c->dirty && !changed)
+        return step;
+    c->dirty = 1;
+    if (!branch_condition(id, c->regs[in->ra][0]))
+        return ITERATION_EXITED;
+    write_scalar(c, in, c->pc + 4 * (uint64_t)(in - c->at) + 4, t + in->latency);
+    return ITERATION_LOOPED;
+}
+
+/* Runs one whole iteration of loop b entered at cycle `entry` by its micro-operations (core.h
+ * Uop), as the steps would but for the counters of its cycles (the caller adds the block's
+ * deltas) and the pc, which stays at the block's first word (the caller sets it if the iteration
+ * stopped or exited the loop). A word's micro-operation is its id: each case of the switch is
+ * the semantics of one instruction (integer_value, load_value, store_value, branch_condition
+ * with a constant id); the other private words take execute(). */
+__attribute__((always_inline))
+static inline int batch_iteration(Sim *s, Cpe *c, const Block *b, const Uop *uops,
+                                  int64_t entry)
+{
+    uint8_t *at[2] = {NULL, NULL};   /* the accesses of the step's words, checked */
+    uint64_t changed = 0;            /* bits of registers the words changed (c->dirty) */
+    uint8_t *p;
+    for (const Uop *op = uops;; op++) {
+        const Instr *in = op->in;
+        const int64_t t = entry + op->offset;
+        switch (op->kind) {
+#define INTEGER_UOP(name) \
+        case I_##name: { \
+            uint64_t value = integer_value(I_##name, c, in); \
+            changed |= put_lanes(c, in->dest, &value, 1); \
+            c->ready[in->dest] = t + in->latency; \
+            break; \
+        }
+        INTEGER_IDS(INTEGER_UOP)
+#undef INTEGER_UOP
+/* the access of the word, checked */
+#define CHECKED(access) \
+            if (!((access) = ldm_access(s, c, effective_address(c, in), in->size))) \
+                goto stop;
+#define LOAD_UOP(name) \
+        case U_CHECKED_##name: CHECKED(p) changed |= batch_load(c, I_##name, in, p, t); break; \
+        case I_##name: changed |= batch_load(c, I_##name, in, at[op->word], t); break;
+        LOAD_IDS(LOAD_UOP)
+#undef LOAD_UOP
+#define STORE_UOP(name) \
+        case U_CHECKED_##name: CHECKED(p) batch_store(s, c, I_##name, in, p); break; \
+        case I_##name: batch_store(s, c, I_##name, in, at[op->word]); break;
+        STORE_IDS(STORE_UOP)
+#undef STORE_UOP
+#define BRANCH_UOP(name) \
+        case I_##name: return batch_loop_branch(c, I_##name, in, changed, t, op->step);
+        BRANCH_IDS(BRANCH_UOP)
+#undef BRANCH_UOP
+        case U_ADDRESS:
+            CHECKED(at[op->word])
+            break;
+#undef CHECKED
+        case U_DIRTY:
+            if (!c->dirty && !changed)
+                goto stop;
+            break;
+        default:
+            execute(s, c, in, t, &s->fault);   /* EXEC_NEXT: a private word */
+            break;
+        }
+        continue;
+    stop:
+        c->dirty |= changed != 0;
+        return op->step;
     }
-    write_scalar(c, in, c->pc + 4, t + in->latency);
-    c->pc += 4 + in->imm * 4;
-    c->at = head;
+}
+
+/* The last cycle a batch charged: the issue cycle of step `last` if `issued`, else one of its
+ * stall cycles (none if `last` is NULL). */
+static void batch_charged(Cpe *c, const Step *last, int issued)
+{
+    if (last) {
+        const uint8_t *counters = issued ? last->counter : last->stall_counter;
+        c->charged[0] = counters[0];
+        c->charged[1] = counters[1];
+        c->last_state = issued ? SWSIM_STATE_RUNNING : last->stall_reason;
+    }
+}
+
+/* Runs the steps of block b entered at cycle `entry` from step `first_step` on, up to cycle
+ * `end` at most, stopping before a step whose check fails; `last`, `issued`: the last cycle
+ * charged before (batch_charged). Returns the first cycle it did not simulate. It never issues a
+ * loop's branch: replay_batch runs every whole iteration, so an iteration left to the steps
+ * ends at `end` or stops at a failing check before its branch (the step of the branch stops
+ * here). */
+static int64_t replay_steps(Sim *s, Cpe *c, const Block *b, int64_t entry, int first_step,
+                            int64_t end, const Step *last, int issued)
+{
+    const Step *steps = &s->steps[b->first_step];
+    int64_t reached = entry + b->cycles;   /* a block that does not loop, run through */
+    for (int j = first_step; j < b->num_steps; j++) {
+        const Step *st = &steps[j];
+        int64_t issue_cycle = entry + st->issue_offset, first = issue_cycle - st->stall;
+        if (issue_cycle >= end) {   /* the end is in this step's cycles */
+            if (first < end) {
+                c->counters[st->stall_counter[0]] += (uint64_t)(end - first);
+                c->counters[st->stall_counter[1]] += (uint64_t)(end - first);
+                last = st;
+                issued = 0;
+            }
+            reached = end;
+            break;
+        }
+        if (st->stall) {
+            c->counters[st->stall_counter[0]] += st->stall;
+            c->counters[st->stall_counter[1]] += st->stall;
+            last = st;
+            issued = 0;
+        }
+        if (!st->words)
+            continue;
+        const Instr *leader = st->leader, *next = leader + 1;
+        uint8_t *leader_at = NULL, *next_at = NULL;   /* LDM accesses (checked) */
+        if (st->flags
+            && ((st->flags & STEP_BRANCH)
+                || ((st->flags & STEP_CHECK_LEADER)
+                    && !(leader_at = ldm_access(s, c, effective_address(c, leader), leader->size)))
+                || ((st->flags & STEP_CHECK_NEXT)
+                    && !(next_at = ldm_access(s, c, effective_address(c, next), next->size))))) {
+            reached = issue_cycle;
+            break;
+        }
+        batch_execute(s, c, leader, leader_at, issue_cycle);
+        if (st->words == 2)
+            batch_execute(s, c, next, next_at, issue_cycle);
+        c->pc += 4 * (uint64_t)st->words;
+        c->at += st->words;
+        c->counters[st->counter[0]]++;
+        c->counters[st->counter[1]]++;
+        last = st;
+        issued = 1;
+    }
+    batch_charged(c, last, issued);
+    return reached;
 }
 
 /* Runs a batch of CPE c at the entry of block b at cycle `start`, up to cycle `end` at most,
  * and if `whole`, only iterations after the first that end by then; returns the first cycle
  * it did not simulate (the next cycle issue() decides). It stops before an issue cycle whose
  * access would leave LDM, and before the branch of an iteration that changed nothing (its
- * loop-head mark would then be a spin-loop snapshot, in CpeCold). */
+ * loop-head mark would then be a spin-loop snapshot, in CpeCold). A loop's whole iterations
+ * run by micro-operations (batch_iteration); the rest step by step (replay_steps). */
 static int64_t replay_batch(Sim *s, Cpe *c, const Block *b, int64_t start, int64_t end,
                             int whole)
 {
+    if (!b->loops)
+        return replay_steps(s, c, b, start, 0, end, NULL, 0);
     const Step *steps = &s->steps[b->first_step];
+    const Uop *uops = &s->uops[b->first_uop];
+    const BatchUndo *u = &s->undo[c->id];
     const Instr *head = c->at;
-    const Step *last = NULL;   /* the step of the last cycle charged, */
-    int last_issued = 0;       /* ... its issue cycle (else one of its stall cycles) */
-    int64_t reached;
-    for (int64_t entry = start;; entry += b->cycles) {
-        for (int j = 0; j < b->num_steps; j++) {
-            const Step *st = &steps[j];
-            int64_t issue_cycle = entry + st->issue_offset, first = issue_cycle - st->stall;
-            if (issue_cycle >= end) {   /* the end is in this step's cycles */
-                if (first < end) {
-                    c->counters[st->stall_counter[0]] += (uint64_t)(end - first);
-                    c->counters[st->stall_counter[1]] += (uint64_t)(end - first);
-                    last = st;
-                    last_issued = 0;
-                }
-                reached = end;
-                goto done;
-            }
-            if (st->stall) {
-                c->counters[st->stall_counter[0]] += st->stall;
-                c->counters[st->stall_counter[1]] += st->stall;
-                last = st;
-                last_issued = 0;
-            }
-            if (!st->words)
-                continue;
-            const Instr *leader = st->leader, *next = leader + 1;
-            uint8_t *leader_at = NULL, *next_at = NULL;   /* LDM accesses (checked) */
-            if (st->flags
-                && (((st->flags & STEP_CHECK_LEADER)
-                     && !(leader_at = ldm_access(s, c, effective_address(c, leader), leader->size)))
-                    || ((st->flags & STEP_CHECK_NEXT)
-                        && !(next_at = ldm_access(s, c, effective_address(c, next), next->size)))
-                    || ((st->flags & STEP_BRANCH) && !c->dirty))) {
-                reached = issue_cycle;
-                goto done;
-            }
-            if (st->flags & STEP_BRANCH) {
-                if (st->words == 2) {
-                    batch_execute(s, c, leader, leader_at, issue_cycle);
-                    c->pc += 4;
-                    c->at++;
-                }
-                batch_branch(c, c->at, head, issue_cycle);
-            } else {
-                batch_execute(s, c, leader, leader_at, issue_cycle);
-                if (st->words == 2)
-                    batch_execute(s, c, next, next_at, issue_cycle);
-                c->pc += 4 * (uint64_t)st->words;
-                c->at += st->words;
-            }
-            c->counters[st->counter[0]]++;
-            c->counters[st->counter[1]]++;
-            last = st;
-            last_issued = 1;
+    int64_t entry = start;
+    /* the iterations that end by `end` and whose stores the undo record holds (the first
+     * one's always: run_batch, rewind_batch) */
+    int64_t room = (end - entry) / b->cycles;
+    if (b->stores && (MAX_BATCH_STORES - u->num_stores) / b->stores < room)
+        room = (MAX_BATCH_STORES - u->num_stores) / b->stores;
+    uint64_t whole_iterations = 0;
+    int outcome = ITERATION_LOOPED;
+    for (; room > 0; room--) {
+        outcome = batch_iteration(s, c, b, uops, entry);
+        if (outcome != ITERATION_LOOPED)
+            break;
+        whole_iterations++;
+        entry += b->cycles;
+        mark_loop_head(s, c, entry - 1);   /* as issue() after a backward jump: dirty, so cheap */
+        if (!b->steady && !block_inputs_ready(c, b, entry)) {
+            outcome = ITERATION_STOPPED;   /* at the loop's entry */
+            break;
         }
-        int64_t next = entry + b->cycles;
-        reached = next;
-        if (!b->loops || c->at != head)
-            break;
-        mark_loop_head(s, c, next - 1);   /* as issue() after a backward jump: dirty, so cheap */
-        int64_t reach = whole ? next + b->cycles : next + 1;   /* the next iteration's end */
-        if (reach > end || s->undo[c->id].num_stores + b->stores > MAX_BATCH_STORES
-            || (!b->steady && !block_inputs_ready(c, b, next)))
-            break;
     }
-done:
-    if (last) {
-        const uint8_t *counters = last_issued ? last->counter : last->stall_counter;
-        c->charged[0] = counters[0];
-        c->charged[1] = counters[1];
-        c->last_state = last_issued ? SWSIM_STATE_RUNNING : last->stall_reason;
+    if (outcome == ITERATION_LOOPED && whole_iterations) {
+        /* the next iteration: if `whole`, only if it ends by `end`, else if it starts before */
+        int64_t reach = whole ? entry + b->cycles : entry + 1;
+        if (reach > end || u->num_stores + b->stores > MAX_BATCH_STORES)
+            outcome = ITERATION_STOPPED;
     }
-    return reached;
+    whole_iterations += outcome == ITERATION_EXITED;
+    for (int k = 0; k < b->num_deltas; k++)
+        c->counters[b->delta_counter[k]] += whole_iterations * b->delta[k];
+    const Step *last = whole_iterations ? &steps[b->num_steps - 1] : NULL;
+    if (outcome == ITERATION_EXITED) {   /* the branch fell through */
+        const Instr *after = uops[b->num_uops - 1].in + 1;
+        c->pc += 4 * (uint64_t)(after - head);
+        c->at = after;
+        batch_charged(c, last, 1);
+        return entry + b->cycles;
+    }
+    if (outcome == ITERATION_STOPPED) {
+        batch_charged(c, last, 1);
+        return entry;
+    }
+    int first_step = 0;   /* the iteration at `entry`: the end cuts it (ITERATION_LOOPED), */
+    int issued = 1;
+    if (outcome >= 0) {   /* ... or it stopped before step `outcome`: the steps before ran */
+        for (int j = 0; j < outcome; j++) {
+            const Step *st = &steps[j];
+            c->counters[st->stall_counter[0]] += st->stall;
+            c->counters[st->stall_counter[1]] += st->stall;
+            c->counters[st->counter[0]] += st->words != 0;
+            c->counters[st->counter[1]] += st->words != 0;
+            if (st->stall || st->words) {
+                last = st;
+                issued = st->words != 0;
+            }
+        }
+        c->pc += 4 * (uint64_t)(steps[outcome].leader - head);
+        c->at = steps[outcome].leader;
+        first_step = outcome;   /* the steps take it from there, and stop again */
+    }
+    return replay_steps(s, c, b, entry, first_step, end, last, issued);
 }
 
 /* In cycle t, CPE c at `head`, a block's first word: a batch from cycle `start` (t + 1 after a
@@ -982,7 +1173,7 @@ static inline int accesses_alike(const Sim *s, Cpe *const *cpe, int n, const Ins
 
 /* Executes a word that cannot fault or change the pc for each CPE in step: one dispatch for
  * the float and integer instructions (classes fp, fdiv, alu and imul: FLOAT_ARITH_LIST and
- * INTEGER_LIST, checked by tests/test_core_generated.py), gets and puts; execute() for each
+ * INTEGER_IDS, checked by tests/test_core_generated.py), gets and puts; execute() for each
  * CPE for the others. */
 __attribute__((always_inline))
 static inline void execute_for_all(Sim *s, Cpe *const *cpe, int n, const Instr *word, int64_t t)
@@ -1003,12 +1194,12 @@ static inline void execute_for_all(Sim *s, Cpe *const *cpe, int n, const Instr *
         }
     case CLS_ALU: case CLS_IMUL:
         switch (in->id) {
-#define FOR_ALL_INTEGER_CASE(id) \
-        case id: \
+#define FOR_ALL_INTEGER_CASE(name) \
+        case I_##name: \
             for (int k = 0; k < n; k++) \
-                write_scalar(cpe[k], in, integer_result_of(cpe[k], in, id), t + in->latency); \
+                write_scalar(cpe[k], in, integer_value(I_##name, cpe[k], in), t + in->latency); \
             return;
-        INTEGER_LIST(FOR_ALL_INTEGER_CASE)
+        INTEGER_IDS(FOR_ALL_INTEGER_CASE)
 #undef FOR_ALL_INTEGER_CASE
         default: NOT_DISPATCHED_HERE();
         }
@@ -1628,6 +1819,69 @@ static int schedule_loop(const Instr *head, Block *b, Step *steps)
     }
 }
 
+/* The counters a whole iteration of the steps charges, as the block's deltas; 0 if more
+ * columns than a block holds (not reached: it holds one of each). */
+static void schedule_deltas(Block *b, const Step *steps)
+{
+    b->num_deltas = 0;
+    for (int j = 0; j < b->num_steps; j++) {
+        const Step *st = &steps[j];
+        const uint8_t counters[4] = {st->stall_counter[0], st->stall_counter[1], st->counter[0],
+                                     st->counter[1]};
+        for (int k = 0; k < 4; k++) {
+            int cycles = k < 2 ? st->stall : st->words != 0;
+            if (!cycles)
+                continue;
+            uint8_t *known = memchr(b->delta_counter, counters[k], (size_t)b->num_deltas);
+            if (known) {
+                b->delta[known - b->delta_counter] += (uint16_t)cycles;
+            } else {
+                b->delta_counter[b->num_deltas] = counters[k];
+                b->delta[b->num_deltas++] = (uint16_t)cycles;
+            }
+        }
+    }
+}
+
+/* The micro-operations of a whole iteration of loop b (core.h Uop) into `uops`, and the
+ * counters it charges; returns their number, 0 if b is not a loop. */
+static int schedule_uops(Block *b, const Step *steps, Uop *uops)
+{
+    int n = 0;
+    if (!b->loops)
+        return 0;
+    schedule_deltas(b, steps);
+    for (int j = 0; j < b->num_steps; j++) {
+        const Step *st = &steps[j];
+        if (!st->words)
+            continue;
+        Uop op = {.offset = st->issue_offset, .step = (uint8_t)j};
+        if ((st->flags & STEP_BRANCH) && st->words == 2) {
+            op.in = st->leader;
+            op.kind = U_DIRTY;
+            uops[n++] = op;
+        }
+        /* the checks, before anything of the step issues: the leader's own if it is the only
+         * one, else separate */
+        int checks = (st->flags & STEP_CHECK_LEADER) && (st->flags & STEP_CHECK_NEXT);
+        for (int w = 0; w < 2; w++) {
+            op.in = st->leader + w;
+            op.kind = U_ADDRESS;
+            op.word = (uint8_t)w;
+            if ((st->flags & (w ? STEP_CHECK_NEXT : STEP_CHECK_LEADER)) && (w || checks))
+                uops[n++] = op;
+        }
+        for (int w = 0; w < st->words; w++) {
+            op.in = st->leader + w;
+            op.word = (uint8_t)w;
+            op.kind = !w && (st->flags & STEP_CHECK_LEADER) && !checks ? checked_kind(op.in->id)
+                                                                         : op.in->id;
+            uops[n++] = op;
+        }
+    }
+    return n;
+}
+
 /* Finds the private blocks of at least two cycles at the targets of backward branches (where
  * issue() tries batches), and their schedules; none when the run steps every cycle (skip off)
  * or records trace spans. */
@@ -1647,12 +1901,15 @@ static int find_blocks(Sim *s)
         }
     }
     s->code[s->code_words].block = -1;
-    for (int64_t i = 0; i < s->code_words; i++)
+    for (int64_t i = 0; i < s->code_words; i++) {
         heads += head[i] && is_private(&s->code[i]);
+        s->code_has_dma |= s->code[i].cls == CLS_DMA;
+    }
     s->blocks = calloc((size_t)heads + 1, sizeof *s->blocks);
     s->steps = calloc((size_t)heads * MAX_BLOCK_CYCLES + 1, sizeof *s->steps);
+    s->uops = calloc((size_t)heads * MAX_BLOCK_UOPS + 1, sizeof *s->uops);
     s->undo = calloc((size_t)s->num_cpes, sizeof *s->undo);
-    if (!s->blocks || !s->steps || !s->undo) {
+    if (!s->blocks || !s->steps || !s->uops || !s->undo) {
         free(head);
         return SWSIM_ERROR_MEMORY;
     }
@@ -1663,7 +1920,10 @@ static int find_blocks(Sim *s)
         if (schedule_loop(&s->code[i], b, &s->steps[s->num_steps]) == 0 || b->cycles < 2)
             continue;
         b->first_step = (int32_t)s->num_steps;
+        b->first_uop = (int32_t)s->num_uops;
+        b->num_uops = schedule_uops(b, &s->steps[s->num_steps], &s->uops[s->num_uops]);
         s->num_steps += b->num_steps;
+        s->num_uops += b->num_uops;
         s->code[i].block = (int32_t)s->num_blocks++;
         s->code[i].flags |= F_BLOCK;
     }
@@ -1769,6 +2029,7 @@ static void free_sim(Sim *s)
     free(s->code);
     free(s->blocks);
     free(s->steps);
+    free(s->uops);
     free(s->undo);
     free(s->dma.pool);
     free(s->dma.waiting);

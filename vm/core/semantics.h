@@ -75,9 +75,10 @@ enum FpOp { FP_ADD, FP_SUB, FP_MUL, FP_DIV, FP_SQRT, FP_MA, FP_MS, FP_NMA, FP_NM
 
 /* ---- register writes -------------------------------------------------------------------- */
 
-/* Writes the low `lanes` lanes of a slot (1: scalar, upper lanes preserved; 4: full). A
- * changed value marks the CPE dirty for spin-loop detection. */
-static inline void write_lanes(Cpe *c, int slot, const uint64_t *value, int lanes, int64_t ready)
+/* Sets the low `lanes` lanes of a slot (1: scalar, upper lanes preserved; 4: full); returns
+ * the bits that changed. */
+__attribute__((always_inline))
+static inline uint64_t put_lanes(Cpe *c, int slot, const uint64_t *value, int lanes)
 {
     uint64_t *reg = c->regs[slot], changed = 0;
 #pragma GCC unroll 4
@@ -85,7 +86,14 @@ static inline void write_lanes(Cpe *c, int slot, const uint64_t *value, int lane
         changed |= reg[i] ^ value[i];
         reg[i] = value[i];
     }
-    c->dirty |= changed != 0;
+    return changed;
+}
+
+/* Writes them, readable from cycle `ready`; a changed value marks the CPE dirty for spin-loop
+ * detection. */
+static inline void write_lanes(Cpe *c, int slot, const uint64_t *value, int lanes, int64_t ready)
+{
+    c->dirty |= put_lanes(c, slot, value, lanes) != 0;
     c->ready[slot] = ready;
 }
 
@@ -131,23 +139,31 @@ static inline uint64_t signed_overflow(__int128 exact)
     return exact < INT64_MIN || exact > INT64_MAX;
 }
 
-/* The scalar integer instructions (classes alu and imul): X(id) for each, so that a switch on the
- * id can take them with the case it needs. */
-#define INTEGER_LIST(X) \
-    X(I_ADDW) X(I_SUBW) X(I_S4ADDW) X(I_S4SUBW) X(I_S8ADDW) X(I_S8SUBW) X(I_ADDL) X(I_SUBL) \
-    X(I_S4ADDL) X(I_S4SUBL) X(I_S8ADDL) X(I_S8SUBL) X(I_CMPEQ) X(I_CMPLT) X(I_CMPLE) \
-    X(I_CMPULT) X(I_CMPULE) X(I_AND) X(I_BIC) X(I_BIS) X(I_ORNOT) X(I_XOR) X(I_EQV) X(I_SLL) \
-    X(I_SRL) X(I_SRA) X(I_MULW) X(I_MULL) X(I_UMULH) X(I_ZAP) X(I_ZAPNOT) X(I_SEXTB) X(I_SEXTH) \
-    X(I_SEXTW) X(I_ANDNOT) X(I_ADDO_CARRY) X(I_UADDO_CARRY) X(I_SUBO_CARRY) X(I_USUBO_CARRY) \
-    X(I_ADDO_TAKE_CARRY) X(I_UADDO_TAKE_CARRY) X(I_SUBO_TAKE_CARRY) X(I_USUBO_TAKE_CARRY) \
-    X(I_UMULQA) X(I_LDI) X(I_LDIH) X(I_SELEQ) X(I_SELGE) X(I_SELGT) X(I_SELLE) X(I_SELLT) \
-    X(I_SELNE)
+/* The scalar integer instructions (classes alu and imul), as X(name) for each I_name. */
+#define INTEGER_IDS(X) \
+    X(ADDW) X(SUBW) X(S4ADDW) X(S4SUBW) X(S8ADDW) X(S8SUBW) \
+    X(ADDL) X(SUBL) X(S4ADDL) X(S4SUBL) X(S8ADDL) X(S8SUBL) \
+    X(CMPEQ) X(CMPLT) X(CMPLE) X(CMPULT) X(CMPULE) \
+    X(AND) X(BIC) X(BIS) X(ORNOT) X(XOR) X(EQV) X(SLL) X(SRL) X(SRA) \
+    X(SELEQ) X(SELGE) X(SELGT) X(SELLE) X(SELLT) X(SELNE) \
+    X(LDI) X(LDIH) X(MULW) X(MULL) X(UMULH) \
+    X(ZAP) X(ZAPNOT) X(SEXTB) X(SEXTH) X(SEXTW) X(ANDNOT) \
+    X(ADDO_CARRY) X(UADDO_CARRY) X(SUBO_CARRY) X(USUBO_CARRY) \
+    X(ADDO_TAKE_CARRY) X(UADDO_TAKE_CARRY) X(SUBO_TAKE_CARRY) X(USUBO_TAKE_CARRY) X(UMULQA)
 
-/* Scalar integer results (classes alu and imul; `id`: the word's, a constant where the caller
- * knows it), inlined in the cycle loop: the most frequent instructions after float arithmetic. The carry family and umulqa also read rc:
- * the incoming carry rc[0], umulqa's addend. */
+/* The loads and stores (classes load and store): load_value, store_value. */
+#define LOAD_IDS(X) X(LDSE) X(LDDE) X(VLDS) X(VLDD) X(LDBU) X(LDHU) X(LDW) X(LDL) X(FLDS) X(FLDD)
+#define STORE_IDS(X) X(VSTS) X(VSTD) X(STB) X(STH) X(STW) X(STL) X(FSTS) X(FSTD)
+
+/* "case I_name:", for the lists above. */
+#define CASE_OF(name) case I_##name:
+
+/* Scalar integer results (classes alu and imul), inlined in the cycle loop: the most
+ * frequent instructions after float arithmetic. The carry family and umulqa also read rc:
+ * the incoming carry rc[0], umulqa's addend. `id` is in->id, or a constant that makes this
+ * one case (the batches' micro-operations). */
 __attribute__((always_inline))
-static inline uint64_t integer_result_of(const Cpe *c, const Instr *in, int id)
+static inline uint64_t integer_value(int id, const Cpe *c, const Instr *in)
 {
     uint64_t a = c->regs[in->ra][0], b = operand_b(c, in), rc = c->regs[in->rc][0];
     switch (id) {
@@ -206,11 +222,10 @@ static inline uint64_t integer_result_of(const Cpe *c, const Instr *in, int id)
     }
 }
 
-/* The same for the word's own id (a switch on it where the caller's is not known). */
 __attribute__((always_inline))
 static inline uint64_t integer_result(const Cpe *c, const Instr *in)
 {
-    return integer_result_of(c, in, in->id);
+    return integer_value(in->id, c, in);
 }
 
 static inline uint32_t word_lane(const uint64_t *v, int i)
@@ -547,6 +562,21 @@ static inline int load_value(int id, const uint8_t *p, uint64_t *out)
     }
 }
 
+/* memcpy of an access's bytes, each size a fixed-size copy rather than a call: 1, 2, 4, 8, 16
+ * or 32 (the sizes of isa/table.py's loads and stores; anything else copies 32). */
+__attribute__((always_inline))
+static inline void copy_access(void *to, const void *from, int size)
+{
+    switch (size) {
+    case 1: memcpy(to, from, 1); break;
+    case 2: memcpy(to, from, 2); break;
+    case 4: memcpy(to, from, 4); break;
+    case 8: memcpy(to, from, 8); break;
+    case 16: memcpy(to, from, 16); break;
+    default: memcpy(to, from, 32); break;
+    }
+}
+
 static inline void store_value(int id, const uint64_t *v, uint8_t *p, int size)
 {
     uint32_t singles[SWSIM_LANES];
@@ -557,7 +587,7 @@ static inline void store_value(int id, const uint64_t *v, uint8_t *p, int size)
         memcpy(p, singles, (size_t)size);
         break;
     case I_STB: case I_STH: case I_STW: case I_STL: case I_FSTD: case I_VSTD:
-        memcpy(p, v, (size_t)size);   /* the low bytes, unchanged */
+        copy_access(p, v, size);   /* the low bytes, unchanged */
         break;
     default: NOT_DISPATCHED_HERE();
     }
