@@ -1084,11 +1084,12 @@ static inline int issue(Sim *s, Cpe *c, int64_t t)
  * room) and data-dependent checks (an access stays in LDM, a put reaches CPEs it may) must come
  * out alike; the words then issue for all of them, each instruction dispatched once. That is
  * what issue() gives each CPE in run order: the words issued this way (not barriers, DMA,
- * load-and-broadcast, halt or rcsr) change only their CPE's registers, LDM, transfer FIFO and
- * receive queues, and shared counters by addition, so their order among the CPEs does not
- * matter.
- * Anything else (checks that differ, another word, a branch or loop head that leaves the CPEs
- * apart) hands the cycle, or the next, to issue() for each CPE; they are in step again once a
+ * load-and-broadcast, halt or rcsr, nor accesses to main memory) change only their CPE's
+ * registers, LDM, transfer FIFO and receive queues, and shared counters by addition or
+ * minimum, so their order among the CPEs does not matter. Checks that differ or another word
+ * hand the cycle to issue() for each CPE, with nothing changed; a cycle that leaves the CPEs
+ * apart (a branch or jump that differs, a loop head's marks or batches, a stall whose wake
+ * time depends on an address, a halt) ends the step after it. They are in step again once a
  * test at a loop head of the first CPE finds them so (with a back-off while it does not). */
 
 enum { NOT_ALIKE = -2, MAX_STEP_BACKOFF = 64 };
