@@ -168,6 +168,25 @@ def test_a_barrier_and_dma_replies_in_step():
     assert result.stop is None and paths.in_step > 0
 
 
+def test_cpes_apart_are_in_step_again_after_a_barrier():
+    """Each CPE spins a delay of its own length (its registers' ready times then differ, all in
+    the past) before a row and a column barrier; released in the same cycle, they run the
+    broadcast loop in step: times up to the current cycle are alike to every later decision."""
+    text = """
+\trcid $3
+\tand $3, 7, $5
+\taddl $5, 1, $5
+1:\tmull $5, 1, $6
+\tsubl $5, 1, $5
+\tbgt $5, 1b
+\tsynr 0xff
+\tsync 0xff
+""" + rc_loop() + "\thalt\n"
+    result, paths = agree_three_ways(job_of(text, 64, float_regs([40] * 64)))
+    assert result.stop is None
+    assert paths.in_step > 0.7 * result.kernel_cycles
+
+
 @pytest.mark.parametrize("max_cycles", [5, 41, 170])
 def test_the_cycle_limit_in_step(max_cycles):
     result, paths = agree_three_ways(job_of(RC_LOOP + "\thalt\n", 64, float_regs([30] * 64),

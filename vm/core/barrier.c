@@ -70,6 +70,7 @@ void barrier_release(Sim *s, int64_t t)
         if (s->releases[k] <= t) {
             s->cg[CG_BARRIERS]++;
             s->releases[k] = s->releases[--s->num_releases];
+            s->step_retry = 1;   /* the CPEs it releases may be in step again (engine.c) */
         } else {
             k++;
         }

@@ -1094,24 +1094,40 @@ static inline int issue(Sim *s, Cpe *c, int64_t t)
 
 enum { NOT_ALIKE = -2, MAX_STEP_BACKOFF = 64 };
 
-/* What issue() reads of a CPE besides its data and its units. */
-static int same_issue_state(const Cpe *a, const Cpe *b)
+/* Whether two times look the same to every decision from cycle `now` on: the issue rules
+ * only ask whether a ready time, wait or slot is later than the cycle, so all times up to
+ * `now` are alike. */
+static inline int alike_from(int64_t a, int64_t b, int64_t now)
 {
-    return a->at == b->at && a->pc == b->pc && a->sleep_until == b->sleep_until
-           && a->wait_until == b->wait_until && a->ahead_until == b->ahead_until
-           && a->last_state == b->last_state && a->armed == b->armed
-           && a->global_free == b->global_free
-           && memcmp(a->ready, b->ready, sizeof a->ready) == 0;
+    return a == b || (a <= now && b <= now);
 }
 
-/* At a loop head of the first running CPE: whether every running CPE is in step now. */
-static void test_in_step(Sim *s, Cpe *const *cpe, int n)
+/* What issue() reads of a CPE besides its data and its units, as its decisions from cycle
+ * `now` on see it. (A batch's end is compared one cycle earlier: ahead_until == now is a
+ * batch that stopped at its loop's entry.) */
+static int same_issue_state(const Cpe *a, const Cpe *b, int64_t now)
+{
+    if (a->at != b->at || a->pc != b->pc || a->last_state != b->last_state
+        || a->armed != b->armed || !alike_from(a->sleep_until, b->sleep_until, now)
+        || !alike_from(a->wait_until, b->wait_until, now)
+        || !alike_from(a->ahead_until, b->ahead_until, now - 1)
+        || !alike_from(a->global_free, b->global_free, now))
+        return 0;
+    for (int r = 0; r < NUM_SLOTS; r++)
+        if (!alike_from(a->ready[r], b->ready[r], now))
+            return 0;
+    return 1;
+}
+
+/* Before cycle `now`, at a loop head of the first running CPE (or at the start): whether
+ * every running CPE is in step. */
+static void test_in_step(Sim *s, Cpe *const *cpe, int n, int64_t now)
 {
     if (!s->cfg.skip)   /* stepping every CPE in every cycle: the reference the tests use */
         return;
     int alike = 1;
     for (int k = 1; k < n && alike; k++)
-        alike = same_issue_state(cpe[k], cpe[0]);
+        alike = same_issue_state(cpe[k], cpe[0], now);
     if (alike) {
         s->in_step = 1;
         s->woke = 0;
@@ -1231,15 +1247,16 @@ static inline int branches_alike(const Sim *s, Cpe *const *cpe, int n, const Ins
     return 1;
 }
 
-/* After a cycle whose words may have left the CPEs apart (a jump, a loop head's marks, a
+/* After cycle t, whose words may have left the CPEs apart (a jump, a loop head's marks, a
  * batch, a halt): they stay in step only if they came to the same state. */
-static void leave_step_unless_alike(Sim *s, Cpe *const *cpe, int n)
+static void leave_step_unless_alike(Sim *s, Cpe *const *cpe, int n, int64_t t)
 {
     const Cpe *first = cpe[0];
     for (int k = 0; k < n; k++) {
         const Cpe *c = cpe[k];
         if (!c->running || c->at != first->at || c->armed != first->armed
-            || c->wait_until != first->wait_until || c->ahead_until != first->ahead_until) {
+            || !alike_from(c->wait_until, first->wait_until, t + 1)
+            || !alike_from(c->ahead_until, first->ahead_until, t)) {
             s->in_step = 0;
             return;
         }
@@ -1255,8 +1272,8 @@ static inline int issue_in_step(Sim *s, Cpe *const *cpe, int n, int64_t t, int *
     if (s->woke) {   /* a unit's event set some sleep_until or wait_until */
         s->woke = 0;
         for (int k = 1; k < n; k++)
-            if (cpe[k]->sleep_until != first->sleep_until
-                || cpe[k]->wait_until != first->wait_until)
+            if (!alike_from(cpe[k]->sleep_until, first->sleep_until, t)
+                || !alike_from(cpe[k]->wait_until, first->wait_until, t))
                 return NOT_ALIKE;
     }
     if (first->wait_until > t)
@@ -1281,7 +1298,7 @@ static inline int issue_in_step(Sim *s, Cpe *const *cpe, int n, int64_t t, int *
             charge(cpe[k], COUNTER_IDLE(0, reason), COUNTER_IDLE(1, reason), reason);
             cpe[k]->sleep_until = wake_time(s, cpe[k], leader, t);
             /* a load's or store's wake time depends on its address (main memory or LDM) */
-            if (cpe[k]->sleep_until != first->sleep_until)
+            if (!alike_from(cpe[k]->sleep_until, first->sleep_until, t + 1))
                 s->in_step = 0;
         }
         return ISSUED_NOTHING;
@@ -1314,7 +1331,7 @@ static inline int issue_in_step(Sim *s, Cpe *const *cpe, int n, int64_t t, int *
                 return FAULTED;
             }
         }
-        leave_step_unless_alike(s, cpe, n);
+        leave_step_unless_alike(s, cpe, n, t);
         return ISSUED;
     }
     if (branch != leader)
@@ -1349,7 +1366,7 @@ static inline int issue_in_step(Sim *s, Cpe *const *cpe, int n, int64_t t, int *
             if (__builtin_expect((to->flags & F_BLOCK) && !c->armed, 0))
                 run_batch(s, c, to, t, t + 1);
         }
-        leave_step_unless_alike(s, cpe, n);
+        leave_step_unless_alike(s, cpe, n, t);
     }
     return ISSUED;
 }
@@ -1514,7 +1531,7 @@ static int64_t run_cycles(Sim *s, int64_t horizon)
     s->horizon = horizon;
     s->bound_cycle = -1;
     if (s->next_cycle == 0)   /* spawned CPEs start alike but for their data */
-        test_in_step(s, cpe, num_running);
+        test_in_step(s, cpe, num_running, 0);
     for (int64_t t = s->next_cycle;; t++) {
         if (t >= horizon) {
             memcpy(s->running, running, sizeof running);
@@ -1546,7 +1563,7 @@ static int64_t run_cycles(Sim *s, int64_t horizon)
                 issued_any |= issued;
             }
             if (in_step != FAULTED && cpe[0]->at < first_at && --s->step_retry <= 0)
-                test_in_step(s, cpe, num_running);
+                test_in_step(s, cpe, num_running, t + 1);
         } else {
             issued_any = in_step;
             s->result->step_cycles++;
