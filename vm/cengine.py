@@ -123,8 +123,8 @@ PROGRESS_CYCLES = 1 << 16
 def run(job: EngineJob, skip: bool = True,
         progress: Optional[Callable[[int], None]] = None) -> EngineResult:
     """Run ``job`` to its end. ``skip=False`` steps every cycle of every CPE, without skipping,
-    batches or CPEs in step (a debugging aid: none of them changes a result). ``progress``, if given, is called with the current cycle every
-    ``PROGRESS_CYCLES`` simulated cycles or so (the run proceeds in steps that return to
+    batches or CPEs in step (a debugging aid: none of them changes a result). ``progress``, if
+    given, is called with the current cycle every ``PROGRESS_CYCLES`` simulated cycles or so (the run proceeds in steps that return to
     Python; the results are those of a single step)."""
     n = job.config.num_cpes
     keep: list = []   # arrays whose memory C uses must outlive the call

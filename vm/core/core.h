@@ -3,7 +3,6 @@
 #define SWSIM_CORE_H
 #include <stdint.h>
 #include <stddef.h>
-#include <string.h>
 #include "core_api.h"
 #include "isa_tables.h"
 #include "engine_enums.h"
