@@ -1,16 +1,17 @@
 """Random core-group programs for differential testing of the two engines (``swsim fuzz``,
 tests/test_vm_differential.py). Needs Hypothesis, which only ``swsim fuzz`` and the tests use.
 
-A generated case is assembly text, a configuration and the initial state: every spawned CPE
-(any set of ids of a mesh of any valid shape) runs its own random block (dispatched on rcid),
-or in one case in three all run the same block with their own data (SPMD), made of *phases*.
+A generated case is assembly text, a configuration and the initial state: every spawned CPE (any
+set of ids of a mesh of any valid shape) runs its own random block (dispatched on rcid), or in
+one case in three all run the same block with their own data (SPMD), made of *phases*.
 Straight-line code and loops draw any instruction of the ISA table with random legal operands;
-calls go to shared functions (bsr/ret/jmp) and branches jump around code; the communication, DMA, barrier and race phases are planned across CPEs: register communication may
-fill receive queues past their depth (back-pressure) and get before it puts; DMA uses PE, BCAST
-and ROW modes, odd, unaligned and large sizes, more requests than a channel holds, and is
-sometimes left un-waited; barriers run on sub-masks, several per row or column at once; CPEs
-race on a shared main-memory region. Most programs finish; some deadlock, and fault cases plant
-one fault of every kind the engines report. ``programs(configs=True)`` also draws a random valid
+calls go to shared functions (bsr/ret/jmp) and branches jump around code; the communication,
+DMA, barrier and race phases are planned across CPEs: register communication may fill receive
+queues past their depth (back-pressure) and get before it puts; DMA uses PE, BCAST and ROW
+modes, odd, unaligned and large sizes, more requests than a channel holds, and is sometimes left
+un-waited; barriers run on sub-masks, several per row or column at once; CPEs race on a shared
+main-memory region. Most programs finish; some deadlock, and fault cases plant one fault of
+every kind the engines report. ``programs(configs=True)`` also draws a random valid
 configuration (mesh, latencies, queue and channel depths, DMA timing).
 
 Register plan: $0-$21 random data, $22 = the shared main-memory region, $23-$27 loop counters,
