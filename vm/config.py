@@ -18,7 +18,7 @@ import numbers
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from ..errors import SwsimError
+from ..errors import ArgumentError
 from ..isa.table import CODE_BASE, MEM_BASE
 from .engine_defs import MAX_CPES, MAX_LDM_BYTES, MAX_MESH_SIDE
 
@@ -27,7 +27,7 @@ MAX_LATENCY = 1 << 20          # cycles
 MAX_ADDRESS = 1 << 48
 
 
-class ConfigError(SwsimError, ValueError):
+class ConfigError(ArgumentError):
     """A configuration parameter with a value it cannot take (or that does not exist)."""
 
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import Optional
 
 from ..isa.disasm import format_instruction
-from ..errors import SwsimError
+from ..errors import ArgumentError, SwsimError
 
 
-class HostError(SwsimError):
+class HostError(ArgumentError):
     """A wrong call of the host API (bad entry, arguments, CPE set, engine, image too big)."""
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...errors import ArgumentError
 from ...vm import Machine
 from ..runtime import Kernel
 
@@ -58,20 +59,20 @@ def baseline_gemm(A, B, *, engine="c", machine=None, tile=None):
     """
     A, B = np.asarray(A), np.asarray(B)
     if A.dtype != np.float64 or B.dtype != np.float64 or A.ndim != 2 or B.ndim != 2:
-        raise ValueError(f"A and B must be 2-D float64 arrays, got {A.dtype} {A.shape} and "
+        raise ArgumentError(f"A and B must be 2-D float64 arrays, got {A.dtype} {A.shape} and "
                          f"{B.dtype} {B.shape}")
     (m, k), (k2, n) = A.shape, B.shape
     if k != k2:
-        raise ValueError(f"A is {m} x {k} but B is {k2} x {n}")
+        raise ArgumentError(f"A is {m} x {k} but B is {k2} x {n}")
     if k < 1 or m < 1 or n < 1 or m % MICRO_M or n % MICRO_N:
-        raise ValueError(f"the baseline needs M a multiple of {MICRO_M}, N of {MICRO_N} and "
+        raise ArgumentError(f"the baseline needs M a multiple of {MICRO_M}, N of {MICRO_N} and "
                          f"K >= 1, got M, N, K = {m}, {n}, {k}")
     machine = machine or Machine()
     ldm_free = KERNEL.arena(machine.config.ldm_bytes, KERNEL_ARGS).free
     mt, nt, kc = tile or choose_tile(m, n, k, ldm_free, machine.config)
     fits = 1 <= kc == _chunk_k(mt, nt, kc, ldm_free)
     if m % mt or n % nt or mt % MICRO_M or nt % MICRO_N or not fits:
-        raise ValueError(f"tile (Mt, Nt, Kc) = {(mt, nt, kc)} does not divide {m} x {n} into "
+        raise ArgumentError(f"tile (Mt, Nt, Kc) = {(mt, nt, kc)} does not divide {m} x {n} into "
                          "4 x 16 micro-tiles or does not fit in LDM")
 
     mem = machine.mem

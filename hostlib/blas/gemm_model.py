@@ -23,6 +23,7 @@ from typing import NamedTuple, Optional
 
 import numpy as np
 
+from ...errors import ArgumentError
 from ...vm.config import VMConfig
 from ..runtime import Kernel
 
@@ -96,7 +97,7 @@ def c_grain(problem: Problem, blocking: Blocking, config: VMConfig) -> int:
 def mesh(config: VMConfig) -> int:
     """CPEs along each side of the (square) mesh the kernel's 8 x 8 blocks are spread on."""
     if config.mesh_rows != config.mesh_cols:
-        raise ValueError(f"swGEMM needs a square CPE mesh, the config has "
+        raise ArgumentError(f"swGEMM needs a square CPE mesh, the config has "
                          f"{config.mesh_rows} x {config.mesh_cols}")
     return config.mesh_rows
 
@@ -318,5 +319,5 @@ def choose(problem: Problem, config: VMConfig, options=None) -> Blocking:
     predicted time."""
     options = candidates(problem, config) if options is None else options
     if not options:
-        raise ValueError(f"no blocking fits in LDM for {problem}")
+        raise ArgumentError(f"no blocking fits in LDM for {problem}")
     return min(options, key=lambda b: predict(problem, b, config))

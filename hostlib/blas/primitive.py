@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ...errors import ArgumentError
 from ...vm import Machine
 from ...vm.config import VMConfig
 from ..runtime import Kernel
@@ -38,11 +39,11 @@ DEFAULT_CONFIG = VMConfig.preset()
 def check_shape(mb: int, nb: int, kb: int, layout: str = "mn") -> None:
     """Raise ValueError unless the block shape suits the layout's register tile."""
     if layout not in LAYOUTS:
-        raise ValueError(f"layout must be one of {sorted(LAYOUTS)}, got {layout!r}")
+        raise ArgumentError(f"layout must be one of {sorted(LAYOUTS)}, got {layout!r}")
     vector, splat = (nb, mb) if layout == "mn" else (mb, nb)
     names = ("Nb", "Mb") if layout == "mn" else ("Mb", "Nb")
     if kb < 1 or vector <= 0 or splat <= 0 or vector % VECTOR_TILE or splat % SPLAT_TILE:
-        raise ValueError(f"layout {layout!r} needs {names[0]} a multiple of {VECTOR_TILE}, "
+        raise ArgumentError(f"layout {layout!r} needs {names[0]} a multiple of {VECTOR_TILE}, "
                          f"{names[1]} a multiple of {SPLAT_TILE} and Kb >= 1; got Mb={mb}, "
                          f"Nb={nb}, Kb={kb}")
 
@@ -61,7 +62,7 @@ def ldm_layout(mb: int, nb: int, kb: int, dtype=np.float64, f32_strategy=DEFAULT
     if itemsize == 4 and f32_strategy == "convert":
         arena.take(8 * (kb * mb + kb * nb + mb * nb))
     if not arena.fits:
-        raise ValueError(f"blocks Mb={mb}, Nb={nb}, Kb={kb} ({np.dtype(dtype).name}) need "
+        raise ArgumentError(f"blocks Mb={mb}, Nb={nb}, Kb={kb} ({np.dtype(dtype).name}) need "
                          f"{arena.address + KERNEL.stack_bytes(KERNEL_ARGS)} bytes "
                          f"of LDM, more than {config.ldm_bytes}")
     return layout
@@ -97,7 +98,7 @@ def kernel_name(layout: str, dtype, f32_strategy: str = DEFAULT_F32_STRATEGY) ->
     if np.dtype(dtype) == np.float64:
         return LAYOUTS[layout] + "_d"
     if f32_strategy not in F32_STRATEGIES:
-        raise ValueError(f"f32_strategy must be one of {sorted(F32_STRATEGIES)}")
+        raise ArgumentError(f"f32_strategy must be one of {sorted(F32_STRATEGIES)}")
     return LAYOUTS[layout] + F32_STRATEGIES[f32_strategy]
 
 
@@ -114,16 +115,16 @@ def ldm_gemm(A, B, C=None, engine="c", layout="mn", f32_strategy=DEFAULT_F32_STR
     """
     machine = machine or Machine()
     if machine.config.num_cpes != MESH * MESH:
-        raise ValueError(f"the primitive needs {MESH} x {MESH} CPEs, the machine has "
+        raise ArgumentError(f"the primitive needs {MESH} x {MESH} CPEs, the machine has "
                          f"{machine.config.mesh_rows} x {machine.config.mesh_cols}")
     A, B = np.asarray(A), np.asarray(B)
     dtype = A.dtype
     if dtype not in (np.float64, np.float32) or B.dtype != dtype:
-        raise ValueError("A and B must both be float64 or both float32")
+        raise ArgumentError("A and B must both be float64 or both float32")
     (m, k), (k2, n) = A.shape, B.shape
     C = np.zeros((m, n), dtype) if C is None else np.asarray(C, dtype)
     if k != k2 or C.shape != (m, n) or m % MESH or n % MESH or k % MESH:
-        raise ValueError(f"shapes A {A.shape}, B {B.shape}, C {C.shape}: need M x K, K x N, "
+        raise ArgumentError(f"shapes A {A.shape}, B {B.shape}, C {C.shape}: need M x K, K x N, "
                          "M x N with M, N, K multiples of 8")
     mb, nb, kb = m // MESH, n // MESH, k // MESH
     check_shape(mb, nb, kb, layout)

@@ -23,7 +23,7 @@ from typing import Optional
 
 import numpy as np
 
-from ...errors import SwsimError
+from ...errors import ArgumentError
 from ...vm import HostError, Machine
 from . import gemm_model
 from .gemm_model import KERNEL, Blocking, Problem
@@ -107,7 +107,7 @@ def _stored(view) -> _Stored:
     return _Stored(np.ascontiguousarray(view), False)
 
 
-class GemmError(SwsimError, ValueError):
+class GemmError(ArgumentError):
     """A gemm() call with operands or options it cannot compute with."""
 
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .activation import activation_forward, exp
+from .common import DnnError
 
 FUNCTIONS = ("exp", "sigmoid", "tanh")
 _EXTENDED = np.longdouble
@@ -77,7 +78,7 @@ def reference(function: str, x: np.ndarray) -> np.ndarray:
         if function == "sigmoid":
             e = np.exp(-np.abs(xe))
             return np.where(xe >= 0, 1 / (1 + e), e / (1 + e))
-    raise ValueError(f"function must be one of {FUNCTIONS}, got {function!r}")
+    raise DnnError(f"function must be one of {FUNCTIONS}, got {function!r}")
 
 
 def ulp_error(result: np.ndarray, ref: np.ndarray, dtype) -> np.ndarray:

@@ -6,14 +6,14 @@ import numbers
 
 import numpy as np
 
-from ...errors import SwsimError
+from ...errors import ArgumentError
 from ...vm import Machine
 from ..runtime import Stats
 
 DTYPES = (np.float32, np.float64)
 
 
-class DnnError(SwsimError, ValueError):
+class DnnError(ArgumentError):
     """A DNN operator was called with arguments it does not accept."""
 
 

@@ -3,13 +3,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...errors import SwsimError
+from ...errors import ArgumentError
 
 DTYPE = np.float32          # blobs, parameters and gradients (the VM runs float32 operators)
 ALIGN = 128                 # bytes: DMA transaction size, thesis §7.1 aligned_malloc
 
 
-class TrainError(SwsimError, ValueError):
+class TrainError(ArgumentError):
     """A bad net, solver, data set or checkpoint: the message names the layer and the field."""
 
 
