@@ -18,9 +18,16 @@ _EXPORTS = {
 }
 
 
+# Imported before the export: the athread runtime registers itself with Machine.program, so
+# swsim.Machine().run links it to a program that calls it, as `swsim run` does.
+_PREPARE = {"Machine": "swsim.kernels.runtime"}
+
+
 def __getattr__(name):
     if name in _EXPORTS:
         import importlib
+        if name in _PREPARE:
+            importlib.import_module(_PREPARE[name])
         return getattr(importlib.import_module(_EXPORTS[name]), name)
     raise AttributeError(f"module 'swsim' has no attribute {name!r}")
 

@@ -1,10 +1,11 @@
 """The assembler, linker and disassembler for SW26010 CPE code (docs/asm.md).
 
 ``assemble(text)`` -> Program (one source, linked); ``build`` / ``build_files`` -> Program
-(several sources, every error of all of them in one AsmError); ``assemble_object`` ->
-ObjectFile; ``link(objects)`` -> Program; ``disassemble(program)`` -> text; ``save_program`` /
-``load_program`` for the ``.swo`` file format. Bad input raises ``AsmError`` listing every
-diagnostic.
+(several sources or objects, every error of all of them in one AsmError); ``assemble_object``
+/ ``assemble_objects`` -> ObjectFile(s), symbols they use and do not define left to the
+linker; ``link(objects, libraries)`` -> Program; ``disassemble(program)`` -> text;
+``save_program`` / ``load_program`` and ``save_objects`` / ``load_objects`` for the two kinds
+of ``.swo`` file. Bad input raises ``AsmError`` listing every diagnostic.
 """
 from __future__ import annotations
 
@@ -15,9 +16,10 @@ from ..errors import SwsimError
 from .assembler import Assembler
 from .diagnostics import AsmError, Diagnostic
 from .disasm import disassemble, disassemble_word
-from .linker import link
+from .linker import Library, link, undefined_symbols
+from .objfile import OBJECT_MAGIC, load_objects, save_objects
 from .program import ObjectFile, Program
-from .swo import SwoError, load_program, save_program
+from .swo import MAGIC, SwoError, load_program, save_program
 
 
 def assemble_object(text: str, filename: str = "<input>",
@@ -37,27 +39,45 @@ def assemble_file(path: str, include_dirs: tuple[str, ...] = ()) -> Program:
     return build_files([path], include_dirs)
 
 
-def build_files(paths: list[str], include_dirs: tuple[str, ...] = ()) -> Program:
-    """Assemble source files and link them into one Program (see ``build``)."""
-    return build([(_read(path), os.fspath(path)) for path in paths], include_dirs)
+def build_files(paths: list[str], include_dirs: tuple[str, ...] = (),
+                libraries: tuple[Library, ...] = ()) -> Program:
+    """Assemble source files, load object ``.swo`` files, and link them all, with each of
+    ``libraries`` they use, into one Program (see ``build``). A program ``.swo`` (linked
+    already) is returned as it is when it is the only input."""
+    if len(paths) == 1 and _kind(paths[0]) == "program":
+        return load_program(os.fspath(paths[0]))
+    return build(read_inputs(paths), include_dirs, libraries)
 
 
-def build(sources: list[tuple[str, str]], include_dirs: tuple[str, ...] = ()) -> Program:
-    """Assemble ``(text, filename)`` sources and link them. AsmError lists the errors of all
-    of them, link errors such as undefined symbols included, in statement order."""
-    for text, filename in sources:
-        if not isinstance(text, str):
-            hint = " (decode bytes first, or give a path to assemble_file)" \
-                if isinstance(text, (bytes, bytearray)) else ""
-            raise AsmError([Diagnostic(os.fspath(filename), 0, 0, f"expected assembly source "
-                                       f"text (a str), got {type(text).__name__}{hint}")])
-    assemblers = [Assembler(filename, tuple(include_dirs)) for _, filename in sources]
-    objects = [assembler.run(text) for assembler, (text, _) in zip(assemblers, sources)]
-    diagnostics = [replace(d, position=(index, *d.position))
-                   for index, assembler in enumerate(assemblers)
-                   for d in assembler.log.diagnostics]
+def read_inputs(paths: list[str]) -> list:
+    """What ``build`` takes for files: the objects of object ``.swo`` files, ``(text,
+    filename)`` of sources. SwoError for a program ``.swo``: it is linked already."""
+    inputs = []
+    for path in paths:
+        kind = _kind(path)
+        if kind == "program":
+            raise SwoError(f"{path}: a linked program cannot be linked again (give its "
+                           "sources, or objects from swsim asm -c, instead)")
+        inputs += load_objects(os.fspath(path)) if kind == "object" else \
+            [(_read(path), os.fspath(path))]
+    return inputs
+
+
+def _kind(path) -> str:
+    """``file_kind``, with a ``.swo`` of neither kind a program (load_program then names what
+    is wrong with it)."""
+    kind = file_kind(path)
+    return "program" if kind == "source" and os.fspath(path).endswith(".swo") else kind
+
+
+def build(sources: list, include_dirs: tuple[str, ...] = (),
+          libraries: tuple[Library, ...] = ()) -> Program:
+    """Assemble ``(text, filename)`` sources and link them, with the ObjectFiles among
+    ``sources`` in their place and each of ``libraries`` they use. AsmError lists the errors
+    of all of them, link errors such as undefined symbols included, in statement order."""
+    objects, assemblers, diagnostics = _assemble_all(sources, include_dirs)
     try:
-        program = link(objects)
+        program = link(objects, libraries)
     except AsmError as exc:  # a line with an assembly error gets no link errors on top
         lines = {(d.file, d.line) for d in diagnostics}
         diagnostics += [_placed(d, assemblers) for d in exc.diagnostics
@@ -67,10 +87,53 @@ def build(sources: list[tuple[str, str]], include_dirs: tuple[str, ...] = ()) ->
     return program
 
 
-def _placed(diagnostic: Diagnostic, assemblers: list[Assembler]) -> Diagnostic:
+def assemble_objects(sources: list, include_dirs: tuple[str, ...] = ()) -> list[ObjectFile]:
+    """The objects of ``(text, filename)`` sources (ObjectFiles among them stay as they are),
+    not linked: symbols they use and do not define are left to the linker. AsmError lists
+    every assembly error of all of them."""
+    objects, _, diagnostics = _assemble_all(sources, include_dirs)
+    if diagnostics:
+        raise AsmError(diagnostics)
+    return objects
+
+
+def _assemble_all(sources: list, include_dirs: tuple[str, ...]):
+    """(objects, assemblers, diagnostics in statement order) of sources and ObjectFiles."""
+    for source in sources:
+        if isinstance(source, ObjectFile):
+            continue
+        text, filename = source
+        if not isinstance(text, str):
+            hint = " (decode bytes first, or give a path to assemble_file)" \
+                if isinstance(text, (bytes, bytearray)) else ""
+            raise AsmError([Diagnostic(os.fspath(filename), 0, 0, f"expected assembly source "
+                                       f"text (a str), got {type(text).__name__}{hint}")])
+    assemblers = [None if isinstance(source, ObjectFile) else
+                  Assembler(source[1], tuple(include_dirs)) for source in sources]
+    objects = [source if assembler is None else assembler.run(source[0])
+               for assembler, source in zip(assemblers, sources)]
+    diagnostics = [replace(d, position=(index, *d.position))
+                   for index, assembler in enumerate(assemblers) if assembler is not None
+                   for d in assembler.log.diagnostics]
+    return objects, assemblers, diagnostics
+
+
+def file_kind(path) -> str:
+    """"program" (a linked .swo), "object" (an object .swo) or "source" (anything else),
+    from the file's first bytes."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(len(MAGIC))
+    except OSError as exc:
+        raise SwsimError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    return {MAGIC: "program", OBJECT_MAGIC: "object"}.get(head, "source")
+
+
+def _placed(diagnostic: Diagnostic, assemblers: list) -> Diagnostic:
     """A link diagnostic with the position of the first statement of its source line."""
     for index, assembler in enumerate(assemblers):
-        position = assembler.positions.get((diagnostic.file, diagnostic.line))
+        position = None if assembler is None else \
+            assembler.positions.get((diagnostic.file, diagnostic.line))
         if position is not None:
             return replace(diagnostic, position=(index, position, diagnostic.col))
     return diagnostic
@@ -89,4 +152,5 @@ def _read(path: str) -> str:
 
 __all__ = ["assemble", "assemble_file", "assemble_object", "build", "build_files", "link",
            "disassemble", "disassemble_word", "AsmError", "Diagnostic", "Program", "ObjectFile",
-           "save_program", "load_program", "SwoError"]
+           "save_program", "load_program", "SwoError", "Library", "undefined_symbols",
+           "assemble_objects", "save_objects", "load_objects", "file_kind", "read_inputs"]

@@ -5,19 +5,26 @@ import argparse
 import os
 import sys
 
-from . import build_files, disassemble
+from . import (assemble_objects, build, build_files, disassemble, read_inputs, save_objects,
+               undefined_symbols)
 from .diagnostics import AsmError
 from .program import Program
-from .swo import MAGIC, load_program, save_program
-from ..errors import SwsimError
+from .swo import save_program
 
 
 def register(subparsers) -> None:
-    asm = subparsers.add_parser("asm", help="assemble and link .s files into a .swo program")
-    asm.add_argument("sources", nargs="+", metavar="FILE.s")
+    asm = subparsers.add_parser(
+        "asm", help="assemble .s files (and link them, objects too) into a .swo",
+        description="Assemble and link into a program .swo; sources that use symbols they do "
+                    "not define (printf, _MYID: the athread runtime's) give a relocatable "
+                    "object .swo instead, linked when it runs (swsim run) or with others "
+                    "(swsim asm a.swo b.s).")
+    asm.add_argument("sources", nargs="+", metavar="FILE", help=".s sources or object .swo files")
     asm.add_argument("-o", "--output", help="output .swo (default: first source with .swo)")
+    asm.add_argument("-c", "--object", action="store_true",
+                     help="write a relocatable object, do not link (as GNU as)")
     asm.add_argument("--listing", action="store_true",
-                     help="print address, words and source lines")
+                     help="print address, words and source lines (of a linked program)")
     asm.add_argument("-I", dest="include_dirs", action="append", default=[], metavar="DIR",
                      help="search DIR for .include files")
     asm.set_defaults(func=_asm)
@@ -36,11 +43,22 @@ def _report(exc: AsmError) -> int:
 
 
 def _asm(args: argparse.Namespace) -> int:
+    output = args.output or os.path.splitext(args.sources[0])[0] + ".swo"
     try:
-        program = build_files(args.sources, tuple(args.include_dirs))
+        objects = assemble_objects(read_inputs(args.sources), tuple(args.include_dirs))
+        missing = undefined_symbols(objects)
+        if args.object or missing:
+            save_objects(objects, output)
+            if missing:   # left to the linker, as GNU as does
+                print(f"{output}: relocatable object; symbols left to the linker: " + ", ".join(
+                    f"{name} ({reloc.source.file}:{reloc.source.line})" if reloc.source
+                    else name for name, reloc in sorted(missing.items())), file=sys.stderr)
+            if args.listing:
+                print(f"{output}: no listing: an object has no addresses yet", file=sys.stderr)
+            return 0
+        program = build(objects)
     except AsmError as exc:
         return _report(exc)
-    output = args.output or os.path.splitext(args.sources[0])[0] + ".swo"
     save_program(program, output)
     if args.listing:
         print(listing(program))
@@ -49,15 +67,7 @@ def _asm(args: argparse.Namespace) -> int:
 
 def _disasm(args: argparse.Namespace) -> int:
     try:
-        with open(args.program, "rb") as f:
-            head = f.read(len(MAGIC))
-    except OSError as exc:
-        raise SwsimError(f"{args.program}: cannot read: {exc.strerror or exc}") from None
-    try:
-        if args.program.endswith(".swo") or head == MAGIC:
-            program = load_program(args.program)
-        else:
-            program = build_files([args.program], tuple(args.include_dirs))
+        program = build_files([args.program], tuple(args.include_dirs))
     except AsmError as exc:
         return _report(exc)
     sys.stdout.write(disassemble(program))

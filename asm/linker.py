@@ -9,8 +9,8 @@ block is simply its LDM, and the thread pointer is TLS_THREAD_POINTER.
 """
 from __future__ import annotations
 
-from dataclasses import replace
-from typing import Optional
+from dataclasses import dataclass, field, replace
+from typing import Mapping, Optional
 
 import numpy as np
 
@@ -27,8 +27,41 @@ REGIONS = ((CODE_BASE, (TEXT,)), (LDM_BASE, (LDM, BSS)), (MEM_BASE, (DATA,)))
 TLS_THREAD_POINTER = LDM_BASE
 
 
-def link(objects: list[ObjectFile]) -> Program:
-    return _Linker(objects).link()
+@dataclass(frozen=True)
+class Library:
+    """Objects linked after a program's only if it uses a global symbol they define (as ld
+    takes a member from an archive), and the names the library knows but does not provide,
+    each with why: a program using one is refused with that reason."""
+    name: str
+    objects: tuple[ObjectFile, ...]
+    refused: Mapping[str, str] = field(default_factory=dict)
+
+
+def link(objects: list[ObjectFile], libraries: tuple[Library, ...] = ()) -> Program:
+    """One Program from ``objects`` and, after them, each library they use (in order)."""
+    objects = list(objects)
+    for library in libraries:
+        provided = {name for obj in library.objects for name, sym in obj.symbols.items()
+                    if sym.binding != "local"}
+        if provided & set(undefined_symbols(objects)):
+            objects += library.objects
+    return _Linker(objects, libraries).link()
+
+
+def undefined_symbols(objects: list[ObjectFile]) -> dict[str, Relocation]:
+    """Symbols that relocations of ``objects`` use and none of them defines (nor the linker:
+    _gp), each with its first use. A ``.weak`` reference that nothing defines is not one: it
+    links as 0 and, as with ld, does not pull in a library."""
+    defined = {name for obj in objects for name, sym in obj.symbols.items()
+               if sym.binding != "local"} | {name for obj in objects for name in obj.sections}
+    defined.add(GP_SYMBOL)
+    missing: dict[str, Relocation] = {}
+    for obj in objects:
+        for reloc in obj.relocations:
+            if reloc.target_section is None and reloc.symbol and reloc.symbol not in defined \
+                    and reloc.symbol not in obj.symbols and reloc.symbol not in obj.weak:
+                missing.setdefault(reloc.symbol, reloc)
+    return missing
 
 
 def _origin(source: Optional[SourceLine]) -> Optional[Origin]:
@@ -39,8 +72,9 @@ def _origin(source: Optional[SourceLine]) -> Optional[Origin]:
 
 
 class _Linker:
-    def __init__(self, objects: list[ObjectFile]):
+    def __init__(self, objects: list[ObjectFile], libraries: tuple[Library, ...]):
         self.objects = objects
+        self.libraries = libraries
         self.log = DiagnosticLog()
         self.bases: dict[tuple[int, str], int] = {}   # (object index, section) -> address
         self.output: dict[str, Section] = {}
@@ -146,6 +180,10 @@ class _Linker:
             return reloc.addend  # an undefined weak symbol is 0
         if reloc.symbol in self.output:  # another object's section, by name: its start
             return self.output[reloc.symbol].base + reloc.addend
+        for library in self.libraries:
+            if reloc.symbol in library.refused:
+                raise StatementError(f"undefined symbol {reloc.symbol}: {library.name} does "
+                                     f"not provide it ({library.refused[reloc.symbol]})")
         raise StatementError(f"undefined symbol {reloc.symbol}")
 
     def _apply(self, index: int, reloc: Relocation) -> None:

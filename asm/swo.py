@@ -14,6 +14,7 @@ Section contents are not stored twice: they are cut from the three images on loa
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import struct
 import typing
@@ -45,12 +46,7 @@ def save_program(program: Program, path: str) -> None:
 def program_bytes(program: Program) -> bytes:
     code = np.asarray(program.code, dtype="<u4").tobytes()
     texts: dict[str, int] = {}  # a line of many statements is stored once, not per statement
-
-    def source(line: Optional[SourceLine]):
-        if line is None:
-            return None
-        return {**dataclasses.asdict(line), "text": texts.setdefault(line.text, len(texts))}
-
+    source = functools.partial(source_record, texts=texts)
     header = {
         "code_base": program.code_base, "data_base": program.data_base,
         "stack_bytes": program.stack_bytes, "code_bytes": len(code),
@@ -69,28 +65,48 @@ def program_bytes(program: Program) -> bytes:
             + bytes(program.ldm_image) + bytes(program.data_image))
 
 
+def source_record(line: Optional[SourceLine], texts: dict[str, int]):
+    """A SourceLine as JSON, its text an index into ``texts`` (added if new)."""
+    if line is None:
+        return None
+    return {**dataclasses.asdict(line), "text": texts.setdefault(line.text, len(texts))}
+
+
 def load_program(path: str) -> Program:
+    return program_from_bytes(read_file(path), path)
+
+
+def read_file(path: str) -> bytes:
     try:
         with open(path, "rb") as f:
-            data = f.read()
+            return f.read()
     except OSError as exc:
         raise SwoError(f"{path}: cannot read: {exc.strerror}") from None
-    return program_from_bytes(data, path)
+
+
+def read_header(data: bytes, name: str, magic: bytes, version: int,
+                kind: str) -> tuple[dict, int]:
+    """(the JSON header, where the contents after it start) of a .swo of ``kind`` ("program",
+    "object"); SwoError for another magic or version, or a header that is not a JSON object."""
+    if len(data) < _PREAMBLE.size or data[:8] != magic:
+        raise SwoError(f"{name}: not a swsim {kind} file (.swo): bad magic number")
+    _, found, header_len = _PREAMBLE.unpack_from(data)
+    if found != version:
+        raise SwoError(f"{name}: {kind} .swo format version {found}, this swsim reads version "
+                       f"{version}; reassemble the sources")
+    try:
+        header = json.loads(data[_PREAMBLE.size:_PREAMBLE.size + header_len])
+    except ValueError as exc:  # JSON syntax, UTF-8
+        raise SwoError(f"{name}: corrupt .swo file: {exc}") from None
+    if not isinstance(header, dict):
+        raise SwoError(f"{name}: corrupt .swo file: the header is not a JSON object")
+    return header, _PREAMBLE.size + header_len
 
 
 def program_from_bytes(data: bytes, name: str = "<swo>") -> Program:
     """The Program in ``data``; SwoError naming the field for any malformed content."""
-    if len(data) < _PREAMBLE.size or data[:8] != MAGIC:
-        raise SwoError(f"{name}: not a swsim program file (.swo): bad magic number")
-    _, version, header_len = _PREAMBLE.unpack_from(data)
-    if version != FORMAT_VERSION:
-        raise SwoError(f"{name}: .swo format version {version}, this swsim reads version "
-                       f"{FORMAT_VERSION}; reassemble the sources")
+    header, position = read_header(data, name, MAGIC, FORMAT_VERSION, "program")
     try:
-        header = json.loads(data[_PREAMBLE.size:_PREAMBLE.size + header_len])
-        if not isinstance(header, dict):
-            raise _Corrupt("the header is not a JSON object")
-        position = _PREAMBLE.size + header_len
         blobs = []
         for key in ("code_bytes", "ldm_bytes", "data_bytes"):
             size = _integer(header, key, 0, len(data))
@@ -151,14 +167,16 @@ def _integer(record: dict, key: str, low: int, high: int, where: str = "",
     return value
 
 
-def _records(header: dict, key: str, cls, texts: list[str]) -> list:
+def _records(header: dict, key: str, cls, texts: list[str], where: str = "",
+             kinds: tuple[str, ...] = _KINDS) -> list:
     items = header.get(key)
     if not isinstance(items, list):
-        raise _Corrupt(f"{key} must be a list, got {_describe(items)}")
-    return [_record(cls, item, f"{key}[{index}]", texts) for index, item in enumerate(items)]
+        raise _Corrupt(f"{where}{key} must be a list, got {_describe(items)}")
+    return [_record(cls, item, f"{where}{key}[{index}]", texts, kinds)
+            for index, item in enumerate(items)]
 
 
-def _record(cls, data, where: str, texts: list[str]):
+def _record(cls, data, where: str, texts: list[str], kinds: tuple[str, ...] = _KINDS):
     """``cls(**data)`` with every field of ``cls`` present and of its annotated type (a
     SourceLine's text is an index into ``texts``)."""
     if not isinstance(data, dict):
@@ -183,7 +201,7 @@ def _record(cls, data, where: str, texts: list[str]):
             continue
         values[name] = _typed(hints[name], data[name], f"{where}.{name}", texts)
     record = cls(**values)
-    _check_ranges(record, where)
+    _check_ranges(record, where, kinds)
     return record
 
 
@@ -204,9 +222,9 @@ def _typed(hint, value, where: str, texts: list[str]):
                    f"{_describe(value)}")
 
 
-def _check_ranges(record, where: str) -> None:
+def _check_ranges(record, where: str, kinds: tuple[str, ...]) -> None:
     checks = {
-        Section: lambda r: [("kind", r.kind in _KINDS, f"one of {', '.join(_KINDS)}"),
+        Section: lambda r: [("kind", r.kind in kinds, f"one of {', '.join(kinds)}"),
                             ("base", 0 <= r.base < ADDRESS_LIMIT, "a 32-bit address"),
                             ("size", 0 <= r.size <= ADDRESS_LIMIT, "0..2^32"),
                             ("align", r.align > 0 and r.align & (r.align - 1) == 0 and

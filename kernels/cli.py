@@ -1,19 +1,16 @@
-"""The kernels layer's part of the command line: ``swsim run`` links the athread runtime
-(``runtime/``, docs/runtime.md) to a program that calls it and prints what its CPEs printed."""
+"""The kernels layer's part of the command line: ``swsim run`` prints what the CPEs of a
+program linked with the athread runtime (``runtime/``, docs/runtime.md; importing it registers
+it with ``Machine.program``, which links it to programs that use it) printed."""
 from __future__ import annotations
 
 import sys
 
 from ..vm.cli import run_command
-from .runtime import build_with_runtime, console_text
+from .runtime import console_text
 
 
 def register(subparsers) -> None:
-    subparsers.choices["run"].set_defaults(func=_run, build=build_source_with_runtime)
-
-
-def build_source_with_runtime(path: str, include_dirs: tuple[str, ...]):
-    return build_with_runtime([path], include_dirs)
+    subparsers.choices["run"].set_defaults(func=_run)
 
 
 def _run(args) -> int:

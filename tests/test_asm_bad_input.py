@@ -35,8 +35,8 @@ CASES = [  # (command, files {name: content}, message in stderr)
     (["asm", "rec.s"], {"rec.s": '\t.include "rec.s"\n'}, "recursive .include: rec.s -> rec.s"),
     (["asm", "ok.s", "-o", "no/such/dir/ok.swo"], {"ok.s": "\tnop\n"},
      "ok.swo: cannot write: No such file or directory"),
-    (["asm", "a.s", "b.s"], {"a.s": "\tbr $31, f\n", "b.s": "\tfoo\n"},
-     "a.s:1:10: error: undefined symbol f"),
+    (["asm", "a.s", "b.s"], {"a.s": "\tbr $31, f\n", "b.s": "\tfoo\n"},   # f: for the linker
+     "b.s:1:2: error: unknown instruction foo"),
     (["disasm", "missing.swo"], {}, "missing.swo: cannot read"),
     (["disasm", "empty.swo"], {"empty.swo": b""}, "bad magic number"),
     (["disasm", "null.swo"], {"null.swo": swo_with_null_code_base()},

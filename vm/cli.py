@@ -62,14 +62,6 @@ def add_run_arguments(parser) -> None:
     parser.add_argument("--progress", action="store_true",
                         help="show a progress bar even when stderr is not a terminal")
     parser.add_argument("-I", dest="include_dirs", action="append", default=[], metavar="DIR")
-    # How a source becomes a Program: build(path, include_dirs). A higher layer's command line
-    # replaces it (kernels/cli.py links the athread runtime).
-    parser.set_defaults(build=assemble_source)
-
-
-def assemble_source(path: str, include_dirs: tuple[str, ...]):
-    from ..asm import assemble_file
-    return assemble_file(path, include_dirs)
 
 
 def count_argument(minimum: int):
@@ -113,13 +105,11 @@ def run_from_args(args, on_exit=None):
     """Run what the arguments of ``add_run_arguments`` say: (Machine, Program, RunResult),
     after the dumps and the trace are written. ``on_exit(machine, program)`` is called when
     the run ends, also when it stops with a fault (before the error propagates)."""
-    from ..asm.swo import load_program
     from .machine import Machine
     from .trace import write_trace
 
     machine = Machine(args.config, **dict(_override(s, args.config) for s in args.set))
-    program = load_program(args.program) if args.program.endswith(".swo") else \
-        args.build(args.program, tuple(args.include_dirs))
+    program = Machine.program(args.program, tuple(args.include_dirs))
     values = [_argument(text, machine) for text in args.arg]
     progress = _ProgressBar(args.max_cycles, args.progress or sys.stderr.isatty())
     stopped = None

@@ -31,6 +31,17 @@ START_ENTRY, START_CG = REG_ALIASES["pv"], REG_ALIASES["at"]
 ARGUMENT_SLOT_BYTES = 8
 STACK_ALIGN = 32
 NUM_REGISTERS, LANES = 32, 4
+# Libraries (asm.Library) linked to what Machine.program builds from sources or objects when
+# they use them: a higher layer registers the one it provides (kernels/runtime: the athread
+# runtime), so that Machine.run links it exactly as `swsim run` does.
+_LIBRARY_PROVIDERS: list[Callable[[], object]] = []
+
+
+def register_library(provider: Callable[[], object]) -> None:
+    """Link the library ``provider()`` (an asm.Library) to programs built by Machine.program."""
+    if provider not in _LIBRARY_PROVIDERS:
+        _LIBRARY_PROVIDERS.append(provider)
+
 EMULATED_VECTOR_BYTES = LANES * 8   # both engines model 256-bit registers of 4 64-bit lanes
 
 
@@ -99,7 +110,7 @@ class Machine:
         ``CgRun.join``.
         """
         config = self.config
-        program = self._program(program)
+        program = self.program(program)
         run_engine = self._engine(engine)
         self._check_run_options(max_cycles, trace, progress)
         self._check_cg(cg)
@@ -182,22 +193,31 @@ class Machine:
 
     # -- checks --------------------------------------------------------------------------------
     @staticmethod
-    def _program(program):
-        """A Program from a Program, assembly source text, or the path of a .s/.swo file."""
-        from ..asm import Program, assemble, assemble_file, load_program
+    def program(program, include_dirs: tuple[str, ...] = ()):
+        """The Program to run, from a Program, an ObjectFile or a list of them, assembly source
+        text, or the path of a .s file or a .swo (object or program): sources and objects are
+        linked with the registered libraries they use (the athread runtime). ``swsim run``
+        builds its program here too."""
+        from ..asm import ObjectFile, Program, build, build_files, link
+        libraries = tuple(provider() for provider in _LIBRARY_PROVIDERS)
         if isinstance(program, Program):
             return program
+        if isinstance(program, ObjectFile) or isinstance(program, (list, tuple)) and program \
+                and all(isinstance(obj, ObjectFile) for obj in program):
+            objects = [program] if isinstance(program, ObjectFile) else list(program)
+            return link(objects, libraries)
         if isinstance(program, os.PathLike) or isinstance(program, str) and "\n" not in program \
                 and program.strip().endswith((".s", ".swo")):
             path = os.fspath(program).strip()
             if not os.path.isfile(path):
                 raise HostError(f"program {path!r} looks like a path to a .s/.swo file, but "
                                 "there is no such file (to run source text, pass the text)")
-            return load_program(path) if path.endswith(".swo") else assemble_file(path)
+            return build_files([path], tuple(include_dirs), libraries)
         if isinstance(program, str):
-            return assemble(program)
-        raise HostError(f"program must be a Program (swsim.assemble), assembly source text or "
-                        f"the path of a .s/.swo file, got {type(program).__name__}")
+            return build([(program, "<input>")], tuple(include_dirs), libraries)
+        raise HostError(f"program must be a Program (swsim.assemble), an ObjectFile or a list "
+                        f"of them, assembly source text or the path of a .s/.swo file, got "
+                        f"{type(program).__name__}")
 
     @staticmethod
     def _check_run_options(max_cycles, trace, progress) -> None:

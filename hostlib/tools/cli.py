@@ -8,9 +8,9 @@ import sys
 from dataclasses import asdict
 from typing import Optional
 
-from ...kernels.cli import build_source_with_runtime
 from ...vm.cli import add_run_arguments, count_argument, run_from_args
 from ...vm.config import PRESETS, VMConfig
+from ...vm.machine import Machine
 from . import train
 from .analyze import DEFAULT_ITERATIONS, analyze_loop
 from .bench import speed as speed_bench
@@ -111,7 +111,6 @@ def register(subparsers) -> None:
     report = subparsers.add_parser("report", help="run a kernel (arguments of `swsim run`) "
                                    "and report EE, idle reasons, DMA, GFLOPS and a roofline")
     add_run_arguments(report)
-    report.set_defaults(build=build_source_with_runtime)
     report.add_argument("--flops", type=float, metavar="N",
                         help="floating-point operations the run performs (default: those "
                              "the VM counted)")
@@ -266,10 +265,7 @@ def _speed(args) -> int:
 
 
 def _analyze(args) -> int:
-    from ...asm import assemble_file
-    from ...asm.swo import load_program
-    program = load_program(args.program) if args.program.endswith(".swo") else \
-        assemble_file(args.program, tuple(args.include_dirs))
+    program = Machine.program(args.program, tuple(args.include_dirs))
     analysis = analyze_loop(program, args.loop, args.iterations, VMConfig.preset(args.config),
                             args.entry, args.instance, source_file=args.program)
     print(json.dumps(analysis.to_dict(), indent=2) if args.json else analysis)

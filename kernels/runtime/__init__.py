@@ -15,14 +15,18 @@ import functools
 import os
 from pathlib import Path
 
-from ...asm import _read as read_source, assemble_object, link
+from ...asm import Library, assemble_object, build_files, link, undefined_symbols
+from ...vm.machine import register_library
 from .console import console_text, read_console
 
-__all__ = ["RUNTIME_SOURCE", "runtime_object", "runtime_symbols",
+__all__ = ["RUNTIME_SOURCE", "UNSUPPORTED", "runtime_object", "runtime_library", "runtime_symbols",
            "needs_runtime", "link_with_runtime", "build_with_runtime", "console_text",
            "read_console"]
 
 RUNTIME_SOURCE = Path(__file__).resolve().parent / "athread.s"
+# What the athread CPE headers declare that swsim does not provide, and why: a program using
+# one is refused at link time with the reason (docs/runtime.md "Not provided").
+UNSUPPORTED = {}
 
 @functools.lru_cache(maxsize=None)
 def runtime_object():
@@ -36,28 +40,27 @@ def runtime_symbols() -> frozenset[str]:
                      if symbol.binding != "local")
 
 
-def _undefined(objects) -> set[str]:
-    """Symbols that relocations of ``objects`` name and no object defines."""
-    defined = {name for obj in objects for name in obj.symbols} | \
-        {section for obj in objects for section in obj.sections}
-    return {reloc.symbol for obj in objects for reloc in obj.relocations
-            if reloc.target_section is None and reloc.symbol not in defined}
+def runtime_library():
+    """The runtime as a library (asm.Library): linked to programs that use it, and naming why
+    it refuses the vendor calls it does not provide (UNSUPPORTED)."""
+    return Library("the athread runtime", (runtime_object(),), UNSUPPORTED)
+
+
+# Machine.run links the runtime as `swsim run` does (vm.machine.Machine.program).
+register_library(runtime_library)
 
 
 def needs_runtime(objects) -> bool:
-    return bool(_undefined(objects) & runtime_symbols())
+    return bool(set(undefined_symbols(list(objects))) & runtime_symbols())
 
 
 def link_with_runtime(objects):
     """``link(objects)``, with the runtime's object after them if they refer to it."""
-    objects = list(objects)
-    if needs_runtime(objects):
-        objects.append(runtime_object())
-    return link(objects)
+    return link(list(objects), (runtime_library(),))
 
 
 def build_with_runtime(paths, include_dirs: tuple[str, ...] = ()):
-    """Assemble source files (AsmError: the errors of the first file that has some) and
-    ``link_with_runtime`` them."""
-    return link_with_runtime([assemble_object(read_source(os.fspath(path)), os.fspath(path),
-                                              tuple(include_dirs)) for path in paths])
+    """Assemble source files and load object .swo files, and ``link_with_runtime`` them;
+    AsmError lists the errors of all of them."""
+    return build_files([os.fspath(path) for path in paths], tuple(include_dirs),
+                       (runtime_library(),))
