@@ -741,6 +741,9 @@ class Assembler:
             if instr.cls != "load" and instr.name != "ldi":
                 raise StatementError(f"{text} must be on a load (ldl ra, sym($gp))", col)
             self.literal_numbers.add(number)
+        elif kind == "samegp":   # a direct call of a function of this gp: nothing to do
+            if instr.name != "bsr":
+                raise StatementError(f"{text} must be on a bsr (a direct call)", col)
         elif kind.startswith("lituse_"):
             if number not in self.literal_numbers:
                 raise StatementError(f"{text} has no earlier !literal!{number}", col)
@@ -749,8 +752,8 @@ class Assembler:
                 raise StatementError(f"{text} must be on a memory-format instruction", col)
         else:
             raise StatementError(f"unsupported relocation annotation {text} (supported: "
-                                 "!gpdisp, !literal, !lituse_*, !gprel, !gprelhigh, "
-                                 "!gprellow, !tprel, !tprelhi, !tprello)", col)
+                                 "!gpdisp, !literal, !lituse_*, !samegp, !gprel, "
+                                 "!gprelhigh, !gprellow, !tprel, !tprelhi, !tprello)", col)
         return text
 
     def _needs_pair(self, instr: Instr, operands, annotation: str) -> bool:

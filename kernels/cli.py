@@ -7,6 +7,7 @@ import sys
 
 from ..vm.cli import run_command
 from .runtime import console_text
+from .runtime.console import CONSOLE_SYMBOL
 
 
 def register(subparsers) -> None:
@@ -15,9 +16,10 @@ def register(subparsers) -> None:
 
 def _run(args) -> int:
     def print_console(machine, program):     # also what was printed before a fault
-        if "_slave_stdout" in program.symbols:
+        if CONSOLE_SYMBOL in program.symbols:
             # --json keeps stdout for the statistics
             (sys.stderr if args.json else sys.stdout).write(
-                console_text(machine, program, [args.cg]))
+                console_text(machine, program, [args.cg], ("stdout",)))
+            sys.stderr.write(console_text(machine, program, [args.cg], ("stderr",)))
 
     return run_command(args, on_exit=print_console)

@@ -1,6 +1,8 @@
 """The athread CPE runtime (docs/runtime.md): ``athread.s`` provides what compiled CPE code
-expects of the vendor library (the thread-local ``_MYID _PEN _ROW _COL _CGN``, ``printf`` into
-``_slave_stdout``, ``penv_slave_cycle_count``, ``penv_slave_float_ops_init``/``_count``,
+expects of the vendor library (the thread-local ``_MYID _PEN _ROW _COL _CGN``, ``printf``,
+``fprintf`` on ``_slave_stdout``/``_slave_stderr`` and the calls the compiler makes of them
+(puts, fwrite, ...), ``penv_slave_cycle_count``, ``penv_slave_float_ops_init``/``_count``, the
+counter slots ``penv_slave{0..3}_{cycle,float_ops,get,put}_{init,count}``, sqrt/sqrtf/fabs,
 ``athread_get_id``, ``athread_get_core``, ``athread_syn``, the DMA calls ``athread_get``,
 ``athread_put`` and ``athread_dma_*``) and the start routine ``__swsim_start`` that sets the
 thread-local variables before the entry runs.
@@ -24,9 +26,27 @@ __all__ = ["RUNTIME_SOURCE", "UNSUPPORTED", "runtime_object", "runtime_library",
            "read_console"]
 
 RUNTIME_SOURCE = Path(__file__).resolve().parent / "athread.s"
-# What the athread CPE headers declare that swsim does not provide, and why: a program using
-# one is refused at link time with the reason (docs/runtime.md "Not provided").
-UNSUPPORTED = {}
+# What CPE code may call that swsim does not provide, and why: a program using one is refused
+# at link time with the reason (docs/runtime.md "Not provided").
+_COUNTERS = ("the CPE exposes only the cycle (rcsr 4) and floating-point operation (rcsr 8) "
+             "counters, and the runtime counts the DMA requests it issues (get, put); {} "
+             "would need a counter the emulator does not keep")
+_LIBM = ("the runtime's libm is sqrt, sqrtf and fabs (one instruction each); compute it in "
+         "the kernel or pass a table")
+UNSUPPORTED = {
+    **{f"penv_slave{slot}_{event}_{step}": _COUNTERS.format(what)
+       for slot in range(4) for event, what in (("gld", "counting global loads"),
+                                                ("gst", "counting global stores"))
+       for step in ("init", "count")},
+    **{name: "there is no LDM heap: declare the buffer __thread_local (.tbss) or in .ldm"
+       for name in ("ldm_malloc", "ldm_free")},
+    **{name: "CPE code cannot allocate main memory here: allocate it on the host "
+             "(Machine.mem.put) and pass its address" for name in ("malloc", "free", "calloc")},
+    **{name: _LIBM for name in ("exp", "expf", "log", "logf", "pow", "powf", "sin", "cos",
+                                "tanh", "tanhf")},
+    "athread_rma_iput": "RMA is the SW26010-Pro's; the SW26010 CPEs exchange data through "
+                        "register communication (putr/putc/getr/getc)",
+}
 
 @functools.lru_cache(maxsize=None)
 def runtime_object():

@@ -17,7 +17,8 @@
 	CONSOLE_REGION_BYTES = 1 << CONSOLE_REGION_SHIFT	# one CPE's share of _slave_stdout
 	CONSOLE_HEADER_BYTES = 16	# quad: bytes of records that follow; quad: printfs dropped
 	RECORD_BYTES = 256		# the largest record: 16-byte header, format, arguments
-	RECORD_HEADER_BYTES = 16	# quad: length | truncated << 32; quad: cycle stamp
+	RECORD_HEADER_BYTES = 16	# quad: length | truncated << 32 | stream << 33; quad: cycle stamp
+	STREAM_SHIFT = 33		# the record's stream: 0 _slave_stdout, 1 _slave_stderr
 	REGISTER_ARGS = 5		# printf's values in $17-$21; the sixth and later on the stack
 	LENGTH_LETTERS = (1 << ('h' - 'a')) | (1 << ('j' - 'a')) | (1 << ('l' - 'a')) | (1 << ('q' - 'a')) | (1 << ('t' - 'a')) | (1 << ('z' - 'a'))
 	ROW_SCOPE = 0			# athread_syn scopes [choice: the order of the athread enum]
@@ -25,6 +26,8 @@
 	ARRAY_SCOPE = 2
 	CYCLE_CSR = 4			# rcsr 4: the core group's cycle counter
 	FLOAT_OPS_CSR = 8		# rcsr 8: this CPE's floating-point operations (isa/table.py)
+	PENV_SLOTS = 4			# penv_slave0_* .. penv_slave3_* [choice: four counter slots]
+	PENV_EVENTS = 4			# cycle, float_ops, get, put (PENV_COUNTER below)
 
 # ---- thread-local variables: every CPE's own, in its LDM (set by __swsim_start) -------------
 # Declared int by the athread headers; each sits in an 8-byte slot whose upper half is zero,
@@ -41,6 +44,10 @@ _CGN:	.skip	8			# core group number
 console_used:	.skip	8		# bytes of records this CPE has written
 console_dropped: .skip	8		# printfs that did not fit its region
 printf_args:	.skip	8 * REGISTER_ARGS
+printf_stack:	.skip	8		# where the values after the register ones start
+printf_stream:	.skip	8		# the record's stream (STREAM_SHIFT)
+dma_counts:	.skip	8 * 2		# DMA requests issued through the runtime: puts, gets
+penv_bases:	.skip	8 * PENV_SLOTS * PENV_EVENTS	# each penv_slaveN_<event>_init's count
 float_ops_base:	.skip	8		# the count at penv_slave_float_ops_init
 dma_reply:	.skip	8		# reply word of the blocking athread_dma_* calls
 	.align	3
@@ -54,6 +61,10 @@ printf_record:	.skip	RECORD_BYTES	# a record is built here, then copied out
 	USED = console_used - _MYID
 	DROPPED = console_dropped - _MYID
 	ARGS = printf_args - _MYID
+	STACK_ARGS = printf_stack - _MYID
+	STREAM = printf_stream - _MYID
+	DMA_COUNTS = dma_counts - _MYID	# indexed by the op: DMA_PUT 0, DMA_GET 1
+	PENV_BASES = penv_bases - _MYID
 	FLOAT_OPS_BASE = float_ops_base - _MYID
 	DMA_REPLY = dma_reply - _MYID
 	RECORD = printf_record - _MYID
@@ -61,9 +72,21 @@ printf_record:	.skip	RECORD_BYTES	# a record is built here, then copied out
 # ---- the console: one region per (CG, CPE), read and printed by the host after the run ------
 	.data
 	.align	7
-	.globl	_slave_stdout
-_slave_stdout:
+	.globl	__swsim_console
+__swsim_console:
 	.skip	CONSOLE_CGS * CONSOLE_CPES * CONSOLE_REGION_BYTES
+
+# The streams fprintf writes to. Each holds its own address, so the stream handle is the same
+# whether the code passes the variable's value (FILE *_slave_stdout) or its address.
+	.globl	_slave_stdout, _slave_stderr
+	.align	3
+_slave_stdout:	.quad	_slave_stdout
+_slave_stderr:	.quad	_slave_stderr
+	.section .rodata
+puts_format:	.asciz	"%s\n"
+char_format:	.asciz	"%c"
+string_format:	.asciz	"%s"
+bytes_format:	.asciz	"%.*s"
 
 	.text
 # __swsim_start: where Machine.spawn starts every CPE of a program that defines it, with
@@ -168,15 +191,87 @@ penv_slave_float_ops_count:
 	ret
 	.end	penv_slave_float_ops_count
 
+# The counter slots: void penv_slaveN_<event>_init(void) starts counting <event> in slot N,
+# void penv_slaveN_<event>_count(unsigned long *n) sets *n (and $0) to the count since that
+# init (since the start without one). Events: cycle (the CG's cycles, rcsr 4), float_ops (this
+# CPE's floating-point operations, rcsr 8), get and put (the DMA requests this CPE issued
+# through athread_get/athread_put/athread_dma_*; a `dma` instruction of its own is not seen).
+# READ_<event> reg, tls: the event's current count into reg ($1-$3 free, tls = _MYID's block).
+	.macro	READ_cycle reg, tls
+	rcsr	\reg, CYCLE_CSR
+	.endm
+	.macro	READ_float_ops reg, tls
+	rcsr	\reg, FLOAT_OPS_CSR
+	.endm
+	.macro	READ_get reg, tls
+	ldl	\reg, DMA_COUNTS + 8 * DMA_GET(\tls)
+	.endm
+	.macro	READ_put reg, tls
+	ldl	\reg, DMA_COUNTS + 8 * DMA_PUT(\tls)
+	.endm
+
+	.macro	WEAK_FUNCTION name
+	.weak	\name
+	.ent	\name
+\name:
+	.endm
+
+	.macro	PENV_COUNTER slot, event, index
+	BASE = PENV_BASES + 8 * (\slot * PENV_EVENTS + \index)
+	WEAK_FUNCTION penv_slave\slot\()_\event\()_init
+	ldi	$2, _MYID
+	READ_\event $1, $2
+	stl	$1, BASE($2)
+	ret
+	.end	penv_slave\slot\()_\event\()_init
+	WEAK_FUNCTION penv_slave\slot\()_\event\()_count
+	ldi	$2, _MYID
+	READ_\event $0, $2
+	ldl	$1, BASE($2)
+	subl	$0, $1, $0
+	stl	$0, 0($16)
+	ret
+	.end	penv_slave\slot\()_\event\()_count
+	.endm
+
+	.irp	slot, 0, 1, 2, 3
+	PENV_COUNTER \slot, cycle, 0
+	PENV_COUNTER \slot, float_ops, 1
+	PENV_COUNTER \slot, get, 2
+	PENV_COUNTER \slot, put, 3
+	.endr
+
+# The libm functions that are one instruction: double sqrt(double), float sqrtf(float),
+# double fabs(double) (a float argument and result are $f16 and $f0: $16 and $0 in swsim).
+	.weak	sqrt, sqrtf, fabs
+	.ent	sqrt
+sqrt:	fsqrtd	$16, $0
+	ret
+sqrtf:	fsqrts	$16, $0
+	ret
+fabs:	fcpys	$31, $16, $0
+	ret
+	.end	sqrt
+
 # int athread_get(dma_mode mode, void *src, void *dest, int len, void *reply, char mask,
 #                 int stride, int bsize): starts a GET of len bytes from memory src to LDM dest
 # in the given mode (PE_MODE 0, BCAST_MODE 1, ROW_MODE 2, BROW_MODE 3, RANK_MODE 4: the
 # descriptor's), mask the broadcast mask, bsize bytes per block with stride bytes skipped in
 # memory between blocks (bsize 0: contiguous); returns 0 at once. The engine adds 1 to the
 # LDM int *reply when the transfer has landed; the caller waits for it.
+# COUNT_DMA op: one more request of `op` (DMA_PUT, DMA_GET) for the penv_slaveN_get/put
+# counters; leaves $1 = the thread-local block, clobbers $3.
+	.macro	COUNT_DMA op
+	ldi	$1, _MYID
+	ldl	$3, DMA_COUNTS + 8 * \op($1)
+	addl	$3, 1, $3
+	stl	$3, DMA_COUNTS + 8 * \op($1)
+	.endm
+
 	.weak	athread_get
 	.ent	athread_get
 athread_get:
+	COUNT_DMA DMA_GET
 	ldw	$1, 0($30)			# stride: the 7th argument, on the stack
 	ldw	$2, 8($30)			# bsize
 	MAKE_DESC_ARGS $22, DMA_GET, $16, $19, $2, $1, $20, $21, $23
@@ -190,6 +285,7 @@ athread_get:
 	.weak	athread_put
 	.ent	athread_put
 athread_put:
+	COUNT_DMA DMA_PUT
 	ldw	$2, 0($30)			# bsize: the 7th argument, on the stack
 	MAKE_DESC_ARGS $22, DMA_PUT, $16, $19, $2, $21, $20, $31, $23
 	dma	$22, $18, $17
@@ -209,8 +305,8 @@ athread_put:
 	.weak	\name
 	.ent	\name
 \name:
+	COUNT_DMA \op
 	.if	\wait
-	ldi	$1, _MYID
 	ldi	$2, DMA_REPLY($1)
 	stw	$31, 0($2)
 	.endif
@@ -275,8 +371,63 @@ wait_for_one:				# the blocking calls: until their reply word at $2 is 1
 # copied. Formatting is the host's (kernels/runtime/console.py). Returns 0.
 #   $1 TLS base   $2 record   $3 record end   $4 write pointer   $5 truncated flag
 #   $22 format scan pointer   $23 argument index   $28 cycle stamp
-	.weak	printf
+	.weak	printf, fprintf, puts, putchar, fputs, fputc, putc, fwrite, fflush
 	.ent	printf
+# int fprintf(FILE *stream, const char *format, ...): printf's record, marked with the stream
+# (_slave_stdout or _slave_stderr); another stream returns -1 and prints nothing.
+fprintf:
+	rcsr	$28, CYCLE_CSR
+	ldi	$1, _MYID
+	ldi	$2, _slave_stdout
+	cmpeq	$16, $2, $3
+	ldi	$2, _slave_stderr
+	cmpeq	$16, $2, $4			# 1: stderr
+	bis	$3, $4, $3
+	beq	$3, no_stream
+	stl	$4, STREAM($1)
+	stl	$18, ARGS + 0($1)		# the values: four in registers, then the stack
+	stl	$19, ARGS + 8($1)
+	stl	$20, ARGS + 16($1)
+	stl	$21, ARGS + 24($1)
+	ldl	$2, 0($30)
+	stl	$2, ARGS + 32($1)
+	addl	$30, 8, $2
+	stl	$2, STACK_ARGS($1)
+	mov	$17, $16
+	br	$31, record
+no_stream:
+	ldi	$0, -1
+	ret
+
+# The C library's other ways to print, as the compiler emits them for printf and fprintf
+# calls (printf("x\n") -> puts("x"), fprintf(f, "abc") -> fwrite("abc", 1, 3, f)): each is
+# a printf or fprintf with one of the formats above. They return 0.
+puts:	mov	$16, $17
+	ldi	$16, puts_format
+	br	$31, printf
+putchar: mov	$16, $17
+	ldi	$16, char_format
+	br	$31, printf
+fputs:	mov	$16, $18
+	mov	$17, $16
+	ldi	$17, string_format
+	br	$31, fprintf
+fputc:
+putc:	mov	$16, $18
+	mov	$17, $16
+	ldi	$17, char_format
+	br	$31, fprintf
+fwrite:	mulw	$17, $18, $18			# (ptr, size, count, stream): "%.*s", size * count, ptr
+	mov	$16, $1
+	mov	$19, $16
+	mov	$1, $19
+	ldi	$17, bytes_format
+	br	$31, fprintf
+# int fflush(FILE *stream): records are complete when written; nothing to do.
+fflush:	clr	$0
+	ret
+
+# int printf(const char *format, ...)
 printf:
 	rcsr	$28, CYCLE_CSR
 	ldi	$1, _MYID
@@ -285,7 +436,9 @@ printf:
 	stl	$19, ARGS + 16($1)
 	stl	$20, ARGS + 24($1)
 	stl	$21, ARGS + 32($1)
-	ldi	$2, RECORD($1)
+	stl	$30, STACK_ARGS($1)
+	stl	$31, STREAM($1)
+record:	ldi	$2, RECORD($1)
 	ldi	$3, RECORD_BYTES($2)
 	ldi	$4, RECORD_HEADER_BYTES($2)
 	mov	$4, $22
@@ -351,6 +504,9 @@ finish:	addl	$4, 7, $4
 	subl	$4, $2, $6			# record bytes, a multiple of 8
 	sll	$5, 32, $8
 	bis	$8, $6, $8
+	ldl	$7, STREAM($1)
+	sll	$7, STREAM_SHIFT, $7
+	bis	$8, $7, $8
 	stl	$8, 0($2)
 	stl	$28, 8($2)
 	ldl	$7, CGN($1)			# this CPE's region
@@ -360,7 +516,7 @@ finish:	addl	$4, 7, $4
 	sll	$7, CONSOLE_CPES_SHIFT, $7
 	addl	$7, $8, $7
 	sll	$7, CONSOLE_REGION_SHIFT, $7
-	ldi	$24, _slave_stdout
+	ldi	$24, __swsim_console
 	addl	$24, $7, $24
 	ldl	$7, USED($1)
 	addl	$7, $6, $8			# used after this record
@@ -395,7 +551,8 @@ take_argument:
 	ldl	$7, ARGS($8)
 	br	$31, 6f
 5:	subl	$23, REGISTER_ARGS, $8
-	s8addl	$8, $30, $8
+	ldl	$7, STACK_ARGS($1)
+	s8addl	$8, $7, $8
 	ldl	$7, 0($8)
 6:	addl	$23, 1, $23
 	ret	$31, ($25), 1

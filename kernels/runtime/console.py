@@ -1,7 +1,8 @@
-"""The host side of the CPE ``printf``: read the records the runtime (athread.s) left in
-``_slave_stdout`` and format them with C printf semantics (docs/runtime.md "printf").
+"""The host side of the CPE ``printf``: read the records the runtime (athread.s) left in its
+console ``__swsim_console`` and format them with C printf semantics (docs/runtime.md "printf").
 
-A record is a 16-byte header (quad: length in bytes | truncated << 32; quad: the cycle at which
+A record is a 16-byte header (quad: length in bytes | truncated << 32 | stream << 33, the
+stream 0 for _slave_stdout and 1 for _slave_stderr; quad: the cycle at which
 printf began), the NUL-terminated format padded to 8 bytes, then for every conversion (and
 every ``*`` width or precision) its argument: a quad, or for ``%s`` the string copied at call
 time, NUL-terminated and padded to 8 bytes.
@@ -22,6 +23,8 @@ SPEC = re.compile(r"([-+ #0']*)(\*|\d+)?(?:\.(\*|\d*))?(hh|ll|[hljztqL])?")
 INT_BITS = {None: 32, "hh": 8, "h": 16, "l": 64, "ll": 64, "j": 64, "z": 64, "t": 64,
             "q": 64, "L": 64}
 SIGNED, UNSIGNED, FLOATS = "di", "uoxX", "fFeEgG"
+CONSOLE_SYMBOL = "__swsim_console"      # the runtime's console regions (athread.s)
+STREAMS = ("stdout", "stderr")          # a record's stream number names one
 
 
 @dataclass(frozen=True)
@@ -32,6 +35,7 @@ class ConsoleRecord:
     cycle: int             # the CG cycle at which the printf began
     text: str
     truncated: bool        # the record did not fit RECORD_BYTES: text formatted up to the cut
+    stream: str = "stdout"  # "stdout" (printf, fprintf(_slave_stdout, ...)) or "stderr"
 
 
 def _layout() -> dict[str, int]:
@@ -39,7 +43,7 @@ def _layout() -> dict[str, int]:
     symbols = runtime_object().symbols
     return {name: symbols[name].value for name in (
         "CONSOLE_CGS", "CONSOLE_CPES", "CONSOLE_REGION_BYTES", "CONSOLE_HEADER_BYTES",
-        "RECORD_BYTES", "RECORD_HEADER_BYTES")}
+        "RECORD_BYTES", "RECORD_HEADER_BYTES", "STREAM_SHIFT")}
 
 
 def read_console(machine, program, cgs=None) -> tuple[list[ConsoleRecord], dict]:
@@ -47,7 +51,7 @@ def read_console(machine, program, cgs=None) -> tuple[list[ConsoleRecord], dict]
     slot), ordered by CG, cycle, CPE and sequence; {(cg, cpe): printfs dropped because the
     CPE's region was full})."""
     layout = _layout()
-    base = program.symbols["_slave_stdout"].value
+    base = program.symbols[CONSOLE_SYMBOL].value
     region_bytes, cpes = layout["CONSOLE_REGION_BYTES"], layout["CONSOLE_CPES"]
     if cgs is None:
         cgs = range(min(machine.config.num_cgs, layout["CONSOLE_CGS"]))
@@ -68,27 +72,28 @@ def read_console(machine, program, cgs=None) -> tuple[list[ConsoleRecord], dict]
                 if length < layout["RECORD_HEADER_BYTES"] or offset + length > end:
                     break          # a record the runtime did not write: stop reading here
                 body = region[offset + layout["RECORD_HEADER_BYTES"]:offset + length]
-                truncated = bool(header >> 32)
+                truncated = bool(header >> 32 & 1)
+                stream = STREAMS[header >> layout["STREAM_SHIFT"] & 1]
                 records.append(ConsoleRecord(cg, cpe, sequence, cycle,
-                                             format_record(body), truncated))
+                                             format_record(body), truncated, stream))
                 offset += length
                 sequence += 1
     records.sort(key=lambda r: (r.cg, r.cycle, r.cpe, r.sequence))
     return records, dropped
 
 
-def console_text(machine, program, cgs=None) -> str:
-    """What the CPEs printed, in the order of ``read_console``, with a note for each record
-    cut short and each CPE whose printfs were dropped."""
+def console_text(machine, program, cgs=None, streams=STREAMS) -> str:
+    """What the CPEs printed on ``streams``, in the order of ``read_console``, with a note for
+    each record cut short and (with "stdout") each CPE whose printfs were dropped."""
     records, dropped = read_console(machine, program, cgs)
     layout = _layout()
     parts = []
-    for record in records:
+    for record in (r for r in records if r.stream in streams):
         parts.append(record.text)
         if record.truncated:
             parts.append(f"[swsim: CG {record.cg} CPE {record.cpe}: printf record cut at "
                          f"{layout['RECORD_BYTES']} bytes]\n")
-    for (cg, cpe), lost in sorted(dropped.items()):
+    for (cg, cpe), lost in sorted(dropped.items()) if "stdout" in streams else ():
         parts.append(f"[swsim: CG {cg} CPE {cpe}: {lost} printf call(s) dropped, its "
                      f"{layout['CONSOLE_REGION_BYTES']}-byte console region is full]\n")
     return "".join(parts)
