@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -109,7 +110,7 @@ def run_from_args(args, on_exit=None):
     from .trace import write_trace
 
     machine = Machine(args.config, **dict(_override(s, args.config) for s in args.set))
-    program = Machine.program(args.program, tuple(args.include_dirs))
+    program = Machine.program(Path(args.program), tuple(args.include_dirs))
     values = [_argument(text, machine) for text in args.arg]
     progress = _ProgressBar(args.max_cycles, args.progress or sys.stderr.isatty())
     stopped = None

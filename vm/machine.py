@@ -209,7 +209,7 @@ class Machine:
         if isinstance(program, os.PathLike) or isinstance(program, str) and "\n" not in program \
                 and program.strip().endswith((".s", ".swo")):
             path = os.fspath(program).strip()
-            if not os.path.isfile(path):
+            if isinstance(program, str) and not os.path.isfile(path):  # a PathLike is a path
                 raise HostError(f"program {path!r} looks like a path to a .s/.swo file, but "
                                 "there is no such file (to run source text, pass the text)")
             return build_files([path], tuple(include_dirs), libraries)

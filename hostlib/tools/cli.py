@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 from dataclasses import asdict
+from pathlib import Path
 from typing import Optional
 
 from ...vm.cli import add_run_arguments, count_argument, run_from_args
@@ -265,7 +266,7 @@ def _speed(args) -> int:
 
 
 def _analyze(args) -> int:
-    program = Machine.program(args.program, tuple(args.include_dirs))
+    program = Machine.program(Path(args.program), tuple(args.include_dirs))
     analysis = analyze_loop(program, args.loop, args.iterations, VMConfig.preset(args.config),
                             args.entry, args.instance, source_file=args.program)
     print(json.dumps(analysis.to_dict(), indent=2) if args.json else analysis)
