@@ -72,6 +72,9 @@ ALIGN_DIRECTIVES = {".align", ".p2align", ".balign"}   # may leave operands empt
 EMITTING_DIRECTIVES = {*DATA_SIZES, *FLOAT_FORMATS, *STRING_DIRECTIVES, *ALIGN_DIRECTIVES,
                        ".skip", ".space", ".zero", ".org"}
 NOLOAD_PREFIXES = (".debug", ".note", ".comment")
+# [choice] .comm/.lcomm variables: in main memory, as a CPE's global that is not
+# __thread_local is (shared by the CPEs), aligned to 8 bytes unless the directive says
+COMMON_SECTION, COMMON_ALIGN = "COMMON", 8
 _SECTION_NAME = re.compile(r"[A-Za-z_.$][\w.$-]*")
 
 # The most bytes one section of each kind may hold (and why): what fits the machine, checked
@@ -163,6 +166,7 @@ class Assembler:
         self.symbols: dict[str, Symbol] = {}
         self.globals: set[str] = set()
         self.weak: set[str] = set()
+        self.declared_local: set[str] = set()               # .local names (for .comm)
         self.emitters: list[_Emitter] = []
         self.relocations: list[Relocation] = []
         self.lines: dict[tuple[str, int], SourceLine] = {}
@@ -474,7 +478,9 @@ class Assembler:
             ".org": self._d_org, ".globl": self._d_globl, ".global": self._d_globl,
             ".weak": self._d_weak, ".type": self._d_type, ".size": self._d_size,
             ".ent": self._d_ent, ".frame": self._d_frame, ".set": self._d_set,
-            ".equ": self._d_equ,
+            ".equ": self._d_equ, ".local": self._d_local,
+            ".comm": lambda stmt: self._d_comm(stmt, local=False),
+            ".lcomm": lambda stmt: self._d_comm(stmt, local=True),
         }
         for name, kind in SECTION_DIRECTIVES.items():
             table[name] = lambda stmt, n=name, k=kind: self._d_simple_section(stmt, n, k)
@@ -569,6 +575,38 @@ class Assembler:
     def _d_globl(self, stmt: Statement) -> None:
         for op in self._operands(stmt, 1, 1 << 16, "one or more symbol names"):
             self.globals.add(self._name(op))
+
+    def _d_local(self, stmt: Statement) -> None:
+        for op in self._operands(stmt, 1, 1 << 16, "one or more symbol names"):
+            self.declared_local.add(self._name(op))
+
+    def _d_comm(self, stmt: Statement, local: bool) -> None:
+        """``.comm name, size[, align]`` (``.lcomm``, or after ``.local name``: a local one):
+        ``size`` zero bytes at ``align`` (bytes, default COMMON_ALIGN) in main memory's
+        COMMON_SECTION. A common symbol is weak [choice]: several objects may declare it, the
+        first declaration (or a strong definition) counts."""
+        ops = self._operands(stmt, 2, 3, "a name, a size and an optional byte alignment: "
+                                         ".comm x, 64, 8")
+        name = self._name(ops[0])
+        size = self._absolute(ops[1], True)
+        align = self._absolute(ops[2], True) if len(ops) > 2 else COMMON_ALIGN
+        if size < 0:
+            raise StatementError(f"{stmt.name} size must be >= 0, got {size}", ops[1].col)
+        if align <= 0 or align & (align - 1):
+            raise StatementError(f"alignment {align} is not a power of two", ops[2].col)
+        self._check_redefinition(name, ops[0].col)
+        outer = self.section
+        self._switch_section(COMMON_SECTION, DATA)
+        try:
+            self._align(align, ())
+            self.symbols[name] = Symbol(name, COMMON_SECTION, self._size(self.section),
+                                        type="object", size=size,
+                                        source=self._source_line(ops[0].col))
+            self._reserve(size, col=ops[1].col)
+        finally:
+            self.section = outer
+        if not local and name not in self.declared_local:
+            self.weak.add(name)
 
     def _d_weak(self, stmt: Statement) -> None:
         for op in self._operands(stmt, 1, 1 << 16, "one or more symbol names"):

@@ -13,7 +13,7 @@ from swsim.asm import AsmError, assemble_objects, undefined_symbols
 from swsim.asm.objfile import objects_bytes, objects_from_bytes
 from swsim.cli import main
 from swsim.kernels.runtime import console_text
-from vm_helpers import reg
+from vm_helpers import freg, reg
 
 CORPUS = Path(__file__).resolve().parent / "data" / "compiled"
 
@@ -70,7 +70,17 @@ def console(machine):
     return [7], 2, check
 
 
+def shared(machine):
+    def check():
+        program = machine.last_program
+        return (machine.mem.get(program.address_of("hits"), (64,), np.int32).tolist() ==
+                [5 * i for i in range(8)] + [0] * 56 and
+                machine.mem.get(program.address_of("calls"), (1,), np.int32)[0] == 1)
+    return [5], 8, check
+
+
 CASES = {"vadd.s": ("vadd", vadd), "counters.s": ("counters", counters),
+         "shared.s": ("mark", shared),
          "gather.s": ("gather", gather), "hypot.s": ("hyp", hypot),
          "console.s": ("report", console)}
 
@@ -135,3 +145,48 @@ def test_fprintf_to_another_stream_prints_nothing_and_returns_minus_one():
         "\t.data\nfmt:\t.asciz \"lost\\n\"\n")
     machine.run(program, entry="k", cpes=[0], engine="python")
     assert reg(machine, 0) == (1 << 64) - 1 and console_text(machine, program) == ""
+
+
+def test_the_other_stdio_calls_and_sqrtf():
+    machine = swsim.Machine()
+    program = swsim.Machine.program("""
+\t.globl k
+k:\tldi $30,-16($30)
+\tstl $26,0($30)
+\tldi $16,'a'($31)
+\tldi $17,_slave_stdout
+\tbsr $26,fputc
+\tldi $16,'b'($31)
+\tldi $17,_slave_stderr
+\tbsr $26,putc
+\tldi $16,_slave_stdout
+\tbsr $26,fflush
+\tmov $0,$9
+\tldi $1,two
+\tfldd $f16,0($1)
+\tfcvtds $f16,$f16
+\tbsr $26,sqrtf
+\tldl $26,0($30)
+\tldi $30,16($30)
+\tret
+\t.data
+two:\t.double 2.25
+""")
+    machine.run(program, entry="k", cpes=[0], engine="python")
+    assert console_text(machine, program, None, ("stdout",)) == "a"
+    assert console_text(machine, program, None, ("stderr",)) == "b"
+    assert reg(machine, 9) == 0 and freg(machine, 0) == 1.5
+
+
+def test_comm_variables_are_shared_main_memory_and_merge_across_objects():
+    program = swsim.link(assemble_objects([
+        ("\t.comm buf,64,32\n\t.lcomm t,4\n\t.globl k\nk:\tldi $1,buf\n\tret\n", "a.s"),
+        ("\t.comm buf,64,32\n\t.globl j\nj:\tldi $1,buf\n\tret\n", "b.s")]))
+    buf = program.symbols["buf"]
+    assert buf.value % 32 == 0 and buf.value >= program.data_base and buf.binding == "weak"
+    assert program.symbols["t"].binding == "local"
+    for text, message in (("\t.comm x,8,3\n", "alignment 3 is not a power of two"),
+                          ("\t.comm x,-1\n", ".comm size must be >= 0, got -1"),
+                          ("x:\tnop\n\t.comm x,8\n", "symbol x is already defined")):
+        with pytest.raises(AsmError, match=message):
+            assemble_objects([(text, "c.s")])
