@@ -23,6 +23,10 @@ from .program import (BSS, DATA, LDM, NOLOAD, TEXT, ObjectFile, Program, Relocat
 
 # Output regions: the section kinds placed one after another, and where they start.
 REGIONS = ((CODE_BASE, (TEXT,)), (LDM_BASE, (LDM, BSS)), (MEM_BASE, (DATA,)))
+# What a relocation patches, by kind: the field (a 4-byte instruction's) or the datum's bytes.
+RELOCATION_BYTES = {**dict.fromkeys(("branch21", "hint16", "hi16", "lo16", "disp16",
+                                     "gprel_hi16", "gprel_lo16", "gprel16", "tprel_hi16",
+                                     "tprel_lo16", "tprel16"), 4), "abs32": 4, "abs64": 8}
 # [choice] !tprel* offsets are LDM addresses: a CPE's thread pointer is LDM address 0.
 TLS_THREAD_POINTER = LDM_BASE
 

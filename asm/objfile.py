@@ -21,6 +21,7 @@ import dataclasses
 import functools
 import json
 
+from .linker import RELOCATION_BYTES
 from .program import BSS, DATA, LDM, NOLOAD, TEXT, ObjectFile, Relocation, Section, SourceLine, \
     Symbol
 from .swo import (_PREAMBLE, ADDRESS_LIMIT, SwoError, _Corrupt, _describe, _integer, _record,
@@ -29,6 +30,7 @@ from .swo import (_PREAMBLE, ADDRESS_LIMIT, SwoError, _Corrupt, _describe, _inte
 OBJECT_MAGIC = b"SWSIMOBJ"
 OBJECT_FORMAT_VERSION = 1
 _OBJECT_KINDS = (TEXT, LDM, DATA, BSS, NOLOAD)   # objects keep debug sections for the linker
+BINDINGS = ("local", "global", "weak")
 
 
 def save_objects(objects: list[ObjectFile], path: str) -> None:
@@ -134,10 +136,23 @@ def _object(item, where: str, texts: list[str], reader: _Contents) -> ObjectFile
         if unknown:
             raise _Corrupt(f"{where}{kind} names section {unknown[0]!r}, which the object "
                            "does not have")
+    for name, symbol in symbols.items():
+        if symbol.binding not in BINDINGS:
+            raise _Corrupt(f"{where}symbol {name!r} has binding {symbol.binding!r}, not one "
+                           f"of {', '.join(BINDINGS)}")
+    for index, reloc in enumerate(relocations):
+        size = RELOCATION_BYTES.get(reloc.kind)
+        if size is None:
+            raise _Corrupt(f"{where}relocations[{index}].kind {reloc.kind!r} is not one of "
+                           f"{', '.join(RELOCATION_BYTES)}")
+        if reloc.offset + size > len(sections[reloc.section].data):
+            raise _Corrupt(f"{where}relocations[{index}] patches bytes {reloc.offset}.."
+                           f"{reloc.offset + size - 1}, outside its section's contents")
     lines = {}
     for index, line in enumerate(item.get("lines") if isinstance(item.get("lines"), list)
                                  else [None]):
-        if not (isinstance(line, list) and len(line) == 3 and line[0] in sections):
+        if not (isinstance(line, list) and len(line) == 3 and isinstance(line[0], str)
+                and line[0] in sections):
             raise _Corrupt(f"{where}lines[{index}] must be [section, offset, source line], "
                            f"got {_describe(line)}")
         offset = _integer({"offset": line[1]}, "offset", 0, ADDRESS_LIMIT - 1,

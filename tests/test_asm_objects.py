@@ -2,17 +2,19 @@
 to the linker (an object .swo, as GNU as does); `swsim run` on the object links it as it links
 the source, and `Machine.run` builds programs the way `swsim run` does."""
 import json
+import random
 
 import numpy as np
 import pytest
 
 import swsim
-from swsim.asm import (AsmError, ObjectFile, assemble_objects, build_files, file_kind,
+from swsim.asm import (AsmError, ObjectFile, assemble_objects, build_files, file_kind, link,
                        load_objects, undefined_symbols)
 from swsim.asm.objfile import objects_bytes, objects_from_bytes
 from swsim.asm.swo import SwoError
 from swsim.cli import main
 from swsim.kernels import source_path
+from test_asm_swo import paths, randomly_mutated
 
 HELLO = source_path("examples/hello_athread.s")
 CALLER = """\t.globl f
@@ -134,3 +136,31 @@ def test_object_files_load_from_disk_and_link(tmp_path):
     (obj,) = load_objects(str(tmp_path / "c.swo"))
     assert isinstance(obj, ObjectFile) and obj.symbols["helper"].binding == "global"
     assert len(build_files([str(tmp_path / "c.swo")]).code) == 1
+
+
+def test_mutated_objects_load_and_link_or_fail_with_a_swsim_error():
+    """600 seeded mutations of an object file (a header field replaced, removed or added, or
+    bytes flipped): each loads and links, or raises SwoError (load) or AsmError (link)."""
+    data = objects_bytes(assemble_objects([(CALLER + "\t.text\n\t.globl helper\nhelper:\tret\n"
+                                            "\t.data\nv:\t.quad helper\n\t.section .tbss\n"
+                                            "\t.globl _MYID\n_MYID:\t.skip 8\n", "c.s")]))
+    head = 16 + int.from_bytes(data[12:16], "little")
+    header, contents = json.loads(data[16:head]), data[head:]
+    every_path = list(paths(header))
+    rng = random.Random(28)
+    outcomes = {"linked": 0, "refused": 0}
+    for _ in range(600):
+        if rng.random() < 0.85:
+            blob = json.dumps(randomly_mutated(header, every_path, rng)).encode()
+            changed = data[:12] + len(blob).to_bytes(4, "little") + blob + contents
+        else:
+            changed = bytearray(data)
+            for _ in range(rng.randint(1, 4)):
+                changed[rng.randrange(len(changed))] = rng.randrange(256)
+            changed = bytes(changed)
+        try:
+            link(objects_from_bytes(changed, "m.swo"))
+            outcomes["linked"] += 1
+        except (SwoError, AsmError):
+            outcomes["refused"] += 1
+    assert outcomes["linked"] > 20 and outcomes["refused"] > 300, outcomes

@@ -113,6 +113,23 @@ def paths(node, prefix=()):
             yield from paths(value, prefix + (key,))
 
 
+def randomly_mutated(header: dict, every_path: list, rng: random.Random) -> dict:
+    """A copy of ``header`` with one field (a path of ``paths``) replaced by one of
+    WRONG_VALUES, removed, or joined by an unexpected one."""
+    copy = json.loads(json.dumps(header))
+    *parents, last = rng.choice(every_path)
+    node = copy
+    for key in parents:
+        node = node[key]
+    if rng.random() < 0.15 and isinstance(node, dict):
+        del node[last]
+    elif rng.random() < 0.05 and isinstance(node, dict):
+        node["unexpected"] = 1
+    else:
+        node[last] = rng.choice(WRONG_VALUES)
+    return copy
+
+
 def test_mutated_files_load_or_fail_with_a_swo_error():
     """1,500 seeded mutations of a valid file (one header field replaced, removed or added, or
     raw bytes flipped or cut): each loads as a usable Program or raises SwoError."""
@@ -123,18 +140,7 @@ def test_mutated_files_load_or_fail_with_a_swo_error():
     for _ in range(1500):
         roll = rng.random()
         if roll < 0.8:
-            copy = json.loads(json.dumps(header))
-            *parents, last = rng.choice(every_path)
-            node = copy
-            for key in parents:
-                node = node[key]
-            if rng.random() < 0.15 and isinstance(node, dict):
-                del node[last]
-            elif rng.random() < 0.05 and isinstance(node, dict):
-                node["unexpected"] = 1
-            else:
-                node[last] = rng.choice(WRONG_VALUES)
-            data = join(copy, blobs)
+            data = join(randomly_mutated(header, every_path, rng), blobs)
         else:
             data = bytearray(VALID)
             for _ in range(rng.randint(1, 4)):
