@@ -40,13 +40,13 @@ def assemble_file(path: str, include_dirs: tuple[str, ...] = ()) -> Program:
 
 
 def build_files(paths: list[str], include_dirs: tuple[str, ...] = (),
-                libraries: tuple[Library, ...] = ()) -> Program:
+                libraries: tuple[Library, ...] = (), symbols=None) -> Program:
     """Assemble source files, load object ``.swo`` files, and link them all, with each of
     ``libraries`` they use, into one Program (see ``build``). A program ``.swo`` (linked
     already) is returned as it is when it is the only input."""
-    if len(paths) == 1 and _kind(paths[0]) == "program":
+    if len(paths) == 1 and _kind(paths[0]) == "program" and not symbols:
         return load_program(os.fspath(paths[0]))
-    return build(read_inputs(paths), include_dirs, libraries)
+    return build(read_inputs(paths), include_dirs, libraries, symbols)
 
 
 def read_inputs(paths: list[str]) -> list:
@@ -71,13 +71,14 @@ def _kind(path) -> str:
 
 
 def build(sources: list, include_dirs: tuple[str, ...] = (),
-          libraries: tuple[Library, ...] = ()) -> Program:
+          libraries: tuple[Library, ...] = (), symbols=None) -> Program:
     """Assemble ``(text, filename)`` sources and link them, with the ObjectFiles among
-    ``sources`` in their place and each of ``libraries`` they use. AsmError lists the errors
-    of all of them, link errors such as undefined symbols included, in statement order."""
+    ``sources`` in their place, each of ``libraries`` they use and the host's ``symbols``
+    (``link``). AsmError lists the errors of all of them, link errors such as undefined
+    symbols included, in statement order."""
     objects, assemblers, diagnostics = _assemble_all(sources, include_dirs)
     try:
-        program = link(objects, libraries)
+        program = link(objects, libraries, symbols)
     except AsmError as exc:  # a line with an assembly error gets no link errors on top
         lines = {(d.file, d.line) for d in diagnostics}
         diagnostics += [_placed(d, assemblers) for d in exc.diagnostics

@@ -14,6 +14,7 @@ from typing import Mapping, Optional
 
 import numpy as np
 
+from ..errors import ArgumentError, ArgumentTypeError
 from ..isa import CODE_BASE, LDM_BASE, MEM_BASE
 from ..isa.encoding import FIELDS, put_field
 from .assembler import DISP16, GP_OFFSET, GP_SYMBOL, NOP_WORD, split_hi_lo
@@ -41,15 +42,26 @@ class Library:
     refused: Mapping[str, str] = field(default_factory=dict)
 
 
-def link(objects: list[ObjectFile], libraries: tuple[Library, ...] = ()) -> Program:
-    """One Program from ``objects`` and, after them, each library they use (in order)."""
+def link(objects: list[ObjectFile], libraries: tuple[Library, ...] = (),
+         symbols: Optional[Mapping[str, int]] = None) -> Program:
+    """One Program from ``objects`` and, after them, each library they use (in order).
+    ``symbols``: addresses of symbols the objects use and the host defines (C's ``extern
+    double A[]`` of a host array), as ``ld --defsym``; an object may not define one too."""
     objects = list(objects)
+    symbols = dict(symbols or {})
+    for name, value in symbols.items():
+        if not isinstance(name, str) or isinstance(value, bool) or not isinstance(value, int):
+            raise ArgumentTypeError(f"symbols must map names to int addresses, got "
+                                    f"{name!r}: {value!r}")
+        if not 0 <= value < 1 << 32:
+            raise ArgumentError(f"symbols: address {value:#x} of {name} is not a 32-bit "
+                                "address")
     for library in libraries:
         provided = {name for obj in library.objects for name, sym in obj.symbols.items()
                     if sym.binding != "local"}
-        if provided & set(undefined_symbols(objects)):
+        if provided & (set(undefined_symbols(objects)) - set(symbols)):
             objects += library.objects
-    return _Linker(objects, libraries).link()
+    return _Linker(objects, libraries, symbols).link()
 
 
 def undefined_symbols(objects: list[ObjectFile]) -> dict[str, Relocation]:
@@ -76,9 +88,11 @@ def _origin(source: Optional[SourceLine]) -> Optional[Origin]:
 
 
 class _Linker:
-    def __init__(self, objects: list[ObjectFile], libraries: tuple[Library, ...]):
+    def __init__(self, objects: list[ObjectFile], libraries: tuple[Library, ...],
+                 symbols: dict[str, int]):
         self.objects = objects
         self.libraries = libraries
+        self.defined = symbols
         self.log = DiagnosticLog()
         self.bases: dict[tuple[int, str], int] = {}   # (object index, section) -> address
         self.output: dict[str, Section] = {}
@@ -164,6 +178,12 @@ class _Linker:
                         if first.source else ""
                     self.log.error(_origin(sym.source),
                                    f"duplicate global symbol {sym.name}{where}")
+        for name, value in self.defined.items():
+            if name in self.globals:
+                first = self.globals[name]
+                self.log.error(_origin(first.source), f"symbol {name} is defined by the host "
+                                                      "(symbols=) and by an object")
+            self.globals[name] = Symbol(name, None, value, "global", "object")
         data = [s.base for s in self.output.values() if s.kind == DATA]
         self.globals.setdefault(GP_SYMBOL, Symbol(GP_SYMBOL, None, min(data, default=MEM_BASE)
                                                   + GP_OFFSET, "global"))

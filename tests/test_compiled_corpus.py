@@ -79,8 +79,16 @@ def shared(machine):
     return [5], 8, check
 
 
+def extern(machine):
+    a = np.arange(256.0)
+    total = machine.mem.put(np.zeros(64))
+    machine.host_symbols = {"A": machine.mem.put(a), "total": total}
+    return [], 8, lambda: np.array_equal(machine.mem.get(total, (8,), np.float64),
+                                         a.reshape(64, 4).sum(axis=1)[:8])
+
+
 CASES = {"vadd.s": ("vadd", vadd), "counters.s": ("counters", counters),
-         "shared.s": ("mark", shared),
+         "shared.s": ("mark", shared), "extern.s": ("sum4", extern),
          "gather.s": ("gather", gather), "hypot.s": ("hyp", hypot),
          "console.s": ("report", console)}
 
@@ -100,7 +108,8 @@ def test_compiled_file_assembles_to_an_object_links_and_runs_on_both_engines(nam
     for engine in ("c", "python"):
         machine = swsim.Machine()
         args, cpes, check = setup(machine)
-        machine.last_program = swsim.Machine.program(objects)
+        machine.last_program = swsim.Machine.program(
+            objects, symbols=getattr(machine, "host_symbols", None))
         machine.last_result = machine.run(machine.last_program, entry=entry, args=args,
                                           cpes=range(cpes), engine=engine)
         assert check(), (name, engine)
@@ -190,3 +199,21 @@ def test_comm_variables_are_shared_main_memory_and_merge_across_objects():
                           ("x:\tnop\n\t.comm x,8\n", "symbol x is already defined")):
         with pytest.raises(AsmError, match=message):
             assemble_objects([(text, "c.s")])
+
+
+def test_host_symbols_are_linked_by_name_and_refused_when_wrong(tmp_path, capsys):
+    source = CORPUS / "extern.s"
+    with pytest.raises(AsmError, match="extern.s:79:9: error: undefined symbol total"):
+        swsim.Machine.program(str(source), symbols={"A": 0x41000000})
+    with pytest.raises(ValueError, match="address 0x100000000 of A is not a 32-bit address"):
+        swsim.Machine.program(str(source), symbols={"A": 1 << 32, "total": 0})
+    with pytest.raises(AsmError, match="symbol k is defined by the host"):
+        swsim.Machine.program("\t.globl k\nk:\tret\n", symbols={"k": 0x41000000})
+    np.save(tmp_path / "a.npy", np.arange(256.0))
+    np.save(tmp_path / "t.npy", np.zeros(64))
+    assert main(["run", str(source), "--entry", "sum4", "--cpes", "2",
+                 "--symbol", f"A=@{tmp_path / 'a.npy'}", "--symbol", f"total=@{tmp_path / 't.npy'}",
+                 "--dump", f"total:2:f8:{tmp_path / 'out.npy'}"]) == 0
+    assert np.load(tmp_path / "out.npy").tolist() == [6.0, 22.0]
+    assert main(["run", str(source), "--entry", "sum4", "--symbol", "A"]) == 1
+    assert "--symbol expects NAME=VALUE, got 'A'" in capsys.readouterr().err

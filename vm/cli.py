@@ -50,9 +50,13 @@ def add_run_arguments(parser) -> None:
     parser.add_argument("--arg", action="append", default=[], metavar="VALUE",
                         help="argument: an int, a float, or @file.npy (copied to main memory, "
                              "its address passed); repeat for each argument")
+    parser.add_argument("--symbol", action="append", default=[], metavar="NAME=VALUE",
+                        help="define a symbol the program uses and the host defines (C's "
+                             "extern double A[]): VALUE an address or @file.npy (copied to "
+                             "main memory, as for --arg)")
     parser.add_argument("--dump", action="append", default=[], metavar="ADDR:SHAPE:DTYPE:FILE",
-                        help="after the run save memory to FILE.npy; ADDR a number or argN, "
-                             "SHAPE like 64x64")
+                        help="after the run save memory to FILE.npy; ADDR a number, argN or "
+                             "a data symbol of the program, SHAPE like 64x64")
     parser.add_argument("--max-cycles", type=count_argument(0), default=None, metavar="N",
                         help="stop the kernel after N cycles (N >= 0)")
     parser.add_argument("--trace", metavar="FILE.json", help="write a Perfetto/Chrome trace")
@@ -110,7 +114,8 @@ def run_from_args(args, on_exit=None):
     from .trace import write_trace
 
     machine = Machine(args.config, **dict(_override(s, args.config) for s in args.set))
-    program = Machine.program(Path(args.program), tuple(args.include_dirs))
+    program = Machine.program(Path(args.program), tuple(args.include_dirs),
+                              dict(_symbol(text, machine) for text in args.symbol))
     values = [_argument(text, machine) for text in args.arg]
     progress = _ProgressBar(args.max_cycles, args.progress or sys.stderr.isatty())
     stopped = None
@@ -127,7 +132,7 @@ def run_from_args(args, on_exit=None):
         if on_exit is not None:
             on_exit(machine, program)
     for spec in args.dump:
-        _dump(spec, machine, values)
+        _dump(spec, machine, values, program)
     if args.trace:
         write_trace(result, args.trace)
     if stopped is not None:
@@ -173,10 +178,22 @@ def _argument(text: str, machine):
     raise HostError(f"--arg {text!r}: expected an int, a float or @file.npy")
 
 
-def _dump(spec: str, machine, values) -> None:
+def _symbol(text: str, machine) -> tuple[str, int]:
+    name, sep, value = text.partition("=")
+    if not sep or not name:
+        raise HostError(f"--symbol expects NAME=VALUE, got {text!r}")
+    address = _argument(value, machine)
+    if not isinstance(address, int):
+        raise HostError(f"--symbol {text!r}: the value must be an address or @file.npy")
+    return name, address
+
+
+def _dump(spec: str, machine, values, program) -> None:
     try:
         address, shape, dtype, path = spec.split(":")
-        if address.startswith("arg"):
+        if address in program.symbols:
+            address = program.address_of(address)
+        elif address.startswith("arg"):
             address = values[int(address[3:])]
         else:
             address = int(address, 0)

@@ -193,28 +193,32 @@ class Machine:
 
     # -- checks --------------------------------------------------------------------------------
     @staticmethod
-    def program(program, include_dirs: tuple[str, ...] = ()):
+    def program(program, include_dirs: tuple[str, ...] = (), symbols=None):
         """The Program to run, from a Program, an ObjectFile or a list of them, assembly source
         text, or the path of a .s file or a .swo (object or program): sources and objects are
-        linked with the registered libraries they use (the athread runtime). ``swsim run``
-        builds its program here too."""
+        linked with the registered libraries they use (the athread runtime) and ``symbols``
+        ({name: address}: data the host defines, as ``extern double A[]`` of a host array
+        ``m.mem.put(a)``). ``swsim run`` builds its program here too."""
         from ..asm import ObjectFile, Program, build, build_files, link
         libraries = tuple(provider() for provider in _LIBRARY_PROVIDERS)
         if isinstance(program, Program):
+            if symbols:
+                raise HostError("symbols are linked into objects or sources; this program is "
+                                "linked already")
             return program
         if isinstance(program, ObjectFile) or isinstance(program, (list, tuple)) and program \
                 and all(isinstance(obj, ObjectFile) for obj in program):
             objects = [program] if isinstance(program, ObjectFile) else list(program)
-            return link(objects, libraries)
+            return link(objects, libraries, symbols)
         if isinstance(program, os.PathLike) or isinstance(program, str) and "\n" not in program \
                 and program.strip().endswith((".s", ".swo")):
             path = os.fspath(program).strip()
             if isinstance(program, str) and not os.path.isfile(path):  # a PathLike is a path
                 raise HostError(f"program {path!r} looks like a path to a .s/.swo file, but "
                                 "there is no such file (to run source text, pass the text)")
-            return build_files([path], tuple(include_dirs), libraries)
+            return build_files([path], tuple(include_dirs), libraries, symbols)
         if isinstance(program, str):
-            return build([(program, "<input>")], tuple(include_dirs), libraries)
+            return build([(program, "<input>")], tuple(include_dirs), libraries, symbols)
         raise HostError(f"program must be a Program (swsim.assemble), an ObjectFile or a list "
                         f"of them, assembly source text or the path of a .s/.swo file, got "
                         f"{type(program).__name__}")
