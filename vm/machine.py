@@ -31,6 +31,8 @@ START_ENTRY, START_CG = REG_ALIASES["pv"], REG_ALIASES["at"]
 ARGUMENT_SLOT_BYTES = 8
 STACK_ALIGN = 32
 NUM_REGISTERS, LANES = 32, 4
+EMULATED_VECTOR_BYTES = LANES * 8   # both engines model 256-bit registers of 4 64-bit lanes
+
 # Libraries (asm.Library) linked to what Machine.program builds from sources or objects when
 # they use them: a higher layer registers the one it provides (kernels/runtime: the athread
 # runtime), so that Machine.run links it exactly as `swsim run` does.
@@ -41,8 +43,6 @@ def register_library(provider: Callable[[], object]) -> None:
     """Link the library ``provider()`` (an asm.Library) to programs built by Machine.program."""
     if provider not in _LIBRARY_PROVIDERS:
         _LIBRARY_PROVIDERS.append(provider)
-
-EMULATED_VECTOR_BYTES = LANES * 8   # both engines model 256-bit registers of 4 64-bit lanes
 
 
 class Machine:
@@ -200,12 +200,12 @@ class Machine:
         ({name: address}: data the host defines, as ``extern double A[]`` of a host array
         ``m.mem.put(a)``). ``swsim run`` builds its program here too."""
         from ..asm import ObjectFile, Program, build, build_files, link
-        libraries = tuple(provider() for provider in _LIBRARY_PROVIDERS)
         if isinstance(program, Program):
             if symbols:
                 raise HostError("symbols are linked into objects or sources; this program is "
                                 "linked already")
             return program
+        libraries = tuple(provider() for provider in _LIBRARY_PROVIDERS)
         if isinstance(program, ObjectFile) or isinstance(program, (list, tuple)) and program \
                 and all(isinstance(obj, ObjectFile) for obj in program):
             objects = [program] if isinstance(program, ObjectFile) else list(program)
