@@ -3,8 +3,8 @@
 # entry takes a0 = the job record (JOB_BYTES, int64 fields J_*) and runs on all 64 CPEs.
 #
 #   sel_threshold  J_METHOD = TRIMMED: threshold mean + r (max - mean), r = J_START, then
-#                    lowered by J_STEP until at least J_K elements are above (Algorithm 11's
-#                    first stage, as corrected);
+#                    lowered by J_STEP until at least J_K elements are above, and below r = 0
+#                    threshold 0 (Algorithm 11's first stage, as corrected);
 #                  BINARY: binary search of r in [0, 1] until J_K <= selected <= J_HIGH
 #                    (Algorithm 12, as corrected), r's interval at least J_EPS;
 #                  FIXED: the threshold J_THR as given (the sampled search's reuse).
@@ -378,7 +378,8 @@ count_body:
 	ret
 	.end	count_body
 
-# stats: MEAN = sum |x| / N and MAXV = the largest key (as a float) over the core group.
+# stats: MEAN = sum |x| / N (at most MAXV) and MAXV = the largest key (a float), over the
+# core group.
 	.ent	stats
 stats:
 	stl	$26, RA + 8($31)      # (RA is the entry's)
@@ -420,7 +421,11 @@ stats:
 	ifmovd	$3, $3
 	fcvtld	$3, $3
 	fdivd	$2, $3, $2
-	fstd	$2, MEAN($31)
+	fldd	$1, MAXV($31)
+	fcmplt	$1, $2, $3
+	fbeq	$3, 1f
+	mov	$1, $2
+1:	fstd	$2, MEAN($31)         # at most MAXV (signed keys): thresholds fall as r does
 	ldl	$26, RA + 8($31)
 	ret
 	.end	stats
@@ -514,8 +519,11 @@ sel_threshold:
 	stl	$1, RATIO($31)
 2:	fldd	$16, RATIO($31)
 	bsr	$26, threshold_bits
+	fblt	$16, 3f               # r below 0, under the mean: every nonzero key
 	mov	$0, $16
-	bsr	$26, count_at
+	br	4f
+3:	clr	$16
+4:	bsr	$26, count_at
 	ldl	$1, JOB + J_K($31)
 	cmplt	$0, $1, $1
 	beq	$1, 9f                # enough above
