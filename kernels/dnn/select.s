@@ -122,6 +122,19 @@ select_ldm_end:
 	xor	\s, $24, \s
 	.endm
 
+# VECTORS / NEXT_VECTOR loop: a body's loop over the vectors of 8 elements at $16 ($17
+# elements; the lanes past the end are zero).
+	.macro	VECTORS
+	addl	$17, 7, $17
+	srl	$17, 3, $17
+	.endm
+
+	.macro	NEXT_VECTOR loop
+	ldi	$16, 32($16)
+	subl	$17, 1, $17
+	bgt	$17, \loop
+	.endm
+
 # VMASKS: the key masks in every word of $23, $24.
 	.macro	VMASKS
 	ldl	$1, JOB + J_AND($31)
@@ -238,50 +251,45 @@ pass:
 	ret
 	.end	pass
 
+# CHAIN get, put, position, buf, vectors, combine: the vectors at buf combined along a row
+# (getr, putr; position: the column) or down column 7 (getc, putc; the row) from position
+# 0: each CPE combines the partial it gets with its own and passes it on; the one at
+# position 7 keeps the result at buf.
+	.macro	CHAIN get, put, position, buf, vectors, combine
+	ldi	$4, \buf($31)
+	ldi	$5, \vectors
+	addl	\position, 1, $8
+1:	vldd	$6, 0($4)
+	beq	\position, 2f
+	\get	$7
+	\combine $7, $6
+2:	cmpeq	\position, 7, $1
+	bne	$1, 3f
+	\put	$6, $8
+	br	4f
+3:	vstd	$6, 0($4)
+4:	ldi	$4, 32($4)
+	subl	$5, 1, $5
+	bgt	$5, 1b
+	.endm
+
 # ALLREDUCE name, buf, vectors, combine: the routine `name` combining the `vectors` vectors
 # at LDM `buf` over the 64 CPEs with `combine recv, own` (own = recv (+) own; temporaries
 # $16-$19): along each row from column 0 (the partial so far, then this CPE's), down column
 # 7 from row 0; CPE 63 broadcasts the totals along column 7 and row 7, column 7 along the
 # other rows. Every CPE ends with the totals at buf. CPE 63 starts broadcasting when its
-# chain is done, so every chain value has been taken: no queue holds one behind a total. Clobbers $1-$8, $16-$19.
+# chain is done, so every chain value has been taken: no queue holds one behind a total.
+# Clobbers $1-$8, $16-$19.
 	.macro	ALLREDUCE name, buf, vectors, combine
 	.ent	\name
 \name:
 	ldl	$1, MYID($31)
 	and	$1, 7, $2             # column
 	srl	$1, 3, $3             # row
-	ldi	$4, \buf($31)
-	ldi	$5, \vectors
-	addl	$2, 1, $8
-1:	vldd	$6, 0($4)
-	beq	$2, 2f
-	getr	$7
-	\combine $7, $6
-2:	cmpeq	$2, 7, $1
-	bne	$1, 3f
-	putr	$6, $8
-	br	4f
-3:	vstd	$6, 0($4)
-4:	ldi	$4, 32($4)
-	subl	$5, 1, $5
-	bgt	$5, 1b
+	CHAIN	getr, putr, $2, \buf, \vectors, \combine
 	cmpeq	$2, 7, $1
 	beq	$1, 20f
-	ldi	$4, \buf($31)         # column 7
-	ldi	$5, \vectors
-	addl	$3, 1, $8
-5:	vldd	$6, 0($4)
-	beq	$3, 6f
-	getc	$7
-	\combine $7, $6
-6:	cmpeq	$3, 7, $1
-	bne	$1, 7f
-	putc	$6, $8
-	br	8f
-7:	vstd	$6, 0($4)
-8:	ldi	$4, 32($4)
-	subl	$5, 1, $5
-	bgt	$5, 5b
+	CHAIN	getc, putc, $3, \buf, \vectors, \combine
 	cmpeq	$3, 7, $1
 	beq	$1, 10f
 	ldi	$4, \buf($31)         # CPE 63, its chain done: the totals up column 7 and row 7
@@ -342,8 +350,7 @@ pass:
 # ($25 clears a double's sign).
 	.ent	stats_body
 stats_body:
-	addl	$17, 7, $17
-	srl	$17, 3, $17
+	VECTORS
 1:	vldd	$1, 0($16)
 	vlds	$2, 0($16)
 	vlds	$3, 16($16)
@@ -356,25 +363,20 @@ stats_body:
 	vandw	$3, $25, $3
 	vaddd	$21, $2, $21
 	vaddd	$22, $3, $22
-	ldi	$16, 32($16)
-	subl	$17, 1, $17
-	bgt	$17, 1b
+	NEXT_VECTOR 1b
 	ret
 	.end	stats_body
 
 # count_body: $20 += 1 in each word lane whose key is above the threshold in $22's words.
 	.ent	count_body
 count_body:
-	addl	$17, 7, $17
-	srl	$17, 3, $17
+	VECTORS
 1:	vldd	$1, 0($16)
 	KEY_VEC	$1, $4
 	vsubw	$22, $1, $1           # negative where key > threshold
 	vsrlw	$1, 31, $1
 	vaddw	$20, $1, $20
-	ldi	$16, 32($16)
-	subl	$17, 1, $17
-	bgt	$17, 1b
+	NEXT_VECTOR 1b
 	ret
 	.end	count_body
 
