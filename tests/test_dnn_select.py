@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from swsim.errors import ArgumentError
-from swsim.hostlib.dnn.select import SIGNS, select
+from swsim.hostlib.dnn.select import SIGNS, scatter_add, select
 from swsim.vm import Machine
 
 KEYS = {"abs": np.abs, "positive": lambda x: x, "negative": lambda x: -x}
@@ -115,3 +115,27 @@ def test_deterministic_and_leaves_memory_as_it_was():
 def test_bad_arguments_name_the_argument(kwargs, needle):
     with pytest.raises(ArgumentError, match=needle):
         select(**kwargs)
+
+
+def test_scatter_add_matches_numpy_in_binary32():
+    rng = np.random.default_rng(6)
+    dense = rng.standard_normal(3000).astype(np.float32)
+    sets = [(np.sort(rng.choice(3000, 200, replace=False)),
+             rng.standard_normal(200).astype(np.float32)) for _ in range(3)]
+    out, stats = scatter_add(dense, sets, -0.01)
+    expected, alpha = dense.copy(), np.float32(-0.01)
+    for indices, values in sets:                 # overlapping sets add in order
+        expected[indices] = expected[indices] + alpha * values
+    assert np.array_equal(out.view(np.int32), expected.view(np.int32))
+    assert stats.launches == 3
+
+
+@pytest.mark.parametrize("sets, needle", [
+    ([(np.array([0, 0]), np.ones(2, np.float32))], "distinct"),
+    ([(np.array([5]), np.ones(1, np.float32))], "distinct and in"),
+    ([(np.array([0.0]), np.ones(1, np.float32))], "integers"),
+    ([], "at least one"),
+])
+def test_scatter_add_refuses_bad_sets(sets, needle):
+    with pytest.raises(ArgumentError, match=needle):
+        scatter_add(np.zeros(5, np.float32), sets, 1.0)

@@ -207,3 +207,54 @@ def _values(x) -> np.ndarray:
     if not np.isfinite(array).all():
         raise DnnError("x must be finite (selection compares the bits of finite floats)")
     return np.ascontiguousarray(array).reshape(-1)
+
+
+def scatter_add(dense, sets, alpha: float, *, machine=None, engine: str = "c"):
+    """Decompression on the CPEs (the sparse-into-dense axpy, cuSPARSE axpyi): for each
+    (indices, values) of `sets` in order, dense[indices] += alpha * values in binary32
+    (rounded product, then rounded sum). `dense`: float32 array; each set's indices distinct
+    and in range. Returns (the updated copy of dense, Stats of every launch)."""
+    from ...vm import Machine
+    dense = np.asarray(dense)
+    if dense.dtype != np.float32 or dense.ndim != 1 or dense.size < 1:
+        raise DnnError(f"dense must be a non-empty 1-D float32 array, got {dense.dtype} "
+                       f"{dense.shape}")
+    scale = float(np.float32(_real("alpha", alpha)))
+    machine = machine or Machine()
+    kernel = _kernel("sel_scatter_add")
+    record = kernel.record("J_", "JOB_BYTES")
+    mark = machine.mem.mark()
+    parts = []
+    try:
+        dense_at = machine.mem.put(np.ascontiguousarray(dense))
+        for number, (indices, values) in enumerate(sets):
+            indices = np.asarray(indices)
+            values = _values(values) if np.size(values) else np.zeros(0, np.float32)
+            if indices.shape != values.shape or indices.ndim != 1 or \
+                    not np.issubdtype(indices.dtype, np.integer):
+                raise DnnError(f"sets[{number}]: indices must be integers of the values' 1-D "
+                               f"shape, got {indices.dtype} {indices.shape} and {values.shape}")
+            if not len(indices):
+                continue
+            if indices.min() < 0 or indices.max() >= dense.size or \
+                    len(np.unique(indices)) != len(indices):
+                raise DnnError(f"sets[{number}]: indices must be distinct and in "
+                               f"0..{dense.size - 1}")
+            job = record.new(n=len(indices), x=machine.mem.put(values),
+                             idx=machine.mem.put(indices.astype(np.int32)), dense=dense_at,
+                             alpha=scale)
+            parts.append(kernel.launch(machine, [machine.mem.put(job)], flops=2 * len(indices),
+                                       engine=engine))
+        out = machine.mem.get(dense_at, dense.shape, np.float32).copy()
+    finally:
+        machine.mem.release(mark)
+    if not parts:
+        raise DnnError("sets must hold at least one element")
+    return out, combined(parts, launches=len(parts))
+
+
+def _real(name, value) -> float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or \
+            not np.isfinite(value):
+        raise DnnError(f"{name} must be a finite real number, got {value!r}")
+    return float(value)

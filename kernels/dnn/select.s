@@ -11,6 +11,9 @@
 #   sel_radix      radix select: the exact J_K-th largest key, 8 bits per pass from the top.
 #   sel_compact    stream compaction: the (index, value) of every element above J_THR, in
 #                  element order, from the per-CPE counts the two entries above leave.
+#   sel_scatter_add  decompression, the sparse-into-dense axpy: dense[J_IDX[i]] +=
+#                  J_ALPHA * J_X[i] in binary32 (multiply, then add), by global loads and
+#                  stores; the indices of one launch must differ (one received set).
 #
 # Keys: an element's f32 bits, ANDed with J_AND and XORed with J_XOR (sign-extended words):
 # |x| (0x7fffffff, 0), x (-1, 0) or -x (-1, 0x80000000); a negative key is never selected.
@@ -43,6 +46,8 @@
 	J_OUT_IDX = 112       # sel_compact: int32 indices, f32 values out
 	J_OUT_VAL = 120
 	J_RESULT = 128        # the result record (RESULT_BYTES)
+	J_DENSE = 136         # sel_scatter_add: the dense f32 array, the scale (a double)
+	J_ALPHA = 144
 	JOB_BYTES = 160
 
 	R_THR = 0             # threshold bits
@@ -827,3 +832,38 @@ sel_compact:
 	ldl	$26, RA($31)
 	ret
 	.end	sel_compact
+
+# scatter_body: dense[index] = dense[index] + alpha value for the block, one global load and
+# store per element (at most one outstanding per CPE: the loop waits for each).
+	.ent	scatter_body
+scatter_body:
+	ldl	$7, JOB + J_DENSE($31)
+	fldd	$6, JOB + J_ALPHA($31)
+	ble	$17, 2f
+1:	ldw	$2, 0($18)
+	flds	$3, 0($16)
+	s4addl	$2, $7, $2
+	flds	$4, 0($2)
+	fmuls	$6, $3, $3
+	fadds	$4, $3, $4
+	fsts	$4, 0($2)
+	ldi	$16, 4($16)
+	ldi	$18, 4($18)
+	subl	$17, 1, $17
+	bgt	$17, 1b
+2:	ret
+	.end	scatter_body
+
+	.globl	sel_scatter_add
+	.ent	sel_scatter_add
+sel_scatter_add:
+	stl	$26, RA($31)
+	bsr	$26, setup
+	ldi	$1, scatter_body
+	stl	$1, BODY($31)
+	bsr	$26, pass
+	ldl	$7, JOB + J_DENSE($31)
+	flds	$1, 0($7)             # waits for this CPE's last store
+	ldl	$26, RA($31)
+	ret
+	.end	sel_scatter_add
