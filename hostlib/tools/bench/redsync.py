@@ -17,9 +17,8 @@ Rabenseifner allreduce), whichever the model predicts faster, with the selector 
 uses for it (trimmed top-k for conv layers over 128 KB, binary search for FC layers). Compute
 per iteration: the thesis' Table 7.2 single-node img/s at 32 images per node (a thesis figure,
 not simulated here). Network: hostlib/train/allreduce.py's Sunway α-β model and the VM's
-reduction γ. Decompression γ1 (not simulated: no sparse axpy kernel yet) is modelled as one
-scattered 128-byte read and write of the dense layer per received element at the CG's DMA
-bandwidth.
+reduction γ. Decompression γ1: the CPEs' scatter_add of one received set, simulated at
+DECOMPRESS_ELEMENTS and fitted with a line (one launch per set: p launches per layer).
 """
 from __future__ import annotations
 
@@ -29,7 +28,7 @@ import math
 import numpy as np
 
 from ....vm import Machine
-from ...dnn.select import select
+from ...dnn.select import scatter_add, select
 from ...train import allreduce as ar
 from . import train_nets
 
@@ -43,8 +42,7 @@ THESIS_NETWORK_BYTES_PER_SECOND = 3.5e9   # Fig. 8.3's communication line
 SCALING_NODES = (1, 2, 4, 8, 16, 32, 64, 128)
 IMAGES_PER_NODE = 32
 TRIMMED_ABOVE_BYTES = 128 << 10           # thesis §8.3: trimmed top-k for conv layers > 128 KB
-TRANSACTION_BYTES = 128
-DMA_BYTES_PER_SECOND = 30.94e9            # MACHINE.md: the CG's measured DMA peak
+DECOMPRESS_ELEMENTS = (1 << 10, 1 << 13)  # one received set, into a layer 1000x larger
 THESIS_ASQ_GAIN_128 = {"AlexNet": 1.24, "ResNet-50": 1.10, "VGG-16": 1.21}
 
 
@@ -106,13 +104,25 @@ def _layers(network):
     return out
 
 
-def _decompress_seconds(elements: float) -> float:
-    return elements * 2 * TRANSACTION_BYTES / DMA_BYTES_PER_SECOND
+def decompress_fit(engine: str = "c"):
+    """Seconds of scatter_add of one set of k elements on one CG: a line through
+    DECOMPRESS_ELEMENTS simulated (random distinct indices into 1000 k elements)."""
+    rng = np.random.default_rng(1)
+    points = []
+    for k in DECOMPRESS_ELEMENTS:
+        indices = np.sort(rng.choice(1000 * k, k, replace=False))
+        values = rng.uniform(-1, 1, k).astype(np.float32)
+        machine = Machine()
+        _, stats = scatter_add(np.zeros(1000 * k, np.float32), [(indices, values)], 0.1,
+                               machine=machine, engine=engine)
+        points.append((k, sum(p.run.cycles for p in stats.parts) / machine.config.clock_hz))
+    return _line(points)
 
 
 def iteration(network, p: int, scheme: str, select_seconds, net: ar.Network,
-              reduction: ar.ReductionCost) -> dict:
-    """Seconds per iteration by part for `scheme` "dense", "rgc" or "rgc+asq"."""
+              reduction: ar.ReductionCost, decompress) -> dict:
+    """Seconds per iteration by part for `scheme` "dense", "rgc" or "rgc+asq";
+    `decompress(k)` the seconds of adding one received set of k elements."""
     compute = IMAGES_PER_NODE / network.thesis_img_s
     parts = {"compute": compute, "select": 0.0, "communicate": 0.0, "decompress": 0.0}
     layers = _layers(network)
@@ -129,29 +139,30 @@ def iteration(network, p: int, scheme: str, select_seconds, net: ar.Network,
         select_s = select_seconds[selector](4 * elements)
         log_p = math.log2(p) if p > 1 else 0.0
         sparse = (select_s + log_p * net.alpha + (p - 1) * message * net.beta1
-                  + _decompress_seconds(p * k))                                     # eq. 8-1
+                  + p * decompress(k))                                              # eq. 8-1
         dense = ar.closed_form("rabenseifner", p, 4 * elements, net, reduction).total \
             if p > 1 else 0.0                                                       # eq. 8-2
         if sparse < dense or p == 1:
             sparse_layers += 1
             parts["select"] += select_s
             parts["communicate"] += log_p * net.alpha + (p - 1) * message * net.beta1
-            parts["decompress"] += _decompress_seconds(p * k)
+            parts["decompress"] += p * decompress(k)
         else:
             parts["communicate"] += dense
     parts["sparse_layers"] = sparse_layers
     return parts
 
 
-def scaling_table(select_seconds, quick: bool = False) -> dict:
+def scaling_table(select_seconds, quick: bool = False, engine: str = "c") -> dict:
     net = ar.Network()
     reduction = ar.reduction_cost(cgs=1)
+    decompress = decompress_fit(engine)
     names = ("alexnet",) if quick else ("alexnet", "vgg16", "resnet50")
     table = {}
     for key in names:
         network = train_nets.NETWORKS[key]
         table[network.name] = {p: {scheme: iteration(network, p, scheme, select_seconds, net,
-                                                       reduction)
+                                                       reduction, decompress)
                                    for scheme in ("dense", "rgc", "rgc+asq")}
                                for p in SCALING_NODES}
     return table
@@ -163,7 +174,7 @@ def _total(parts) -> float:
 
 def run(quick: bool = False, engine: str = "c") -> dict:
     selection = selection_table(quick, engine)
-    scaling = scaling_table(selection["fits"], quick)
+    scaling = scaling_table(selection["fits"], quick, engine)
     return {"quick": quick, "density": DENSITY, "selection": selection, "scaling": scaling}
 
 
