@@ -1,5 +1,9 @@
 """RedSync's per-layer residual compression (hostlib/train/redsync.py): two ranks in one
 process, against a float32 numpy replay."""
+import json
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -79,3 +83,11 @@ def test_pack_round_trip_and_bad_messages():
 def test_bad_configurations_are_refused_with_the_reason(config, ranks, needle):
     with pytest.raises(TrainError, match=needle):
         config.check(ranks)
+
+
+def test_two_mpi_ranks_exchange_and_apply_the_same_update():
+    mpi = pytest.importorskip("test_allreduce_mpi", reason="the MPI test helpers")
+    if mpi.MPIEXEC is None or not mpi.HAVE_MPI4PY:
+        pytest.skip("needs an MPI: pip install -e '.[mpi]'")
+    line = mpi.mpiexec(2, sys.executable, str(Path(__file__).parent / "redsync_ranks.py"))
+    assert json.loads(line) == {"ranks": 2, "identical": True, "replayed": True}

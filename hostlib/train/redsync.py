@@ -127,3 +127,16 @@ def decompress(dense, messages, alpha: float, *, machine=None, engine: str = "c"
     if not sets:
         return np.asarray(dense, np.float32).copy()
     return scatter_add(dense, sets, alpha, machine=machine, engine=engine)[0]
+
+
+def sparse_allgather(message, comm) -> list:
+    """Every rank's packed message, in rank order, over the mpi4py communicator `comm`: the
+    message lengths by one allgather, the messages by one Allgatherv (they differ in length
+    with the binary search)."""
+    from mpi4py import MPI
+    message = np.ascontiguousarray(message, np.int32)
+    counts = np.array(comm.allgather(len(message)), np.int64)
+    offsets = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    gathered = np.empty(int(counts.sum()), np.int32)
+    comm.Allgatherv(message, [gathered, counts, offsets, MPI.INT])
+    return np.split(gathered, np.cumsum(counts)[:-1])
