@@ -175,6 +175,22 @@ setup:
 	ret
 	.end	setup
 
+# ENTRY name / LEAVE name: a kernel entry: its return kept at RA, the job fetched and this
+# CPE's elements set up; at the end back to the spawn's exit.
+	.macro	ENTRY name
+	.globl	\name
+	.ent	\name
+\name:
+	stl	$26, RA($31)
+	bsr	$26, setup
+	.endm
+
+	.macro	LEAVE name
+	ldl	$26, RA($31)
+	ret
+	.end	\name
+	.endm
+
 # fetch(element $16, parity $17): start the gets of the block at element $16 (values, and
 # indices with J_IDX) into the parity's buffers. The last vector of the block is zeroed first:
 # the lanes past its end read as 0.0, never selected. Clobbers $1-$8, $29.
@@ -507,11 +523,7 @@ finish:
 	ret
 	.end	finish
 
-	.globl	sel_threshold
-	.ent	sel_threshold
-sel_threshold:
-	stl	$26, RA($31)
-	bsr	$26, setup
+	ENTRY	sel_threshold
 	ldl	$1, JOB + J_METHOD($31)
 	cmpeq	$1, METHOD_FIXED, $2
 	beq	$2, 1f
@@ -601,9 +613,7 @@ sel_threshold:
 26:	clr	$16
 	bsr	$26, count_at
 9:	bsr	$26, finish
-	ldl	$26, RA($31)
-	ret
-	.end	sel_threshold
+	LEAVE	sel_threshold
 
 # hist_body: HIST[digit] += 1 for the keys whose bits above SHIFT + 8 are the prefix ($22
 # SHIFT, $25 the prefix, $23 and $24 the masks as 64-bit integers).
@@ -628,11 +638,7 @@ hist_body:
 2:	ret
 	.end	hist_body
 
-	.globl	sel_radix
-	.ent	sel_radix
-sel_radix:
-	stl	$26, RA($31)
-	bsr	$26, setup
+	ENTRY	sel_radix
 	ldl	$1, JOB + J_K($31)
 	stl	$1, NEED($31)
 	stl	$31, PREFIX($31)
@@ -712,9 +718,7 @@ sel_radix:
 6:	stl	$1, RES + R_THR($31)
 	stl	$2, RES + R_NNZ($31)
 	bsr	$26, finish
-	ldl	$26, RA($31)
-	ret
-	.end	sel_radix
+	LEAVE	sel_radix
 
 # compact_body: (index, value) of every selected element to OUTI/OUTV ($20, $21 the next
 # slots), stored always and kept by advancing the slots only when selected; $25 sums the
@@ -782,11 +786,7 @@ flush:
 2:	ret
 	.end	flush
 
-	.globl	sel_compact
-	.ent	sel_compact
-sel_compact:
-	stl	$26, RA($31)
-	bsr	$26, setup
+	ENTRY	sel_compact
 	ldl	$2, JOB + J_COUNTS($31)   # OFFSET: the counts of the CPEs before this one
 	ldi	$3, CPES * 8
 	ldi	$4, DMA_GET
@@ -829,9 +829,7 @@ sel_compact:
 	ldl	$1, JOB + J_THR($31)
 	stl	$1, RES + R_THR($31)
 	bsr	$26, finish
-	ldl	$26, RA($31)
-	ret
-	.end	sel_compact
+	LEAVE	sel_compact
 
 # scatter_body: dense[index] = dense[index] + alpha value for the block, one global load and
 # store per element (at most one outstanding per CPE: the loop waits for each).
@@ -854,16 +852,10 @@ scatter_body:
 2:	ret
 	.end	scatter_body
 
-	.globl	sel_scatter_add
-	.ent	sel_scatter_add
-sel_scatter_add:
-	stl	$26, RA($31)
-	bsr	$26, setup
+	ENTRY	sel_scatter_add
 	ldi	$1, scatter_body
 	stl	$1, BODY($31)
 	bsr	$26, pass
 	ldl	$7, JOB + J_DENSE($31)
 	flds	$1, 0($7)             # waits for this CPE's last store
-	ldl	$26, RA($31)
-	ret
-	.end	sel_scatter_add
+	LEAVE	sel_scatter_add
