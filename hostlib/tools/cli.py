@@ -92,6 +92,15 @@ def register(subparsers) -> None:
     train_bench.add_argument("--engine", choices=("c", "python"), default="c")
     train_bench.set_defaults(func=_train_bench)
 
+    redsync = which.add_parser("redsync", help="RedSync: top-0.1 %% selection on the CPEs "
+                               "against layer size (Fig. 8.3) and the sparse/dense scaling "
+                               "model (Figs. 8.7-8.10)")
+    redsync.add_argument("--quick", action="store_true",
+                         help="sizes up to 1 MB simulated, AlexNet only")
+    redsync.add_argument("--json", metavar="FILE", help="also write the results as JSON")
+    redsync.add_argument("--engine", choices=("c", "python"), default="c")
+    redsync.set_defaults(func=_redsync)
+
     analyze = subparsers.add_parser("analyze", help="steady-state cycles per iteration of a "
                                     "loop under the issue rules (like llvm-mca)")
     analyze.add_argument("program", metavar="KERNEL", help="assembly source (.s) or program (.swo)")
@@ -227,6 +236,15 @@ def _allreduce(args) -> int:
     print(allreduce.format_report(result))
     if args.plot:
         allreduce.plot(result, args.plot)
+    return 0
+
+
+def _redsync(args) -> int:
+    from .bench import redsync
+    result = redsync.run(quick=args.quick, engine=args.engine)
+    print(redsync.format_report(result))
+    if args.json:
+        redsync.write_json(result, args.json)
     return 0
 
 

@@ -1,0 +1,260 @@
+"""Communication-set selection on the CPEs (RedSync, thesis ch. 8.2.1; docs/redsync.md): the
+elements of a float32 array whose key (|x|, x or -x) is above a threshold, for a threshold
+found so that at least k and (binary search) at most `high` elements are above it.
+
+Every step runs in ``kernels/dnn/select.s`` on the 64 CPEs of a core group, the data in
+simulated main memory: the statistics (mean |x|, the largest key), the counts above a
+threshold and the radix histograms are CPE reductions over register communication, the
+(indices, values) a stream compaction. The host only chains the launches.
+
+Selectors (``method``):
+
+- ``"trimmed"``: Algorithm 11 as corrected: threshold mean + r (max - mean) with r = 0.8,
+  0.6, ... until at least k are above, then radix select of the exact top k among those.
+- ``"binary"``: Algorithm 12 as corrected: binary search of r in [0, 1] until
+  k <= selected <= high (2k by default).
+- ``"sampled"``: the binary search's threshold reused (``threshold=`` given): one count
+  pass and the compaction; the caller reruns the search every few iterations.
+- ``"radix"``: radix select of the exact k-th largest key, 8 bits per pass (the baseline).
+
+Contract: the selected set is exactly the elements whose key is above ``Selection.threshold``
+(an f32 threshold >= 0, so zeros are never selected); it has at least k elements unless
+fewer than k keys are nonzero (then every nonzero key), and at most `high` for the binary
+search when it converges (else the fewest above k it saw). Ties at the k-th key are all
+taken by the radix selectors.
+"""
+from __future__ import annotations
+
+import numbers
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..runtime import Kernel, Stats
+from .common import DnnError, combined
+
+KERNEL_FILES = ("dnn/select.s",)
+METHODS = ("trimmed", "binary", "sampled", "radix")
+SIGNS = {"abs": (0x7FFFFFFF, 0), "positive": (-1, 0), "negative": (-1, -0x80000000)}
+CPES = 64
+TRIM_START, TRIM_STEP = 0.8, 0.2      # Algorithm 11: r = 0.8, lowered by 0.2
+BINARY_EPS = 2.0 ** -30               # the smallest interval of r the search splits
+BINARY_MAX_ITER = 40                  # at most this many count passes
+
+
+def _kernel(entry: str) -> Kernel:
+    return Kernel(KERNEL_FILES, entry, "select_ldm_end")
+
+
+@dataclass
+class Selection:
+    indices: np.ndarray       # int32, increasing
+    values: np.ndarray        # float32, x[indices]
+    threshold: np.float32     # selected: key > threshold
+    nnz: int                  # len(indices)
+    passes: int               # count / histogram passes over the data (statistics excluded)
+    selected_sum: float       # the sum of the selected values (double, on the CPEs)
+    stats: Stats              # every launch's cycles (``stats.parts``)
+
+    @property
+    def mean(self) -> float:
+        """The mean of the selected values: ASQ's one float."""
+        return self.selected_sum / self.nnz if self.nnz else 0.0
+
+
+def select(x, k: int, *, method: str = "binary", sign: str = "abs", high=None,
+           threshold=None, machine=None, engine: str = "c") -> Selection:
+    """The communication set of `x` (float32, any shape, flattened): at least `k` elements
+    by `method` (see the module), keys |x| (``sign="abs"``), x (``"positive"``: the largest)
+    or -x (``"negative"``: the smallest, ASQ's alternate iterations)."""
+    from ...vm import Machine
+    flat = _values(x)
+    machine = machine or Machine()
+    mark = machine.mem.mark()
+    try:
+        address = machine.mem.put(flat)
+        return select_at(machine, address, flat.size, k, method=method, sign=sign, high=high,
+                         threshold=threshold, engine=engine)
+    finally:
+        machine.mem.release(mark)
+
+
+def select_at(machine, address: int, n: int, k: int, *, method: str = "binary",
+              sign: str = "abs", high=None, threshold=None, engine: str = "c") -> Selection:
+    """`select` of the `n` float32 at `address` of `machine`'s main memory (finite values,
+    the address 32-byte aligned)."""
+    n = _count("n", n, 1)
+    k = _count("k", k, 1)
+    if k > n:
+        raise DnnError(f"k must be at most the {n} elements, got {k}")
+    if method not in METHODS:
+        raise DnnError(f"method must be one of {', '.join(map(repr, METHODS))}, got {method!r}")
+    if sign not in SIGNS:
+        raise DnnError(f"sign must be one of {', '.join(map(repr, SIGNS))}, got {sign!r}")
+    high = 2 * k if high is None else _count("high", high, k)
+    if (method == "sampled") != (threshold is not None):
+        raise DnnError("threshold= is the sampled search's reused threshold: give it with "
+                       f"method='sampled' and only then (method={method!r})")
+    if address % 32:
+        raise DnnError(f"address must be 32-byte aligned, got {address:#x}")
+    masks = SIGNS[sign]
+    mark = machine.mem.mark()
+    try:
+        run = _Runner(machine, address, n, k, masks, engine)
+        if method == "radix":
+            found = run.launch("sel_radix")
+        elif method == "sampled":
+            found = run.launch("sel_threshold", method=2, thr=_threshold_bits(threshold))
+        else:
+            found = run.launch("sel_threshold", method=0 if method == "trimmed" else 1,
+                               high=high)
+        if method == "trimmed":
+            return run.trimmed(found)
+        return run.compact(found)
+    finally:
+        machine.mem.release(mark)
+
+
+class _Runner:
+    """The launches of one selection, on buffers of one machine."""
+
+    def __init__(self, machine, address, n, k, masks, engine):
+        self.machine, self.engine = machine, engine
+        self.n, self.k = n, k
+        self.masks = masks
+        self.address = address
+        self.parts = []
+        self.passes = 0
+        self.counts = machine.mem.alloc(8 * CPES)
+        self.result = machine.mem.alloc(_kernel("sel_threshold").symbol("RESULT_BYTES"))
+
+    def job(self, entry, **fields):
+        kernel = _kernel(entry)
+        record = kernel.record("J_", "JOB_BYTES")
+        values = {"n": self.n, "x": self.address, "k": self.k, "and": self.masks[0],
+                  "xor": self.masks[1], "counts": self.counts, "result": self.result,
+                  "start": TRIM_START, "step": TRIM_STEP, "eps": BINARY_EPS,
+                  "max_iter": BINARY_MAX_ITER, **fields}
+        return kernel, record.new(**values)
+
+    def launch(self, entry, **fields):
+        kernel, words = self.job(entry, **fields)
+        job = self.machine.mem.put(words)
+        self.parts.append(kernel.launch(self.machine, [job], flops=0, engine=self.engine,
+                                        details=dict(entry=entry)))
+        rec = kernel.record("R_", "RESULT_BYTES")
+        raw = self.machine.mem.get(self.result, (rec.nbytes // 8,), np.int64)
+        result = {name: raw[off // 8] for name, off in rec.offsets.items()}
+        self.passes += int(result["passes"])
+        return result
+
+    def compact(self, found, *, values_at=None, indices_at=0, n=None):
+        """The elements above `found`'s threshold, from the counts its launch left."""
+        nnz = int(found["nnz"])
+        out_idx = self.machine.mem.alloc(4 * max(nnz, 1))
+        out_val = self.machine.mem.alloc(4 * max(nnz, 1))
+        saved = self.address, self.n
+        if values_at is not None:
+            self.address, self.n = values_at, n
+        try:
+            done = self.launch("sel_compact", thr=int(found["thr"]), idx=indices_at,
+                               out_idx=out_idx, out_val=out_val)
+        finally:
+            self.address, self.n = saved
+        indices = self.machine.mem.get(out_idx, (nnz,), np.int32).copy()
+        values = self.machine.mem.get(out_val, (nnz,), np.float32).copy()
+        selected_sum = float(np.int64(done["selsum"]).view(np.float64))
+        threshold = np.int32(found["thr"]).view(np.float32)
+        return Selection(indices, values, threshold, nnz, self.passes, selected_sum,
+                         combined(self.parts, launches=len(self.parts)))
+
+    def trimmed(self, found):
+        """Algorithm 11's second stage: the survivors compacted, radix select of the top k
+        among them, the final set compacted from the survivors through their indices."""
+        survivors = self.compact(found)
+        if survivors.nnz <= self.k:      # nothing to trim
+            return survivors
+        vals = self.machine.mem.put(survivors.values)
+        idx = self.machine.mem.put(survivors.indices)
+        saved = self.address, self.n
+        self.address, self.n = vals, survivors.nnz
+        try:
+            top = self.launch("sel_radix")
+        finally:
+            self.address, self.n = saved
+        return self.compact(top, values_at=vals, indices_at=idx, n=survivors.nnz)
+
+
+def _threshold_bits(threshold) -> int:
+    if isinstance(threshold, bool) or not isinstance(threshold, numbers.Real) or \
+            not np.isfinite(threshold) or threshold < 0:
+        raise DnnError(f"threshold must be a finite real >= 0, got {threshold!r}")
+    return int(np.float32(threshold).view(np.int32))
+
+
+def _count(name, value, low) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < low:
+        raise DnnError(f"{name} must be an integer >= {low}, got {value!r}")
+    return int(value)
+
+
+def _values(x) -> np.ndarray:
+    array = np.asarray(x)
+    if array.dtype != np.float32:
+        raise DnnError(f"x must be float32, got {array.dtype}")
+    if array.size < 1:
+        raise DnnError(f"x must have at least one element, got shape {array.shape}")
+    if not np.isfinite(array).all():
+        raise DnnError("x must be finite (selection compares the bits of finite floats)")
+    return np.ascontiguousarray(array).reshape(-1)
+
+
+def scatter_add(dense, sets, alpha: float, *, machine=None, engine: str = "c"):
+    """Decompression on the CPEs (the sparse-into-dense axpy, cuSPARSE axpyi): for each
+    (indices, values) of `sets` in order, dense[indices] += alpha * values in binary32
+    (rounded product, then rounded sum). `dense`: float32 array; each set's indices distinct
+    and in range. Returns (the updated copy of dense, Stats of every launch)."""
+    from ...vm import Machine
+    dense = np.asarray(dense)
+    if dense.dtype != np.float32 or dense.ndim != 1 or dense.size < 1:
+        raise DnnError(f"dense must be a non-empty 1-D float32 array, got {dense.dtype} "
+                       f"{dense.shape}")
+    scale = float(np.float32(_real("alpha", alpha)))
+    machine = machine or Machine()
+    kernel = _kernel("sel_scatter_add")
+    record = kernel.record("J_", "JOB_BYTES")
+    mark = machine.mem.mark()
+    parts = []
+    try:
+        dense_at = machine.mem.put(np.ascontiguousarray(dense))
+        for number, (indices, values) in enumerate(sets):
+            indices = np.asarray(indices)
+            values = _values(values) if np.size(values) else np.zeros(0, np.float32)
+            if indices.shape != values.shape or indices.ndim != 1 or \
+                    not np.issubdtype(indices.dtype, np.integer):
+                raise DnnError(f"sets[{number}]: indices must be integers of the values' 1-D "
+                               f"shape, got {indices.dtype} {indices.shape} and {values.shape}")
+            if not len(indices):
+                continue
+            if indices.min() < 0 or indices.max() >= dense.size or \
+                    len(np.unique(indices)) != len(indices):
+                raise DnnError(f"sets[{number}]: indices must be distinct and in "
+                               f"0..{dense.size - 1}")
+            job = record.new(n=len(indices), x=machine.mem.put(values),
+                             idx=machine.mem.put(indices.astype(np.int32)), dense=dense_at,
+                             alpha=scale)
+            parts.append(kernel.launch(machine, [machine.mem.put(job)], flops=2 * len(indices),
+                                       engine=engine))
+        out = machine.mem.get(dense_at, dense.shape, np.float32).copy()
+    finally:
+        machine.mem.release(mark)
+    if not parts:
+        raise DnnError("sets must hold at least one element")
+    return out, combined(parts, launches=len(parts))
+
+
+def _real(name, value) -> float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or \
+            not np.isfinite(value):
+        raise DnnError(f"{name} must be a finite real number, got {value!r}")
+    return float(value)

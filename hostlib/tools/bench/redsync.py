@@ -1,0 +1,237 @@
+"""`swsim bench redsync`: the selection experiment of thesis Fig. 8.3 on the CPEs, and the
+scaling model of Figs. 8.7-8.10 (eq. 8-1 against eq. 8-2) built on the measured selection
+times (docs/redsync.md).
+
+Selection: one selection of the top 0.1 % of uniform random float32 data in [-1, 1) (as Fig.
+8.3) by each selector of hostlib/dnn/select.py on one core group, at layer sizes of
+SIMULATED_BYTES, simulated whole; time = every launch's cycles, spawn included. "sampled" is
+the mean of one binary search and SAMPLED_REUSES reuses of its threshold (search every 5
+iterations). Sizes above those simulated are extrapolated with the straight line through the
+two largest simulated sizes (every pass streams the data, so the time is linear in the size
+for a fixed number of passes); the line through the two smallest is checked against the
+largest simulated size first (`validation`).
+
+Scaling: per iteration = compute + communication (+ selection and decompression for RGC) at
+1..128 nodes, layer by layer: each layer is sent sparse (eq. 8-1) or dense (eq. 8-2, its own
+Rabenseifner allreduce), whichever the model predicts faster, with the selector the thesis
+uses for it (trimmed top-k for conv layers over 128 KB, binary search for FC layers). Compute
+per iteration: the thesis' Table 7.2 single-node img/s at 32 images per node (a thesis figure,
+not simulated here). Network: hostlib/train/allreduce.py's Sunway α-β model and the VM's
+reduction γ. Decompression γ1: the CPEs' scatter_add of one received set, simulated at
+DECOMPRESS_ELEMENTS and fitted with a line (one launch per set: p launches per layer).
+"""
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+
+from ....vm import Machine
+from ...dnn.select import scatter_add, select
+from ...train import allreduce as ar
+from . import train_nets
+
+DENSITY = 0.001
+SELECTORS = ("radix", "trimmed", "binary", "sampled")
+SIMULATED_BYTES = (256 << 10, 1 << 20, 4 << 20)
+QUICK_SIMULATED_BYTES = (256 << 10, 512 << 10, 1 << 20)
+REPORTED_BYTES = (256 << 10, 1 << 20, 4 << 20, 16 << 20, 64 << 20)
+SAMPLED_REUSES = 4            # the search runs every 5 iterations (thesis §8.2.1)
+THESIS_NETWORK_BYTES_PER_SECOND = 3.5e9   # Fig. 8.3's communication line
+SCALING_NODES = (1, 2, 4, 8, 16, 32, 64, 128)
+IMAGES_PER_NODE = 32
+TRIMMED_ABOVE_BYTES = 128 << 10           # thesis §8.3: trimmed top-k for conv layers > 128 KB
+DECOMPRESS_ELEMENTS = (1 << 10, 1 << 13)  # one received set, into a layer 1000x larger
+THESIS_ASQ_GAIN_128 = {"AlexNet": 1.24, "ResNet-50": 1.10, "VGG-16": 1.21}
+
+
+def selection_seconds(nbytes: int, engine: str = "c", seed: int = 0) -> dict:
+    """{selector: simulated seconds of one selection} at `nbytes` of float32."""
+    n = nbytes // 4
+    x = np.random.default_rng(seed).uniform(-1, 1, n).astype(np.float32)
+    k = max(1, round(DENSITY * n))
+    machine = Machine()
+    clock = machine.config.clock_hz
+    seconds = {}
+    for method in ("radix", "trimmed", "binary"):
+        sel = select(x, k, method=method, machine=machine, engine=engine)
+        seconds[method] = _cycles(sel) / clock
+        if method == "binary":
+            reuse = select(x, k, method="sampled", threshold=float(sel.threshold),
+                           machine=machine, engine=engine)
+            seconds["sampled"] = (_cycles(sel) + SAMPLED_REUSES * _cycles(reuse)) / clock / (
+                SAMPLED_REUSES + 1)
+    return seconds
+
+
+def _cycles(sel) -> int:
+    return sum(part.run.cycles for part in sel.stats.parts)
+
+
+def _line(points):
+    (x0, y0), (x1, y1) = points
+    slope = (y1 - y0) / (x1 - x0)
+    return lambda x: y0 + slope * (x - x0)
+
+
+def selection_table(quick: bool = False, engine: str = "c") -> dict:
+    sizes = QUICK_SIMULATED_BYTES if quick else SIMULATED_BYTES
+    simulated = {size: selection_seconds(size, engine) for size in sizes}
+    table, validation, fits = {}, {}, {}
+    for method in SELECTORS:
+        check = _line([(s, simulated[s][method]) for s in sizes[:2]])
+        validation[method] = check(sizes[-1]) / simulated[sizes[-1]][method] - 1
+        fits[method] = _line([(s, simulated[s][method]) for s in sizes[-2:]])
+        table[method] = {size: (simulated[size][method] if size in simulated
+                                else fits[method](size)) for size in REPORTED_BYTES}
+    return {"simulated_bytes": list(sizes), "seconds": table, "validation": validation,
+            "fits": fits}
+
+
+# ---- the scaling model ----------------------------------------------------------------------
+
+def _layers(network):
+    """(name, elements, selector) of every layer with parameters."""
+    out = []
+    for layer in network.layers:
+        params = getattr(layer, "params", 0) or (2 * layer.channels
+                                                 if isinstance(layer, train_nets.BN) else 0)
+        if params:
+            conv = isinstance(layer, train_nets.Conv)
+            selector = "trimmed" if conv and 4 * params > TRIMMED_ABOVE_BYTES else "binary"
+            out.append((layer.name, params, selector))
+    return out
+
+
+def decompress_fit(engine: str = "c"):
+    """Seconds of scatter_add of one set of k elements on one CG: a line through
+    DECOMPRESS_ELEMENTS simulated (random distinct indices into 1000 k elements)."""
+    rng = np.random.default_rng(1)
+    points = []
+    for k in DECOMPRESS_ELEMENTS:
+        indices = np.sort(rng.choice(1000 * k, k, replace=False))
+        values = rng.uniform(-1, 1, k).astype(np.float32)
+        machine = Machine()
+        _, stats = scatter_add(np.zeros(1000 * k, np.float32), [(indices, values)], 0.1,
+                               machine=machine, engine=engine)
+        points.append((k, sum(p.run.cycles for p in stats.parts) / machine.config.clock_hz))
+    return _line(points)
+
+
+def iteration(network, p: int, scheme: str, select_seconds, net: ar.Network,
+              reduction: ar.ReductionCost, decompress) -> dict:
+    """Seconds per iteration by part for `scheme` "dense", "rgc" or "rgc+asq";
+    `decompress(k)` the seconds of adding one received set of k elements."""
+    compute = IMAGES_PER_NODE / network.thesis_img_s
+    parts = {"compute": compute, "select": 0.0, "communicate": 0.0, "decompress": 0.0}
+    layers = _layers(network)
+    if scheme == "dense":
+        total = 4 * sum(elements for _, elements, _ in layers)
+        parts["communicate"] = ar.closed_form("rabenseifner", p, total, net, reduction).total \
+            if p > 1 else 0.0
+        return parts
+    sparse_layers = 0
+    for name, elements, selector in layers:
+        k = max(1, round(DENSITY * elements))
+        asq = scheme == "rgc+asq" and name not in ("fc8", "fc1000")   # never the output layer
+        message = 4 + 4 * k + (4 if asq else 4 * k)      # length, indices, values or one mean
+        select_s = select_seconds[selector](4 * elements)
+        log_p = math.log2(p) if p > 1 else 0.0
+        sparse = (select_s + log_p * net.alpha + (p - 1) * message * net.beta1
+                  + p * decompress(k))                                              # eq. 8-1
+        dense = ar.closed_form("rabenseifner", p, 4 * elements, net, reduction).total \
+            if p > 1 else 0.0                                                       # eq. 8-2
+        if sparse < dense or p == 1:
+            sparse_layers += 1
+            parts["select"] += select_s
+            parts["communicate"] += log_p * net.alpha + (p - 1) * message * net.beta1
+            parts["decompress"] += p * decompress(k)
+        else:
+            parts["communicate"] += dense
+    parts["sparse_layers"] = sparse_layers
+    return parts
+
+
+def scaling_table(select_seconds, quick: bool = False, engine: str = "c") -> dict:
+    net = ar.Network()
+    reduction = ar.reduction_cost(cgs=1)
+    decompress = decompress_fit(engine)
+    names = ("alexnet",) if quick else ("alexnet", "vgg16", "resnet50")
+    table = {}
+    for key in names:
+        network = train_nets.NETWORKS[key]
+        table[network.name] = {p: {scheme: iteration(network, p, scheme, select_seconds, net,
+                                                       reduction, decompress)
+                                   for scheme in ("dense", "rgc", "rgc+asq")}
+                               for p in SCALING_NODES}
+    return table
+
+
+def _total(parts) -> float:
+    return sum(v for k, v in parts.items() if k != "sparse_layers")
+
+
+def run(quick: bool = False, engine: str = "c") -> dict:
+    selection = selection_table(quick, engine)
+    scaling = scaling_table(selection["fits"], quick, engine)
+    return {"quick": quick, "density": DENSITY, "selection": selection, "scaling": scaling}
+
+
+def to_json(result) -> dict:
+    sel = result["selection"]
+    return {
+        "density": result["density"], "quick": result["quick"],
+        "selection": {"simulated_bytes": sel["simulated_bytes"],
+                      "validation_error": sel["validation"],
+                      "seconds_per_100": {m: {str(b): 100 * t for b, t in row.items()}
+                                          for m, row in sel["seconds"].items()}},
+        "scaling": {name: {str(p): {s: dict(parts, total=_total(parts))
+                                    for s, parts in row.items()} for p, row in rows.items()}
+                    for name, rows in result["scaling"].items()},
+    }
+
+
+def format_report(result) -> str:
+    sel = result["selection"]
+    lines = [f"Selection of the top {100 * DENSITY:g} % (Fig. 8.3): ms for 100 selections, one "
+             f"CG, uniform data; simulated at "
+             f"{', '.join(_size(b) for b in sel['simulated_bytes'])}, larger sizes "
+             f"extrapolated (*)",
+             f"{'size':>8} " + " ".join(f"{m:>9}" for m in SELECTORS) +
+             f" {'radix/best':>10} {'send@3.5GB/s':>12}"]
+    for size in REPORTED_BYTES:
+        row = {m: 100 * sel["seconds"][m][size] * 1e3 for m in SELECTORS}
+        mark = " " if size in sel["simulated_bytes"] else "*"
+        best = min(row[m] for m in SELECTORS if m != "radix")
+        lines.append(f"{_size(size):>7}{mark} " + " ".join(f"{row[m]:9.2f}" for m in SELECTORS)
+                     + f" {row['radix'] / best:10.2f}"
+                     f" {100 * size / THESIS_NETWORK_BYTES_PER_SECOND * 1e3:12.2f}")
+    lines.append("validation (line through the two smallest sizes at the largest): " + ", ".join(
+        f"{m} {100 * e:+.1f} %" for m, e in sel["validation"].items()))
+    lines.append("")
+    lines.append(f"Scaling model (Figs. 8.7-8.10): ms per iteration, {IMAGES_PER_NODE} images "
+                 f"per node, compute from Table 7.2; density {100 * DENSITY:g} %")
+    for name, rows in result["scaling"].items():
+        lines.append(f"{name}: {'nodes':>5} {'dense':>9} {'RGC':>9} {'RGC+ASQ':>9} "
+                     f"{'ASQ/RGC':>8} {'dense/ASQ':>9}  RGC+ASQ: select comm decomp (sparse "
+                     f"layers)")
+        for p, row in rows.items():
+            d, r, a = (_total(row[s]) * 1e3 for s in ("dense", "rgc", "rgc+asq"))
+            q = row["rgc+asq"]
+            lines.append(f"{'':{len(name) + 1}} {p:5d} {d:9.2f} {r:9.2f} {a:9.2f} {r / a:8.2f}"
+                         f" {d / a:9.2f}  {q['select'] * 1e3:.2f} {q['communicate'] * 1e3:.2f}"
+                         f" {q['decompress'] * 1e3:.2f} ({q['sparse_layers']})")
+        if name in THESIS_ASQ_GAIN_128:
+            lines.append(f"{'':{len(name) + 1}} thesis ASQ/RGC at 128 nodes: "
+                         f"{THESIS_ASQ_GAIN_128[name]:.2f}")
+    return "\n".join(lines)
+
+
+def _size(nbytes: int) -> str:
+    return f"{nbytes >> 20} MB" if nbytes >= 1 << 20 else f"{nbytes >> 10} KB"
+
+
+def write_json(result, path) -> None:
+    with open(path, "w") as f:
+        json.dump(to_json(result), f, indent=1)

@@ -1,0 +1,93 @@
+"""RedSync's per-layer residual compression (hostlib/train/redsync.py): two ranks in one
+process, against a float32 numpy replay."""
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from swsim.hostlib.train.common import TrainError
+from swsim.hostlib.train.redsync import Compression, LayerResidual, decompress, pack, unpack
+from swsim.vm import Machine
+
+
+def test_residuals_keep_what_was_not_sent_and_the_update_adds_every_rank():
+    rng = np.random.default_rng(0)
+    config = Compression("RGC", 0.01, "BINARY").check(2)
+    machine = Machine()
+    ranks = [LayerResidual(1000, config, machine=machine) for _ in range(2)]
+    replay = [np.zeros(1000, np.float32) for _ in range(2)]
+    weights = rng.standard_normal(1000).astype(np.float32)
+    for iteration in range(3):
+        grads = [rng.standard_normal(1000).astype(np.float32) for _ in range(2)]
+        messages = [r.compress(g, iteration) for r, g in zip(ranks, grads)]
+        expected = weights.copy()
+        for rank, (message, grad) in enumerate(zip(messages, grads)):
+            replay[rank] = replay[rank] + grad
+            indices, values = unpack(message)
+            assert 10 <= len(indices) <= 20                       # k <= nnz <= 2k
+            assert np.array_equal(values, replay[rank][indices])
+            threshold = np.sort(np.abs(values)).min()
+            assert np.abs(np.delete(replay[rank], indices)).max() < threshold
+            replay[rank][indices] = 0
+            assert np.array_equal(ranks[rank].residual, replay[rank])
+            expected[indices] = expected[indices] + np.float32(-0.1) * values
+        weights = decompress(weights, messages, -0.1, machine=machine)
+        assert np.array_equal(weights, expected)
+
+
+def test_asq_alternates_the_sign_and_sends_one_mean_but_not_for_the_output_layer():
+    rng = np.random.default_rng(1)
+    config = Compression("RGC", 0.01, "TRIMMED", "ASQ").check(2)
+    hidden = LayerResidual(2000, config)
+    output = LayerResidual(2000, config, output_layer=True)
+    for iteration, positive in ((0, True), (1, False)):
+        grad = rng.standard_normal(2000).astype(np.float32)
+        message = hidden.compress(grad, iteration)
+        assert len(message) == 1 + 20 + 1
+        indices, values = unpack(message)
+        assert np.all(values == values[0]) and (values[0] > 0) == positive
+        plain = output.compress(grad, iteration)
+        assert len(plain) == 1 + 2 * 20
+
+
+def test_sampled_reuses_the_threshold_between_searches():
+    config = Compression("RGC", 0.01, "SAMPLED").check(2)
+    layer = LayerResidual(1500, config)
+    rng = np.random.default_rng(2)
+    layer.compress(rng.standard_normal(1500).astype(np.float32), 0)
+    first = layer.threshold
+    layer.compress(rng.standard_normal(1500).astype(np.float32), 1)
+    assert layer.threshold == first
+
+
+def test_pack_round_trip_and_bad_messages():
+    message = pack([3, 7], np.float32([1.5, -2.0]))
+    indices, values = unpack(message)
+    assert list(indices) == [3, 7] and list(values) == [1.5, -2.0]
+    asq = pack([1, 2, 4], None, np.float32(0.25))
+    assert len(asq) == 5 and list(unpack(asq)[1]) == [0.25] * 3
+    with pytest.raises(TrainError, match="words"):
+        unpack(message[:-1])
+
+
+@pytest.mark.parametrize("config, ranks, needle", [
+    (Compression("RGC", 0.0), 2, "density"),
+    (Compression("RGC", 1.5), 2, "density"),
+    (Compression("RGC", 0.01, "SAMPLED", "ASQ"), 2, "sampled"),
+    (Compression("RGC", 0.01), 1, "2 ranks"),
+    (Compression("TOPK"), 2, "method"),
+    (Compression("RGC", 0.01, "BINARY", "NONE", -1), 2, "warmup_iter"),
+])
+def test_bad_configurations_are_refused_with_the_reason(config, ranks, needle):
+    with pytest.raises(TrainError, match=needle):
+        config.check(ranks)
+
+
+def test_two_mpi_ranks_exchange_and_apply_the_same_update():
+    mpi = pytest.importorskip("test_allreduce_mpi", reason="the MPI test helpers")
+    if mpi.MPIEXEC is None or not mpi.HAVE_MPI4PY:
+        pytest.skip("needs an MPI: pip install -e '.[mpi]'")
+    line = mpi.mpiexec(2, sys.executable, str(Path(__file__).parent / "redsync_ranks.py"))
+    assert json.loads(line) == {"ranks": 2, "identical": True, "replayed": True}
