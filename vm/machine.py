@@ -345,7 +345,8 @@ class CoreGroup:
 
 class CgRun:
     """A kernel spawned on one core group (``Machine.spawn``). ``job`` is its ``EngineJob``
-    (final registers ``job.regs[cpe, reg, lane]`` and LDM ``job.ldm[cpe]`` once joined)."""
+    (final registers ``job.regs[cpe, reg, lane]`` and LDM ``job.ldm[cpe]`` once joined),
+    ``result`` its ``RunResult`` once joined."""
 
     def __init__(self, machine: Machine, cg: int, engine: str, program, job: EngineJob,
                  cpes: np.ndarray):
@@ -354,6 +355,7 @@ class CgRun:
         self._cpes = cpes
         self._future: Future = Future()
         self._joined = False
+        self.result: Optional[RunResult] = None   # set by join, also when the run stopped
 
     def _start(self, run_engine: Callable, progress) -> None:
         def simulate():
@@ -374,7 +376,8 @@ class CgRun:
         self.machine._joined(self)   # refuses a second join
         raw = self._future.result()   # re-raises what the engine raised
         config = self.machine.config
-        result = RunResult.from_engine(raw, self.cg, self.engine, config, self._cpes)
+        result = self.result = RunResult.from_engine(raw, self.cg, self.engine, config,
+                                                     self._cpes)
         if raw.stop is not None:
             raise self.machine._stop_error(raw, result, self.program, self.cg)
         return result
