@@ -14,6 +14,7 @@ Section contents are not stored twice: they are cut from the three images on loa
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import struct
 import typing
@@ -158,9 +159,30 @@ def _records(header: dict, key: str, cls, texts: list[str]) -> list:
     return [_record(cls, item, f"{key}[{index}]", texts) for index, item in enumerate(items)]
 
 
+@functools.lru_cache(maxsize=None)
+def _schema(cls) -> dict:
+    """Field name -> (field, whether it may be None, its type) of a record class, worked out
+    once per class (``typing.get_type_hints`` per record made loading slow)."""
+    hints = typing.get_type_hints(cls)
+    schema = {}
+    for f in dataclasses.fields(cls):
+        if f.name == "data":
+            continue
+        hint, optional = hints[f.name], False
+        if typing.get_origin(hint) is typing.Union:  # Optional[X]
+            (hint,) = [h for h in typing.get_args(hint) if h is not type(None)]
+            optional = True
+        schema[f.name] = (f, optional, hint)
+    return schema
+
+
 def _record(cls, data, where: str, texts: list[str]):
     """``cls(**data)`` with every field of ``cls`` present and of its annotated type (a
     SourceLine's text is an index into ``texts``)."""
+    if cls is SourceLine:
+        line = _plain_source_line(data, texts)
+        if line is not None:
+            return line
     if not isinstance(data, dict):
         raise _Corrupt(f"{where} must be an object, got {_describe(data)}")
     if cls is SourceLine and "text" in data:
@@ -170,55 +192,66 @@ def _record(cls, data, where: str, texts: list[str]):
             raise _Corrupt(f"{where}.text must be an index into texts (0..{len(texts) - 1}), "
                            f"got {_describe(index)}")
         data = {**data, "text": texts[index]}
-    fields = {f.name: f for f in dataclasses.fields(cls) if f.name != "data"}
-    unknown = sorted(set(data) - set(fields))
+    schema = _schema(cls)
+    unknown = sorted(set(data) - set(schema))
     if unknown:
         raise _Corrupt(f"{where} has unknown field {unknown[0]!r}")
-    hints = typing.get_type_hints(cls)
     values = {}
-    for name, f in fields.items():
+    for name, (f, optional, hint) in schema.items():
         if name not in data:
             if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
                 raise _Corrupt(f"{where}.{name} is missing")
             continue
-        values[name] = _typed(hints[name], data[name], f"{where}.{name}", texts)
+        value = data[name]
+        values[name] = None if optional and value is None else \
+            _typed(hint, value, f"{where}.{name}", texts)
     record = cls(**values)
     _check_ranges(record, where)
     return record
 
 
+def _plain_source_line(data, texts: list[str]) -> Optional[SourceLine]:
+    """The SourceLine of a record with all four fields valid (a program has one per
+    instruction: the common case, checked in one expression), else None (``_record`` then
+    checks field by field and names what is wrong)."""
+    if type(data) is dict and len(data) == 4:
+        file, line, text, col = (data.get(key) for key in ("file", "line", "text", "col"))
+        if type(file) is str and type(line) is int and type(text) is int \
+                and type(col) is int and line >= 0 and col >= 0 and 0 <= text < len(texts):
+            return SourceLine(file, line, texts[text], col)
+    return None
+
+
 def _typed(hint, value, where: str, texts: list[str]):
-    if typing.get_origin(hint) is typing.Union:  # Optional[X]
-        if value is None:
-            return None
-        (hint,) = [h for h in typing.get_args(hint) if h is not type(None)]
-    if dataclasses.is_dataclass(hint):
-        return _record(hint, value, where, texts)
     if hint is int:
         if isinstance(value, int) and not isinstance(value, bool):
             return value
         raise _Corrupt(f"{where} must be an integer, got {_describe(value)}")
     if hint is str and isinstance(value, str):
         return value
+    if dataclasses.is_dataclass(hint):
+        return _record(hint, value, where, texts)
     raise _Corrupt(f"{where} must be a {'string' if hint is str else hint}, got "
                    f"{_describe(value)}")
 
 
+_RANGE_CHECKS = {
+    Section: lambda r: [("kind", r.kind in _KINDS, f"one of {', '.join(_KINDS)}"),
+                        ("base", 0 <= r.base < ADDRESS_LIMIT, "a 32-bit address"),
+                        ("size", 0 <= r.size <= ADDRESS_LIMIT, "0..2^32"),
+                        ("align", r.align > 0 and r.align & (r.align - 1) == 0 and
+                         r.align <= ADDRESS_LIMIT, "a power of two")],
+    Symbol: lambda r: [("value", _VALUE_RANGE[0] <= r.value <= _VALUE_RANGE[1], "64-bit"),
+                       ("size", 0 <= r.size <= ADDRESS_LIMIT, "0..2^32")],
+    Relocation: lambda r: [("offset", 0 <= r.offset < ADDRESS_LIMIT, "0..2^32-1"),
+                           ("addend", _VALUE_RANGE[0] <= r.addend <= _VALUE_RANGE[1],
+                            "64-bit")],
+    SourceLine: lambda r: [("line", r.line >= 0, ">= 0"), ("col", r.col >= 0, ">= 0")],
+}
+
+
 def _check_ranges(record, where: str) -> None:
-    checks = {
-        Section: lambda r: [("kind", r.kind in _KINDS, f"one of {', '.join(_KINDS)}"),
-                            ("base", 0 <= r.base < ADDRESS_LIMIT, "a 32-bit address"),
-                            ("size", 0 <= r.size <= ADDRESS_LIMIT, "0..2^32"),
-                            ("align", r.align > 0 and r.align & (r.align - 1) == 0 and
-                             r.align <= ADDRESS_LIMIT, "a power of two")],
-        Symbol: lambda r: [("value", _VALUE_RANGE[0] <= r.value <= _VALUE_RANGE[1], "64-bit"),
-                           ("size", 0 <= r.size <= ADDRESS_LIMIT, "0..2^32")],
-        Relocation: lambda r: [("offset", 0 <= r.offset < ADDRESS_LIMIT, "0..2^32-1"),
-                               ("addend", _VALUE_RANGE[0] <= r.addend <= _VALUE_RANGE[1],
-                                "64-bit")],
-        SourceLine: lambda r: [("line", r.line >= 0, ">= 0"), ("col", r.col >= 0, ">= 0")],
-    }
-    for field, ok, expected in checks[type(record)](record):
+    for field, ok, expected in _RANGE_CHECKS[type(record)](record):
         if not ok:
             raise _Corrupt(f"{where}.{field} = {getattr(record, field)!r} must be {expected}")
 
