@@ -151,15 +151,15 @@ def format_table(rows: list[SpeedRow]) -> str:
 
 
 def recorded_runs(machine) -> list:
-    """The list to which every later spawn on `machine` (or its core groups) appends its CgRun,
-    to count what a host function launched."""
-    runs, spawn = [], machine.spawn
+    """The list to which every later run or spawn on `machine` (or its core groups) appends
+    its CgRun, to count what a host function launched (both go through ``Machine._spawn``)."""
+    runs, spawn = [], machine._spawn
 
     def recording(*args, **kwargs):
         handle = spawn(*args, **kwargs)
         runs.append(handle)
         return handle
-    machine.spawn = recording
+    machine._spawn = recording
     return runs
 
 
