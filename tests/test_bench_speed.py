@@ -1,5 +1,6 @@
 """`swsim bench speed`'s kernels table: what it counts (every launch of a host call), the
 per-launch row, the grouping of the table and the CLI's --quick/--only/--json FILE."""
+import argparse
 import json
 
 import pytest
@@ -42,19 +43,21 @@ def test_run_refuses_unknown_tables():
         speed.run(tables=("micro",))
 
 
+def _command(*argv):
+    parser = argparse.ArgumentParser()
+    register(parser.add_subparsers())
+    return parser.parse_args(["bench", "speed", *argv])
+
+
 def test_cli_json_file_and_options(monkeypatch, tmp_path, capsys):
-    import argparse
     seen = {}
 
     def fake_run(**options):
         seen.update(options)
         return [speed.SpeedRow("x", "c", 10, 5, 1.0, 0.5, "kernels")]
     monkeypatch.setattr(speed, "run", fake_run)
-    parser = argparse.ArgumentParser()
-    register(parser.add_subparsers())
     out = tmp_path / "speed.json"
-    args = parser.parse_args(["bench", "speed", "--quick", "--only", "kernels",
-                              "--json", str(out)])
+    args = _command("--quick", "--only", "kernels", "--json", str(out))
     assert args.func(args) == 0
     assert seen == dict(repeats=3, scale=1.0, quick=True, tables=["kernels"])
     assert json.loads(out.read_text())[0]["cpu_mips"] == 10 / 0.5 / 1e6
@@ -66,3 +69,11 @@ def test_quick_kernels_table_runs_every_case():
     rows = speed.kernels(repeats=1, quick=True)
     assert len(rows) == len(speed._kernel_cases(True))
     assert all(r.instructions > 0 and r.cycles > 0 for r in rows)
+
+
+def test_cli_json_without_a_file_prints_only_json(monkeypatch, capsys):
+    monkeypatch.setattr(speed, "run", lambda **options: [speed.SpeedRow("x", "c", 10, 5, 1.0,
+                                                                        0.5)])
+    args = _command("--json")
+    assert args.func(args) == 0
+    assert json.loads(capsys.readouterr().out)[0]["workload"] == "x"
