@@ -12,8 +12,10 @@ import os
 from dataclasses import replace
 
 from ..errors import SwsimError
+from .assembler import Assembler
 from .diagnostics import AsmError, Diagnostic
 from .disasm import disassemble, disassemble_word
+from .linker import link
 from .program import ObjectFile, Program
 from .swo import SwoError, load_program, save_program
 
@@ -21,14 +23,7 @@ from .swo import SwoError, load_program, save_program
 def assemble_object(text: str, filename: str = "<input>",
                     include_dirs: tuple[str, ...] = ()) -> ObjectFile:
     """Assemble one source into an object file (sections, symbols, relocations)."""
-    from .assembler import Assembler   # imported on use: its grammar takes ~0.3 s to build
     return Assembler(filename, tuple(include_dirs)).assemble(text)
-
-
-def link(objects) -> Program:
-    """Link object files into a Program (``linker.link``; imported on use, as the assembler)."""
-    from .linker import link as link_objects
-    return link_objects(objects)
 
 
 def assemble(text: str, filename: str = "<input>",
@@ -56,7 +51,6 @@ def build(sources: list[tuple[str, str]], include_dirs: tuple[str, ...] = ()) ->
                 if isinstance(text, (bytes, bytearray)) else ""
             raise AsmError([Diagnostic(os.fspath(filename), 0, 0, f"expected assembly source "
                                        f"text (a str), got {type(text).__name__}{hint}")])
-    from .assembler import Assembler
     assemblers = [Assembler(filename, tuple(include_dirs)) for _, filename in sources]
     objects = [assembler.run(text) for assembler, (text, _) in zip(assemblers, sources)]
     diagnostics = [replace(d, position=(index, *d.position))
@@ -73,7 +67,7 @@ def build(sources: list[tuple[str, str]], include_dirs: tuple[str, ...] = ()) ->
     return program
 
 
-def _placed(diagnostic: Diagnostic, assemblers: list) -> Diagnostic:
+def _placed(diagnostic: Diagnostic, assemblers: list[Assembler]) -> Diagnostic:
     """A link diagnostic with the position of the first statement of its source line."""
     for index, assembler in enumerate(assemblers):
         position = assembler.positions.get((diagnostic.file, diagnostic.line))

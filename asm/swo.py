@@ -235,23 +235,21 @@ def _typed(hint, value, where: str, texts: list[str]):
                    f"{_describe(value)}")
 
 
-_RANGE_CHECKS = {
-    Section: lambda r: [("kind", r.kind in _KINDS, f"one of {', '.join(_KINDS)}"),
-                        ("base", 0 <= r.base < ADDRESS_LIMIT, "a 32-bit address"),
-                        ("size", 0 <= r.size <= ADDRESS_LIMIT, "0..2^32"),
-                        ("align", r.align > 0 and r.align & (r.align - 1) == 0 and
-                         r.align <= ADDRESS_LIMIT, "a power of two")],
-    Symbol: lambda r: [("value", _VALUE_RANGE[0] <= r.value <= _VALUE_RANGE[1], "64-bit"),
-                       ("size", 0 <= r.size <= ADDRESS_LIMIT, "0..2^32")],
-    Relocation: lambda r: [("offset", 0 <= r.offset < ADDRESS_LIMIT, "0..2^32-1"),
-                           ("addend", _VALUE_RANGE[0] <= r.addend <= _VALUE_RANGE[1],
-                            "64-bit")],
-    SourceLine: lambda r: [("line", r.line >= 0, ">= 0"), ("col", r.col >= 0, ">= 0")],
-}
-
-
 def _check_ranges(record, where: str) -> None:
-    for field, ok, expected in _RANGE_CHECKS[type(record)](record):
+    checks = {
+        Section: lambda r: [("kind", r.kind in _KINDS, f"one of {', '.join(_KINDS)}"),
+                            ("base", 0 <= r.base < ADDRESS_LIMIT, "a 32-bit address"),
+                            ("size", 0 <= r.size <= ADDRESS_LIMIT, "0..2^32"),
+                            ("align", r.align > 0 and r.align & (r.align - 1) == 0 and
+                             r.align <= ADDRESS_LIMIT, "a power of two")],
+        Symbol: lambda r: [("value", _VALUE_RANGE[0] <= r.value <= _VALUE_RANGE[1], "64-bit"),
+                           ("size", 0 <= r.size <= ADDRESS_LIMIT, "0..2^32")],
+        Relocation: lambda r: [("offset", 0 <= r.offset < ADDRESS_LIMIT, "0..2^32-1"),
+                               ("addend", _VALUE_RANGE[0] <= r.addend <= _VALUE_RANGE[1],
+                                "64-bit")],
+        SourceLine: lambda r: [("line", r.line >= 0, ">= 0"), ("col", r.col >= 0, ">= 0")],
+    }
+    for field, ok, expected in checks[type(record)](record):
         if not ok:
             raise _Corrupt(f"{where}.{field} = {getattr(record, field)!r} must be {expected}")
 
