@@ -13,10 +13,14 @@ from swsim.vm.results import CpeStats
 
 
 def test_run_simulates_on_the_calling_thread_and_spawn_on_its_own():
+    """Also a core group's view: its run on the caller's thread."""
     m, prog = Machine(), program("bench/speed.s")
     threads = []
     progress = lambda cycle: threads.append(threading.current_thread())   # noqa: E731
     m.run(prog, entry="int_chain", args=[20000], cpes=range(2), progress=progress)
+    assert threads and set(threads) == {threading.current_thread()}
+    threads.clear()
+    m.core_group(2).run(prog, entry="int_chain", args=[20000], cpes=range(2), progress=progress)
     assert threads and set(threads) == {threading.current_thread()}
     threads.clear()
     m.spawn(prog, entry="int_chain", args=[20000], cpes=range(2), progress=progress).join()

@@ -102,7 +102,9 @@ class Machine:
         return self._spawn(program, entry, args, cg, cpes, max_cycles, engine, trace, progress,
                            here=False)
 
-    def _spawn(self, program, entry, args, cg, cpes, max_cycles, engine, trace, progress,
+    def _spawn(self, program, entry: str = "kernel", args: Iterable = (), cg: int = 0,
+               cpes: Iterable[int] = None, max_cycles: Optional[int] = None, engine: str = "c",
+               trace: bool = False, progress: Optional[Callable[[int], None]] = None, *,
                here: bool) -> "CgRun":
         """``spawn``; `here`: simulate on this thread before returning, not on a new one."""
         config = self.config
@@ -326,16 +328,21 @@ class CoreGroup:
 
     def run(self, program, entry: str = "kernel", args: Iterable = (), cg: int = 0, *more,
             **options) -> RunResult:
-        """``Machine.run`` on this core group."""
-        return self.spawn(program, entry, args, cg, *more, **options).join()
+        """``Machine.run`` on this core group (simulated on the calling thread)."""
+        self._check_cg_zero(cg)
+        return self.chip._spawn(program, entry, args, self.cg, *more, here=True,
+                                **options).join()
 
     def spawn(self, program, entry: str = "kernel", args: Iterable = (), cg: int = 0, *more,
               **options) -> "CgRun":
         """``Machine.spawn`` on this core group (``cg`` must be 0)."""
+        self._check_cg_zero(cg)
+        return self.chip._spawn(program, entry, args, self.cg, *more, here=False, **options)
+
+    def _check_cg_zero(self, cg) -> None:
         if isinstance(cg, bool) or not isinstance(cg, numbers.Integral) or cg != 0:
             raise HostError(f"cg must be 0: this is core group {self.cg} of the chip on its "
                             f"own (Machine.core_group), with one core group; got {cg!r}")
-        return self.chip.spawn(program, entry, args, self.cg, *more, **options)
 
     def join_all(self, runs: Optional[Iterable["CgRun"]] = None) -> dict[int, RunResult]:
         """``Machine.join_all`` on this core group: joins its run (or ``runs``, which must be
