@@ -176,9 +176,30 @@ def _records(header: dict, key: str, cls, texts: list[str], where: str = "",
             for index, item in enumerate(items)]
 
 
+@functools.lru_cache(maxsize=None)
+def _schema(cls) -> dict:
+    """Field name -> (field, whether it may be None, its type) of a record class, worked out
+    once per class (``typing.get_type_hints`` per record made loading slow)."""
+    hints = typing.get_type_hints(cls)
+    schema = {}
+    for f in dataclasses.fields(cls):
+        if f.name == "data":
+            continue
+        hint, optional = hints[f.name], False
+        if typing.get_origin(hint) is typing.Union:  # Optional[X]
+            (hint,) = [h for h in typing.get_args(hint) if h is not type(None)]
+            optional = True
+        schema[f.name] = (f, optional, hint)
+    return schema
+
+
 def _record(cls, data, where: str, texts: list[str], kinds: tuple[str, ...] = _KINDS):
     """``cls(**data)`` with every field of ``cls`` present and of its annotated type (a
     SourceLine's text is an index into ``texts``)."""
+    if cls is SourceLine:
+        line = _plain_source_line(data, texts)
+        if line is not None:
+            return line
     if not isinstance(data, dict):
         raise _Corrupt(f"{where} must be an object, got {_describe(data)}")
     if cls is SourceLine and "text" in data:
@@ -188,36 +209,45 @@ def _record(cls, data, where: str, texts: list[str], kinds: tuple[str, ...] = _K
             raise _Corrupt(f"{where}.text must be an index into texts (0..{len(texts) - 1}), "
                            f"got {_describe(index)}")
         data = {**data, "text": texts[index]}
-    fields = {f.name: f for f in dataclasses.fields(cls) if f.name != "data"}
-    unknown = sorted(set(data) - set(fields))
+    schema = _schema(cls)
+    unknown = sorted(set(data) - set(schema))
     if unknown:
         raise _Corrupt(f"{where} has unknown field {unknown[0]!r}")
-    hints = typing.get_type_hints(cls)
     values = {}
-    for name, f in fields.items():
+    for name, (f, optional, hint) in schema.items():
         if name not in data:
             if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
                 raise _Corrupt(f"{where}.{name} is missing")
             continue
-        values[name] = _typed(hints[name], data[name], f"{where}.{name}", texts)
+        value = data[name]
+        values[name] = None if optional and value is None else \
+            _typed(hint, value, f"{where}.{name}", texts)
     record = cls(**values)
     _check_ranges(record, where, kinds)
     return record
 
 
+def _plain_source_line(data, texts: list[str]) -> Optional[SourceLine]:
+    """The SourceLine of a record with all four fields valid (a program has one per
+    instruction: the common case, checked in one expression), else None (``_record`` then
+    checks field by field and names what is wrong)."""
+    if type(data) is dict and len(data) == 4:
+        file, line, text, col = (data.get(key) for key in ("file", "line", "text", "col"))
+        if type(file) is str and type(line) is int and type(text) is int \
+                and type(col) is int and line >= 0 and col >= 0 and 0 <= text < len(texts):
+            return SourceLine(file, line, texts[text], col)
+    return None
+
+
 def _typed(hint, value, where: str, texts: list[str]):
-    if typing.get_origin(hint) is typing.Union:  # Optional[X]
-        if value is None:
-            return None
-        (hint,) = [h for h in typing.get_args(hint) if h is not type(None)]
-    if dataclasses.is_dataclass(hint):
-        return _record(hint, value, where, texts)
     if hint is int:
         if isinstance(value, int) and not isinstance(value, bool):
             return value
         raise _Corrupt(f"{where} must be an integer, got {_describe(value)}")
     if hint is str and isinstance(value, str):
         return value
+    if dataclasses.is_dataclass(hint):
+        return _record(hint, value, where, texts)
     raise _Corrupt(f"{where} must be a {'string' if hint is str else hint}, got "
                    f"{_describe(value)}")
 

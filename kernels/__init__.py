@@ -5,13 +5,16 @@ family: ``gemm/`` (the GEMM inner loop, the LDM GEMM primitive, swGEMM, the base
 Kernels reuse each other through the linker: a kernel that calls another's entries is linked
 with its object (``program("gemm/swgemm.s", "gemm/gemm_prim.s")``); only ``.inc`` headers are
 ``.include``-d. ``source_path(name)`` is the path of a source (relative to this folder);
-``program(*names)`` assembles each source once and links the objects, cached, with the athread
-runtime (``runtime/``, docs/runtime.md) when they call it.
+``program(*names)`` assembles each source once and links the objects with the athread runtime
+(``runtime/``, docs/runtime.md) when they call it; the linked program is kept in memory and on
+disk (``kernels/cache.py``: keyed by content, so a later process loads it without assembling).
 """
 from __future__ import annotations
 
 import functools
 from pathlib import Path
+
+from .cache import cached_program
 
 KERNEL_DIR = Path(__file__).resolve().parent
 
@@ -36,7 +39,12 @@ def object_file(name: str):
 def program(*names: str):
     """The Program linking the objects of `names`, in this order (and the athread runtime if
     they refer to it)."""
-    from .runtime import link_with_runtime
     if not names:
         raise ValueError("program() needs at least one kernel source")
-    return link_with_runtime([object_file(name) for name in names])
+    for name in names:
+        source_path(name)                   # an unknown name fails here, cache or not
+
+    def build():
+        from .runtime import link_with_runtime
+        return link_with_runtime([object_file(name) for name in names])
+    return cached_program(names, build)

@@ -68,6 +68,7 @@ CLI_CASES = [
     (["run", "{d}/deadlock.s", "--cpes", "2", "--json"], 1, "waits: barrier    synr 3"),
     (["bench", "speed", "--repeats", "0"], 2, "--repeats: expected an integer >= 1"),
     (["bench", "speed", "--scale", "0"], 2, "--scale: expected a factor"),
+    (["bench", "speed", "--only", "micro"], 2, "--only: invalid choice: 'micro'"),
     (["fuzz", "--programs", "0"], 2, "--programs: expected an integer >= 1"),
     (["fuzz", "--replay", "{d}/not_a_repro.json"], 1, "not a fuzz reproducer"),
     (["config", "--preset", "sw99"], 2, "invalid choice: 'sw99'"),

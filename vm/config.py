@@ -206,10 +206,15 @@ class VMConfig:
         return cls(tuple(values.items()))
 
     def __getattr__(self, name: str) -> Any:
-        for key, value in object.__getattribute__(self, "values"):
-            if key == name:
-                return value
-        raise AttributeError(name)
+        # the parameters as a dict, made on the first read (a launch reads dozens of them)
+        lookup = self.__dict__.get("_lookup")
+        if lookup is None:
+            lookup = dict(object.__getattribute__(self, "values"))
+            object.__setattr__(self, "_lookup", lookup)
+        try:
+            return lookup[name]
+        except KeyError:
+            raise AttributeError(name) from None
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.values)

@@ -91,9 +91,10 @@ class Machine:
     def run(self, program, entry: str = "kernel", args: Iterable = (), cg: int = 0,
             cpes: Iterable[int] = None, max_cycles: Optional[int] = None, engine: str = "c",
             trace: bool = False, progress: Optional[Callable[[int], None]] = None) -> RunResult:
-        """Spawn ``entry`` on core group ``cg`` and join it: ``spawn(...).join()``."""
-        return self.spawn(program, entry, args, cg, cpes, max_cycles, engine, trace,
-                          progress).join()
+        """Spawn ``entry`` on core group ``cg`` and join it: ``spawn(...).join()``, simulated
+        on the calling thread (starting a thread would cost more than a short kernel)."""
+        return self._spawn(program, entry, args, cg, cpes, max_cycles, engine, trace, progress,
+                           here=True).join()
 
     def spawn(self, program, entry: str = "kernel", args: Iterable = (), cg: int = 0,
               cpes: Iterable[int] = None, max_cycles: Optional[int] = None, engine: str = "c",
@@ -109,12 +110,21 @@ class Machine:
         on it again. Wrong calls raise ``HostError`` here; the run's own stops come from
         ``CgRun.join``.
         """
+        return self._spawn(program, entry, args, cg, cpes, max_cycles, engine, trace, progress,
+                           here=False)
+
+    def _spawn(self, program, entry: str = "kernel", args: Iterable = (), cg: int = 0,
+               cpes: Iterable[int] = None, max_cycles: Optional[int] = None, engine: str = "c",
+               trace: bool = False, progress: Optional[Callable[[int], None]] = None, *,
+               here: bool) -> "CgRun":
+        """``spawn``; `here`: simulate on this thread before returning, not on a new one."""
         config = self.config
         program = self.program(program)
         run_engine = self._engine(engine)
         self._check_run_options(max_cycles, trace, progress)
         self._check_cg(cg)
-        spawned = self._spawn_set(range(config.num_cpes) if cpes is None else cpes)
+        spawned = np.ones(config.num_cpes, dtype=bool) if cpes is None else \
+            self._spawn_set(cpes)
         entry_pc = self._entry_address(program, entry)
         values = [self._argument(a, i) for i, a in enumerate(args)]
         stack_args = values[len(ARGUMENT_REGISTERS):]
@@ -134,7 +144,11 @@ class Machine:
             handle = CgRun(self, cg, engine, program, job, np.flatnonzero(spawned))
             self._spawned[cg] = handle
             self.mem.pin(cg)
-        handle._start(run_engine, progress)
+        if here:
+            handle._simulate(run_engine, progress)
+        else:
+            threading.Thread(target=handle._simulate, args=(run_engine, progress),
+                             name=f"swsim-cg{cg}", daemon=True).start()
         return handle
 
     def join_all(self, runs: Optional[Iterable["CgRun"]] = None) -> dict[int, RunResult]:
@@ -256,7 +270,9 @@ class Machine:
                             f"got {cpes!r}")
         ids = list(cpes)
         num = self.config.num_cpes
-        bad = [i for i in ids if not isinstance(i, numbers.Integral) or not 0 <= i < num]
+        bad = [] if isinstance(cpes, range) and cpes.step > 0 and 0 <= cpes.start \
+            and cpes.stop <= num else \
+            [i for i in ids if not isinstance(i, numbers.Integral) or not 0 <= i < num]
         if bad or not ids or len(set(ids)) != len(ids):
             raise HostError(f"cpes must be distinct CPE ids 0..{num - 1} (at least one); "
                             f"got {ids!r}")
@@ -336,16 +352,21 @@ class CoreGroup:
 
     def run(self, program, entry: str = "kernel", args: Iterable = (), cg: int = 0, *more,
             **options) -> RunResult:
-        """``Machine.run`` on this core group."""
-        return self.spawn(program, entry, args, cg, *more, **options).join()
+        """``Machine.run`` on this core group (simulated on the calling thread)."""
+        self._check_cg_zero(cg)
+        return self.chip._spawn(program, entry, args, self.cg, *more, here=True,
+                                **options).join()
 
     def spawn(self, program, entry: str = "kernel", args: Iterable = (), cg: int = 0, *more,
               **options) -> "CgRun":
         """``Machine.spawn`` on this core group (``cg`` must be 0)."""
+        self._check_cg_zero(cg)
+        return self.chip._spawn(program, entry, args, self.cg, *more, here=False, **options)
+
+    def _check_cg_zero(self, cg) -> None:
         if isinstance(cg, bool) or not isinstance(cg, numbers.Integral) or cg != 0:
             raise HostError(f"cg must be 0: this is core group {self.cg} of the chip on its "
                             f"own (Machine.core_group), with one core group; got {cg!r}")
-        return self.chip.spawn(program, entry, args, self.cg, *more, **options)
 
     def join_all(self, runs: Optional[Iterable["CgRun"]] = None) -> dict[int, RunResult]:
         """``Machine.join_all`` on this core group: joins its run (or ``runs``, which must be
@@ -369,7 +390,8 @@ class CoreGroup:
 
 class CgRun:
     """A kernel spawned on one core group (``Machine.spawn``). ``job`` is its ``EngineJob``
-    (final registers ``job.regs[cpe, reg, lane]`` and LDM ``job.ldm[cpe]`` once joined)."""
+    (final registers ``job.regs[cpe, reg, lane]`` and LDM ``job.ldm[cpe]`` once joined),
+    ``result`` its ``RunResult`` once joined."""
 
     def __init__(self, machine: Machine, cg: int, engine: str, program, job: EngineJob,
                  cpes: np.ndarray):
@@ -378,14 +400,13 @@ class CgRun:
         self._cpes = cpes
         self._future: Future = Future()
         self._joined = False
+        self.result: Optional[RunResult] = None   # set by join, also when the run stopped
 
-    def _start(self, run_engine: Callable, progress) -> None:
-        def simulate():
-            try:
-                self._future.set_result(run_engine(self.job, progress=progress))
-            except BaseException as exc:   # noqa: BLE001 - handed to join()
-                self._future.set_exception(exc)
-        threading.Thread(target=simulate, name=f"swsim-cg{self.cg}", daemon=True).start()
+    def _simulate(self, run_engine: Callable, progress) -> None:
+        try:
+            self._future.set_result(run_engine(self.job, progress=progress))
+        except BaseException as exc:   # noqa: BLE001 - handed to join()
+            self._future.set_exception(exc)
 
     def done(self) -> bool:
         """True once the simulation has ended (``join`` then returns without waiting)."""
@@ -398,7 +419,8 @@ class CgRun:
         self.machine._joined(self)   # refuses a second join
         raw = self._future.result()   # re-raises what the engine raised
         config = self.machine.config
-        result = RunResult.from_engine(raw, self.cg, self.engine, config, self._cpes)
+        result = self.result = RunResult.from_engine(raw, self.cg, self.engine, config,
+                                                     self._cpes)
         if raw.stop is not None:
             raise self.machine._stop_error(raw, result, self.program, self.cg)
         return result

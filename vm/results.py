@@ -1,6 +1,7 @@
 """What a run returns: simulated time, per-CPE pipe counters and per-CG traffic counters."""
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -25,7 +26,8 @@ class CpeStats:
     float_ops: int = 0
 
     @classmethod
-    def from_counters(cls, cpe: int, mesh_cols: int, pc: int, row: np.ndarray) -> "CpeStats":
+    def from_counters(cls, cpe: int, mesh_cols: int, pc: int, row) -> "CpeStats":
+        """`row`: the CPE's counters (engine_api.CPE_COUNTERS order), a sequence of ints."""
         value = {name: int(row[i]) for name, i in CPE_COUNTER_INDEX.items()}
         return cls(cpe, cpe // mesh_cols, cpe % mesh_cols, pc, value["p0_valid"],
                    value["p1_valid"], value["active_cycles"],
@@ -53,13 +55,43 @@ class CpeStats:
                 "float_ops": self.float_ops}
 
 
+class CpeStatsMap(Mapping):
+    """CPE id -> CpeStats of a run, each made from the engine's counters when first read (a
+    launch's result is often read for a few CPEs, or none: making all 64 took longer than
+    a short kernel's simulation)."""
+
+    def __init__(self, cpes, mesh_cols: int, counters: np.ndarray, pcs: np.ndarray):
+        self._ids = sorted(int(c) for c in cpes)
+        self._known = set(self._ids)
+        self._mesh_cols, self._counters, self._pcs = mesh_cols, counters, pcs
+        self._made: dict[int, CpeStats] = {}
+
+    def __getitem__(self, cpe: int) -> CpeStats:
+        stats = self._made.get(cpe)
+        if stats is None:
+            if cpe not in self._known:
+                raise KeyError(cpe)
+            stats = self._made[cpe] = CpeStats.from_counters(
+                cpe, self._mesh_cols, int(self._pcs[cpe]), self._counters[cpe].tolist())
+        return stats
+
+    def __iter__(self):
+        return iter(self._ids)
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+    def __repr__(self) -> str:
+        return repr(dict(self))
+
+
 @dataclass
 class RunResult:
     cg: int
     engine: str
     config: object
     kernel_cycles: int          # cycles from spawn to the cycle after the last halt
-    cpe: dict                   # CPE id -> CpeStats, for the spawned CPEs
+    cpe: Mapping                # CPE id -> CpeStats, for the spawned CPEs (CpeStatsMap)
     counters: dict              # per-CG counters (engine_api.CG_COUNTERS)
     stop: Optional[Stop] = None
     spans: Optional[list] = None
@@ -67,9 +99,7 @@ class RunResult:
     @classmethod
     def from_engine(cls, result: EngineResult, cg: int, engine: str, config,
                     cpes) -> "RunResult":
-        stats = {i: CpeStats.from_counters(i, config.mesh_cols, int(result.pcs[i]),
-                                           result.cpe_counters[i])
-                 for i in sorted(int(c) for c in cpes)}
+        stats = CpeStatsMap(cpes, config.mesh_cols, result.cpe_counters, result.pcs)
         counters = {name: int(v) for name, v in zip(CG_COUNTERS, result.cg_counters)}
         return cls(cg, engine, config, int(result.kernel_cycles), stats, counters, result.stop,
                    result.spans)

@@ -34,7 +34,12 @@ def register(subparsers) -> None:
                        help="runs per case (median taken), at least 1")
     speed.add_argument("--scale", type=scale_argument, default=1.0,
                        help=f"workload size factor, {speed_bench.MIN_SCALE} or more")
-    speed.add_argument("--json", action="store_true")
+    speed.add_argument("--quick", action="store_true",
+                       help=f"the loops at scale {speed_bench.QUICK_SCALE}, smaller kernels")
+    speed.add_argument("--only", choices=speed_bench.TABLES, action="append",
+                       help="run only this table (repeatable; default: all)")
+    speed.add_argument("--json", nargs="?", const="-", metavar="FILE",
+                       help="write the rows as JSON to FILE (no FILE: print them)")
     speed.set_defaults(func=_speed)
 
     gemm = which.add_parser("gemm", help="swGEMM: thesis §4.3 experiments in miniature")
@@ -274,12 +279,17 @@ def _conv(args) -> int:
 
 
 def _speed(args) -> int:
-    rows = speed_bench.run(repeats=args.repeats, scale=args.scale)
+    rows = speed_bench.run(repeats=args.repeats, scale=args.scale, quick=args.quick,
+                           tables=args.only or speed_bench.TABLES)
     if args.json:
-        print(json.dumps([{**asdict(r), "mips": r.mips, "cpu_mips": r.cpu_mips} for r in rows],
-                         indent=2))
-    else:
-        print(speed_bench.format_table(rows))
+        text = json.dumps([{**asdict(r), "mips": r.mips, "cpu_mips": r.cpu_mips} for r in rows],
+                          indent=2)
+        if args.json == "-":
+            print(text)
+            return 0
+        with open(args.json, "w", encoding="utf-8") as f:
+            f.write(text + "\n")
+    print(speed_bench.format_table(rows))
     return 0
 
 
