@@ -33,7 +33,7 @@ tensor_item: NAME "(" NAME ("," NAME)* ")"
 for_stmt: "For" "(" NAME "," expr "," expr "," expr ")" "{" stmt* "}" ";"?
 gemm_stmt: "gemm_op" "(" STRING "," dim "," dim "," dim "," access "," access "," access ")" ")"? ";"
 dim: NAME
-access: NAME "(" pin ("," pin)* ")"
+access: NAME "(" (pin ("," pin)*)? ")"
 pin: "{" NAME "," expr "}"
 
 ?strategy: "split" "(" NAME "," NAME "," NAME "," param ")" ";"        -> split
@@ -81,7 +81,6 @@ class _Build(Transformer):
     def __init__(self):
         super().__init__()
         self.registry = Registry()
-        self.sets = 0
 
     # expressions
     def number(self, meta, children):
@@ -173,11 +172,7 @@ class _Build(Transformer):
     def split(self, meta, children):
         it, out, inner, factor = children
         if isinstance(factor, tuple):
-            self.sets += 1
-            name = f"_split{self.sets}"
-            self.registry.params[name] = list(factor)
-            self.registry.consts[name] = Expr(const=factor[0])
-            factor = Expr({name: 1})
+            factor = _split_parameter(self.registry, factor)
         return Strategy("split", (str(it), str(out), str(inner), factor), meta.line)
 
     def reorder(self, meta, children):
@@ -206,6 +201,14 @@ class _Build(Transformer):
         body = [c for c in children if isinstance(c, (For, GemmOp))]
         strategies = next((c for c in children if isinstance(c, list)), [])
         return Program(Seed(self.registry, body), strategies)
+
+
+def _split_parameter(registry: Registry, values) -> Expr:
+    """A split factor given as a set: a parameter _split<n> of the schedule space."""
+    name = f"_split{sum(p.startswith('_split') for p in registry.params) + 1}"
+    registry.params[name] = list(values)
+    registry.consts[name] = Expr(const=values[0])
+    return Expr({name: 1})
 
 
 def parse(text: str) -> Program:
@@ -329,10 +332,7 @@ class Builder:
 
     def strategy(self, op, *args):
         if op == "split" and isinstance(args[3], (list, tuple)):
-            name = f"_split{len(self.strategies)}"
-            self.registry.params[name] = list(args[3])
-            self.registry.consts[name] = Expr(const=args[3][0])
-            args = args[:3] + (Expr({name: 1}),)
+            args = args[:3] + (_split_parameter(self.registry, args[3]),)
         elif op == "split":
             args = args[:3] + (self.expr(args[3]),)
         elif op == "fuse":

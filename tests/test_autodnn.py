@@ -1,0 +1,155 @@
+"""swAutoDNN (hostlib/autodnn, docs/autodnn.md): the DSL and its builder, the schedule
+rewrites, the errors naming line and rule, and generated kernels against numpy."""
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from swsim.hostlib import autodnn as ad
+from swsim.hostlib.autodnn import ir
+
+EXAMPLES = Path(ad.__file__).parent / "examples"
+FIG63 = (EXAMPLES / "fig63.sched").read_text()
+CONV = (EXAMPLES / "conv.sched").read_text()
+
+
+def shrink(text, **values):
+    """The schedule text with ConstVars (or a parameter set) replaced."""
+    for name, value in values.items():
+        text, count = re.subn(rf"\b{name}\(([^()]|\{{[^}}]*\}})+\)", f"{name}({value})", text,
+                              count=1)
+        assert count == 1, name
+    return text
+
+
+def operands(program, seed=0):
+    rng = np.random.default_rng(seed)
+    consts = program.seed.registry.const_values()
+    shape = {t: [consts[d] for d in tensor.dims]
+             for t, tensor in program.seed.registry.tensors.items()}
+    (gemm, _), = ir.gemms(program.seed)
+    arrays = {acc.tensor: rng.standard_normal(shape[acc.tensor]) for acc in (gemm.a, gemm.b)}
+    arrays[gemm.c.tensor] = np.zeros(shape[gemm.c.tensor])
+    return arrays
+
+
+def declared(program):
+    return {t: tensor.dims for t, tensor in program.seed.registry.tensors.items()}
+
+
+def test_fig63_listing_parses_verbatim_and_its_out_of_bounds_read_is_refused():
+    program = ad.load(FIG63)
+    assert [s.op for s in program.strategies] == ["split", "reorder", "fuse", "layout",
+                                                 "vectorization"]
+    assert "cRo" not in program.seed.registry.vars          # declared by its For
+    with pytest.raises(ad.ScheduleError, match=r"line 12: .*\{Ci, 32\*cCo_out\+cCo_in\+Kc\} spans 3\.\.130"
+                       r".*\[rule: index in bounds\]"):
+        ad.build(program)
+
+
+def test_fig63_strategies_as_rewrites():
+    seed = ad.schedule.apply(ad.load(FIG63.replace("cCo+Kc", "cCo+cKc")))
+    text = ir.format_seed(seed)
+    # split + reorder + fuse of cCo_out into M: the loop is gone, M = (cCo_out, B)
+    assert "For(cCo_in, 0, 1, 32){\n      For(cKr" not in text
+    assert re.search(r"For\(cRo, 0, 1, Ro\)\{\n  For\(cKr.*\n    For\(cKc.*\n      "
+                     r"For\(cCo_in, 0, 1, 32\)", text)
+    assert 'gemm_op("op1", (cCo_out,B), No, Ni' in text
+    assert "{Ci, 32*cCo_out+cCo_in+cKc}" in text
+
+
+def test_builder_makes_the_dsl_seed():
+    b = ad.Builder().var("cRo", "cCo").const(Ro=4, Co=8, Ni=16, No=32, B=128)
+    b.const(Ri="Ro", Ci="Co")
+    b.tensor("A", "Ri", "Ci", "Ni", "B").tensor("W", "Ni", "No").tensor("C", "Ro", "Co", "No", "B")
+    with b.loop("cRo", "Ro"):
+        with b.loop("cCo", "Co"):
+            b.gemm("op1", "B", "No", "Ni", b.at("A", Ri="cRo", Ci="cCo"), b.at("W"),
+                   b.at("C", Ro="cRo", Co="cCo"))
+    b.strategy("split", "cCo", "cCo_out", "cCo_in", [2, 4]).strategy("fuse", "cCo_in", "op1", "inM")
+    built = b.program()
+    text = """Schedule Seed
+        Var cRo, cCo; ConstVar Ro(4), Co(8), Ni(16), No(32), B(128), Ri(Ro), Ci(Co);
+        Tensor A(Ri, Ci, Ni, B), W(Ni, No), C(Ro, Co, No, B);
+        For(cRo, 0, 1, Ro){ For(cCo, 0, 1, Co){
+          gemm_op("op1", B, No, Ni, A({Ri, cRo}, {Ci, cCo}), W(), C({Ro, cRo}, {Co, cCo})); }}
+        Schedule Strategies split(cCo, cCo_out, cCo_in, {2, 4}); fuse(cCo_in, "op1", inM);"""
+    parsed = ad.load(text)
+    assert ir.format_seed(built.seed) == ir.format_seed(parsed.seed)
+    assert ad.bindings(built) == ad.bindings(parsed) == [{"_split1": 2}, {"_split1": 4}]
+    arrays = operands(built)
+    for binding in ad.bindings(built):
+        out, _ = ad.run(ad.build(built, binding), arrays)
+        np.testing.assert_allclose(out["C"], ad.reference(built, arrays), rtol=1e-12, atol=1e-12)
+
+
+@settings(max_examples=6, deadline=None)
+@given(ro=st.integers(1, 2), co=st.sampled_from([1, 2, 3, 4]), kr=st.integers(1, 3),
+       kc=st.integers(1, 3), ni=st.sampled_from([8, 24]), no=st.sampled_from([32, 96]),
+       data=st.data())
+def test_generated_convolution_equals_numpy_on_odd_shapes(ro, co, kr, kc, ni, no, data):
+    sco = data.draw(st.sampled_from([d for d in (1, 2, 4) if co % d == 0]))   # 16 sco | 128
+    program = ad.load(shrink(CONV, Ro=ro, Co=co, Kr=kr, Kc=kc, Ni=ni, No=no, B=128, Sco=sco))
+    arrays = operands(program, seed=ro + co)
+    out, stats = ad.run(ad.build(program), arrays)
+    np.testing.assert_allclose(out["C"], ad.reference(program, arrays), rtol=1e-12, atol=1e-12)
+    assert stats.flops == 2 * ro * co * kr * kc * ni * no * 128
+
+
+VECTOR_N = """Schedule Seed
+ConstVar Ro(2), Co(4), K(2), Ni(16), No(128), B(32), Ri(Ro), Ci(Co+K-1);
+Tensor X(Ri, Ci, Ni, B), W(K, Ni, No), Y(Ro, Co, No, B);
+For(r, 0, 1, Ro){ For(c, 0, 1, Co){ For(k, 0, 1, K){
+  gemm_op("op", B, No, Ni, X({Ri, r}, {Ci, c+k}), W({K, k}), Y({Ro, r}, {Co, c})); }}}
+Schedule Strategies
+layout("op", notrans, trans, trans);
+vectorization("op", VecN);
+"""
+
+
+def test_vector_n_variant_writes_the_other_c_layout():
+    program = ad.load(VECTOR_N)
+    gen = ad.build(program)
+    assert "gemm_prim_mn_d" in gen.text and "Y(Ro, Co, B, No)" in gen.text
+    arrays = operands(program, 3)
+    out, _ = ad.run(gen, arrays, declared=declared(program))
+    np.testing.assert_allclose(out["Y"], ad.reference(program, arrays), rtol=1e-12, atol=1e-12)
+
+
+def test_generation_and_runs_are_deterministic_and_engines_agree():
+    program = ad.load(shrink(CONV, Ro=1, Co=1, Kr=1, Kc=2, Ni=8, No=32, B=128, Sco=1))
+    assert ad.build(program).text == ad.build(program).text
+    arrays = operands(program, 1)
+    gen = ad.build(program)
+    (out_c, run_c), (out_py, run_py) = (ad.run(gen, arrays, engine=e) for e in ("c", "python"))
+    assert out_c["C"].tobytes() == out_py["C"].tobytes() and run_c.cycles == run_py.cycles
+    np.testing.assert_allclose(out_c["C"], ad.reference(program, arrays), rtol=1e-12)
+
+
+def test_generated_code_is_commented_with_its_ir():
+    text = ad.build(ad.load(shrink(CONV, Ro=2, Co=4, Ni=16, No=32, Sco=2))).text
+    for node in ('# IR For(cRo, 0, 1, Ro)', '# IR dma get "op1".a -> A_buf',
+                 '# IR prime dma get "op1".b', '# IR gemm_op("op1", (cCo_in,B), No, Ni',
+                 "bsr\t$26, gemm_prim_nm_d"):
+        assert node in text
+
+
+@pytest.mark.parametrize("change, message", [
+    (("B({Kr, cKr}, {Kc, cKc})", "B({Kr, cKr}, {Kc, cQ})"),
+     r"line 16: unknown variable cQ .*\[rule: unknown variable\]"),
+    (("ConstVar Sco({1, 2, 4});", "ConstVar Sco(3);"),
+     r"line 23: split factor 3 does not divide the extent 4 .*\[rule: split divides\]"),
+    (("No(32)", "No(16)"), r"line 13: .*N/8 of 4.*\[rule: primitive constraint\]"),
+    (("fuse(cCo_in, \"op1\", inM);", "fuse(cCo_in, \"op1\", inN);"),
+     r"line 25: loop cCo_in fused inN must index exactly .*\[rule: fuse\]"),
+    (("reorder({cRo, cCo_out, cKr, cKc, cCo_in});", "reorder({cRo, cKr, cCo_out, cKc, cCo_in});"),
+     r"line 13: C's block is revisited over loop\(s\) \['cKr'\].*\[rule: output written once\]"),
+    (("Ni(16)", "Ni(1024)"), r"line 13: the kernel needs \d+ bytes of LDM.*\[rule: LDM budget\]"),
+    (("For(cKr, 0, 1, Kr){", "For(cKr, 0, 1 Kr){"), r"line 11: .*\[rule: syntax\]"),
+])
+def test_malformed_schedules_name_line_and_rule(change, message):
+    text = shrink(CONV, Ro=2, Co=4, Kr=2, Kc=2, Ni=16, No=32, B=128).replace(*change)
+    with pytest.raises(ad.ScheduleError, match=message):
+        ad.build(ad.load(text), {"Sco": 2} if "{1, 2, 4}" in text else None)
