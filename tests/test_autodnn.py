@@ -153,3 +153,24 @@ def test_malformed_schedules_name_line_and_rule(change, message):
     text = shrink(CONV, Ro=2, Co=4, Kr=2, Kc=2, Ni=16, No=32, B=128).replace(*change)
     with pytest.raises(ad.ScheduleError, match=message):
         ad.build(ad.load(text), {"Sco": 2} if "{1, 2, 4}" in text else None)
+
+
+def test_ldm_plan_matches_the_linked_kernel():
+    gen = ad.build(ad.load(shrink(CONV, Ro=2, Co=4, Ni=16, No=32, Sco=2)))
+    kernel = gen.kernel
+    assert gen.ldm_bytes == kernel.symbol("autodnn_ldm_end") + kernel.stack_bytes(3)
+
+
+def test_tuner_model_ranks_the_space_and_measured_mode_runs_it():
+    from swsim.hostlib.autodnn import conv, tuner
+    programs = conv.programs(128, 16, 64, 2, 2, 1, 2)
+    model = tuner.tune(programs, "model")
+    refused = [c for c in model.candidates if c.refused]
+    assert model.feasible and all("[rule: " in c.refused for c in refused)
+    assert model.best.predicted == min(c.predicted for c in model.feasible)
+    measured = tuner.tune(programs, "measured", sample=1)
+    assert measured.best.measured == min(c.measured for c in measured.feasible)
+    for m, p in zip(measured.feasible, model.feasible):     # tiny, latency-bound: within 35%
+        assert abs(p.predicted / m.measured - 1) < 0.35, (p.label, p.predicted, m.measured)
+    chosen = next(c for c in measured.feasible if c.label == model.best.label)
+    assert chosen.measured <= 1.1 * measured.best.measured

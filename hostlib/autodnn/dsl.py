@@ -74,6 +74,7 @@ class Strategy:
 class Program:
     seed: Seed
     strategies: list = field(default_factory=list)
+    name: str | None = None
 
 
 @v_args(meta=True)
