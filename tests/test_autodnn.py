@@ -174,3 +174,44 @@ def test_tuner_model_ranks_the_space_and_measured_mode_runs_it():
         assert abs(p.predicted / m.measured - 1) < 0.35, (p.label, p.predicted, m.measured)
     chosen = next(c for c in measured.feasible if c.label == model.best.label)
     assert chosen.measured <= 1.1 * measured.best.measured
+
+
+def _conv_reference(x, w, bias):
+    """y (R_o, C_o, N_o, B) of x (R_i, C_i, N_i, B) and w (N_o, N_i, K_r, K_c), numpy."""
+    k_r, k_c = w.shape[2:]
+    r_o, c_o = x.shape[0] - k_r + 1, x.shape[1] - k_c + 1
+    y = np.zeros((r_o, c_o, w.shape[0], x.shape[3]))
+    for kr in range(k_r):
+        for kc in range(k_c):
+            y += np.einsum("rcib,oi->rcob", x[kr:kr + r_o, kc:kc + c_o], w[:, :, kr, kc])
+    return y + (0 if bias is None else bias[:, None])
+
+
+@pytest.mark.parametrize("with_bias", [False, True])
+def test_dnn_conv_runs_the_generated_algorithm(with_bias):
+    from swsim.hostlib.dnn import conv
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((3, 4, 16, 128))            # RCNB
+    w = rng.standard_normal((32, 16, 2, 3))
+    bias = rng.standard_normal(32) if with_bias else None
+    y, stats = conv.conv2d_forward(x, w, bias, algo="generated", layout="RCNB")
+    assert stats.algo == "generated" and set(stats.phases) == {"layout", "weights", "conv"}
+    np.testing.assert_allclose(y, _conv_reference(x, w, bias), rtol=1e-10, atol=1e-10)
+
+
+def test_dnn_conv_generated_refuses_what_it_does_not_do():
+    from swsim.hostlib.dnn import conv, conv_generated
+    from swsim.hostlib.dnn.conv_common import make_geometry
+    from swsim.vm import Machine
+    config = Machine().config
+    geo = make_geometry((128, 16, 4, 4), (32, 16, 3, 3), 1, 0, "w")
+    assert conv_generated.supports(geo, "forward", np.float64, config) is None
+    assert "forward only" in conv_generated.supports(geo, "backward_data", np.float64, config)
+    assert "float64" in conv_generated.supports(geo, "forward", np.float32, config)
+    padded = make_geometry((128, 16, 4, 4), (32, 16, 3, 3), 1, 1, "w")
+    assert "padding" in conv_generated.supports(padded, "forward", np.float64, config)
+    odd = make_geometry((3, 16, 4, 4), (32, 16, 3, 3), 1, 0, "w")
+    assert "no feasible schedule" in conv_generated.supports(odd, "forward", np.float64, config)
+    with pytest.raises(ValueError, match="forward only"):
+        conv.conv2d_backward_data(np.zeros((128, 32, 2, 2)), np.zeros((32, 16, 3, 3)),
+                                  (128, 16, 4, 4), algo="generated")

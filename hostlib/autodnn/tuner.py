@@ -151,11 +151,14 @@ def measure(cand: Candidate, machine: Machine, sample: int = 2, engine: str = "c
 
 
 def tune(programs, mode: str = "model", *, machine: Machine | None = None,
-         sample: int = 2, progress=None) -> Tuning:
-    """The best candidate of the programs' space by `mode` ("model" or "measured")."""
+         config: VMConfig | None = None, sample: int = 2, progress=None) -> Tuning:
+    """The best candidate of the programs' space by `mode` ("model": on `config`, default the
+    machine's; or "measured": runs on `machine`)."""
     if mode not in ("model", "measured"):
         raise ScheduleError("tune", f"tune mode must be 'model' or 'measured', got {mode!r}")
-    machine = machine or Machine()
+    if mode == "measured" or config is None:
+        machine = machine or Machine(config) if config else machine or Machine()
+        config = machine.config
     start = time.perf_counter()
     candidates = space(programs)
     feasible = [c for c in candidates if c.generated is not None]
@@ -164,7 +167,7 @@ def tune(programs, mode: str = "model", *, machine: Machine | None = None,
         raise ScheduleError("no feasible schedule", f"every candidate is refused: {reasons}")
     for n, cand in enumerate(feasible):
         if mode == "model":
-            cand.predicted = predict(cand.generated, machine.config)
+            cand.predicted = predict(cand.generated, config)
         else:
             cand.measured = measure(cand, machine, sample)
         if progress:
