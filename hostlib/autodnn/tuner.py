@@ -35,6 +35,7 @@ class Candidate:
     binding: dict
     generated: Generated | None = None
     refused: str | None = None
+    error: ScheduleError | None = None
     predicted: float | None = None
     measured: float | None = None
 
@@ -116,7 +117,7 @@ def space(programs) -> list:
             try:
                 cand.generated = build(program, binding)
             except ScheduleError as exc:
-                cand.refused = str(exc)
+                cand.refused, cand.error = str(exc), exc
             out.append(cand)
     return out
 
@@ -136,11 +137,12 @@ def _sampled(program: Program, sample: int) -> tuple:
     return with_consts(program, **{name: sample}), extent / sample
 
 
-def measure(cand: Candidate, machine: Machine, sample: int = 2, engine: str = "c") -> float:
-    """The candidate's cycles on the VM, sampled over `sample` outermost iterations and scaled;
-    inputs are random (timing does not depend on values)."""
+def measure(cand: Candidate, machine: Machine, sample: int | None = 2,
+            engine: str = "c") -> float:
+    """The candidate's cycles on the VM, sampled over `sample` outermost iterations and scaled
+    (None: run whole); inputs are random (timing does not depend on values)."""
     from . import build, run
-    program, scale = _sampled(cand.program, sample)
+    program, scale = _sampled(cand.program, sample) if sample else (cand.program, 1.0)
     gen = build(program, cand.binding)
     consts = gen.plan.seed.registry.const_values()
     rng = np.random.default_rng(0)
@@ -162,6 +164,8 @@ def tune(programs, mode: str = "model", *, machine: Machine | None = None,
     start = time.perf_counter()
     candidates = space(programs)
     feasible = [c for c in candidates if c.generated is not None]
+    if len(candidates) == 1 and not feasible:
+        raise candidates[0].error
     if not feasible:
         reasons = "; ".join(sorted({c.refused for c in candidates}))
         raise ScheduleError("no feasible schedule", f"every candidate is refused: {reasons}")

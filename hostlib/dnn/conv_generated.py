@@ -21,7 +21,6 @@ from .layout import transform
 NAME = "generated"
 PHASES = ("weights", "conv")
 LAYOUT = "RCNB"
-SAMPLE_ROWS = 2               # estimate(): output rows simulated, the rest scaled
 
 
 def _programs(geo: ConvGeometry) -> list:
@@ -91,11 +90,11 @@ def backward_filter(geo, x, dy, machine, stats, engine):
 
 
 def estimate(geo: ConvGeometry, direction, dtype, machine, engine="c"):
-    """(cycles, details) of the pass from simulating SAMPLE_ROWS output rows of the tuned
-    kernel (scaled to R_o) and the weight rearrangement whole."""
+    """(cycles, details) of the pass: the tuned kernel sampled (``autodnn.conv.estimate``)
+    and the weight rearrangement run whole."""
     _unsupported(geo, direction, dtype, machine.config)
     best = tuned(geo, machine.config).best
-    kernel = tuner.measure(best, machine, SAMPLE_ROWS, engine)
+    kernel, details = autodnn_conv.estimate(best, machine, engine)
     w = np.random.default_rng(0).standard_normal(geo.w_shape)
     weights = transform(w, "NCHW", "RCNB", machine=machine, engine=engine)[1].cycles
-    return kernel + weights, {"conv": kernel, "weights": weights, "schedule": best.label}
+    return kernel + weights, dict(details, conv=kernel, weights=weights, schedule=best.label)
