@@ -233,3 +233,13 @@ def test_cli_tunes_reports_and_writes_the_kernel(tmp_path, capsys):
     assert "[rule: index in bounds]" in capsys.readouterr().err
     assert main(["autodnn", str(EXAMPLES / "conv.sched"), "--shape", "Nope=3"]) == 1
     assert "no ConstVar Nope" in capsys.readouterr().err
+
+
+def test_fc_is_another_operator_family_in_the_same_machinery():
+    program = ad.load((EXAMPLES / "fc.sched").read_text())
+    arrays = operands(program, 7)
+    out, stats = ad.run(ad.build(program), arrays)
+    x = arrays["X"].reshape(128, 256)           # (N_i, B) in memory
+    w = arrays["W"].reshape(128, 128)          # (N_i, N_o)
+    np.testing.assert_allclose(out["Y"].reshape(128, 256), w.T @ x, rtol=1e-12, atol=1e-12)
+    assert stats.flops == 2 * 256 * 128 * 128
