@@ -243,3 +243,14 @@ def test_fc_is_another_operator_family_in_the_same_machinery():
     w = arrays["W"].reshape(128, 128)          # (N_i, N_o)
     np.testing.assert_allclose(out["Y"].reshape(128, 256), w.T @ x, rtol=1e-12, atol=1e-12)
     assert stats.flops == 2 * 256 * 128 * 128
+
+
+def test_bench_compares_generated_with_implicit_on_a_small_layer():
+    from swsim.hostlib.tools.bench import autodnn as bench
+    row = bench.measure(("net", "tiny", 16, 32, 2, 3), 128)
+    assert row.generated and row.implicit and row.schedule.startswith("conv[")
+    assert 0.01 < row.efficiency(row.generated) < 1 and 0.01 < row.efficiency(row.implicit) < 1
+    results = {"batch": 128, "rows": [row], "tuning": []}
+    assert "tiny" in bench.format_report(results, 1.0)
+    assert bench.to_json(results)["summary"]["both"] == 1
+    assert len(bench.LAYERS) == 30 and {l[1] for l in bench.LAYERS} >= set(bench.QUICK_LAYERS)

@@ -84,7 +84,7 @@ def register(subparsers) -> None:
     generated = which.add_parser("autodnn", help="swAutoDNN: generated vs hand-written implicit "
                                  "convolution on VGG-16/ResNet-50/YOLO layers, model vs "
                                  "measured tuning (sampled)")
-    generated.add_argument("--quick", action="store_true", help="4 layers")
+    generated.add_argument("--quick", action="store_true", help="3 layers")
     generated.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     generated.add_argument("--engine", choices=("c", "python"), default="c")
     generated.set_defaults(func=_autodnn_bench)
