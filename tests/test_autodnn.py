@@ -254,3 +254,13 @@ def test_bench_compares_generated_with_implicit_on_a_small_layer():
     assert "tiny" in bench.format_report(results, 1.0)
     assert bench.to_json(results)["summary"]["both"] == 1
     assert len(bench.LAYERS) == 30 and {l[1] for l in bench.LAYERS} >= set(bench.QUICK_LAYERS)
+
+
+def test_accumulating_kernel_revisits_c_correctly():
+    text = shrink(CONV, Ro=2, Co=4, Kr=2, Kc=2, Ni=16, No=32, B=128).replace(
+        "reorder({cRo, cCo_out, cKr, cKc, cCo_in});", "reorder({cRo, cKr, cCo_out, cKc, cCo_in});")
+    program = ad.load(text)
+    arrays = operands(program, 9)
+    arrays["C"] = np.random.default_rng(1).standard_normal(arrays["C"].shape)   # C += ...
+    out, _ = ad.run(ad.build(program, {"Sco": 2}, accumulate=True), arrays)
+    np.testing.assert_allclose(out["C"], ad.reference(program, arrays), rtol=1e-12, atol=1e-12)

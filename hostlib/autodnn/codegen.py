@@ -258,7 +258,12 @@ class _Emitter:
         self.buffer("c", "$4")
         if node.direction == "get":
             self.wait()           # the put of this buffer two tiles ago
-            if self.accumulate:
+            if self.accumulate:   # and the last tile's, which may be this same block
+                self.emit("ldi\t$7, REPLY + 16")
+                self.wait()
+                self.emit("ldi\t$7, REPLY + 20")
+                self.wait()
+                self.buffer("c", "$4")
                 self.address("c", "it")
                 self.issue("c", "get")
                 self.wait()
