@@ -264,3 +264,19 @@ def test_accumulating_kernel_revisits_c_correctly():
     arrays["C"] = np.random.default_rng(1).standard_normal(arrays["C"].shape)   # C += ...
     out, _ = ad.run(ad.build(program, {"Sco": 2}, accumulate=True), arrays)
     np.testing.assert_allclose(out["C"], ad.reference(program, arrays), rtol=1e-12, atol=1e-12)
+
+
+def test_bad_host_api_arguments_are_clear_errors():
+    with pytest.raises(TypeError, match="a schedule must be DSL text"):
+        ad.load(None)
+    program = ad.load(shrink(CONV, Ro=1, Co=2, Kr=1, Kc=1, Ni=8, No=32))
+    with pytest.raises(TypeError, match="binding must be a dict"):
+        ad.build(program, [1])
+    with pytest.raises(ValueError, match="Nope is not a parameter"):
+        ad.build(program, {"Nope": 1})
+    gen = ad.build(program, {"Sco": 1})
+    with pytest.raises(ValueError, match="missing tensor 'B'"):
+        ad.run(gen, {"A": np.zeros((1, 2, 8, 128)), "C": np.zeros((1, 2, 32, 128))})
+    with pytest.raises(ValueError, match=r"arrays\['A'\] has shape \(2,\)"):
+        ad.run(gen, {"A": np.zeros(2), "B": np.zeros((1, 1, 8, 32)),
+                     "C": np.zeros((1, 2, 32, 128))})

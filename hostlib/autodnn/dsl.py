@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from lark import Lark, Transformer, v_args
 from lark.exceptions import UnexpectedInput, VisitError
 
+from ...errors import ArgumentTypeError
 from .ir import Access, Expr, For, GemmOp, Registry, ScheduleError, Seed, Tensor, walk
 
 GRAMMAR = r"""
@@ -215,6 +216,8 @@ def _split_parameter(registry: Registry, values) -> Expr:
 def parse(text: str) -> Program:
     """The Program of a DSL text; a syntax error or a semantic one raises ScheduleError naming
     the line."""
+    if not isinstance(text, str):
+        raise ArgumentTypeError(f"a schedule must be DSL text (a str), got {type(text).__name__}")
     try:
         tree = _PARSER.parse(text)
     except UnexpectedInput as exc:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 
+from ...errors import ArgumentTypeError
 from .dsl import Program, Strategy
 from .ir import Expr, For, GemmOp, ScheduleError, Seed, walk
 
@@ -24,6 +25,9 @@ def bindings(program: Program) -> list:
 def bind(seed: Seed, binding: dict) -> Seed:
     """A copy of `seed` with the parameters set to `binding`'s values."""
     seed = seed.copy()
+    if not isinstance(binding, dict):
+        raise ArgumentTypeError(f"binding must be a dict of parameter values, got "
+                                f"{type(binding).__name__}")
     for name, value in binding.items():
         if name not in seed.registry.params:
             raise ScheduleError("unknown variable", f"{name} is not a parameter of the schedule")
