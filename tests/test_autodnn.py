@@ -280,3 +280,12 @@ def test_bad_host_api_arguments_are_clear_errors():
     with pytest.raises(ValueError, match=r"arrays\['A'\] has shape \(2,\)"):
         ad.run(gen, {"A": np.zeros(2), "B": np.zeros((1, 1, 8, 32)),
                      "C": np.zeros((1, 2, 32, 128))})
+
+
+def test_buffers_above_32_kib_of_ldm():
+    program = ad.load(shrink(CONV, Ro=1, Co=4, Kr=1, Kc=1, Ni=256, No=32, B=128, Sco=4))
+    gen = ad.build(program)
+    assert gen.kernel.symbol("B_BUF") > 32768
+    arrays = operands(program, 2)
+    out, _ = ad.run(gen, arrays)
+    np.testing.assert_allclose(out["C"], ad.reference(program, arrays), rtol=1e-12, atol=1e-12)
