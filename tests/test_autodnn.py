@@ -187,16 +187,22 @@ def _conv_reference(x, w, bias):
     return y + (0 if bias is None else bias[:, None])
 
 
-@pytest.mark.parametrize("with_bias", [False, True])
-def test_dnn_conv_runs_the_generated_algorithm(with_bias):
+@pytest.mark.parametrize("with_bias, dtype", [(False, np.float64), (True, np.float64),
+                                              (True, np.float32)])
+def test_dnn_conv_runs_the_generated_algorithm(with_bias, dtype):
     from swsim.hostlib.dnn import conv
     rng = np.random.default_rng(5)
-    x = rng.standard_normal((2, 4, 8, 128))             # RCNB
-    w = rng.standard_normal((32, 8, 1, 3))
-    bias = rng.standard_normal(32) if with_bias else None
+    x = rng.standard_normal((2, 4, 8, 128)).astype(dtype)             # RCNB
+    w = rng.standard_normal((32, 8, 1, 3)).astype(dtype)
+    bias = rng.standard_normal(32).astype(dtype) if with_bias else None
     y, stats = conv.conv2d_forward(x, w, bias, algo="generated", layout="RCNB")
     assert stats.algo == "generated" and set(stats.phases) == {"layout", "weights", "conv"}
-    np.testing.assert_allclose(y, _conv_reference(x, w, bias), rtol=1e-10, atol=1e-10)
+    assert y.dtype == dtype
+    tolerance = 1e-10 if dtype == np.float64 else 1e-4
+    np.testing.assert_allclose(y, _conv_reference(x.astype(np.float64), w.astype(np.float64),
+                                                  None if bias is None else
+                                                  bias.astype(np.float64)),
+                               rtol=tolerance, atol=tolerance)
 
 
 def test_dnn_conv_generated_refuses_what_it_does_not_do():
@@ -207,7 +213,8 @@ def test_dnn_conv_generated_refuses_what_it_does_not_do():
     geo = make_geometry((128, 16, 4, 4), (32, 16, 3, 3), 1, 0, "w")
     assert conv_generated.supports(geo, "forward", np.float64, config) is None
     assert "forward only" in conv_generated.supports(geo, "backward_data", np.float64, config)
-    assert "float64" in conv_generated.supports(geo, "forward", np.float32, config)
+    assert conv_generated.supports(geo, "forward", np.float32, config) is None
+    assert "float32 or float64" in conv_generated.supports(geo, "forward", np.float16, config)
     padded = make_geometry((128, 16, 4, 4), (32, 16, 3, 3), 1, 1, "w")
     assert "padding" in conv_generated.supports(padded, "forward", np.float64, config)
     odd = make_geometry((3, 16, 4, 4), (32, 16, 3, 3), 1, 0, "w")
@@ -289,3 +296,14 @@ def test_buffers_above_32_kib_of_ldm():
     arrays = operands(program, 2)
     out, _ = ad.run(gen, arrays)
     np.testing.assert_allclose(out["C"], ad.reference(program, arrays), rtol=1e-12, atol=1e-12)
+
+
+def test_float32_kernels_call_the_strategy_2_primitive():
+    program = ad.load(shrink(CONV, Ro=2, Co=4, Kr=2, Kc=2, Ni=16, No=32, B=128, Sco=2))
+    gen = ad.build(program, dtype=np.float32)
+    assert "gemm_prim_nm_s2" in gen.text and gen.ldm_bytes == \
+        gen.kernel.symbol("autodnn_ldm_end") + gen.kernel.stack_bytes(3)
+    arrays = {k: v.astype(np.float32) for k, v in operands(program, 4).items()}
+    out, _ = ad.run(gen, arrays)
+    assert out["C"].dtype == np.float32
+    np.testing.assert_allclose(out["C"], ad.reference(program, arrays), rtol=1e-4, atol=1e-4)

@@ -27,10 +27,12 @@ def load(text: str) -> Program:
 
 
 def build(program: Program, binding: dict | None = None, *, accumulate: bool = False,
-          ldm_bytes: int = 64 * 1024) -> Generated:
-    """The generated kernel of `program` with its parameter sets bound to `binding`."""
+          ldm_bytes: int = 64 * 1024, dtype="float64") -> Generated:
+    """The generated kernel of `program` with its parameter sets bound to `binding`, for
+    float64 or float32 data."""
     scheduled = apply(program, binding)
-    return generate(plan(scheduled), accumulate=accumulate, ldm_bytes=ldm_bytes)
+    return generate(plan(scheduled), accumulate=accumulate, ldm_bytes=ldm_bytes,
+                    dtype=np.dtype(dtype).name)
 
 
 def _declared(program_or_gen, name):
@@ -39,7 +41,7 @@ def _declared(program_or_gen, name):
 
 def run(gen: Generated, arrays: dict, *, declared: dict | None = None, machine=None,
         engine: str = "c"):
-    """Run `gen` on float64 `arrays` (tensor name -> array). An array is in the generated
+    """Run `gen` on `arrays` (tensor name -> array, converted to the kernel's dtype). An array is in the generated
     kernel's layout, or in `declared[name]`'s dimension order (transposed on the host). Returns
     ({tensor: array in the same order as given}, Stats); the output C is written (or
     accumulated into, if the kernel was generated with accumulate=True)."""
@@ -55,7 +57,7 @@ def run(gen: Generated, arrays: dict, *, declared: dict | None = None, machine=N
         dims = gen.plan.seed.registry.tensors[name].dims
         given = declared.get(name, dims)
         order = [given.index(d) for d in dims]
-        array = np.asarray(arrays[name], np.float64)
+        array = np.asarray(arrays[name], gen.dtype)
         expected = tuple(consts[d] for d in given)
         if array.shape != expected:
             raise ArgumentError(f"arrays[{name!r}] has shape {array.shape}, the kernel needs "
@@ -67,7 +69,7 @@ def run(gen: Generated, arrays: dict, *, declared: dict | None = None, machine=N
     out_name = gen.plan.operands["c"].tensor
     given, dims = orders[out_name]
     result = machine.mem.get(addresses[gen.tensors.index(out_name)],
-                             tuple(consts[d] for d in dims), np.float64)
+                             tuple(consts[d] for d in dims), gen.dtype)
     return {out_name: result.transpose([dims.index(d) for d in given])}, stats
 
 

@@ -8,7 +8,8 @@ the block prefetched into the current buffer and issues the next iteration's blo
 (Algorithm 8: the loop nest's successor, carrying from inner to outer loops) into the other one;
 the gemm_op calls the primitive's entry (gemm_prim_nm_d / gemm_prim_mn_d, linked from
 kernels/gemm/gemm_prim.s). LDM buffers are laid out from the DMA nodes and the kernel's LDM
-(buffers, reply words, stack) is checked against the budget. Double precision only.
+(buffers, reply words, stack) is checked against the budget. float64 data calls the double
+primitive; float32 data the strategy-2 entries (widened in an LDM work area per call).
 
 Output semantics: by default C is *written* (C = sum of the products): each C tile is zeroed
 in LDM and put once, which needs every loop around C's placement to index C. With
@@ -28,11 +29,15 @@ from ..runtime.kernel import align
 from .ir import Dma, For, GemmOp, ScheduleError, format_nodes
 from .optimize import Plan, placement
 
-ES = 8                          # double precision
+ITEMSIZE = {"float64": 8, "float32": 4}
 ENTRY = "autodnn_kernel"
 LDM_END = "autodnn_ldm_end"
 STACK = "autodnn_stack"
-PRIMITIVES = {"M": "gemm_prim_nm_d", "N": "gemm_prim_mn_d"}
+# the primitive's entry per vectorised dimension and precision (float32: strategy 2, the
+# blocks widened in an LDM work area around the double primitive; docs/gemm.md)
+PRIMITIVES = {("M", "float64"): "gemm_prim_nm_d", ("N", "float64"): "gemm_prim_mn_d",
+              ("M", "float32"): "gemm_prim_nm_s2", ("N", "float32"): "gemm_prim_mn_s2"}
+OUTGOING = 32                   # the frame's bottom: the primitive's stack argument (work area)
 INCLUDE_DIRS = (str(KERNEL_DIR / "gemm"), str(KERNEL_DIR / "include"))
 DMA_OP = {"get": "DMA_GET", "put": "DMA_PUT"}
 DESC = "$20"                    # the descriptor register
@@ -69,6 +74,11 @@ class Generated:
     tensors: list               # argument order: a0, a1, ... = these tensors' addresses
     ldm_bytes: int              # LDM the kernel uses (data, buffers, stack)
     accumulate: bool
+    dtype: str = "float64"
+
+    @property
+    def es(self) -> int:
+        return ITEMSIZE[self.dtype]
 
     @property
     def text(self) -> str:
@@ -76,24 +86,29 @@ class Generated:
 
 
 class _Emitter:
-    def __init__(self, plan: Plan, accumulate: bool, ldm_limit: int):
-        self.plan, self.accumulate = plan, accumulate
+    def __init__(self, plan: Plan, accumulate: bool, ldm_limit: int, dtype: str):
+        self.plan, self.accumulate, self.dtype = plan, accumulate, dtype
+        self.es = ITEMSIZE[dtype]
         self.lines, self.labels = [], 0
         self.tensors = list(dict.fromkeys(op.tensor for op in plan.operands.values()))
         self.slots = {}
         for name in (["ra"] + [f"base_{t}" for t in self.tensors]
                      + [f"block_{k}" for k in "abc"] + [f"it_{l.iter}" for l in plan.loops]
                      + [f"next_{l.iter}" for l in plan.loops] + [f"parity_{k}" for k in "abc"]):
-            self.slots[name] = 8 * len(self.slots)
-        self.frame = align(8 * len(self.slots))
+            self.slots[name] = OUTGOING + 8 * len(self.slots)
+        self.frame = align(OUTGOING + 8 * len(self.slots))
         # LDM: reply words (two per operand), then each operand's buffers
         self.ldm = {"reply": 0}
         address = 32
         self.buffers = {}
         for key, op in plan.operands.items():
             count = 2 if self._double(key) else 1
-            self.buffers[key] = (address, align(op.elements * ES))
-            address += count * align(op.elements * ES)
+            self.buffers[key] = (address, align(op.elements * self.es))
+            address += count * align(op.elements * self.es)
+        self.work = address     # float32: the primitive's double work area
+        if dtype == "float32":
+            b = plan.blocks
+            address += align(8 * (b["k"] * b["m"] + b["k"] * b["n"] + b["m"] * b["n"]))
         self.ldm_end = address
         self.ldm_limit = ldm_limit
 
@@ -118,11 +133,11 @@ class _Emitter:
         self.emit(f"ldl\t{reg}, {self.slot('block_' + key)}")
         for name, coef in op.base.terms.items():
             self.emit(f"ldl\t$2, {self.slot(f'{prefix}_{name}')}")
-            self.emit(f"ldi\t$3, {coef * ES}")
+            self.emit(f"ldi\t$3, {coef * self.es}")
             self.emit("mull\t$2, $3, $2")
             self.emit(f"addl\t{reg}, $2, {reg}")
         if op.base.const:
-            self.emit(f"ldi\t$2, {op.base.const * ES}")
+            self.emit(f"ldi\t$2, {op.base.const * self.es}")
             self.emit(f"addl\t{reg}, $2, {reg}")
 
     def buffer(self, key: str, reg: str, other: bool = False) -> None:
@@ -147,9 +162,9 @@ class _Emitter:
         op = self.plan.operands[key]
         contiguous = op.pitch == op.vec
         self.emit("stw\t$31, 0($7)")
-        self.emit(f"ldi\t$2, {op.elements * ES}")
-        self.emit(f"ldi\t$3, {0 if contiguous else op.vec * ES}")
-        self.emit(f"ldi\t$5, {0 if contiguous else (op.pitch - op.vec) * ES}")
+        self.emit(f"ldi\t$2, {op.elements * self.es}")
+        self.emit(f"ldi\t$3, {0 if contiguous else op.vec * self.es}")
+        self.emit(f"ldi\t$5, {0 if contiguous else (op.pitch - op.vec) * self.es}")
         self.emit(f"ldi\t$6, {DMA_OP[direction]}")
         self.emit(f"MAKE_DESC_REGS {DESC}, $6, $2, $3, $5, $7")
         self.emit(f"dma\t{DESC}, $1, $4")
@@ -268,7 +283,7 @@ class _Emitter:
                 self.issue("c", "get")
                 self.wait()
             else:
-                self.zero("$4", op.elements * ES)
+                self.zero("$4", op.elements * self.es)
             return
         self.address("c", "it")
         self.issue("c", "put")
@@ -281,7 +296,10 @@ class _Emitter:
         self.emit(f"ldi\t$19, {blocks['m']}")
         self.emit(f"ldi\t$20, {blocks['n']}")
         self.emit(f"ldi\t$21, {blocks['k']}")
-        self.emit(f"bsr\t$26, {PRIMITIVES[node.vector]}")
+        if self.dtype == "float32":
+            self.emit("ldi\t$1, WORK_BUF")
+            self.emit("stl\t$1, 0($sp)")
+        self.emit(f"bsr\t$26, {PRIMITIVES[node.vector, self.dtype]}")
 
     # ---- the whole kernel ------------------------------------------------------------------
     def chunk_offset(self, key: str) -> None:
@@ -292,7 +310,7 @@ class _Emitter:
             offsets = op.offsets[coord]
             step = offsets[1] - offsets[0]
             if offsets == [c * step for c in range(len(offsets))]:
-                self.emit(f"ldi\t$3, {step * ES}              # chunk {coord}: {step} "
+                self.emit(f"ldi\t$3, {step * self.es}              # chunk {coord}: {step} "
                           "elements apart")
                 self.emit(f"mull\t{reg}, $3, $3")
                 self.emit("addl\t$1, $3, $1")
@@ -302,7 +320,7 @@ class _Emitter:
                     skip = self.label()
                     self.emit(f"cmpeq\t{reg}, {c}, $2")
                     self.emit(f"beq\t$2, {skip}")
-                    self.emit(f"ldi\t$3, {value * ES}")
+                    self.emit(f"ldi\t$3, {value * self.es}")
                     self.emit(f"addl\t$1, $3, $1")
                     self.emit(f"{skip}:", indent=False)
         self.emit(f"stl\t$1, {self.slot('block_' + key)}")
@@ -331,6 +349,9 @@ class _Emitter:
             self.emit(f"{key.upper()}_BUF:\t.skip\t{count * nbytes}   # operand {key} "
                       f"({plan.operands[key].tensor}): {plan.operands[key].rows} x "
                       f"{plan.operands[key].vec} doubles x {count}", indent=False)
+        if self.ldm_end > self.work:
+            self.emit(f"WORK_BUF:\t.skip\t{self.ldm_end - self.work}   # the float32 "
+                      "primitive's double work area", indent=False)
         self.emit(f".globl\t{LDM_END}")
         self.emit(f"{LDM_END}:", indent=False)
         self.emit("# the frame: one 8-byte slot per variable")
@@ -338,7 +359,8 @@ class _Emitter:
             self.emit(f"S_{name} = {offset}")
         self.emit(f"FRAME = {self.frame}", indent=True)
         self.emit(f".globl\t{STACK}")
-        self.emit(f"{STACK} = FRAME + GEMM_PRIM_FRAME")
+        self.emit(f"{STACK} = FRAME + "
+                  f"{'GEMM_PRIM_STACK' if self.dtype == 'float32' else 'GEMM_PRIM_FRAME'}")
         self.emit(".text")
         self.emit(f".globl\t{ENTRY}")
         self.emit(f".ent\t{ENTRY}")
@@ -370,9 +392,12 @@ class _Emitter:
         return "\n".join(self.lines) + "\n"
 
 
-def generate(plan: Plan, *, accumulate: bool = False, ldm_bytes: int = 64 * 1024) -> Generated:
-    """The kernel of `plan`; raises ScheduleError if it cannot be generated or its LDM does
-    not fit `ldm_bytes`."""
+def generate(plan: Plan, *, accumulate: bool = False, ldm_bytes: int = 64 * 1024,
+             dtype: str = "float64") -> Generated:
+    """The kernel of `plan` for `dtype` ("float64" or "float32") data; raises ScheduleError if
+    it cannot be generated or its LDM does not fit `ldm_bytes`."""
+    if dtype not in ITEMSIZE:
+        raise ScheduleError("dtype", f"dtype must be one of {sorted(ITEMSIZE)}, got {dtype!r}")
     c = plan.operands["c"]
     depth = placement(plan.loops, c.deps)
     if not accumulate:
@@ -381,16 +406,18 @@ def generate(plan: Plan, *, accumulate: bool = False, ldm_bytes: int = 64 * 1024
             raise ScheduleError("output written once", f"C's block is revisited over loop(s) "
                                 f"{outside}: write C once per tile (move them inside) or "
                                 "generate with accumulate=True", plan.gemm.line)
-    emitter = _Emitter(plan, accumulate, ldm_bytes)
+    emitter = _Emitter(plan, accumulate, ldm_bytes, dtype)
     if len(emitter.tensors) > 6:
         raise ScheduleError("arguments", "a generated kernel takes at most 6 tensors")
     text = emitter.kernel()
     kernel = GeneratedKernel(sources=(), entry=ENTRY, ldm_end=LDM_END, stack=STACK, text=text)
     # the kernel's .ldm data is the only one of its program (the primitive has none): it
     # starts at LDM 0; the stack is the frame and the primitive's (tests check the symbols)
-    used = emitter.ldm_end + emitter.frame + _include_constant("GEMM_PRIM_FRAME")
+    primitive_stack = _include_constant("GEMM_PRIM_FRAME") + (
+        _include_constant("GEMM_PRIM_S2_FRAME") if dtype == "float32" else 0)
+    used = emitter.ldm_end + emitter.frame + primitive_stack
     if used > ldm_bytes:
         raise ScheduleError("LDM budget", f"the kernel needs {used} bytes of LDM (buffers "
                             f"{emitter.ldm_end}, frame and primitive stack), more than "
                             f"{ldm_bytes}", plan.gemm.line)
-    return Generated(kernel, plan, emitter.tensors, used, accumulate)
+    return Generated(kernel, plan, emitter.tensors, used, accumulate, dtype)

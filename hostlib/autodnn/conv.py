@@ -64,17 +64,21 @@ def estimate(candidate, machine, engine: str = "c") -> tuple:
     kernel on 1 and 2 output rows of at most SAMPLE_TILES column tiles (Sco columns each); the
     difference is a row's cycles, scaled to the layer's columns and counted for every row,
     plus the rest of the first run (start-up, the priming DMA, the last put)."""
+    from . import build
     from .tuner import measure, with_consts
     consts = candidate.program.seed.registry.const_values()
     r_o, c_o = consts["Ro"], consts["Co"]
     sco = candidate.binding.get("Sco", 1)
     cols = min(c_o, SAMPLE_TILES * sco)
-    runs = [measure(type(candidate)(with_consts(candidate.program, Ro=rows, Co=cols),
-                                    candidate.binding), machine, rows, engine)
+    def sample(**shape):
+        program = with_consts(candidate.program, **shape)
+        return type(candidate)(program, candidate.binding,
+                               build(program, candidate.binding, dtype=candidate.generated.dtype))
+
+    runs = [measure(sample(Ro=rows, Co=cols), machine, rows, engine)
             for rows in (1, 2)] if r_o > 1 else None
     if runs is None:
-        one = measure(type(candidate)(with_consts(candidate.program, Co=cols),
-                                      candidate.binding), machine, 1, engine)
+        one = measure(sample(Co=cols), machine, 1, engine)
         return one * c_o / cols, {"sampled": cols < c_o, "rows": 1, "cols": cols}
     row = (runs[1] - runs[0]) * c_o / cols
     return runs[0] - (runs[1] - runs[0]) + row * r_o, {"sampled": True, "rows": 2,

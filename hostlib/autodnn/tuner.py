@@ -17,7 +17,7 @@ import numpy as np
 from ...vm import Machine
 from ...vm.config import VMConfig
 from ..blas import gemm_model
-from .codegen import ES, Generated
+from .codegen import Generated
 from .dsl import Program
 from .ir import Expr, ScheduleError
 from .optimize import MESH, placement
@@ -27,6 +27,9 @@ from .optimize import MESH, placement
 # per DMA and 30 around the call) and per C element zeroed (a vstd per 4 doubles).
 STEP_CYCLES = 120.0
 ZERO_CYCLES_PER_ELEMENT = 0.25
+# float32 (the primitive's strategy 2): a widened or narrowed element (a vector load and store
+# per 4; gemm_model.PACK_CYCLES["natural_s"])
+WIDEN_CYCLES_PER_ELEMENT = gemm_model.PACK_CYCLES["natural_s"]
 
 
 @dataclass
@@ -66,14 +69,14 @@ def with_consts(program: Program, **values) -> Program:
     return P(seed, list(program.strategies), program.name)
 
 
-def _block_rows(plan, op, config, at_env) -> tuple:
+def _block_rows(op, es, at_env) -> tuple:
     """(starts, ends, valid) byte ranges of the 64 CPEs' rows of an operand's block, at the
     iteration `at_env`."""
-    base = op.base.value(at_env) * ES
+    base = op.base.value(at_env) * es
     i, j = np.divmod(np.arange(MESH * MESH), MESH)
-    cpe = base + (np.array(op.offsets["i"])[i] + np.array(op.offsets["j"])[j]) * ES
-    starts = cpe[:, None] + np.arange(op.rows)[None, :] * op.pitch * ES
-    ends = starts + op.vec * ES - 1
+    cpe = base + (np.array(op.offsets["i"])[i] + np.array(op.offsets["j"])[j]) * es
+    starts = cpe[:, None] + np.arange(op.rows)[None, :] * op.pitch * es
+    ends = starts + op.vec * es - 1
     return starts, ends, np.ones_like(starts, bool)
 
 
@@ -91,23 +94,25 @@ def predict(gen: Generated, config: VMConfig) -> float:
         op = plan.operands[key]
         depth = placement(plan.loops, op.deps)
         fetches = int(np.prod(trips[:depth + 1])) if depth >= 0 else 1
-        lines = gemm_model.transactions(*_block_rows(plan, op, config, first), config)
+        lines = gemm_model.transactions(*_block_rows(op, gen.es, first), config)
         engine += lines * config.dma_transaction_cycles * fetches / calls
     c = plan.operands["c"]
     depth = placement(plan.loops, c.deps)
     tiles = int(np.prod(trips[:depth + 1])) if depth >= 0 else 1
-    starts, ends, valid = _block_rows(plan, c, config, first)
+    starts, ends, valid = _block_rows(c, gen.es, first)
     engine += gemm_model.put_engine_cycles(starts, ends, valid, config) * tiles / calls
     dma = gemm_model.dma_cycles(engine, config)
     b = plan.blocks
     compute = gemm_model.primitive_cycles(b["m"], b["n"], b["k"]) + STEP_CYCLES
+    if gen.dtype == "float32":    # strategy 2 widens A, B, C and narrows C on every call
+        compute += WIDEN_CYCLES_PER_ELEMENT * (b["k"] * (b["m"] + b["n"]) + 2 * b["m"] * b["n"])
     zero = tiles * c.elements * ZERO_CYCLES_PER_ELEMENT
     return calls * max(dma, compute) + zero + dma
 
 
-def space(programs) -> list:
-    """Every candidate of the programs' schedule spaces, built (or refused, with the
-    reason: the pruning)."""
+def space(programs, dtype: str = "float64") -> list:
+    """Every candidate of the programs' schedule spaces, built for `dtype` (or refused, with
+    the reason: the pruning)."""
     from . import build
     from .schedule import bindings
     out = []
@@ -115,7 +120,7 @@ def space(programs) -> list:
         for binding in bindings(program):
             cand = Candidate(program, binding)
             try:
-                cand.generated = build(program, binding)
+                cand.generated = build(program, binding, dtype=dtype)
             except ScheduleError as exc:
                 cand.refused, cand.error = str(exc), exc
             out.append(cand)
@@ -143,17 +148,19 @@ def measure(cand: Candidate, machine: Machine, sample: int | None = 2,
     (None: run whole); inputs are random (timing does not depend on values)."""
     from . import build, run
     program, scale = _sampled(cand.program, sample) if sample else (cand.program, 1.0)
-    gen = build(program, cand.binding)
+    gen = build(program, cand.binding, dtype=cand.generated.dtype if cand.generated else
+                "float64")
     consts = gen.plan.seed.registry.const_values()
     rng = np.random.default_rng(0)
     arrays = {t: rng.standard_normal([consts[d] for d in gen.plan.seed.registry.tensors[t].dims])
-              for t in gen.tensors}
+              .astype(gen.dtype) for t in gen.tensors}
     _, stats = run(gen, arrays, machine=machine, engine=engine)
     return stats.cycles * scale
 
 
 def tune(programs, mode: str = "model", *, machine: Machine | None = None,
-         config: VMConfig | None = None, sample: int = 2, progress=None) -> Tuning:
+         config: VMConfig | None = None, sample: int = 2, dtype: str = "float64",
+         progress=None) -> Tuning:
     """The best candidate of the programs' space by `mode` ("model": on `config`, default the
     machine's; or "measured": runs on `machine`)."""
     if mode not in ("model", "measured"):
@@ -162,7 +169,7 @@ def tune(programs, mode: str = "model", *, machine: Machine | None = None,
         machine = machine or Machine(config) if config else machine or Machine()
         config = machine.config
     start = time.perf_counter()
-    candidates = space(programs)
+    candidates = space(programs, dtype)
     feasible = [c for c in candidates if c.generated is not None]
     if len(candidates) == 1 and not feasible:
         raise candidates[0].error
