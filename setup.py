@@ -19,7 +19,8 @@ setup(
                                                                         for layer in LAYERS])],
     package_dir={"swsim": "."},
     package_data={"swsim.kernels": ["**/*.s", "**/*.inc"], "swsim.vm": ["core/*.c", "core/*.h"],
-                  "swsim.hostlib.train": ["caffe.proto", "examples/*.prototxt"]},
+                  "swsim.hostlib.train": ["caffe.proto", "examples/*.prototxt"],
+                  "swsim.hostlib.autodnn": ["examples/*.sched"]},
     cffi_modules=["vm/build_core.py:ffibuilder"],
     cmdclass={"build_py": BuildPy},
 )

@@ -1,7 +1,7 @@
 """The layer order of the whole package: every module imports only its own layer and those
 below it, checked on the source with ``ast`` (function-local imports included).
 
-    isa <- asm <- vm <- kernels <- hostlib.runtime <- hostlib.blas <- hostlib.dnn
+    isa <- asm <- vm <- kernels <- hostlib.runtime <- hostlib.blas <- hostlib.autodnn <- hostlib.dnn
         <- hostlib.train <- hostlib.tools
 
 ``errors`` is importable by every layer; the root ``__init__`` and ``cli`` dispatch lazily to
@@ -12,7 +12,8 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-LAYERS = ("isa", "asm", "vm", "kernels", "hostlib.runtime", "hostlib.blas", "hostlib.dnn",
+LAYERS = ("isa", "asm", "vm", "kernels", "hostlib.runtime", "hostlib.blas", "hostlib.autodnn",
+          "hostlib.dnn",
           "hostlib.train", "hostlib.tools")
 ANYONE_MAY_IMPORT = ("errors",)
 DISPATCHERS = ("", "cli")          # swsim/__init__.py, swsim/cli.py

@@ -27,12 +27,13 @@ import numbers
 import numpy as np
 
 from ...vm import HostError, Machine
-from . import conv_explicit, conv_implicit, conv_winograd
+from . import conv_explicit, conv_generated, conv_implicit, conv_winograd
 from .conv_common import ConvGeometry, ConvStats, as_array, as_shape, make_geometry, same_dtype
 from .elementwise import add
 from .layout import LAYOUTS, transform
 
-ALGORITHMS = {module.NAME: module for module in (conv_explicit, conv_implicit, conv_winograd)}
+ALGORITHMS = {module.NAME: module for module in (conv_explicit, conv_implicit, conv_winograd,
+                                                 conv_generated)}
 DIRECTIONS = ("forward", "backward_data", "backward_filter")
 
 

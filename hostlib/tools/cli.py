@@ -12,13 +12,14 @@ from typing import Optional
 from ...vm.cli import add_run_arguments, count_argument, run_from_args
 from ...vm.config import PRESETS, VMConfig
 from ...vm.machine import Machine
-from . import train
+from . import autodnn, train
 from .analyze import DEFAULT_ITERATIONS, analyze_loop
 from .bench import speed as speed_bench
 
 
 def register(subparsers) -> None:
     train.register(subparsers)
+    autodnn.register(subparsers)
     bench = subparsers.add_parser("bench", help="run a benchmark and print its table")
     which = bench.add_subparsers(dest="bench", metavar="BENCHMARK")
     which.required = True
@@ -85,6 +86,14 @@ def register(subparsers) -> None:
                       help="skip the whole runs of the small cases")
     conv.add_argument("--engine", choices=("c", "python"), default="c")
     conv.set_defaults(func=_conv)
+
+    generated = which.add_parser("autodnn", help="swAutoDNN: generated vs hand-written implicit "
+                                 "convolution on VGG-16/ResNet-50/YOLO layers, model vs "
+                                 "measured tuning (sampled)")
+    generated.add_argument("--quick", action="store_true", help="3 layers")
+    generated.add_argument("--json", metavar="FILE", help="also write the results as JSON")
+    generated.add_argument("--engine", choices=("c", "python"), default="c")
+    generated.set_defaults(func=_autodnn_bench)
 
     train_bench = which.add_parser("train", help="img/s of AlexNet, VGG-16 and ResNet-50 on "
                                    "the chip (Table 7.2, Fig. 7.6) from per-layer sampled "
@@ -275,6 +284,25 @@ def _conv(args) -> int:
     print(conv.format_report(results, time.perf_counter() - start, cpu))
     conv.box_plot(results, args.out)
     print(f"box plot: {args.out}")
+    return 0
+
+
+def _autodnn_bench(args) -> int:
+    import time
+
+    from .bench import autodnn as bench
+    start = time.perf_counter()
+    bar = StepBar(len(bench.QUICK_LAYERS if args.quick else bench.LAYERS)
+                  + len(bench.TUNE_LAYERS))
+    try:
+        results = bench.run(quick=args.quick, engine=args.engine,
+                            progress=lambda done, total: bar(f"case {done}/{total}"))
+    finally:
+        bar.close()
+    print(bench.format_report(results, time.perf_counter() - start))
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as f:
+            json.dump(bench.to_json(results), f, indent=1)
     return 0
 
 

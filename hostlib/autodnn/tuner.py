@@ -1,0 +1,188 @@
+"""The auto-tuner (Fang 2019 §6.4): enumerate the schedule space (every program variant x every
+assignment of its parameter sets), prune what the primitive or the LDM refuses, and rank the
+rest by the model T = max(T_DMA, T_compute) per primitive call (the generated code overlaps
+the two), built from the project's models: the primitive's fitted eq. 4-2
+(``gemm_model.primitive_cycles``) and the DMA engine's transactions (eq. 3-1/3-2,
+``gemm_model.transactions`` / ``put_engine_cycles``). The measured mode runs every candidate
+on the VM instead -- sampled: the outermost loop cut to a few iterations and the cycles
+scaled -- the black-box baseline the model is judged against.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ...vm import Machine
+from ...vm.config import VMConfig
+from ..blas import gemm_model
+from .codegen import Generated
+from .dsl import Program
+from .ir import Expr, ScheduleError
+from .optimize import MESH, placement
+
+# CPE cycles of the generated code around a primitive call (waits, the successor and
+# address arithmetic, descriptor building; counted from the listing: about 40 instructions
+# per DMA and 30 around the call) and per C element zeroed (a vstd per 4 doubles).
+STEP_CYCLES = 120.0
+ZERO_CYCLES_PER_ELEMENT = 0.25
+# float32 (the primitive's strategy 2): a widened or narrowed element (a vector load and store
+# per 4; gemm_model.PACK_CYCLES["natural_s"])
+WIDEN_CYCLES_PER_ELEMENT = gemm_model.PACK_CYCLES["natural_s"]
+
+
+@dataclass
+class Candidate:
+    program: Program
+    binding: dict
+    generated: Generated | None = None
+    refused: str | None = None
+    error: ScheduleError | None = None
+    predicted: float | None = None
+    measured: float | None = None
+
+    @property
+    def label(self) -> str:
+        params = ", ".join(f"{k}={v}" for k, v in self.binding.items())
+        return f"{self.program.name or 'schedule'}({params})"
+
+
+@dataclass
+class Tuning:
+    best: Candidate
+    candidates: list
+    mode: str
+    seconds: float
+    feasible: list = field(default_factory=list)
+
+
+def with_consts(program: Program, **values) -> Program:
+    """A copy of `program` with ConstVars set (a shape: the CLI's --shape NAME=VALUE)."""
+    from .dsl import Program as P
+    seed = program.seed.copy()
+    for name, value in values.items():
+        if name not in seed.registry.consts:
+            raise ScheduleError("unknown variable", f"--shape {name}: no ConstVar {name}")
+        seed.registry.consts[name] = Expr(const=int(value))
+        seed.registry.params.pop(name, None)
+    return P(seed, list(program.strategies), program.name)
+
+
+def _block_rows(op, es, at_env) -> tuple:
+    """(starts, ends, valid) byte ranges of the 64 CPEs' rows of an operand's block, at the
+    iteration `at_env`."""
+    base = op.base.value(at_env) * es
+    i, j = np.divmod(np.arange(MESH * MESH), MESH)
+    cpe = base + (np.array(op.offsets["i"])[i] + np.array(op.offsets["j"])[j]) * es
+    starts = cpe[:, None] + np.arange(op.rows)[None, :] * op.pitch * es
+    ends = starts + op.vec * es - 1
+    return starts, ends, np.ones_like(starts, bool)
+
+
+def predict(gen: Generated, config: VMConfig) -> float:
+    """Predicted cycles of a generated kernel: per primitive call max(T_DMA, T_compute), the
+    C tiles' zeroing, and the first call's exposed DMA."""
+    plan = gen.plan
+    consts = plan.seed.registry.const_values()
+    trips = [-(-(l.max.value(consts) - l.min.value(consts)) // l.stride.value(consts))
+             for l in plan.loops]
+    calls = int(np.prod(trips)) if trips else 1
+    first = {**consts, **{l.iter: l.min.value(consts) for l in plan.loops}}
+    engine = 0.0
+    for key in "ab":
+        op = plan.operands[key]
+        depth = placement(plan.loops, op.deps)
+        fetches = int(np.prod(trips[:depth + 1])) if depth >= 0 else 1
+        lines = gemm_model.transactions(*_block_rows(op, gen.es, first), config)
+        engine += lines * config.dma_transaction_cycles * fetches / calls
+    c = plan.operands["c"]
+    depth = placement(plan.loops, c.deps)
+    tiles = int(np.prod(trips[:depth + 1])) if depth >= 0 else 1
+    starts, ends, valid = _block_rows(c, gen.es, first)
+    engine += gemm_model.put_engine_cycles(starts, ends, valid, config) * tiles / calls
+    dma = gemm_model.dma_cycles(engine, config)
+    b = plan.blocks
+    compute = gemm_model.primitive_cycles(b["m"], b["n"], b["k"]) + STEP_CYCLES
+    if gen.dtype == "float32":    # strategy 2 widens A, B, C and narrows C on every call
+        compute += WIDEN_CYCLES_PER_ELEMENT * (b["k"] * (b["m"] + b["n"]) + 2 * b["m"] * b["n"])
+    zero = tiles * c.elements * ZERO_CYCLES_PER_ELEMENT
+    return calls * max(dma, compute) + zero + dma
+
+
+def space(programs, dtype: str = "float64") -> list:
+    """Every candidate of the programs' schedule spaces, built for `dtype` (or refused, with
+    the reason: the pruning)."""
+    from . import build
+    from .schedule import bindings
+    out = []
+    for program in programs:
+        for binding in bindings(program):
+            cand = Candidate(program, binding)
+            try:
+                cand.generated = build(program, binding, dtype=dtype)
+            except ScheduleError as exc:
+                cand.refused, cand.error = str(exc), exc
+            out.append(cand)
+    return out
+
+
+def _sampled(program: Program, sample: int) -> tuple:
+    """(program with its outermost loop cut to `sample` iterations, full / sampled calls),
+    or (program, 1) when the outermost loop's extent is not a plain ConstVar."""
+    from .ir import For
+    outer = next((n for n in program.seed.body if isinstance(n, For)), None)
+    if outer is None or len(outer.max.terms) != 1 or outer.max.const or \
+            list(outer.max.terms.values()) != [1]:
+        return program, 1.0
+    name = next(iter(outer.max.terms))
+    extent = program.seed.registry.const_values()[name]
+    if extent <= sample:
+        return program, 1.0
+    return with_consts(program, **{name: sample}), extent / sample
+
+
+def measure(cand: Candidate, machine: Machine, sample: int | None = 2,
+            engine: str = "c") -> float:
+    """The candidate's cycles on the VM, sampled over `sample` outermost iterations and scaled
+    (None: run whole); inputs are random (timing does not depend on values)."""
+    from . import build, run
+    program, scale = _sampled(cand.program, sample) if sample else (cand.program, 1.0)
+    gen = build(program, cand.binding, dtype=cand.generated.dtype if cand.generated else
+                "float64")
+    consts = gen.plan.seed.registry.const_values()
+    rng = np.random.default_rng(0)
+    arrays = {t: rng.standard_normal([consts[d] for d in gen.plan.seed.registry.tensors[t].dims])
+              .astype(gen.dtype) for t in gen.tensors}
+    _, stats = run(gen, arrays, machine=machine, engine=engine)
+    return stats.cycles * scale
+
+
+def tune(programs, mode: str = "model", *, machine: Machine | None = None,
+         config: VMConfig | None = None, sample: int = 2, dtype: str = "float64",
+         progress=None) -> Tuning:
+    """The best candidate of the programs' space by `mode` ("model": on `config`, default the
+    machine's; or "measured": runs on `machine`)."""
+    if mode not in ("model", "measured"):
+        raise ScheduleError("tune", f"tune mode must be 'model' or 'measured', got {mode!r}")
+    if mode == "measured" or config is None:
+        machine = machine or Machine(config) if config else machine or Machine()
+        config = machine.config
+    start = time.perf_counter()
+    candidates = space(programs, dtype)
+    feasible = [c for c in candidates if c.generated is not None]
+    if len(candidates) == 1 and not feasible:
+        raise candidates[0].error
+    if not feasible:
+        reasons = "; ".join(sorted({c.refused for c in candidates}))
+        raise ScheduleError("no feasible schedule", f"every candidate is refused: {reasons}")
+    for n, cand in enumerate(feasible):
+        if mode == "model":
+            cand.predicted = predict(cand.generated, config)
+        else:
+            cand.measured = measure(cand, machine, sample)
+        if progress:
+            progress(n + 1, len(feasible))
+    key = (lambda c: c.predicted) if mode == "model" else (lambda c: c.measured)
+    best = min(feasible, key=key)
+    return Tuning(best, candidates, mode, time.perf_counter() - start, feasible)

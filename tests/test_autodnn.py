@@ -1,0 +1,309 @@
+"""swAutoDNN (hostlib/autodnn, docs/autodnn.md): the DSL and its builder, the schedule
+rewrites, the errors naming line and rule, and generated kernels against numpy."""
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from swsim.hostlib import autodnn as ad
+from swsim.hostlib.autodnn import ir
+
+EXAMPLES = Path(ad.__file__).parent / "examples"
+FIG63 = (EXAMPLES / "fig63.sched").read_text()
+CONV = (EXAMPLES / "conv.sched").read_text()
+
+
+def shrink(text, **values):
+    """The schedule text with ConstVars (or a parameter set) replaced."""
+    for name, value in values.items():
+        text, count = re.subn(rf"\b{name}\(([^()]|\{{[^}}]*\}})+\)", f"{name}({value})", text,
+                              count=1)
+        assert count == 1, name
+    return text
+
+
+def operands(program, seed=0):
+    rng = np.random.default_rng(seed)
+    consts = program.seed.registry.const_values()
+    shape = {t: [consts[d] for d in tensor.dims]
+             for t, tensor in program.seed.registry.tensors.items()}
+    (gemm, _), = ir.gemms(program.seed)
+    arrays = {acc.tensor: rng.standard_normal(shape[acc.tensor]) for acc in (gemm.a, gemm.b)}
+    arrays[gemm.c.tensor] = np.zeros(shape[gemm.c.tensor])
+    return arrays
+
+
+def declared(program):
+    return {t: tensor.dims for t, tensor in program.seed.registry.tensors.items()}
+
+
+def test_fig63_listing_parses_verbatim_and_its_out_of_bounds_read_is_refused():
+    program = ad.load(FIG63)
+    assert [s.op for s in program.strategies] == ["split", "reorder", "fuse", "layout",
+                                                 "vectorization"]
+    assert "cRo" not in program.seed.registry.vars          # declared by its For
+    with pytest.raises(ad.ScheduleError, match=r"line 12: .*\{Ci, 32\*cCo_out\+cCo_in\+Kc\} spans 3\.\.130"
+                       r".*\[rule: index in bounds\]"):
+        ad.build(program)
+
+
+def test_fig63_strategies_as_rewrites():
+    seed = ad.schedule.apply(ad.load(FIG63.replace("cCo+Kc", "cCo+cKc")))
+    text = ir.format_seed(seed)
+    # split + reorder + fuse of cCo_out into M: the loop is gone, M = (cCo_out, B)
+    assert "For(cCo_in, 0, 1, 32){\n      For(cKr" not in text
+    assert re.search(r"For\(cRo, 0, 1, Ro\)\{\n  For\(cKr.*\n    For\(cKc.*\n      "
+                     r"For\(cCo_in, 0, 1, 32\)", text)
+    assert 'gemm_op("op1", (cCo_out,B), No, Ni' in text
+    assert "{Ci, 32*cCo_out+cCo_in+cKc}" in text
+
+
+def test_builder_makes_the_dsl_seed():
+    b = ad.Builder().var("cRo", "cCo").const(Ro=4, Co=8, Ni=16, No=32, B=128)
+    b.const(Ri="Ro", Ci="Co")
+    b.tensor("A", "Ri", "Ci", "Ni", "B").tensor("W", "Ni", "No").tensor("C", "Ro", "Co", "No", "B")
+    with b.loop("cRo", "Ro"):
+        with b.loop("cCo", "Co"):
+            b.gemm("op1", "B", "No", "Ni", b.at("A", Ri="cRo", Ci="cCo"), b.at("W"),
+                   b.at("C", Ro="cRo", Co="cCo"))
+    b.strategy("split", "cCo", "cCo_out", "cCo_in", [2, 4]).strategy("fuse", "cCo_in", "op1", "inM")
+    built = b.program()
+    text = """Schedule Seed
+        Var cRo, cCo; ConstVar Ro(4), Co(8), Ni(16), No(32), B(128), Ri(Ro), Ci(Co);
+        Tensor A(Ri, Ci, Ni, B), W(Ni, No), C(Ro, Co, No, B);
+        For(cRo, 0, 1, Ro){ For(cCo, 0, 1, Co){
+          gemm_op("op1", B, No, Ni, A({Ri, cRo}, {Ci, cCo}), W(), C({Ro, cRo}, {Co, cCo})); }}
+        Schedule Strategies split(cCo, cCo_out, cCo_in, {2, 4}); fuse(cCo_in, "op1", inM);"""
+    parsed = ad.load(text)
+    assert ir.format_seed(built.seed) == ir.format_seed(parsed.seed)
+    assert ad.bindings(built) == ad.bindings(parsed) == [{"_split1": 2}, {"_split1": 4}]
+    arrays = operands(built)
+    for binding in ad.bindings(built):
+        out, _ = ad.run(ad.build(built, binding), arrays)
+        np.testing.assert_allclose(out["C"], ad.reference(built, arrays), rtol=1e-12, atol=1e-12)
+
+
+@settings(max_examples=6, deadline=None)
+@given(ro=st.integers(1, 2), co=st.sampled_from([1, 2, 3, 4]), kr=st.integers(1, 3),
+       kc=st.integers(1, 3), ni=st.sampled_from([8, 24]), no=st.sampled_from([32, 96]),
+       data=st.data())
+def test_generated_convolution_equals_numpy_on_odd_shapes(ro, co, kr, kc, ni, no, data):
+    sco = data.draw(st.sampled_from([d for d in (1, 2, 4) if co % d == 0]))   # 16 sco | 128
+    program = ad.load(shrink(CONV, Ro=ro, Co=co, Kr=kr, Kc=kc, Ni=ni, No=no, B=128, Sco=sco))
+    arrays = operands(program, seed=ro + co)
+    out, stats = ad.run(ad.build(program), arrays)
+    np.testing.assert_allclose(out["C"], ad.reference(program, arrays), rtol=1e-12, atol=1e-12)
+    assert stats.flops == 2 * ro * co * kr * kc * ni * no * 128
+
+
+VECTOR_N = """Schedule Seed
+ConstVar Ro(2), Co(4), K(2), Ni(16), No(128), B(32), Ri(Ro), Ci(Co+K-1);
+Tensor X(Ri, Ci, Ni, B), W(K, Ni, No), Y(Ro, Co, No, B);
+For(r, 0, 1, Ro){ For(c, 0, 1, Co){ For(k, 0, 1, K){
+  gemm_op("op", B, No, Ni, X({Ri, r}, {Ci, c+k}), W({K, k}), Y({Ro, r}, {Co, c})); }}}
+Schedule Strategies
+layout("op", notrans, trans, trans);
+vectorization("op", VecN);
+"""
+
+
+def test_vector_n_variant_writes_the_other_c_layout():
+    program = ad.load(VECTOR_N)
+    gen = ad.build(program)
+    assert "gemm_prim_mn_d" in gen.text and "Y(Ro, Co, B, No)" in gen.text
+    arrays = operands(program, 3)
+    out, _ = ad.run(gen, arrays, declared=declared(program))
+    np.testing.assert_allclose(out["Y"], ad.reference(program, arrays), rtol=1e-12, atol=1e-12)
+
+
+def test_generation_and_runs_are_deterministic_and_engines_agree():
+    program = ad.load(shrink(CONV, Ro=1, Co=1, Kr=1, Kc=2, Ni=8, No=32, B=128, Sco=1))
+    assert ad.build(program).text == ad.build(program).text
+    arrays = operands(program, 1)
+    gen = ad.build(program)
+    (out_c, run_c), (out_py, run_py) = (ad.run(gen, arrays, engine=e) for e in ("c", "python"))
+    assert out_c["C"].tobytes() == out_py["C"].tobytes() and run_c.cycles == run_py.cycles
+    np.testing.assert_allclose(out_c["C"], ad.reference(program, arrays), rtol=1e-12)
+
+
+def test_generated_code_is_commented_with_its_ir():
+    text = ad.build(ad.load(shrink(CONV, Ro=2, Co=4, Ni=16, No=32, Sco=2))).text
+    for node in ('# IR For(cRo, 0, 1, Ro)', '# IR dma get "op1".a -> A_buf',
+                 '# IR prime dma get "op1".b', '# IR gemm_op("op1", (cCo_in,B), No, Ni',
+                 "bsr\t$26, gemm_prim_nm_d"):
+        assert node in text
+
+
+@pytest.mark.parametrize("change, message", [
+    (("B({Kr, cKr}, {Kc, cKc})", "B({Kr, cKr}, {Kc, cQ})"),
+     r"line 16: unknown variable cQ .*\[rule: unknown variable\]"),
+    (("ConstVar Sco({1, 2, 4});", "ConstVar Sco(3);"),
+     r"line 23: split factor 3 does not divide the extent 4 .*\[rule: split divides\]"),
+    (("No(32)", "No(16)"), r"line 13: .*N/8 of 4.*\[rule: primitive constraint\]"),
+    (("fuse(cCo_in, \"op1\", inM);", "fuse(cCo_in, \"op1\", inN);"),
+     r"line 25: loop cCo_in fused inN must index exactly .*\[rule: fuse\]"),
+    (("reorder({cRo, cCo_out, cKr, cKc, cCo_in});", "reorder({cRo, cKr, cCo_out, cKc, cCo_in});"),
+     r"line 13: C's block is revisited over loop\(s\) \['cKr'\].*\[rule: output written once\]"),
+    (("Ni(16)", "Ni(1024)"), r"line 13: the kernel needs \d+ bytes of LDM.*\[rule: LDM budget\]"),
+    (("For(cKr, 0, 1, Kr){", "For(cKr, 0, 1 Kr){"), r"line 11: .*\[rule: syntax\]"),
+])
+def test_malformed_schedules_name_line_and_rule(change, message):
+    text = shrink(CONV, Ro=2, Co=4, Kr=2, Kc=2, Ni=16, No=32, B=128).replace(*change)
+    with pytest.raises(ad.ScheduleError, match=message):
+        ad.build(ad.load(text), {"Sco": 2} if "{1, 2, 4}" in text else None)
+
+
+def test_ldm_plan_matches_the_linked_kernel():
+    gen = ad.build(ad.load(shrink(CONV, Ro=2, Co=4, Ni=16, No=32, Sco=2)))
+    kernel = gen.kernel
+    assert gen.ldm_bytes == kernel.symbol("autodnn_ldm_end") + kernel.stack_bytes(3)
+
+
+def test_tuner_model_ranks_the_space_and_measured_mode_runs_it():
+    from swsim.hostlib.autodnn import conv, tuner
+    programs = conv.programs(128, 8, 64, 2, 2, 1, 2)
+    model = tuner.tune(programs, "model")
+    refused = [c for c in model.candidates if c.refused]
+    assert model.feasible and all("[rule: " in c.refused for c in refused)
+    assert model.best.predicted == min(c.predicted for c in model.feasible)
+    measured = tuner.tune(programs, "measured", sample=1)
+    assert measured.best.measured == min(c.measured for c in measured.feasible)
+    for m, p in zip(measured.feasible, model.feasible):     # tiny, latency-bound: within 35%
+        assert abs(p.predicted / m.measured - 1) < 0.35, (p.label, p.predicted, m.measured)
+    chosen = next(c for c in measured.feasible if c.label == model.best.label)
+    assert chosen.measured <= 1.1 * measured.best.measured
+
+
+def _conv_reference(x, w, bias):
+    """y (R_o, C_o, N_o, B) of x (R_i, C_i, N_i, B) and w (N_o, N_i, K_r, K_c), numpy."""
+    k_r, k_c = w.shape[2:]
+    r_o, c_o = x.shape[0] - k_r + 1, x.shape[1] - k_c + 1
+    y = np.zeros((r_o, c_o, w.shape[0], x.shape[3]))
+    for kr in range(k_r):
+        for kc in range(k_c):
+            y += np.einsum("rcib,oi->rcob", x[kr:kr + r_o, kc:kc + c_o], w[:, :, kr, kc])
+    return y + (0 if bias is None else bias[:, None])
+
+
+@pytest.mark.parametrize("with_bias, dtype", [(False, np.float64), (True, np.float64),
+                                              (True, np.float32)])
+def test_dnn_conv_runs_the_generated_algorithm(with_bias, dtype):
+    from swsim.hostlib.dnn import conv
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((2, 4, 8, 128)).astype(dtype)             # RCNB
+    w = rng.standard_normal((32, 8, 1, 3)).astype(dtype)
+    bias = rng.standard_normal(32).astype(dtype) if with_bias else None
+    y, stats = conv.conv2d_forward(x, w, bias, algo="generated", layout="RCNB")
+    assert stats.algo == "generated" and set(stats.phases) == {"layout", "weights", "conv"}
+    assert y.dtype == dtype
+    tolerance = 1e-10 if dtype == np.float64 else 1e-4
+    np.testing.assert_allclose(y, _conv_reference(x.astype(np.float64), w.astype(np.float64),
+                                                  None if bias is None else
+                                                  bias.astype(np.float64)),
+                               rtol=tolerance, atol=tolerance)
+
+
+def test_dnn_conv_generated_refuses_what_it_does_not_do():
+    from swsim.hostlib.dnn import conv, conv_generated
+    from swsim.hostlib.dnn.conv_common import make_geometry
+    from swsim.vm import Machine
+    config = Machine().config
+    geo = make_geometry((128, 16, 4, 4), (32, 16, 3, 3), 1, 0, "w")
+    assert conv_generated.supports(geo, "forward", np.float64, config) is None
+    assert "forward only" in conv_generated.supports(geo, "backward_data", np.float64, config)
+    assert conv_generated.supports(geo, "forward", np.float32, config) is None
+    assert "float32 or float64" in conv_generated.supports(geo, "forward", np.float16, config)
+    padded = make_geometry((128, 16, 4, 4), (32, 16, 3, 3), 1, 1, "w")
+    assert "padding" in conv_generated.supports(padded, "forward", np.float64, config)
+    odd = make_geometry((3, 16, 4, 4), (32, 16, 3, 3), 1, 0, "w")
+    assert "no feasible schedule" in conv_generated.supports(odd, "forward", np.float64, config)
+    with pytest.raises(ValueError, match="forward only"):
+        conv.conv2d_backward_data(np.zeros((128, 32, 2, 2)), np.zeros((32, 16, 3, 3)),
+                                  (128, 16, 4, 4), algo="generated")
+
+
+def test_cli_tunes_reports_and_writes_the_kernel(tmp_path, capsys):
+    from swsim.cli import main
+    out = tmp_path / "k.s"
+    args = ["autodnn", str(EXAMPLES / "conv.sched"), "--shape", "Ro=1", "--shape", "Co=2",
+            "--shape", "Ni=16", "--shape", "No=32", "--shape", "Kr=1", "-o", str(out),
+            "--explain", "--sample", "0"]
+    assert main(args) == 0
+    text = capsys.readouterr().out
+    assert re.search(r"chosen: conv.sched\(Sco=\d\) of 2 feasible / 3 candidates", text)
+    assert "refused: line 23: split factor 4 does not divide" in text
+    assert re.search(r"predicted [\d,]+ cycles, simulated [\d,]+ cycles;", text)
+    assert out.read_text().startswith("# Generated by swsim.hostlib.autodnn")
+    assert main(["autodnn", str(EXAMPLES / "fig63.sched")]) == 1
+    assert "[rule: index in bounds]" in capsys.readouterr().err
+    assert main(["autodnn", str(EXAMPLES / "conv.sched"), "--shape", "Nope=3"]) == 1
+    assert "no ConstVar Nope" in capsys.readouterr().err
+
+
+def test_fc_is_another_operator_family_in_the_same_machinery():
+    program = ad.load((EXAMPLES / "fc.sched").read_text())
+    arrays = operands(program, 7)
+    out, stats = ad.run(ad.build(program), arrays)
+    x = arrays["X"].reshape(128, 256)           # (N_i, B) in memory
+    w = arrays["W"].reshape(128, 128)          # (N_i, N_o)
+    np.testing.assert_allclose(out["Y"].reshape(128, 256), w.T @ x, rtol=1e-12, atol=1e-12)
+    assert stats.flops == 2 * 256 * 128 * 128
+
+
+def test_bench_compares_generated_with_implicit_on_a_small_layer():
+    from swsim.hostlib.tools.bench import autodnn as bench
+    row = bench.measure(("net", "tiny", 16, 32, 2, 1), 128)
+    assert row.generated and row.implicit and row.schedule.startswith("conv[")
+    assert 0.01 < row.efficiency(row.generated) < 1 and 0.01 < row.efficiency(row.implicit) < 1
+    results = {"batch": 128, "rows": [row], "tuning": []}
+    assert "tiny" in bench.format_report(results, 1.0)
+    assert bench.to_json(results)["summary"]["both"] == 1
+    assert len(bench.LAYERS) == 30 and {l[1] for l in bench.LAYERS} >= set(bench.QUICK_LAYERS)
+
+
+def test_accumulating_kernel_revisits_c_correctly():
+    text = shrink(CONV, Ro=2, Co=4, Kr=2, Kc=2, Ni=16, No=32, B=128).replace(
+        "reorder({cRo, cCo_out, cKr, cKc, cCo_in});", "reorder({cRo, cKr, cCo_out, cKc, cCo_in});")
+    program = ad.load(text)
+    arrays = operands(program, 9)
+    arrays["C"] = np.random.default_rng(1).standard_normal(arrays["C"].shape)   # C += ...
+    out, _ = ad.run(ad.build(program, {"Sco": 2}, accumulate=True), arrays)
+    np.testing.assert_allclose(out["C"], ad.reference(program, arrays), rtol=1e-12, atol=1e-12)
+
+
+def test_bad_host_api_arguments_are_clear_errors():
+    with pytest.raises(TypeError, match="a schedule must be DSL text"):
+        ad.load(None)
+    program = ad.load(shrink(CONV, Ro=1, Co=2, Kr=1, Kc=1, Ni=8, No=32))
+    with pytest.raises(TypeError, match="binding must be a dict"):
+        ad.build(program, [1])
+    with pytest.raises(ValueError, match="Nope is not a parameter"):
+        ad.build(program, {"Nope": 1})
+    gen = ad.build(program, {"Sco": 1})
+    with pytest.raises(ValueError, match="missing tensor 'B'"):
+        ad.run(gen, {"A": np.zeros((1, 2, 8, 128)), "C": np.zeros((1, 2, 32, 128))})
+    with pytest.raises(ValueError, match=r"arrays\['A'\] has shape \(2,\)"):
+        ad.run(gen, {"A": np.zeros(2), "B": np.zeros((1, 1, 8, 32)),
+                     "C": np.zeros((1, 2, 32, 128))})
+
+
+def test_buffers_above_32_kib_of_ldm():
+    program = ad.load(shrink(CONV, Ro=1, Co=4, Kr=1, Kc=1, Ni=256, No=32, B=128, Sco=4))
+    gen = ad.build(program)
+    assert gen.kernel.symbol("B_BUF") > 32768
+    arrays = operands(program, 2)
+    out, _ = ad.run(gen, arrays)
+    np.testing.assert_allclose(out["C"], ad.reference(program, arrays), rtol=1e-12, atol=1e-12)
+
+
+def test_float32_kernels_call_the_strategy_2_primitive():
+    program = ad.load(shrink(CONV, Ro=2, Co=4, Kr=2, Kc=2, Ni=16, No=32, B=128, Sco=2))
+    gen = ad.build(program, dtype=np.float32)
+    assert "gemm_prim_nm_s2" in gen.text and gen.ldm_bytes == \
+        gen.kernel.symbol("autodnn_ldm_end") + gen.kernel.stack_bytes(3)
+    arrays = {k: v.astype(np.float32) for k, v in operands(program, 4).items()}
+    out, _ = ad.run(gen, arrays)
+    assert out["C"].dtype == np.float32
+    np.testing.assert_allclose(out["C"], ad.reference(program, arrays), rtol=1e-4, atol=1e-4)
