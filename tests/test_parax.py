@@ -1,0 +1,125 @@
+"""ParaX on the CPE array (hostlib/parax, kernels/parax/block.s): the single-CPE f32 operators
+against numpy, both engines, every execution mode bit-identical, delayed start, bad input."""
+import numpy as np
+import pytest
+
+from swsim.errors import ArgumentError, ArgumentTypeError
+from swsim.hostlib.parax import block_ops, run_block, start_delays
+
+
+def params(layers, rows=8, samples=64, seed=0):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((samples, rows, 8, 16)).astype(np.float32)
+    w = (rng.standard_normal((layers, 3, 3, 16, 16)) / 12).astype(np.float32)
+    scale = rng.standard_normal((layers, 16)).astype(np.float32)
+    shift = rng.standard_normal((layers, 16)).astype(np.float32)
+    return x, w, scale, shift
+
+
+def reference(x, w, scale, shift, ops):
+    """numpy oracle in float64, rounded to float32 after every operator."""
+    a = x.astype(np.float64)
+    for kind, layer in ops:
+        if kind == "conv":
+            rows = a.shape[1]
+            padded = np.zeros((a.shape[0], rows + 2, 10, 16))
+            padded[:, 1:rows + 1, 1:9] = a
+            out = np.zeros_like(a)
+            for kh in range(3):
+                for kw in range(3):
+                    out += padded[:, kh:kh + rows, kw:kw + 8] @ w[layer, kh, kw].astype(np.float64)
+            a = out
+        elif kind == "bn":
+            a = a * scale[layer] + shift[layer]
+        else:
+            a = np.where(a > 0, a, 0.0)
+        a = a.astype(np.float32).astype(np.float64)
+    return a.astype(np.float32)
+
+
+@pytest.mark.parametrize("ops", [[("conv", 1)], [("bn", 1)], [("relu", 0)], block_ops(2)])
+def test_operators_match_numpy(ops):
+    x, w, scale, shift = params(2, samples=8)
+    run = run_block(x, w, scale, shift, ops=ops, instances=8)
+    expected = reference(x, w, scale, shift, ops)
+    if ops == [("relu", 0)]:
+        np.testing.assert_array_equal(run.y.view(np.int32), expected.view(np.int32))
+    else:   # the kernel rounds every fused multiply-add to f32, the oracle once per operator
+        np.testing.assert_allclose(run.y, expected, rtol=1e-5, atol=1e-5)
+    assert not np.array_equal(run.y, x)
+    for kind, _ in ops:
+        assert run.per_op[kind][1] == 8 * sum(k == kind for k, _ in ops)
+
+
+def test_relu_clears_negative_zero_and_keeps_positive_bits():
+    x = np.array([-0.0, 0.0, -1.5, 2.5, np.float32(1e-45), -np.float32(1e-45), np.inf, -np.inf]
+                 * 16, np.float32).reshape(1, 1, 8, 16)
+    w, scale, shift = params(1, rows=1, samples=1)[1:]
+    y = run_block(x, w, scale, shift, ops=[("relu", 0)], instances=1).y
+    np.testing.assert_array_equal(y.view(np.int32), np.where(x > 0, x, 0).view(np.int32))
+
+
+def test_engines_agree_bit_for_bit_and_cycle_for_cycle():
+    x, w, scale, shift = params(1, rows=1, samples=1)
+    c = run_block(x, w, scale, shift, instances=1, engine="c")
+    py = run_block(x, w, scale, shift, instances=1, engine="python")
+    np.testing.assert_array_equal(c.y.view(np.int32), py.y.view(np.int32))
+    assert c.cycles == py.cycles and c.per_op == py.per_op
+    np.testing.assert_allclose(c.y, reference(x, w, scale, shift, block_ops(1)),
+                               rtol=1e-5, atol=1e-5)
+
+
+def test_every_mode_gives_the_same_bits():
+    x, w, scale, shift = params(1, rows=2)
+    runs = [run_block(x, w, scale, shift, mode="per_cg"),
+            run_block(x, w, scale, shift, mode="per_cpe"),
+            run_block(x, w, scale, shift, mode="per_cpe", launch_groups=4, interval=3000),
+            run_block(x, w, scale, shift, mode="per_cpe", jitter=5000, jitter_seed=7),
+            run_block(x, w, scale, shift, mode="per_cpe", instances=16)]
+    for run in runs[1:]:
+        np.testing.assert_array_equal(run.y.view(np.int32), runs[0].y.view(np.int32))
+    assert len({run.cycles for run in runs}) == len(runs)      # the timing does differ
+    assert runs[0].run.counters["barriers"] > runs[1].run.counters["barriers"]
+
+
+def test_delayed_start_delays_each_instance():
+    x, w, scale, shift = params(1, rows=1, samples=8)
+    delays = start_delays(8, launch_groups=4, interval=1000, jitter=50, jitter_seed=3)
+    assert np.array_equal(delays, start_delays(8, 4, 1000, 50, 3))           # seeded
+    assert not np.array_equal(delays, start_delays(8, 4, 1000, 50, 4))
+    assert np.array_equal(delays // 1000, np.arange(8) % 4)
+    run = run_block(x, w, scale, shift, instances=8, launch_groups=4, interval=1000, jitter=50,
+                    jitter_seed=3)
+    late = run.begin - delays                      # the meeting's release + the spin's cycles
+    assert late.max() - late.min() <= 4            # the spin's granularity
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(mode="per_row"), "mode must be one of"),
+    (dict(instances=48), "64 samples do not split evenly over 48 instances"),
+    (dict(instances=4, launch_groups=5), "launch_groups must be 1..4"),
+    (dict(mode="per_cg", interval=100, launch_groups=2), "per_cg has no delayed start"),
+    (dict(ops=[("pool", 0)]), "unknown operator 'pool'"),
+    (dict(ops=[("bn", 3)]), "bn layer 3 has no parameters"),
+])
+def test_bad_configurations_are_refused(kwargs, message):
+    x, w, scale, shift = params(1, rows=1)
+    with pytest.raises(ArgumentError, match=message):
+        run_block(x, w, scale, shift, **kwargs)
+
+
+def test_an_instance_that_does_not_fit_its_ldm_is_refused_with_numbers():
+    x, w, scale, shift = params(5, rows=1)
+    with pytest.raises(ArgumentError, match=r"5 conv layers need 46080 bytes .* holds 4 "
+                                            r"\(36864 bytes"):
+        run_block(x, w, scale, shift)
+
+
+def test_bad_arrays_are_refused():
+    x, w, scale, shift = params(1, rows=1)
+    with pytest.raises(ArgumentTypeError, match="x must be a numpy array"):
+        run_block(x.tolist(), w, scale, shift)
+    with pytest.raises(ArgumentError, match="x must be float32"):
+        run_block(x.astype(np.float64), w, scale, shift)
+    with pytest.raises(ArgumentError, match="H 1..8"):
+        run_block(np.zeros((64, 9, 8, 16), np.float32), w, scale, shift)
