@@ -1,0 +1,180 @@
+"""`swsim bench parax`: ParaX's miniature (digest §1.8) on one core group. The block
+4 x [conv 3x3 (16 -> 16, 8x8) -> BN -> ReLU], f32, every operator reading and writing main
+memory, on 64 samples in mode A per_cg (a barrier after every operator), B per_cpe, C per_cpe
+with delayed start (n launch groups, interval t) and with seeded jitter; makespan, samples per
+megacycle, DMA utilisation, P0 busy fraction; per-operator cycles per call at 1/4/16/64
+instances; the overlap bound; formulas 1-3 beside the measured intensity. Every run's output
+is checked bit for bit against mode A's, and A's against numpy (float64, 1e-5).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ....vm import Machine
+from ...parax import block_ops, run_block
+from ...parax.block import OP_KINDS
+from ...parax.model import (conv_intensity, elementwise_intensity, machine_balance,
+                            measured_intensity, overlap_bound)
+
+LAYERS = 4
+SAMPLES = 64
+ROWS = 8
+GROUPS = (2, 4, 8)
+INSTANCES = (1, 4, 16, 64)
+TOLERANCE = 1e-5
+
+
+def workload(samples=SAMPLES, rows=ROWS, layers=LAYERS, seed=0):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((samples, rows, 8, 16)).astype(np.float32)
+    w = (rng.standard_normal((layers, 3, 3, 16, 16)) / 12).astype(np.float32)
+    scale = (1 + rng.standard_normal((layers, 16)) / 4).astype(np.float32)
+    shift = (rng.standard_normal((layers, 16)) / 4).astype(np.float32)
+    return x, w, scale, shift
+
+
+def reference(x, w, scale, shift, ops):
+    """numpy float64, rounded to float32 after every operator."""
+    a = x.astype(np.float64)
+    rows = a.shape[1]
+    for kind, layer in ops:
+        if kind == "conv":
+            padded = np.zeros((a.shape[0], rows + 2, 10, 16))
+            padded[:, 1:rows + 1, 1:9] = a
+            out = np.zeros_like(a)
+            for kh in range(3):
+                for kw in range(3):
+                    out += padded[:, kh:kh + rows, kw:kw + 8] @ w[layer, kh, kw].astype(np.float64)
+            a = out
+        elif kind == "bn":
+            a = a * scale[layer] + shift[layer]
+        else:
+            a = np.where(a > 0, a, 0.0)
+        a = a.astype(np.float32).astype(np.float64)
+    return a.astype(np.float32)
+
+
+def _row(name, run, **extra):
+    return dict(name=name, mode=run.mode, instances=run.instances, cycles=run.cycles,
+                samples_per_megacycle=run.samples_per_megacycle,
+                dma_utilisation=run.dma_utilisation, p0_busy=run.p0_busy,
+                per_call={k: run.cycles_per_call(k) for k in OP_KINDS}, **extra)
+
+
+def run(quick: bool = False, engine: str = "c", progress=None) -> dict:
+    """Every figure of the benchmark as a JSON-able dict."""
+    x, w, scale, shift = workload()
+    ops = block_ops(LAYERS)
+    step = progress or (lambda name: None)
+
+    def block(name, **kwargs):
+        step(name)
+        return run_block(x, w, scale, shift, engine=engine, machine=Machine(), **kwargs)
+
+    mode_a = block("A per_cg", mode="per_cg")
+    err = float(np.max(np.abs(mode_a.y - reference(x, w, scale, shift, ops))))
+    if not err <= TOLERANCE:
+        raise RuntimeError(f"mode A: wrong values on the VM (error {err:.3g})")
+    step("1 instance")
+    single = run_block(x[:1], w, scale, shift, instances=1, engine=engine)
+    per_call = {k: single.cycles_per_call(k) for k in OP_KINDS}
+    period = sum(per_call.values())               # one layer of one instance, uncontended
+    runs = [_row("A per_cg", mode_a), _row("B per_cpe", block("B per_cpe"))]
+    outputs = []
+    for n in (4,) if quick else GROUPS:
+        for t in sorted({int(per_call["bn"] + per_call["relu"]), int(period // n)}):
+            r = block(f"C n={n} t={t}", launch_groups=n, interval=t)
+            runs.append(_row(f"C n={n} t={t}", r, launch_groups=n, interval=t))
+            outputs.append(r.y)
+    r = block("C jitter", jitter=int(period), jitter_seed=0)
+    runs.append(_row(f"C jitter [0,{int(period)}] seed 0", r, jitter=int(period)))
+    outputs.append(r.y)
+
+    table = {}
+    for n in INSTANCES:
+        r = (run_block(x[:n], w, scale, shift, instances=n, engine=engine) if n < SAMPLES
+             else None)
+        if r is None:
+            table[n] = runs[1]["per_call"]
+        else:
+            step(f"{n} instances")
+            table[n] = {k: r.cycles_per_call(k) for k in OP_KINDS}
+            outputs.append(r.y[:n])
+    same = all(np.array_equal(y.view(np.int32), mode_a.y[:len(y)].view(np.int32))
+               for y in outputs)
+    if not same:
+        raise RuntimeError("a mode's output differs from mode A's")
+
+    config = Machine().config
+    beta = config.dma_transaction_bytes / config.dma_transaction_cycles
+    sample_bytes = x[0].nbytes
+    compute = [per_call[kind] for kind, _ in ops]
+    bound = overlap_bound(compute, [2 * sample_bytes] * len(ops), SAMPLES, beta)
+    # The makespan no schedule can beat: the bytes at the DMA peak, or one instance's chain.
+    floor = max(SAMPLES * len(ops) * 2 * sample_bytes / beta, sum(compute))
+    best = min(runs[1:], key=lambda r: r["cycles"])
+    speedup = mode_a.cycles / best["cycles"]
+    return dict(quick=quick, engine=engine, runs=runs, per_call_by_instances=table,
+                single_instance_per_call=per_call, bound=bound, floor_cycles=floor,
+                floor_bound=mode_a.cycles / floor, best=best["name"], speedup=speedup,
+                bit_identical=same, reference_error=err,
+                intensity=_intensity(w, scale, shift, engine, config))
+
+
+def _intensity(w, scale, shift, engine, config):
+    """Formulas 1-3 for one instance's batch (B = its samples sharing one weight read) beside
+    flops / DMA bytes measured on a run of the operator alone over 64 samples."""
+    x = workload()[0]
+    balance = machine_balance(config)
+    rows = []
+    model = {"conv": conv_intensity(SAMPLES, 16, 16, 3, 8),
+             "bn": elementwise_intensity("bn", SAMPLES * 1024),
+             "relu": elementwise_intensity("relu", SAMPLES * 1024)}
+    for kind in OP_KINDS:
+        r = run_block(x, w[:1], scale[:1], shift[:1], ops=[(kind, 0)], engine=engine)
+        measured = measured_intensity(r.flops, r.dma_bytes)
+        m = model[kind]
+        rows.append(dict(layer=kind, density=m.density, model_flops_per_byte=m.flops_per_byte,
+                         model_tag=m.tag(balance), flops=r.flops, dma_bytes=r.dma_bytes,
+                         measured_flops_per_byte=measured,
+                         measured_tag="COMPUTE" if measured >= balance else "ACCESS"))
+    return dict(balance=balance, layers=rows)
+
+
+def format_report(result: dict) -> str:
+    lines = [f"ParaX §1.8 block: {LAYERS} x [conv3x3 16->16 8x8, BN, ReLU], f32, {SAMPLES} "
+             f"samples, one core group ({'quick' if result['quick'] else 'full'})", "",
+             f"{'run':<28}{'cycles':>10}{'samples/Mc':>12}{'DMA util':>10}{'P0 busy':>9}"
+             f"{'conv/call':>11}{'bn/call':>9}{'relu/call':>10}"]
+    for r in result["runs"]:
+        pc = r["per_call"]
+        lines.append(f"{r['name']:<28}{r['cycles']:>10}{r['samples_per_megacycle']:>12.1f}"
+                     f"{r['dma_utilisation']:>10.1%}{r['p0_busy']:>9.1%}{pc['conv']:>11.0f}"
+                     f"{pc['bn']:>9.0f}{pc['relu']:>10.0f}")
+    lines += ["", "cycles per call, per_cpe with 1 sample per instance:",
+              f"{'instances':>10}{'conv':>10}{'bn':>10}{'relu':>10}"]
+    for n, pc in result["per_call_by_instances"].items():
+        lines.append(f"{n:>10}{pc['conv']:>10.0f}{pc['bn']:>10.0f}{pc['relu']:>10.0f}")
+    first, last = result["per_call_by_instances"][1], result["per_call_by_instances"][64]
+    lines.append("64 vs 1: " + ", ".join(f"{k} x{last[k] / first[k]:.2f}" for k in OP_KINDS)
+                 + "   (paper, ResNet50 1->56: conv x0.95, BN x0.27, act x0.26)")
+    b = result["bound"]
+    lines += ["", f"best: {result['best']}: {result['speedup']:.3f}x per_cg",
+              f"§1.8 formula: barrier {b['barrier']:.0f} / ideal {b['ideal']:.0f} cycles "
+              f"= bound {b['bound']:.3f}x (c_l = uncontended cycles per call)",
+              f"floor: max(bytes / peak, one instance's chain) = {result['floor_cycles']:.0f} "
+              f"cycles: per_cg / floor = {result['floor_bound']:.3f}x (no schedule beats it)",
+              f"targets: per_cpe >= 1.3x per_cg: {'met' if result['speedup'] >= 1.3 else 'NOT met'}"
+              f"; within 10% of the bound: "
+              f"{'met' if result['speedup'] >= 0.9 * result['floor_bound'] else 'NOT met'}",
+              f"outputs bit-identical across modes: {result['bit_identical']}; "
+              f"mode A vs numpy: {result['reference_error']:.2g}", "",
+              f"arithmetic intensity (machine balance {result['intensity']['balance']:.1f} "
+              f"flop/B):",
+              f"{'layer':<6}{'I=psi/xi':>10}{'model flop/B':>14}{'tag':>9}"
+              f"{'measured flop/B':>17}{'tag':>9}"]
+    for r in result["intensity"]["layers"]:
+        lines.append(f"{r['layer']:<6}{r['density']:>10.4f}{r['model_flops_per_byte']:>14.2f}"
+                     f"{r['model_tag']:>9}{r['measured_flops_per_byte']:>17.2f}"
+                     f"{r['measured_tag']:>9}")
+    return "\n".join(lines)
