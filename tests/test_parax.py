@@ -75,11 +75,27 @@ def test_every_mode_gives_the_same_bits():
             run_block(x, w, scale, shift, mode="per_cpe"),
             run_block(x, w, scale, shift, mode="per_cpe", launch_groups=4, interval=3000),
             run_block(x, w, scale, shift, mode="per_cpe", jitter=5000, jitter_seed=7),
-            run_block(x, w, scale, shift, mode="per_cpe", instances=16)]
+            run_block(x, w, scale, shift, mode="per_cpe", instances=16),
+            run_block(x, w, scale, shift, mode="per_group", group=8),
+            run_block(x, w, scale, shift, mode="per_group", group=16, launch_groups=2,
+                      interval=2000),
+            run_block(x, w, scale, shift, mode="per_group", group=4)]
     for run in runs[1:]:
         np.testing.assert_array_equal(run.y.view(np.int32), runs[0].y.view(np.int32))
-    assert len({run.cycles for run in runs}) == len(runs)      # the timing does differ
-    assert runs[0].run.counters["barriers"] > runs[1].run.counters["barriers"]
+    assert len({run.cycles for run in runs}) > 4      # the timing does differ
+    barriers = [run.run.counters["barriers"] for run in runs]
+    assert barriers[0] > barriers[1] and barriers[5] > barriers[1]
+
+
+def test_per_group_instances_meet_on_their_own():
+    x, w, scale, shift = params(1, rows=1)
+    late = run_block(x, w, scale, shift, mode="per_group", group=8, launch_groups=8,
+                     interval=20000)
+    # instance k (mesh row k) starts 20000 k cycles late and is not held back by the others
+    starts = late.begin.reshape(8, 8)
+    assert (starts.max(axis=1) - starts.min(axis=1) <= 4).all()
+    assert (np.diff(starts[:, 0]) >= 20000 - 4).all()
+    assert late.cycles > 7 * 20000
 
 
 def test_delayed_start_delays_each_instance():
@@ -96,9 +112,12 @@ def test_delayed_start_delays_each_instance():
 
 @pytest.mark.parametrize("kwargs, message", [
     (dict(mode="per_row"), "mode must be one of"),
-    (dict(instances=48), "64 samples do not split evenly over 48 instances"),
+    (dict(instances=48), "64 samples do not split evenly over the 48 CPEs of 48 instance"),
     (dict(instances=4, launch_groups=5), "launch_groups must be 1..4"),
-    (dict(mode="per_cg", interval=100, launch_groups=2), "per_cg has no delayed start"),
+    (dict(mode="per_cg", interval=100, launch_groups=2), r"launch_groups must be 1..1 "),
+    (dict(mode="per_group", group=3), "group .* must divide 64 .* got 3"),
+    (dict(mode="per_group", group=24), "got 24"),
+    (dict(mode="per_group", group=64), "got 64"),
     (dict(ops=[("pool", 0)]), "unknown operator 'pool'"),
     (dict(ops=[("bn", 3)]), "bn layer 3 has no parameters"),
 ])
@@ -123,3 +142,38 @@ def test_bad_arrays_are_refused():
         run_block(x.astype(np.float64), w, scale, shift)
     with pytest.raises(ArgumentError, match="H 1..8"):
         run_block(np.zeros((64, 9, 8, 16), np.float32), w, scale, shift)
+
+
+def test_intensity_formulas_and_tags():
+    from swsim.hostlib.parax.model import conv_intensity, elementwise_intensity, machine_balance
+    from swsim.vm import Machine
+    conv = conv_intensity(64, 16, 16, 3, 8)
+    assert conv.macs == 64 * 16 * 16 * 9 * 64
+    assert conv.elements == 2 * 64 * 16 * 64 + 16 * 16 * 9          # corrected weight term
+    assert conv.density == pytest.approx(1 / 144 + 1 / 144 + 1 / (64 * 64))
+    balance = machine_balance(Machine().config)
+    assert balance == pytest.approx(512 / (128 / 6))
+    assert conv.tag(balance) == "COMPUTE"
+    assert conv_intensity(1, 16, 16, 3, 8).tag(balance) == "ACCESS"   # weights read per sample
+    assert elementwise_intensity("bn", 1024).tag(balance) == "ACCESS"
+
+
+def test_overlap_bound_and_the_floor_hold_on_the_block():
+    """Measured speed-ups over per_cg lie between 1 and per_cg / floor, the floor being the
+    DMA engine's time for every call or one instance's uncontended chain (bench parax)."""
+    from swsim.hostlib.parax.model import dma_engine_cycles, overlap_bound
+    from swsim.vm import Machine
+    x, w, scale, shift = params(1)
+    ops = block_ops(1)
+    barrier = run_block(x, w, scale, shift, mode="per_cg")
+    single = run_block(x[:1], w, scale, shift, instances=1)
+    compute = [single.cycles_per_call(kind) for kind, _ in ops]
+    engine = dma_engine_cycles(4096, 4096, 1, Machine().config)
+    floor = max(64 * len(ops) * engine, sum(compute))
+    jittered = run_block(x, w, scale, shift, jitter=int(sum(compute)), jitter_seed=0)
+    assert floor <= jittered.cycles < barrier.cycles
+    assert 1 < barrier.cycles / jittered.cycles <= barrier.cycles / floor
+    bound = overlap_bound(compute, [engine] * len(ops), 64)
+    assert bound["bound"] >= 1 and bound["ideal"] == pytest.approx(floor)
+    with pytest.raises(ArgumentError, match="equal-length"):
+        overlap_bound([1.0], [], 64)

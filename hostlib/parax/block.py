@@ -1,8 +1,8 @@
 """The ParaX block on the CPE array: single-CPE f32 operators (``kernels/parax/block.s``) run
 per sample, in the execution modes ``per_cg`` (the 64 CPEs take each operator together, one
-sample each, and meet at a barrier after it) and ``per_cpe`` (each CPE, an *instance*, runs
-the whole operator list on its own samples with no barrier), with delayed start and seeded
-jitter. docs/parax.md.
+sample each, and meet at a barrier after it), ``per_group(x)`` (instances of x CPEs doing the
+same within themselves) and ``per_cpe`` (each CPE an instance running the whole operator list
+on its own samples with no barrier), with delayed start and seeded jitter. docs/parax.md.
 
 Every instance computes a sample with the same instructions in the same order in every mode,
 so the outputs of all modes are bit-identical; only the timing differs.
@@ -19,7 +19,7 @@ from ...vm import Machine
 from ..runtime import Kernel
 
 KERNEL = Kernel(("parax/block.s",), "parax_run", "parax_ldm_end")
-MODES = ("per_cg", "per_cpe")
+MODES = ("per_cg", "per_group", "per_cpe")
 OP_KINDS = ("conv", "bn", "relu")        # kind codes 1, 2, 3 in the kernel
 SAMPLE_SHAPE = (8, 16)                   # W, C of a sample (H, W, C; channels innermost)
 WEIGHT_SHAPE = (3, 3, 16, 16)            # kh, kw, ci, co
@@ -37,10 +37,11 @@ def block_ops(layers: int = 4) -> list:
 @dataclass
 class BlockRun:
     """A run's output and timing. ``per_op[kind]`` = (cycles inside the calls, calls) summed
-    over the instances; ``begin``/``end`` each instance's first and last cycle of its samples."""
+    over the CPEs; ``begin``/``end`` each CPE's first and last cycle of its samples."""
     y: np.ndarray
     mode: str
     instances: int
+    cpes: int                        # the CPEs the instances use
     cycles: int                      # the kernel's makespan (spawn excluded)
     per_op: dict
     begin: np.ndarray
@@ -61,7 +62,7 @@ class BlockRun:
 
     @property
     def p0_busy(self) -> float:
-        return self.p0_valid / (self.instances * self.cycles)
+        return self.p0_valid / (self.cpes * self.cycles)
 
     def cycles_per_call(self, kind: str) -> float:
         cycles, calls = self.per_op[kind]
@@ -100,15 +101,24 @@ def _check_ldm_fit(nconv, nbn, ldm_bytes):
                 f"{_symbol('parax_ldm_end')} of {ldm_bytes} LDM bytes used)")
 
 
-def _spawn(instances, config):
-    """The CPEs to spawn for `instances` and the masks of their meeting (synr, sync): a part of
-    mesh row 0, or whole rows; any other count spawns the whole array (idle CPEs just meet)."""
-    cols, rows = config.mesh_cols, config.mesh_rows
-    if instances <= cols:
-        return instances, (1 << instances) - 1, 1
-    if instances % cols == 0:
-        return instances, (1 << cols) - 1, (1 << instances // cols) - 1
-    return config.num_cpes, (1 << cols) - 1, (1 << rows) - 1
+def _line_masks(first: int, count: int, config):
+    """(synr mask, sync mask) of a barrier of the `count` CPEs from `first`: a part of one mesh
+    row, or whole consecutive rows."""
+    cols = config.mesh_cols
+    if count <= cols:
+        return ((1 << count) - 1) << first % cols, 1 << first // cols
+    return (1 << cols) - 1, ((1 << count // cols) - 1) << first // cols
+
+
+def _check_group(group, config) -> int:
+    cpes, cols = config.num_cpes, config.mesh_cols
+    if not isinstance(group, (int, np.integer)) or isinstance(group, bool):
+        raise ArgumentTypeError(f"group must be an int, got {type(group).__name__}")
+    fits = group <= cols and cols % group == 0 or group % cols == 0 and cpes % group == 0
+    if not 2 <= group < cpes or not fits or cpes % group:
+        raise ArgumentError(f"group (CPEs per instance) must divide {cpes} and a mesh row of "
+                            f"{cols} or be whole rows, 2..{cpes // 2}; got {group}")
+    return int(group)
 
 
 def start_delays(instances: int, launch_groups: int = 1, interval: int = 0,
@@ -131,17 +141,23 @@ def start_delays(instances: int, launch_groups: int = 1, interval: int = 0,
 
 
 def run_block(x, weights, bn_scale, bn_shift, *, ops=None, mode: str = "per_cpe",
-              instances: int = 64, launch_groups: int = 1, interval: int = 0, jitter: int = 0,
-              jitter_seed: int = 0, machine=None, engine: str = "c") -> BlockRun:
+              instances: int = 64, group: int = 8, launch_groups: int = 1, interval: int = 0,
+              jitter: int = 0, jitter_seed: int = 0, machine=None,
+              engine: str = "c") -> BlockRun:
     """Run `ops` (default: the block of as many layers as `weights`) on the samples `x`
-    ((N, H, 8, 16) float32, HWC, H = 8 for the §1.8 block, fewer rows for quick tests) with conv `weights` ((L, 3, 3, 16, 16): kh, kw, ci, co) and BN
-    `bn_scale`/`bn_shift` ((L, 16): y = x scale + shift, the inference form).
+    ((N, H, 8, 16) float32, HWC; H = 8 for the §1.8 block, fewer rows for quick tests) with
+    conv `weights` ((L, 3, 3, 16, 16): kh, kw, ci, co) and BN `bn_scale`/`bn_shift` ((L, 16):
+    y = x scale + shift, the inference form).
 
-    ``per_cg``: all 64 CPEs, N/64 samples each, a barrier after every operator.
-    ``per_cpe``: `instances` CPEs (1..64), N/instances samples each, no barrier; instance k starts
-    ``start_delays(instances, launch_groups, interval, jitter, jitter_seed)[k]`` cycles late.
-    With 64 CPEs, CPE 0 broadcasts the parameters to all (one read of them); with fewer, only
-    the instances are spawned and each reads its own copy.
+    An instance is the CPEs that run the operators on its share of the samples, split over
+    them by samples, one CPE per sample at a time:
+    ``per_cg``: one instance of all 64 CPEs, which meet at a barrier after every operator;
+    ``per_group``: 64/`group` instances of `group` CPEs (a part of a mesh row or whole rows),
+    each meeting on its own after every operator (synr within the row, sync across rows);
+    ``per_cpe``: `instances` instances of one CPE (1..64), no barrier.
+    Instance k starts ``start_delays(instances, launch_groups, interval, jitter,
+    jitter_seed)[k]`` cycles late. With the whole array spawned, CPE 0 broadcasts the
+    parameters to all (one read of them); else each spawned CPE reads its own copy.
     """
     if mode not in MODES:
         raise ArgumentError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
@@ -159,21 +175,24 @@ def run_block(x, weights, bn_scale, bn_shift, *, ops=None, mode: str = "per_cpe"
     nconv, nbn = weights.shape[0], bn_scale.shape[0]
     ops = block_ops(nconv) if ops is None else list(ops)
     machine = machine or Machine()
-    _check_ldm_fit(nconv, nbn, machine.config.ldm_bytes)
+    config = machine.config
+    _check_ldm_fit(nconv, nbn, config.ldm_bytes)
     _check_ops(ops, nconv, nbn)
-    cpes = machine.config.num_cpes
-    if mode == "per_cg":
-        instances = cpes
-    if not isinstance(instances, (int, np.integer)) or not 1 <= instances <= cpes:
+    cpes = config.num_cpes
+    width = {"per_cg": cpes, "per_cpe": 1}.get(mode) or _check_group(group, config)
+    if mode != "per_cpe":
+        instances = cpes // width
+    elif not isinstance(instances, (int, np.integer)) or not 1 <= instances <= cpes:
         raise ArgumentError(f"instances must be 1..{cpes}, got {instances!r}")
+    used = instances * width
     samples = x.shape[0]
-    if samples == 0 or samples % instances:
-        raise ArgumentError(f"{samples} samples do not split evenly over {instances} instances"
-                            f"{' (per_cg uses all 64 CPEs)' if mode == 'per_cg' else ''}")
-    if mode == "per_cg" and (launch_groups != 1 or interval or jitter):
-        raise ArgumentError("per_cg has no delayed start: its CPEs meet after every operator")
+    if samples == 0 or samples % used:
+        raise ArgumentError(f"{samples} samples do not split evenly over the {used} CPEs of "
+                            f"{instances} instance(s)")
     delays = start_delays(instances, launch_groups, interval, jitter, jitter_seed)
-    per = samples // instances
+    per = samples // used
+    spawned = used if used <= config.mesh_cols or used % config.mesh_cols == 0 else cpes
+    meet = _line_masks(0, spawned, config)
 
     mem = machine.mem
     mark = mem.mark()
@@ -181,43 +200,44 @@ def run_block(x, weights, bn_scale, bn_shift, *, ops=None, mode: str = "per_cpe"
         sample_bytes = x[0].nbytes
         xin = mem.put(x)
         yout = mem.alloc(x.nbytes)
-        tmp = mem.alloc(2 * sample_bytes * instances)
+        tmp = mem.alloc(2 * sample_bytes * used)
         wmem = mem.put(weights)
         bnmem = mem.put(np.concatenate([bn_scale, bn_shift], axis=1))
         stats_bytes = _symbol("STATS_BYTES")
-        stats = mem.alloc(stats_bytes * cpes)
+        stats = mem.alloc(stats_bytes * spawned)
         job = KERNEL.record("J_", "JOB_BYTES")
-        spawned, rmask, cmask = _spawn(instances, machine.config)
         words = np.zeros(spawned * job.nbytes // 8, np.int64)
         codes = [OP_KINDS.index(kind) + 1 | layer << 8 for kind, layer in ops]
+        ops_word = job.offset("ops") // 8
         for k in range(spawned):
             at = k * job.nbytes
             job.write(words, at, w=wmem, nconv=nconv, bn=bnmem, nbn=nbn, nops=len(ops),
-                      stats=stats + k * stats_bytes, rmask=rmask, cmask=cmask,
-                      barrier=int(mode == "per_cg"), rows=x.shape[1],
-                      bcast=int(spawned == cpes))
-            for i, code in enumerate(codes):
-                words[(at + job.offset("ops")) // 8 + i] = code
-            if k < instances:
-                job.write(words, at, nsamp=per, **{"in": xin + k * per * sample_bytes},
-                          out=yout + k * per * sample_bytes, tmp=tmp + 2 * k * sample_bytes,
-                          delay=int(delays[k]))
-                words[(at + job.offset("tmp")) // 8 + 1] = tmp + (2 * k + 1) * sample_bytes
+                      stats=stats + k * stats_bytes, rmask=meet[0], cmask=meet[1],
+                      rows=x.shape[1], bcast=int(spawned == cpes))
+            words[at // 8 + ops_word:at // 8 + ops_word + len(codes)] = codes
+            if k >= used:
+                continue
+            grmask, gcmask = _line_masks(k - k % width, width, config)
+            job.write(words, at, nsamp=per, **{"in": xin + k * per * sample_bytes},
+                      out=yout + k * per * sample_bytes, tmp=tmp + 2 * k * sample_bytes,
+                      delay=int(delays[k // width]), barrier=int(width > 1),
+                      grmask=grmask, gcmask=gcmask)
+            words[(at + job.offset("tmp")) // 8 + 1] = tmp + (2 * k + 1) * sample_bytes
         jobs = mem.put(words)
         res = machine.run(KERNEL.program, entry=KERNEL.entry, args=[jobs], engine=engine,
                           cpes=range(spawned))
         y = mem.get(yout, x.shape, np.float32)
-        st = mem.get(stats, (cpes, stats_bytes // 8), np.int64)[:instances]
+        st = mem.get(stats, (spawned, stats_bytes // 8), np.int64)[:used]
     finally:
         mem.release(mark)
-    config = machine.config
-    per_op = {kind: (int(st[:, i + 1].sum()), int(st[:, 4 + i + 1].sum()))
+    cycles_at, calls_at = _symbol("S_CYCLES") // 8, _symbol("S_CALLS") // 8
+    per_op = {kind: (int(st[:, cycles_at + i + 1].sum()), int(st[:, calls_at + i + 1].sum()))
               for i, kind in enumerate(OP_KINDS)}
-    return BlockRun(y=y, mode=mode, instances=instances, cycles=res.kernel_cycles,
+    return BlockRun(y=y, mode=mode, instances=instances, cpes=used, cycles=res.kernel_cycles,
                     per_op=per_op, begin=st[:, _symbol("S_BEGIN") // 8],
                     end=st[:, _symbol("S_END") // 8],
                     dma_bytes=int(res.counters["dma_bytes_moved"]),
-                    p0_valid=sum(res.cpe[k].p0_valid for k in range(instances)),
-                    flops=sum(res.cpe[k].float_ops for k in range(instances)),
+                    p0_valid=sum(res.cpe[k].p0_valid for k in range(used)),
+                    flops=sum(res.cpe[k].float_ops for k in range(used)),
                     bytes_per_cycle=config.dma_transaction_bytes / config.dma_transaction_cycles,
                     run=res)

@@ -63,13 +63,24 @@ def measured_intensity(flops: int, dma_bytes: int) -> float:
     return flops / dma_bytes if dma_bytes else float("inf")
 
 
-def overlap_bound(compute, nbytes, instances, bytes_per_cycle) -> dict:
-    """§1.8's derived bound for per-layer compute cycles c_l and bytes b_l of one instance
-    (lists in layer order): barrier mode costs sum_l max(c_l, P b_l / beta), ideal overlap
-    max(sum_l c_l, P sum_l b_l / beta); their ratio is the largest speed-up to expect."""
-    if len(compute) != len(nbytes) or not compute:
-        raise ArgumentError("compute and nbytes must be equal-length, non-empty lists")
-    share = [instances * b / bytes_per_cycle for b in nbytes]
+def dma_engine_cycles(get_bytes: int, put_bytes: int, puts: int, config) -> float:
+    """Cycles the core group's DMA engine is busy for gets and puts of whole 128-byte lines
+    (docs/timing.md "DMA": a get line costs dma_transaction_cycles, a put line
+    dma_put_write_cycles, and each put its dma_put_ack_cycles)."""
+    line = config.dma_transaction_bytes
+    return (get_bytes / line * config.dma_transaction_cycles
+            + put_bytes / line * config.dma_put_write_cycles + puts * config.dma_put_ack_cycles)
+
+
+def overlap_bound(compute, dma_cycles, instances) -> dict:
+    """§1.8's derived bound for per-layer compute cycles c_l and DMA-engine cycles d_l of one
+    instance's call (lists in layer order; the digest's d_l = b_l / beta): barrier mode costs
+    sum_l max(c_l, P d_l), ideal overlap max(sum_l c_l, P sum_l d_l); their ratio is the
+    largest speed-up to expect if a barrier layer overlapped its own compute and DMA."""
+    if len(compute) != len(dma_cycles) or not compute:
+        raise ArgumentError(f"compute and dma_cycles must be equal-length, non-empty lists, "
+                            f"got {len(compute)} and {len(dma_cycles)}")
+    share = [instances * d for d in dma_cycles]
     barrier = sum(max(c, s) for c, s in zip(compute, share))
     ideal = max(sum(compute), sum(share))
     return {"barrier": barrier, "ideal": ideal, "bound": barrier / ideal}

@@ -14,7 +14,8 @@
 # broadcasts the weights and BN parameters of every layer into every LDM (all 64 CPEs must be
 # spawned); else each CPE gets its own copy. The spawned CPEs meet (`synr J_RMASK` then `sync
 # J_CMASK`), then each spins for J_DELAY cycles (delayed start), runs its J_NSAMP samples and
-# writes its statistics. J_BARRIER makes it a per_cg run: they meet again after every operator.
+# writes its statistics. J_BARRIER: after every operator the CPEs of its instance meet (`synr
+# J_GRMASK`, `sync J_GCMASK`): per_cg (the whole array) and per_group(x) (x CPEs).
 
 	.set	noreorder
 	.include "../include/dma.inc"
@@ -34,8 +35,10 @@
 	J_NOPS = 104          # operators, then their codes: kind | layer << 8
 	J_ROWS = 112          # image rows of a sample (1..8)
 	J_BCAST = 120         # 1: CPE 0 broadcasts the parameters
-	J_BARRIER = 128       # 1: meet after every operator (per_cg)
-	J_OPS = 136
+	J_BARRIER = 128       # 1: the instance meets after every operator (per_cg, per_group)
+	J_GRMASK = 136        # the instance's masks
+	J_GCMASK = 144
+	J_OPS = 152
 	MAX_OPS = 16
 	JOB_BYTES = J_OPS + 8 * MAX_OPS
 
@@ -120,11 +123,11 @@ parax_ldm_end:
 2:
 	.endm
 
-# MEET: the spawned CPEs' barrier (row, then column).
-	.macro	MEET
-	ldl	$1, JOB + J_RMASK($31)
+# MEET row, column: a barrier (synr, then sync) with the masks of the job's fields.
+	.macro	MEET row, column
+	ldl	$1, JOB + \row($31)
 	synr	$1
-	ldl	$1, JOB + J_CMASK($31)
+	ldl	$1, JOB + \column($31)
 	sync	$1
 	.endm
 
@@ -159,7 +162,7 @@ parax_run:
 	MAKE_DESC $9, DMA_GET, BN_P_BYTES, RPLY, DMA_BCAST, $31, 0xff
 12:	GET_LAYERS J_NCONV, J_W, WEIGHTS, CONV_W_BYTES, $8
 	GET_LAYERS J_NBN, J_BN, BN_PARAMS, BN_P_BYTES, $9
-10:	MEET
+10:	MEET	J_RMASK, J_CMASK
 	ldl	$1, JOB + J_DELAY($31)
 	rtc	$2
 	addl	$1, $2, $1
@@ -204,7 +207,7 @@ parax_run:
 	stl	$4, STATS + S_CALLS($1)
 	ldl	$1, JOB + J_BARRIER($31)  # per_cg: the array meets after every operator
 	beq	$1, 5f
-	MEET
+	MEET	J_GRMASK, J_GCMASK
 5:	ldl	$12, SAVE_DST($31)
 	ldi	$13, 8($13)
 	addl	$15, 1, $15

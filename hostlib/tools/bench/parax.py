@@ -1,9 +1,10 @@
 """`swsim bench parax`: ParaX's miniature (digest §1.8) on one core group. The block
 4 x [conv 3x3 (16 -> 16, 8x8) -> BN -> ReLU], f32, every operator reading and writing main
 memory, on 64 samples in mode A per_cg (a barrier after every operator), B per_cpe, C per_cpe
-with delayed start (n launch groups, interval t) and with seeded jitter; makespan, samples per
-megacycle, DMA utilisation, P0 busy fraction; per-operator cycles per call at 1/4/16/64
-instances; the overlap bound; formulas 1-3 beside the measured intensity. Every run's output
+with delayed start (n launch groups, interval t) and with seeded jitter, D per_group(8);
+makespan, samples per megacycle, DMA utilisation, P0 busy fraction; per-operator cycles per
+call at 1/4/16/64 instances on the whole array (per_cg, per_group(16), per_group(4),
+per_cpe); the overlap bound; formulas 1-3 beside the measured intensity. Every run's output
 is checked bit for bit against mode A's, and A's against numpy (float64, 1e-5).
 """
 from __future__ import annotations
@@ -13,14 +14,15 @@ import numpy as np
 from ....vm import Machine
 from ...parax import block_ops, run_block
 from ...parax.block import OP_KINDS
-from ...parax.model import (conv_intensity, elementwise_intensity, machine_balance,
-                            measured_intensity, overlap_bound)
+from ...parax.model import (conv_intensity, dma_engine_cycles, elementwise_intensity,
+                            machine_balance, measured_intensity, overlap_bound)
 
 LAYERS = 4
 SAMPLES = 64
 ROWS = 8
 GROUPS = (2, 4, 8)
-INSTANCES = (1, 4, 16, 64)
+INSTANCES = {1: dict(mode="per_cg"), 4: dict(mode="per_group", group=16),
+             16: dict(mode="per_group", group=4), 64: dict(mode="per_cpe")}
 TOLERANCE = 1e-5
 
 
@@ -89,19 +91,25 @@ def run(quick: bool = False, engine: str = "c", progress=None) -> dict:
     r = block("C jitter", jitter=int(period), jitter_seed=0)
     runs.append(_row(f"C jitter [0,{int(period)}] seed 0", r, jitter=int(period)))
     outputs.append(r.y)
+    mode_d = block("D per_group(8)", mode="per_group", group=8)
+    runs.append(_row("D per_group(8)", mode_d))
+    outputs.append(mode_d.y)
+    if not quick:
+        r = block("D delayed", mode="per_group", group=8, launch_groups=8,
+                  interval=int(period // 8))
+        runs.append(_row(f"D per_group(8) n=8 t={int(period // 8)}", r))
+        outputs.append(r.y)
 
+    by_name = {"per_cg": runs[0], "per_cpe": runs[1]}
     table = {}
-    for n in INSTANCES:
-        r = (run_block(x[:n], w, scale, shift, instances=n, engine=engine) if n < SAMPLES
-             else None)
-        if r is None:
-            table[n] = runs[1]["per_call"]
-        else:
-            step(f"{n} instances")
-            table[n] = {k: r.cycles_per_call(k) for k in OP_KINDS}
-            outputs.append(r.y[:n])
-    same = all(np.array_equal(y.view(np.int32), mode_a.y[:len(y)].view(np.int32))
-               for y in outputs)
+    for n, kwargs in INSTANCES.items():
+        row = by_name.get(kwargs["mode"])
+        if row is None:
+            r = block(f"{n} instances", **kwargs)
+            outputs.append(r.y)
+            row = _row(f"{n} instances", r)
+        table[n] = row["per_call"]
+    same = all(np.array_equal(y.view(np.int32), mode_a.y.view(np.int32)) for y in outputs)
     if not same:
         raise RuntimeError("a mode's output differs from mode A's")
 
@@ -109,14 +117,19 @@ def run(quick: bool = False, engine: str = "c", progress=None) -> dict:
     beta = config.dma_transaction_bytes / config.dma_transaction_cycles
     sample_bytes = x[0].nbytes
     compute = [per_call[kind] for kind, _ in ops]
-    bound = overlap_bound(compute, [2 * sample_bytes] * len(ops), SAMPLES, beta)
-    # The makespan no schedule can beat: the bytes at the DMA peak, or one instance's chain.
-    floor = max(SAMPLES * len(ops) * 2 * sample_bytes / beta, sum(compute))
+    # one call gets and puts a sample: at the get peak (the digest's beta), and in engine time
+    engine_call = dma_engine_cycles(sample_bytes, sample_bytes, 1, config)
+    bound = overlap_bound(compute, [2 * sample_bytes / beta] * len(ops), SAMPLES)
+    engine_bound = overlap_bound(compute, [engine_call] * len(ops), SAMPLES)
+    # The makespan no schedule can beat: the DMA engine's time for every call, or one
+    # instance's chain of calls at their uncontended cycles.
+    floor = max(SAMPLES * len(ops) * engine_call, sum(compute))
     best = min(runs[1:], key=lambda r: r["cycles"])
     speedup = mode_a.cycles / best["cycles"]
     return dict(quick=quick, engine=engine, runs=runs, per_call_by_instances=table,
-                single_instance_per_call=per_call, bound=bound, floor_cycles=floor,
-                floor_bound=mode_a.cycles / floor, best=best["name"], speedup=speedup,
+                single_instance_per_call=per_call, bound=bound, engine_bound=engine_bound,
+                floor_cycles=floor, floor_bound=mode_a.cycles / floor, best=best["name"],
+                speedup=speedup,
                 bit_identical=same, reference_error=err,
                 intensity=_intensity(w, scale, shift, engine, config))
 
@@ -151,19 +164,25 @@ def format_report(result: dict) -> str:
         lines.append(f"{r['name']:<28}{r['cycles']:>10}{r['samples_per_megacycle']:>12.1f}"
                      f"{r['dma_utilisation']:>10.1%}{r['p0_busy']:>9.1%}{pc['conv']:>11.0f}"
                      f"{pc['bn']:>9.0f}{pc['relu']:>10.0f}")
-    lines += ["", "cycles per call, per_cpe with 1 sample per instance:",
+    lines += ["", "aggregate cycles per call (a CPE's cycles in a call / 64 CPEs, all busy):",
               f"{'instances':>10}{'conv':>10}{'bn':>10}{'relu':>10}"]
+    cpes = 64
     for n, pc in result["per_call_by_instances"].items():
-        lines.append(f"{n:>10}{pc['conv']:>10.0f}{pc['bn']:>10.0f}{pc['relu']:>10.0f}")
+        lines.append(f"{n:>10}{pc['conv'] / cpes:>10.0f}{pc['bn'] / cpes:>10.0f}"
+                     f"{pc['relu'] / cpes:>10.0f}   {INSTANCES[n]}")
     first, last = result["per_call_by_instances"][1], result["per_call_by_instances"][64]
     lines.append("64 vs 1: " + ", ".join(f"{k} x{last[k] / first[k]:.2f}" for k in OP_KINDS)
                  + "   (paper, ResNet50 1->56: conv x0.95, BN x0.27, act x0.26)")
-    b = result["bound"]
+    b, e = result["bound"], result["engine_bound"]
     lines += ["", f"best: {result['best']}: {result['speedup']:.3f}x per_cg",
-              f"§1.8 formula: barrier {b['barrier']:.0f} / ideal {b['ideal']:.0f} cycles "
-              f"= bound {b['bound']:.3f}x (c_l = uncontended cycles per call)",
-              f"floor: max(bytes / peak, one instance's chain) = {result['floor_cycles']:.0f} "
-              f"cycles: per_cg / floor = {result['floor_bound']:.3f}x (no schedule beats it)",
+              f"§1.8 formula, c_l = uncontended cycles per call: with b_l / 21.3 B/cycle: "
+              f"{b['barrier']:.0f} / {b['ideal']:.0f} = {b['bound']:.3f}x; with DMA-engine "
+              f"time (puts cost more): {e['barrier']:.0f} / {e['ideal']:.0f} = "
+              f"{e['bound']:.3f}x",
+              f"floor: max(DMA-engine time of every call, one instance's chain) = "
+              f"{result['floor_cycles']:.0f} cycles: per_cg / floor = "
+              f"{result['floor_bound']:.3f}x (no schedule beats it; the formula assumes "
+              f"per_cg overlaps a layer's compute with its own DMA, which it cannot)",
               f"targets: per_cpe >= 1.3x per_cg: {'met' if result['speedup'] >= 1.3 else 'NOT met'}"
               f"; within 10% of the bound: "
               f"{'met' if result['speedup'] >= 0.9 * result['floor_bound'] else 'NOT met'}",
