@@ -177,3 +177,50 @@ def test_overlap_bound_and_the_floor_hold_on_the_block():
     assert bound["bound"] >= 1 and bound["ideal"] == pytest.approx(floor)
     with pytest.raises(ArgumentError, match="equal-length"):
         overlap_bound([1.0], [], 64)
+
+
+def sync_case(instances, n=2500, seed=1):
+    rng = np.random.default_rng(seed)
+    g = rng.standard_normal((instances, n)).astype(np.float32)
+    w = rng.standard_normal(n).astype(np.float32)
+    acc = g[0].copy()
+    for k in range(1, instances):          # float32 sums, instance 0 first
+        acc = acc + g[k]
+    s = np.float64(np.float32(0.25 / instances))
+    return g, w, (w.astype(np.float64) - acc.astype(np.float64) * s).astype(np.float32)
+
+
+@pytest.mark.parametrize("instances", [1, 5, 16])
+def test_ps_and_gs_update_w_with_the_same_bits(instances):
+    from swsim.hostlib.parax.sync import synchronise
+    g, w, expected = sync_case(instances)
+    ps = synchronise(g, w, 0.25, strategy="PS")
+    gs = synchronise(g, w, 0.25, strategy="GS")
+    np.testing.assert_array_equal(gs.w.view(np.int32), ps.w.view(np.int32))
+    np.testing.assert_allclose(gs.w, expected, rtol=1e-6, atol=1e-7)
+    assert (ps.copies == ps.w).all()                      # every worker pulled the new W
+    assert ps.idle_cpes == gs.idle_cpes == 64 - instances
+    if instances > 1:          # PS moves the gradients, the copies and the pulls: ~3x GS
+        assert ps.dma_bytes > 2 * gs.dma_bytes and ps.cycles > gs.cycles
+
+
+def test_sync_engines_agree():
+    from swsim.hostlib.parax.sync import synchronise
+    g, w, _ = sync_case(3, n=1024)
+    for strategy in ("PS", "GS"):
+        c = synchronise(g, w, 0.25, strategy=strategy)
+        py = synchronise(g, w, 0.25, strategy=strategy, engine="python")
+        np.testing.assert_array_equal(c.w.view(np.int32), py.w.view(np.int32))
+        assert c.cycles == py.cycles and c.dma_bytes == py.dma_bytes
+
+
+def test_sync_refuses_what_does_not_fit():
+    from swsim.hostlib.parax.sync import synchronise
+    g, w, _ = sync_case(64, n=8)
+    with pytest.raises(ArgumentError, match="PS with 64 instances needs 65 CPEs, the core "
+                                            "group has 64"):
+        synchronise(g, w, 0.1, strategy="PS")
+    with pytest.raises(ArgumentError, match="strategy must be one of PS, GS"):
+        synchronise(g, w, 0.1, strategy="RAR")
+    with pytest.raises(ArgumentError, match=r"gradients \(P, n\) and w \(n,\) float32"):
+        synchronise(g, w[:4], 0.1)

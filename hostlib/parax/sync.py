@@ -1,0 +1,106 @@
+"""Gradient synchronisation across ParaX instances on the CPE array (``kernels/parax/sync.s``):
+PS, a parameter server on CPE 0 that sums, updates and copies W to every worker, who pulls
+it; and GS, ParaX's gradient server: one shared W, the reduction and the update partitioned
+over all CPEs by chunks. Both compute W - (lr / P) sum_k G_k with the same sums in the same
+order, so they give the same bits. docs/parax.md "Gradient synchronisation".
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ...errors import ArgumentError, ArgumentTypeError
+from ...vm import Machine
+from ..runtime import Kernel
+from .block import _line_masks
+
+KERNEL = Kernel(("parax/sync.s",), "parax_sync", "sync_ldm_end")
+STRATEGIES = ("PS", "GS")
+
+
+@dataclass
+class SyncRun:
+    w: np.ndarray                # the updated weights
+    strategy: str
+    instances: int               # gradients summed (PS: its workers)
+    cycles: int                  # the synchronisation's makespan (spawn excluded)
+    dma_bytes: int               # bytes the DMA engine moved (whole 128-byte transactions)
+    idle_cpes: int               # CPEs that compute no instance (PS: the server, unused CPEs)
+    copies: object               # PS: the workers' private copies of W (None for GS)
+    run: object
+
+
+def _symbol(name: str) -> int:
+    return KERNEL.symbol(name)
+
+
+def synchronise(gradients, w, lr: float, *, strategy: str = "GS", machine=None,
+                engine: str = "c") -> SyncRun:
+    """W - (lr / P) sum_k gradients[k] for P = len(gradients) instances, each gradient (n,)
+    float32 in main memory. PS needs P + 1 CPEs (P <= 63); GS uses P CPEs."""
+    if strategy not in STRATEGIES:
+        raise ArgumentError(f"strategy must be one of {', '.join(STRATEGIES)}, got "
+                            f"{strategy!r}")
+    if not isinstance(gradients, np.ndarray) or not isinstance(w, np.ndarray):
+        raise ArgumentTypeError("gradients and w must be numpy arrays")
+    if gradients.dtype != np.float32 or w.dtype != np.float32 or gradients.ndim != 2 \
+            or w.shape != gradients.shape[1:]:
+        raise ArgumentError(f"gradients (P, n) and w (n,) float32 expected, got "
+                            f"{gradients.dtype} {gradients.shape} and {w.dtype} {w.shape}")
+    machine = machine or Machine()
+    config = machine.config
+    cpes = config.num_cpes
+    instances, n = gradients.shape
+    needed = instances + (strategy == "PS")
+    if not 1 <= needed <= cpes:
+        raise ArgumentError(f"{strategy} with {instances} instances needs {needed} CPEs, the "
+                            f"core group has {cpes}")
+    chunk = _symbol("CHUNK")
+    chunks = -(-n // chunk)
+    padded = chunks * chunk
+    grads = np.zeros((instances, padded), np.float32)
+    grads[:, :n] = gradients
+    wpad = np.zeros(padded, np.float32)
+    wpad[:n] = w
+    scale = float(np.float32(lr / instances))
+    spawned = needed if needed <= config.mesh_cols or needed % config.mesh_cols == 0 else cpes
+    rmask, cmask = _line_masks(0, spawned, config)
+    chunk_bytes = _symbol("CHUNK_BYTES")
+    row_bytes = padded * 4
+
+    mem = machine.mem
+    mark = mem.mark()
+    try:
+        gmem = mem.put(grads)
+        wmem = mem.put(wpad)
+        job = KERNEL.record("J_", "JOB_BYTES")
+        words = np.zeros(spawned * job.nbytes // 8, np.int64)
+        common = dict(g=gmem, gstride=row_bytes, ng=instances, w=wmem, scale=scale,
+                      rmask=rmask, cmask=cmask)
+        if strategy == "GS":
+            for k in range(instances):
+                job.write(words, k * job.nbytes, role=_symbol("ROLE_GS"),
+                          n=len(range(k, chunks, instances)), first=k * chunk_bytes,
+                          step=instances * chunk_bytes, **common)
+        else:
+            private = mem.alloc(instances * row_bytes)
+            job.write(words, 0, role=_symbol("ROLE_SERVER"), n=chunks, first=0,
+                      step=chunk_bytes, wp=private, wpstride=row_bytes, nwp=instances,
+                      **common)
+            for k in range(instances):
+                job.write(words, (k + 1) * job.nbytes, role=_symbol("ROLE_WORKER"), n=chunks,
+                          wp=private + k * row_bytes, rmask=rmask, cmask=cmask)
+        for k in range(needed, spawned):
+            job.write(words, k * job.nbytes, rmask=rmask, cmask=cmask)
+        jobs = mem.put(words)
+        res = machine.run(KERNEL.program, entry=KERNEL.entry, args=[jobs], engine=engine,
+                          cpes=range(spawned))
+        out = mem.get(wmem, (padded,), np.float32)[:n]
+        copies = (mem.get(private, (instances, padded), np.float32)[:, :n]
+                  if strategy == "PS" else None)
+    finally:
+        mem.release(mark)
+    return SyncRun(w=out, strategy=strategy, instances=instances, cycles=res.kernel_cycles,
+                   dma_bytes=int(res.counters["dma_bytes_moved"]),
+                   idle_cpes=cpes - instances, copies=copies, run=res)
