@@ -204,10 +204,25 @@ def test_ps_and_gs_update_w_with_the_same_bits(instances):
         assert ps.dma_bytes > 2 * gs.dma_bytes and ps.cycles > gs.cycles
 
 
+@pytest.mark.parametrize("instances", [1, 2, 8, 16])
+def test_rar_rings_to_the_same_update_in_ring_order(instances):
+    """RAR adds the gradients in ring order, starting after the segment's owner: the same
+    sum in another order, within float32 rounding of the GS (instance-order) result."""
+    from swsim.hostlib.parax.sync import synchronise
+    g, w, expected = sync_case(instances)
+    rar = synchronise(g, w, 0.25, strategy="RAR")
+    gs = synchronise(g, w, 0.25, strategy="GS")
+    assert (rar.copies == rar.w).all()                    # every instance has the same W
+    np.testing.assert_allclose(rar.w, expected, rtol=1e-6, atol=2e-7)
+    np.testing.assert_allclose(rar.w, gs.w, rtol=1e-6, atol=2e-7)
+    if instances > 2:
+        assert rar.dma_bytes > gs.dma_bytes
+
+
 def test_sync_engines_agree():
     from swsim.hostlib.parax.sync import synchronise
     g, w, _ = sync_case(3, n=1024)
-    for strategy in ("PS", "GS"):
+    for strategy in ("PS", "RAR", "GS"):
         c = synchronise(g, w, 0.25, strategy=strategy)
         py = synchronise(g, w, 0.25, strategy=strategy, engine="python")
         np.testing.assert_array_equal(c.w.view(np.int32), py.w.view(np.int32))
@@ -220,7 +235,9 @@ def test_sync_refuses_what_does_not_fit():
     with pytest.raises(ArgumentError, match="PS with 64 instances needs 65 CPEs, the core "
                                             "group has 64"):
         synchronise(g, w, 0.1, strategy="PS")
-    with pytest.raises(ArgumentError, match="strategy must be one of PS, GS"):
-        synchronise(g, w, 0.1, strategy="RAR")
+    with pytest.raises(ArgumentError, match="strategy must be one of PS, RAR, GS"):
+        synchronise(g, w, 0.1, strategy="ring")
+    with pytest.raises(ArgumentError, match="RAR needs at most 8 instances .* got 24"):
+        synchronise(g[:24], w, 0.1, strategy="RAR")
     with pytest.raises(ArgumentError, match=r"gradients \(P, n\) and w \(n,\) float32"):
         synchronise(g, w[:4], 0.1)

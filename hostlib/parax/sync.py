@@ -1,8 +1,10 @@
 """Gradient synchronisation across ParaX instances on the CPE array (``kernels/parax/sync.s``):
 PS, a parameter server on CPE 0 that sums, updates and copies W to every worker, who pulls
-it; and GS, ParaX's gradient server: one shared W, the reduction and the update partitioned
-over all CPEs by chunks. Both compute W - (lr / P) sum_k G_k with the same sums in the same
-order, so they give the same bits. docs/parax.md "Gradient synchronisation".
+it; RAR, a ring all-reduce over register communication (reduce-scatter, update of the owned
+segment, all-gather into every instance's private W); and GS, ParaX's gradient server: one
+shared W, the reduction and the update partitioned over all CPEs by chunks. All compute
+W - (lr / P) sum_k G_k; PS and GS add in instance order and give the same bits, RAR adds in
+ring order (a documented tolerance). docs/parax.md "Gradient synchronisation".
 """
 from __future__ import annotations
 
@@ -16,7 +18,8 @@ from ..runtime import Kernel
 from .block import _line_masks
 
 KERNEL = Kernel(("parax/sync.s",), "parax_sync", "sync_ldm_end")
-STRATEGIES = ("PS", "GS")
+RAR_KERNEL = Kernel(("parax/sync.s",), "parax_rar", "rar_ldm_end")
+STRATEGIES = ("PS", "RAR", "GS")
 
 
 @dataclass
@@ -27,7 +30,7 @@ class SyncRun:
     cycles: int                  # the synchronisation's makespan (spawn excluded)
     dma_bytes: int               # bytes the DMA engine moved (whole 128-byte transactions)
     idle_cpes: int               # CPEs that compute no instance (PS: the server, unused CPEs)
-    copies: object               # PS: the workers' private copies of W (None for GS)
+    copies: object               # PS, RAR: the instances' private copies of W (GS: None)
     run: object
 
 
@@ -49,6 +52,8 @@ def synchronise(gradients, w, lr: float, *, strategy: str = "GS", machine=None,
         raise ArgumentError(f"gradients (P, n) and w (n,) float32 expected, got "
                             f"{gradients.dtype} {gradients.shape} and {w.dtype} {w.shape}")
     machine = machine or Machine()
+    if strategy == "RAR":
+        return _ring(gradients, w, lr, machine, engine)
     config = machine.config
     cpes = config.num_cpes
     instances, n = gradients.shape
@@ -104,3 +109,56 @@ def synchronise(gradients, w, lr: float, *, strategy: str = "GS", machine=None,
     return SyncRun(w=out, strategy=strategy, instances=instances, cycles=res.kernel_cycles,
                    dma_bytes=int(res.counters["dma_bytes_moved"]),
                    idle_cpes=cpes - instances, copies=copies, run=res)
+
+
+def ring_order(instances: int, config) -> list:
+    """The CPEs of the ring in order: a mesh row, or a snake over an even number of rows."""
+    cols = config.mesh_cols
+    if instances <= cols:
+        return list(range(instances))
+    rows = instances // cols
+    if instances % cols or rows % 2 or instances > config.num_cpes:
+        raise ArgumentError(f"RAR needs at most {cols} instances (a mesh row) or whole rows, "
+                            f"an even number of them (a snake closing along column 0); got "
+                            f"{instances}")
+    return [r * cols + (c if r % 2 == 0 else cols - 1 - c)
+            for r in range(rows) for c in range(cols)]
+
+
+def _ring(gradients, w, lr, machine, engine) -> SyncRun:
+    config = machine.config
+    instances, n = gradients.shape
+    ring = ring_order(instances, config)
+    seg_max = RAR_KERNEL.symbol("RAR_SEG_MAX")
+    seg = min(seg_max, -(-n // (4 * instances)) * 4)
+    blocks = -(-n // (instances * seg))
+    padded = blocks * instances * seg
+    grads = np.zeros((instances, padded), np.float32)
+    grads[:, :n] = gradients
+    private = np.zeros((instances, padded), np.float32)
+    private[:, :n] = w
+    cols = config.mesh_cols
+    mem = machine.mem
+    mark = mem.mark()
+    try:
+        gmem = mem.put(grads)
+        wmem = mem.put(private)
+        job = RAR_KERNEL.record("R_", "RJOB_BYTES")
+        words = np.zeros(max(ring) + 1, np.int64).repeat(job.nbytes // 8)
+        for p, cpe in enumerate(ring):
+            nxt, prev = ring[(p + 1) % instances], ring[p - 1]
+            by_column = nxt // cols != cpe // cols
+            job.write(words, cpe * job.nbytes, pos=p, p=instances, seg=seg, blocks=blocks,
+                      g=gmem + p * padded * 4, wp=wmem + p * padded * 4,
+                      scale=float(np.float32(lr / instances)),
+                      sendto=nxt // cols if by_column else nxt % cols,
+                      links=int(by_column) | int(prev // cols != cpe // cols) << 1)
+        jobs = mem.put(words)
+        res = machine.run(RAR_KERNEL.program, entry=RAR_KERNEL.entry, args=[jobs],
+                          engine=engine, cpes=range(max(ring) + 1))
+        copies = mem.get(wmem, (instances, padded), np.float32)[:, :n]
+    finally:
+        mem.release(mark)
+    return SyncRun(w=copies[0].copy(), strategy="RAR", instances=instances,
+                   cycles=res.kernel_cycles, dma_bytes=int(res.counters["dma_bytes_moved"]),
+                   idle_cpes=config.num_cpes - instances, copies=copies, run=res)

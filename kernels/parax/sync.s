@@ -177,3 +177,219 @@ update_chunk:
 	bgt	$18, 1b
 	ret
 	.end	update_chunk
+
+# ---- RAR: ring all-reduce over register communication ------------------------------------
+# The instances form a ring (a mesh row, or a snake over whole rows: row r left to right when
+# r is even, right to left when odd, rows joined along a column). The gradient is cut into
+# blocks of P segments of R_SEG f32; per block, P - 1 reduce-scatter steps (send the partial
+# sum of a segment to the next CPE, add the own G_p piece to the one received) leave position p
+# with the sum of segment (p + 1) mod P, taken in ring order from that segment's next position;
+# it updates that segment of its private W_p; P - 1 all-gather steps pass the updated segments
+# round, each written to W_p. A message is one vector (4 f32).
+
+	R_POS = 0             # this CPE's ring position p, the instances P
+	R_P = 8
+	R_SEG = 16            # f32 per segment (a multiple of 4), blocks
+	R_BLOCKS = 24
+	R_G = 32              # its G_p and W_p (R_BLOCKS P R_SEG f32 each)
+	R_WP = 40
+	R_SCALE = 48          # s, a double
+	R_SENDTO = 56         # the next position's column (putr) or row (putc)
+	R_LINKS = 64          # bit 0: send by putc, bit 1: receive by getc
+	RJOB_BYTES = 72
+	RAR_SEG_MAX = 1024
+
+	.ldm
+	.align	5
+RJOB:	.skip	RJOB_BYTES
+	.align	5
+SEND:	.skip	RAR_SEG_MAX * 4   # the segment being sent, NEXT the one being received
+	.align	5
+NEXT:	.skip	RAR_SEG_MAX * 4
+	.align	5
+OWN:	.skip	RAR_SEG_MAX * 4   # this CPE's G_p piece, or W_p segment
+	.align	5
+	.globl	rar_ldm_end
+rar_ldm_end:
+
+	.text
+
+# RING_STEP put, get, add: one step over R_SEG f32: send SEND by `put` to R_SENDTO, take the
+# same count by `get` into NEXT, adding OWN if `add`. $17 = R_SENDTO, $18 = messages.
+	.macro	RING_STEP put, get, add
+	ldi	$1, SEND
+	ldi	$2, NEXT
+	ldi	$3, OWN
+1:	vlds	$4, 0($1)
+	\put	$4, $17
+	\get	$5
+	.if \add
+	vlds	$6, 0($3)
+	vadds	$5, $6, $5
+	.endif
+	subl	$18, 1, $18
+	vsts	$5, 0($2)
+	ldi	$1, 16($1)
+	ldi	$2, 16($2)
+	ldi	$3, 16($3)
+	bgt	$18, 1b
+	ret
+	.endm
+
+# ring_step(add $16): dispatch on R_LINKS to the four put/get forms. $16 = 0 or 1.
+	.ent	ring_step
+ring_step:
+	ldl	$17, RJOB + R_SENDTO($31)
+	ldl	$18, RJOB + R_SEG($31)
+	srl	$18, 2, $18
+	ldl	$19, RJOB + R_LINKS($31)
+	sll	$16, 2, $16
+	addl	$19, $16, $19         # links | add << 2
+	ldi	$20, ring_forms
+	s8addl	$19, $20, $20
+	ldl	$20, 0($20)
+	jmp	$31, ($20)
+	.end	ring_step
+
+# RING_FORM name, put, get, add: the routine `name` running RING_STEP.
+	.macro	RING_FORM name, put, get, add
+	.ent	\name
+\name:
+	RING_STEP \put, \get, \add
+	.end	\name
+	.endm
+
+	.irp	add, 0, 1
+	RING_FORM ring_rr\add, putr, getr, \add
+	RING_FORM ring_cr\add, putc, getr, \add
+	RING_FORM ring_rc\add, putr, getc, \add
+	RING_FORM ring_cc\add, putc, getc, \add
+	.endr
+
+	.data
+	.align	3
+ring_forms:                   # by links | add << 2
+	.quad	ring_rr0, ring_cr0, ring_rc0, ring_cc0, ring_rr1, ring_cr1, ring_rc1, ring_cc1
+
+	.text
+# SEG_DMA desc, segment, base_field, ldm: get or put segment `segment` (a register: block
+# index P + segment, not $4-$6) of the array at RJOB field `base_field`, to or from LDM
+# label `ldm`.
+	.macro	SEG_DMA desc, segment, base_field, ldm
+	ldl	$4, RJOB + R_SEG($31)
+	mull	\segment, $4, $5
+	s4addl	$5, $31, $5           # bytes
+	ldl	$6, RJOB + \base_field($31)
+	addl	$6, $5, $6
+	ldi	$5, \ldm
+	DMA_WAIT \desc, $6, $5, RPLY
+	.endm
+
+# MOD_RING x, d, r: r = x mod d for 0 <= x < 2 d (one subtraction).
+	.macro	MOD_RING x, d, r
+	cmplt	\x, \d, $2
+	subl	\x, \d, $3
+	selne	$2, \x, $3, \r
+	.endm
+
+# parax_rar(jobs $16): position p's blocks (the loop keeps $9-$15 and $27; the routines it
+# calls clobber $1-$6 and $16-$20).
+	.globl	parax_rar
+	.ent	parax_rar
+parax_rar:
+	stl	$26, SAVE_RA($31)
+	rcid	$1
+	ldi	$2, RJOB_BYTES
+	mull	$1, $2, $2
+	addl	$16, $2, $16
+	MAKE_DESC $1, DMA_GET, RJOB_BYTES, RPLY
+	ldi	$2, RJOB
+	DMA_WAIT $1, $16, $2, RPLY
+	ldl	$1, RJOB + R_SEG($31)
+	s4addl	$1, $31, $1
+	MAKE_DESC $9, DMA_GET, 0, RPLY
+	DESC_SET_SIZE $9, $1
+	MAKE_DESC $10, DMA_PUT, 0, RPLY
+	DESC_SET_SIZE $10, $1
+	ldl	$11, RJOB + R_P($31)
+	ldl	$12, RJOB + R_POS($31)
+	clr	$13                   # block
+21:	mull	$13, $11, $14         # this block's first segment
+	addl	$14, $12, $15         # SEND = G_p[segment p]
+	SEG_DMA $9, $15, R_G, SEND
+	subl	$11, 1, $15           # reduce-scatter steps left; $27 = the segment received
+	mov	$12, $27
+22:	ble	$15, 23f
+	subl	$27, 1, $27
+	addl	$27, $11, $1
+	MOD_RING $1, $11, $27
+	addl	$14, $27, $1
+	SEG_DMA $9, $1, R_G, OWN
+	ldi	$16, 1
+	bsr	$26, ring_step
+	bsr	$26, swap_segments
+	subl	$15, 1, $15
+	br	22b
+23:	addl	$12, 1, $27           # the owned segment (p + 1) mod P: W_p - s sum
+	MOD_RING $27, $11, $27
+	addl	$14, $27, $1
+	SEG_DMA $9, $1, R_WP, OWN
+	bsr	$26, rar_update
+	addl	$14, $27, $1
+	SEG_DMA $10, $1, R_WP, SEND
+	subl	$11, 1, $15           # all-gather steps left; $27 = the segment received
+	mov	$12, $27
+24:	ble	$15, 25f
+	clr	$16
+	bsr	$26, ring_step
+	addl	$14, $27, $1
+	SEG_DMA $10, $1, R_WP, NEXT
+	bsr	$26, swap_segments
+	subl	$27, 1, $27
+	addl	$27, $11, $27
+	MOD_RING $27, $11, $27
+	subl	$15, 1, $15
+	br	24b
+25:	addl	$13, 1, $13
+	ldl	$1, RJOB + R_BLOCKS($31)
+	cmplt	$13, $1, $1
+	bne	$1, 21b
+	ldl	$26, SAVE_RA($31)
+	ret
+	.end	parax_rar
+
+
+# swap_segments: NEXT -> SEND (R_SEG f32).
+	.ent	swap_segments
+swap_segments:
+	ldl	$18, RJOB + R_SEG($31)
+	srl	$18, 2, $18
+	ldi	$1, NEXT
+	ldi	$2, SEND
+1:	vlds	$4, 0($1)
+	subl	$18, 1, $18
+	vsts	$4, 0($2)
+	ldi	$1, 16($1)
+	ldi	$2, 16($2)
+	bgt	$18, 1b
+	ret
+	.end	swap_segments
+
+# rar_update: SEND = OWN - s SEND (one fused f32 operation per element).
+	.ent	rar_update
+rar_update:
+	ldde	$5, RJOB + R_SCALE($31)
+	ldl	$18, RJOB + R_SEG($31)
+	srl	$18, 2, $18
+	ldi	$1, SEND
+	ldi	$2, OWN
+1:	vlds	$3, 0($1)
+	vlds	$4, 0($2)
+	vnmas	$3, $5, $4, $3
+	subl	$18, 1, $18
+	vsts	$3, 0($1)
+	ldi	$1, 16($1)
+	ldi	$2, 16($2)
+	bgt	$18, 1b
+	ret
+	.end	rar_update
