@@ -223,7 +223,7 @@ def _train_bench(args) -> int:
 
 def _parax(args) -> int:
     from .bench import parax
-    bar = StepBar(8 if args.quick else 14)
+    bar = StepBar(12 if args.quick else 18)
     try:
         result = parax.run(quick=args.quick, engine=args.engine, progress=bar)
     finally:

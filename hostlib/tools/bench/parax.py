@@ -4,7 +4,9 @@ memory, on 64 samples in mode A per_cg (a barrier after every operator), B per_c
 with delayed start (n launch groups, interval t) and with seeded jitter, D per_group(8);
 makespan, samples per megacycle, DMA utilisation, P0 busy fraction; per-operator cycles per
 call at 1/4/16/64 instances on the whole array (per_cg, per_group(16), per_group(4),
-per_cpe); the overlap bound; formulas 1-3 beside the measured intensity. Every run's output
+per_cpe); the overlap bound; formulas 1-3 beside the measured intensity; and the gradient
+synchronisation of the MLP 256 -> 64 -> 10 (17098 f32) by PS, RAR and GS at 1/4/16/64
+instances. Every run's output
 is checked bit for bit against mode A's, and A's against numpy (float64, 1e-5).
 """
 from __future__ import annotations
@@ -14,6 +16,7 @@ import numpy as np
 from ....vm import Machine
 from ...parax import block_ops, run_block
 from ...parax.block import OP_KINDS
+from ...parax.sync import synchronise
 from ...parax.model import (conv_intensity, dma_engine_cycles, elementwise_intensity,
                             machine_balance, measured_intensity, overlap_bound)
 
@@ -24,6 +27,8 @@ GROUPS = (2, 4, 8)
 INSTANCES = {1: dict(mode="per_cg"), 4: dict(mode="per_group", group=16),
              16: dict(mode="per_group", group=4), 64: dict(mode="per_cpe")}
 TOLERANCE = 1e-5
+MLP_PARAMETERS = 256 * 64 + 64 + 64 * 10 + 10
+SYNC_INSTANCES = (1, 4, 16, 64)
 
 
 def workload(samples=SAMPLES, rows=ROWS, layers=LAYERS, seed=0):
@@ -131,7 +136,31 @@ def run(quick: bool = False, engine: str = "c", progress=None) -> dict:
                 floor_cycles=floor, floor_bound=mode_a.cycles / floor, best=best["name"],
                 speedup=speedup,
                 bit_identical=same, reference_error=err,
-                intensity=_intensity(w, scale, shift, engine, config))
+                intensity=_intensity(w, scale, shift, engine, config),
+                sync=_sync(engine, step))
+
+
+def _sync(engine, step):
+    """PS, RAR and GS on the MLP's gradient at each instance count (PS at 64: 63 workers, the
+    server takes the 64th CPE). PS and GS must agree bit for bit, RAR within 1e-6."""
+    rng = np.random.default_rng(1)
+    w = rng.standard_normal(MLP_PARAMETERS).astype(np.float32)
+    rows = []
+    for n in SYNC_INSTANCES:
+        step(f"sync {n}")
+        g = rng.standard_normal((n, MLP_PARAMETERS)).astype(np.float32)
+        runs = {"PS": synchronise(g[:min(n, 63)], w, 0.1, strategy="PS", engine=engine),
+                "RAR": synchronise(g, w, 0.1, strategy="RAR", engine=engine),
+                "GS": synchronise(g, w, 0.1, strategy="GS", engine=engine)}
+        if n < 64 and not np.array_equal(runs["PS"].w, runs["GS"].w):
+            raise RuntimeError(f"PS and GS differ at {n} instances")
+        if not np.allclose(runs["RAR"].w, runs["GS"].w, rtol=1e-6, atol=1e-6):
+            raise RuntimeError(f"RAR and GS differ at {n} instances")
+        for name, r in runs.items():
+            rows.append(dict(strategy=name, instances=r.instances, cycles=r.cycles,
+                             dma_bytes=r.dma_bytes, idle_cpes=r.idle_cpes,
+                             instances_per_megacycle=r.instances / r.cycles * 1e6))
+    return rows
 
 
 def _intensity(w, scale, shift, engine, config):
@@ -196,4 +225,18 @@ def format_report(result: dict) -> str:
         lines.append(f"{r['layer']:<6}{r['density']:>10.4f}{r['model_flops_per_byte']:>14.2f}"
                      f"{r['model_tag']:>9}{r['measured_flops_per_byte']:>17.2f}"
                      f"{r['measured_tag']:>9}")
+    lines += ["", f"gradient synchronisation, MLP 256-64-10 ({MLP_PARAMETERS} f32), "
+              f"W -= lr mean(G):",
+              f"{'strategy':<9}{'instances':>10}{'cycles':>10}{'DMA bytes':>11}{'idle CPEs':>10}"
+              f"{'inst/Mc':>9}"]
+    for r in result["sync"]:
+        lines.append(f"{r['strategy']:<9}{r['instances']:>10}{r['cycles']:>10}"
+                     f"{r['dma_bytes']:>11}{r['idle_cpes']:>10}"
+                     f"{r['instances_per_megacycle']:>9.1f}")
+    at = {(r["strategy"], r["instances"]): r for r in result["sync"]}
+    ps, gs = at[("PS", 63)], at[("GS", 64)]
+    lines.append(f"at 64 instances: PS/GS bytes {ps['dma_bytes'] / gs['dma_bytes']:.2f} "
+                 f"(paper ~2), GS sync-only throughput "
+                 f"{gs['instances_per_megacycle'] / ps['instances_per_megacycle']:.1f}x PS "
+                 f"(target >= 2x; inst/Mc = instances per megacycle of synchronisation alone)")
     return "\n".join(lines)
