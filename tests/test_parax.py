@@ -5,6 +5,7 @@ import pytest
 
 from swsim.errors import ArgumentError, ArgumentTypeError
 from swsim.hostlib.parax import block_ops, run_block, start_delays
+from swsim.hostlib.tools.bench.parax import reference     # numpy oracle of the block
 
 
 def params(layers, rows=8, samples=64, seed=0):
@@ -14,27 +15,6 @@ def params(layers, rows=8, samples=64, seed=0):
     scale = rng.standard_normal((layers, 16)).astype(np.float32)
     shift = rng.standard_normal((layers, 16)).astype(np.float32)
     return x, w, scale, shift
-
-
-def reference(x, w, scale, shift, ops):
-    """numpy oracle in float64, rounded to float32 after every operator."""
-    a = x.astype(np.float64)
-    for kind, layer in ops:
-        if kind == "conv":
-            rows = a.shape[1]
-            padded = np.zeros((a.shape[0], rows + 2, 10, 16))
-            padded[:, 1:rows + 1, 1:9] = a
-            out = np.zeros_like(a)
-            for kh in range(3):
-                for kw in range(3):
-                    out += padded[:, kh:kh + rows, kw:kw + 8] @ w[layer, kh, kw].astype(np.float64)
-            a = out
-        elif kind == "bn":
-            a = a * scale[layer] + shift[layer]
-        else:
-            a = np.where(a > 0, a, 0.0)
-        a = a.astype(np.float32).astype(np.float64)
-    return a.astype(np.float32)
 
 
 @pytest.mark.parametrize("ops", [[("conv", 1)], [("bn", 1)], [("relu", 0)], block_ops(2)])

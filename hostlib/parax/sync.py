@@ -34,6 +34,13 @@ class SyncRun:
     run: object
 
 
+def _padded(a, length):
+    """`a` with its last axis zero-padded to `length` (the kernels' whole chunks)."""
+    out = np.zeros(a.shape[:-1] + (length,), np.float32)
+    out[..., :a.shape[-1]] = a
+    return out
+
+
 def _symbol(name: str) -> int:
     return KERNEL.symbol(name)
 
@@ -64,10 +71,7 @@ def synchronise(gradients, w, lr: float, *, strategy: str = "GS", machine=None,
     chunk = _symbol("CHUNK")
     chunks = -(-n // chunk)
     padded = chunks * chunk
-    grads = np.zeros((instances, padded), np.float32)
-    grads[:, :n] = gradients
-    wpad = np.zeros(padded, np.float32)
-    wpad[:n] = w
+    grads, wpad = _padded(gradients, padded), _padded(w, padded)
     scale = float(np.float32(lr / instances))
     spawned = needed if needed <= config.mesh_cols or needed % config.mesh_cols == 0 else cpes
     rmask, cmask = _line_masks(0, spawned, config)
@@ -133,10 +137,8 @@ def _ring(gradients, w, lr, machine, engine) -> SyncRun:
     seg = min(seg_max, -(-n // (4 * instances)) * 4)
     blocks = -(-n // (instances * seg))
     padded = blocks * instances * seg
-    grads = np.zeros((instances, padded), np.float32)
-    grads[:, :n] = gradients
-    private = np.zeros((instances, padded), np.float32)
-    private[:, :n] = w
+    grads = _padded(gradients, padded)
+    private = _padded(np.broadcast_to(w, gradients.shape), padded)
     cols = config.mesh_cols
     mem = machine.mem
     mark = mem.mark()

@@ -99,13 +99,18 @@ parax_sync:
 	GET_CHUNK $13, IN
 	ldi	$16, ACC
 	ldi	$17, IN
-	bsr	$26, add_chunk
+	ldi	$18, CHUNK / 4
+	bsr	$26, vadd_f32
 	subl	$14, 1, $14
 	bgt	$14, 12b
 3:	ldl	$13, JOB + J_W($31)   # W = W - s ACC
 	addl	$13, $12, $13
 	GET_CHUNK $13, IN
-	bsr	$26, update_chunk
+	ldde	$5, JOB + J_SCALE($31)
+	ldi	$16, ACC
+	ldi	$17, IN
+	ldi	$18, CHUNK / 4
+	bsr	$26, vupdate_f32
 	PUT_CHUNK $13
 	ldl	$14, JOB + J_NWP($31)   # PS: the workers' private copies
 	ble	$14, 4f
@@ -137,46 +142,29 @@ parax_sync:
 	ret
 	.end	parax_sync
 
-# add_chunk(acc $16, in $17): acc += in, CHUNK f32.
-	.ent	add_chunk
-add_chunk:
-	ldi	$18, CHUNK / 8
+# VECTOR_LOOP name, op, fused: the routine `name`($16 = a, $17 = b, $18 = vectors of 4 f32,
+# $5 = s): a = op a, b (fused: a = op a, s, b) vector by vector (clobbers $1, $2, $16-$18).
+	.macro	VECTOR_LOOP name, op, fused
+	.ent	\name
+\name:
 1:	vlds	$1, 0($16)
 	vlds	$2, 0($17)
-	vlds	$3, 16($16)
-	vlds	$4, 16($17)
-	vadds	$1, $2, $1
-	vadds	$3, $4, $3
+	.if \fused
+	\op	$1, $5, $2, $1
+	.else
+	\op	$1, $2, $1
+	.endif
 	subl	$18, 1, $18
 	vsts	$1, 0($16)
-	vsts	$3, 16($16)
-	ldi	$16, 32($16)
-	ldi	$17, 32($17)
+	ldi	$16, 16($16)
+	ldi	$17, 16($17)
 	bgt	$18, 1b
 	ret
-	.end	add_chunk
+	.end	\name
+	.endm
 
-# update_chunk: ACC = IN - s ACC (one fused f32 operation per element), CHUNK f32.
-	.ent	update_chunk
-update_chunk:
-	ldde	$5, JOB + J_SCALE($31)
-	ldi	$16, ACC
-	ldi	$17, IN
-	ldi	$18, CHUNK / 8
-1:	vlds	$1, 0($16)
-	vlds	$2, 0($17)
-	vlds	$3, 16($16)
-	vlds	$4, 16($17)
-	vnmas	$1, $5, $2, $1
-	vnmas	$3, $5, $4, $3
-	subl	$18, 1, $18
-	vsts	$1, 0($16)
-	vsts	$3, 16($16)
-	ldi	$16, 32($16)
-	ldi	$17, 32($17)
-	bgt	$18, 1b
-	ret
-	.end	update_chunk
+	VECTOR_LOOP vadd_f32, vadds, 0          # a += b
+	VECTOR_LOOP vupdate_f32, vnmas, 1       # a = b - s a, one rounding
 
 # ---- RAR: ring all-reduce over register communication ------------------------------------
 # The instances form a ring (a mesh row, or a snake over whole rows: row r left to right when
@@ -334,7 +322,12 @@ parax_rar:
 	MOD_RING $27, $11, $27
 	addl	$14, $27, $1
 	SEG_DMA $9, $1, R_WP, OWN
-	bsr	$26, rar_update
+	ldde	$5, RJOB + R_SCALE($31)   # SEND = OWN - s SEND
+	ldi	$16, SEND
+	ldi	$17, OWN
+	ldl	$18, RJOB + R_SEG($31)
+	srl	$18, 2, $18
+	bsr	$26, vupdate_f32
 	addl	$14, $27, $1
 	SEG_DMA $10, $1, R_WP, SEND
 	subl	$11, 1, $15           # all-gather steps left; $27 = the segment received
@@ -375,21 +368,3 @@ swap_segments:
 	ret
 	.end	swap_segments
 
-# rar_update: SEND = OWN - s SEND (one fused f32 operation per element).
-	.ent	rar_update
-rar_update:
-	ldde	$5, RJOB + R_SCALE($31)
-	ldl	$18, RJOB + R_SEG($31)
-	srl	$18, 2, $18
-	ldi	$1, SEND
-	ldi	$2, OWN
-1:	vlds	$3, 0($1)
-	vlds	$4, 0($2)
-	vnmas	$3, $5, $4, $3
-	subl	$18, 1, $18
-	vsts	$3, 0($1)
-	ldi	$1, 16($1)
-	ldi	$2, 16($2)
-	bgt	$18, 1b
-	ret
-	.end	rar_update
