@@ -19,6 +19,7 @@
 
 	.set	noreorder
 	.include "../include/dma.inc"
+	.include "parax.inc"
 
 	J_NSAMP = 0           # samples of this CPE (0: it only takes part in the broadcast)
 	J_IN = 8              # its first input sample, first output sample (consecutive samples)
@@ -141,12 +142,7 @@ parax_ldm_end:
 	.globl	parax_run
 	.ent	parax_run
 parax_run:
-	stl	$26, SAVE_RA($31)
-	rcid	$1
-	ldi	$2, JOB_BYTES
-	mull	$1, $2, $2
-	addl	$16, $2, $16
-	FETCH_JOB $1, $2, RPLY
+	ENTER_WITH_JOB JOB, JOB_BYTES
 	stw	$31, RPLY($31)
 	ldl	$1, JOB + J_ROWS($31)
 	sll	$1, 9, $1             # ROW_BYTES per row

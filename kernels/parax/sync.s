@@ -15,6 +15,7 @@
 
 	.set	noreorder
 	.include "../include/dma.inc"
+	.include "parax.inc"
 
 	J_ROLE = 0            # ROLE_*
 	J_N = 8               # chunks this CPE updates (PS server, GS) or pulls (PS worker)
@@ -73,12 +74,7 @@ sync_ldm_end:
 	.globl	parax_sync
 	.ent	parax_sync
 parax_sync:
-	stl	$26, SAVE_RA($31)
-	rcid	$1
-	ldi	$2, JOB_BYTES
-	mull	$1, $2, $2
-	addl	$16, $2, $16
-	FETCH_JOB $1, $2, RPLY
+	ENTER_WITH_JOB JOB, JOB_BYTES
 	MAKE_DESC $9, DMA_GET, CHUNK_BYTES, RPLY
 	MAKE_DESC $10, DMA_PUT, CHUNK_BYTES, RPLY
 	ldl	$11, JOB + J_N($31)
@@ -285,14 +281,7 @@ ring_forms:                   # by links | add << 2
 	.globl	parax_rar
 	.ent	parax_rar
 parax_rar:
-	stl	$26, SAVE_RA($31)
-	rcid	$1
-	ldi	$2, RJOB_BYTES
-	mull	$1, $2, $2
-	addl	$16, $2, $16
-	MAKE_DESC $1, DMA_GET, RJOB_BYTES, RPLY
-	ldi	$2, RJOB
-	DMA_WAIT $1, $16, $2, RPLY
+	ENTER_WITH_JOB RJOB, RJOB_BYTES
 	ldl	$1, RJOB + R_SEG($31)
 	s4addl	$1, $31, $1
 	MAKE_DESC $9, DMA_GET, 0, RPLY
