@@ -221,3 +221,17 @@ def test_sync_refuses_what_does_not_fit():
         synchronise(g[:24], w, 0.1, strategy="RAR")
     with pytest.raises(ArgumentError, match=r"gradients \(P, n\) and w \(n,\) float32"):
         synchronise(g, w[:4], 0.1)
+
+
+def test_instances_train_like_the_solver():
+    """Two instances synchronised by GS take the same SGD steps as the Solver on the whole
+    minibatch (the mean of the slices' gradients; float32 sums in another order)."""
+    from swsim.hostlib import train
+    from swsim.hostlib.train.instances import train_instances
+    spec = train.parse_net(train.example("mlp"))
+    ours = train_instances(spec, instances=2, strategy="GS", steps=2, lr=0.1, test=False)
+    solver = train.Solver(spec, train.SolverSpec(base_lr=0.1, momentum=0.0, random_seed=1))
+    losses = [solver.step().loss for _ in range(2)]
+    np.testing.assert_allclose(ours.losses, losses, rtol=1e-5)
+    assert ours.losses[-1] < ours.losses[0]
+    assert len(set(ours.sync_cycles)) == 1 and ours.sync_bytes[0] > 0
