@@ -146,7 +146,7 @@ def _ring(gradients, w, lr, machine, engine) -> SyncRun:
         gmem = mem.put(grads)
         wmem = mem.put(private)
         job = RAR_KERNEL.record("R_", "RJOB_BYTES")
-        words = np.zeros(max(ring) + 1, np.int64).repeat(job.nbytes // 8)
+        words = np.zeros((max(ring) + 1) * job.nbytes // 8, np.int64)
         for p, cpe in enumerate(ring):
             nxt, prev = ring[(p + 1) % instances], ring[p - 1]
             by_column = nxt // cols != cpe // cols

@@ -274,10 +274,11 @@ run_op:
 	ret
 	.end	run_op
 
-# conv3x3_f32(padded input $16, weights $17, rows $18): BUF = the convolution. Tiles of 2 output pixels
-# x 16 channels (accumulators $0-$7); for each kh the 48 (kw, ci) terms are contiguous in the
-# padded row and in the weights, taken two at a time, software-pipelined: the multiply-adds of
-# one term (in $8/$9, weights $10-$13, or $14/$15, $22-$25) issue beside the loads of the next.
+# conv3x3_f32(padded input $16, weights $17, rows $18): BUF = the convolution. Tiles of 2
+# output pixels x 16 channels (accumulators $0-$7); for each kh the 48 (kw, ci) terms are
+# contiguous in the padded row and in the weights, taken two at a time, software-pipelined:
+# the multiply-adds of one term (in $8/$9, weights $10-$13, or $14/$15, $22-$25) issue beside
+# the loads of the next.
 	.globl	conv3x3_f32
 	.ent	conv3x3_f32
 conv3x3_f32:
@@ -388,9 +389,9 @@ bn_f32:
 	ret
 	.end	bn_f32
 
-# relu_f32(data $16, rows $18): in place over a sample. A lane holds the value as a double, so its sign
-# is bit 31 of its odd word: vsraw spreads it over that word, vshfw copies the odd word to both
-# words of the lane, vbicw clears the lanes whose sign was set.
+# relu_f32(data $16, rows $18): in place over a sample. A lane holds the value as a double,
+# so its sign is bit 31 of its odd word: vsraw spreads it over that word, vshfw copies the odd
+# word to both words of the lane, vbicw clears the lanes whose sign was set.
 	.globl	relu_f32
 	.ent	relu_f32
 relu_f32:
