@@ -136,6 +136,8 @@ def test_intensity_formulas_and_tags():
     assert conv.tag(balance) == "COMPUTE"
     assert conv_intensity(1, 16, 16, 3, 8).tag(balance) == "ACCESS"   # weights read per sample
     assert elementwise_intensity("bn", 1024).tag(balance) == "ACCESS"
+    from swsim.hostlib.parax.model import conv_terms
+    assert sum(conv_terms(64, 16, 16, 3, 8).values()) == pytest.approx(conv.density)
 
 
 def test_overlap_bound_and_the_floor_hold_on_the_block():

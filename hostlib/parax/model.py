@@ -46,6 +46,14 @@ def conv_intensity(batch, c_in, c_out, kernel, feature, element_bytes=4) -> Inte
     return Intensity("conv", macs, elements, element_bytes)
 
 
+def conv_terms(batch, c_in, c_out, kernel, feature) -> dict:
+    """The three terms of formula (3) (corrected): what the output, the input and the weights
+    each add to I."""
+    return {"output 1/(C_o D_K^2)": 1 / (c_out * kernel ** 2),
+            "input 1/(C_i D_K^2)": 1 / (c_in * kernel ** 2),
+            "weights 1/(B D_F^2)": 1 / (batch * feature ** 2)}
+
+
 def elementwise_intensity(layer, elements, element_bytes=4) -> Intensity:
     """BN (inference: one multiply-add per element) or ReLU (counted as one operation per
     element): n operations, 2n elements moved."""

@@ -96,6 +96,8 @@ def register(subparsers) -> None:
     parax.add_argument("--quick", action="store_true", help="one delayed-start setting")
     parax.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     parax.add_argument("--engine", choices=("c", "python"), default="c")
+    parax.add_argument("--explain", action="store_true",
+                       help="show the terms of the intensity formulas behind each tag")
     parax.set_defaults(func=_parax)
 
     analyze = subparsers.add_parser("analyze", help="steady-state cycles per iteration of a "
@@ -228,7 +230,7 @@ def _parax(args) -> int:
         result = parax.run(quick=args.quick, engine=args.engine, progress=bar)
     finally:
         bar.close()
-    print(parax.format_report(result))
+    print(parax.format_report(result, explain=args.explain))
     if args.json:
         with open(args.json, "w", encoding="utf-8") as out:
             json.dump(result, out, indent=2, default=str)

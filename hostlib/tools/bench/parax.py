@@ -17,7 +17,7 @@ from ....vm import Machine
 from ...parax import block_ops, run_block
 from ...parax.block import OP_KINDS
 from ...parax.sync import synchronise
-from ...parax.model import (conv_intensity, dma_engine_cycles, elementwise_intensity,
+from ...parax.model import (conv_intensity, conv_terms, dma_engine_cycles, elementwise_intensity,
                             machine_balance, measured_intensity, overlap_bound)
 
 LAYERS = 4
@@ -180,10 +180,10 @@ def _intensity(w, scale, shift, engine, config):
                          model_tag=m.tag(balance), flops=r.flops, dma_bytes=r.dma_bytes,
                          measured_flops_per_byte=measured,
                          measured_tag="COMPUTE" if measured >= balance else "ACCESS"))
-    return dict(balance=balance, layers=rows)
+    return dict(balance=balance, layers=rows, conv_terms=conv_terms(SAMPLES, 16, 16, 3, 8))
 
 
-def format_report(result: dict) -> str:
+def format_report(result: dict, explain: bool = False) -> str:
     lines = [f"ParaX §1.8 block: {LAYERS} x [conv3x3 16->16 8x8, BN, ReLU], f32, {SAMPLES} "
              f"samples, one core group ({'quick' if result['quick'] else 'full'})", "",
              f"{'run':<28}{'cycles':>10}{'samples/Mc':>12}{'DMA util':>10}{'P0 busy':>9}"
@@ -225,6 +225,15 @@ def format_report(result: dict) -> str:
         lines.append(f"{r['layer']:<6}{r['density']:>10.4f}{r['model_flops_per_byte']:>14.2f}"
                      f"{r['model_tag']:>9}{r['measured_flops_per_byte']:>17.2f}"
                      f"{r['measured_tag']:>9}")
+    if explain:
+        terms = result["intensity"]["conv_terms"]
+        lines += [f"  conv I = {' + '.join(f'{v:.4f} ({k})' for k, v in terms.items())}, "
+                  f"B = {SAMPLES} samples sharing one read of the weights;",
+                  "  flop/B = 2 xi / (4 psi) = 1 / (2 I); a layer is COMPUTE when it reaches "
+                  "the balance = 64 CPEs x 8 flop/cycle / 21.3 B/cycle, else ACCESS;",
+                  "  BN, ReLU: psi = 2 n elements for n operations, I = 2; measured = the CPEs' "
+                  "float_ops / dma_bytes_moved of the operator run alone (ReLU's bit "
+                  "operations are not flops)"]
     lines += ["", f"gradient synchronisation, MLP 256-64-10 ({MLP_PARAMETERS} f32), "
               f"W -= lr mean(G):",
               f"{'strategy':<9}{'instances':>10}{'cycles':>10}{'DMA bytes':>11}{'idle CPEs':>10}"
