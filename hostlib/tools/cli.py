@@ -225,7 +225,7 @@ def _train_bench(args) -> int:
 
 def _parax(args) -> int:
     from .bench import parax
-    bar = StepBar(12 if args.quick else 18)
+    bar = StepBar(12 if args.quick else 27)
     try:
         result = parax.run(quick=args.quick, engine=args.engine, progress=bar)
     finally:

@@ -1,7 +1,8 @@
 """`swsim bench parax`: ParaX's miniature (digest §1.8) on one core group. The block
 4 x [conv 3x3 (16 -> 16, 8x8) -> BN -> ReLU], f32, every operator reading and writing main
 memory, on 64 samples in mode A per_cg (a barrier after every operator), B per_cpe, C per_cpe
-with delayed start (n launch groups, interval t) and with seeded jitter, D per_group(8);
+with delayed start (n launch groups, interval t: one BN + ReLU, and k/2n of a layer's
+period for k = 1..4; --quick: n = 4, k = 2) and with seeded jitter, D per_group(8);
 makespan, samples per megacycle, DMA utilisation, P0 busy fraction; per-operator cycles per
 call at 1/4/16/64 instances on the whole array (per_cg, per_group(16), per_group(4),
 per_cpe); the overlap bound; formulas 1-3 beside the measured intensity; and the gradient
@@ -89,7 +90,10 @@ def run(quick: bool = False, engine: str = "c", progress=None) -> dict:
     runs = [_row("A per_cg", mode_a), _row("B per_cpe", block("B per_cpe"))]
     outputs = []
     for n in (4,) if quick else GROUPS:
-        for t in sorted({int(per_call["bn"] + per_call["relu"]), int(period // n)}):
+        # one BN + ReLU (§1.8's suggestion) and, in a full run, a grid over a layer's period
+        grid = (2,) if quick else (1, 2, 3, 4)
+        for t in sorted({int(per_call["bn"] + per_call["relu"])}
+                        | {int(k * period // (2 * n)) for k in grid}):
             r = block(f"C n={n} t={t}", launch_groups=n, interval=t)
             runs.append(_row(f"C n={n} t={t}", r, launch_groups=n, interval=t))
             outputs.append(r.y)
