@@ -2,7 +2,7 @@
 
 Subpackages, each importing only those before it: ``runtime`` (Kernel, launch, LDM planning,
 Stats) <- ``blas`` (``gemm`` = swGEMM, its model, the LDM GEMM primitive, the baseline GEMM)
-<- ``dnn`` (the DNN operators);
+<- ``dnn`` (the DNN operators) <- ``parax`` (ParaX on the CPE array) <- ``train``;
 ``tools`` (analyze, report, bench, the CLI) sit on top. ``swsim.hostlib.gemm`` is swGEMM.
 """
 from .blas import gemm

@@ -115,6 +115,15 @@ def register(subparsers) -> None:
     redsync.add_argument("--engine", choices=("c", "python"), default="c")
     redsync.set_defaults(func=_redsync)
 
+    parax = which.add_parser("parax", help="ParaX's §1.8 block in modes per_cg / per_cpe / "
+                             "delayed start, per-op cycles, the overlap bound, intensity")
+    parax.add_argument("--quick", action="store_true", help="one delayed-start setting")
+    parax.add_argument("--json", metavar="FILE", help="also write the results as JSON")
+    parax.add_argument("--engine", choices=("c", "python"), default="c")
+    parax.add_argument("--explain", action="store_true",
+                       help="show the terms of the intensity formulas behind each tag")
+    parax.set_defaults(func=_parax)
+
     analyze = subparsers.add_parser("analyze", help="steady-state cycles per iteration of a "
                                     "loop under the issue rules (like llvm-mca)")
     analyze.add_argument("program", metavar="KERNEL", help="assembly source (.s) or program (.swo)")
@@ -234,6 +243,20 @@ def _train_bench(args) -> int:
     finally:
         bar.close()
     print(train_nets.format_report(results, detail=args.detail))
+    return 0
+
+
+def _parax(args) -> int:
+    from .bench import parax
+    bar = StepBar(12 if args.quick else 27)
+    try:
+        result = parax.run(quick=args.quick, engine=args.engine, progress=bar)
+    finally:
+        bar.close()
+    print(parax.format_report(result, explain=args.explain))
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as out:
+            json.dump(result, out, indent=2, default=str)
     return 0
 
 

@@ -1,0 +1,255 @@
+"""`swsim bench parax`: ParaX's miniature (digest §1.8) on one core group. The block
+4 x [conv 3x3 (16 -> 16, 8x8) -> BN -> ReLU], f32, every operator reading and writing main
+memory, on 64 samples in mode A per_cg (a barrier after every operator), B per_cpe, C per_cpe
+with delayed start (n launch groups, interval t: one BN + ReLU, and k/2n of a layer's
+period for k = 1..4; --quick: n = 4, k = 2) and with seeded jitter, D per_group(8);
+makespan, samples per megacycle, DMA utilisation, P0 busy fraction; per-operator cycles per
+call at 1/4/16/64 instances on the whole array (per_cg, per_group(16), per_group(4),
+per_cpe); the overlap bound; formulas 1-3 beside the measured intensity; and the gradient
+synchronisation of the MLP 256 -> 64 -> 10 (17098 f32) by PS, RAR and GS at 1/4/16/64
+instances. Every run's output
+is checked bit for bit against mode A's, and A's against numpy (float64, 1e-5).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ....vm import Machine
+from ...parax import block_ops, run_block
+from ...parax.block import OP_KINDS
+from ...parax.sync import synchronise
+from ...parax.model import (conv_intensity, conv_terms, dma_engine_cycles, elementwise_intensity,
+                            machine_balance, measured_intensity, overlap_bound)
+
+LAYERS = 4
+SAMPLES = 64
+ROWS = 8
+GROUPS = (2, 4, 8)
+INSTANCES = {1: dict(mode="per_cg"), 4: dict(mode="per_group", group=16),
+             16: dict(mode="per_group", group=4), 64: dict(mode="per_cpe")}
+TOLERANCE = 1e-5
+MLP_PARAMETERS = 256 * 64 + 64 + 64 * 10 + 10
+SYNC_INSTANCES = (1, 4, 16, 64)
+
+
+def workload(samples=SAMPLES, rows=ROWS, layers=LAYERS, seed=0):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((samples, rows, 8, 16)).astype(np.float32)
+    w = (rng.standard_normal((layers, 3, 3, 16, 16)) / 12).astype(np.float32)
+    scale = (1 + rng.standard_normal((layers, 16)) / 4).astype(np.float32)
+    shift = (rng.standard_normal((layers, 16)) / 4).astype(np.float32)
+    return x, w, scale, shift
+
+
+def reference(x, w, scale, shift, ops):
+    """numpy float64, rounded to float32 after every operator."""
+    a = x.astype(np.float64)
+    rows = a.shape[1]
+    for kind, layer in ops:
+        if kind == "conv":
+            padded = np.zeros((a.shape[0], rows + 2, 10, 16))
+            padded[:, 1:rows + 1, 1:9] = a
+            out = np.zeros_like(a)
+            for kh in range(3):
+                for kw in range(3):
+                    out += padded[:, kh:kh + rows, kw:kw + 8] @ w[layer, kh, kw].astype(np.float64)
+            a = out
+        elif kind == "bn":
+            a = a * scale[layer] + shift[layer]
+        else:
+            a = np.where(a > 0, a, 0.0)
+        a = a.astype(np.float32).astype(np.float64)
+    return a.astype(np.float32)
+
+
+def _row(name, run, **extra):
+    return dict(name=name, mode=run.mode, instances=run.instances, cycles=run.cycles,
+                samples_per_megacycle=run.samples_per_megacycle,
+                dma_utilisation=run.dma_utilisation, p0_busy=run.p0_busy,
+                per_call={k: run.cycles_per_call(k) for k in OP_KINDS}, **extra)
+
+
+def run(quick: bool = False, engine: str = "c", progress=None) -> dict:
+    """Every figure of the benchmark as a JSON-able dict."""
+    x, w, scale, shift = workload()
+    ops = block_ops(LAYERS)
+    step = progress or (lambda name: None)
+
+    def block(name, **kwargs):
+        step(name)
+        return run_block(x, w, scale, shift, engine=engine, machine=Machine(), **kwargs)
+
+    mode_a = block("A per_cg", mode="per_cg")
+    err = float(np.max(np.abs(mode_a.y - reference(x, w, scale, shift, ops))))
+    if not err <= TOLERANCE:
+        raise RuntimeError(f"mode A: wrong values on the VM (error {err:.3g})")
+    step("1 instance")
+    single = run_block(x[:1], w, scale, shift, instances=1, engine=engine)
+    per_call = {k: single.cycles_per_call(k) for k in OP_KINDS}
+    period = sum(per_call.values())               # one layer of one instance, uncontended
+    runs = [_row("A per_cg", mode_a), _row("B per_cpe", block("B per_cpe"))]
+    outputs = []
+    for n in (4,) if quick else GROUPS:
+        # one BN + ReLU (§1.8's suggestion) and, in a full run, a grid over a layer's period
+        grid = (2,) if quick else (1, 2, 3, 4)
+        for t in sorted({int(per_call["bn"] + per_call["relu"])}
+                        | {int(k * period // (2 * n)) for k in grid}):
+            r = block(f"C n={n} t={t}", launch_groups=n, interval=t)
+            runs.append(_row(f"C n={n} t={t}", r, launch_groups=n, interval=t))
+            outputs.append(r.y)
+    r = block("C jitter", jitter=int(period), jitter_seed=0)
+    runs.append(_row(f"C jitter [0,{int(period)}] seed 0", r, jitter=int(period)))
+    outputs.append(r.y)
+    mode_d = block("D per_group(8)", mode="per_group", group=8)
+    runs.append(_row("D per_group(8)", mode_d))
+    outputs.append(mode_d.y)
+    if not quick:
+        r = block("D delayed", mode="per_group", group=8, launch_groups=8,
+                  interval=int(period // 8))
+        runs.append(_row(f"D per_group(8) n=8 t={int(period // 8)}", r))
+        outputs.append(r.y)
+
+    by_name = {"per_cg": runs[0], "per_cpe": runs[1]}
+    table = {}
+    for n, kwargs in INSTANCES.items():
+        row = by_name.get(kwargs["mode"])
+        if row is None:
+            r = block(f"{n} instances", **kwargs)
+            outputs.append(r.y)
+            row = _row(f"{n} instances", r)
+        table[n] = row["per_call"]
+    same = all(np.array_equal(y.view(np.int32), mode_a.y.view(np.int32)) for y in outputs)
+    if not same:
+        raise RuntimeError("a mode's output differs from mode A's")
+
+    config = Machine().config
+    beta = config.dma_transaction_bytes / config.dma_transaction_cycles
+    sample_bytes = x[0].nbytes
+    compute = [per_call[kind] for kind, _ in ops]
+    # one call gets and puts a sample: at the get peak (the digest's beta), and in engine time
+    engine_call = dma_engine_cycles(sample_bytes, sample_bytes, 1, config)
+    bound = overlap_bound(compute, [2 * sample_bytes / beta] * len(ops), SAMPLES)
+    engine_bound = overlap_bound(compute, [engine_call] * len(ops), SAMPLES)
+    # The makespan no schedule can beat: the DMA engine's time for every call, or one
+    # instance's chain of calls at their uncontended cycles.
+    floor = max(SAMPLES * len(ops) * engine_call, sum(compute))
+    best = min(runs[1:], key=lambda r: r["cycles"])
+    speedup = mode_a.cycles / best["cycles"]
+    return dict(quick=quick, engine=engine, runs=runs, per_call_by_instances=table,
+                single_instance_per_call=per_call, bound=bound, engine_bound=engine_bound,
+                floor_cycles=floor, floor_bound=mode_a.cycles / floor, best=best["name"],
+                speedup=speedup,
+                bit_identical=same, reference_error=err,
+                intensity=_intensity(w, scale, shift, engine, config),
+                sync=_sync(engine, step))
+
+
+def _sync(engine, step):
+    """PS, RAR and GS on the MLP's gradient at each instance count (PS at 64: 63 workers, the
+    server takes the 64th CPE). PS and GS must agree bit for bit, RAR within 1e-6."""
+    rng = np.random.default_rng(1)
+    w = rng.standard_normal(MLP_PARAMETERS).astype(np.float32)
+    rows = []
+    for n in SYNC_INSTANCES:
+        step(f"sync {n}")
+        g = rng.standard_normal((n, MLP_PARAMETERS)).astype(np.float32)
+        runs = {"PS": synchronise(g[:min(n, 63)], w, 0.1, strategy="PS", engine=engine),
+                "RAR": synchronise(g, w, 0.1, strategy="RAR", engine=engine),
+                "GS": synchronise(g, w, 0.1, strategy="GS", engine=engine)}
+        if n < 64 and not np.array_equal(runs["PS"].w, runs["GS"].w):
+            raise RuntimeError(f"PS and GS differ at {n} instances")
+        if not np.allclose(runs["RAR"].w, runs["GS"].w, rtol=1e-6, atol=1e-6):
+            raise RuntimeError(f"RAR and GS differ at {n} instances")
+        for name, r in runs.items():
+            rows.append(dict(strategy=name, instances=r.instances, cycles=r.cycles,
+                             dma_bytes=r.dma_bytes, idle_cpes=r.idle_cpes,
+                             instances_per_megacycle=r.instances / r.cycles * 1e6))
+    return rows
+
+
+def _intensity(w, scale, shift, engine, config):
+    """Formulas 1-3 for one instance's batch (B = its samples sharing one weight read) beside
+    flops / DMA bytes measured on a run of the operator alone over 64 samples."""
+    x = workload()[0]
+    balance = machine_balance(config)
+    rows = []
+    model = {"conv": conv_intensity(SAMPLES, 16, 16, 3, 8),
+             "bn": elementwise_intensity("bn", SAMPLES * 1024),
+             "relu": elementwise_intensity("relu", SAMPLES * 1024)}
+    for kind in OP_KINDS:
+        r = run_block(x, w[:1], scale[:1], shift[:1], ops=[(kind, 0)], engine=engine)
+        measured = measured_intensity(r.flops, r.dma_bytes)
+        m = model[kind]
+        rows.append(dict(layer=kind, density=m.density, model_flops_per_byte=m.flops_per_byte,
+                         model_tag=m.tag(balance), flops=r.flops, dma_bytes=r.dma_bytes,
+                         measured_flops_per_byte=measured,
+                         measured_tag="COMPUTE" if measured >= balance else "ACCESS"))
+    return dict(balance=balance, layers=rows, conv_terms=conv_terms(SAMPLES, 16, 16, 3, 8))
+
+
+def format_report(result: dict, explain: bool = False) -> str:
+    lines = [f"ParaX §1.8 block: {LAYERS} x [conv3x3 16->16 8x8, BN, ReLU], f32, {SAMPLES} "
+             f"samples, one core group ({'quick' if result['quick'] else 'full'})", "",
+             f"{'run':<28}{'cycles':>10}{'samples/Mc':>12}{'DMA util':>10}{'P0 busy':>9}"
+             f"{'conv/call':>11}{'bn/call':>9}{'relu/call':>10}"]
+    for r in result["runs"]:
+        pc = r["per_call"]
+        lines.append(f"{r['name']:<28}{r['cycles']:>10}{r['samples_per_megacycle']:>12.1f}"
+                     f"{r['dma_utilisation']:>10.1%}{r['p0_busy']:>9.1%}{pc['conv']:>11.0f}"
+                     f"{pc['bn']:>9.0f}{pc['relu']:>10.0f}")
+    lines += ["", "aggregate cycles per call (a CPE's cycles in a call / 64 CPEs, all busy):",
+              f"{'instances':>10}{'conv':>10}{'bn':>10}{'relu':>10}"]
+    cpes = 64
+    for n, pc in result["per_call_by_instances"].items():
+        lines.append(f"{n:>10}{pc['conv'] / cpes:>10.0f}{pc['bn'] / cpes:>10.0f}"
+                     f"{pc['relu'] / cpes:>10.0f}   {INSTANCES[n]}")
+    first, last = result["per_call_by_instances"][1], result["per_call_by_instances"][64]
+    lines.append("64 vs 1: " + ", ".join(f"{k} x{last[k] / first[k]:.2f}" for k in OP_KINDS)
+                 + "   (paper, ResNet50 1->56: conv x0.95, BN x0.27, act x0.26)")
+    b, e = result["bound"], result["engine_bound"]
+    lines += ["", f"best: {result['best']}: {result['speedup']:.3f}x per_cg",
+              f"§1.8 formula, c_l = uncontended cycles per call: with b_l / 21.3 B/cycle: "
+              f"{b['barrier']:.0f} / {b['ideal']:.0f} = {b['bound']:.3f}x; with DMA-engine "
+              f"time (puts cost more): {e['barrier']:.0f} / {e['ideal']:.0f} = "
+              f"{e['bound']:.3f}x",
+              f"floor: max(DMA-engine time of every call, one instance's chain) = "
+              f"{result['floor_cycles']:.0f} cycles: per_cg / floor = "
+              f"{result['floor_bound']:.3f}x (no schedule beats it; the formula assumes "
+              f"per_cg overlaps a layer's compute with its own DMA, which it cannot)",
+              f"targets: per_cpe >= 1.3x per_cg: {'met' if result['speedup'] >= 1.3 else 'NOT met'}"
+              f"; within 10% of the bound: "
+              f"{'met' if result['speedup'] >= 0.9 * result['floor_bound'] else 'NOT met'}",
+              f"outputs bit-identical across modes: {result['bit_identical']}; "
+              f"mode A vs numpy: {result['reference_error']:.2g}", "",
+              f"arithmetic intensity (machine balance {result['intensity']['balance']:.1f} "
+              f"flop/B):",
+              f"{'layer':<6}{'I=psi/xi':>10}{'model flop/B':>14}{'tag':>9}"
+              f"{'measured flop/B':>17}{'tag':>9}"]
+    for r in result["intensity"]["layers"]:
+        lines.append(f"{r['layer']:<6}{r['density']:>10.4f}{r['model_flops_per_byte']:>14.2f}"
+                     f"{r['model_tag']:>9}{r['measured_flops_per_byte']:>17.2f}"
+                     f"{r['measured_tag']:>9}")
+    if explain:
+        terms = result["intensity"]["conv_terms"]
+        lines += [f"  conv I = {' + '.join(f'{v:.4f} ({k})' for k, v in terms.items())}, "
+                  f"B = {SAMPLES} samples sharing one read of the weights;",
+                  "  flop/B = 2 xi / (4 psi) = 1 / (2 I); a layer is COMPUTE when it reaches "
+                  "the balance = 64 CPEs x 8 flop/cycle / 21.3 B/cycle, else ACCESS;",
+                  "  BN, ReLU: psi = 2 n elements for n operations, I = 2; measured = the CPEs' "
+                  "float_ops / dma_bytes_moved of the operator run alone (ReLU's bit "
+                  "operations are not flops)"]
+    lines += ["", f"gradient synchronisation, MLP 256-64-10 ({MLP_PARAMETERS} f32), "
+              f"W -= lr mean(G):",
+              f"{'strategy':<9}{'instances':>10}{'cycles':>10}{'DMA bytes':>11}{'idle CPEs':>10}"
+              f"{'inst/Mc':>9}"]
+    for r in result["sync"]:
+        lines.append(f"{r['strategy']:<9}{r['instances']:>10}{r['cycles']:>10}"
+                     f"{r['dma_bytes']:>11}{r['idle_cpes']:>10}"
+                     f"{r['instances_per_megacycle']:>9.1f}")
+    at = {(r["strategy"], r["instances"]): r for r in result["sync"]}
+    ps, gs = at[("PS", 63)], at[("GS", 64)]
+    lines.append(f"at 64 instances: PS/GS bytes {ps['dma_bytes'] / gs['dma_bytes']:.2f} "
+                 f"(paper ~2), GS sync-only throughput "
+                 f"{gs['instances_per_megacycle'] / ps['instances_per_megacycle']:.1f}x PS "
+                 f"(target >= 2x; inst/Mc = instances per megacycle of synchronisation alone)")
+    return "\n".join(lines)
