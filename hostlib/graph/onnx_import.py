@@ -140,11 +140,18 @@ def to_graph(model, *, shapes=None) -> Graph:
     return Graph(g.name or "graph", nodes, inputs, [v.name for v in g.output], initializers)
 
 
-def import_onnx(source, *, shapes=None, passes=None) -> Graph:
+def import_onnx(source, *, shapes=None, constants=None, passes=None) -> Graph:
     """Load (``load_model``), convert (``to_graph``) and run the passes (default
-    ``passes.DEFAULT``) on an ONNX model; the Graph comes back with every tensor's info."""
+    ``passes.DEFAULT``) on an ONNX model; the Graph comes back with every tensor's info.
+    ``constants`` (name -> array) binds graph inputs as initializers (e.g. a Reshape's target
+    fed as an input, which must be known to infer shapes)."""
     from .passes import DEFAULT
     graph = to_graph(load_model(source), shapes=shapes)
+    for name, value in (constants or {}).items():
+        if name not in graph.inputs:
+            raise GraphError(f"constants name {name!r}, which is not a graph input")
+        del graph.inputs[name]
+        graph.initializers[name] = np.asarray(value)
     for run in (DEFAULT if passes is None else passes):
         graph = run(graph)
     graph.infer()

@@ -241,7 +241,11 @@ def reshape(node, x, shape=None):
 
 
 def flatten(node, x):
-    axis = _axis(node, node.attr("axis", 1), x.ndim + 1)
+    axis = node.attr("axis", 1)
+    axis = axis + x.ndim if axis < 0 else axis
+    if not 0 <= axis <= x.ndim:
+        raise GraphError(f"{node}: axis {node.attr('axis')} is out of range for a "
+                         f"{x.ndim}-D input")
     return (x.reshape(int(np.prod(x.shape[:axis])), -1),)
 
 
@@ -300,9 +304,20 @@ def _batchnorm_check(node, info):
     return None
 
 
-def cast(node, x):
+def _cast_target(node):
     from onnx.helper import tensor_dtype_to_np_dtype
-    return (x.astype(tensor_dtype_to_np_dtype(int(node.attr("to")))),)
+    return np.dtype(tensor_dtype_to_np_dtype(int(node.attr("to"))))
+
+
+def cast(node, x):
+    return (x.astype(_cast_target(node)),)
+
+
+def _cast_check(node, info):
+    target = _cast_target(node)
+    if target not in NUMBERS + (np.dtype(bool),):
+        return f"Cast to {target} is not implemented"
+    return None
 
 
 def transpose(node, x):
@@ -404,7 +419,7 @@ OPS: dict = {
     "Shape": Op(shape, "view", NUMBERS, shape_only=True),
     "ConstantOfShape": Op(constant_of_shape, "view", (np.dtype(np.int64),), shape_only=True),
     "Gather": Op(gather, "copy", NUMBERS, shape_only=True),
-    "Cast": Op(cast, "copy", NUMBERS, shape_only=True),
+    "Cast": Op(cast, "copy", NUMBERS, check=_cast_check, shape_only=True),
 }
 for _name in ("Relu", "LeakyRelu", "Sigmoid", "Tanh", "Softmax", "LogSoftmax", "Dropout"):
     OPS[_name] = replace(OPS[_name], shape=_like_input)
