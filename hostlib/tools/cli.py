@@ -1,5 +1,6 @@
 """Host-library commands: `swsim bench ...`, `swsim analyze` (steady-state loop analysis),
-`swsim report` (run a kernel as `swsim run` does, then report on the run) and `swsim train`."""
+`swsim report` (run a kernel as `swsim run` does, then report on the run), `swsim train` and
+`swsim onnx`."""
 from __future__ import annotations
 
 import argparse
@@ -11,13 +12,14 @@ from typing import Optional
 from ...kernels.cli import build_source_with_runtime
 from ...vm.cli import add_run_arguments, count_argument, run_from_args
 from ...vm.config import PRESETS, VMConfig
-from . import train
+from . import graph, train
 from .analyze import DEFAULT_ITERATIONS, analyze_loop
 from .bench import speed as speed_bench
 
 
 def register(subparsers) -> None:
     train.register(subparsers)
+    graph.register(subparsers)
     bench = subparsers.add_parser("bench", help="run a benchmark and print its table")
     which = bench.add_subparsers(dest="bench", metavar="BENCHMARK")
     which.required = True
