@@ -2,7 +2,7 @@
 clear errors naming the node for bad models (docs/graph.md)."""
 import numpy as np
 import pytest
-from onnx import TensorProto, helper, numpy_helper
+from onnx import helper
 
 from swsim.errors import ArgumentError
 from swsim.hostlib.graph import Graph, GraphError, Node, PassManager, TensorInfo, import_onnx

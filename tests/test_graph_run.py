@@ -10,7 +10,7 @@ from swsim.hostlib.graph import GraphError, Session, import_onnx
 from swsim.hostlib.graph import cpe, dispatch
 from swsim.vm import Machine
 
-from graph_models import constant, convnet, model, resblock, tensor
+from graph_models import convnet, model, resblock, tensor
 
 RTOL = 1e-3
 

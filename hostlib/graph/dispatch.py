@@ -6,14 +6,15 @@ algorithm, simulated cycles, DMA bytes and, on the MPE, why. ``check=True`` (deb
 runs the MPE path for CPE nodes and raises GraphError naming the node if they disagree."""
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Optional
 
 import numpy as np
 
 from .cpe import CPE, NotSuitable, dma_bytes
-from .ir import GraphError, Node
-from .ops import OPS, flops, output_size
+from .ir import GraphError, Node, TensorInfo
+from .ops import OPS, flops, infer_node, output_size
 
 CHECK_RTOL = 1e-3          # debug mode: CPE vs MPE, relative to the result's largest value
 
@@ -56,7 +57,6 @@ def run_node(node: Node, inputs: list, *, machine, cgs=1, engine="c", check=Fals
     """Run one node (inputs: numpy arrays, None for omitted optional ones); returns (outputs,
     Record). ``minimum_work``: nodes whose MPE time is below a CPE launch's spawn cost stay on
     the MPE (swHMAE's minimum-work rule)."""
-    import time
     start = time.perf_counter()
     config = machine.config
     while inputs and inputs[-1] is None:
@@ -96,8 +96,6 @@ def run_node(node: Node, inputs: list, *, machine, cgs=1, engine="c", check=Fals
 
 def _mpe_shapes(node: Node, inputs):
     """Stand-ins of the outputs' sizes for the minimum-work estimate (shape inference)."""
-    from .ir import TensorInfo
-    from .ops import infer_node
     names = [f"in{i}" for i in range(len(inputs))]
     info = {n: TensorInfo(a.dtype, a.shape) for n, a in zip(names, inputs) if a is not None}
     probe = Node(node.name, node.op_type, [n if a is not None else "" for n, a in

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .ir import Graph, GraphError, Node
+from .ir import Graph, GraphError, Node, TensorInfo
 from .ops import OPS, infer_node
 
 
@@ -60,7 +60,6 @@ def fold_constants(graph: Graph) -> Graph:
 
 
 def _info(value):
-    from .ir import TensorInfo
     return TensorInfo(value.dtype, value.shape)
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...vm import Machine
-from .dispatch import Record, run_node
+from .dispatch import run_node
 from .ir import Graph, GraphError
 
 
@@ -97,5 +97,3 @@ def format_records(records: list, clock_hz: float) -> str:
                  f"({summary})")
     return "\n".join(lines)
 
-
-__all__ = ["Record", "Session", "format_records"]
