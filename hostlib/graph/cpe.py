@@ -202,6 +202,21 @@ def transpose(node, inputs, on):
     return (y,), [stats], f"transform NCHW->{layout}"
 
 
+def concat(node, inputs, on):
+    """Each input copied by the CPEs (the layout transform's copying pass, the bytes a
+    concatenation moves); the host places the copies side by side."""
+    _floats(node, *inputs)
+    if any(x.ndim != 4 for x in inputs):
+        raise NotSuitable("Concat of tensors that are not 4-D: the CPE copy pass takes 4-D")
+    copies, parts = [], []
+    for x in inputs:
+        y, stats = _launch(dnn.transform, x, "NCHW", "NCHW", **on)
+        copies.append(y)
+        parts.append(stats)
+    axis = int(node.attr("axis", 0)) % 4
+    return (np.concatenate(copies, axis=axis),), parts, "copy passes (transform)"
+
+
 CPE = {
     "Conv": conv, "Gemm": gemm, "MatMul": matmul,
     "MaxPool": pool, "AveragePool": pool,
@@ -209,7 +224,7 @@ CPE = {
     "Relu": activation, "Sigmoid": activation, "Tanh": activation,
     "BatchNormalization": batchnorm,
     "Add": add_sub, "Sub": add_sub, "Sum": add_sub, "Mul": mul_div, "Div": mul_div,
-    "Transpose": transpose,
+    "Transpose": transpose, "Concat": concat,
 }
 
 
