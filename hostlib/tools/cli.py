@@ -93,6 +93,15 @@ def register(subparsers) -> None:
     train_bench.add_argument("--engine", choices=("c", "python"), default="c")
     train_bench.set_defaults(func=_train_bench)
 
+    light = which.add_parser("light", help="onnx's light models (seeded weights) on the VM "
+                             "against onnxruntime: error, host and simulated time "
+                             "(docs/graph.md)")
+    light.add_argument("--quick", action="store_true", help="SqueezeNet only")
+    light.add_argument("--model", action="append", choices=_light_models(),
+                       help="run only this model (repeatable)")
+    light.add_argument("--json", metavar="FILE", help="also write the results as JSON")
+    light.set_defaults(func=_light)
+
     analyze = subparsers.add_parser("analyze", help="steady-state cycles per iteration of a "
                                     "loop under the issue rules (like llvm-mca)")
     analyze.add_argument("program", metavar="KERNEL", help="assembly source (.s) or program (.swo)")
@@ -214,6 +223,26 @@ def _train_bench(args) -> int:
         bar.close()
     print(train_nets.format_report(results, detail=args.detail))
     return 0
+
+
+def _light_models():
+    from .bench.light import MODELS
+    return MODELS
+
+
+def _light(args) -> int:
+    from .bench import light
+    names = args.model or (light.QUICK_MODELS if args.quick else light.MODELS)
+    bar = StepBar(len(names))
+    try:
+        results = light.run(models=names, progress=bar)
+    finally:
+        bar.close()
+    print(light.format_report(results))
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as handle:
+            json.dump(light.as_json(results), handle, indent=2)
+    return 0 if all(r.matches for r in results) else 1
 
 
 def _allreduce(args) -> int:
