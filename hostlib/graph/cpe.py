@@ -102,11 +102,22 @@ def pool(node, inputs, on):
         raise NotSuitable(f"dilations {dilations}: the CPE pooling has none")
     k = _square(node, "kernel_shape", kernel)
     s = _square(node, "strides", strides)
-    p = _square(node, "pads", begin + end)
+    mode = "max" if node.op_type == "MaxPool" else "avg"
+    if mode == "max":
+        # any padding (asymmetric, ceil_mode's partial windows): -inf rows and columns added
+        # to the operand, which no maximum picks
+        extra = [(o - 1) * s + k - (size + b + e)
+                 for o, size, b, e in zip(out, x.shape[2:], begin, end)]
+        width = [(0, 0), (0, 0)] + [(b, e + max(0, x_)) for b, e, x_ in zip(begin, end, extra)]
+        if any(w for pair in width for w in pair):
+            x = np.pad(x, width, constant_values=-np.inf)
+        begin = end = [0, 0]
+    if len(set(begin + end)) != 1:
+        raise NotSuitable(f"pads {begin + end}: the CPE average pooling pads all sides alike")
+    p = begin[0]
     floor = [(size + 2 * p - k) // s + 1 for size in x.shape[2:]]
     if out != floor:
-        raise NotSuitable("ceil_mode adds a partial window: the CPE pooling has none")
-    mode = "max" if node.op_type == "MaxPool" else "avg"
+        raise NotSuitable("ceil_mode adds a partial window: the CPE average pooling has none")
     if mode == "avg" and p and not node.attr("count_include_pad", 0):
         raise NotSuitable("count_include_pad=0 with padding: the CPE average pooling "
                           "divides by the whole window")

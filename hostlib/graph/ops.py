@@ -97,9 +97,8 @@ def _windows(x, node: Node, kernel, fill):
                                                begin, end)]
     width = [(0, 0), (0, 0)] + [(b, e + x_) for b, e, x_ in zip(begin, end, extra)]
     padded = np.pad(x, width, constant_values=fill)
-    declared = np.pad(np.ones(x.shape[2:]), [(b, e) for b, e in zip(begin, end)],
-                      constant_values=0)
-    declared = np.pad(np.ones_like(declared), [(0, e) for e in extra], constant_values=0)
+    declared = np.pad(np.ones([size + b + e for size, b, e in zip(x.shape[2:], begin, end)]),
+                      [(0, e) for e in extra])
     real = np.pad(np.ones(x.shape[2:]), [(b, e + x_) for b, e, x_ in zip(begin, end, extra)],
                   constant_values=0)
 
