@@ -31,6 +31,14 @@ def test_seeded_replaces_fills_and_initializers():
     np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-5)
 
 
+def test_batchnorm_variances_stay_positive():
+    import onnx
+    graph = import_onnx(light.seeded(onnx.load(light.path("resnet50"))))
+    variances = [graph.initializers[n.inputs[4]] for n in graph.nodes
+                 if n.op_type == "BatchNormalization"]
+    assert len(variances) == 53 and min(v.min() for v in variances) >= 0.5
+
+
 def test_squeezenet_imports():
     import onnx
     graph = import_onnx(light.seeded(onnx.load(light.path("squeezenet"))))
