@@ -155,6 +155,19 @@ PARAMETERS: tuple[Param, ...] = (
           "pub: at least 14", minimum=1, maximum=MAX_LATENCY),
     Param("spawn_cycles", 2000, "cycle", "simulated cost of spawn + join", "choice",
           engine=False, maximum=1 << 40),
+    # the MPE cost model of hostlib.graph's fallback path (docs/graph.md "swHMAE"): rates of
+    # SW26010pro's MPE derived from swFLOWpro's Table 3 MPE column (ms per batch-32 training
+    # step of VGG-16; reference/parax-swflowpro-qinglong.md §2.7), timed in CPE-clock cycles
+    Param("mpe_conv_gflops", 0.307, "GFLOP/s", "MPE convolution rate", "pub, derived: "
+          "Table 3 VGG-16 Conv2D 1629.21 s for 32 x 15.61 GFLOP", engine=False,
+          minimum=1e-6),
+    Param("mpe_gemm_gflops", 0.211, "GFLOP/s", "MPE matrix-product rate", "pub, derived: "
+          "Table 3 VGG-16 Matmul 37.43 s for its FC layers' 7.91 GFLOP", engine=False,
+          minimum=1e-6),
+    Param("mpe_element_ns", 12.1, "ns", "MPE time per element of a memory-bound operator "
+          "(activation, pooling, normalisation, element-wise, copy)", "pub, derived: Table 3 "
+          "VGG-16 Relu 5.26 s for 433.8 M outputs (Poolmax: 10.8 per input)", engine=False,
+          minimum=0.0),
 )
 
 _DEFAULTS = {p.name: p.default for p in PARAMETERS}

@@ -1,5 +1,6 @@
 """Host-library commands: `swsim bench ...`, `swsim analyze` (steady-state loop analysis),
-`swsim report` (run a kernel as `swsim run` does, then report on the run) and `swsim train`."""
+`swsim report` (run a kernel as `swsim run` does, then report on the run), `swsim train` and
+`swsim onnx`."""
 from __future__ import annotations
 
 import argparse
@@ -12,7 +13,7 @@ from typing import Optional
 from ...vm.cli import add_run_arguments, count_argument, run_from_args
 from ...vm.config import PRESETS, VMConfig
 from ...vm.machine import Machine
-from . import autodnn, train
+from . import autodnn, graph, train
 from .analyze import DEFAULT_ITERATIONS, analyze_loop
 from .bench import speed as speed_bench
 
@@ -20,6 +21,7 @@ from .bench import speed as speed_bench
 def register(subparsers) -> None:
     train.register(subparsers)
     autodnn.register(subparsers)
+    graph.register(subparsers)
     bench = subparsers.add_parser("bench", help="run a benchmark and print its table")
     which = bench.add_subparsers(dest="bench", metavar="BENCHMARK")
     which.required = True
@@ -123,6 +125,14 @@ def register(subparsers) -> None:
     parax.add_argument("--explain", action="store_true",
                        help="show the terms of the intensity formulas behind each tag")
     parax.set_defaults(func=_parax)
+    light = which.add_parser("light", help="onnx's light models (seeded weights) on the VM "
+                             "against onnxruntime: error, host and simulated time "
+                             "(docs/graph.md)")
+    light.add_argument("--quick", action="store_true", help="SqueezeNet only")
+    light.add_argument("--model", action="append", choices=_light_models(),
+                       help="run only this model (repeatable)")
+    light.add_argument("--json", metavar="FILE", help="also write the results as JSON")
+    light.set_defaults(func=_light)
 
     analyze = subparsers.add_parser("analyze", help="steady-state cycles per iteration of a "
                                     "loop under the issue rules (like llvm-mca)")
@@ -258,6 +268,24 @@ def _parax(args) -> int:
         with open(args.json, "w", encoding="utf-8") as out:
             json.dump(result, out, indent=2, default=str)
     return 0
+def _light_models():
+    from .bench.light import MODELS
+    return MODELS
+
+
+def _light(args) -> int:
+    from .bench import light
+    names = args.model or (light.QUICK_MODELS if args.quick else light.MODELS)
+    bar = StepBar(len(names))
+    try:
+        results = light.run(models=names, progress=bar)
+    finally:
+        bar.close()
+    print(light.format_report(results))
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as handle:
+            json.dump(light.as_json(results), handle, indent=2)
+    return 0 if all(r.matches for r in results) else 1
 
 
 def _allreduce(args) -> int:

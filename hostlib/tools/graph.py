@@ -1,0 +1,106 @@
+"""``swsim onnx MODEL.onnx``: import an ONNX model, run it on the VM through swHMAE's dispatch
+with a progress bar, print each output's summary and the per-node table (docs/graph.md)."""
+from __future__ import annotations
+
+import json
+import sys
+
+import numpy as np
+from tqdm import tqdm
+
+from ...vm import Machine
+from ...vm.config import PRESETS
+from ..graph import GraphError, Session, import_onnx
+
+
+def register(subparsers) -> None:
+    onnx = subparsers.add_parser("onnx", help="run an ONNX model on the VM: outputs and the "
+                                 "per-node table (docs/graph.md)")
+    onnx.add_argument("model", metavar="MODEL.onnx")
+    onnx.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy",
+                      help="a graph input's value (default: seeded normal random values)")
+    onnx.add_argument("--batch", type=int, metavar="N",
+                      help="the size of symbolic first dimensions of the inputs")
+    onnx.add_argument("--cgs", type=int, default=1, metavar="N",
+                      help="core groups sharing each node's work (default 1)")
+    onnx.add_argument("--config", choices=sorted(PRESETS), default="sw26010",
+                      help="machine preset (default sw26010)")
+    onnx.add_argument("--check", action="store_true",
+                      help="debug mode: check every CPE result against the MPE path")
+    onnx.add_argument("--explain", action="store_true",
+                      help="print the imported graph (nodes, shapes); do not run it")
+    onnx.add_argument("--json", metavar="FILE", help="write the per-node records as JSON")
+    onnx.set_defaults(func=run)
+
+
+def _feeds(args, graph) -> dict:
+    feeds = {}
+    for item in args.input:
+        name, sep, path = item.partition("=")
+        if not sep or not name or not path:
+            raise GraphError(f"--input must be NAME=FILE.npy, got {item!r}")
+        try:
+            feeds[name] = np.load(path)
+        except (OSError, ValueError) as error:
+            raise GraphError(f"--input {name}: cannot load {path!r}: {error}") from None
+    rng = np.random.default_rng(0)
+    for name, info in graph.inputs.items():
+        if name not in feeds:
+            feeds[name] = rng.standard_normal(info.shape).astype(info.dtype)
+            print(f"input {name}: seeded normal random {info.dtype.name} "
+                  f"{list(info.shape)}", file=sys.stderr)
+    return feeds
+
+
+def _shapes(path, batch):
+    """The graph inputs' shapes with symbolic dimensions set to ``batch``."""
+    if batch is None:
+        return None
+    from ..graph.onnx_import import load_model
+    shapes = {}
+    for value in load_model(path).graph.input:
+        dims = value.type.tensor_type.shape.dim
+        shapes[value.name] = [batch if d.dim_param or not d.HasField("dim_value")
+                              else d.dim_value for d in dims]
+    return shapes
+
+
+def explain(graph) -> str:
+    lines = []
+    for node in graph.order():
+        shapes = " ".join("x".join(map(str, graph.info[n].shape)) or "scalar"
+                          for n in node.outputs if n)
+        lines.append(f"{node.name}  {node.op_type}  -> {shapes}")
+    lines.append(f"{len(graph.nodes)} nodes, {len(graph.initializers)} constants "
+                 f"({sum(v.nbytes for v in graph.initializers.values()):,} bytes)")
+    return "\n".join(lines)
+
+
+def run(args) -> int:
+    if args.batch is not None and args.batch < 1:
+        raise GraphError(f"--batch must be at least 1, got {args.batch}")
+    graph = import_onnx(args.model, shapes=_shapes(args.model, args.batch))
+    if args.explain:
+        print(explain(graph))
+        return 0
+    feeds = _feeds(args, graph)
+    with tqdm(total=len(graph.nodes), unit="node", file=sys.stderr,
+              disable=not sys.stderr.isatty()) as bar:
+        def progress(node):
+            bar.set_description(node.name)
+            bar.update(1)
+        session = Session(graph, machine=Machine(args.config), cgs=args.cgs, check=args.check,
+                          progress=progress)
+        outputs = session.run(feeds)
+    for name, value in outputs.items():
+        flat = value.reshape(-1)
+        summary = (f"mean {flat.mean():.6g}, min {flat.min():.6g}, max {flat.max():.6g}"
+                   if flat.size and np.issubdtype(value.dtype, np.number) else "")
+        top = f", argmax {int(flat.argmax())}" if flat.size else ""
+        print(f"output {name}: {value.dtype.name} {list(value.shape)} {summary}{top}")
+    print(session.report())
+    if args.json:
+        from dataclasses import asdict
+        with open(args.json, "w", encoding="utf-8") as handle:
+            json.dump([asdict(r) for r in session.records], handle, indent=1)
+    return 0

@@ -1,0 +1,65 @@
+"""Small ONNX models built with onnx.helper for the graph tests (seeded weights)."""
+import numpy as np
+from onnx import TensorProto, helper, numpy_helper
+
+
+def tensor(rng, name, *shape, scale=0.5):
+    return numpy_helper.from_array((rng.standard_normal(shape) * scale).astype(np.float32), name)
+
+
+def model(nodes, inputs, outputs, initializers=(), opset=13):
+    graph = helper.make_graph(
+        nodes, "test",
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in inputs],
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in outputs],
+        list(initializers))
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+
+
+def constant(name, value):
+    return helper.make_node("Constant", [], [name], value=numpy_helper.from_array(value))
+
+
+def convnet(opset=13, batch=2):
+    """Conv -> Relu -> MaxPool -> (shape subgraph) Reshape -> Dropout -> Gemm -> Softmax."""
+    rng = np.random.default_rng(1)
+    h = helper
+    nodes = [h.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1], name="conv"),
+             h.make_node("Relu", ["c"], ["r"], name="relu"),
+             h.make_node("MaxPool", ["r"], ["p"], kernel_shape=[2, 2], strides=[2, 2],
+                         name="pool"),
+             h.make_node("Shape", ["p"], ["s"], name="shape"),
+             constant("zero", np.array([0], np.int64)),
+             h.make_node("Gather", ["s", "zero"], ["n"], axis=0, name="batch"),
+             constant("minus1", np.array([-1], np.int64)),
+             h.make_node("Concat", ["n", "minus1"], ["target"], axis=0, name="target"),
+             h.make_node("Reshape", ["p", "target"], ["f"], name="flat"),
+             h.make_node("Dropout", ["f"], ["d"], name="drop"),
+             h.make_node("Gemm", ["d", "fc_w", "fc_b"], ["g"], transB=1, name="fc"),
+             h.make_node("Softmax", ["g"], ["y"], axis=1, name="softmax")]
+    inits = [tensor(rng, "w", 8, 3, 3, 3), tensor(rng, "b", 8), tensor(rng, "fc_w", 10, 128),
+             tensor(rng, "fc_b", 10)]
+    return model(nodes, [("x", [batch, 3, 8, 8])], [("y", [batch, 10])], inits, opset)
+
+
+def resblock(opset=13, batch=2, channels=8):
+    """Conv -> BN -> Relu -> Conv -> BN, + the input, Relu, GlobalAveragePool, Flatten."""
+    rng = np.random.default_rng(2)
+    h = helper
+    c = channels
+    inits = [tensor(rng, "w1", c, c, 3, 3, scale=0.2), tensor(rng, "w2", c, c, 3, 3, scale=0.2)]
+    for k in ("1", "2"):
+        inits += [tensor(rng, "g" + k, c), tensor(rng, "be" + k, c), tensor(rng, "m" + k, c),
+                  numpy_helper.from_array(rng.uniform(0.5, 2, c).astype(np.float32), "v" + k)]
+    nodes = [h.make_node("Conv", ["x", "w1"], ["c1"], pads=[1, 1, 1, 1], name="conv1"),
+             h.make_node("BatchNormalization", ["c1", "g1", "be1", "m1", "v1"], ["n1"],
+                         name="bn1"),
+             h.make_node("Relu", ["n1"], ["r1"], name="relu1"),
+             h.make_node("Conv", ["r1", "w2"], ["c2"], pads=[1, 1, 1, 1], name="conv2"),
+             h.make_node("BatchNormalization", ["c2", "g2", "be2", "m2", "v2"], ["n2"],
+                         name="bn2"),
+             h.make_node("Add", ["n2", "x"], ["s"], name="add"),
+             h.make_node("Relu", ["s"], ["r"], name="relu"),
+             h.make_node("GlobalAveragePool", ["r"], ["gap"], name="gap"),
+             h.make_node("Flatten", ["gap"], ["y"], name="flatten")]
+    return model(nodes, [("x", [batch, c, 8, 8])], [("y", [batch, c])], inits, opset)

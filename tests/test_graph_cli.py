@@ -1,0 +1,41 @@
+"""``swsim onnx``: outputs' summary, the per-node table, --explain, --check, --json, errors."""
+import json
+
+import numpy as np
+import onnxruntime
+
+from swsim.cli import main
+
+from graph_models import convnet
+
+
+def test_onnx_command(tmp_path, capsys):
+    model = tmp_path / "net.onnx"
+    model.write_bytes(convnet().SerializeToString())
+    x = np.random.default_rng(5).standard_normal((2, 3, 8, 8)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    records = tmp_path / "nodes.json"
+    assert main(["onnx", str(model), "--input", f"x={tmp_path / 'x.npy'}", "--check",
+                 "--json", str(records)]) == 0
+    out = capsys.readouterr().out
+    want = onnxruntime.InferenceSession(str(model)).run(None, {"x": x})[0]
+    assert f"output y: float32 [2, 10] mean {want.mean():.6g}"[:30] in out
+    assert f"argmax {int(want.argmax())}" in out
+    assert "swGEMM (linear)" in out and "ms simulated" in out
+    assert [r["device"] for r in json.loads(records.read_text())] == [
+        "CPE", "CPE", "CPE", "view", "CPE", "MPE"]
+    assert main(["onnx", str(model), "--explain"]) == 0
+    assert "fc  Gemm  -> 2x10" in capsys.readouterr().out
+
+
+def test_onnx_command_errors(tmp_path, capsys):
+    model = tmp_path / "net.onnx"
+    model.write_bytes(convnet().SerializeToString()[:50])
+    assert main(["onnx", str(model)]) == 1
+    assert "not a valid ONNX model" in capsys.readouterr().err
+    model.write_bytes(convnet().SerializeToString())
+    assert main(["onnx", str(model), "--input", "x"]) == 1
+    assert "--input must be NAME=FILE.npy" in capsys.readouterr().err
+    np.save(tmp_path / "bad.npy", np.zeros((1, 3, 8, 8), np.float32))
+    assert main(["onnx", str(model), "--input", f"x={tmp_path / 'bad.npy'}"]) == 1
+    assert "'x' must be float32 of shape [2, 3, 8, 8]" in capsys.readouterr().err
