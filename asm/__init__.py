@@ -15,6 +15,7 @@ from ..errors import SwsimError
 from .assembler import Assembler
 from .diagnostics import AsmError, Diagnostic
 from .disasm import disassemble, disassemble_word
+from .files import MAX_SOURCE_BYTES, read_bounded
 from .linker import link
 from .program import ObjectFile, Program
 from .swo import SwoError, load_program, save_program
@@ -77,11 +78,8 @@ def _placed(diagnostic: Diagnostic, assemblers: list[Assembler]) -> Diagnostic:
 
 
 def _read(path: str) -> str:
-    try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            text = f.read()
-    except OSError as exc:
-        raise SwsimError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    text = read_bounded(path, "assembly source", MAX_SOURCE_BYTES).decode("utf-8", "replace")
+    text = text.replace("\r\n", "\n").replace("\r", "\n")   # as text-mode open() reads it
     if "\0" in text:
         raise SwsimError(f"{path}: a binary file, neither a .swo program nor assembly source")
     return text

@@ -41,10 +41,24 @@ def _asm(args: argparse.Namespace) -> int:
     except AsmError as exc:
         return _report(exc)
     output = args.output or os.path.splitext(args.sources[0])[0] + ".swo"
+    _refuse_overwriting_a_source(output, args.sources)
     save_program(program, output)
     if args.listing:
         print(listing(program))
     return 0
+
+
+def _refuse_overwriting_a_source(output: str, sources: list) -> None:
+    """An output that is one of the sources (the same file, by inode: also through a link or
+    another spelling of the path) would replace the assembly by the object."""
+    try:
+        written = os.stat(output)
+    except OSError:
+        return                    # a new file (or one save_program reports on)
+    for source in sources:
+        if os.path.samestat(written, os.stat(source)):
+            raise SwsimError(f"asm: output {output} is the source {source}: refusing to "
+                             "overwrite it (choose another -o)")
 
 
 def _disasm(args: argparse.Namespace) -> int:

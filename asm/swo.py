@@ -5,6 +5,7 @@ Layout (all integers little-endian)::
     8 bytes   magic  b"SWSIMPRG"
     u32       format version (FORMAT_VERSION)
     u32       length H of the header
+    u32       CRC-32 (zlib) of everything after the preamble: a flipped bit is refused
     H bytes   header: UTF-8 JSON (bases, lengths, sections, symbols, relocations, lines,
               texts: each distinct source-line text once; a SourceLine's "text" indexes it)
     ...       code words (4 * code_words bytes), LDM image, data image, back to back
@@ -17,17 +18,19 @@ import dataclasses
 import json
 import struct
 import typing
+import zlib
 from typing import Optional
 
 import numpy as np
 
 from ..errors import SwsimError
 from ..isa import LDM_BASE
+from .files import MAX_PROGRAM_BYTES, read_bounded
 from .program import BSS, DATA, LDM, TEXT, Program, Relocation, Section, SourceLine, Symbol
 
 MAGIC = b"SWSIMPRG"
-FORMAT_VERSION = 2
-_PREAMBLE = struct.Struct("<8sII")
+FORMAT_VERSION = 3            # 3: the preamble's checksum
+_PREAMBLE = struct.Struct("<8sIII")
 
 
 class SwoError(SwsimError):
@@ -65,16 +68,15 @@ def program_bytes(program: Program) -> bytes:
     }
     header["texts"] = list(texts)
     blob = json.dumps(header, separators=(",", ":")).encode()
-    return (_PREAMBLE.pack(MAGIC, FORMAT_VERSION, len(blob)) + blob + code
-            + bytes(program.ldm_image) + bytes(program.data_image))
+    body = blob + code + bytes(program.ldm_image) + bytes(program.data_image)
+    return _PREAMBLE.pack(MAGIC, FORMAT_VERSION, len(blob), zlib.crc32(body)) + body
 
 
 def load_program(path: str) -> Program:
     try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except OSError as exc:
-        raise SwoError(f"{path}: cannot read: {exc.strerror}") from None
+        data = read_bounded(path, "a .swo program", MAX_PROGRAM_BYTES)
+    except SwsimError as exc:
+        raise SwoError(str(exc)) from None
     return program_from_bytes(data, path)
 
 
@@ -82,10 +84,16 @@ def program_from_bytes(data: bytes, name: str = "<swo>") -> Program:
     """The Program in ``data``; SwoError naming the field for any malformed content."""
     if len(data) < _PREAMBLE.size or data[:8] != MAGIC:
         raise SwoError(f"{name}: not a swsim program file (.swo): bad magic number")
-    _, version, header_len = _PREAMBLE.unpack_from(data)
+    _, version, header_len, checksum = _PREAMBLE.unpack_from(data)
     if version != FORMAT_VERSION:
         raise SwoError(f"{name}: .swo format version {version}, this swsim reads version "
                        f"{FORMAT_VERSION}; reassemble the sources")
+    if header_len > len(data) - _PREAMBLE.size:
+        raise SwoError(f"{name}: corrupt .swo file: header length {header_len} is beyond the "
+                       f"file's {len(data)} bytes")
+    if zlib.crc32(data[_PREAMBLE.size:]) != checksum:
+        raise SwoError(f"{name}: corrupt .swo file: the checksum does not match its contents "
+                       "(damaged or edited; reassemble the sources)")
     try:
         header = json.loads(data[_PREAMBLE.size:_PREAMBLE.size + header_len])
         if not isinstance(header, dict):
@@ -120,6 +128,8 @@ def program_from_bytes(data: bytes, name: str = "<swo>") -> Program:
         raise SwoError(f"{name}: corrupt .swo file: {exc}") from None
     except ValueError as exc:  # JSON syntax, UTF-8
         raise SwoError(f"{name}: corrupt .swo file: {exc}") from None
+    except RecursionError:
+        raise SwoError(f"{name}: corrupt .swo file: the header nests too deep") from None
     return program
 
 
