@@ -261,3 +261,21 @@ def test_solver_and_net_take_a_machine_like_the_operators():
         train.Net(NET, machine=machine, config=machine.config)
     with pytest.raises(ArgumentTypeError, match="machine must be a swsim.Machine, got str"):
         train.Solver(NET, SOLVER, machine="sw26010")
+
+
+def test_resume_takes_the_highest_step_and_refuses_a_bad_step_or_position(tmp_path):
+    solver = train.Solver(NET, SOLVER)
+    solver.step_count = 10
+    newest = solver.save(tmp_path)                          # checkpoint-00000010.npz
+    (tmp_path / "checkpoint-9.npz").write_bytes(b"older")   # sorts after it by name
+    (tmp_path / "checkpoint-x.npz").write_bytes(b"not a step")
+    assert train.Solver(NET, SOLVER).restore(tmp_path) == newest
+    with np.load(newest) as archive:
+        saved = {key: archive[key] for key in archive.files}
+    for key, value in (("step", np.arange(3)), ("position", -1), ("step", 1.5)):
+        np.savez(newest, **{**saved, key: value})
+        with pytest.raises(train.TrainError, match=f"is corrupt: its {key} must be an integer"):
+            train.Solver(NET, SOLVER).restore(tmp_path)
+    np.savez(newest, **{k: v for k, v in saved.items() if k != "position"})
+    with pytest.raises(train.TrainError, match="its position must be an integer >= 0, got None"):
+        train.Solver(NET, SOLVER).restore(tmp_path)

@@ -9,6 +9,7 @@ import contextlib
 import hashlib
 import math
 import os
+import re
 import tempfile
 import time
 import zipfile
@@ -78,6 +79,9 @@ class StepResult:
 
 def _digest(message) -> str:
     return hashlib.sha256(message.SerializeToString(deterministic=True)).hexdigest()
+
+
+CHECKPOINT_NAME = re.compile(r"checkpoint-(\d+)\.npz")
 
 
 def chip_of(machine, config) -> Machine:
@@ -318,10 +322,11 @@ class Solver:
     def restore(self, directory) -> Path:
         """Load the latest checkpoint in ``directory`` (raises if none, corrupt or another
         net's/solver's)."""
-        found = sorted(Path(directory).glob("checkpoint-*.npz"))
-        if not found:
-            raise TrainError(f"--resume {directory}: no checkpoint-*.npz there")
-        path = found[-1]
+        steps = {int(match.group(1)): path for path in Path(directory).glob("checkpoint-*.npz")
+                 if (match := CHECKPOINT_NAME.fullmatch(path.name))}
+        if not steps:
+            raise TrainError(f"--resume {directory}: no checkpoint-<step>.npz there")
+        path = steps[max(steps)]          # by step number: checkpoint-9 is older than -00000010
         try:
             with np.load(path) as archive:
                 saved = {key: archive[key] for key in archive.files}
@@ -345,13 +350,23 @@ class Solver:
             if found is None or found.shape != buffer.shape:
                 raise TrainError(f"checkpoint {path} is corrupt: its {key} buffer is missing "
                                  f"or of another size")
+        step, position = (_count(saved, key, path) for key in ("step", "position"))
         for key, buffer in buffers.items():
             buffer[...] = saved[key]
         for replica, state in zip(self.replicas, states):
             replica.state.buffer[...] = state
-        self.step_count = int(saved["step"])
-        self.feed = Prefetcher(self.order, int(saved["position"]))
+        self.step_count = step
+        self.feed = Prefetcher(self.order, position)
         return path
+
+
+def _count(saved: dict, key: str, path) -> int:
+    """A checkpoint's integer scalar `key` (>= 0), or TrainError naming it."""
+    value = saved.get(key)
+    if value is None or value.shape != () or value.dtype.kind not in "iu" or value < 0:
+        raise TrainError(f"checkpoint {path} is corrupt: its {key} must be an integer >= 0, "
+                         f"got {value!r}")
+    return int(value)
 
 
 def _accuracy_node(net: Net):
