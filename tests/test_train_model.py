@@ -3,6 +3,7 @@ that name the layer and the field."""
 import numpy as np
 import pytest
 
+from swsim.cli import main
 from swsim.hostlib import train
 from swsim.hostlib.train import layers
 
@@ -181,3 +182,10 @@ def test_window_and_top_k_fields_are_bounded(old, new, pattern):
     assert old in text
     with pytest.raises(train.TrainError, match=pattern):
         train.Net(text.replace(old, new, 1), "TEST")
+
+
+def test_swsim_train_takes_a_shipped_examples_name(capsys):
+    assert main(["train", "mlp", "--explain"]) == 0
+    assert "linear_forward+linear_backward" in capsys.readouterr().out
+    assert main(["train", "nosuch", "--explain"]) == 1
+    assert "no example net 'nosuch'; shipped: lenet, lenet_solver" in capsys.readouterr().err

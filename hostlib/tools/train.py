@@ -3,6 +3,8 @@ the Solver with a progress bar, a JSONL log, atomic checkpoints and ``--resume``
 from __future__ import annotations
 
 import json
+import os
+import re
 import sys
 
 from tqdm import tqdm
@@ -10,7 +12,7 @@ from tqdm import tqdm
 from ...vm.cli import count_argument
 from ..train import Net, Solver, TrainError, parse_net, parse_solver
 from ..train import allreduce
-from ..train.model import SolverParameter
+from ..train.model import SolverParameter, example
 from ..train.reference import Reference
 
 DEFAULT_STEPS = 100
@@ -20,9 +22,11 @@ REFERENCE_TOLERANCE = 1e-3      # relative loss difference float32 VM vs float64
 def register(subparsers) -> None:
     train = subparsers.add_parser("train", help="train a Caffe prototxt net on the VM "
                                   "(docs/train.md)")
-    train.add_argument("net", metavar="NET.prototxt")
+    train.add_argument("net", metavar="NET.prototxt",
+                       help="a net prototxt, or a shipped example's name (lenet, mlp, ...)")
     train.add_argument("--solver", metavar="SOLVER.prototxt",
-                       help="solver (default: SGD, base_lr 0.01, lr_policy fixed)")
+                       help="solver, or an example's (lenet_solver); default: SGD, base_lr "
+                            "0.01, lr_policy fixed")
     train.add_argument("--cgs", type=count_argument(1), default=1, metavar="N",
                        help="core groups sharing each minibatch (Algorithm 9; default 1)")
     train.add_argument("--steps", type=count_argument(1), metavar="N",
@@ -68,9 +72,17 @@ def format_explain(net: Net) -> str:
     return "\n".join(lines)
 
 
+def _source(text: str):
+    """A prototxt path, or the name of a shipped example (``lenet``, ``lenet_solver``)."""
+    if os.path.exists(text) or not re.fullmatch(r"[\w-]+", text):
+        return text
+    return example(text)
+
+
 def run(args) -> int:
-    spec = parse_net(args.net)
-    solver = parse_solver(args.solver) if args.solver else SolverParameter(base_lr=0.01)
+    spec = parse_net(_source(args.net))
+    solver = (parse_solver(_source(args.solver)) if args.solver
+              else SolverParameter(base_lr=0.01))
     if args.explain:
         from ...vm import Machine
         print(format_explain(Net(spec, "TRAIN", slices=args.cgs, machine=Machine())))
