@@ -8,7 +8,7 @@ import sys
 from . import build_files, disassemble
 from .diagnostics import AsmError
 from .program import Program
-from .swo import MAGIC, load_program, save_program
+from .swo import is_program_file, load_program, save_program
 from ..errors import SwsimError
 
 
@@ -63,12 +63,7 @@ def _refuse_overwriting_a_source(output: str, sources: list) -> None:
 
 def _disasm(args: argparse.Namespace) -> int:
     try:
-        with open(args.program, "rb") as f:
-            head = f.read(len(MAGIC))
-    except OSError as exc:
-        raise SwsimError(f"{args.program}: cannot read: {exc.strerror or exc}") from None
-    try:
-        if args.program.endswith(".swo") or head == MAGIC:
+        if args.program.endswith(".swo") or is_program_file(args.program):
             program = load_program(args.program)
         else:
             program = build_files([args.program], tuple(args.include_dirs))

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import struct
 import typing
 import zlib
@@ -70,6 +71,18 @@ def program_bytes(program: Program) -> bytes:
     blob = json.dumps(header, separators=(",", ":")).encode()
     body = blob + code + bytes(program.ldm_image) + bytes(program.data_image)
     return _PREAMBLE.pack(MAGIC, FORMAT_VERSION, len(blob), zlib.crc32(body)) + body
+
+
+def is_program_file(path) -> bool:
+    """Whether `path` is a .swo by its magic number, whatever its name (``prog.bin``,
+    ``PROG.SWO``); False for anything unreadable, which the reader then reports."""
+    if not os.path.isfile(path):          # (opening a pipe would block)
+        return False
+    try:
+        with open(path, "rb") as f:
+            return f.read(len(MAGIC)) == MAGIC
+    except OSError:
+        return False
 
 
 def load_program(path: str) -> Program:

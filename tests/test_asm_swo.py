@@ -9,7 +9,10 @@ import pytest
 
 from swsim.asm import assemble, disassemble
 from swsim.asm.cli import listing
-from swsim.asm.swo import FORMAT_VERSION, SwoError, program_bytes, program_from_bytes
+from swsim.asm.swo import (FORMAT_VERSION, SwoError, is_program_file, program_bytes,
+                           program_from_bytes)
+from swsim.cli import main
+from swsim.vm import Machine
 
 SOURCE = """
     .globl kernel
@@ -173,3 +176,15 @@ def test_a_deeply_nested_or_overlong_header_is_a_swo_error():
         program_from_bytes(raw(b"[" * 100_000 + b"]" * 100_000), "m.swo")
     with pytest.raises(SwoError, match="header length 4294967295 is beyond the file's"):
         program_from_bytes(raw(b"{}", length=2**32 - 1), "m.swo")
+
+
+def test_a_program_file_is_known_by_its_magic_not_its_name(tmp_path):
+    machine = Machine()
+    halt = program_bytes(assemble(".text\n.globl kernel\nkernel:\n\thalt\n"))
+    for name in ("prog.bin", "PROG.SWO"):
+        path = tmp_path / name
+        path.write_bytes(halt)
+        assert is_program_file(path)
+        assert main(["disasm", str(path)]) == 0
+        assert machine.run(path, entry="kernel", cpes=[0]).cycles > 0   # a PathLike
+    assert not is_program_file(tmp_path) and not is_program_file(tmp_path / "missing.swo")

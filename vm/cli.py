@@ -121,12 +121,12 @@ def run_from_args(args, on_exit=None):
     """Run what the arguments of ``add_run_arguments`` say: (Machine, Program, RunResult),
     after the dumps and the trace are written. ``on_exit(machine, program)`` is called when
     the run ends, also when it stops with a fault (before the error propagates)."""
-    from ..asm.swo import load_program
+    from ..asm.swo import is_program_file, load_program
     from .machine import Machine
     from .trace import write_trace
 
     machine = Machine(args.config, **dict(_override(s, args.config) for s in args.set))
-    program = load_program(args.program) if args.program.endswith(".swo") else \
+    program = load_program(args.program) if is_program_file(args.program) else \
         args.build(args.program, tuple(args.include_dirs))
     values = [_argument(text, machine) for text in args.arg]
     progress = _ProgressBar(args.max_cycles, args.progress or sys.stderr.isatty())

@@ -186,15 +186,16 @@ class Machine:
     def _program(program):
         """A Program from a Program, assembly source text, or the path of a .s/.swo file."""
         from ..asm import Program, assemble, assemble_file, load_program
+        from ..asm.swo import is_program_file
         if isinstance(program, Program):
             return program
         if isinstance(program, os.PathLike) or isinstance(program, str) and "\n" not in program \
-                and program.strip().endswith((".s", ".swo")):
+                and program.strip().lower().endswith((".s", ".swo")):
             path = os.fspath(program).strip()
             if not os.path.isfile(path):
                 raise HostError(f"program {path!r} looks like a path to a .s/.swo file, but "
                                 "there is no such file (to run source text, pass the text)")
-            return load_program(path) if path.endswith(".swo") else assemble_file(path)
+            return load_program(path) if is_program_file(path) else assemble_file(path)
         if isinstance(program, str):
             return assemble(program)
         raise HostError(f"program must be a Program (swsim.assemble), assembly source text or "

@@ -280,8 +280,8 @@ def _speed(args) -> int:
 
 def _analyze(args) -> int:
     from ...asm import assemble_file
-    from ...asm.swo import load_program
-    program = load_program(args.program) if args.program.endswith(".swo") else \
+    from ...asm.swo import is_program_file, load_program
+    program = load_program(args.program) if is_program_file(args.program) else \
         assemble_file(args.program, tuple(args.include_dirs))
     analysis = analyze_loop(program, args.loop, args.iterations, VMConfig.preset(args.config),
                             args.entry, args.instance, source_file=args.program)
