@@ -70,6 +70,8 @@ CLI_CASES = [
      "SHAPE '-1' must be positive sizes"),
     (["run", "{d}/halt.s", "--arg", "@{d}/ints.npy", "--dump", "arg0:99:int64:{d}/o.npy"], 1,
      "outside allocated main memory"),
+    (["run", "{d}/halt.s", "--arg", "@{d}/ints.npy", "--dump", "arg-1:4:int64:{d}/o.npy"], 1,
+     "arg-1: the arguments are arg0..arg0"),
     (["run", "{d}/deadlock.s", "--cpes", "2", "--json"], 1, "waits: barrier    synr 3"),
     (["bench", "speed", "--repeats", "0"], 2, "--repeats: expected an integer >= 1"),
     (["bench", "speed", "--scale", "0"], 2, "--scale: expected a factor"),

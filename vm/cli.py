@@ -197,7 +197,10 @@ def _dump(spec: str, machine, values) -> None:
     try:
         address, shape, dtype, path = spec.split(":")
         if address.startswith("arg"):
-            address = values[int(address[3:])]
+            index = int(address[3:])
+            if not 0 <= index < len(values):      # arg-1 is no argument (not the last one)
+                raise ValueError(f"{address}: the arguments are arg0..arg{len(values) - 1}")
+            address = values[index]
         else:
             address = int(address, 0)
         dims = tuple(int(d) for d in shape.replace(",", "x").split("x") if d)
