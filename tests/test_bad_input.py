@@ -164,6 +164,8 @@ API_CASES = [
     (lambda m: m.mem.get(m.mem.put(np.zeros(2)), (2**40, 2**40), np.float64),
      "outside allocated main memory"),
     (lambda m: m.run(HALT, cg=True), "cg must be a core group number 0..3, got True"),
+    (lambda m: m.run(HALT, entry=None), "entry must be the name of a code label (a str), got None"),
+    (lambda m: swsim.disassemble(None), "disassemble expects a Program"),
     (lambda m: m.mem.get("0x40000000", 2, np.int8), "expected a main-memory address"),
     (lambda m: Machine(clock_hz=0), "clock_hz=0: must be at least 1 Hz"),
     (lambda m: Machine("nosuch"), "unknown machine preset 'nosuch'"),

@@ -245,6 +245,8 @@ class Machine:
 
     @staticmethod
     def _entry_address(program, entry: str) -> int:
+        if not isinstance(entry, str):
+            raise HostError(f"entry must be the name of a code label (a str), got {entry!r}")
         symbol = program.symbols.get(entry)
         if symbol is None:
             code_labels = [s.name for s in program.symbols.values()
