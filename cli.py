@@ -9,6 +9,7 @@ import importlib
 import os
 import sys
 
+from . import __version__
 from .errors import SwsimError
 
 LAYERS = ("swsim.asm.cli", "swsim.vm.cli", "swsim.kernels.cli", "swsim.hostlib.tools.cli")
@@ -18,6 +19,7 @@ BROKEN_PIPE_STATUS = 128 + 13   # as a shell reports a process ended by SIGPIPE
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="swsim", description="SW26010 core-group emulator, "
                                      "assembler and DNN library")
+    parser.add_argument("--version", action="version", version=f"swsim {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     for name in LAYERS:

@@ -16,6 +16,7 @@ from ..errors import SwsimError
 from .assembler import Assembler
 from .diagnostics import AsmError, Diagnostic
 from .disasm import disassemble, disassemble_word
+from .files import MAX_PROGRAM_BYTES, MAX_SOURCE_BYTES, read_bounded, regular_file_size
 from .linker import Library, link, undefined_symbols
 from .objfile import OBJECT_MAGIC, load_objects, save_objects
 from .program import ObjectFile, Program
@@ -122,6 +123,7 @@ def _assemble_all(sources: list, include_dirs: tuple[str, ...]):
 def file_kind(path) -> str:
     """"program" (a linked .swo), "object" (an object .swo) or "source" (anything else),
     from the file's first bytes."""
+    regular_file_size(path, "a source or .swo file", MAX_PROGRAM_BYTES)   # not a device or pipe
     try:
         with open(path, "rb") as f:
             head = f.read(len(MAGIC))
@@ -141,11 +143,8 @@ def _placed(diagnostic: Diagnostic, assemblers: list) -> Diagnostic:
 
 
 def _read(path: str) -> str:
-    try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            text = f.read()
-    except OSError as exc:
-        raise SwsimError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    text = read_bounded(path, "assembly source", MAX_SOURCE_BYTES).decode("utf-8", "replace")
+    text = text.replace("\r\n", "\n").replace("\r", "\n")   # as text-mode open() reads it
     if "\0" in text:
         raise SwsimError(f"{path}: a binary file, neither a .swo program nor assembly source")
     return text

@@ -62,6 +62,8 @@ NOP_WORD = encode(BY_NAME["bis"], {"ra": ZERO_REG, "rb": ZERO_REG, "rc": ZERO_RE
 DATA_SIZES = {".byte": 1, ".short": 2, ".half": 2, ".hword": 2, ".word": 4, ".long": 4,
               ".int": 4, ".quad": 8}
 FLOAT_FORMATS = {".float": "<f", ".single": "<f", ".double": "<d"}
+FLOAT32_MAX = 3.4028234663852886e38
+MAX_VALUE_BITS = 128          # an expression's integer values (64-bit words, room to compute)
 STRING_DIRECTIVES = {".ascii": False, ".asciz": True, ".string": True}
 SECTION_DIRECTIVES = {".text": TEXT, ".data": DATA, ".rodata": DATA, ".bss": BSS, ".ldm": LDM,
                       ".tdata": LDM, ".tbss": BSS}
@@ -386,12 +388,18 @@ class Assembler:
             raise StatementError("division by zero", col)
         if op in ("<<", ">>") and b < 0:
             raise StatementError("negative shift count", col)
-        return Value({
+        if op == "<<" and b > MAX_VALUE_BITS:     # before Python builds the number
+            raise StatementError(f"shift count {b} is beyond {MAX_VALUE_BITS} bits", col)
+        value = {
             "+": lambda: a + b, "-": lambda: a - b, "*": lambda: a * b,
             "/": lambda: int(a / b), "%": lambda: a - b * int(a / b),  # C: truncate to 0
             "<<": lambda: a << b, ">>": lambda: a >> b,
             "&": lambda: a & b, "|": lambda: a | b, "^": lambda: a ^ b,
-        }[op]())
+        }[op]()
+        if value.bit_length() > MAX_VALUE_BITS:   # e.g. squaring a value again and again
+            raise StatementError(f"the value of this expression needs {value.bit_length()} "
+                                 f"bits; expressions are limited to {MAX_VALUE_BITS}", col)
+        return Value(value)
 
     @staticmethod
     def _integer(value, col: int) -> int:
@@ -687,13 +695,21 @@ class Assembler:
         for op in stmt.operands:
             offset = self._reserve(struct.calcsize(fmt))
             self._later(lambda op=op, offset=offset: self._write(
-                offset, struct.pack(fmt, self._float(op))), offset)
+                offset, self._pack_float(fmt, self._float(op), op.col)), offset)
 
     def _float(self, op: Operand) -> float:
         value = self._value(op.value, op.col, False) if op.kind == "expr" else None
         if value is None or not value.absolute:
             raise StatementError(f"expected a floating-point number, got {op.text!r}", op.col)
         return float(value.offset)
+
+    @staticmethod
+    def _pack_float(fmt: str, value: float, col: int) -> bytes:
+        try:
+            return struct.pack(fmt, value)
+        except OverflowError:
+            raise StatementError(f"{value!r} is beyond the range of binary32 (at most "
+                                 f"{FLOAT32_MAX!r} in magnitude)", col) from None
 
     def _d_string(self, stmt: Statement, terminate: bool) -> None:
         for op in stmt.operands:

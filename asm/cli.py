@@ -10,6 +10,7 @@ from . import (assemble_objects, build, build_files, disassemble, read_inputs, s
 from .diagnostics import AsmError
 from .program import Program
 from .swo import save_program
+from ..errors import SwsimError
 
 
 def register(subparsers) -> None:
@@ -46,6 +47,7 @@ def _asm(args: argparse.Namespace) -> int:
     output = args.output or os.path.splitext(args.sources[0])[0] + ".swo"
     try:
         objects = assemble_objects(read_inputs(args.sources), tuple(args.include_dirs))
+        _refuse_overwriting_a_source(output, args.sources)
         missing = undefined_symbols(objects)
         if args.object or missing:
             save_objects(objects, output)
@@ -63,6 +65,19 @@ def _asm(args: argparse.Namespace) -> int:
     if args.listing:
         print(listing(program))
     return 0
+
+
+def _refuse_overwriting_a_source(output: str, sources: list) -> None:
+    """An output that is one of the sources (the same file, by inode: also through a link or
+    another spelling of the path) would replace the assembly by the object."""
+    try:
+        written = os.stat(output)
+    except OSError:
+        return                    # a new file (or one save_program reports on)
+    for source in sources:
+        if os.path.samestat(written, os.stat(source)):
+            raise SwsimError(f"asm: output {output} is the source {source}: refusing to "
+                             "overwrite it (choose another -o)")
 
 
 def _disasm(args: argparse.Namespace) -> int:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Optional
 
+from ..errors import ArgumentTypeError
 from ..isa.disasm import disassemble_word, format_instruction
 from .program import BSS, LDM, TEXT, Program, Section
 
@@ -18,6 +19,9 @@ BYTES_PER_LINE = 16
 
 def disassemble(program: Program) -> str:
     """The whole program as assembly: code with labels, then the data sections."""
+    if not isinstance(program, Program):
+        raise ArgumentTypeError(f"disassemble expects a Program (swsim.assemble, load_program), "
+                                f"got {type(program).__name__}")
     code_labels: dict[int, list[str]] = {}                 # address -> names
     labels: dict[tuple[str, int], list[str]] = {}          # (section, address) -> names
     for name, sym in sorted(program.symbols.items(), key=lambda kv: kv[1].binding != "global"):

@@ -7,6 +7,7 @@ Layout (all integers little-endian)::
     8 bytes   magic  b"SWSIMOBJ"
     u32       format version (OBJECT_FORMAT_VERSION)
     u32       length H of the header
+    u32       CRC-32 (zlib) of everything after the preamble, as in a program .swo
     H bytes   header: UTF-8 JSON {"objects": [...], "texts": [...]}; per object its file name,
               stack bytes, weak names, sections (with "data_bytes", the length of its stored
               contents), symbols, relocations and source lines [section, offset, line]
@@ -20,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import zlib
 
 from .linker import RELOCATION_BYTES
 from .program import BSS, DATA, LDM, NOLOAD, TEXT, ObjectFile, Relocation, Section, SourceLine, \
@@ -61,8 +63,8 @@ def objects_bytes(objects: list[ObjectFile]) -> bytes:
                       for (section, offset), line in obj.lines.items()]})
     blob = json.dumps({"objects": records, "texts": list(texts)},
                       separators=(",", ":")).encode()
-    return (_PREAMBLE.pack(OBJECT_MAGIC, OBJECT_FORMAT_VERSION, len(blob)) + blob
-            + b"".join(contents))
+    body = blob + b"".join(contents)
+    return _PREAMBLE.pack(OBJECT_MAGIC, OBJECT_FORMAT_VERSION, len(blob), zlib.crc32(body)) + body
 
 
 def load_objects(path: str) -> list[ObjectFile]:

@@ -11,7 +11,9 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Callable, Iterator, Optional
 
+from ..errors import SwsimError
 from .diagnostics import DiagnosticLog, Origin, StatementError
+from .files import MAX_SOURCE_BYTES, read_bounded
 from .syntax import split_statements
 
 MAX_EXPANSION_DEPTH = 100   # nested macro calls / includes before we call it runaway recursion
@@ -19,6 +21,10 @@ MAX_EXPANSION_DEPTH = 100   # nested macro calls / includes before we call it ru
 # kernel (kernels/swgemm.s, 3178 words), about two seconds of assembly at the 34,000-40,000
 # statements/s measured (docs/asm.md); `.rept 100000000` is refused at once, not run for hours.
 MAX_EXPANDED_STATEMENTS = 1 << 16
+# [choice] Open .if blocks (each statement tests them all) and the characters of one macro
+# argument (an argument doubled at every level of a recursive macro grows without bound).
+MAX_CONDITIONAL_DEPTH = 1000
+MAX_ARGUMENT_CHARS = 1 << 16
 
 LEADING_LABELS = re.compile(r"\s*(?:(?:[A-Za-z_.$][\w.$]*|\d+)\s*:\s*)*")
 _WORD = re.compile(r"[A-Za-z_.][\w.$]*")
@@ -121,6 +127,10 @@ class Preprocessor:
     # ---- conditionals ---------------------------------------------------------------------
     def _conditional(self, origin: Origin, word: str, args_at: int) -> None:
         if word in (".if", ".ifdef", ".ifndef"):
+            if len(self._conditions) >= MAX_CONDITIONAL_DEPTH:
+                self.log.error(origin, f"{word} nested deeper than {MAX_CONDITIONAL_DEPTH} "
+                                       "open conditionals")   # each deeper one too: the log
+                return                                         # fills and assembly stops
             cond = _Conditional(origin, self._assembling)
             self._conditions.append(cond)
             if cond.active:
@@ -222,6 +232,10 @@ class Preprocessor:
             else:
                 raise StatementError(f"too many arguments for macro {macro.name} "
                                      f"(it takes {len(names)}: {', '.join(names) or 'none'})")
+        for name, value in values.items():
+            if len(value) > MAX_ARGUMENT_CHARS:
+                raise StatementError(f"macro {macro.name}: argument {name} is {len(value)} "
+                                     f"characters long (the limit is {MAX_ARGUMENT_CHARS})")
         self._charge(len(macro.body), f"macro {macro.name}")
         self._expansions += 1
         values["@"] = str(self._expansions)
@@ -245,14 +259,13 @@ class Preprocessor:
         candidates = [os.path.join(os.path.dirname(here), name),
                       *(os.path.join(d, name) for d in self.include_dirs)]
         for path in candidates:
-            if os.path.isfile(path):
+            if os.path.exists(path):
                 self._check_recursion(path)
                 try:
-                    with open(path, encoding="utf-8", errors="replace") as f:
-                        text = f.read()
-                except OSError as exc:
-                    raise StatementError(f"cannot read include file {name!r}: "
-                                         f"{exc.strerror or exc}") from None
+                    text = read_bounded(path, "an include file", MAX_SOURCE_BYTES).decode(
+                        "utf-8", "replace")
+                except SwsimError as exc:
+                    raise StatementError(f"cannot include {name!r}: {exc}") from None
                 self._push(file_statements(text, path), origin, path)
                 return
         raise StatementError(f"cannot find include file {name!r} (searched: "

@@ -5,6 +5,7 @@ Layout (all integers little-endian)::
     8 bytes   magic  b"SWSIMPRG"
     u32       format version (FORMAT_VERSION)
     u32       length H of the header
+    u32       CRC-32 (zlib) of everything after the preamble: a flipped bit is refused
     H bytes   header: UTF-8 JSON (bases, lengths, sections, symbols, relocations, lines,
               texts: each distinct source-line text once; a SourceLine's "text" indexes it)
     ...       code words (4 * code_words bytes), LDM image, data image, back to back
@@ -18,17 +19,19 @@ import functools
 import json
 import struct
 import typing
+import zlib
 from typing import Optional
 
 import numpy as np
 
 from ..errors import SwsimError
 from ..isa import LDM_BASE
+from .files import MAX_PROGRAM_BYTES, read_bounded
 from .program import BSS, DATA, LDM, TEXT, Program, Relocation, Section, SourceLine, Symbol
 
 MAGIC = b"SWSIMPRG"
-FORMAT_VERSION = 2
-_PREAMBLE = struct.Struct("<8sII")
+FORMAT_VERSION = 3            # 3: the preamble's checksum
+_PREAMBLE = struct.Struct("<8sIII")
 
 
 class SwoError(SwsimError):
@@ -61,8 +64,8 @@ def program_bytes(program: Program) -> bytes:
     }
     header["texts"] = list(texts)
     blob = json.dumps(header, separators=(",", ":")).encode()
-    return (_PREAMBLE.pack(MAGIC, FORMAT_VERSION, len(blob)) + blob + code
-            + bytes(program.ldm_image) + bytes(program.data_image))
+    body = blob + code + bytes(program.ldm_image) + bytes(program.data_image)
+    return _PREAMBLE.pack(MAGIC, FORMAT_VERSION, len(blob), zlib.crc32(body)) + body
 
 
 def source_record(line: Optional[SourceLine], texts: dict[str, int]):
@@ -78,26 +81,34 @@ def load_program(path: str) -> Program:
 
 def read_file(path: str) -> bytes:
     try:
-        with open(path, "rb") as f:
-            return f.read()
-    except OSError as exc:
-        raise SwoError(f"{path}: cannot read: {exc.strerror}") from None
+        return read_bounded(path, "a .swo file", MAX_PROGRAM_BYTES)
+    except SwsimError as exc:
+        raise SwoError(str(exc)) from None
 
 
 def read_header(data: bytes, name: str, magic: bytes, version: int,
                 kind: str) -> tuple[dict, int]:
     """(the JSON header, where the contents after it start) of a .swo of ``kind`` ("program",
-    "object"); SwoError for another magic or version, or a header that is not a JSON object."""
+    "object"); SwoError for another magic or version, a header length beyond the file, a
+    checksum that does not match, or a header that is not a JSON object."""
     if len(data) < _PREAMBLE.size or data[:8] != magic:
         raise SwoError(f"{name}: not a swsim {kind} file (.swo): bad magic number")
-    _, found, header_len = _PREAMBLE.unpack_from(data)
+    _, found, header_len, checksum = _PREAMBLE.unpack_from(data)
     if found != version:
         raise SwoError(f"{name}: {kind} .swo format version {found}, this swsim reads version "
                        f"{version}; reassemble the sources")
+    if header_len > len(data) - _PREAMBLE.size:
+        raise SwoError(f"{name}: corrupt .swo file: header length {header_len} is beyond the "
+                       f"file's {len(data)} bytes")
+    if zlib.crc32(data[_PREAMBLE.size:]) != checksum:
+        raise SwoError(f"{name}: corrupt .swo file: the checksum does not match its contents "
+                       "(damaged or edited; reassemble the sources)")
     try:
         header = json.loads(data[_PREAMBLE.size:_PREAMBLE.size + header_len])
     except ValueError as exc:  # JSON syntax, UTF-8
         raise SwoError(f"{name}: corrupt .swo file: {exc}") from None
+    except RecursionError:
+        raise SwoError(f"{name}: corrupt .swo file: the header nests too deep") from None
     if not isinstance(header, dict):
         raise SwoError(f"{name}: corrupt .swo file: the header is not a JSON object")
     return header, _PREAMBLE.size + header_len
@@ -136,6 +147,8 @@ def program_from_bytes(data: bytes, name: str = "<swo>") -> Program:
         raise SwoError(f"{name}: corrupt .swo file: {exc}") from None
     except ValueError as exc:  # JSON syntax, UTF-8
         raise SwoError(f"{name}: corrupt .swo file: {exc}") from None
+    except RecursionError:
+        raise SwoError(f"{name}: corrupt .swo file: the header nests too deep") from None
     return program
 
 

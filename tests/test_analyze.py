@@ -149,7 +149,9 @@ def test_text_output_names_the_assumptions_bound_and_timeline(loops):
     ("999", {}, "no code at or after line 999"),
     ("19", {}, "no backward branch to line 19"),
     ("chain", {"entry": "nope"}, "--entry nope: no such function"),
-    ("chain", {"iterations": 0}, "--iterations must be at least 1"),
+    ("chain", {"iterations": 0}, "--iterations must be 1..10000, got 0"),
+    ("chain", {"iterations": 10**9}, "--iterations must be 1..10000, got 1000000000"),
+    ("chain", {"instance": 0}, "--instance must be at least 1, got 0"),
 ])
 def test_bad_loops_are_reported(loops, loop, options, message):
     with pytest.raises(AnalysisError, match=re.escape(message)):

@@ -6,6 +6,7 @@ import random
 import struct
 import subprocess
 import sys
+import zlib
 
 import pytest
 
@@ -17,16 +18,18 @@ from swsim.isa import BY_NAME, PSEUDO_INSTRUCTIONS
 
 def swo_with_null_code_base():
     data = program_bytes(assemble("\tnop\n"))
-    _, _, length = struct.unpack_from("<8sII", data)
-    header = json.loads(data[16:16 + length])
+    preamble = struct.Struct("<8sIII")      # magic, version, header length, CRC-32 of the rest
+    magic, version, length, _ = preamble.unpack_from(data)
+    header = json.loads(data[preamble.size:preamble.size + length])
     header["code_base"] = None
     text = json.dumps(header).encode()
-    return data[:12] + struct.pack("<I", len(text)) + text + data[16 + length:]
+    body = text + data[preamble.size + length:]
+    return preamble.pack(magic, version, len(text), zlib.crc32(body)) + body
 
 
 CASES = [  # (command, files {name: content}, message in stderr)
     (["asm", "missing.s"], {}, "missing.s: cannot read: No such file or directory"),
-    (["asm", "dir"], {"dir/": None}, "dir: cannot read: Is a directory"),
+    (["asm", "dir"], {"dir/": None}, "dir: a directory (a device, pipe or directory cannot"),
     (["asm", "bin.s"], {"bin.s": b"\x7fELF\x00\x01"}, "bin.s: a binary file"),
     (["asm", "deep.s"], {"deep.s": "\tldi $1, " + "(" * 5000 + "1" + ")" * 5000 + "\n"},
      "deep.s:1:10: error: expression nested too deeply"),
@@ -102,7 +105,7 @@ def test_random_token_soup_assembles_or_raises_asm_error():
     assert outcomes["assembled"] > 20 and outcomes["refused"] > 500, outcomes
 
 
-HOSTILE = {  # the inputs that once ran away (issue 14); each must end within the limits below
+HOSTILE = {  # inputs that once ran away or crashed (issues 14, 30); each must end within the limits
     "sum.s": "\tldi $1, " + "+".join(["1"] * 500) + "\n",
     "parens.s": "\tldi $1, " + "(" * 5000 + "1" + ")" * 5000 + "\n",
     "rept_huge.s": "\t.rept 100000000\n\tnop\n\t.endr\n",
@@ -113,13 +116,21 @@ HOSTILE = {  # the inputs that once ran away (issue 14); each must end within th
     "skip_data.s": "\t.data\n\t.skip 0x7fffffff\n",
     "one_line.s": "; ".join(f"addl $1, {i % 256}, $2" for i in range(8000)) + "\n",
     "rec.s": 'here:\tnop\n\t.include "rec.s"\n',
+    "shift.s": "\t.data\n\t.quad 1 << 549755813888\n",
+    "squares.s": "\t.set x, 3\n\t.rept 40\n\t.set x, x * x\n\t.endr\n",
+    "if_nested.s": "\t.if 1\n" * 100_000 + "\tnop\n" + "\t.endif\n" * 100_000,
+    "macro_doubling.s": ("\t.macro d n, s\n\t.if \\n\n\td \\n-1, \\s\\s\n\t.else\n"
+                         "\t.ascii \"\\s\"\n\t.endif\n\t.endm\n\t.data\n\td 34, x\n"),
+    "float_overflow.s": "\t.data\n\t.float 1e39\n",
 }
 MEMORY_LIMIT = 1 << 30  # address space of the whole process, Python and numpy included
-SECONDS_PER_CASE = 15
+SECONDS_PER_CASE = 15      # CPU seconds
+WALL_SECONDS_PER_CASE = 60  # only the child's overall timeout, for a host shared with others
 
 
 def test_hostile_inputs_end_in_bounded_time_and_memory(tmp_path):
-    """All cases in one child process under RLIMIT_AS = 1 GiB; each case timed inside it."""
+    """All cases in one child process under RLIMIT_AS = 1 GiB; each case's CPU time measured
+    inside it (CPU, not wall-clock, time: a loaded host must not fail the test)."""
     resource = pytest.importorskip("resource")
     for name, text in HOSTILE.items():
         (tmp_path / name).write_text(text)
@@ -127,20 +138,20 @@ def test_hostile_inputs_end_in_bounded_time_and_memory(tmp_path):
         "import sys, time\n"
         "from swsim.asm import AsmError, build_files\n"
         "for path in sys.argv[1:]:\n"
-        "    start = time.perf_counter()\n"
+        "    start = time.process_time()\n"
         "    try:\n"
         "        build_files([path], ())\n"
         "        outcome = 'assembled'\n"
         "    except AsmError as exc:\n"
         "        outcome = exc.diagnostics[0].message[:60]\n"
-        "    print(f'{time.perf_counter() - start:.2f}', path, outcome, flush=True)\n")
+        "    print(f'{time.process_time() - start:.2f}', path, outcome, flush=True)\n")
 
     def limit():
         resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
 
     result = subprocess.run([sys.executable, "-c", script, *sorted(HOSTILE)], cwd=tmp_path,
                             capture_output=True, text=True, preexec_fn=limit,
-                            timeout=SECONDS_PER_CASE * len(HOSTILE))
+                            timeout=WALL_SECONDS_PER_CASE * len(HOSTILE))
     assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
     lines = result.stdout.splitlines()
     assert len(lines) == len(HOSTILE), result.stdout

@@ -3,6 +3,7 @@ to the linker (an object .swo, as GNU as does); `swsim run` on the object links 
 the source, and `Machine.run` builds programs the way `swsim run` does."""
 import json
 import random
+import zlib
 
 import numpy as np
 import pytest
@@ -101,14 +102,29 @@ def test_machine_program_refuses_other_things():
         swsim.Machine.program(CALLER)
 
 
-def corrupted(mutate):
-    objects = assemble_objects([(CALLER, "c.s")])
-    data = objects_bytes(objects)
-    head = 16 + int.from_bytes(data[12:16], "little")
-    header = json.loads(data[16:head])
-    mutate(header)
+PREAMBLE_BYTES = 20       # magic, version, header length, CRC-32
+
+
+def split(data: bytes) -> tuple[dict, bytes]:
+    """(the JSON header, the contents after it) of an object file."""
+    head = PREAMBLE_BYTES + int.from_bytes(data[12:16], "little")
+    return json.loads(data[PREAMBLE_BYTES:head]), data[head:]
+
+
+def with_header(data: bytes, header: dict) -> bytes:
+    """The object file ``data`` with another header, its length and checksum made consistent
+    (so the loader's field checks, not the checksum, see the change)."""
     blob = json.dumps(header).encode()
-    return data[:12] + len(blob).to_bytes(4, "little") + blob + data[head:]
+    body = blob + split(data)[1]
+    return data[:12] + len(blob).to_bytes(4, "little") + zlib.crc32(body).to_bytes(4, "little") \
+        + body
+
+
+def corrupted(mutate):
+    data = objects_bytes(assemble_objects([(CALLER, "c.s")]))
+    header = split(data)[0]
+    mutate(header)
+    return with_header(data, header)
 
 
 @pytest.mark.parametrize("mutate, message", [
@@ -144,15 +160,13 @@ def test_mutated_objects_load_and_link_or_fail_with_a_swsim_error():
     data = objects_bytes(assemble_objects([(CALLER + "\t.text\n\t.globl helper\nhelper:\tret\n"
                                             "\t.data\nv:\t.quad helper\n\t.section .tbss\n"
                                             "\t.globl _MYID\n_MYID:\t.skip 8\n", "c.s")]))
-    head = 16 + int.from_bytes(data[12:16], "little")
-    header, contents = json.loads(data[16:head]), data[head:]
+    header = split(data)[0]
     every_path = list(paths(header))
     rng = random.Random(28)
     outcomes = {"linked": 0, "refused": 0}
     for _ in range(600):
         if rng.random() < 0.85:
-            blob = json.dumps(randomly_mutated(header, every_path, rng)).encode()
-            changed = data[:12] + len(blob).to_bytes(4, "little") + blob + contents
+            changed = with_header(data, randomly_mutated(header, every_path, rng))
         else:
             changed = bytearray(data)
             for _ in range(rng.randint(1, 4)):

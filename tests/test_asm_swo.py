@@ -3,12 +3,17 @@ exception (issue 14): targeted cases and a seeded campaign of mutated files."""
 import json
 import random
 import struct
+import zlib
 
 import pytest
 
-from swsim.asm import assemble, disassemble
+from swsim.asm import assemble, disassemble, file_kind
 from swsim.asm.cli import listing
-from swsim.asm.swo import FORMAT_VERSION, SwoError, program_bytes, program_from_bytes
+from swsim.asm.swo import (FORMAT_VERSION, SwoError, program_bytes,
+                           program_from_bytes)
+from swsim.cli import main
+from swsim.errors import SwsimError
+from swsim.vm import Machine
 
 SOURCE = """
     .globl kernel
@@ -27,18 +32,19 @@ buf: .byte 1, 2, 3
     .tbss
 tls: .skip 8
 """
-PREAMBLE = struct.Struct("<8sII")
+PREAMBLE = struct.Struct("<8sIII")
 
 
 def split(data):
-    _, version, length = PREAMBLE.unpack_from(data)
+    _, version, length, _ = PREAMBLE.unpack_from(data)
     header = json.loads(data[PREAMBLE.size:PREAMBLE.size + length])
     return header, data[PREAMBLE.size + length:]
 
 
 def join(header, blobs):
-    text = json.dumps(header).encode()
-    return PREAMBLE.pack(b"SWSIMPRG", FORMAT_VERSION, len(text)) + text + blobs
+    body = json.dumps(header).encode() + blobs
+    return PREAMBLE.pack(b"SWSIMPRG", FORMAT_VERSION, len(json.dumps(header).encode()),
+                         zlib.crc32(body)) + body
 
 
 VALID = program_bytes(assemble(SOURCE, "k.s"))
@@ -155,3 +161,40 @@ def test_mutated_files_load_or_fail_with_a_swo_error():
         disassemble(program)  # a loaded program is usable
         listing(program)
     assert outcomes["refused"] > 1000 and outcomes["loaded"] > 50, outcomes
+
+
+def raw(header_text: bytes, blobs=b"", length=None):
+    """A file of this header text, its length field `length` (default: the true one)."""
+    body = header_text + blobs
+    return PREAMBLE.pack(b"SWSIMPRG", FORMAT_VERSION, len(header_text) if length is None
+                         else length, zlib.crc32(body)) + body
+
+
+def test_one_flipped_bit_is_refused_by_the_checksum():
+    for position in (PREAMBLE.size, len(VALID) // 2, len(VALID) - 1):
+        data = bytearray(VALID)
+        data[position] ^= 0x10
+        with pytest.raises(SwoError, match="the checksum does not match"):
+            program_from_bytes(bytes(data), "m.swo")
+
+
+def test_a_deeply_nested_or_overlong_header_is_a_swo_error():
+    with pytest.raises(SwoError, match="the header nests too deep"):
+        program_from_bytes(raw(b"[" * 100_000 + b"]" * 100_000), "m.swo")
+    with pytest.raises(SwoError, match="header length 4294967295 is beyond the file's"):
+        program_from_bytes(raw(b"{}", length=2**32 - 1), "m.swo")
+
+
+def test_a_program_file_is_known_by_its_magic_not_its_name(tmp_path):
+    machine = Machine()
+    halt = program_bytes(assemble(".text\n.globl kernel\nkernel:\n\thalt\n"))
+    for name in ("prog.bin", "PROG.SWO"):
+        path = tmp_path / name
+        path.write_bytes(halt)
+        assert file_kind(path) == "program"
+        assert main(["disasm", str(path)]) == 0
+        assert machine.run(path, entry="kernel", cpes=[0]).cycles > 0   # a PathLike
+    with pytest.raises(SwsimError, match="a directory"):
+        file_kind(tmp_path)
+    with pytest.raises(SwsimError, match="cannot read"):
+        file_kind(tmp_path / "missing.swo")

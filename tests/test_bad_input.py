@@ -37,6 +37,11 @@ def files(tmp_path_factory):
     np.save(path / "strings.npy", np.array(["a", "b"]))
     np.save(path / "ints.npy", np.arange(4, dtype=np.int64))
     (path / "not_a_repro.json").write_text('{"text": 5}')
+    (path / "deep.json").write_text("[" * 100_000 + "]" * 100_000)
+    with open(path / "huge.npy", "wb") as f:            # a header claiming 10**11 elements
+        np.lib.format.write_array_header_1_0(f, {"descr": "<f8", "fortran_order": False,
+                                                 "shape": (10**11,)})
+        f.write(bytes(64))
     return path
 
 
@@ -54,7 +59,7 @@ CLI_CASES = [
     (["run", "{d}/halt.s", "--set", "rc_latency=abc"], 1, "--set rc_latency: 'abc' is not"),
     (["run", "{d}/halt.s", "--max-cycles", "-5"], 2, "--max-cycles: expected an integer >= 0"),
     (["run", "{d}/halt.s", "--cg", "7"], 1, "cg must be a core group number 0..3, got 7"),
-    (["run", "{d}/halt.s", "--cpes", "0"], 1, "cpes must be distinct CPE ids 0..63"),
+    (["run", "{d}/halt.s", "--cpes", "0"], 2, "--cpes: expected an integer >= 1, got 0"),
     (["run", "{d}/halt.s", "--entry", "nope"], 1, "unknown entry 'nope'"),
     (["run", "{d}/halt.s", "--engine", "gpu"], 2, "argument --engine: invalid choice"),
     (["run", "{d}/missing.s"], 1, "missing.s"),
@@ -65,13 +70,37 @@ CLI_CASES = [
      "SHAPE '-1' must be positive sizes"),
     (["run", "{d}/halt.s", "--arg", "@{d}/ints.npy", "--dump", "arg0:99:int64:{d}/o.npy"], 1,
      "outside allocated main memory"),
+    (["run", "{d}/halt.s", "--arg", "@{d}/ints.npy", "--dump", "arg-1:4:int64:{d}/o.npy"], 1,
+     "arg-1: the arguments are arg0..arg0"),
     (["run", "{d}/deadlock.s", "--cpes", "2", "--json"], 1, "waits: barrier    synr 3"),
     (["bench", "speed", "--repeats", "0"], 2, "--repeats: expected an integer >= 1"),
     (["bench", "speed", "--scale", "0"], 2, "--scale: expected a factor"),
     (["bench", "speed", "--only", "micro"], 2, "--only: invalid choice: 'micro'"),
     (["fuzz", "--programs", "0"], 2, "--programs: expected an integer >= 1"),
     (["fuzz", "--replay", "{d}/not_a_repro.json"], 1, "not a fuzz reproducer"),
+    (["fuzz", "--replay", "{d}/deep.json"], 1, "not a fuzz reproducer (maximum recursion"),
+    (["fuzz", "--replay", "/dev/zero"], 1, "/dev/zero: not a regular file"),
+    (["asm", "/dev/zero"], 1, "/dev/zero: not a regular file"),
+    (["disasm", "/dev/zero"], 1, "/dev/zero: not a regular file"),
+    (["run", "{d}"], 1, "a directory (a device, pipe or directory cannot be read"),
+    (["run", "{d}/halt.s", "--arg", "@/dev/zero"], 1, "/dev/zero: not a regular file"),
+    (["run", "{d}/halt.s", "--arg", "@{d}/huge.npy"], 1, "not a .npy file (mmap length"),
     (["config", "--preset", "sw99"], 2, "invalid choice: 'sw99'"),
+    (["asm", "{d}/halt.s", "-o", "{d}/halt.s"], 1, "output {d}/halt.s is the source"),
+    (["run", "{d}/halt.s", "--cpes", str(10**20)], 2, "--cpes: expected an integer <= 64"),
+    (["run", "{d}/halt.s", "--cpes", "1e20"], 2, "--cpes: expected an integer, got '1e20'"),
+    (["run", "{d}/halt.s", "--max-cycles", str(10**30)], 2, "--max-cycles: expected an integer <="),
+    (["analyze", "{d}/halt.s", "--loop", "kernel", "--instance", "0"], 2,
+     "--instance: expected an integer >= 1, got 0"),
+    (["analyze", "{d}/halt.s", "--loop", "kernel", "--instance", "-1"], 2, "--instance: expected"),
+    (["analyze", "{d}/halt.s", "--loop", "kernel", "--iterations", "1000000000"], 2,
+     "--iterations: expected an integer <= 10000"),
+    (["report", "{d}/halt.s", "--flops", "nan"], 2, "--flops: expected a finite number >= 0"),
+    (["report", "{d}/halt.s", "--flops", "inf"], 2, "--flops: expected a finite number >= 0"),
+    (["train", "{d}/net.prototxt", "--steps", "0"], 2, "--steps: expected an integer >= 1, got 0"),
+    (["train", "{d}/net.prototxt", "--steps", "-3"], 2, "--steps: expected an integer >= 1"),
+    (["train", "{d}/net.prototxt", "--checkpoint-every", "-1"], 2,
+     "--checkpoint-every: expected an integer >= 1, got -1"),
 ]
 
 
@@ -87,6 +116,26 @@ def test_cli_bad_input(files, arguments, status, message):
     assert "Traceback" not in done.stderr
 
 
+def test_asm_never_writes_the_object_over_a_source(tmp_path):
+    source = tmp_path / "prog.s"
+    source.write_text(HALT)
+    (tmp_path / "link.s").symlink_to(source)
+    for output in (source, tmp_path / "link.s", tmp_path / "." / "prog.s"):
+        done = subprocess.run([sys.executable, "-m", "swsim.cli", "asm", str(source), "-o",
+                               str(output)], capture_output=True, text=True)
+        assert done.returncode == 1 and "refusing to overwrite" in done.stderr
+        assert source.read_text() == HALT
+    done = subprocess.run([sys.executable, "-m", "swsim.cli", "asm", str(source)],
+                          capture_output=True, text=True)
+    assert done.returncode == 0 and (tmp_path / "prog.swo").read_bytes()[:4] != b".tex"
+
+
+def test_version():
+    done = subprocess.run([sys.executable, "-m", "swsim.cli", "--version"], capture_output=True,
+                          text=True)
+    assert done.returncode == 0 and done.stdout.strip() == f"swsim {swsim.__version__}"
+
+
 # ---- the host API ---------------------------------------------------------------------------
 def _fresh():
     return Machine()
@@ -98,7 +147,8 @@ API_CASES = [
     (lambda m: m.run(None), "program must be a Program"),
     (lambda m: m.run(42), "program must be a Program"),
     (lambda m: m.run("kernels/nosuch.s"), "looks like a path to a .s/.swo file"),
-    (lambda m: m.run(HALT, max_cycles=-5), "max_cycles must be None or an int >= 0, got -5"),
+    (lambda m: m.run(HALT, max_cycles=-5), "max_cycles must be None or an int 0..2**62, got -5"),
+    (lambda m: m.run(HALT, max_cycles=2**70), "max_cycles must be None or an int 0..2**62, got"),
     (lambda m: m.run(HALT, trace="yes"), "trace must be True or False"),
     (lambda m: m.run(HALT, progress=5), "progress must be None or a function"),
     (lambda m: m.run(HALT, cpes=[0, 64]), "cpes must be distinct CPE ids"),
@@ -110,6 +160,13 @@ API_CASES = [
     (lambda m: m.mem.alloc(-1), "got -1"),
     (lambda m: m.mem.get(m.mem.put(np.zeros(2)), (-1,), np.float64), "negative size"),
     (lambda m: m.mem.get(m.mem.put(np.zeros(2)), 2, "U4"), "get expects a numeric array"),
+    (lambda m: m.mem.get(m.mem.put(np.zeros(2)), 3.5, np.float64), "shape must be ints"),
+    (lambda m: m.mem.get(m.mem.put(np.zeros(2)), (2, 1.0), np.float64), "shape must be ints"),
+    (lambda m: m.mem.get(m.mem.put(np.zeros(2)), (2**40, 2**40), np.float64),
+     "outside allocated main memory"),
+    (lambda m: m.run(HALT, cg=True), "cg must be a core group number 0..3, got True"),
+    (lambda m: m.run(HALT, entry=None), "entry must be the name of a code label (a str), got None"),
+    (lambda m: swsim.disassemble(None), "disassemble expects a Program"),
     (lambda m: m.mem.get("0x40000000", 2, np.int8), "expected a main-memory address"),
     (lambda m: Machine(clock_hz=0), "clock_hz=0: must be at least 1 Hz"),
     (lambda m: Machine("nosuch"), "unknown machine preset 'nosuch'"),

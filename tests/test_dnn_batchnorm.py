@@ -190,6 +190,10 @@ def test_errors():
         dnn.batchnorm_forward(x[:1, :, :1, :1], c, c, c, c)
     with pytest.raises(dnn.DnnError, match="training must be"):
         dnn.batchnorm_forward(x, c, c, c, c, training=1)
+    with pytest.raises(dnn.DnnError, match=r"eps must be >= 0, got -1e-05"):
+        dnn.batchnorm_forward(x, c, c, c, c, eps=-1e-5)
+    with pytest.raises(dnn.DnnError, match=r"momentum must be in \[0, 1\], got 1.5"):
+        dnn.batchnorm_forward(x, c, c, c, c, momentum=1.5)
     with pytest.raises(dnn.DnnError, match="dy must have"):
         dnn.batchnorm_backward(x[:1], x, c, c, c)
 

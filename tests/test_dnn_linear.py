@@ -76,7 +76,7 @@ def test_stats_report_gflops_and_efficiency():
 
 @pytest.mark.parametrize("call, message", [
     (lambda: dnn.linear_forward(np.ones((2, 3)), np.ones((4, 5))), r"x must be \(B, I\)"),
-    (lambda: dnn.linear_forward(np.ones((2, 3)), np.ones((4, 3)), np.ones(3)), r"b must be \(4,\)"),
+    (lambda: dnn.linear_forward(np.ones((2, 3)), np.ones((4, 3)), np.ones(3)), r"bias must be \(4,\)"),
     (lambda: dnn.linear_forward(np.ones(3), np.ones((4, 3))), r"x must be \(B, I\)"),
     (lambda: dnn.linear_backward(np.ones((2, 5)), np.ones((2, 3)), np.ones((4, 3))),
      r"dy must be \(B, O\)"),

@@ -212,6 +212,8 @@ def test_backward_of_large_planes_in_row_blocks():
     (lambda: dnn.pool2d_backward(np.ones((2, 2)), (4, 4), 2), "needs the forward's argmax"),
     (lambda: dnn.pool2d_backward(np.ones((2, 2)), (4, 4), 2, argmax=np.full((2, 2), 16)),
      "argmax must index"),
+    (lambda: dnn.pool2d_backward(np.ones((2, 2)), (4, 4), 2, argmax=np.full((2, 2), 1.5)),
+     "argmax must hold integer indices"),
     (lambda: dnn.pool2d_backward(np.ones((3, 2)), (4, 4), 2, mode="avg"),
      "forward output's shape"),
 ])

@@ -74,5 +74,5 @@ def test_the_cli_compares_adam_with_the_reference(tmp_path, capsys):
 @pytest.mark.parametrize("field, value", [("momentum", 1.0), ("momentum2", -0.5)])
 def test_betas_outside_0_1_are_refused(field, value):
     spec = train.SolverSpec(type="Adam", base_lr=0.01, **{field: value})
-    with pytest.raises(train.TrainError, match=rf"solver {field}: Adam's beta must be in \[0, 1\)"):
+    with pytest.raises(train.TrainError, match=rf"solver {field}: must be in \[0, 1\) for Adam"):
         train.Solver(NET, spec)

@@ -3,6 +3,7 @@ that name the layer and the field."""
 import numpy as np
 import pytest
 
+from swsim.cli import main
 from swsim.hostlib import train
 from swsim.hostlib.train import layers
 
@@ -161,3 +162,30 @@ def test_what_an_operator_refuses_is_an_error_naming_the_layer(tmp_path, monkeyp
     with pytest.raises(train.TrainError, match=r"layer 'bn' \(BatchNorm\), operator: "
                                                r"batchnorm_forward: .* do not fit in LDM"):
         train.Solver(net, train.SolverSpec(base_lr=0.1)).step()
+
+
+@pytest.mark.parametrize("old, new, pattern", [
+    ("kernel_size: 3 pad: 1", "kernel_size: 3 pad: 1 stride: 0",
+     r"convolution_param: kernel_size and stride must be >= 1, got kernel 3 and stride 0"),
+    ("kernel_size: 3 pad: 1", "kernel_size: 0 pad: 1",
+     r"convolution_param: kernel_size and stride must be >= 1, got kernel 0"),
+    ("kernel_size: 3 pad: 1", "kernel_size: 3 pad: 100",
+     r"convolution_param: pad 100 must be smaller than the kernel 3"),
+    ("pool: MAX kernel_size: 2 stride: 2", "pool: MAX kernel_size: 2 stride: 0",
+     r"pooling_param: kernel_size and stride must be >= 1"),
+    ('top: "accuracy"', 'top: "accuracy" accuracy_param { top_k: 11 }',
+     r"layer 'accuracy' \(Accuracy\), accuracy_param.top_k: must be 1..10 \(the classes\), "
+     r"got 11"),
+])
+def test_window_and_top_k_fields_are_bounded(old, new, pattern):
+    text = train.example("lenet").read_text()
+    assert old in text
+    with pytest.raises(train.TrainError, match=pattern):
+        train.Net(text.replace(old, new, 1), "TEST")
+
+
+def test_swsim_train_takes_a_shipped_examples_name(capsys):
+    assert main(["train", "mlp", "--explain"]) == 0
+    assert "linear_forward+linear_backward" in capsys.readouterr().out
+    assert main(["train", "nosuch", "--explain"]) == 1
+    assert "no example net 'nosuch'; shipped: lenet, lenet_solver" in capsys.readouterr().err

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from swsim.cli import main
+from swsim.errors import ArgumentTypeError
 from swsim.hostlib import train
 from swsim.vm import Machine
 
@@ -181,6 +182,16 @@ def test_solver_errors():
         train.Solver(NET, train.SolverSpec(base_lr=0.1, test_interval=5))
     with pytest.raises(train.TrainError, match="no loss layer"):
         train.Solver(NET.split('layer { name: "loss"')[0], SOLVER)
+    for fields, message in [
+            (dict(base_lr=-0.1), "base_lr: must be a finite number >= 0, got -0.1"),
+            (dict(base_lr=float("nan")), "base_lr: must be a finite number >= 0, got nan"),
+            (dict(base_lr=0.1, momentum=5), r"momentum: must be in \[0, 1\) for SGD, got 5"),
+            (dict(base_lr=0.1, momentum=-0.5), r"momentum: must be in \[0, 1\) for SGD"),
+            (dict(base_lr=0.1, weight_decay=-1), "weight_decay: must be a finite number >= 0"),
+            (dict(base_lr=0.1, max_iter=-1), "max_iter: must be >= 0"),
+    ]:
+        with pytest.raises(train.TrainError, match=message):
+            train.Solver(NET, train.SolverSpec(**fields))
 
 
 def test_the_cli_explains_trains_logs_checkpoints_and_resumes(tmp_path, capsys):
@@ -237,3 +248,34 @@ def test_the_gradient_reducer_hook_sees_the_packed_buffer_before_the_update():
     assert result.layer_seconds["(allreduce)"] == 2e-6
     with pytest.raises(train.TrainError, match=r"shard: node k of K needs 0 <= k < K"):
         train.Solver(NET, SOLVER, shard=(2, 2))
+
+
+def test_solver_and_net_take_a_machine_like_the_operators():
+    machine = Machine()
+    solver = train.Solver(NET, SOLVER, machine=machine)
+    assert solver.chip is machine and solver.config is machine.config
+    assert train.Net(NET, machine=machine).choices == solver.net.choices
+    with pytest.raises(train.TrainError, match="machine, config: give one of them"):
+        train.Solver(NET, SOLVER, machine=machine, config="sw26010")
+    with pytest.raises(train.TrainError, match="machine, config: give one of them"):
+        train.Net(NET, machine=machine, config=machine.config)
+    with pytest.raises(ArgumentTypeError, match="machine must be a swsim.Machine, got str"):
+        train.Solver(NET, SOLVER, machine="sw26010")
+
+
+def test_resume_takes_the_highest_step_and_refuses_a_bad_step_or_position(tmp_path):
+    solver = train.Solver(NET, SOLVER)
+    solver.step_count = 10
+    newest = solver.save(tmp_path)                          # checkpoint-00000010.npz
+    (tmp_path / "checkpoint-9.npz").write_bytes(b"older")   # sorts after it by name
+    (tmp_path / "checkpoint-x.npz").write_bytes(b"not a step")
+    assert train.Solver(NET, SOLVER).restore(tmp_path) == newest
+    with np.load(newest) as archive:
+        saved = {key: archive[key] for key in archive.files}
+    for key, value in (("step", np.arange(3)), ("position", -1), ("step", 1.5)):
+        np.savez(newest, **{**saved, key: value})
+        with pytest.raises(train.TrainError, match=f"is corrupt: its {key} must be an integer"):
+            train.Solver(NET, SOLVER).restore(tmp_path)
+    np.savez(newest, **{k: v for k, v in saved.items() if k != "position"})
+    with pytest.raises(train.TrainError, match="its position must be an integer >= 0, got None"):
+        train.Solver(NET, SOLVER).restore(tmp_path)

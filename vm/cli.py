@@ -10,7 +10,10 @@ from pathlib import Path
 
 import numpy as np
 
+from ..asm.files import regular_file_size
+from ..errors import SwsimError
 from .config import PARAMETERS, PRESETS, VMConfig, markdown_table
+from .engine_defs import MAX_CPES, MAX_CYCLES
 from .faults import HostError, RunStopped
 from .memory import NUMERIC_KINDS
 
@@ -45,8 +48,9 @@ def add_run_arguments(parser) -> None:
     parser.add_argument("program", metavar="KERNEL",
                         help="assembly source (.s) or program (.swo)")
     parser.add_argument("--entry", default="kernel", help="entry label (default: kernel)")
-    parser.add_argument("--cpes", type=int, default=64, metavar="N", help="spawn CPEs 0..N-1")
-    parser.add_argument("--cg", type=int, default=0, help="core group (default 0)")
+    parser.add_argument("--cpes", type=count_argument(1, MAX_CPES), default=64, metavar="N",
+                        help="spawn CPEs 0..N-1")
+    parser.add_argument("--cg", type=count_argument(0), default=0, help="core group (default 0)")
     parser.add_argument("--arg", action="append", default=[], metavar="VALUE",
                         help="argument: an int, a float, or @file.npy (copied to main memory, "
                              "its address passed); repeat for each argument")
@@ -57,8 +61,8 @@ def add_run_arguments(parser) -> None:
     parser.add_argument("--dump", action="append", default=[], metavar="ADDR:SHAPE:DTYPE:FILE",
                         help="after the run save memory to FILE.npy; ADDR a number, argN or "
                              "a data symbol of the program, SHAPE like 64x64")
-    parser.add_argument("--max-cycles", type=count_argument(0), default=None, metavar="N",
-                        help="stop the kernel after N cycles (N >= 0)")
+    parser.add_argument("--max-cycles", type=count_argument(0, MAX_CYCLES), default=None,
+                        metavar="N", help="stop the kernel after N cycles (0 <= N <= 2**62)")
     parser.add_argument("--trace", metavar="FILE.json", help="write a Perfetto/Chrome trace")
     parser.add_argument("--engine", choices=("c", "python"), default="c")
     parser.add_argument("--config", default="sw26010", choices=sorted(PRESETS), metavar="PRESET")
@@ -69,15 +73,19 @@ def add_run_arguments(parser) -> None:
     parser.add_argument("-I", dest="include_dirs", action="append", default=[], metavar="DIR")
 
 
-def count_argument(minimum: int):
-    """An argparse type: an integer of at least ``minimum`` (argparse names the option)."""
+def count_argument(minimum: int, maximum: int | None = None):
+    """An argparse type: an integer of at least ``minimum`` and, given, at most ``maximum``
+    (argparse names the option)."""
     def parse(text: str) -> int:
         try:
             value = int(text, 0)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text[:40]!r}") from None
         if value < minimum:
             raise argparse.ArgumentTypeError(f"expected an integer >= {minimum}, got {value}")
+        if maximum is not None and value > maximum:
+            raise argparse.ArgumentTypeError(f"expected an integer <= {maximum}, got "
+                                             f"{str(value)[:40]}")
         return value
     return parse
 
@@ -157,8 +165,11 @@ def _override(text: str, preset: str) -> tuple[str, object]:
 
 def _argument(text: str, machine):
     if text.startswith("@"):
-        try:
-            array = np.load(text[1:])
+        try:   # a device is refused, and a header claiming more than the file holds: mapped,
+            regular_file_size(text[1:], "a .npy array", machine.config.mem_limit)
+            array = np.load(text[1:], mmap_mode="r")   # not read, the size is checked first
+        except SwsimError as exc:
+            raise HostError(f"--arg {text!r}: {exc}") from None
         except (OSError, ValueError, EOFError) as exc:   # EOFError: an empty file
             raise HostError(f"--arg {text!r}: not a .npy file ({exc})") from None
         if array.dtype.kind in NUMERIC_KINDS and not array.dtype.isnative:
@@ -194,7 +205,10 @@ def _dump(spec: str, machine, values, program) -> None:
         if address in program.symbols:
             address = program.address_of(address)
         elif address.startswith("arg"):
-            address = values[int(address[3:])]
+            index = int(address[3:])
+            if not 0 <= index < len(values):      # arg-1 is no argument (not the last one)
+                raise ValueError(f"{address}: the arguments are arg0..arg{len(values) - 1}")
+            address = values[index]
         else:
             address = int(address, 0)
         dims = tuple(int(d) for d in shape.replace(",", "x").split("x") if d)

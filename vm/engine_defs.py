@@ -80,4 +80,5 @@ STATE_RUNNING = -1
 MAX_MESH_SIDE = 8
 MAX_CPES = MAX_MESH_SIDE * MAX_MESH_SIDE
 MAX_LDM_BYTES = 1 << 20
+MAX_CYCLES = 1 << 62            # the largest max_cycles of a run (cycles are int64 in the core)
 LANES = 4                       # 64-bit lanes of a 256-bit register

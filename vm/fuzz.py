@@ -17,6 +17,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
+from ..asm.files import MAX_SOURCE_BYTES, read_bounded
+from ..errors import SwsimError
 from .differential import differences, run_both
 from .faults import HostError
 
@@ -120,12 +122,11 @@ def replay(path: str) -> str:
     """Run a reproducer again: '' if the engines now agree, else what differs."""
     fuzzgen, _ = _generator()
     try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
+        data = json.loads(read_bounded(path, "a fuzz reproducer", MAX_SOURCE_BYTES))
         case = fuzzgen.Case(data["text"], data["cpes"], data["seed"],
                           spawn=None if data["spawn"] is None else tuple(data["spawn"]),
                           overrides=data["overrides"])
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+    except (SwsimError, OSError, ValueError, KeyError, TypeError, RecursionError) as exc:
         raise HostError(f"{path}: not a fuzz reproducer ({exc})") from None
     try:
         check_case(case)

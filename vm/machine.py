@@ -15,6 +15,7 @@ import numpy as np
 
 from ..isa.table import REG_ALIASES
 from .config import VMConfig
+from .engine_defs import MAX_CYCLES
 from .engine_api import STOP_CYCLE_LIMIT, STOP_DEADLOCK, EngineJob, EngineResult
 from .faults import CycleLimit, Deadlock, HostError, VMFault, instruction_at
 from .floats import double_to_bits
@@ -225,7 +226,7 @@ class Machine:
             objects = [program] if isinstance(program, ObjectFile) else list(program)
             return link(objects, libraries, symbols)
         if isinstance(program, os.PathLike) or isinstance(program, str) and "\n" not in program \
-                and program.strip().endswith((".s", ".swo")):
+                and program.strip().lower().endswith((".s", ".swo")):
             path = os.fspath(program).strip()
             if isinstance(program, str) and not os.path.isfile(path):  # a PathLike is a path
                 raise HostError(f"program {path!r} looks like a path to a .s/.swo file, but "
@@ -240,8 +241,8 @@ class Machine:
     @staticmethod
     def _check_run_options(max_cycles, trace, progress) -> None:
         if max_cycles is not None and (isinstance(max_cycles, bool) or not isinstance(
-                max_cycles, numbers.Integral) or max_cycles < 0):
-            raise HostError(f"max_cycles must be None or an int >= 0, got {max_cycles!r}")
+                max_cycles, numbers.Integral) or not 0 <= max_cycles <= MAX_CYCLES):
+            raise HostError(f"max_cycles must be None or an int 0..2**62, got {max_cycles!r}")
         if not isinstance(trace, (bool, np.bool_)):
             raise HostError(f"trace must be True or False, got {trace!r}")
         if progress is not None and not callable(progress):
@@ -260,7 +261,8 @@ class Machine:
         return module.run
 
     def _check_cg(self, cg) -> None:
-        if not isinstance(cg, numbers.Integral) or not 0 <= cg < self.config.num_cgs:
+        if isinstance(cg, bool) or not isinstance(cg, numbers.Integral) \
+                or not 0 <= cg < self.config.num_cgs:
             raise HostError(f"cg must be a core group number 0..{self.config.num_cgs - 1}, "
                             f"got {cg!r}")
 
@@ -282,6 +284,8 @@ class Machine:
 
     @staticmethod
     def _entry_address(program, entry: str) -> int:
+        if not isinstance(entry, str):
+            raise HostError(f"entry must be the name of a code label (a str), got {entry!r}")
         symbol = program.symbols.get(entry)
         if symbol is None:
             code_labels = [s.name for s in program.symbols.values()

@@ -16,6 +16,7 @@ again), e.g. a training step's scratch. See docs/vm.md "Chip".
 """
 from __future__ import annotations
 
+import math
 import numbers
 import threading
 import weakref
@@ -187,15 +188,18 @@ class Memory:
 
     def get(self, address: int, shape, dtype) -> np.ndarray:
         """A copy of the array of ``shape`` and ``dtype`` stored at ``address``."""
+        sizes = tuple(shape) if np.iterable(shape) else (shape,)
+        if any(isinstance(d, bool) or not isinstance(d, numbers.Integral) for d in sizes):
+            raise HostError(f"get: shape must be ints (a size or a tuple of sizes), got {shape!r}")
+        shape = tuple(map(int, sizes))
         try:
             dtype = np.dtype(dtype)
-            shape = tuple(int(d) for d in (shape if np.iterable(shape) else (shape,)))
         except (TypeError, ValueError) as exc:
-            raise HostError(f"get expects a shape of ints and a numpy dtype: {exc}") from None
+            raise HostError(f"get expects a numpy dtype: {exc}") from None
         _check_numeric(dtype, "get")
         if min(shape, default=0) < 0:
             raise HostError(f"get: shape {shape} has a negative size")
-        count = int(np.prod(shape, dtype=np.int64))
+        count = math.prod(shape)                 # exact: the bounds check sees a huge shape
         with self._lock:
             offset = self._offset(address, count * dtype.itemsize)
             data = self._buffer[offset:offset + count * dtype.itemsize]

@@ -24,7 +24,7 @@ from ..runtime import Kernel
 KERNEL = Kernel(("gemm/gemm_prim.s", "gemm/gemm_prim_run.s"), entry="gemm_prim_run",
                 ldm_end="gemm_run_ldm_end", stack="gemm_prim_run_stack")
 KERNEL_ARGS = 3               # the primitive's address, the job, the timing output
-MESH = 8                      # the primitive's 8 steps: an 8 x 8 mesh of blocks
+MESH = KERNEL.mesh_side      # the primitive's steps: a MESH x MESH grid of blocks (gemm_prim.inc)
 # C block layout -> (kernel name stem, vectorised dimension). "mn": C block stored Mb x Nb
 # (row-major), B is the vector operand; "nm": C block stored Nb x Mb, A is the vector operand.
 LAYOUTS = {"mn": "gemm_prim_mn", "nm": "gemm_prim_nm"}
@@ -114,9 +114,7 @@ def ldm_gemm(A, B, C=None, engine="c", layout="mn", f32_strategy=DEFAULT_F32_STR
     ``progress(cycle)``: ``Machine.run``'s.
     """
     machine = machine or Machine()
-    if machine.config.num_cpes != MESH * MESH:
-        raise ArgumentError(f"the primitive needs {MESH} x {MESH} CPEs, the machine has "
-                         f"{machine.config.mesh_rows} x {machine.config.mesh_cols}")
+    KERNEL.check(machine.config)
     A, B = np.asarray(A), np.asarray(B)
     dtype = A.dtype
     if dtype not in (np.float64, np.float32) or B.dtype != dtype:
@@ -125,7 +123,7 @@ def ldm_gemm(A, B, C=None, engine="c", layout="mn", f32_strategy=DEFAULT_F32_STR
     C = np.zeros((m, n), dtype) if C is None else np.asarray(C, dtype)
     if k != k2 or C.shape != (m, n) or m % MESH or n % MESH or k % MESH:
         raise ArgumentError(f"shapes A {A.shape}, B {B.shape}, C {C.shape}: need M x K, K x N, "
-                         "M x N with M, N, K multiples of 8")
+                         f"M x N with M, N, K multiples of {MESH}")
     mb, nb, kb = m // MESH, n // MESH, k // MESH
     check_shape(mb, nb, kb, layout)
     job = ldm_layout(mb, nb, kb, dtype, f32_strategy, machine.config)

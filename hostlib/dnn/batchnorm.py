@@ -359,6 +359,10 @@ def batchnorm_forward(x, gamma, beta, running_mean, running_var, *, training=Tru
         raise DnnError("batchnorm_forward(training=True) needs more than one value per "
                        f"channel, got x of shape {x.shape}")
     settings = [scalar("momentum", momentum), scalar("eps", eps), float(training)]
+    if not 0 <= settings[0] <= 1:       # the running statistics' weight of the batch's
+        raise DnnError(f"momentum must be in [0, 1], got {momentum}")
+    if settings[1] < 0:                 # 1 / sqrt(var + eps): a NaN for a constant channel
+        raise DnnError(f"eps must be >= 0, got {eps}")
     machine, cgs = machine_and_cgs(machine, cgs)
     es, mem = x.itemsize, machine.mem
     x_addr = mem.put(np.ascontiguousarray(x))

@@ -38,6 +38,7 @@ import numpy as np
 
 from ...vm import HostError, Machine
 from ..blas import gemm_model
+from ..blas.primitive import MESH     # the primitive's mesh side (gemm_prim.inc)
 from ..runtime.kernel import Kernel
 from . import conv_model
 from .conv_common import ConvGeometry
@@ -50,7 +51,6 @@ LAYOUT = "RCNB"
 KERNEL = Kernel(("gemm/gemm_prim.s", "dnn/conv_implicit.s"), entry="conv_implicit",
                 ldm_end="conv_implicit_ldm_end", stack="conv_implicit_stack")
 KERNEL_ARGS = 1
-MESH = 8
 MAX_DMAS_PER_STEP = 3         # the CPE's DMA channel depth: more would stall the prefetch
 SAMPLE_ROW_TILES = 4          # estimate(): tile rows up to this long are sampled whole
 FILTER_SAMPLE_COLS = 8        # estimate() of backward-filter: dy columns of its samples

@@ -25,14 +25,14 @@ def _matrices(x, w, **others):
     return arrays
 
 
-def linear_forward(x, w, b=None, *, machine=None, cgs=1, engine="c"):
-    """y = x wᵀ + b on the VM, the batch's rows split over `cgs` core groups; returns
+def linear_forward(x, w, bias=None, *, machine=None, cgs=1, engine="c"):
+    """y = x wᵀ + bias on the VM, the batch's rows split over `cgs` core groups; returns
     (y (B, O), Stats with GFLOPS and efficiency against the CGs' peak)."""
     machine, cgs = machine_and_cgs(machine, cgs)
-    x, w, *rest = _matrices(x, w, b=b)
+    x, w, *rest = _matrices(x, w, bias=bias)
     batch, outputs = x.shape[0], w.shape[0]
     if rest and rest[0].shape != (outputs,):
-        raise DnnError(f"b must be ({outputs},) for w {w.shape}, got {rest[0].shape}")
+        raise DnnError(f"bias must be ({outputs},) for w {w.shape}, got {rest[0].shape}")
     y, per_cg = np.empty((batch, outputs), x.dtype), []
     for lo, hi in split(batch, cgs):
         parts, c = [], None

@@ -19,11 +19,11 @@ from typing import Optional
 import numpy as np
 
 from ..blas import gemm
+from ..blas.primitive import MESH     # the mesh side: CPE (i, j) = id MESH i + j
 from ..runtime import Kernel
 from .common import DnnError, chip, combined, float_arrays, machine_and_cgs, split
 
 ALGOS = ("tensorized", "baseline")
-MESH = 8                      # the core group's mesh side: CPE (i, j) = id 8 i + j
 PAD = 4 * MESH                # B and H are padded to multiples of 32: Mb, Hb multiples of 4
 WIDEN_GROUP = 16              # kernels widen float32 to double 16 elements at a time
 # The reserve staged beside R^T chunks down to 1/4 of the chunk it leaves in place (measured

@@ -123,6 +123,8 @@ def pool2d_backward(dy, x_shape, kernel, stride=None, padding=0, mode="max", arg
             raise DnnError(f"max pooling's backward needs the forward's argmax of shape "
                            f"{dy.shape}")
         argmax = np.asarray(argmax)
+        if argmax.dtype.kind not in "iu":
+            raise DnnError(f"argmax must hold integer indices (the forward's), got {argmax.dtype}")
         if argmax.size and (argmax.min() < 0 or argmax.max() >= h * w):
             raise DnnError(f"argmax must index the {h} x {w} input planes (0..{h * w - 1})")
     machine, cgs = machine_and_cgs(machine, cgs)

@@ -143,15 +143,13 @@ def softmax_cross_entropy(logits, labels, *, machine=None, cgs=1, engine="c"):
     labels = _labels(labels, batch, classes)
     machine, cgs = machine_and_cgs(machine, cgs)
     config = machine.config
+    SPLIT.check(config)               # before planning for a mesh the kernel is not written for
     dtype, es = logits.dtype, logits.dtype.itemsize
     limit = max_classes(config, es)
     if classes > limit:
         raise DnnError(f"softmax_cross_entropy: a row of {classes} classes does not fit in "
                        f"LDM (at most {limit} for {dtype.name})")
     cols = config.mesh_cols
-    if cols != SPLIT.symbol("SX_COLS"):
-        raise DnnError(f"softmax_cross_entropy needs a mesh of {SPLIT.symbol('SX_COLS')} "
-                       f"columns (a row is shared by a mesh row), got {cols}")
     group = split_width(config, batch, classes, es)
     groups = config.num_cpes // group
     # a group's rows start on a line when it shares them (ROW-mode DMA); whole rows per CPE

@@ -5,22 +5,42 @@ host may place buffers, the global symbol giving the stack of its call chain, an
 records it reads, whose field offsets and sizes are the absolute symbols of its source
 (e.g. ``J_MB = 8`` and ``JOB_BYTES = 992`` in ``kernels/gemm/swgemm.s``): nothing of the
 kernel's layout is restated in Python.
+
+What a kernel assumes of the machine is declared the same way, as absolute symbols
+``REQ_<PARAMETER> = value`` (``REQ_MESH_ROWS = 8`` in ``kernels/gemm/gemm_prim.inc``: the
+primitive's 8 broadcast steps); every launch checks them against the machine's configuration
+and refuses, naming the kernel, the requirement and the configuration, what it cannot run.
 """
 from __future__ import annotations
 
 import functools
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Optional
 
 import numpy as np
 
-from ...errors import SwsimError
-from ...kernels import program
+from ...errors import ArgumentError, SwsimError
+from ...kernels import KERNEL_DIR, object_file, program
 from ...vm.machine import ARGUMENT_REGISTERS, ARGUMENT_SLOT_BYTES, STACK_ALIGN
 from .stats import Stats
 
 LDM_ALIGN = 32                # buffers start at 32-byte (vector) boundaries
+REQUIREMENT_PREFIX = "REQ_"   # REQ_MESH_ROWS = 8: the configuration's mesh_rows must be 8
+CHECKED_PARAMETERS = ("mesh_rows", "mesh_cols")   # what a kernel may declare it requires
+
+
+class RequirementError(ArgumentError):
+    """A kernel launched on a machine whose configuration it does not support."""
+
+
+@dataclass(frozen=True)
+class Requirement:
+    """A configuration parameter a kernel source needs to have `value`, declared at `where`."""
+    parameter: str
+    value: int
+    where: str
 
 
 def align(nbytes: int, to: int = LDM_ALIGN) -> int:
@@ -100,6 +120,49 @@ class Kernel:
     def symbol(self, name: str) -> int:
         return self.program.address_of(name)
 
+    @property
+    def requirements(self) -> tuple:
+        """The ``REQ_*`` symbols of every source (each source's own: a linked program keeps
+        only the first of equal local names)."""
+        return _requirements(self.sources)
+
+    def required(self, parameter: str) -> int:
+        """The value the kernel requires of a configuration `parameter` (e.g. the mesh side
+        its data layout is built for), so that hosts do not restate it."""
+        values = {r.value for r in self.requirements if r.parameter == parameter}
+        if len(values) != 1:
+            raise SwsimError(f"kernel {self.entry} declares {len(values)} values of "
+                             f"{REQUIREMENT_PREFIX}{parameter.upper()}, not one")
+        return values.pop()
+
+    @property
+    def mesh_side(self) -> int:
+        """The side of the square mesh the kernel requires (its blocks laid out 8 x 8...)."""
+        rows, cols = self.required("mesh_rows"), self.required("mesh_cols")
+        if rows != cols:
+            raise SwsimError(f"kernel {self.entry} requires a {rows} x {cols} mesh, not a "
+                             "square one")
+        return rows
+
+    def check(self, config, nargs: Optional[int] = None) -> None:
+        """Refuse a configuration the kernel does not declare it runs on; with `nargs`, also
+        one whose LDM cannot hold the kernel's data and stack."""
+        for req in self.requirements:
+            have = getattr(config, req.parameter)
+            if have != req.value:
+                raise RequirementError(
+                    f"machine: kernel {self.entry} ({' + '.join(self.sources)}) needs "
+                    f"{req.parameter} = {req.value} ({REQUIREMENT_PREFIX}"
+                    f"{req.parameter.upper()}, {req.where}); this machine has {req.parameter} "
+                    f"= {have} (a {config.mesh_rows} x {config.mesh_cols} mesh, "
+                    f"{config.ldm_bytes} B of LDM)")
+        if nargs is not None:
+            used = self.symbol(self.ldm_end) + self.stack_bytes(nargs)
+            if used > config.ldm_bytes:
+                raise RequirementError(
+                    f"machine: kernel {self.entry} ({' + '.join(self.sources)}) takes {used} B "
+                    f"of LDM (data and stack); this machine has ldm_bytes = {config.ldm_bytes}")
+
     def record(self, prefix: str, size_symbol: str) -> Record:
         return _record(self.sources, prefix, size_symbol)
 
@@ -119,6 +182,7 @@ class Kernel:
         """Run the entry on every CPE of `machine` and time it. `cycles(result)` gives the
         timed region when the kernel times itself (default: the whole kernel);
         `progress(cycle)` is Machine.run's."""
+        self.check(machine.config, len(args))
         start = time.perf_counter()
         res = machine.run(self.program, entry=self.entry, args=list(args), engine=engine,
                           progress=progress)
@@ -139,6 +203,8 @@ class Kernel:
         CG's; ``run`` is CG 0's RunResult and the detail ``runs`` has every CG's."""
         if not args_per_cg:
             raise SwsimError("launch_cgs needs the arguments of at least one core group")
+        for args in args_per_cg:
+            self.check(machine.config, len(args))
         start = time.perf_counter()
         handles = []
         try:
@@ -166,3 +232,27 @@ class Kernel:
 @functools.lru_cache(maxsize=None)
 def _record(sources: tuple, prefix: str, size_symbol: str) -> Record:
     return Record(program(*sources), prefix, size_symbol)
+
+
+@functools.lru_cache(maxsize=None)
+def _requirements(sources: tuple) -> tuple:
+    found = []
+    for source in sources:
+        for sym in object_file(source).symbols.values():
+            if sym.section is not None or not sym.name.startswith(REQUIREMENT_PREFIX):
+                continue
+            parameter = sym.name[len(REQUIREMENT_PREFIX):].lower()
+            if parameter not in CHECKED_PARAMETERS:
+                raise SwsimError(f"kernel source {source} declares {sym.name}, but the launch "
+                                 f"checks only {', '.join(sorted(CHECKED_PARAMETERS))}")
+            found.append(Requirement(parameter, sym.value, _where(sym, source)))
+    return tuple(found)
+
+
+def _where(sym, source: str) -> str:
+    if sym.source is None:
+        return source
+    path = Path(sym.source.file)
+    if path.is_relative_to(KERNEL_DIR):
+        path = path.relative_to(KERNEL_DIR)
+    return f"{path}:{sym.source.line}"

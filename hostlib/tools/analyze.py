@@ -26,6 +26,7 @@ from ...vm.engine_api import STALL_REASONS
 from ...vm.issue import IssueState, Op, decode_program, plan_issue
 
 DEFAULT_ITERATIONS = 20
+MAX_ITERATIONS = 10_000         # ~5 ms of host time each (gemm_kloop's kloop_11)
 RECURRENCE_ITERATIONS = 64     # unrolled iterations of the dependency graph (see _recurrence)
 ASSUMPTIONS = (
     "loads and stores hit LDM (global accesses are timed as LDM accesses)",
@@ -458,8 +459,10 @@ def analyze_loop(program: Program, loop: str, iterations: int = DEFAULT_ITERATIO
                  config: Optional[VMConfig] = None, entry: Optional[str] = None,
                  instance: int = 1, source_file: Optional[str] = None) -> LoopAnalysis:
     """Analyse the loop ``loop`` of ``program`` (see ``find_loop``) over ``iterations``."""
-    if iterations < 1:
-        raise AnalysisError(f"--iterations must be at least 1, got {iterations}")
+    if not 1 <= iterations <= MAX_ITERATIONS:
+        raise AnalysisError(f"--iterations must be 1..{MAX_ITERATIONS}, got {iterations}")
+    if instance < 1:
+        raise AnalysisError(f"--instance must be at least 1, got {instance}")
     found = find_loop(program, loop, config, entry, instance, source_file)
     cycles, starts = _Issuer(found).run(iterations)
     period, converged = _steady_state(starts)

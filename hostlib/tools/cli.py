@@ -14,7 +14,7 @@ from ...vm.cli import add_run_arguments, count_argument, run_from_args
 from ...vm.config import PRESETS, VMConfig
 from ...vm.machine import Machine
 from . import autodnn, graph, train
-from .analyze import DEFAULT_ITERATIONS, analyze_loop
+from .analyze import DEFAULT_ITERATIONS, MAX_ITERATIONS, analyze_loop
 from .bench import speed as speed_bench
 
 
@@ -140,10 +140,12 @@ def register(subparsers) -> None:
     analyze.add_argument("--loop", required=True, metavar="LABEL|LINE",
                          help="the loop head: a label, or a source line (numeric labels), "
                               "optionally FILE:LINE")
-    analyze.add_argument("--iterations", type=int, default=DEFAULT_ITERATIONS, metavar="N",
-                         help=f"iterations to simulate (default {DEFAULT_ITERATIONS})")
+    analyze.add_argument("--iterations", type=count_argument(1, MAX_ITERATIONS),
+                         default=DEFAULT_ITERATIONS, metavar="N",
+                         help=f"iterations to simulate (default {DEFAULT_ITERATIONS}, at most "
+                              f"{MAX_ITERATIONS})")
     analyze.add_argument("--entry", metavar="NAME", help="look for the loop in this function")
-    analyze.add_argument("--instance", type=int, default=1, metavar="K",
+    analyze.add_argument("--instance", type=count_argument(1), default=1, metavar="K",
                          help="the Kth loop when the line is expanded several times (macros)")
     analyze.add_argument("--config", default="sw26010", choices=sorted(PRESETS),
                          metavar="PRESET")
@@ -154,7 +156,7 @@ def register(subparsers) -> None:
     report = subparsers.add_parser("report", help="run a kernel (arguments of `swsim run`) "
                                    "and report EE, idle reasons, DMA, GFLOPS and a roofline")
     add_run_arguments(report)
-    report.add_argument("--flops", type=float, metavar="N",
+    report.add_argument("--flops", type=flops_argument, metavar="N",
                         help="floating-point operations the run performs (default: those "
                              "the VM counted)")
     report.add_argument("--roofline", metavar="FILE.png", help="write the roofline plot")
@@ -198,6 +200,17 @@ def _fidelity(args) -> int:
     else:
         print(fidelity.format_table(rows))
     return 0
+
+
+def flops_argument(text: str) -> float:
+    """--flops of `report`: a finite count >= 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text[:40]!r}") from None
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a finite number >= 0, got {text[:40]}")
+    return value
 
 
 def scale_argument(text: str) -> float:

@@ -3,13 +3,16 @@ the Solver with a progress bar, a JSONL log, atomic checkpoints and ``--resume``
 from __future__ import annotations
 
 import json
+import os
+import re
 import sys
 
 from tqdm import tqdm
 
+from ...vm.cli import count_argument
 from ..train import Net, Solver, TrainError, parse_net, parse_solver
 from ..train import allreduce
-from ..train.model import SolverParameter
+from ..train.model import SolverParameter, example
 from ..train.reference import Reference
 
 DEFAULT_STEPS = 100
@@ -19,17 +22,19 @@ REFERENCE_TOLERANCE = 1e-3      # relative loss difference float32 VM vs float64
 def register(subparsers) -> None:
     train = subparsers.add_parser("train", help="train a Caffe prototxt net on the VM "
                                   "(docs/train.md)")
-    train.add_argument("net", metavar="NET.prototxt")
+    train.add_argument("net", metavar="NET.prototxt",
+                       help="a net prototxt, or a shipped example's name (lenet, mlp, ...)")
     train.add_argument("--solver", metavar="SOLVER.prototxt",
-                       help="solver (default: SGD, base_lr 0.01, lr_policy fixed)")
-    train.add_argument("--cgs", type=int, default=1, metavar="N",
+                       help="solver, or an example's (lenet_solver); default: SGD, base_lr "
+                            "0.01, lr_policy fixed")
+    train.add_argument("--cgs", type=count_argument(1), default=1, metavar="N",
                        help="core groups sharing each minibatch (Algorithm 9; default 1)")
-    train.add_argument("--steps", type=int, metavar="N",
+    train.add_argument("--steps", type=count_argument(1), metavar="N",
                        help=f"steps to run (default: the solver's max_iter, else "
                             f"{DEFAULT_STEPS})")
     train.add_argument("--log", metavar="FILE.jsonl", help="one JSON object per step")
     train.add_argument("--checkpoint-dir", metavar="D")
-    train.add_argument("--checkpoint-every", type=int, metavar="N",
+    train.add_argument("--checkpoint-every", type=count_argument(1), metavar="N",
                        help="steps between checkpoints (default: the solver's snapshot)")
     train.add_argument("--resume", metavar="D", help="continue from the latest checkpoint in D "
                        "(and save into D unless --checkpoint-dir says otherwise)")
@@ -37,9 +42,10 @@ def register(subparsers) -> None:
     train.add_argument("--allreduce", choices=allreduce.ALGORITHMS, default="rabenseifner",
                        help="under mpiexec -n P: the gradient allreduce between the P nodes "
                             "(default rabenseifner)")
-    train.add_argument("--supernode-size", type=int, default=allreduce.NODES_PER_SUPERNODE,
-                       metavar="Q", help="nodes per supernode in the network model and Topawa's "
-                       f"rank mapping (default {allreduce.NODES_PER_SUPERNODE})")
+    train.add_argument("--supernode-size", type=count_argument(1),
+                       default=allreduce.NODES_PER_SUPERNODE, metavar="Q",
+                       help="nodes per supernode in the network model and Topawa's "
+                            f"rank mapping (default {allreduce.NODES_PER_SUPERNODE})")
     train.add_argument("--reference", action="store_true",
                        help="run the float64 numpy reference beside the VM: log each step's "
                             "reference loss and relative difference, fail if one exceeds "
@@ -66,12 +72,20 @@ def format_explain(net: Net) -> str:
     return "\n".join(lines)
 
 
+def _source(text: str):
+    """A prototxt path, or the name of a shipped example (``lenet``, ``lenet_solver``)."""
+    if os.path.exists(text) or not re.fullmatch(r"[\w-]+", text):
+        return text
+    return example(text)
+
+
 def run(args) -> int:
-    spec = parse_net(args.net)
-    solver = parse_solver(args.solver) if args.solver else SolverParameter(base_lr=0.01)
+    spec = parse_net(_source(args.net))
+    solver = (parse_solver(_source(args.solver)) if args.solver
+              else SolverParameter(base_lr=0.01))
     if args.explain:
         from ...vm import Machine
-        print(format_explain(Net(spec, "TRAIN", slices=args.cgs, config=Machine().config)))
+        print(format_explain(Net(spec, "TRAIN", slices=args.cgs, machine=Machine())))
         return 0
     comm = allreduce.world()
     reducer = None if comm is None else allreduce.GradientAllreduce(

@@ -210,6 +210,11 @@ def _pairs(values, name, layer, default):
 def _window(layer, field, size, kernel, stride, pad):
     """Output size of a window; Caffe pools with ceil, the operators with floor: a shape where
     they differ is refused rather than silently changed."""
+    if kernel < 1 or stride < 1:
+        raise layer.error(field, f"kernel_size and stride must be >= 1, got kernel {kernel} "
+                          f"and stride {stride}")
+    if pad >= kernel:                   # a window of padding only (and a runaway plane)
+        raise layer.error(field, f"pad {pad} must be smaller than the kernel {kernel}")
     if kernel > size + 2 * pad:
         raise layer.error(field, f"kernel {kernel} larger than the padded input {size + 2 * pad}")
     if (size + 2 * pad - kernel) % stride:
@@ -473,7 +478,13 @@ class Accuracy(Layer):
     no gradient or update depends on (it has no backward)."""
     bottoms = (2, 2)
 
-    setup = _scores_and_labels
+    def setup(self, shapes):
+        tops = _scores_and_labels(self, shapes)
+        k, classes = self.param.accuracy_param.top_k, shapes[0][1]
+        if not 1 <= k <= classes:       # more than the classes would always report 100%
+            raise self.error("accuracy_param.top_k", f"must be 1..{classes} (the classes), "
+                             f"got {k}")
+        return tops
 
     def forward(self, run, bottoms, params):
         scores, labels = bottoms

@@ -90,7 +90,9 @@ class Node:
 
 class Net:
     def __init__(self, spec, phase: str = "TRAIN", *, seed: int = 0, slices: int = 1,
-                 config=None):
+                 machine=None, config=None):
+        """Operators are chosen for `machine`'s configuration (as the operators take it), or
+        for `config` (a VMConfig; default the "sw26010" preset)."""
         if phase not in PHASES:
             raise TrainError(f"phase must be one of {PHASES}, got {phase!r}")
         self.spec = spec if isinstance(spec, NetParameter) else parse_net(spec)
@@ -107,6 +109,10 @@ class Net:
         self.losses = [n for n in self.nodes if n.layer.param.type in LOSSES]
         self.layouts = {}                           # blob version -> its stored layout
         self.choices = {}
+        if machine is not None:
+            if config is not None:
+                raise TrainError("machine, config: give one of them (a machine has its config)")
+            config = machine.config
         self.select_operators(config or VMConfig.preset("sw26010"))
         self._plan_forward_layouts()
         self._plan_backward_layouts()

@@ -9,6 +9,7 @@ import contextlib
 import hashlib
 import math
 import os
+import re
 import tempfile
 import time
 import zipfile
@@ -19,6 +20,7 @@ from typing import Optional
 
 import numpy as np
 
+from ...errors import ArgumentTypeError
 from ...vm import Machine
 from .. import dnn
 from .common import TrainError
@@ -79,10 +81,42 @@ def _digest(message) -> str:
     return hashlib.sha256(message.SerializeToString(deterministic=True)).hexdigest()
 
 
+CHECKPOINT_NAME = re.compile(r"checkpoint-(\d+)\.npz")
+
+
+def chip_of(machine, config) -> Machine:
+    """The Machine a training object runs on: `machine`, or one built from `config`."""
+    if machine is None:
+        return Machine(config if config is not None else "sw26010")
+    if config is not None:
+        raise TrainError("machine, config: give one of them (a machine has its config)")
+    if not isinstance(machine, Machine):
+        raise ArgumentTypeError(f"machine must be a swsim.Machine, got {type(machine).__name__}")
+    return machine
+
+
+def _check_hyperparameters(s: SolverParameter) -> None:
+    """Refuse the values that train off to infinity or silently do nothing."""
+    if not (math.isfinite(s.base_lr) and s.base_lr >= 0):
+        raise TrainError(f"solver base_lr: must be a finite number >= 0, got {s.base_lr}")
+    if not (math.isfinite(s.weight_decay) and s.weight_decay >= 0):
+        raise TrainError(f"solver weight_decay: must be a finite number >= 0, got "
+                         f"{s.weight_decay}")
+    if s.max_iter < 0:
+        raise TrainError(f"solver max_iter: must be >= 0 (0: the caller's step count), got "
+                         f"{s.max_iter}")
+    fields = ("momentum", "momentum2") if s.type == "Adam" else ("momentum",)
+    for field in fields:          # SGD's momentum >= 1 never forgets a step: it diverges
+        if not 0 <= getattr(s, field) < 1:
+            raise TrainError(f"solver {field}: must be in [0, 1) for {s.type}, got "
+                             f"{getattr(s, field)}")
+
+
 class Solver:
-    def __init__(self, net_spec, solver=None, *, cgs: int = 1, config="sw26010",
+    def __init__(self, net_spec, solver=None, *, cgs: int = 1, machine=None, config=None,
                  shard: tuple = (0, 1), gradient_reducer=None):
-        """`shard` = (k, K): this process is node k of K in a data-parallel run and takes the
+        """The chip is `machine` (as for the operators), else a Machine built from `config` (a
+        preset name or VMConfig; default "sw26010"). `shard` = (k, K): this process is node k of K in a data-parallel run and takes the
         k-th K-th of every minibatch; `gradient_reducer(gradient) -> (gradient, seconds)` is
         called on the packed gradient buffer before the update (multi-node allreduce,
         ``allreduce.GradientAllreduce`` on main), its seconds added to the step's."""
@@ -92,17 +126,12 @@ class Solver:
         if s.type not in SOLVER_TYPES:
             raise TrainError(f"solver type: unknown {s.type!r}; known: "
                              f"{', '.join(SOLVER_TYPES)}")
-        if s.type == "Adam":
-            for field in ("momentum", "momentum2"):
-                if not 0 <= getattr(s, field) < 1:
-                    raise TrainError(f"solver {field}: Adam's beta must be in [0, 1), got "
-                                     f"{getattr(s, field)}")
+        _check_hyperparameters(s)
         learning_rate(s, 0)                      # a bad policy fails here, not at step 1
-        self.config = config
         # the chip: every step's operators run on its core groups, its memory holds their
         # operands (a step's scratch, given back after the step)
-        self.chip = Machine(config)
-        chip = self.chip.config
+        self.chip = chip_of(machine, config)
+        self.config = chip = self.chip.config
         if not 1 <= cgs <= chip.num_cgs:
             raise TrainError(f"cgs: 1..{chip.num_cgs} core groups, got {cgs}")
         self.cgs = cgs
@@ -112,10 +141,10 @@ class Solver:
         self.gradient_reducer = gradient_reducer or (lambda gradient: (gradient, {}))
         self.seed = s.random_seed if s.random_seed >= 0 else 0
         slices = cgs * self.shards
-        self.net = Net(net_spec, "TRAIN", seed=self.seed, slices=slices, config=chip)
+        self.net = Net(net_spec, "TRAIN", seed=self.seed, slices=slices, machine=self.chip)
         # one replica per core group (its blobs, gradients and layer state), one parameter copy
         self.replicas = [self.net] + [Net(self.net.spec, "TRAIN", seed=self.seed, slices=slices,
-                                          config=chip) for _ in range(cgs - 1)]
+                                          machine=self.chip) for _ in range(cgs - 1)]
         for replica in self.replicas[1:]:
             replica.share_parameters(self.net)
         self.scratch_bytes = SCRATCH_BYTES
@@ -133,7 +162,7 @@ class Solver:
         self.feed = Prefetcher(self.order)
         self.test_net = None
         if s.test_interval > 0:
-            self.test_net = Net(self.net.spec, "TEST", seed=self.seed, config=chip)
+            self.test_net = Net(self.net.spec, "TEST", seed=self.seed, machine=self.chip)
             self._check_test_net()
 
     def _check_test_net(self):
@@ -293,10 +322,11 @@ class Solver:
     def restore(self, directory) -> Path:
         """Load the latest checkpoint in ``directory`` (raises if none, corrupt or another
         net's/solver's)."""
-        found = sorted(Path(directory).glob("checkpoint-*.npz"))
-        if not found:
-            raise TrainError(f"--resume {directory}: no checkpoint-*.npz there")
-        path = found[-1]
+        steps = {int(match.group(1)): path for path in Path(directory).glob("checkpoint-*.npz")
+                 if (match := CHECKPOINT_NAME.fullmatch(path.name))}
+        if not steps:
+            raise TrainError(f"--resume {directory}: no checkpoint-<step>.npz there")
+        path = steps[max(steps)]          # by step number: checkpoint-9 is older than -00000010
         try:
             with np.load(path) as archive:
                 saved = {key: archive[key] for key in archive.files}
@@ -320,13 +350,23 @@ class Solver:
             if found is None or found.shape != buffer.shape:
                 raise TrainError(f"checkpoint {path} is corrupt: its {key} buffer is missing "
                                  f"or of another size")
+        step, position = (_count(saved, key, path) for key in ("step", "position"))
         for key, buffer in buffers.items():
             buffer[...] = saved[key]
         for replica, state in zip(self.replicas, states):
             replica.state.buffer[...] = state
-        self.step_count = int(saved["step"])
-        self.feed = Prefetcher(self.order, int(saved["position"]))
+        self.step_count = step
+        self.feed = Prefetcher(self.order, position)
         return path
+
+
+def _count(saved: dict, key: str, path) -> int:
+    """A checkpoint's integer scalar `key` (>= 0), or TrainError naming it."""
+    value = saved.get(key)
+    if value is None or value.shape != () or value.dtype.kind not in "iu" or value < 0:
+        raise TrainError(f"checkpoint {path} is corrupt: its {key} must be an integer >= 0, "
+                         f"got {value!r}")
+    return int(value)
 
 
 def _accuracy_node(net: Net):

@@ -69,7 +69,9 @@
 
 	OP_IM2COL = 0
 	OP_COL2IM = 1
-	NUM_CPES = 64
+	REQ_MESH_ROWS = 8     # checked at launch: tasks are dealt NUM_CPES apart
+	REQ_MESH_COLS = 8
+	NUM_CPES = REQ_MESH_ROWS * REQ_MESH_COLS
 
 	.ldm
 	.align	5

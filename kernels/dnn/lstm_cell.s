@@ -43,7 +43,9 @@
 	FORWARD_OUT = 6
 	BACKWARD_IN = 9
 	BACKWARD_OUT = 5
-	NUM_CPES = 64
+	REQ_MESH_ROWS = 8     # checked at launch: tasks are dealt NUM_CPES apart
+	REQ_MESH_COLS = 8
+	NUM_CPES = REQ_MESH_ROWS * REQ_MESH_COLS
 
 	.ldm
 	.align	5

@@ -71,6 +71,8 @@ SM_ATANH:			# 1 / (2j + 1), j = 11 .. 1: log(m) = 2f (1 + f^2/3 + f^4/5 + ...)
 	SX_RANGES = 192       # per group (mesh row or CPE): first, last row (64 pairs)
 	SX_JOB_BYTES = 1216
 	SX_COLS = 8           # the columns of a mesh row
+	REQ_MESH_COLS = SX_COLS   # checked at launch: a mesh row shares a row of logits,
+	REQ_MESH_ROWS = 8         # and the job's broadcast and barriers span 8 rows (0xff)
 	SX_NBUF = 4           # buffers of each kind: rows in flight
 
 	.align	5

@@ -77,7 +77,9 @@
 	OP_FILTER = 2
 	OP_DW = 3
 	OP_DY = 4
-	NUM_CPES = 64
+	REQ_MESH_ROWS = 8     # checked at launch: tasks are dealt NUM_CPES apart
+	REQ_MESH_COLS = 8
+	NUM_CPES = REQ_MESH_ROWS * REQ_MESH_COLS
 	XI = 16               # tile vectors per tile (alpha^2)
 
 	.ldm

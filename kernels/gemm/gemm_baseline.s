@@ -18,6 +18,8 @@
 	.include "../include/dma.inc"
 
 	MICRO_BYTES = 512      # one 4 x 16 micro-tile of doubles
+	REQ_MESH_ROWS = 8      # checked at launch: tiles are dealt 64 apart (next_tile)
+	REQ_MESH_COLS = 8
 	P_BASE = 0             # panel record fields
 	P_LD = 8
 	P_FIRST = 16
