@@ -155,6 +155,14 @@ PARAMETERS: tuple[Param, ...] = (
           "pub: at least 14", minimum=1, maximum=MAX_LATENCY),
     Param("spawn_cycles", 2000, "cycle", "simulated cost of spawn + join", "choice",
           engine=False, maximum=1 << 40),
+    # host <-> device copies of hostlib.qinglong (the MPE's memcpy within a CG's memory)
+    Param("host_copy_latency_cycles", 2000, "cycle", "set-up time of one host<->device copy "
+          "(a call into the runtime, as a spawn)", "choice: as spawn_cycles", engine=False,
+          maximum=1 << 40),
+    Param("host_copy_bytes_per_cycle", 4.0, "B/cycle", "bytes one host<->device copy moves "
+          "per cycle (5.8 GB/s at 1.45 GHz: the MPE's memcpy, below the 30.94 GB/s DMA peak)",
+          "choice: the sources give no MPE memcpy rate", engine=False, minimum=1e-3,
+          maximum=1 << 20),
 )
 
 _DEFAULTS = {p.name: p.default for p in PARAMETERS}

@@ -1,0 +1,129 @@
+"""hostlib.qinglong: a compiled net computes bit-identically to the DNN operators it plans,
+its constants go to the device once, and compute only binds I/O (moving the I/O blocks never
+re-plans: property test); device memory and its copy model; the errors."""
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from swsim.errors import ArgumentError
+from swsim.hostlib.dnn import activation_forward, linear_forward, scale
+from swsim.hostlib.qinglong import (FC, Block, Device, DeviceError, Net, QingLongError, ReLU,
+                                    Scale, copy_cycles)
+from swsim.vm import Machine
+
+RNG = np.random.default_rng(25)
+X = RNG.standard_normal((4, 256)).astype(np.float32)
+W1 = RNG.standard_normal((64, 256)).astype(np.float32)
+B1 = RNG.standard_normal(64).astype(np.float32)
+W2 = RNG.standard_normal((32, 64)).astype(np.float32)
+
+
+def reference(x, machine):
+    """The same layers through the DNN library's operators, one launch after another."""
+    y, _ = linear_forward(x, W1, B1, machine=machine)
+    y, _ = activation_forward(y, "relu", machine=machine)
+    y, _ = linear_forward(y, W2, machine=machine)
+    y, _ = scale(y, 0.5, machine=machine)
+    return y
+
+
+@pytest.fixture(scope="module")
+def net():
+    net = Net([FC(W1, B1), ReLU(), FC(W2), Scale(0.5)], X.shape, np.float32)
+    net.compile()
+    net.copy_constant()
+    return net
+
+
+def test_compute_is_bit_identical_to_the_operators(net):
+    machine = Machine()
+    for x in (X, -2 * X):
+        y, stats = net.run(x)
+        assert y.shape == (4, 32)
+        assert np.array_equal(y, reference(x, machine))
+        assert stats.cycles > 0 and stats.details["io_words"] == 2
+
+
+def test_constants_are_copied_once(net):
+    copies = net.device.copies
+    net.run(X)
+    assert net.device.copies == copies + 3          # x in, the I/O table, y out
+    with pytest.raises(QingLongError, match="already"):
+        net.copy_constant()
+
+
+@settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(pad_in=st.integers(1, 4096), pad_out=st.integers(1, 4096))
+def test_moving_the_io_blocks_changes_only_the_io_words(net, pad_in, pad_out):
+    """Wherever the blocks lie, compute writes nothing of the constants but the words that name
+    an I/O slot, and the result does not move."""
+    device, mem = net.device, net.machine.mem
+    constants = net.segments["constants"]
+    before = mem.get(constants.address, constants.nbytes // 8, np.int64)
+    pads = [device.malloc(pad_in)]
+    x_block = device.malloc(X.nbytes)
+    pads.append(device.malloc(pad_out))
+    y_block = device.malloc(4 * 32 * 4)
+    device.copy_in(x_block, X)
+    net.compute([x_block], [y_block])
+    after = mem.get(constants.address, constants.nbytes // 8, np.int64)
+    io_words = {at // 8 for at, ref in net.package.relocations if ref.segment == "io"}
+    changed = set(np.flatnonzero(before != after).tolist())
+    assert changed <= io_words
+    assert {after[w] for w in io_words} == {x_block.address, y_block.address}
+    expected = net.run(X)[0]
+    assert np.array_equal(device.copy_out(y_block, (4, 32), np.float32), expected)
+    for block in pads + [x_block, y_block]:
+        device.free(block)
+
+
+def test_python_engine_and_float64():
+    x = RNG.standard_normal((3, 50))
+    net = Net([Scale(-1.5), ReLU()], x.shape, np.float64, engine="python")
+    net.compile()
+    net.copy_constant()
+    y, _ = net.run(x)
+    expected, _ = activation_forward(scale(x, -1.5)[0], "relu")
+    assert np.array_equal(y, expected)
+
+
+def test_device_memory_and_copy_model():
+    machine = Machine()
+    device = Device(machine)
+    a = device.malloc(1000)
+    assert device.copy_in(a, np.arange(250, dtype=np.int32)) == copy_cycles(machine.config, 1000)
+    config = machine.config
+    assert copy_cycles(config, 1000) == (config.host_copy_latency_cycles
+                                         + int(np.ceil(1000 / config.host_copy_bytes_per_cycle)))
+    assert np.array_equal(device.copy_out(a, (250,), np.int32), np.arange(250))
+    device.free(a)
+    assert device.malloc(600) == a                     # a freed block is reused whole
+    device.free(a)
+    with pytest.raises(DeviceError, match="not a live block"):
+        device.free(a)
+    with pytest.raises(DeviceError, match="do not fit"):
+        device.copy_in(device.malloc(8), np.zeros(1000))   # gets the 1000-byte block
+    with pytest.raises(DeviceError, match="nbytes"):
+        device.malloc(0)
+
+
+def test_errors(net):
+    with pytest.raises(QingLongError, match="input must be"):
+        Net([FC(W1)], (4, 100))
+    with pytest.raises(QingLongError, match="DMA line"):
+        Net([FC(np.ones((3, 8), np.float32))], (2, 8)).compile()
+    fresh = Net([Scale(2.0)], (8,))
+    with pytest.raises(QingLongError, match="compile"):
+        fresh.copy_constant()
+    fresh.compile()
+    with pytest.raises(QingLongError, match="copy_constant first"):
+        fresh.compute([], [])
+    small = net.device.malloc(16)
+    with pytest.raises(QingLongError, match="needs 4096"):
+        net.compute([small], [small])
+    with pytest.raises(QingLongError, match="list of one Block"):
+        net.compute(small, [small])
+    with pytest.raises(ArgumentError, match="Block"):
+        net.compute([16], [small])
+    assert isinstance(small, Block)
+    net.device.free(small)
