@@ -6,8 +6,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from swsim.errors import ArgumentError
-from swsim.hostlib.dnn import activation_forward, linear_forward, scale
-from swsim.hostlib.qinglong import (FC, Block, Device, DeviceError, Net, QingLongError, ReLU,
+from swsim.hostlib.dnn import activation_forward, batchnorm_forward, linear_forward, scale
+from swsim.hostlib.qinglong import (BN, FC, Block, Device, DeviceError, Net, QingLongError, ReLU,
                                     Scale, copy_cycles)
 from swsim.vm import Machine
 
@@ -87,6 +87,21 @@ def test_python_engine_and_float64():
     assert np.array_equal(y, expected)
 
 
+def test_batchnorm_inference_net():
+    x = RNG.standard_normal((2, 8, 8, 8)).astype(np.float32)
+    gamma, beta, mean = (RNG.standard_normal(8).astype(np.float32) for _ in range(3))
+    var = (RNG.random(8) + 0.5).astype(np.float32)
+    net = Net([BN(gamma, beta, mean, var), ReLU()], x.shape)
+    net.compile()
+    net.copy_constant()
+    (expected, *_), _ = batchnorm_forward(x, gamma, beta, mean, var, training=False)
+    expected, _ = activation_forward(expected, "relu")
+    for _ in range(2):         # the finish rewrites its scratch each compute, to the same bits
+        assert np.array_equal(net.run(x)[0], expected)
+    with pytest.raises(QingLongError, match="BN: the input"):
+        Net([BN(gamma, beta, mean, var)], (2, 4, 8, 8))
+
+
 def test_device_memory_and_copy_model():
     machine = Machine()
     device = Device(machine)
@@ -112,18 +127,33 @@ def test_errors(net):
         Net([FC(W1)], (4, 100))
     with pytest.raises(QingLongError, match="DMA line"):
         Net([FC(np.ones((3, 8), np.float32))], (2, 8)).compile()
-    fresh = Net([Scale(2.0)], (8,))
+    fresh = Net([Scale(2.0)], (1024,))
     with pytest.raises(QingLongError, match="compile"):
         fresh.copy_constant()
     fresh.compile()
     with pytest.raises(QingLongError, match="copy_constant first"):
         fresh.compute([], [])
-    small = net.device.malloc(16)
-    with pytest.raises(QingLongError, match="needs 4096"):
-        net.compute([small], [small])
+    fresh.copy_constant()
+    small = fresh.device.malloc(16)
+    with pytest.raises(DeviceError, match="inputs.*4096 bytes do not fit"):
+        fresh.compute([small], [small])
     with pytest.raises(QingLongError, match="list of one Block"):
-        net.compute(small, [small])
-    with pytest.raises(ArgumentError, match="Block"):
-        net.compute([16], [small])
-    assert isinstance(small, Block)
-    net.device.free(small)
+        fresh.compute(small, [small])
+    with pytest.raises(ArgumentError, match="must be a Block"):
+        fresh.compute([16], [small])
+    with pytest.raises(DeviceError, match="not a live block"):
+        fresh.compute([Block(small.address, 4096)], [small])
+
+
+def test_bench_quick_json(tmp_path, capsys):
+    from swsim.cli import main
+    out = tmp_path / "ql.json"
+    assert main(["bench", "qinglong", "--quick", "--json", str(out)]) == 0
+    assert "constants" in capsys.readouterr().out
+    import json
+    rows = json.loads(out.read_text())
+    fc = rows[0]
+    assert fc["layer"].startswith("FC") and fc["whole_error"] < 1e-9
+    big = fc["totals"]["1000"]
+    assert big["constants_once"] < big["compile_once"]     # FC: constants dominate
+    assert fc["t_c"] == fc["t_op"]                          # the same launches, same cycles

@@ -58,7 +58,8 @@ class Device:
         del self._live[block.address]
         self._freed.append(block)
 
-    def _checked(self, block, nbytes: int, what: str) -> None:
+    def check(self, block, nbytes: int, what: str) -> None:
+        """Refuse (naming `what`) anything but a live block of this device of `nbytes` or more."""
         if not isinstance(block, Block):
             raise ArgumentTypeError(f"{what}: block must be a Block, got {type(block).__name__}")
         if self._live.get(block.address) != block:
@@ -75,13 +76,13 @@ class Device:
     def copy_in(self, block, array) -> int:
         """Copy `array` (its bytes, C order) to the start of `block`; returns its cycles."""
         array = np.ascontiguousarray(array)
-        self._checked(block, array.nbytes, "copy_in")
+        self.check(block, array.nbytes, "copy_in")
         self.machine.mem.write(block.address, array)
         return self._charge(array.nbytes)
 
     def copy_out(self, block, shape, dtype) -> np.ndarray:
         """The array of `shape` and `dtype` at the start of `block` (charged as a copy)."""
         nbytes = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
-        self._checked(block, nbytes, "copy_out")
+        self.check(block, nbytes, "copy_out")
         self._charge(nbytes)
         return self.machine.mem.get(block.address, shape, dtype)

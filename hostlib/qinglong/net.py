@@ -22,7 +22,7 @@ import numpy as np
 from ...errors import ArgumentError, ArgumentTypeError
 from ...vm import Machine
 from ..blas.swgemm import InMemory, gemm_job, KERNEL as GEMM_KERNEL
-from ..dnn import activation, stream
+from ..dnn import activation, batchnorm, stream
 from ..dnn.common import combined
 from .device import Block, Device
 
@@ -76,9 +76,21 @@ class Node:
         """The arrays the node binds, for an input of `shape`."""
         return []
 
-    def jobs(self, config, dtype, shape, x: Ref, y: Ref, constants: list) -> list:
-        """(kernel, int64 job words, {word index: Ref}, flops) per launch, in order."""
+    def jobs(self, machine, dtype, shape, x: Ref, y: Ref, constants: list) -> list:
+        """(kernel, int64 job words, {word index: Ref}, flops) per launch, in order, for input
+        `x` of `shape`, output `y` and the Refs of the node's `constants`."""
         raise NotImplementedError
+
+
+def _stream_job(config, plan: dict, inputs: list, outputs: list):
+    """The launch of a streaming-driver job (``stream.job_records`` arguments `plan`, one core
+    group) whose streams are the Refs `inputs` / `outputs` (None: a stream it does not move)."""
+    kernel = plan["kernel"]
+    (words,) = stream.job_records(config, 1, **plan)
+    refs = {stream.stream_field(kernel, direction, index): ref
+            for direction, refs in (("in", inputs), ("out", outputs))
+            for index, ref in enumerate(refs) if ref is not None}
+    return kernel, words, refs, 0
 
 
 class _Elementwise(Node):
@@ -88,14 +100,10 @@ class _Elementwise(Node):
     def params(self) -> list:
         return []
 
-    def jobs(self, config, dtype, shape, x, y, constants):
-        n = int(np.prod(shape))
-        plan = stream.elementwise_plan(config, self.body, n, dtype, [0], [0], self.params(),
-                                       1, self.kernel)
-        (words,) = stream.job_records(config, 1, **plan)
-        refs = {stream.stream_field(self.kernel, "in", 0): x,
-                stream.stream_field(self.kernel, "out", 0): y}
-        return [(self.kernel, words, refs, 0)]
+    def jobs(self, machine, dtype, shape, x, y, constants):
+        plan = stream.elementwise_plan(machine.config, self.body, int(np.prod(shape)), dtype,
+                                       [0], [0], self.params(), 1, self.kernel)
+        return [_stream_job(machine.config, plan, [x], [y])]
 
 
 class Scale(_Elementwise):
@@ -141,7 +149,8 @@ class FC(Node):
             arrays += [np.ones((shape[0], 1), dtype), self.b.astype(dtype).reshape(1, -1)]
         return arrays
 
-    def jobs(self, config, dtype, shape, x, y, constants):
+    def jobs(self, machine, dtype, shape, x, y, constants):
+        config = machine.config
         (batch, inputs), outputs = shape, self.w.shape[0]
         line = config.dma_transaction_bytes
         es = np.dtype(dtype).itemsize
@@ -163,6 +172,41 @@ class FC(Node):
         launches.append((GEMM_KERNEL, words, {fields["A"]: x, fields["B"]: constants[0],
                                               fields["C"]: y}, flops))
         return launches
+
+
+class BN(Node):
+    """Inference batch normalisation of NCHW x with the bound running statistics
+    (``hostlib.dnn.batchnorm_forward(training=False)``, its streaming scheme: each compute
+    finishes the per-channel coefficients into a scratch of the constants segment, then
+    applies them)."""
+
+    def __init__(self, gamma, beta, running_mean, running_var, eps=1e-5):
+        self.params = [np.asarray(a) for a in (gamma, beta, running_mean, running_var)]
+        if any(a.ndim != 1 or a.shape != self.params[0].shape for a in self.params):
+            raise QingLongError("BN: gamma, beta, running_mean and running_var must be one "
+                                f"vector each of one length, got {[a.shape for a in self.params]}")
+        self.eps = eps
+
+    def output_shape(self, shape):
+        channels = self.params[0].shape[0]
+        if len(shape) != 4 or shape[1] != channels:
+            raise QingLongError(f"BN: the input must be (B, {channels}, H, W), got {shape}")
+        return shape
+
+    def constants(self, dtype, shape):
+        channels = self.params[0].shape[0]
+        record = np.stack([a.astype(dtype) for a in self.params], axis=1)
+        return [record, np.zeros((channels, 4), dtype),
+                np.zeros(channels * batchnorm.APPLY_BYTES, np.uint8)]
+
+    def jobs(self, machine, dtype, shape, x, y, constants):
+        try:
+            finish, apply = batchnorm.inference_plans(machine, shape, dtype, self.eps)
+        except ArgumentError as exc:
+            raise QingLongError(f"BN: {exc}") from None
+        record, out, coefficients = constants
+        return [_stream_job(machine.config, finish, [None, record], [out, coefficients]),
+                _stream_job(machine.config, apply, [x, coefficients], [y])]
 
 
 class Net:
@@ -196,7 +240,6 @@ class Net:
     def compile(self) -> Package:
         """Plan every launch once: the data package (REOFF: job records then weights in the
         constants image, offsets by prefix sums per segment, relocations kept to fill)."""
-        config = self.machine.config
         weights, hidden, constant_bytes = [], 0, 0
         # tensors: slot 0 the input, slot 1 the output, the others hidden
         tensors = [Ref("io", 0)]
@@ -211,7 +254,8 @@ class Net:
                 # records: the offset is an index into weights until then
                 const_refs.append(Ref("weights", len(weights)))
                 weights.append(array)
-            for kernel, words, refs, flops in node.jobs(config, self.dtype, self.shapes[index],
+            for kernel, words, refs, flops in node.jobs(self.machine, self.dtype,
+                                                        self.shapes[index],
                                                         tensors[index], tensors[index + 1],
                                                         const_refs):
                 planned.append((kernel, words, refs, flops))
@@ -272,15 +316,9 @@ class Net:
             if not isinstance(given, (list, tuple)) or len(given) != 1:
                 raise QingLongError(f"compute: {name} must be a list of one Block (slot "
                                     f"{len(blocks)}), got {given!r}")
-            block = given[0]
-            if not isinstance(block, Block):
-                raise ArgumentTypeError(f"compute: {name}[0] must be a Block, got "
-                                        f"{type(block).__name__}")
-            needed = int(np.prod(shape)) * self.dtype.itemsize
-            if block.nbytes < needed:
-                raise QingLongError(f"compute: {name}[0] has {block.nbytes} bytes, the tensor "
-                                    f"{shape} {self.dtype.name} needs {needed}")
-            blocks.append(block)
+            self.device.check(given[0], int(np.prod(shape)) * self.dtype.itemsize,
+                              f"compute: {name}[0]")
+            blocks.append(given[0])
         table = np.array([block.address for block in blocks], np.int64)
         copy_before = self.device.copy_cycles
         self.device.copy_in(self.segments["io"], table)

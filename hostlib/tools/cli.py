@@ -44,6 +44,13 @@ def register(subparsers) -> None:
     gemm.add_argument("--engine", choices=("c", "python"), default="c")
     gemm.set_defaults(func=_gemm)
 
+    qinglong = which.add_parser("qinglong", help="N inferences of a layer per sample, "
+                                "compiled once and with constants copied once (QingLong)")
+    qinglong.add_argument("--quick", action="store_true", help="FC 1024->256, fewer whole runs")
+    qinglong.add_argument("--json", metavar="FILE", help="also write the rows as JSON to FILE")
+    qinglong.add_argument("--engine", choices=("c", "python"), default="c")
+    qinglong.set_defaults(func=_qinglong)
+
     ops = which.add_parser("ops", help="memory bandwidth of the DNN memory-bound operators at "
                            "realistic sizes (sampled and extrapolated)")
     ops.add_argument("--engine", choices=("c", "python"), default="c")
@@ -199,6 +206,16 @@ def _lstm(args) -> int:
 def _ops(args) -> int:
     from .bench import ops
     print(ops.format_table(ops.run(engine=args.engine)))
+    return 0
+
+
+def _qinglong(args) -> int:
+    from .bench import qinglong
+    rows = qinglong.run(quick=args.quick, engine=args.engine)
+    print(qinglong.format_table(rows))
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as f:
+            json.dump(rows, f, indent=2)
     return 0
 
 
