@@ -9,6 +9,7 @@ from swsim.errors import ArgumentError
 from swsim.hostlib.dnn import activation_forward, batchnorm_forward, linear_forward, scale
 from swsim.hostlib.qinglong import (BN, FC, Block, Device, DeviceError, Net, QingLongError, ReLU,
                                     Scale, copy_cycles)
+from swsim.hostlib.qinglong.persistent import PersistentScale, transfer_cycles
 from swsim.vm import Machine
 
 RNG = np.random.default_rng(25)
@@ -157,3 +158,40 @@ def test_bench_quick_json(tmp_path, capsys):
     big = fc["totals"]["1000"]
     assert big["constants_once"] < big["compile_once"]     # FC: constants dominate
     assert fc["t_c"] == fc["t_op"]                          # the same launches, same cycles
+
+
+def test_persistent_kernel_streams_samples_at_the_dma_bound():
+    """One launch serves K samples through the 3-slot ring: bit-identical to ``scale`` (and to
+    the one IEEE multiply numpy does), and a
+    sample costs T_in + T_out (the engine's time for its lines and acknowledgements) within
+    5% once the ring is full (the compute, 64 vectors per CPE, is far below it)."""
+    device = Device(Machine())
+    n = 64 * 4 * 64                             # 2 KiB per CPE per sample
+    kernel = PersistentScale(0.75, n, device)
+    cycles = {}
+    for count in (4, 8):
+        xs = [RNG.standard_normal(n) for _ in range(count)]
+        ins = [device.malloc(n * 8) for _ in range(count)]
+        outs = [device.malloc(n * 8) for _ in range(count)]
+        for block, x in zip(ins, xs):
+            device.copy_in(block, x)
+        cycles[count] = kernel.compute(ins, outs).cycles
+        ys = [device.copy_out(block, (n,), np.float64) for block in outs]
+        assert all(np.array_equal(y, x * 0.75) for x, y in zip(xs, ys))
+        assert np.array_equal(ys[-1], scale(xs[-1], 0.75)[0])
+        for block in ins + outs:
+            device.free(block)
+    per_sample = (cycles[8] - cycles[4]) / 4
+    bound = transfer_cycles(device.machine.config, n * 8, requests=64)
+    assert abs(per_sample / bound - 1) < 0.05
+
+
+def test_persistent_kernel_refuses_what_does_not_fit():
+    device = Device(Machine())
+    with pytest.raises(QingLongError, match="multiple of 256"):
+        PersistentScale(1.0, 100, device)
+    with pytest.raises(QingLongError, match=r"ring of 3 x 32768 bytes per CPE \(98304 B"):
+        PersistentScale(1.0, 64 * 4096, device)
+    kernel = PersistentScale(1.0, 256, device)
+    with pytest.raises(QingLongError, match="one each per sample"):
+        kernel.compute([device.malloc(2048)], [])
