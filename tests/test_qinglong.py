@@ -152,8 +152,10 @@ def test_bench_quick_json(tmp_path, capsys):
     assert main(["bench", "qinglong", "--quick", "--json", str(out)]) == 0
     assert "constants" in capsys.readouterr().out
     import json
-    rows = json.loads(out.read_text())
-    fc = rows[0]
+    result = json.loads(out.read_text())
+    fc = result["layers"][0]
+    assert abs(result["persistent"]["bound_ratio"] - 1) < 0.05
+    assert result["persistent"]["check_error"] < 0.01
     assert fc["layer"].startswith("FC") and fc["whole_error"] < 1e-9
     big = fc["totals"]["1000"]
     assert big["constants_once"] < big["compile_once"]     # FC: constants dominate

@@ -212,10 +212,13 @@ def _ops(args) -> int:
 def _qinglong(args) -> int:
     from .bench import qinglong
     rows = qinglong.run(quick=args.quick, engine=args.engine)
+    persistent = qinglong.run_persistent(quick=args.quick, engine=args.engine)
     print(qinglong.format_table(rows))
+    print()
+    print(qinglong.format_persistent(persistent))
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:
-            json.dump(rows, f, indent=2)
+            json.dump(dict(layers=rows, persistent=persistent), f, indent=2)
     return 0
 
 

@@ -12,7 +12,7 @@ operators' measured cycles and T_c the compiled net's. The constants-once total 
 against a whole run of WHOLE samples (``Net.run`` each, cycles and copies added up); larger N
 are the formula. Host seconds (median per sample, this machine) show what compiling once
 saves the host: the operators plan and place everything per call, ``compute`` only binds I/O.
-The pipelined persistent kernel (QingLong3) is not built yet.
+``run_persistent``: the persistent kernel (QingLong3, device side) on Scale in float64.
 """
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ import numpy as np
 from ....vm import Machine
 from ...dnn import batchnorm_forward, linear_forward, scale
 from ...qinglong import BN, FC, Net, Scale, copy_cycles
+from ...qinglong.persistent import PersistentScale, transfer_cycles
 
 COUNTS = (1, 10, 100, 1000)
 WHOLE, WHOLE_QUICK = 5, 2
@@ -93,6 +94,55 @@ def run(quick: bool = False, engine: str = "c") -> list:
             op_seconds=statistics.median(op_seconds),
             compute_seconds=statistics.median(compute_seconds)))
     return rows
+
+
+def run_persistent(quick: bool = False, engine: str = "c") -> dict:
+    """Scale of 32x32x32 float64 per sample: a launch of the compiled net each (its cycles
+    T_c) against one persistent launch streaming the samples (QingLong3, device side only:
+    the host's copies are left out of both). Per-sample time from whole runs of PERSISTENT
+    sample counts, the N totals as first + (N - 1) per sample, checked against the last run."""
+    counts = (2, 4, 6) if quick else (2, 6, 10)
+    n = 32 * 32 * 32
+    x = np.random.default_rng(0).standard_normal(n)
+    net = Net([Scale(0.5)], (n,), np.float64, engine=engine)
+    net.compile()
+    net.copy_constant()
+    y, stats = net.run(x)
+    device = net.device
+    kernel = PersistentScale(0.5, n, device)
+    cycles = {}
+    for count in counts:
+        ins = [device.malloc(x.nbytes) for _ in range(count)]
+        outs = [device.malloc(x.nbytes) for _ in range(count)]
+        for block in ins:
+            device.copy_in(block, x)
+        cycles[count] = kernel.compute(ins, outs, engine=engine).cycles
+        if not all(np.array_equal(device.copy_out(b, (n,), np.float64), y) for b in outs):
+            raise RuntimeError("the persistent kernel and the compiled net differ")
+        for block in ins + outs:
+            device.free(block)
+    first, middle, last = counts
+    per_sample = (cycles[middle] - cycles[first]) / (middle - first)
+    predicted = cycles[first] + (last - first) * per_sample
+    bound = transfer_cycles(net.machine.config, x.nbytes, net.machine.config.num_cpes)
+    return dict(layer="Scale 32x32x32 f64", t_c=stats.cycles, per_sample=per_sample,
+                transfer_bound=bound, bound_ratio=per_sample / bound,
+                check_error=abs(predicted - cycles[last]) / cycles[last],
+                totals={n_: {"launch_per_sample": n_ * stats.cycles,
+                             "persistent": cycles[first] + (n_ - first) * per_sample}
+                        for n_ in COUNTS})
+
+
+def format_persistent(row) -> str:
+    lines = [f"{row['layer']}: a launch per sample T_c = {row['t_c']:,} cycles; persistent "
+             f"{row['per_sample']:,.0f} per sample = {row['bound_ratio']:.3f} x T_in + T_out "
+             f"({row['transfer_bound']:,.0f}); N totals checked against a whole run: "
+             f"{row['check_error']:.2%}"]
+    for n, total in row["totals"].items():
+        lines.append(f"  N = {n:>5}: {total['launch_per_sample']:>13,} vs "
+                     f"{total['persistent']:>13,.0f} cycles "
+                     f"({total['launch_per_sample'] / total['persistent']:.2f}x)")
+    return "\n".join(lines)
 
 
 def format_table(rows) -> str:
