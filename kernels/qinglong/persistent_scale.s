@@ -28,13 +28,6 @@ ring_ldm_end:                 # the 3 slots of Q_SHARE bytes start here
 
 	.text
 
-# WAIT_COUNT reply, count: spin until the reply word reaches the register `count`.
-	.macro	WAIT_COUNT reply, count
-1:	ldw	$3, \reply($31)
-	cmplt	$3, \count, $3
-	bne	$3, 1b
-	.endm
-
 # NEXT_SLOT slot: the ring's next slot after the register `slot` ($23 first, $22 the end);
 # takes $3.
 	.macro	NEXT_SLOT slot
@@ -83,7 +76,7 @@ persistent_scale:
 	cmplt	$1, $4, $2
 	beq	$2, 2f
 	subl	$15, 1, $2            # puts 0..k-2 done
-	WAIT_COUNT PUTS, $2
+	WAIT_COUNT PUTS, $2, $3
 	mov	$21, $5               # (NEXT_SLOT takes $3)
 	NEXT_SLOT $5
 	s8addl	$1, $31, $2
@@ -91,7 +84,7 @@ persistent_scale:
 	addl	$3, $11, $3
 	dma	$13, $3, $5
 2:	addl	$15, 1, $2            # sample k is in
-	WAIT_COUNT GETS, $2
+	WAIT_COUNT GETS, $2, $3
 	mov	$21, $6
 	srl	$10, 5, $7
 3:	vldd	$8, 0($6)
@@ -109,6 +102,6 @@ persistent_scale:
 	addl	$15, 1, $15
 	cmplt	$15, $4, $1
 	bne	$1, .Lstep
-	WAIT_COUNT PUTS, $4
+	WAIT_COUNT PUTS, $4, $3
 	ret
 	.end	persistent_scale
