@@ -211,14 +211,18 @@ def _ops(args) -> int:
 
 def _qinglong(args) -> int:
     from .bench import qinglong
-    rows = qinglong.run(quick=args.quick, engine=args.engine)
-    persistent = qinglong.run_persistent(quick=args.quick, engine=args.engine)
-    print(qinglong.format_table(rows))
-    print()
-    print(qinglong.format_persistent(persistent))
-    if args.json:
-        with open(args.json, "w", encoding="utf-8") as f:
-            json.dump(dict(layers=rows, persistent=persistent), f, indent=2)
+    out = open(args.json, "w", encoding="utf-8") if args.json else None   # fails before the run
+    try:
+        rows = qinglong.run(quick=args.quick, engine=args.engine)
+        persistent = qinglong.run_persistent(quick=args.quick, engine=args.engine)
+        print(qinglong.format_table(rows))
+        print()
+        print(qinglong.format_persistent(persistent))
+        if out:
+            json.dump(dict(layers=rows, persistent=persistent), out, indent=2)
+    finally:
+        if out:
+            out.close()
     return 0
 
 
