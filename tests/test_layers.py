@@ -2,7 +2,7 @@
 below it, checked on the source with ``ast`` (function-local imports included).
 
     isa <- asm <- vm <- kernels <- hostlib.runtime <- hostlib.blas <- hostlib.autodnn <- hostlib.dnn
-        <- hostlib.parax <- hostlib.graph <- hostlib.train <- hostlib.tools
+        <- hostlib.parax <- hostlib.qinglong <- hostlib.graph <- hostlib.train <- hostlib.tools
 
 ``errors`` is importable by every layer; the root ``__init__`` and ``cli`` dispatch lazily to
 any layer. The bare ``swsim.hostlib`` package (the short public names) counts as the top layer:
@@ -13,7 +13,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 LAYERS = ("isa", "asm", "vm", "kernels", "hostlib.runtime", "hostlib.blas", "hostlib.autodnn",
-          "hostlib.dnn", "hostlib.parax", "hostlib.graph", "hostlib.train", "hostlib.tools")
+          "hostlib.dnn", "hostlib.parax", "hostlib.qinglong",
+          "hostlib.graph", "hostlib.train", "hostlib.tools")
 ANYONE_MAY_IMPORT = ("errors",)
 DISPATCHERS = ("", "cli")          # swsim/__init__.py, swsim/cli.py
 NOT_PACKAGE = ("tests", "docs", "build", "setup", "swsim.egg-info")

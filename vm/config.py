@@ -57,7 +57,7 @@ class Param:
             return f"must be an integer, got {type(value).__name__}"
         if value < self.minimum or (self.maximum is not None and value > self.maximum):
             return f"must be {values_allowed(self, multiple=False)}"
-        if value % self.multiple:
+        if not isinstance(self.default, float) and value % self.multiple:   # counts only
             return f"must be a multiple of {self.multiple}"
         if self.power_of_two and value & (value - 1):
             return "must be a power of two"
@@ -168,6 +168,14 @@ PARAMETERS: tuple[Param, ...] = (
           "(activation, pooling, normalisation, element-wise, copy)", "pub, derived: Table 3 "
           "VGG-16 Relu 5.26 s for 433.8 M outputs (Poolmax: 10.8 per input)", engine=False,
           minimum=0.0),
+    # host <-> device copies of hostlib.qinglong (the MPE's memcpy within a CG's memory)
+    Param("host_copy_latency_cycles", 2000, "cycle", "set-up time of one host<->device copy "
+          "(a call into the runtime, as a spawn)", "choice: as spawn_cycles", engine=False,
+          maximum=1 << 40),
+    Param("host_copy_bytes_per_cycle", 4.0, "B/cycle", "bytes one host<->device copy moves "
+          "per cycle (5.8 GB/s at 1.45 GHz: the MPE's memcpy, below the 30.94 GB/s DMA peak)",
+          "choice: the sources give no MPE memcpy rate", engine=False, minimum=1e-3,
+          maximum=1 << 20),
 )
 
 _DEFAULTS = {p.name: p.default for p in PARAMETERS}

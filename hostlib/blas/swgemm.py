@@ -255,6 +255,29 @@ def _plan(A, B, C, alpha, beta, trans_a, trans_b, blocking, config):
     return (*min(choices, key=lambda c: c[0]), k)
 
 
+def gemm_job(A: InMemory, B: InMemory, C: InMemory, alpha=1.0, beta=0.0, trans_a=False,
+             trans_b=False, *, config, blocking=None):
+    """The job record ``gemm_in_memory`` would place for C = alpha op(A) op(B) + beta C on
+    row-major operands, for a caller that keeps it and moves operands by patching it:
+    (int64 words, {"A", "B", "C": index of the word holding that operand's address}, flops).
+    C is given so that the result is C itself, never its transpose."""
+    for name, operand in (("A", A), ("B", B), ("C", C)):
+        if not isinstance(operand, InMemory):
+            raise GemmError(f"{name} must be an InMemory matrix, got {type(operand).__name__}")
+    _, _, a_km, b_kn, c, problem, chosen, k = _plan(A, B, C, alpha, beta, trans_a, trans_b,
+                                                    blocking, config)
+    layout = gemm_model.ldm_layout(problem, chosen, config)
+    if layout is None:
+        raise GemmError(f"blocking {chosen} does not fit in LDM for {problem}")
+    addresses = (a_km.array.address, b_kn.array.address, c.array.address)
+    words = _job(problem, chosen, layout, addresses, alpha, beta, config)
+    job, operand = KERNEL.record("J_", "JOB_BYTES"), KERNEL.record("O_", "OP_BYTES")
+    given = {id(A): "A", id(B): "B", id(C): "C"}
+    fields = {given[id(stored.array)]: (job.offset(f"op_{op}") + operand.offset("base")) // 8
+              for op, stored in (("a", a_km), ("b", b_kn), ("c", c))}
+    return words, fields, 2 * problem.m * problem.n * k
+
+
 def _placed_bytes(problem: Problem, operands, config) -> int:
     """New simulated main memory that ``_run`` takes: the numpy operands it places (an
     ``InMemory`` one is there already), C unless it is in memory, and the job."""

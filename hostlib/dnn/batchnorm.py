@@ -217,11 +217,12 @@ class _Run:
     """The launches of one call: `shape`, element size, machine and core groups; `parts`
     collects their Stats and `transferred` the bytes they move."""
 
-    def __init__(self, machine, cgs, shape, es, piece_streams, engine, name):
+    def __init__(self, machine, cgs, shape, es, piece_streams, engine, name, plans=None):
         self.machine, self.cgs, self.shape, self.es, self.engine, self.name = \
             machine, cgs, shape, es, engine, name
         self.pieces = pieces(machine.config, shape, es, piece_streams)
         self.parts = []
+        self.plans = plans        # a list: launch only collects stream.job_records' arguments
 
     def launch(self, body, inputs, outputs, *, per_channel=None, group=(0, 0, 0, 0),
                params=()):
@@ -252,12 +253,15 @@ class _Run:
                      nbytes * {UNIT: units * records, GROUP: channels * group[1],
                                CHANNEL: channels}.get(mode, 0))
             moved[index >= len(inputs)] += total
-        self.parts.append(stream.launch(
-            self.machine, self.cgs, name=self.name, body=body, plan="bn_plan",
-            inputs=[a for _, _, a in inputs], outputs=[a for _, _, a in outputs],
-            buffer_bytes=buffers, units=units, es=self.es, params=params,
-            ints=words + list(group[:2]) + kinds + [inner], moved=tuple(moved),
-            engine=self.engine, kernel=KERNEL, details=dict(op=body)))
+        plan = dict(name=self.name, body=body, plan="bn_plan",
+                    inputs=[a for _, _, a in inputs], outputs=[a for _, _, a in outputs],
+                    buffer_bytes=buffers, units=units, es=self.es, params=params,
+                    ints=words + list(group[:2]) + kinds + [inner], kernel=KERNEL)
+        if self.plans is not None:
+            self.plans.append(plan)
+            return
+        self.parts.append(stream.launch(self.machine, self.cgs, moved=tuple(moved),
+                                        engine=self.engine, details=dict(op=body), **plan))
 
     def fold(self, body, records):
         """Fold the statistics launch's records at `records` (REC_BYTES each) until one per
@@ -388,15 +392,38 @@ def batchnorm_forward(x, gamma, beta, running_mean, running_var, *, training=Tru
                    [(UNIT, REC_BYTES, pieces)])
         statistics = (CHANNEL, REC_BYTES, run.fold("bn_fold_stats", pieces))
     out, apply = mem.alloc(channels * 4 * es), mem.alloc(channels * APPLY_BYTES)
-    run.launch(f"bn_finish_forward_{stream.SUFFIX[es]}", [statistics, (CHANNEL, 4 * es, record)],
-               [(CHANNEL, 4 * es, out), (CHANNEL, APPLY_BYTES, apply)], per_channel=1,
-               params=settings)
     y = mem.alloc(x.nbytes)
-    run.launch(f"bn_apply_forward_{stream.SUFFIX[es]}",
-               [(PIECE, 0, x_addr), (CHANNEL, APPLY_BYTES, apply)], [(PIECE, 0, y)])
+    _normalise(run, statistics, record, x_addr, (out, apply, y), settings)
     stats = run.stats(moved, training=training, layout=layout)
     out = mem.get(out, (channels, 4), x.dtype)
     return (mem.get(y, x.shape, x.dtype), *(out[:, i].copy() for i in range(4))), stats
+
+
+def _normalise(run, statistics, record, x, outputs, settings):
+    """The forward's last two launches: each channel's finish (from its `statistics`, none in
+    inference, and its gamma, beta, running mean and variance `record`) into the `out` record
+    and the `apply` coefficients, then y from x and apply; `outputs` = (out, apply, y)."""
+    es = run.es
+    out, apply, y = outputs
+    run.launch(f"bn_finish_forward_{stream.SUFFIX[es]}", [statistics, (CHANNEL, 4 * es, record)],
+               [(CHANNEL, 4 * es, out), (CHANNEL, APPLY_BYTES, apply)], per_channel=1,
+               params=settings)
+    run.launch(f"bn_apply_forward_{stream.SUFFIX[es]}",
+               [(PIECE, 0, x), (CHANNEL, APPLY_BYTES, apply)], [(PIECE, 0, y)])
+
+
+def inference_plans(machine, shape, dtype, eps=1e-5):
+    """The ``stream.job_records`` arguments of the launches ``batchnorm_forward(training=False)``
+    runs on one core group for NCHW x of `shape` where it streams, every address 0 (the caller
+    places them: finish inputs (none, record), outputs (out, apply); apply inputs (x, apply),
+    output y). A DnnError where it would take the resident scheme instead."""
+    es = np.dtype(dtype).itemsize
+    cut = tiles(machine.config, shape, es, 1)
+    if cut and row_tiles(cut):
+        raise DnnError(f"batchnorm inference of {shape} runs resident, not as job records")
+    run = _Run(machine, 1, shape, es, 2, "c", "batchnorm_forward", plans=[])
+    _normalise(run, (NONE, 0, 0), 0, 0, (0, 0, 0), [0.1, scalar("eps", eps), 0.0])
+    return run.plans
 
 
 def batchnorm_backward(dy, x, gamma, saved_mean, saved_invstd, *, layout="NCHW",

@@ -57,7 +57,25 @@ def launch(machine, cgs, *, name, body, plan, inputs, outputs, buffer_bytes, uni
     `kernel`: the driver's program, with the operator's routines linked in when they live
     outside stream.s (softmax.s).
     Returns Stats with bytes_moved, bandwidth_gbps, stream_gbps and bandwidth_ratio."""
-    config = machine.config
+    records = job_records(machine.config, cgs, name=name, body=body, plan=plan, inputs=inputs,
+                          outputs=outputs, buffer_bytes=buffer_bytes, units=units, es=es,
+                          params=params, ints=ints, chunk=chunk, n=n, kernel=kernel)
+    jobs = [[machine.mem.put(words)] for words in records]
+    stats = kernel.launch_cgs(machine, jobs, flops=0, engine=engine,
+                              details=dict(details or {}, cgs=len(jobs)))
+    return with_bandwidth(stats, machine.config, moved, len(jobs))
+
+
+def stream_field(kernel, direction: str, index: int) -> int:
+    """The int64 word of a job record holding the address of stream `index` of `direction`
+    ("in" or "out"): where a caller that keeps the records patches a new address."""
+    return (kernel.record("J_", "JOB_BYTES").offset(direction) + 8 * index) // 8
+
+
+def job_records(config, cgs, *, name, body, plan, inputs, outputs, buffer_bytes, units, es,
+                params=(), ints=(), chunk=0, n=0, kernel=KERNEL):
+    """The int64 job records ``launch`` places, one per core group that has units (arguments
+    as ``launch``'s), without placing or running them."""
     nin, nout = len(inputs), len(outputs)
     record = kernel.record("J_", "JOB_BYTES")
     max_ints = (record.nbytes - record.offset("x")) // 8
@@ -89,10 +107,8 @@ def launch(machine, cgs, *, name, body, plan, inputs, outputs, buffer_bytes, uni
         for parity, frame in enumerate(frames):
             base = (record.offset("frame") + parity * frame_bytes) // 8
             words[base:base + len(frame)] = frame
-        jobs.append([machine.mem.put(words)])
-    stats = kernel.launch_cgs(machine, jobs, flops=0, engine=engine,
-                              details=dict(details or {}, cgs=len(jobs)))
-    return with_bandwidth(stats, config, moved, len(jobs))
+        jobs.append(words)
+    return jobs
 
 
 def with_bandwidth(stats, config, moved, cgs: int = 1):
@@ -113,18 +129,26 @@ def run(body: str, inputs, params=(), *, outputs=None, kernel=KERNEL, machine=No
     chunk_bytes, cgs, `details` and those of ``launch``."""
     nin, nout = len(inputs), BODIES[body][1] if outputs is None else outputs
     machine, cgs = machine_and_cgs(machine, cgs)
-    config = machine.config
     dtype = inputs[0].dtype
     es, n = dtype.itemsize, inputs[0].size
-    chunk = chunk_elements(config, es, n, nin + nout, config.num_cpes * cgs, kernel)
     mem = machine.mem
     in_addr = [mem.put(np.ascontiguousarray(a).reshape(-1)) for a in inputs]
     out_addr = [mem.alloc(n * es) for _ in range(nout)]
-    stats = launch(machine, cgs, name=body, body=f"{body}_{SUFFIX[es]}",
-                   plan="elementwise_plan", inputs=in_addr, outputs=out_addr,
-                   buffer_bytes=[chunk * es] * (nin + nout), units=-(-n // chunk), es=es,
-                   params=params, chunk=chunk, n=n, moved=(nin * n * es, nout * n * es),
-                   engine=engine, kernel=kernel,
+    plan = elementwise_plan(machine.config, body, n, dtype, in_addr, out_addr, params, cgs,
+                            kernel)
+    stats = launch(machine, cgs, moved=(nin * n * es, nout * n * es), engine=engine,
                    details=dict(details or {}, body=body, n=n, dtype=dtype.name,
-                                chunk_bytes=chunk * es))
+                                chunk_bytes=plan["chunk"] * es), **plan)
     return [mem.get(addr, (n,), dtype) for addr in out_addr], stats
+
+
+def elementwise_plan(config, body, n, dtype, inputs, outputs, params, cgs, kernel=KERNEL):
+    """The arguments of ``launch`` / ``job_records`` (but the machine, cgs and timing ones) for
+    element-wise body `body` over `n` elements of `dtype`, streams at addresses `inputs` and
+    `outputs`."""
+    es = np.dtype(dtype).itemsize
+    streams = len(inputs) + len(outputs)
+    chunk = chunk_elements(config, es, n, streams, config.num_cpes * cgs, kernel)
+    return dict(name=body, body=f"{body}_{SUFFIX[es]}", plan="elementwise_plan",
+                inputs=list(inputs), outputs=list(outputs), buffer_bytes=[chunk * es] * streams,
+                units=-(-n // chunk), es=es, params=list(params), chunk=chunk, n=n, kernel=kernel)

@@ -52,6 +52,13 @@ def register(subparsers) -> None:
     gemm.add_argument("--engine", choices=("c", "python"), default="c")
     gemm.set_defaults(func=_gemm)
 
+    qinglong = which.add_parser("qinglong", help="N inferences of a layer per sample, "
+                                "compiled once and with constants copied once (QingLong)")
+    qinglong.add_argument("--quick", action="store_true", help="FC 1024->256, fewer whole runs")
+    qinglong.add_argument("--json", metavar="FILE", help="also write the rows as JSON to FILE")
+    qinglong.add_argument("--engine", choices=("c", "python"), default="c")
+    qinglong.set_defaults(func=_qinglong)
+
     ops = which.add_parser("ops", help="memory bandwidth of the DNN memory-bound operators at "
                            "realistic sizes (sampled and extrapolated)")
     ops.add_argument("--engine", choices=("c", "python"), default="c")
@@ -254,6 +261,23 @@ def _lstm(args) -> int:
 def _ops(args) -> int:
     from .bench import ops
     print(ops.format_table(ops.run(engine=args.engine)))
+    return 0
+
+
+def _qinglong(args) -> int:
+    from .bench import qinglong
+    out = open(args.json, "w", encoding="utf-8") if args.json else None   # fails before the run
+    try:
+        rows = qinglong.run(quick=args.quick, engine=args.engine)
+        persistent = qinglong.run_persistent(quick=args.quick, engine=args.engine)
+        print(qinglong.format_table(rows))
+        print()
+        print(qinglong.format_persistent(persistent))
+        if out:
+            json.dump(dict(layers=rows, persistent=persistent), out, indent=2)
+    finally:
+        if out:
+            out.close()
     return 0
 
 

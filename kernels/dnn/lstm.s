@@ -215,13 +215,6 @@ issue_i:
 	stl	$1, MARK($31)
 	.endm
 
-# WAIT_COUNT reply, reg: spin until the reply word has counted `reg` completions. Clobbers $2.
-	.macro	WAIT_COUNT reply, reg
-1:	ldw	$2, \reply($31)
-	cmplt	$2, \reg, $2
-	bne	$2, 1b
-	.endm
-
 # Vector bodies of ROW_LOOP ($20 = byte offset of the vector in the row).
 # C[r] += b: $1 = row of C, $2 = BBUF.
 	.macro	BIAS_ADD

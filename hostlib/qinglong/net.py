@@ -1,0 +1,352 @@
+"""QingLong's define-compile-compute (digest parax-swflowpro-qinglong.md §3): nodes bind their
+constants (weights, scalars), ``Net.compile`` plans every launch ONCE into a data package
+(the job records and weights as one constants image, the segment sizes and the relocations
+that still name a segment or an I/O slot), ``copy_constant`` allocates the three segments and
+copies the constants in one transfer, and ``compute`` only binds the I/O blocks and launches.
+
+Addressing (§3.4): a relocation is a word of the constants image that holds an address. A
+segment-direct one (a weight, a hidden tensor) is resolved by ``copy_constant``: segment base +
+offset. An I/O one names a slot of the I/O-address table; ``compute`` writes the blocks'
+addresses into the table and into the words that name each slot: nothing is re-planned,
+re-assembled or re-copied. The kernels are the DNN library's (stream.s, activation.s,
+swgemm.s), whose job records hold stream addresses directly, so the indirection through the
+slot is resolved by the host writing those words (``Stats.details["io_words"]`` counts them).
+"""
+from __future__ import annotations
+
+import numbers
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ...errors import ArgumentError, ArgumentTypeError
+from ...vm import Machine
+from ..blas.swgemm import InMemory, gemm_job, KERNEL as GEMM_KERNEL
+from ..dnn import activation, batchnorm, stream
+from ..dnn.common import combined
+from .device import Block, Device
+
+SEGMENTS = ("constants", "hidden", "io")
+IO_SLOT_BYTES = 8
+ALIGN = 128                   # every block of a segment starts on a DMA line
+
+
+class QingLongError(ArgumentError):
+    """A net, package or compute call QingLong does not accept."""
+
+
+def _aligned(nbytes: int) -> int:
+    return -(-nbytes // ALIGN) * ALIGN
+
+
+@dataclass(frozen=True)
+class Ref:
+    """Where an address points before the segments exist: `offset` bytes into `segment`
+    ("constants" or "hidden"), or I/O slot `offset` ("io")."""
+    segment: str
+    offset: int
+
+
+@dataclass
+class _Launch:
+    kernel: object
+    record: int               # byte offset of its job record in the constants image
+    flops: int
+
+
+@dataclass
+class Package:
+    """What ``compile`` makes: the kernels' linked programs (`code_bytes` of instructions),
+    the constants image (job records, then weights), the segment sizes, the launches and the
+    relocations (byte offset in the image, Ref)."""
+    code_bytes: int
+    constants: np.ndarray
+    sizes: dict
+    launches: list
+    relocations: list = field(default_factory=list)
+
+
+class Node:
+    """One operator of a net, its constants bound at construction."""
+
+    def output_shape(self, shape: tuple) -> tuple:
+        return shape
+
+    def constants(self, dtype, shape: tuple) -> list:
+        """The arrays the node binds, for an input of `shape`."""
+        return []
+
+    def jobs(self, machine, dtype, shape, x: Ref, y: Ref, constants: list) -> list:
+        """(kernel, int64 job words, {word index: Ref}, flops) per launch, in order, for input
+        `x` of `shape`, output `y` and the Refs of the node's `constants`."""
+        raise NotImplementedError
+
+
+def _stream_job(config, plan: dict, inputs: list, outputs: list):
+    """The launch of a streaming-driver job (``stream.job_records`` arguments `plan`, one core
+    group) whose streams are the Refs `inputs` / `outputs` (None: a stream it does not move)."""
+    kernel = plan["kernel"]
+    (words,) = stream.job_records(config, 1, **plan)
+    refs = {stream.stream_field(kernel, direction, index): ref
+            for direction, refs in (("in", inputs), ("out", outputs))
+            for index, ref in enumerate(refs) if ref is not None}
+    return kernel, words, refs, 0
+
+
+class _Elementwise(Node):
+    kernel = stream.KERNEL
+    body = ""
+
+    def params(self) -> list:
+        return []
+
+    def jobs(self, machine, dtype, shape, x, y, constants):
+        plan = stream.elementwise_plan(machine.config, self.body, int(np.prod(shape)), dtype,
+                                       [0], [0], self.params(), 1, self.kernel)
+        return [_stream_job(machine.config, plan, [x], [y])]
+
+
+class Scale(_Elementwise):
+    """y = alpha x (``hostlib.dnn.scale``)."""
+    body = "scale"
+
+    def __init__(self, alpha):
+        if isinstance(alpha, bool) or not isinstance(alpha, numbers.Real):
+            raise ArgumentTypeError(f"Scale: alpha must be a real number, got {alpha!r}")
+        self.alpha = float(alpha)
+
+    def params(self):
+        return [self.alpha]
+
+
+class ReLU(_Elementwise):
+    """y = max(x, 0) (``hostlib.dnn.activation_forward(kind="relu")``)."""
+    kernel = activation.KERNEL
+    body = "act_relu"
+
+
+class FC(Node):
+    """y = x wᵀ + b for x (B, I), w (O, I), b (O,) or None (``hostlib.dnn.linear_forward``,
+    the bias as its rank-1 GEMM). Rows of x, w and y must be whole DMA lines (I and O
+    elements a multiple of 128 bytes), as swGEMM places them unpadded."""
+
+    def __init__(self, w, b=None):
+        self.w = np.asarray(w)
+        self.b = None if b is None else np.asarray(b)
+        if self.w.ndim != 2 or (self.b is not None and self.b.shape != (self.w.shape[0],)):
+            raise QingLongError(f"FC: w must be (O, I) and b (O,), got w {self.w.shape}"
+                                f"{'' if self.b is None else f' and b {self.b.shape}'}")
+
+    def output_shape(self, shape):
+        if len(shape) != 2 or shape[1] != self.w.shape[1]:
+            raise QingLongError(f"FC: the input must be (B, {self.w.shape[1]}) for w "
+                                f"{self.w.shape}, got {shape}")
+        return (shape[0], self.w.shape[0])
+
+    def constants(self, dtype, shape):
+        arrays = [self.w.astype(dtype)]
+        if self.b is not None:
+            arrays += [np.ones((shape[0], 1), dtype), self.b.astype(dtype).reshape(1, -1)]
+        return arrays
+
+    def jobs(self, machine, dtype, shape, x, y, constants):
+        config = machine.config
+        (batch, inputs), outputs = shape, self.w.shape[0]
+        line = config.dma_transaction_bytes
+        es = np.dtype(dtype).itemsize
+        if (inputs * es) % line or (outputs * es) % line:
+            raise QingLongError(f"FC: rows of {inputs} and {outputs} {np.dtype(dtype).name} "
+                                f"must be multiples of the {line}-byte DMA line")
+        out = InMemory(0, (batch, outputs), np.dtype(dtype))
+        launches = []
+        if self.b is not None:     # the bias row, broadcast by ones(B, 1) x b, as Caffe's
+            ones = InMemory(0, (batch, 1), np.dtype(dtype))
+            bias = InMemory(0, (1, outputs), np.dtype(dtype))
+            words, fields, flops = gemm_job(ones, bias, out, config=config)
+            launches.append((GEMM_KERNEL, words, {fields["A"]: constants[1],
+                                                  fields["B"]: constants[2],
+                                                  fields["C"]: y}, flops))
+        a, w = InMemory(0, shape, np.dtype(dtype)), InMemory(0, self.w.shape, np.dtype(dtype))
+        words, fields, flops = gemm_job(a, w, out, beta=1.0 if self.b is not None else 0.0,
+                                        trans_b=True, config=config)
+        launches.append((GEMM_KERNEL, words, {fields["A"]: x, fields["B"]: constants[0],
+                                              fields["C"]: y}, flops))
+        return launches
+
+
+class BN(Node):
+    """Inference batch normalisation of NCHW x with the bound running statistics
+    (``hostlib.dnn.batchnorm_forward(training=False)``, its streaming scheme: each compute
+    finishes the per-channel coefficients into a scratch of the constants segment, then
+    applies them)."""
+
+    def __init__(self, gamma, beta, running_mean, running_var, eps=1e-5):
+        self.params = [np.asarray(a) for a in (gamma, beta, running_mean, running_var)]
+        if any(a.ndim != 1 or a.shape != self.params[0].shape for a in self.params):
+            raise QingLongError("BN: gamma, beta, running_mean and running_var must be one "
+                                f"vector each of one length, got {[a.shape for a in self.params]}")
+        self.eps = eps
+
+    def output_shape(self, shape):
+        channels = self.params[0].shape[0]
+        if len(shape) != 4 or shape[1] != channels:
+            raise QingLongError(f"BN: the input must be (B, {channels}, H, W), got {shape}")
+        return shape
+
+    def constants(self, dtype, shape):
+        channels = self.params[0].shape[0]
+        record = np.stack([a.astype(dtype) for a in self.params], axis=1)
+        return [record, np.zeros((channels, 4), dtype),
+                np.zeros(channels * batchnorm.APPLY_BYTES, np.uint8)]
+
+    def jobs(self, machine, dtype, shape, x, y, constants):
+        try:
+            finish, apply = batchnorm.inference_plans(machine, shape, dtype, self.eps)
+        except ArgumentError as exc:
+            raise QingLongError(f"BN: {exc}") from None
+        record, out, coefficients = constants
+        return [_stream_job(machine.config, finish, [None, record], [out, coefficients]),
+                _stream_job(machine.config, apply, [x, coefficients], [y])]
+
+
+class Net:
+    """Nodes applied in order to one input of `input_shape` and `dtype` (float32 or float64)
+    on `machine` (a new one by default): ``compile``, ``copy_constant`` once, then
+    ``compute`` as often as wanted."""
+
+    def __init__(self, nodes, input_shape, dtype=np.float32, *, machine=None, engine="c"):
+        nodes = list(nodes)
+        if not nodes or not all(isinstance(node, Node) for node in nodes):
+            raise QingLongError("Net: nodes must be a non-empty list of qinglong nodes")
+        if np.dtype(dtype) not in (np.float32, np.float64):
+            raise QingLongError(f"Net: dtype must be float32 or float64, got {dtype!r}")
+        self.nodes, self.dtype, self.engine = nodes, np.dtype(dtype), engine
+        self.machine = machine or Machine()
+        self.device = Device(self.machine)
+        self.shapes = [tuple(int(d) for d in input_shape)]
+        for node in nodes:
+            self.shapes.append(tuple(node.output_shape(self.shapes[-1])))
+        self.package = None
+        self.segments = None      # segment -> Block, once copy_constant ran
+
+    @property
+    def input_shape(self):
+        return self.shapes[0]
+
+    @property
+    def output_shape(self):
+        return self.shapes[-1]
+
+    def compile(self) -> Package:
+        """Plan every launch once: the data package (REOFF: job records then weights in the
+        constants image, offsets by prefix sums per segment, relocations kept to fill)."""
+        weights, hidden, constant_bytes = [], 0, 0
+        # tensors: slot 0 the input, slot 1 the output, the others hidden
+        tensors = [Ref("io", 0)]
+        for shape in self.shapes[1:-1]:
+            tensors.append(Ref("hidden", hidden))
+            hidden += _aligned(int(np.prod(shape)) * self.dtype.itemsize)
+        tensors.append(Ref("io", 1))
+        planned, code = [], {}
+        for index, node in enumerate(self.nodes):
+            const_refs = []
+            for array in node.constants(self.dtype, self.shapes[index]):   # placed after the
+                # records: the offset is an index into weights until then
+                const_refs.append(Ref("weights", len(weights)))
+                weights.append(array)
+            for kernel, words, refs, flops in node.jobs(self.machine, self.dtype,
+                                                        self.shapes[index],
+                                                        tensors[index], tensors[index + 1],
+                                                        const_refs):
+                planned.append((kernel, words, refs, flops))
+                code[kernel.sources] = kernel.program
+        record_offsets = []
+        for _, words, _, _ in planned:
+            record_offsets.append(constant_bytes)
+            constant_bytes += _aligned(words.nbytes)
+        weight_offsets = []
+        for array in weights:
+            weight_offsets.append(constant_bytes)
+            constant_bytes += _aligned(array.nbytes)
+        image = np.zeros(constant_bytes, np.uint8)
+        launches, relocations = [], []
+        for (kernel, words, refs, flops), at in zip(planned, record_offsets):
+            image[at:at + words.nbytes] = words.view(np.uint8)
+            launches.append(_Launch(kernel, at, flops))
+            for word, ref in refs.items():
+                if ref.segment == "weights":
+                    ref = Ref("constants", weight_offsets[ref.offset])
+                relocations.append((at + 8 * word, ref))
+        for array, at in zip(weights, weight_offsets):
+            image[at:at + array.nbytes] = np.ascontiguousarray(array).view(np.uint8).reshape(-1)
+        code_bytes = sum(prog.code_end - prog.code_base for prog in code.values())
+        self.package = Package(code_bytes=code_bytes, constants=image,
+                               sizes=dict(constants=constant_bytes, hidden=hidden,
+                                          io=2 * IO_SLOT_BYTES),
+                               launches=launches, relocations=relocations)
+        self.segments = None
+        return self.package
+
+    def copy_constant(self) -> None:
+        """Allocate the constants, hidden and I/O segments, resolve the segment-direct
+        relocations and copy the constants image in one transfer."""
+        if self.package is None:
+            raise QingLongError("copy_constant: compile the net first")
+        if self.segments is not None:
+            raise QingLongError("copy_constant: the constants are on the device already")
+        sizes = self.package.sizes
+        segments = {name: self.device.malloc(max(1, sizes[name])) for name in SEGMENTS}
+        image = self.package.constants.copy()
+        words = image.view(np.int64)
+        for at, ref in self.package.relocations:
+            if ref.segment != "io":
+                words[at // 8] = segments[ref.segment].address + ref.offset
+        self.device.copy_in(segments["constants"], image)
+        self.segments = segments
+
+    def compute(self, inputs, outputs):
+        """Run the net on device blocks: `inputs` = [the input's Block], `outputs` = [the
+        output's Block]. Writes the I/O table and the words naming its slots, then launches
+        the planned kernels; returns Stats (details: io_words written, copy_cycles)."""
+        if self.segments is None:
+            raise QingLongError("compute: compile and copy_constant first")
+        blocks = []
+        for name, given, shape in (("inputs", inputs, self.input_shape),
+                                   ("outputs", outputs, self.output_shape)):
+            if not isinstance(given, (list, tuple)) or len(given) != 1:
+                raise QingLongError(f"compute: {name} must be a list of one Block (slot "
+                                    f"{len(blocks)}), got {given!r}")
+            self.device.check(given[0], int(np.prod(shape)) * self.dtype.itemsize,
+                              f"compute: {name}[0]")
+            blocks.append(given[0])
+        table = np.array([block.address for block in blocks], np.int64)
+        copy_before = self.device.copy_cycles
+        self.device.copy_in(self.segments["io"], table)
+        mem, base = self.machine.mem, self.segments["constants"].address
+        io_words = 0
+        for at, ref in self.package.relocations:
+            if ref.segment == "io":
+                mem.write(base + at, table[ref.offset:ref.offset + 1])
+                io_words += 1
+        parts = [launch.kernel.launch_cgs(self.machine, [[base + launch.record]],
+                                          flops=launch.flops, engine=self.engine)
+                 for launch in self.package.launches]
+        return combined(parts, op="qinglong_compute", io_words=io_words,
+                        copy_cycles=self.device.copy_cycles - copy_before)
+
+    def run(self, x):
+        """One sample end to end: allocate the I/O blocks, copy x in, compute, copy out, free.
+        Returns (y, Stats of compute)."""
+        x = np.asarray(x, self.dtype)
+        if x.shape != self.input_shape:
+            raise QingLongError(f"run: x must be {self.input_shape}, got {x.shape}")
+        device = self.device
+        x_block = device.malloc(x.nbytes)
+        y_block = device.malloc(int(np.prod(self.output_shape)) * self.dtype.itemsize)
+        try:
+            device.copy_in(x_block, x)
+            stats = self.compute([x_block], [y_block])
+            return device.copy_out(y_block, self.output_shape, self.dtype), stats
+        finally:
+            device.free(x_block)
+            device.free(y_block)

@@ -1,0 +1,164 @@
+"""`swsim bench qinglong`: simulated time of N inferences of one layer three ways (digest
+parax-swflowpro-qinglong.md §3.8), from measured runs:
+
+- **per-sample** (DLPlib-like): the DNN operators called per sample, which place the layer's
+  constants, x and y each time: N (copy(constants) + copy(x) + T_op + copy(y));
+- **compile once** (QingLong1): the compiled net, its constants still copied per sample:
+  N (copy(constants) + copy(x) + copy(io) + T_c + copy(y));
+- **constants once** (QingLong2): copy(constants) + N (copy(x) + copy(io) + T_c + copy(y)).
+
+copy() is the configuration's copy model (``hostlib.qinglong.copy_cycles``), T_op the
+operators' measured cycles and T_c the compiled net's. The constants-once total is checked
+against a whole run of WHOLE samples (``Net.run`` each, cycles and copies added up); larger N
+are the formula. Host seconds (median per sample, this machine) show what compiling once
+saves the host: the operators plan and place everything per call, ``compute`` only binds I/O.
+``run_persistent``: the persistent kernel (QingLong3, device side) on Scale in float64.
+"""
+from __future__ import annotations
+
+import statistics
+import time
+
+import numpy as np
+
+from ....vm import Machine
+from ...dnn import batchnorm_forward, linear_forward, scale
+from ...qinglong import BN, FC, Net, Scale, copy_cycles
+from ...qinglong.persistent import PersistentScale, transfer_cycles
+
+COUNTS = (1, 10, 100, 1000)
+WHOLE, WHOLE_QUICK = 5, 2
+
+
+def _layers(quick: bool):
+    rng = np.random.default_rng(0)
+    f32 = np.float32
+    fc_out = 256 if quick else 1024
+    w = rng.standard_normal((fc_out, 1024)).astype(f32)
+    b = rng.standard_normal(fc_out).astype(f32)
+    gamma, beta, mean = (rng.standard_normal(32).astype(f32) for _ in range(3))
+    var = (rng.random(32) + 0.5).astype(f32)
+    cube = rng.standard_normal((1, 32, 32, 32)).astype(f32)
+    return [
+        (f"FC 1024->{fc_out}", [FC(w, b)], rng.standard_normal((1, 1024)).astype(f32),
+         lambda x, m: linear_forward(x, w, b, machine=m)),
+        ("Scale 32x32x32", [Scale(0.5)], cube, lambda x, m: scale(x, 0.5, machine=m)),
+        ("BN 32x32x32", [BN(gamma, beta, mean, var)], cube,
+         lambda x, m: batchnorm_forward(x, gamma, beta, mean, var, training=False, machine=m)),
+    ]
+
+
+def run(quick: bool = False, engine: str = "c") -> list:
+    """One row per layer: the measured terms, the three totals per N and the check."""
+    whole = WHOLE_QUICK if quick else WHOLE
+    rows = []
+    for name, nodes, x, operator in _layers(quick):
+        net = Net(nodes, x.shape, x.dtype, engine=engine)
+        start = time.perf_counter()
+        package = net.compile()
+        compile_seconds = time.perf_counter() - start
+        net.copy_constant()
+        device = net.device
+        config = net.machine.config
+        compute_cycles, compute_seconds, y = [], [], None
+        for _ in range(whole):
+            start = time.perf_counter()
+            y, stats = net.run(x)
+            compute_seconds.append(time.perf_counter() - start)
+            compute_cycles.append(stats.cycles)
+        whole_total = device.copy_cycles + sum(compute_cycles)
+        machine, op_seconds = Machine(), []
+        for _ in range(whole):
+            start = time.perf_counter()
+            result, op_stats = operator(x, machine)
+            op_seconds.append(time.perf_counter() - start)
+        expected = result[0] if isinstance(result, tuple) else result
+        if not np.array_equal(y, expected):
+            raise RuntimeError(f"{name}: the compiled net and the operators differ")
+        constants = copy_cycles(config, package.sizes["constants"])
+        io = copy_cycles(config, package.sizes["io"])
+        x_in, y_out = copy_cycles(config, x.nbytes), copy_cycles(config, y.nbytes)
+        t_c, t_op = compute_cycles[-1], op_stats.cycles
+        per_sample = constants + x_in + t_op + y_out
+        compiled = constants + x_in + io + t_c + y_out
+        sample = x_in + io + t_c + y_out
+        totals = {n: {"per_sample": n * per_sample, "compile_once": n * compiled,
+                      "constants_once": constants + n * sample} for n in COUNTS}
+        predicted = constants + whole * sample
+        rows.append(dict(
+            layer=name, constants_bytes=package.sizes["constants"], code_bytes=package.code_bytes,
+            copy_constants=constants, copy_io=io, copy_x=x_in, copy_y=y_out, t_op=t_op,
+            t_c=t_c, totals=totals, whole_samples=whole, whole_cycles=whole_total,
+            whole_error=abs(whole_total - predicted) / whole_total,
+            compile_seconds=compile_seconds,
+            op_seconds=statistics.median(op_seconds),
+            compute_seconds=statistics.median(compute_seconds)))
+    return rows
+
+
+def run_persistent(quick: bool = False, engine: str = "c") -> dict:
+    """Scale of 32x32x32 float64 per sample: a launch of the compiled net each (its cycles
+    T_c) against one persistent launch streaming the samples (QingLong3, device side only:
+    the host's copies are left out of both). Per-sample time from whole runs of PERSISTENT
+    sample counts, the N totals as first + (N - 1) per sample, checked against the last run."""
+    counts = (2, 4, 6) if quick else (2, 6, 10)
+    n = 32 * 32 * 32
+    x = np.random.default_rng(0).standard_normal(n)
+    net = Net([Scale(0.5)], (n,), np.float64, engine=engine)
+    net.compile()
+    net.copy_constant()
+    y, stats = net.run(x)
+    device = net.device
+    kernel = PersistentScale(0.5, n, device)
+    cycles = {}
+    for count in counts:
+        ins = [device.malloc(x.nbytes) for _ in range(count)]
+        outs = [device.malloc(x.nbytes) for _ in range(count)]
+        for block in ins:
+            device.copy_in(block, x)
+        cycles[count] = kernel.compute(ins, outs, engine=engine).cycles
+        if not all(np.array_equal(device.copy_out(b, (n,), np.float64), y) for b in outs):
+            raise RuntimeError("the persistent kernel and the compiled net differ")
+        for block in ins + outs:
+            device.free(block)
+    first, middle, last = counts
+    per_sample = (cycles[middle] - cycles[first]) / (middle - first)
+    predicted = cycles[first] + (last - first) * per_sample
+    bound = transfer_cycles(net.machine.config, x.nbytes, net.machine.config.num_cpes)
+    return dict(layer="Scale 32x32x32 f64", t_c=stats.cycles, per_sample=per_sample,
+                transfer_bound=bound, bound_ratio=per_sample / bound,
+                check_error=abs(predicted - cycles[last]) / cycles[last],
+                totals={n_: {"launch_per_sample": n_ * stats.cycles,
+                             "persistent": cycles[first] + (n_ - first) * per_sample}
+                        for n_ in COUNTS})
+
+
+def format_persistent(row) -> str:
+    lines = [f"{row['layer']}: a launch per sample T_c = {row['t_c']:,} cycles; persistent "
+             f"{row['per_sample']:,.0f} per sample = {row['bound_ratio']:.3f} x T_in + T_out "
+             f"({row['transfer_bound']:,.0f}); N totals checked against a whole run: "
+             f"{row['check_error']:.2%}"]
+    for n, total in row["totals"].items():
+        lines.append(f"  N = {n:>5}: {total['launch_per_sample']:>13,} vs "
+                     f"{total['persistent']:>13,.0f} cycles "
+                     f"({total['launch_per_sample'] / total['persistent']:.2f}x)")
+    return "\n".join(lines)
+
+
+def format_table(rows) -> str:
+    lines = [f"{'layer':<16} {'N':>5} {'per-sample':>13} {'compile once':>13} "
+             f"{'const. once':>13} {'gain':>6}   (simulated cycles)"]
+    for row in rows:
+        for n, total in row["totals"].items():
+            lines.append(f"{row['layer']:<16} {n:>5} {total['per_sample']:>13,} "
+                         f"{total['compile_once']:>13,} {total['constants_once']:>13,} "
+                         f"{total['per_sample'] / total['constants_once']:>5.2f}x")
+    lines.append("")
+    lines.append(f"{'layer':<16} {'constants B':>11} {'copy(C)':>9} {'T_op':>8} {'T_c':>8} "
+                 f"{'whole-run err':>13} {'host s/op':>9} {'s/compute':>9} {'compile s':>9}")
+    for row in rows:
+        lines.append(f"{row['layer']:<16} {row['constants_bytes']:>11,} "
+                     f"{row['copy_constants']:>9,} {row['t_op']:>8,} {row['t_c']:>8,} "
+                     f"{row['whole_error']:>12.2%} {row['op_seconds']:>9.3f} "
+                     f"{row['compute_seconds']:>9.3f} {row['compile_seconds']:>9.3f}")
+    return "\n".join(lines)

@@ -1,0 +1,107 @@
+# QingLong's persistent kernel (docs/qinglong.md "Persistent kernel"), for y = alpha x in
+# float64: one launch serves a stream of Q_COUNT samples. Each CPE owns Q_SHARE bytes of every
+# sample and moves them through a 3-slot ring in its LDM: at step k it gets sample k+1, computes
+# sample k in place and puts it while sample k-1's put may still be in flight. The descriptor
+# table (Q_TABLE: the samples' input addresses, then their output addresses) is fetched once.
+# Reply words count completions (GETS, PUTS), so a step waits for a count, not a flag.
+
+	.include "../include/dma.inc"
+
+	Q_COUNT = 0           # samples, 1..MAX_SAMPLES
+	Q_SHARE = 8           # bytes of a sample per CPE (a multiple of 32)
+	Q_ALPHA = 16          # alpha, the bits of an IEEE double
+	Q_TABLE = 24          # main-memory address of the descriptor table (2 Q_COUNT words)
+	JOB_BYTES = 32
+	MAX_SAMPLES = 512
+
+	.ldm
+	.align	5
+JOB:	.skip	JOB_BYTES
+TABLE:	.skip	16 * MAX_SAMPLES
+JOB_REPLY:
+	.skip	4
+GETS:	.skip	4
+PUTS:	.skip	4
+	.align	5
+	.globl	ring_ldm_end
+ring_ldm_end:                 # the 3 slots of Q_SHARE bytes start here
+
+	.text
+
+# NEXT_SLOT slot: the ring's next slot after the register `slot` ($23 first, $22 the end);
+# takes $3.
+	.macro	NEXT_SLOT slot
+	addl	\slot, $10, \slot
+	cmplt	\slot, $22, $3
+	bne	$3, 1f
+	mov	$23, \slot
+1:
+	.endm
+
+# $4 samples, $10 share, $11 this CPE's offset in a sample, $12 alpha, $13 / $14 the get / put
+# descriptors, $15 k, $21 slot of k, $23 / $22 the ring's start / end.
+	.globl	persistent_scale
+	.ent	persistent_scale
+persistent_scale:
+	FETCH_JOB $2, $3, JOB_REPLY
+	ldl	$4, JOB + Q_COUNT($31)
+	sll	$4, 4, $5
+	MAKE_DESC $2, DMA_GET, 0, JOB_REPLY
+	DESC_SET_SIZE $2, $5
+	ldl	$6, JOB + Q_TABLE($31)
+	ldi	$7, TABLE
+	DMA_WAIT $2, $6, $7, JOB_REPLY
+	rcid	$9
+	ldl	$10, JOB + Q_SHARE($31)
+	mull	$9, $10, $11
+	ldl	$1, JOB + Q_ALPHA($31)
+	vcpyf	$1, $12
+	MAKE_DESC $13, DMA_GET, 0, GETS
+	DESC_SET_SIZE $13, $10
+	MAKE_DESC $14, DMA_PUT, 0, PUTS
+	DESC_SET_SIZE $14, $10
+	stw	$31, GETS($31)
+	stw	$31, PUTS($31)
+	ldi	$23, ring_ldm_end
+	mov	$23, $21
+	addl	$10, $10, $22
+	addl	$22, $10, $22
+	addl	$22, $23, $22
+	ldl	$3, TABLE($31)        # sample 0's get
+	addl	$3, $11, $3
+	dma	$13, $3, $21
+	clr	$15
+.Lstep:
+	addl	$15, 1, $1            # get k+1 into the slot sample k-2 was put from
+	cmplt	$1, $4, $2
+	beq	$2, 2f
+	subl	$15, 1, $2            # puts 0..k-2 done
+	WAIT_COUNT PUTS, $2, $3
+	mov	$21, $5               # (NEXT_SLOT takes $3)
+	NEXT_SLOT $5
+	s8addl	$1, $31, $2
+	ldl	$3, TABLE($2)
+	addl	$3, $11, $3
+	dma	$13, $3, $5
+2:	addl	$15, 1, $2            # sample k is in
+	WAIT_COUNT GETS, $2, $3
+	mov	$21, $6
+	srl	$10, 5, $7
+3:	vldd	$8, 0($6)
+	vmuld	$8, $12, $8
+	vstd	$8, 0($6)
+	addl	$6, 32, $6
+	subl	$7, 1, $7
+	bne	$7, 3b
+	addl	$15, $4, $2           # put k
+	s8addl	$2, $31, $2
+	ldl	$3, TABLE($2)
+	addl	$3, $11, $3
+	dma	$14, $3, $21
+	NEXT_SLOT $21
+	addl	$15, 1, $15
+	cmplt	$15, $4, $1
+	bne	$1, .Lstep
+	WAIT_COUNT PUTS, $4, $3
+	ret
+	.end	persistent_scale

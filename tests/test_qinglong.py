@@ -1,0 +1,218 @@
+"""hostlib.qinglong: a compiled net computes bit-identically to the DNN operators it plans,
+its constants go to the device once, and compute only binds I/O (moving the I/O blocks never
+re-plans: property test); device memory and its copy model; the errors."""
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from swsim.errors import ArgumentError
+from swsim.hostlib.dnn import activation_forward, batchnorm_forward, linear_forward, scale
+from swsim.hostlib.qinglong import (BN, FC, Block, Device, DeviceError, Net, QingLongError, ReLU,
+                                    Scale, copy_cycles)
+from swsim.hostlib.qinglong.persistent import PersistentScale, transfer_cycles
+from swsim.vm import Machine
+
+RNG = np.random.default_rng(25)
+X = RNG.standard_normal((4, 256)).astype(np.float32)
+W1 = RNG.standard_normal((64, 256)).astype(np.float32)
+B1 = RNG.standard_normal(64).astype(np.float32)
+W2 = RNG.standard_normal((32, 64)).astype(np.float32)
+
+
+def reference(x, machine):
+    """The same layers through the DNN library's operators, one launch after another."""
+    y, _ = linear_forward(x, W1, B1, machine=machine)
+    y, _ = activation_forward(y, "relu", machine=machine)
+    y, _ = linear_forward(y, W2, machine=machine)
+    y, _ = scale(y, 0.5, machine=machine)
+    return y
+
+
+@pytest.fixture(scope="module")
+def net():
+    net = Net([FC(W1, B1), ReLU(), FC(W2), Scale(0.5)], X.shape, np.float32)
+    net.compile()
+    net.copy_constant()
+    return net
+
+
+def test_compute_is_bit_identical_to_the_operators(net):
+    machine = Machine()
+    for x in (X, -2 * X):
+        y, stats = net.run(x)
+        assert y.shape == (4, 32)
+        assert np.array_equal(y, reference(x, machine))
+        assert stats.cycles > 0 and stats.details["io_words"] == 2
+
+
+def test_constants_are_copied_once(net):
+    copies = net.device.copies
+    net.run(X)
+    assert net.device.copies == copies + 3          # x in, the I/O table, y out
+    with pytest.raises(QingLongError, match="already"):
+        net.copy_constant()
+
+
+@settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(pad_in=st.integers(1, 4096), pad_out=st.integers(1, 4096))
+def test_moving_the_io_blocks_changes_only_the_io_words(net, pad_in, pad_out):
+    """Wherever the blocks lie, compute writes nothing of the constants but the words that name
+    an I/O slot, and the result does not move."""
+    device, mem = net.device, net.machine.mem
+    constants = net.segments["constants"]
+    before = mem.get(constants.address, constants.nbytes // 8, np.int64)
+    pads = [device.malloc(pad_in)]
+    x_block = device.malloc(X.nbytes)
+    pads.append(device.malloc(pad_out))
+    y_block = device.malloc(4 * 32 * 4)
+    device.copy_in(x_block, X)
+    net.compute([x_block], [y_block])
+    after = mem.get(constants.address, constants.nbytes // 8, np.int64)
+    io_words = {at // 8 for at, ref in net.package.relocations if ref.segment == "io"}
+    changed = set(np.flatnonzero(before != after).tolist())
+    assert changed <= io_words
+    assert {after[w] for w in io_words} == {x_block.address, y_block.address}
+    expected = net.run(X)[0]
+    assert np.array_equal(device.copy_out(y_block, (4, 32), np.float32), expected)
+    for block in pads + [x_block, y_block]:
+        device.free(block)
+
+
+def test_python_engine_and_float64():
+    x = RNG.standard_normal((3, 50))
+    net = Net([Scale(-1.5), ReLU()], x.shape, np.float64, engine="python")
+    net.compile()
+    net.copy_constant()
+    y, _ = net.run(x)
+    expected, _ = activation_forward(scale(x, -1.5)[0], "relu")
+    assert np.array_equal(y, expected)
+
+
+def test_batchnorm_inference_net():
+    x = RNG.standard_normal((2, 8, 8, 8)).astype(np.float32)
+    gamma, beta, mean = (RNG.standard_normal(8).astype(np.float32) for _ in range(3))
+    var = (RNG.random(8) + 0.5).astype(np.float32)
+    net = Net([BN(gamma, beta, mean, var), ReLU()], x.shape)
+    net.compile()
+    net.copy_constant()
+    (expected, *_), _ = batchnorm_forward(x, gamma, beta, mean, var, training=False)
+    expected, _ = activation_forward(expected, "relu")
+    for _ in range(2):         # the finish rewrites its scratch each compute, to the same bits
+        assert np.array_equal(net.run(x)[0], expected)
+    with pytest.raises(QingLongError, match="BN: the input"):
+        Net([BN(gamma, beta, mean, var)], (2, 4, 8, 8))
+
+
+def test_device_memory_and_copy_model():
+    machine = Machine()
+    device = Device(machine)
+    a = device.malloc(1000)
+    assert device.copy_in(a, np.arange(250, dtype=np.int32)) == copy_cycles(machine.config, 1000)
+    config = machine.config
+    assert copy_cycles(config, 1000) == (config.host_copy_latency_cycles
+                                         + int(np.ceil(1000 / config.host_copy_bytes_per_cycle)))
+    assert np.array_equal(device.copy_out(a, (250,), np.int32), np.arange(250))
+    device.free(a)
+    assert device.malloc(600) == a                     # a freed block is reused whole
+    device.free(a)
+    with pytest.raises(DeviceError, match="not a live block"):
+        device.free(a)
+    with pytest.raises(DeviceError, match="do not fit"):
+        device.copy_in(device.malloc(8), np.zeros(1000))   # gets the 1000-byte block
+    with pytest.raises(DeviceError, match="nbytes"):
+        device.malloc(0)
+
+
+def test_errors(net):
+    with pytest.raises(QingLongError, match="input must be"):
+        Net([FC(W1)], (4, 100))
+    with pytest.raises(QingLongError, match="DMA line"):
+        Net([FC(np.ones((3, 8), np.float32))], (2, 8)).compile()
+    fresh = Net([Scale(2.0)], (1024,))
+    with pytest.raises(QingLongError, match="compile"):
+        fresh.copy_constant()
+    fresh.compile()
+    with pytest.raises(QingLongError, match="copy_constant first"):
+        fresh.compute([], [])
+    fresh.copy_constant()
+    small = fresh.device.malloc(16)
+    with pytest.raises(DeviceError, match="inputs.*4096 bytes do not fit"):
+        fresh.compute([small], [small])
+    with pytest.raises(QingLongError, match="list of one Block"):
+        fresh.compute(small, [small])
+    with pytest.raises(ArgumentError, match="must be a Block"):
+        fresh.compute([16], [small])
+    with pytest.raises(DeviceError, match="not a live block"):
+        fresh.compute([Block(small.address, 4096)], [small])
+
+
+def test_bench_quick_json(tmp_path, capsys):
+    from swsim.cli import main
+    out = tmp_path / "ql.json"
+    assert main(["bench", "qinglong", "--quick", "--json", str(out)]) == 0
+    assert "constants" in capsys.readouterr().out
+    import json
+    result = json.loads(out.read_text())
+    fc = result["layers"][0]
+    assert abs(result["persistent"]["bound_ratio"] - 1) < 0.05
+    assert result["persistent"]["check_error"] < 0.01
+    assert fc["layer"].startswith("FC") and fc["whole_error"] < 1e-9
+    big = fc["totals"]["1000"]
+    assert big["constants_once"] < big["compile_once"]     # FC: constants dominate
+    assert fc["t_c"] == fc["t_op"]                          # the same launches, same cycles
+
+
+def test_persistent_kernel_streams_samples_at_the_dma_bound():
+    """One launch serves K samples through the 3-slot ring: bit-identical to ``scale`` (and to
+    the one IEEE multiply numpy does), and a
+    sample costs T_in + T_out (the engine's time for its lines and acknowledgements) within
+    5% once the ring is full (the compute, 64 vectors per CPE, is far below it)."""
+    device = Device(Machine())
+    n = 64 * 4 * 64                             # 2 KiB per CPE per sample
+    kernel = PersistentScale(0.75, n, device)
+    cycles = {}
+    for count in (4, 8):
+        xs = [RNG.standard_normal(n) for _ in range(count)]
+        ins = [device.malloc(n * 8) for _ in range(count)]
+        outs = [device.malloc(n * 8) for _ in range(count)]
+        for block, x in zip(ins, xs):
+            device.copy_in(block, x)
+        cycles[count] = kernel.compute(ins, outs).cycles
+        ys = [device.copy_out(block, (n,), np.float64) for block in outs]
+        assert all(np.array_equal(y, x * 0.75) for x, y in zip(xs, ys))
+        assert np.array_equal(ys[-1], scale(xs[-1], 0.75)[0])
+        for block in ins + outs:
+            device.free(block)
+    per_sample = (cycles[8] - cycles[4]) / 4
+    bound = transfer_cycles(device.machine.config, n * 8, requests=64)
+    assert abs(per_sample / bound - 1) < 0.05
+
+
+def test_persistent_kernel_refuses_what_does_not_fit():
+    device = Device(Machine())
+    with pytest.raises(QingLongError, match="multiple of 256"):
+        PersistentScale(1.0, 100, device)
+    with pytest.raises(QingLongError, match=r"ring of 3 x 32768 bytes per CPE \(98304 B"):
+        PersistentScale(1.0, 64 * 4096, device)
+    kernel = PersistentScale(1.0, 256, device)
+    with pytest.raises(QingLongError, match="one each per sample"):
+        kernel.compute([device.malloc(2048)], [])
+
+
+def test_persistent_kernel_engines_agree():
+    """The C core and the Python reference: the same bits and the same cycles."""
+    results = []
+    for engine in ("c", "python"):
+        device = Device(Machine())
+        kernel = PersistentScale(-3.0, 256, device)
+        xs = [np.arange(256, dtype=np.float64) * (k + 1) for k in range(3)]
+        ins = [device.malloc(2048) for _ in xs]
+        outs = [device.malloc(2048) for _ in xs]
+        for block, x in zip(ins, xs):
+            device.copy_in(block, x)
+        stats = kernel.compute(ins, outs, engine=engine)
+        results.append((stats.cycles, [device.copy_out(b, (256,), np.float64) for b in outs]))
+    (c_cycles, c_ys), (py_cycles, py_ys) = results
+    assert c_cycles == py_cycles
+    assert all(np.array_equal(a, b) and np.array_equal(a, -3.0 * x)
+               for a, b, x in zip(c_ys, py_ys, xs))
