@@ -180,7 +180,6 @@ class LayerPlan:
     k: int
     sparse_seconds: float     # eq. 8-1: select + allgather (log p α + (p-1) bytes β1) + p γ1
     dense_seconds: float      # eq. 8-2: this blob's own allreduce (the dense reducer's schedule)
-
     forced: bool = False      # Compression.layers "sparse"
 
     @property
