@@ -20,7 +20,7 @@ rng = np.random.default_rng(rank)
 for iteration in range(3):
     messages = sparse_allgather(layer.compress(rng.standard_normal(800).astype(np.float32),
                                                iteration), comm)
-    weights = decompress(weights, messages, -0.1)
+    weights, _ = decompress(weights, messages, -0.1)
     for message in messages:
         indices, values = unpack(message)
         replay[indices] = replay[indices] + np.float32(-0.1) * values

@@ -58,6 +58,7 @@ def test_two_ranks_train_as_one_rank_with_the_full_batch(tmp_path):
     single = [solver.step() for _ in range(3)]
     double = losses(tmp_path, 2, "--allreduce", "ring")
     assert [r["step"] for r in double] == [1, 2, 3]
+    assert all(len(r["bytes_sent"]) == 2 and min(r["bytes_sent"]) > 0 for r in double)
     for one, two in zip(single, double):
         assert two["loss"] == pytest.approx(one.loss, rel=1e-5)
         assert two["sim_seconds"] < one.sim_seconds     # half the batch per node

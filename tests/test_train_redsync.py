@@ -7,8 +7,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from swsim.errors import ArgumentTypeError
+from swsim.hostlib.train import Solver, example, parse_net, parse_solver
+from swsim.hostlib.train.allreduce import GradientAllreduce
 from swsim.hostlib.train.common import TrainError
-from swsim.hostlib.train.redsync import Compression, LayerResidual, decompress, pack, unpack
+from swsim.hostlib.train.memory import Arena
+from swsim.hostlib.train.model import SolverParameter
+from swsim.hostlib.train.redsync import (Compression, LayerResidual, RedSync, decompress, pack,
+                                         unpack)
 from swsim.vm import Machine
 
 
@@ -33,7 +39,7 @@ def test_residuals_keep_what_was_not_sent_and_the_update_adds_every_rank():
             replay[rank][indices] = 0
             assert np.array_equal(ranks[rank].residual, replay[rank])
             expected[indices] = expected[indices] + np.float32(-0.1) * values
-        weights = decompress(weights, messages, -0.1, machine=machine)
+        weights, _ = decompress(weights, messages, -0.1, machine=machine)
         assert np.array_equal(weights, expected)
 
 
@@ -91,3 +97,70 @@ def test_two_mpi_ranks_exchange_and_apply_the_same_update():
         pytest.skip("needs an MPI: pip install -e '.[mpi]'")
     line = mpi.mpiexec(2, sys.executable, str(Path(__file__).parent / "redsync_ranks.py"))
     assert json.loads(line) == {"ranks": 2, "identical": True, "replayed": True}
+
+
+def test_the_solver_prototxt_compression_message_is_the_python_config():
+    solver = parse_solver("compression { method: RGC density: 0.01 select: SAMPLED "
+                          "quantize: NONE warmup_iter: 10 }")
+    assert Compression.from_proto(solver.compression) == Compression(
+        "RGC", float(np.float32(0.01)), "SAMPLED", "NONE", 10)
+    assert Compression.from_proto(SolverParameter().compression) == Compression(
+        density=float(np.float32(0.001)))        # the proto's float
+
+
+@pytest.mark.parametrize("text, needle", [
+    ("compression { method: RGC }", "at least 2 ranks"),
+    ("compression { method: RGC density: 0 }", "density"),
+    ("compression { method: RGC density: 1.5 }", "density"),
+    ("compression { method: RGC select: SAMPLED quantize: ASQ }", "sampled"),
+])
+def test_the_solver_refuses_impossible_compression(text, needle):
+    with pytest.raises(TrainError, match=needle):
+        Solver(parse_net(example("mlp")), parse_solver(text))
+
+
+def test_the_solver_refuses_rgc_with_adam_or_without_the_ranks_reducer():
+    rgc = Compression("RGC", 0.01)
+    with pytest.raises(TrainError, match="for SGD"):
+        Solver(parse_net(example("mlp")), SolverParameter(type="Adam"), shard=(0, 2),
+               compression=rgc)
+    with pytest.raises(TrainError, match="gradient_reducer"):
+        Solver(parse_net(example("mlp")), shard=(0, 2), compression=rgc)
+    with pytest.raises(ArgumentTypeError, match="compression"):
+        Solver(parse_net(example("mlp")), compression="RGC")
+
+
+class FourRanks:
+    """What RedSync's plan asks of a communicator."""
+    def Get_size(self):
+        return 4
+
+    def Get_rank(self):
+        return 0
+
+
+def test_each_blob_goes_sparse_or_dense_by_eq_8_1_against_eq_8_2():
+    params = Arena()
+    params.add("big/0", (1 << 16,))
+    params.add("small/0", (8,))
+    params.build()
+    reducer = RedSync(GradientAllreduce(FourRanks()), Compression("RGC", 0.001), params)
+    plan = {p.name: p for p in reducer.plan}
+    assert plan["small/0"].offset * 4 == params.layout["small/0"][0]
+    assert not plan["small/0"].sparse                # a few bytes: the allreduce is cheaper
+    assert plan["big/0"].sparse_seconds < plan["big/0"].dense_seconds
+    assert plan["big/0"].sparse and plan["big/0"].k == 66
+    assert "big/0: 65536 elements, k=66, sparse (eq. 8-1 sparse" in reducer.format_plan()
+    forced = RedSync(GradientAllreduce(FourRanks()), Compression("RGC", 0.001,
+                                                                 layers="sparse"), params)
+    assert all(p.sparse for p in forced.plan)
+
+
+def test_two_mpi_ranks_train_deterministically_and_resume_bit_exact():
+    mpi = pytest.importorskip("test_allreduce_mpi", reason="the MPI test helpers")
+    if mpi.MPIEXEC is None or not mpi.HAVE_MPI4PY:
+        pytest.skip("needs an MPI: pip install -e '.[mpi]'")
+    line = mpi.mpiexec(2, sys.executable, str(Path(__file__).parent / "redsync_train_ranks.py"))
+    assert json.loads(line) == {"ranks": 2, "same_on_every_rank": True, "deterministic": True,
+                                "resumed_bit_exact": True, "residual_kept": True,
+                                "sparse_bytes_below_dense": True}

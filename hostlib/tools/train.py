@@ -114,7 +114,11 @@ def _run(args, spec, solver, reducer) -> int:
         raise TrainError("--checkpoint-every needs --checkpoint-dir")
     if args.reference and reducer is not None and reducer.size > 1:
         raise TrainError("--reference follows one node's data; run it without mpiexec")
-    directory = directory if lead else None            # the ranks' parameters are the same
+    compressed = hasattr(trainer.gradient_reducer, "state")   # RedSync: per-rank residuals
+    # the ranks' parameters are the same; RedSync's save is collective (rank 0 writes)
+    directory = directory if lead or compressed else None
+    if compressed and lead:
+        print(trainer.gradient_reducer.format_plan(), flush=True)
     if args.resume:
         trainer.restore(args.resume)
     reference = Reference(trainer) if args.reference else None
@@ -130,8 +134,11 @@ def _run(args, spec, solver, reducer) -> int:
                 result = trainer.step()
                 if reducer is not None:
                     result = reducer.global_result(result)
+                    bytes_sent = reducer.comm.allgather(trainer.gradient_reducer.step_bytes)
                 record = dict(step=result.step, loss=result.loss, lr=result.lr,
                               sim_seconds=result.sim_seconds, host_seconds=result.host_seconds)
+                if reducer is not None:
+                    record["bytes_sent"] = bytes_sent     # by each rank, in rank order
                 if reference is not None:
                     record["reference_loss"] = reference.step()
                     record["relative_difference"] = abs(result.loss / record["reference_loss"]

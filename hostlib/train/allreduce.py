@@ -345,6 +345,7 @@ class GradientAllreduce:
         self.network = network or Network(nodes_per_supernode=supernode_size)
         self._steps, self._elements = None, None     # the schedule, made for n elements
         self.traffic = Traffic()      # this rank's running totals
+        self.step_bytes = 0           # what this rank sent in the last call
         self.machine = None           # where the sums and the scaling run: the rank's chip
         #                               (``Solver.chip``, set by ``swsim train``), else a new one
 
@@ -362,6 +363,7 @@ class GradientAllreduce:
         mean, stats = dnn.scale(total, 1 / self.size, machine=machine, cgs=self.cgs)
         for field in ("messages", "bytes_sent", "bytes_across", "reduce_seconds"):
             setattr(self.traffic, field, getattr(self.traffic, field) + getattr(traffic, field))
+        self.step_bytes = traffic.bytes_sent
         timing = simulate(self._steps, self.network, gradient.itemsize)
         return mean.reshape(gradient.shape), {
             "(allreduce network)": timing.network,

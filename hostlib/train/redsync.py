@@ -6,6 +6,7 @@ ASQ), V kept where not sent, and the received sets added into the dense update o
 """
 from __future__ import annotations
 
+import math
 import numbers
 from dataclasses import dataclass
 
@@ -14,11 +15,13 @@ import numpy as np
 from ...vm import Machine
 from .. import dnn
 from ..dnn.select import scatter_add, select
+from . import allreduce as ar
 from .common import TrainError
 
 METHODS = ("NONE", "RGC")
 SELECTS = {"TRIMMED": "trimmed", "BINARY": "binary", "SAMPLED": "sampled", "RADIX": "radix"}
 QUANTIZE = ("NONE", "ASQ")
+LAYER_CHOICES = ("model", "sparse")
 SEARCH_EVERY = 5              # the sampled search reruns every 5 iterations (thesis §8.2.1)
 ASQ_FLAG = 1 << 31            # in the message's length word: one mean follows the indices
 
@@ -31,10 +34,21 @@ class Compression:
     select: str = "BINARY"
     quantize: str = "NONE"
     warmup_iter: int = 0
+    layers: str = "model"     # Python API only: "model" (eq. 8-1 vs 8-2) or "sparse" (all)
+
+    @classmethod
+    def from_proto(cls, parameter) -> "Compression":
+        """From the solver's ``CompressionParameter`` message (its enums by name)."""
+        def name(field):
+            enum = parameter.DESCRIPTOR.fields_by_name[field].enum_type
+            return enum.values_by_number[getattr(parameter, field)].name
+        return cls(name("method"), float(parameter.density), name("select"), name("quantize"),
+                   parameter.warmup_iter)
 
     def check(self, ranks: int) -> "Compression":
         """The configuration if it can run on `ranks` ranks; else a TrainError saying why."""
         for name, value, allowed in (("method", self.method, METHODS),
+                                     ("layers", self.layers, LAYER_CHOICES),
                                      ("select", self.select, tuple(SELECTS)),
                                      ("quantize", self.quantize, QUANTIZE)):
             if value not in allowed:
@@ -94,6 +108,16 @@ class LayerResidual:
         self.threshold = None                   # the sampled search's, between searches
         self.machine = machine or Machine()
         self.engine = engine
+        self.seconds = 0.0                      # simulated seconds of the last compress
+
+    def state(self) -> tuple:
+        """(residual, the sampled search's threshold or NaN) for a checkpoint."""
+        return self.residual.copy(), np.float32(np.nan if self.threshold is None
+                                                else self.threshold)
+
+    def load_state(self, residual, threshold) -> None:
+        self.residual = np.asarray(residual, np.float32).copy()
+        self.threshold = None if np.isnan(threshold) else np.float32(threshold)
 
     def compress(self, grad, iteration: int) -> np.ndarray:
         """V += grad; the communication set of V packed; V zeroed where sent."""
@@ -102,7 +126,8 @@ class LayerResidual:
             raise TrainError(f"gradient of {grad.size} elements for a residual of "
                              f"{self.residual.size}")
         run = dict(machine=self.machine, engine=self.engine)
-        self.residual = dnn.add(self.residual, grad, **run)[0]
+        self.residual, stats = dnn.add(self.residual, grad, **run)
+        self.seconds = stats.seconds
         method, threshold = SELECTS[self.config.select], None
         if method == "sampled":
             if iteration % SEARCH_EVERY == 0 or self.threshold is None:
@@ -112,21 +137,25 @@ class LayerResidual:
         sign = ("positive" if iteration % 2 == 0 else "negative") if self.quantize else "abs"
         sel = select(self.residual, self.k, method=method, sign=sign, threshold=threshold,
                      **run)
+        self.seconds += sel.stats.seconds
         if method == "binary":
             self.threshold = sel.threshold
         if sel.nnz:                              # v + (-1) v = 0 exactly: sent, so cleared
-            self.residual = scatter_add(self.residual, [(sel.indices, sel.values)], -1.0,
-                                        **run)[0]
+            self.residual, stats = scatter_add(self.residual, [(sel.indices, sel.values)],
+                                               -1.0, **run)
+            self.seconds += stats.seconds
         return pack(sel.indices, sel.values, np.float32(sel.mean) if self.quantize else None)
 
 
-def decompress(dense, messages, alpha: float, *, machine=None, engine: str = "c"):
-    """dense + alpha · (every message's set), added in message order on the CPEs."""
+def decompress(dense, messages, alpha: float, *, machine=None, engine: str = "c") -> tuple:
+    """(dense + alpha · (every message's set), added in message order on the CPEs, their
+    simulated seconds)."""
     sets = [unpack(message) for message in messages]
     sets = [s for s in sets if len(s[0])]
     if not sets:
-        return np.asarray(dense, np.float32).copy()
-    return scatter_add(dense, sets, alpha, machine=machine, engine=engine)[0]
+        return np.asarray(dense, np.float32).copy(), 0.0
+    dense, stats = scatter_add(dense, sets, alpha, machine=machine, engine=engine)
+    return dense, stats.seconds
 
 
 def sparse_allgather(message, comm) -> list:
@@ -140,3 +169,180 @@ def sparse_allgather(message, comm) -> list:
     gathered = np.empty(int(counts.sum()), np.int32)
     comm.Allgatherv(message, [gathered, counts, offsets, MPI.INT])
     return np.split(gathered, np.cumsum(counts)[:-1])
+
+
+@dataclass(frozen=True)
+class LayerPlan:
+    """One parameter blob's choice: sent sparse when eq. 8-1 predicts less than eq. 8-2."""
+    name: str
+    offset: int
+    size: int
+    k: int
+    sparse_seconds: float     # eq. 8-1: select + allgather (log p α + (p-1) bytes β1) + p γ1
+    dense_seconds: float      # eq. 8-2: this blob's own allreduce (the dense reducer's schedule)
+    forced: bool = False      # Compression.layers "sparse"
+
+    @property
+    def sparse(self) -> bool:
+        return self.forced or self.sparse_seconds < self.dense_seconds
+
+
+class RedSync:
+    """The Solver's ``gradient_reducer`` for ``compression { method: RGC ... }`` (Algorithm 10):
+    `dense` (an ``allreduce.GradientAllreduce``) for the first ``warmup_iter`` steps and for
+    the blobs eq. 8-2 predicts faster; for the others the residual V += G (with DGC's momentum
+    correction u = m u + G first when ``momentum`` > 0), the communication set of V on the
+    CPEs, one sparse allgather per blob, the sets added into the update on the CPEs, V and u
+    zeroed where sent (momentum-factor masking). With momentum the update it returns already
+    carries it (``applies_momentum``: the Solver then updates with momentum 0)."""
+
+    def __init__(self, dense, config: Compression, params, *, momentum: float = 0.0,
+                 config_name: str = "sw26010", engine: str = "c"):
+        self.dense, self.comm, self.size = dense, dense.comm, dense.size
+        self.config = config.check(self.size)
+        if config.method != "RGC":
+            raise TrainError(f"RedSync needs compression method RGC, got {config.method!r}")
+        self.machine, self.engine = Machine(config_name), engine
+        self.momentum = float(momentum)
+        self.applies_momentum = self.momentum > 0
+        # `params`: the packed parameter arena (hostlib/train/memory.py), byte offsets
+        blobs = sorted(((name, (offset // params.buffer.itemsize, shape))
+                        for name, (offset, shape) in params.layout.items()),
+                       key=lambda item: item[1][0])
+        self.total = params.buffer.size          # with the blobs' alignment padding
+        output = blobs[-1][0].split("/")[0]        # the last parameterised layer: the output
+        run = dict(machine=self.machine, engine=engine)
+        self.residuals = [LayerResidual(int(np.prod(shape)), config, **run,
+                                        output_layer=name.split("/")[0] == output)
+                          for name, (_, shape) in blobs]
+        reduction = ar.reduction_cost(config_name, dense.cgs)
+        self.plan = [self._predict(name, offset, residual, reduction)
+                     for (name, (offset, _)), residual in zip(blobs, self.residuals)]
+        self.velocity = np.zeros(self.total, np.float32)   # u (momentum correction)
+        self.iteration = 0
+        self.step_bytes = 0           # what this rank sent in the last step
+
+    def _predict(self, name, offset, residual, reduction) -> LayerPlan:
+        """Eq. 8-1 and 8-2 for one blob, the same on every rank: selection and decompression
+        simulated once on a synthetic blob of its size (normal random data, seed 0)."""
+        n, k, p = residual.residual.size, residual.k, self.size
+        network = self.dense.network
+        synthetic = np.random.default_rng(0).standard_normal(n).astype(np.float32)
+        method = "binary" if self.config.select == "SAMPLED" else SELECTS[self.config.select]
+        sel = select(synthetic, k, method=method, machine=self.machine, engine=self.engine)
+        _, decompress_seconds = decompress(np.zeros(n, np.float32),
+                                           [pack(sel.indices, sel.values)], 1.0,
+                                           machine=self.machine, engine=self.engine)
+        words = 1 + k + (1 if residual.quantize else k)
+        sparse = (sel.stats.seconds + math.log2(p) * network.alpha
+                  + (p - 1) * 4 * words * network.beta1 + p * decompress_seconds)
+        dense = ar.simulate(ar.schedule(self.dense.algorithm, p, n, network.nodes_per_supernode),
+                            network, 4, reduction).total
+        return LayerPlan(name, offset, n, k, sparse, dense, self.config.layers == "sparse")
+
+    def __call__(self, gradient: np.ndarray) -> tuple:
+        iteration, self.iteration = self.iteration, self.iteration + 1
+        before = self.dense.traffic.bytes_sent
+        run = dict(machine=self.machine, engine=self.engine)
+        if iteration < self.config.warmup_iter:           # warm-up: all dense
+            mean, seconds = self.dense(gradient)
+            self.step_bytes = self.dense.traffic.bytes_sent - before
+            return self._with_momentum(mean, slice(0, self.total), seconds), seconds
+        update = np.zeros(self.total, np.float32)        # the padding stays 0
+        seconds = {"(redsync select)": 0.0, "(redsync allgather)": 0.0,
+                   "(redsync decompress)": 0.0}
+        dense = [plan for plan in self.plan if not plan.sparse]
+        if dense:
+            parts = [slice(plan.offset, plan.offset + plan.size) for plan in dense]
+            mean, dense_seconds = self.dense(np.concatenate([gradient[s] for s in parts]))
+            seconds.update(dense_seconds)
+            start = 0
+            for part in parts:
+                update[part] = self._with_momentum(mean[start:start + part.stop - part.start],
+                                                   part, seconds)
+                start += part.stop - part.start
+        sent = 0
+        network = self.dense.network
+        for plan, residual in zip(self.plan, self.residuals):
+            if not plan.sparse:
+                continue
+            part = slice(plan.offset, plan.offset + plan.size)
+            grad = gradient[part]
+            if self.applies_momentum:                     # momentum correction: u = m u + G
+                velocity, stats = dnn.add(self.velocity[part], grad, alpha=self.momentum,
+                                          beta=1.0, **run)
+                seconds["(redsync select)"] += stats.seconds
+                grad = velocity
+            message = residual.compress(grad, iteration)
+            seconds["(redsync select)"] += residual.seconds
+            if self.applies_momentum:                     # momentum-factor masking: u = 0
+                indices, _ = unpack(message)              # where sent
+                if len(indices):
+                    velocity, stats = scatter_add(velocity, [(indices, velocity[indices])],
+                                                  -1.0, **run)
+                    seconds["(redsync select)"] += stats.seconds
+                self.velocity[part] = velocity
+            messages = sparse_allgather(message, self.comm)
+            sent += (self.size - 1) * 4 * len(message)
+            seconds["(redsync allgather)"] += (
+                math.log2(self.size) * network.alpha
+                + (self.size - 1) * 4 * max(map(len, messages)) * network.beta1)
+            update[part], decompress_seconds = decompress(np.zeros(plan.size, np.float32),
+                                                          messages, 1 / self.size, **run)
+            seconds["(redsync decompress)"] += decompress_seconds
+        self.step_bytes = self.dense.traffic.bytes_sent - before + sent
+        return update.reshape(gradient.shape), seconds
+
+    def _with_momentum(self, mean, part: slice, seconds: dict) -> np.ndarray:
+        """u = m u + mean over `part` (dense blobs and warm-up), on the VM; mean without
+        momentum."""
+        if not self.applies_momentum:
+            return mean
+        velocity, stats = dnn.add(self.velocity[part], mean, alpha=self.momentum, beta=1.0,
+                                  machine=self.machine, engine=self.engine)
+        seconds["(redsync momentum)"] = seconds.get("(redsync momentum)", 0.0) + stats.seconds
+        self.velocity[part] = velocity
+        return velocity
+
+    def global_result(self, result):
+        return self.dense.global_result(result)
+
+    def format_plan(self) -> str:
+        """One line per blob: its choice and both predictions."""
+        return "\n".join(
+            f"redsync {plan.name}: {plan.size} elements, k={plan.k}, "
+            f"{'sparse' if plan.sparse else 'dense'}{' (forced)' if plan.forced else ''} "
+            f"(eq. 8-1 sparse "
+            f"{plan.sparse_seconds * 1e6:.1f} us, eq. 8-2 dense {plan.dense_seconds * 1e6:.1f} us)"
+            for plan in self.plan)
+
+    # Checkpoints: every rank's residuals (they differ), gathered to rank 0, which writes.
+
+    def state(self):
+        """A collective call: on rank 0 a dict of every rank's residuals, thresholds and u
+        (one row per rank) and the step count; None on the other ranks."""
+        rows = [residual.state() for residual in self.residuals]
+        mine = (np.concatenate([r for r, _ in rows]), np.array([t for _, t in rows]),
+                self.velocity.copy())
+        gathered = self.comm.gather(mine, root=0)
+        if self.comm.Get_rank():
+            return None
+        return dict(redsync_residuals=np.stack([g[0] for g in gathered]),
+                    redsync_thresholds=np.stack([g[1] for g in gathered]),
+                    redsync_velocity=np.stack([g[2] for g in gathered]),
+                    redsync_iteration=np.array(self.iteration))
+
+    def load_state(self, saved: dict, origin: str) -> None:
+        rank = self.comm.Get_rank()
+        residuals = saved.get("redsync_residuals")
+        elements = sum(residual.residual.size for residual in self.residuals)
+        if residuals is None or residuals.shape != (self.size, elements):
+            raise TrainError(f"checkpoint {origin} holds no RedSync residuals for "
+                             f"{self.size} ranks of {elements} elements")
+        start = 0
+        for residual, threshold in zip(self.residuals, saved["redsync_thresholds"][rank]):
+            size = residual.residual.size
+            residual.load_state(residuals[rank, start:start + size], threshold)
+            start += size
+        self.velocity[...] = saved["redsync_velocity"][rank]
+        self.iteration = int(saved["redsync_iteration"])

@@ -27,6 +27,7 @@ from .common import TrainError
 from .data import Order, Prefetcher
 from .model import SolverParameter, parse_solver
 from .net import Net, Run
+from .redsync import Compression, RedSync
 
 POLICIES = ("fixed", "step", "exp", "inv", "poly")
 SOLVER_TYPES = ("SGD", "Adam")
@@ -114,12 +115,14 @@ def _check_hyperparameters(s: SolverParameter) -> None:
 
 class Solver:
     def __init__(self, net_spec, solver=None, *, cgs: int = 1, machine=None, config=None,
-                 shard: tuple = (0, 1), gradient_reducer=None):
+                 shard: tuple = (0, 1), gradient_reducer=None,
+                 compression: Optional[Compression] = None):
         """The chip is `machine` (as for the operators), else a Machine built from `config` (a
         preset name or VMConfig; default "sw26010"). `shard` = (k, K): this process is node k of K in a data-parallel run and takes the
         k-th K-th of every minibatch; `gradient_reducer(gradient) -> (gradient, seconds)` is
         called on the packed gradient buffer before the update (multi-node allreduce,
-        ``allreduce.GradientAllreduce`` on main), its seconds added to the step's."""
+        ``allreduce.GradientAllreduce`` on main), its seconds added to the step's; `compression` (a ``redsync.Compression``,
+        docs/redsync.md) replaces the solver's ``compression { ... }``."""
         self.solver = (solver if isinstance(solver, SolverParameter)
                        else parse_solver(solver) if solver is not None else SolverParameter())
         s = self.solver
@@ -139,6 +142,18 @@ class Solver:
         if not 0 <= self.shard < self.shards:
             raise TrainError(f"shard: node k of K needs 0 <= k < K, got {shard}")
         self.gradient_reducer = gradient_reducer or (lambda gradient: (gradient, {}))
+        if compression is not None and not isinstance(compression, Compression):
+            raise ArgumentTypeError(f"compression: a redsync.Compression, got "
+                                    f"{type(compression).__name__}")
+        self.compression = (compression or Compression.from_proto(s.compression)).check(
+            self.shards)
+        compression = self.compression
+        if compression.method == "RGC" and s.type != "SGD":
+            raise TrainError(f"solver compression RGC: for SGD (its momentum correction), not "
+                             f"{s.type}")
+        if compression.method == "RGC" and gradient_reducer is None:
+            raise TrainError("solver compression RGC: needs the ranks' gradient_reducer "
+                             "(allreduce.GradientAllreduce)")
         self.seed = s.random_seed if s.random_seed >= 0 else 0
         slices = cgs * self.shards
         self.net = Net(net_spec, "TRAIN", seed=self.seed, slices=slices, machine=self.chip)
@@ -147,6 +162,12 @@ class Solver:
                                           machine=self.chip) for _ in range(cgs - 1)]
         for replica in self.replicas[1:]:
             replica.share_parameters(self.net)
+        if compression.method == "RGC":       # RedSync (Algorithm 10) around the allreduce
+            self.gradient_reducer = RedSync(gradient_reducer, compression, self.net.params,
+                                            momentum=s.momentum, config_name=self.config)
+        # with RedSync's momentum correction the reduced gradient already carries momentum
+        self.momentum = 0.0 if getattr(self.gradient_reducer, "applies_momentum", False) \
+            else s.momentum
         self.scratch_bytes = SCRATCH_BYTES
         # Algorithm 9's threads, one per core group, started once
         self._threads = ThreadPoolExecutor(max_workers=cgs,
@@ -263,7 +284,7 @@ class Solver:
             self.second_moment[...] = new_second
         else:
             (new_params, new_history), stats = dnn.sgd_update(
-                params, gradient, self.history, lr, s.momentum, s.weight_decay, **on)
+                params, gradient, self.history, lr, self.momentum, s.weight_decay, **on)
         params[...] = new_params
         self.history[...] = new_history
         return stats.seconds
@@ -291,10 +312,20 @@ class Solver:
     # Checkpoints: one .npz per step, written to a temporary file and renamed into place.
 
     def _identity(self) -> dict:
-        return dict(format=CHECKPOINT_FORMAT, net=_digest(self.net.spec),
-                    solver=_digest(self.solver))
+        identity = dict(format=CHECKPOINT_FORMAT, net=_digest(self.net.spec),
+                        solver=_digest(self.solver))
+        if self.compression.method != "NONE":
+            identity["compression"] = repr(self.compression)
+        return identity
 
-    def save(self, directory) -> Path:
+    def save(self, directory) -> Optional[Path]:
+        """Write a checkpoint; with RedSync a collective call (every rank's residuals are
+        gathered) that only rank 0 writes (returns None on the others)."""
+        extra = {}
+        if hasattr(self.gradient_reducer, "state"):
+            extra = self.gradient_reducer.state()
+            if extra is None:
+                return None
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         target = directory / f"checkpoint-{self.step_count:08d}.npz"
@@ -305,7 +336,7 @@ class Solver:
                 np.savez(handle, params=self.net.params.buffer, history=self.history,
                          second_moment=self.second_moment,
                          state=self._states(),
-                         step=self.step_count, position=self.feed.position,
+                         step=self.step_count, position=self.feed.position, **extra,
                          **{k: np.array(v) for k, v in identity.items()})
                 handle.flush()
                 os.fsync(handle.fileno())
@@ -355,6 +386,8 @@ class Solver:
             buffer[...] = saved[key]
         for replica, state in zip(self.replicas, states):
             replica.state.buffer[...] = state
+        if hasattr(self.gradient_reducer, "load_state"):
+            self.gradient_reducer.load_state(saved, path)
         self.step_count = step
         self.feed = Prefetcher(self.order, position)
         return path
