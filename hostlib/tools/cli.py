@@ -102,6 +102,15 @@ def register(subparsers) -> None:
     light.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     light.set_defaults(func=_light)
 
+    hope = which.add_parser("hope", help="HOPE's DAG schedulers on an Inception-style block "
+                            "and a tiny LSTM: makespans planned and run on the VM "
+                            "(docs/hope.md)")
+    hope.add_argument("--quick", action="store_true", help="smaller graphs")
+    hope.add_argument("--graph", action="append", choices=("inception", "lstm"),
+                      help="run only this graph (repeatable)")
+    hope.add_argument("--json", metavar="FILE", help="also write the results as JSON")
+    hope.set_defaults(func=_hope)
+
     analyze = subparsers.add_parser("analyze", help="steady-state cycles per iteration of a "
                                     "loop under the issue rules (like llvm-mca)")
     analyze.add_argument("program", metavar="KERNEL", help="assembly source (.s) or program (.swo)")
@@ -243,6 +252,21 @@ def _light(args) -> int:
         with open(args.json, "w", encoding="utf-8") as handle:
             json.dump(light.as_json(results), handle, indent=2)
     return 0 if all(r.matches for r in results) else 1
+
+
+def _hope(args) -> int:
+    from .bench import hope
+    graphs = tuple(args.graph or hope.GRAPHS)
+    bar = StepBar(hope.steps(graphs))
+    try:
+        results = hope.run(quick=args.quick, graphs=graphs, progress=bar)
+    finally:
+        bar.close()
+    print(hope.format_report(results))
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as handle:
+            json.dump(hope.as_json(results), handle, indent=2)
+    return 0 if all(r.max_relative_error <= hope.RTOL for r in results) else 1
 
 
 def _allreduce(args) -> int:
