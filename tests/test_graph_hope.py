@@ -110,7 +110,7 @@ def test_bisection_is_acyclic_balanced_and_parts_are_small():
     for part in parts:             # in dependence order
         assert all(p in placed or p in part for u in part for p in preds[u])
         placed |= set(part)
-    assert_valid(problem, hope.ilp(problem))
+    assert_valid(problem, hope.ilp(problem, limit=6))
 
 
 def test_super_ops_merge_short_single_predecessor_units():
@@ -146,3 +146,11 @@ def test_a_plan_runs_on_the_vm_and_matches_the_graph_engine():
     np.testing.assert_allclose(got["y"], want["y"], rtol=1e-5, atol=1e-6)
     assert simulated.makespan == plan.makespan
     assert plan.makespan < hope.sequential(problem).makespan
+
+
+def test_bench_hope_refuses_an_unknown_graph(capsys):
+    from swsim.cli import main
+    with pytest.raises(SystemExit) as exit_:
+        main(["bench", "hope", "--graph", "resnet"])
+    assert exit_.value.code == 2
+    assert "invalid choice: 'resnet'" in capsys.readouterr().err

@@ -28,7 +28,8 @@ MPE = "MPE"
 PART_NODES = 12              # Algorithm 1's NT: bisect until parts have fewer nodes
 EPSILONS = (0.1, 0.2)        # balance slack of a bisection: tight first, then looser
 SUPER_OP_RATIO = 0.1         # a node below this share of its predecessor's latency merges
-ILP_SECONDS = 20.0           # HiGHS time limit per part
+ILP_NODES = 2000             # HiGHS branch-and-bound nodes per part (a node limit, unlike a
+ILP_SECONDS = 120.0          # time limit, gives the same plan on any host; the time is a guard)
 
 
 def devices(machine, cgs=None, mpe=True) -> list:
@@ -418,7 +419,7 @@ def _solve_part(problem, part, fixed_device, fixed_finish, free, time_limit):
     integrality[nb + ns + 1:] = 1
     result = milp(objective, integrality=integrality, bounds=Bounds(lo, hi),
                   constraints=LinearConstraint(np.array(rows), lower, upper),
-                  options={"time_limit": time_limit})
+                  options={"time_limit": time_limit, "node_limit": ILP_NODES})
     if result.x is None:
         raise GraphError(f"the ILP found no schedule for part {part}: {result.message}")
     x = result.x

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 from dataclasses import asdict
@@ -249,24 +250,24 @@ def _light(args) -> int:
         bar.close()
     print(light.format_report(results))
     if args.json:
-        with open(args.json, "w", encoding="utf-8") as handle:
-            json.dump(light.as_json(results), handle, indent=2)
+        _dump_json(args.json, light.as_json(results))
     return 0 if all(r.matches for r in results) else 1
 
 
 def _hope(args) -> int:
     from .bench import hope
     graphs = tuple(args.graph or hope.GRAPHS)
-    bar = StepBar(hope.steps(graphs))
-    try:
+    with contextlib.closing(StepBar(hope.steps(graphs))) as bar:
         results = hope.run(quick=args.quick, graphs=graphs, progress=bar)
-    finally:
-        bar.close()
     print(hope.format_report(results))
     if args.json:
-        with open(args.json, "w", encoding="utf-8") as handle:
-            json.dump(hope.as_json(results), handle, indent=2)
+        _dump_json(args.json, hope.as_json(results))
     return 0 if all(r.max_relative_error <= hope.RTOL for r in results) else 1
+
+
+def _dump_json(path: str, data) -> None:
+    with open(path, "w", encoding="utf-8") as handle:
+        json.dump(data, handle, indent=2)
 
 
 def _allreduce(args) -> int:
