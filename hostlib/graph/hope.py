@@ -441,8 +441,8 @@ def _ancestors(problem, part):
 
 
 def ilp_whole(problem: Problem, time_limit=ILP_SECONDS) -> Plan:
-    """The ILP on the whole graph in one part (no bisection): best plan HiGHS finds within
-    ``time_limit`` seconds."""
+    """The ILP on the whole graph in one part (no bisection): the best plan HiGHS finds within
+    ``ILP_NODES`` branch-and-bound nodes (or ``time_limit`` seconds)."""
     plan = ilp(problem, limit=len(problem.units) + 1, time_limit=time_limit)
     plan.scheduler = "HOPE ILP whole"
     return plan
