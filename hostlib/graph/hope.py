@@ -343,7 +343,11 @@ def ilp(problem: Problem, limit=PART_NODES, time_limit=ILP_SECONDS) -> Plan:
 
 
 def _solve_part(problem, part, fixed_device, fixed_finish, free, time_limit):
-    from scipy.optimize import Bounds, LinearConstraint, milp
+    try:
+        from scipy.optimize import Bounds, LinearConstraint, milp
+    except ImportError as missing:      # an optional dependency: swsim[hope]
+        raise GraphError(f"the ILP scheduler needs scipy >= 1.9 (pip install 'swsim[hope]'): "
+                         f"{missing}") from None
 
     names = problem.devices
     n, m = len(part), len(names)
