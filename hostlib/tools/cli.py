@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 from dataclasses import asdict
@@ -140,6 +141,15 @@ def register(subparsers) -> None:
                        help="run only this model (repeatable)")
     light.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     light.set_defaults(func=_light)
+
+    hope = which.add_parser("hope", help="HOPE's DAG schedulers on an Inception-style block "
+                            "and a tiny LSTM: makespans planned and run on the VM "
+                            "(docs/hope.md)")
+    hope.add_argument("--quick", action="store_true", help="smaller graphs")
+    hope.add_argument("--graph", action="append", choices=("inception", "lstm"),
+                      help="run only this graph (repeatable)")
+    hope.add_argument("--json", metavar="FILE", help="also write the results as JSON")
+    hope.set_defaults(func=_hope)
 
     analyze = subparsers.add_parser("analyze", help="steady-state cycles per iteration of a "
                                     "loop under the issue rules (like llvm-mca)")
@@ -320,9 +330,24 @@ def _light(args) -> int:
         bar.close()
     print(light.format_report(results))
     if args.json:
-        with open(args.json, "w", encoding="utf-8") as handle:
-            json.dump(light.as_json(results), handle, indent=2)
+        _dump_json(args.json, light.as_json(results))
     return 0 if all(r.matches for r in results) else 1
+
+
+def _hope(args) -> int:
+    from .bench import hope
+    graphs = tuple(args.graph or hope.GRAPHS)
+    with contextlib.closing(StepBar(hope.steps(graphs))) as bar:
+        results = hope.run(quick=args.quick, graphs=graphs, progress=bar)
+    print(hope.format_report(results))
+    if args.json:
+        _dump_json(args.json, hope.as_json(results))
+    return 0 if all(r.max_relative_error <= hope.RTOL for r in results) else 1
+
+
+def _dump_json(path: str, data) -> None:
+    with open(path, "w", encoding="utf-8") as handle:
+        json.dump(data, handle, indent=2)
 
 
 def _allreduce(args) -> int:
