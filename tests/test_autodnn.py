@@ -339,10 +339,15 @@ def test_bench_compares_generated_with_implicit_on_a_small_layer():
     row = bench.measure(("net", "tiny", 16, 32, 2, 1), 128)
     assert row.generated and row.implicit and row.schedule.startswith("conv[")
     assert 0.01 < row.efficiency(row.generated) < 1 and 0.01 < row.efficiency(row.implicit) < 1
-    results = {"batch": 128, "rows": [row], "tuning": []}
+    padded = bench.measure(("listing5.1", "B=1", 16, 32, 2, 3), 1)     # B = 1: zero padding
+    assert padded.generated and "padded to B=" in padded.schedule
+    results = {"batch": 128, "rows": [row, padded], "tuning": []}
     assert "tiny" in bench.format_report(results, 1.0)
-    assert bench.to_json(results)["summary"]["both"] == 1
-    assert len(bench.LAYERS) == 30 and {l[1] for l in bench.LAYERS} >= set(bench.QUICK_LAYERS)
+    assert "Listing 5.1, B = 1: 1 of 1 cases" in bench.format_report(results, 1.0)
+    summary = bench.to_json(results)["summary"]
+    assert summary["both"] == 1 and summary["listing"][1]["both"] == 1
+    assert len(bench.LAYERS) == 30 and len(bench.listing(False)) == 225
+    assert len(bench.listing(True)) == 3 * len(bench.QUICK_LISTING)
 
 
 def test_accumulating_kernel_revisits_c_correctly():
