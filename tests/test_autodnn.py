@@ -219,7 +219,9 @@ def test_dnn_conv_generated_refuses_what_it_does_not_do():
     assert conv_generated.supports(geo, "forward", np.float32, config) is None
     assert "float32 or float64" in conv_generated.supports(geo, "forward", np.float16, config)
     strided = make_geometry((128, 16, 4, 4), (32, 16, 3, 3), 2, 1, "w")
-    assert "stride 1 only" in conv_generated.supports(strided, "forward", np.float64, config)
+    assert conv_generated.supports(strided, "forward", np.float64, config) is None
+    assert "stride 1 only" in conv_generated.supports(strided, "backward_data", np.float64,
+                                                      config)
     assert "padding < kernel size" in conv_generated.supports(
         make_geometry((128, 16, 4, 4), (32, 16, 1, 1), 1, 1, "w"), "backward_data",
         np.float64, config)
@@ -232,11 +234,13 @@ def test_dnn_conv_generated_refuses_what_it_does_not_do():
 @given(batch=st.sampled_from([1, 3, 32]), n_i=st.sampled_from([3, 8, 12]),
        n_o=st.sampled_from([5, 32, 40]), r_i=st.integers(1, 3), c_i=st.integers(1, 6),
        k=st.sampled_from([(1, 1), (3, 3), (2, 3)]), pr=st.integers(0, 1), pc=st.integers(0, 1),
+       stride=st.sampled_from([(1, 1), (2, 2), (1, 2)]),
        dtype=st.sampled_from([np.float64, np.float32]))
 def test_generated_conv_zero_pads_odd_shapes_and_padding(batch, n_i, n_o, r_i, c_i, k, pr, pc,
-                                                          dtype):
+                                                          stride, dtype):
     """Batches, channels and output columns that fit no primitive variant, and the
-    convolution's own padding, run through the zero-padded schedules (thesis 4.2.4)."""
+    convolution's own padding, run through the zero-padded schedules (thesis 4.2.4); strides
+    are the seed's index coefficients."""
     from swsim.hostlib.dnn import conv
     if r_i + 2 * pr < k[0] or c_i + 2 * pc < k[1]:
         return
@@ -244,13 +248,14 @@ def test_generated_conv_zero_pads_odd_shapes_and_padding(batch, n_i, n_o, r_i, c
     x = rng.standard_normal((r_i, c_i, n_i, batch)).astype(dtype)          # RCNB
     w = rng.standard_normal((n_o, n_i, *k)).astype(dtype)
     bias = rng.standard_normal(n_o).astype(dtype)
-    y, stats = conv.conv2d_forward(x, w, bias, padding=(pr, pc), algo="generated",
-                                   layout="RCNB")
+    y, stats = conv.conv2d_forward(x, w, bias, stride=stride, padding=(pr, pc),
+                                   algo="generated", layout="RCNB")
     assert stats.algo == "generated" and y.dtype == dtype
     tolerance = 1e-10 if dtype == np.float64 else 1e-4
-    np.testing.assert_allclose(y, _conv_reference(x.astype(np.float64), w.astype(np.float64),
-                                                  bias.astype(np.float64), (pr, pc)),
-                               rtol=tolerance, atol=tolerance)
+    whole = _conv_reference(x.astype(np.float64), w.astype(np.float64),
+                            bias.astype(np.float64), (pr, pc))          # stride 1, subsampled
+    np.testing.assert_allclose(y, whole[::stride[0], ::stride[1]], rtol=tolerance,
+                               atol=tolerance)
 
 
 @settings(max_examples=4, deadline=None)

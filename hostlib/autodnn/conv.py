@@ -1,4 +1,4 @@
-"""Convolution as swAutoDNN schedules: the seed of Fig. 6.3 (stride 1, no padding, the RCNB
+"""Convolution as swAutoDNN schedules: the seed of Fig. 6.3 (any stride, no padding, the RCNB
 layouts of the hand-written implicit convolution: x (R_i, C_i, N_i, B), w (K_r, K_c, N_i,
 N_o), y (R_o, C_o, N_o, B)) written out as DSL text for a shape, in the variants the tuner
 searches:
@@ -20,12 +20,12 @@ from .dsl import parse
 
 SEED = """Schedule Seed
 ConstVar Ro({r_o}), Co({c_o}), Kr({k_r}), Kc({k_c}), NiO({ni_o}), NiI({ni_i}), NoO({no_o}), NoI({no_i}), B({b});
-ConstVar Ri(Ro+Kr-1), Ci(Co+Kc-1);
+ConstVar Ri({sr}*Ro-{sr}+Kr), Ci({sc}*Co-{sc}+Kc);
 Tensor X(Ri, Ci, NiO, NiI, B), W(Kr, Kc, NiO, NiI, NoO, NoI), Y(Ro, Co, NoO, NoI, B);
 For(cRo, 0, 1, Ro){{ For(cCo, 0, 1, Co){{ For(cNo, 0, 1, NoO){{
   For(cKr, 0, 1, Kr){{ For(cKc, 0, 1, Kc){{ For(cNi, 0, 1, NiO){{
     gemm_op("conv", B, NoI, NiI,
-      X({{Ri, cRo+cKr}}, {{Ci, cCo+cKc}}, {{NiO, cNi}}),
+      X({{Ri, {sr}*cRo+cKr}}, {{Ci, {sc}*cCo+cKc}}, {{NiO, cNi}}),
       W({{Kr, {kr_tap}}}, {{Kc, {kc_tap}}}, {{NiO, cNi}}, {{NoO, cNo}}),
       Y({{Ro, cRo}}, {{Co, cCo}}, {{NoO, cNo}}));
 }}}}}}}}}}}}
@@ -79,15 +79,17 @@ def padded_shape(program) -> dict:
     return {"B": c["B"], "Ni": c["NiO"] * c["NiI"], "No": c["NoO"] * c["NoI"], "Co": c["Co"]}
 
 
-def programs(batch, n_i, n_o, r_o, c_o, k_r, k_c, flip: bool = False) -> list:
+def programs(batch, n_i, n_o, r_o, c_o, k_r, k_c, flip: bool = False,
+             stride: tuple = (1, 1)) -> list:
     """The schedule variants (Programs) of a forward convolution of this shape, the zero-padded
     ones (``padded_shapes``) included; `flip`: the kernel's taps read rotated by 180 degrees
-    (backward-data's convolution), so the taps stay loops (a fused K cannot run backwards)."""
+    (backward-data's convolution), so the taps stay loops (a fused K cannot run backwards);
+    `stride`: (rows, columns) of the input between output pixels."""
     return [program for shape in padded_shapes(batch, n_i, n_o, c_o)
-            for program in _variants(*shape, r_o, k_r, k_c, flip)]
+            for program in _variants(*shape, r_o, k_r, k_c, flip, stride)]
 
 
-def _variants(batch, n_i, n_o, c_o, scos, padded, r_o, k_r, k_c, flip) -> list:
+def _variants(batch, n_i, n_o, c_o, scos, padded, r_o, k_r, k_c, flip, stride) -> list:
     out = []
     taps_in_k = ("", FUSE_TAPS) if k_c > 1 and not flip else ("",)
     for ni_i in _divisors(n_i, CHANNEL_BLOCKS):
@@ -96,6 +98,7 @@ def _variants(batch, n_i, n_o, c_o, scos, padded, r_o, k_r, k_c, flip) -> list:
                 text = SEED.format(r_o=r_o, c_o=c_o, k_r=k_r, k_c=k_c, ni_o=n_i // ni_i,
                                    ni_i=ni_i, no_o=n_o // no_i, no_i=no_i, b=batch,
                                    scos=", ".join(map(str, scos)), taps=taps,
+                                   sr=stride[0], sc=stride[1],
                                    kr_tap="Kr-1-cKr" if flip else "cKr",
                                    kc_tap="Kc-1-cKc" if flip else "cKc")
                 program = parse(text)

@@ -3,8 +3,8 @@ as kernels that swAutoDNN generates from the convolution's schedule variants
 (``autodnn.conv.programs``), chosen by the model-based tuner. Activations in RCNB like the hand-written implicit
 convolution: x (R_i, C_i, N_i, B), y (R_o, C_o, N_o, B); the weights rearranged on the VM into
 (K_r, K_c, N_i, N_o) (phase "weights"). float64 (the double primitive) or float32 (its
-strategy-2 entries), stride 1; with a bias the kernel is generated in its accumulating form
-and y starts as the bias. Backward-data is the forward convolution of dy padded by K - 1 - p
+strategy-2 entries), any stride (backward-data: 1); with a bias the kernel is generated in
+its accumulating form and y starts as the bias. Backward-data is the forward convolution of dy padded by K - 1 - p
 with the weights read as (K_r, K_c, N_o, N_i) and their taps rotated by 180 degrees (the
 schedule indexes them backwards). Backward-filter is not generated.
 
@@ -47,7 +47,9 @@ def _padded(geo: ConvGeometry, program) -> dict | None:
     """The padded sizes {"B", "Ni", "No", "Co"} the program runs on, or None when it runs on
     the caller's arrays as they are."""
     sizes = autodnn_conv.padded_shape(program)
-    exact = sizes == {"B": geo.batch, "Ni": geo.n_i, "No": geo.n_o, "Co": geo.c_o}
+    exact = sizes == {"B": geo.batch, "Ni": geo.n_i, "No": geo.n_o, "Co": geo.c_o} and \
+        (geo.r_i, geo.c_i) == tuple(s * (o - 1) + k for s, o, k in zip(
+            geo.stride, (geo.r_o, geo.c_o), (geo.k_r, geo.k_c)))   # no unread tail
     return None if exact and geo.padding == (0, 0) else sizes
 
 
@@ -57,7 +59,7 @@ def tuned(geo: ConvGeometry, config, dtype: str = "float64", flip: bool = False)
     tuner.Tuning, or the refusal text."""
     try:
         return tuner.tune(autodnn_conv.programs(geo.batch, geo.n_i, geo.n_o, geo.r_o, geo.c_o,
-                                                geo.k_r, geo.k_c, flip),
+                                                geo.k_r, geo.k_c, flip, geo.stride),
                           "model", config=config, dtype=dtype)
     except autodnn.ScheduleError as exc:
         return f"generated convolution: no feasible schedule ({exc})"
@@ -73,8 +75,8 @@ def supports(geo: ConvGeometry, direction, dtype, config) -> str | None:
         return "generated convolution: forward and backward-data only"
     if np.dtype(dtype) not in (np.float32, np.float64):
         return "generated convolution: float32 or float64 only"
-    if geo.stride != (1, 1):
-        return "generated convolution: stride 1 only"
+    if direction == "backward_data" and geo.stride != (1, 1):
+        return "generated convolution: backward-data with stride 1 only"
     if direction == "backward_data" and (geo.padding[0] >= geo.k_r
                                          or geo.padding[1] >= geo.k_c):
         return "generated convolution: backward-data needs padding < kernel size"
@@ -93,7 +95,8 @@ def _padding_cycles(geo: ConvGeometry, program, es: int, config) -> float:
     sizes = _padded(geo, program)
     if sizes is None:
         return 0.0
-    x = (geo.r_o + geo.k_r - 1, sizes["Co"] + geo.k_c - 1, sizes["Ni"], sizes["B"])
+    (sr, sc) = geo.stride
+    x = (sr * (geo.r_o - 1) + geo.k_r, sc * (sizes["Co"] - 1) + geo.k_c, sizes["Ni"], sizes["B"])
     y = (geo.r_o, sizes["Co"], sizes["No"], sizes["B"])
     return sum(conv_model.transform_cycles(shape, "RCNB", "RCNB", es, config)
                for shape in (x, y))
@@ -128,7 +131,8 @@ def _run(geo: ConvGeometry, direction, x, w, bias, machine, stats, engine) -> np
                                            "Co": geo.c_o}
     (pr, pc), ni, no, b = geo.padding, sizes["Ni"], sizes["No"], sizes["B"]
     xp = np.zeros((consts["Ri"], consts["Ci"], ni, b), x.dtype)
-    xp[pr:pr + geo.r_i, pc:pc + geo.c_i, :geo.n_i, :geo.batch] = x
+    rows, cols = min(geo.r_i, consts["Ri"] - pr), min(geo.c_i, consts["Ci"] - pc)  # a stride's
+    xp[pr:pr + rows, pc:pc + cols, :geo.n_i, :geo.batch] = x[:rows, :cols]     # unread tail
     wp = np.zeros((geo.k_r, geo.k_c, ni, no), x.dtype)
     wp[:, :, :geo.n_i, :geo.n_o] = wt
     y = np.zeros((geo.r_o, sizes["Co"], no, b), x.dtype)
