@@ -12,7 +12,7 @@ Padding and boundaries are zero padding (thesis section 4.2.4): the kernel runs 
 a zeroed array grown by the convolution's padding and by whatever the chosen schedule pads
 (``autodnn.conv.padded_shapes``: batch, output columns, channels); the pad's outputs are
 dropped. The host does that placement as it places every operand; ``predict`` charges it as
-two copying passes (x in, y out), the measured cycles do not include it.
+two copying passes (x in, y out), the measured cycles (and ``estimate``) do not include it.
 """
 from __future__ import annotations
 
@@ -157,8 +157,9 @@ def backward_filter(geo, x, dy, machine, stats, engine):
 
 
 def estimate(geo: ConvGeometry, direction, dtype, machine, engine="c"):
-    """(cycles, details) of the pass: the tuned kernel sampled (``autodnn.conv.estimate``),
-    the weight rearrangement run whole and the zero padding's copies as modelled."""
+    """(cycles, details) of the pass as a run measures it: the tuned kernel sampled
+    (``autodnn.conv.estimate``) and the weight rearrangement run whole; the zero padding's
+    copies, which a run does not simulate, as modelled in details["padding_modelled"]."""
     _unsupported(geo, direction, dtype, machine.config)
     best = _tuned_pass(geo, direction, dtype, machine.config).best
     kernel, details = autodnn_conv.estimate(best, machine, engine)
@@ -167,5 +168,5 @@ def estimate(geo: ConvGeometry, direction, dtype, machine, engine="c"):
                         engine=engine)[1].cycles
     padding = _padding_cycles(pass_geometry(geo, direction), best.program,
                               np.dtype(dtype).itemsize, machine.config)
-    return kernel + weights + padding, dict(details, conv=kernel, weights=weights,
-                                            padding=padding, schedule=best.label)
+    return kernel + weights, dict(details, conv=kernel, weights=weights,
+                                  padding_modelled=padding, schedule=best.label)
