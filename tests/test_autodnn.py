@@ -176,9 +176,11 @@ def test_tuner_model_ranks_the_space_and_measured_mode_runs_it():
     assert chosen.measured <= 1.1 * measured.best.measured
 
 
-def _conv_reference(x, w, bias):
-    """y (R_o, C_o, N_o, B) of x (R_i, C_i, N_i, B) and w (N_o, N_i, K_r, K_c), numpy."""
+def _conv_reference(x, w, bias, padding=(0, 0)):
+    """y (R_o, C_o, N_o, B) of x (R_i, C_i, N_i, B) zero-padded by `padding` and w (N_o, N_i,
+    K_r, K_c), numpy."""
     k_r, k_c = w.shape[2:]
+    x = np.pad(x, [(padding[0],) * 2, (padding[1],) * 2, (0, 0), (0, 0)])
     r_o, c_o = x.shape[0] - k_r + 1, x.shape[1] - k_c + 1
     y = np.zeros((r_o, c_o, w.shape[0], x.shape[3]))
     for kr in range(k_r):
@@ -212,16 +214,101 @@ def test_dnn_conv_generated_refuses_what_it_does_not_do():
     config = Machine().config
     geo = make_geometry((128, 16, 4, 4), (32, 16, 3, 3), 1, 0, "w")
     assert conv_generated.supports(geo, "forward", np.float64, config) is None
-    assert "forward only" in conv_generated.supports(geo, "backward_data", np.float64, config)
+    assert "forward and backward-data only" in conv_generated.supports(geo, "backward_filter",
+                                                                        np.float64, config)
     assert conv_generated.supports(geo, "forward", np.float32, config) is None
     assert "float32 or float64" in conv_generated.supports(geo, "forward", np.float16, config)
-    padded = make_geometry((128, 16, 4, 4), (32, 16, 3, 3), 1, 1, "w")
-    assert "padding" in conv_generated.supports(padded, "forward", np.float64, config)
-    odd = make_geometry((3, 16, 4, 4), (32, 16, 3, 3), 1, 0, "w")
-    assert "no feasible schedule" in conv_generated.supports(odd, "forward", np.float64, config)
-    with pytest.raises(ValueError, match="forward only"):
-        conv.conv2d_backward_data(np.zeros((128, 32, 2, 2)), np.zeros((32, 16, 3, 3)),
-                                  (128, 16, 4, 4), algo="generated")
+    strided = make_geometry((128, 16, 4, 4), (32, 16, 3, 3), 2, 1, "w")
+    assert conv_generated.supports(strided, "forward", np.float64, config) is None
+    assert "stride 1 only" in conv_generated.supports(strided, "backward_data", np.float64,
+                                                      config)
+    assert "padding < kernel size" in conv_generated.supports(
+        make_geometry((128, 16, 4, 4), (32, 16, 1, 1), 1, 1, "w"), "backward_data",
+        np.float64, config)
+    with pytest.raises(ValueError, match="forward and backward-data only"):
+        conv.conv2d_backward_filter(np.zeros((128, 16, 4, 4)), np.zeros((128, 32, 2, 2)),
+                                    (32, 16, 3, 3), algo="generated")
+
+
+@settings(max_examples=5, deadline=None)
+@given(batch=st.sampled_from([1, 3, 32]), n_i=st.sampled_from([3, 8, 12]),
+       n_o=st.sampled_from([5, 32, 40]), r_i=st.integers(1, 3), c_i=st.integers(1, 6),
+       k=st.sampled_from([(1, 1), (3, 3), (2, 3)]), pr=st.integers(0, 1), pc=st.integers(0, 1),
+       stride=st.sampled_from([(1, 1), (2, 2), (1, 2)]),
+       dtype=st.sampled_from([np.float64, np.float32]))
+def test_generated_conv_zero_pads_odd_shapes_and_padding(batch, n_i, n_o, r_i, c_i, k, pr, pc,
+                                                          stride, dtype):
+    """Batches, channels and output columns that fit no primitive variant, and the
+    convolution's own padding, run through the zero-padded schedules (thesis 4.2.4); strides
+    are the seed's index coefficients."""
+    from swsim.hostlib.dnn import conv
+    if r_i + 2 * pr < k[0] or c_i + 2 * pc < k[1]:
+        return
+    rng = np.random.default_rng(batch + n_i + n_o)
+    x = rng.standard_normal((r_i, c_i, n_i, batch)).astype(dtype)          # RCNB
+    w = rng.standard_normal((n_o, n_i, *k)).astype(dtype)
+    bias = rng.standard_normal(n_o).astype(dtype)
+    y, stats = conv.conv2d_forward(x, w, bias, stride=stride, padding=(pr, pc),
+                                   algo="generated", layout="RCNB")
+    assert stats.algo == "generated" and y.dtype == dtype
+    tolerance = 1e-10 if dtype == np.float64 else 1e-4
+    whole = _conv_reference(x.astype(np.float64), w.astype(np.float64),
+                            bias.astype(np.float64), (pr, pc))          # stride 1, subsampled
+    np.testing.assert_allclose(y, whole[::stride[0], ::stride[1]], rtol=tolerance,
+                               atol=tolerance)
+
+
+@settings(max_examples=4, deadline=None)
+@given(batch=st.sampled_from([1, 32]), n_i=st.sampled_from([3, 16]), n_o=st.sampled_from([5, 32]),
+       r_i=st.integers(2, 4), c_i=st.integers(2, 6), k=st.sampled_from([(1, 1), (3, 3), (2, 3)]),
+       pad=st.data())
+def test_generated_backward_data_is_the_flipped_forward(batch, n_i, n_o, r_i, c_i, k, pad):
+    """dx against numpy's scatter of dy through every tap (the forward's adjoint)."""
+    from swsim.hostlib.dnn import conv
+    pr, pc = pad.draw(st.integers(0, k[0] - 1)), pad.draw(st.integers(0, k[1] - 1))
+    if r_i + 2 * pr < k[0] or c_i + 2 * pc < k[1]:
+        return
+    rng = np.random.default_rng(batch + n_i + n_o + r_i)
+    w = rng.standard_normal((n_o, n_i, *k))
+    r_o, c_o = r_i + 2 * pr - k[0] + 1, c_i + 2 * pc - k[1] + 1
+    dy = rng.standard_normal((r_o, c_o, n_o, batch))                      # RCNB
+    dx, stats = conv.conv2d_backward_data(dy, w, (r_i, c_i, n_i, batch), padding=(pr, pc),
+                                          algo="generated", layout="RCNB")
+    assert stats.algo == "generated" and dx.shape == (r_i, c_i, n_i, batch)
+    padded = np.zeros((r_i + 2 * pr, c_i + 2 * pc, n_i, batch))     # scatter dy back
+    for kr in range(k[0]):
+        for kc in range(k[1]):
+            padded[kr:kr + r_o, kc:kc + c_o] += np.einsum("rcob,oi->rcib", dy, w[:, :, kr, kc])
+    np.testing.assert_allclose(dx, padded[pr:pr + r_i, pc:pc + c_i], rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.slow
+def test_zero_padded_generated_conv_is_bit_identical_on_both_engines():
+    from swsim.hostlib.dnn import conv
+    rng = np.random.default_rng(1)
+    x, w = rng.standard_normal((1, 2, 3, 1)), rng.standard_normal((5, 3, 1, 2))
+    (yc, sc), (yp, sp) = (conv.conv2d_forward(x, w, None, padding=(0, 1), algo="generated",
+                                              layout="RCNB", engine=engine)
+                          for engine in ("c", "python"))
+    assert np.array_equal(yc, yp) and sc.cycles == sp.cycles
+
+
+def test_zero_padded_schedules_are_offered_only_where_needed_and_charged():
+    from swsim.hostlib.autodnn import conv as ad_conv
+    from swsim.hostlib.dnn import conv_generated
+    from swsim.hostlib.dnn.conv_common import make_geometry
+    from swsim.vm import Machine
+    assert [s[:4] for s in ad_conv.padded_shapes(128, 64, 64, 13)] == [(128, 64, 64, 13)]
+    shapes = ad_conv.padded_shapes(1, 3, 40, 13)
+    assert shapes[0][:4] == (1, 3, 40, 13) and not shapes[0][5]
+    assert {s[:4] for s in shapes[1:]} == {(128, 8, 64, 13), (64, 8, 64, 14), (32, 8, 64, 16),
+                                           (16, 8, 64, 16)}
+    config = Machine().config
+    geo = make_geometry((1, 16, 13, 13), (32, 16, 3, 3), 1, 1, "w")     # YOLO-like, B = 1
+    best = conv_generated.tuned(geo, config, "float64").best
+    assert "padded to" in best.label
+    assert conv_generated.predict(geo, "forward", np.float64, config) > best.predicted + \
+        conv_generated._weights_cycles(geo, "forward", 8, config)
 
 
 def test_cli_tunes_reports_and_writes_the_kernel(tmp_path, capsys):
@@ -257,10 +344,15 @@ def test_bench_compares_generated_with_implicit_on_a_small_layer():
     row = bench.measure(("net", "tiny", 16, 32, 2, 1), 128)
     assert row.generated and row.implicit and row.schedule.startswith("conv[")
     assert 0.01 < row.efficiency(row.generated) < 1 and 0.01 < row.efficiency(row.implicit) < 1
-    results = {"batch": 128, "rows": [row], "tuning": []}
+    padded = bench.measure(("listing5.1", "B=1", 16, 32, 2, 3), 1)     # B = 1: zero padding
+    assert padded.generated and "padded to B=" in padded.schedule
+    results = {"batch": 128, "rows": [row, padded], "tuning": []}
     assert "tiny" in bench.format_report(results, 1.0)
-    assert bench.to_json(results)["summary"]["both"] == 1
-    assert len(bench.LAYERS) == 30 and {l[1] for l in bench.LAYERS} >= set(bench.QUICK_LAYERS)
+    assert "Listing 5.1, B = 1: 1 of 1 cases" in bench.format_report(results, 1.0)
+    summary = bench.to_json(results)["summary"]
+    assert summary["both"] == 1 and summary["listing"][1]["both"] == 1
+    assert len(bench.LAYERS) == 30 and len(bench.listing(False)) == 225
+    assert len(bench.listing(True)) == 3 * len(bench.QUICK_LISTING)
 
 
 def test_accumulating_kernel_revisits_c_correctly():

@@ -1,4 +1,4 @@
-"""Convolution as swAutoDNN schedules: the seed of Fig. 6.3 (stride 1, no padding, the RCNB
+"""Convolution as swAutoDNN schedules: the seed of Fig. 6.3 (any stride, no padding, the RCNB
 layouts of the hand-written implicit convolution: x (R_i, C_i, N_i, B), w (K_r, K_c, N_i,
 N_o), y (R_o, C_o, N_o, B)) written out as DSL text for a shape, in the variants the tuner
 searches:
@@ -7,7 +7,12 @@ searches:
   * the kernel columns either a loop or fused into the primitive's K (Table 4.2 row 4's
     K_c N_i, possible when N_i is not blocked);
   * the output columns split by Sco (a parameter set) and the inner part fused into M with
-    the batch (Algorithm 4's image-size-aware blocking; Sco = 1 is Algorithm 3's).
+    the batch (Algorithm 4's image-size-aware blocking; Sco = 1 is Algorithm 3's);
+  * boundaries by the lightweight zero padding of thesis section 4.2.4: a shape whose batch,
+    output columns or channels fit no primitive variant is also offered padded -- B and C_o
+    up to what makes an M chunk of Sco columns x B a whole vector chunk, N_i to the
+    primitive's K multiple, N_o to its N multiple -- the caller zero-fills the pad and drops
+    the pad's outputs (``padded_shape``), and the model counts the pad's wasted work.
 """
 from __future__ import annotations
 
@@ -15,13 +20,13 @@ from .dsl import parse
 
 SEED = """Schedule Seed
 ConstVar Ro({r_o}), Co({c_o}), Kr({k_r}), Kc({k_c}), NiO({ni_o}), NiI({ni_i}), NoO({no_o}), NoI({no_i}), B({b});
-ConstVar Ri(Ro+Kr-1), Ci(Co+Kc-1);
+ConstVar Ri({sr}*Ro-{sr}+Kr), Ci({sc}*Co-{sc}+Kc);
 Tensor X(Ri, Ci, NiO, NiI, B), W(Kr, Kc, NiO, NiI, NoO, NoI), Y(Ro, Co, NoO, NoI, B);
 For(cRo, 0, 1, Ro){{ For(cCo, 0, 1, Co){{ For(cNo, 0, 1, NoO){{
   For(cKr, 0, 1, Kr){{ For(cKc, 0, 1, Kc){{ For(cNi, 0, 1, NiO){{
     gemm_op("conv", B, NoI, NiI,
-      X({{Ri, cRo+cKr}}, {{Ci, cCo+cKc}}, {{NiO, cNi}}),
-      W({{Kr, cKr}}, {{Kc, cKc}}, {{NiO, cNi}}, {{NoO, cNo}}),
+      X({{Ri, {sr}*cRo+cKr}}, {{Ci, {sc}*cCo+cKc}}, {{NiO, cNi}}),
+      W({{Kr, {kr_tap}}}, {{Kc, {kc_tap}}}, {{NiO, cNi}}, {{NoO, cNo}}),
       Y({{Ro, cRo}}, {{Co, cCo}}, {{NoO, cNo}}));
 }}}}}}}}}}}}
 Schedule Strategies
@@ -34,24 +39,71 @@ fuse(cCo_in, "conv", inM);
 FUSE_TAPS = 'reorder({cRo, cCo_out, cNo, cKr, cNi, cKc});\nfuse(cKc, "conv", inK);\n'
 MAX_SCO = 8
 CHANNEL_BLOCKS = (32, 64, 128, 256)
+# The primitive's shape constraints on the whole 8 x 8 mesh (optimize.check_primitive): M
+# (here Sco x B, VecM) a multiple of 8 CPEs x a 16-element vector chunk, N (N_o) of 8 x a
+# 4-element splat chunk, K (N_i) of 8.
+M_MULTIPLE, N_MULTIPLE, K_MULTIPLE = 128, 32, 8
 
 
 def _divisors(n: int, options) -> list:
     return sorted({d for d in options if d < n and n % d == 0} | {n})
 
 
-def programs(batch, n_i, n_o, r_o, c_o, k_r, k_c) -> list:
-    """The schedule variants (Programs) of a forward convolution of this shape."""
-    scos = [s for s in range(1, min(c_o, MAX_SCO) + 1) if c_o % s == 0]
+def _round_up(n: int, multiple: int) -> int:
+    return -(-n // multiple) * multiple
+
+
+def padded_shapes(batch, n_i, n_o, c_o) -> list:
+    """(B, N_i, N_o, C_o, Sco options, padded) the programs are written for: the exact shape
+    with every Sco dividing C_o, and -- when some dimension fits no primitive variant -- for each Sco
+    that could hold a whole vector chunk, the shape zero-padded to fit it (the M chunk of a
+    CPE, Sco x B / 8, must be a multiple of 16 and lie inside one output column's batch, so
+    B pads to a multiple of 128 / Sco and C_o to a multiple of Sco)."""
+    n_i_p, n_o_p = _round_up(n_i, K_MULTIPLE), _round_up(n_o, N_MULTIPLE)
+    exact = [s for s in range(1, min(c_o, MAX_SCO) + 1) if c_o % s == 0]
+    shapes = [(batch, n_i, n_o, c_o, exact, False)]
+    fits = any(batch % (M_MULTIPLE // s) == 0 for s in exact if M_MULTIPLE % s == 0)
+    if fits and (n_i_p, n_o_p) == (n_i, n_o):
+        return shapes
+    for sco in (1, 2, 4, 8):
+        shape = (_round_up(batch, M_MULTIPLE // sco), n_i_p, n_o_p, _round_up(c_o, sco), [sco],
+                 True)
+        if shape[:4] != (batch, n_i, n_o, c_o) and shape not in shapes:
+            shapes.append(shape)
+    return shapes
+
+
+def padded_shape(program) -> dict:
+    """The padded sizes a program of ``programs`` was written for: {"B", "Ni", "No", "Co"}."""
+    c = program.seed.registry.const_values()
+    return {"B": c["B"], "Ni": c["NiO"] * c["NiI"], "No": c["NoO"] * c["NoI"], "Co": c["Co"]}
+
+
+def programs(batch, n_i, n_o, r_o, c_o, k_r, k_c, flip: bool = False,
+             stride: tuple = (1, 1)) -> list:
+    """The schedule variants (Programs) of a forward convolution of this shape, the zero-padded
+    ones (``padded_shapes``) included; `flip`: the kernel's taps read rotated by 180 degrees
+    (backward-data's convolution), so the taps stay loops (a fused K cannot run backwards);
+    `stride`: (rows, columns) of the input between output pixels."""
+    return [program for shape in padded_shapes(batch, n_i, n_o, c_o)
+            for program in _variants(*shape, r_o, k_r, k_c, flip, stride)]
+
+
+def _variants(batch, n_i, n_o, c_o, scos, padded, r_o, k_r, k_c, flip, stride) -> list:
     out = []
+    taps_in_k = ("", FUSE_TAPS) if k_c > 1 and not flip else ("",)
     for ni_i in _divisors(n_i, CHANNEL_BLOCKS):
         for no_i in _divisors(n_o, CHANNEL_BLOCKS):
-            for taps in ("", FUSE_TAPS) if ni_i == n_i and k_c > 1 else ("",):
+            for taps in taps_in_k if ni_i == n_i else ("",):
                 text = SEED.format(r_o=r_o, c_o=c_o, k_r=k_r, k_c=k_c, ni_o=n_i // ni_i,
                                    ni_i=ni_i, no_o=n_o // no_i, no_i=no_i, b=batch,
-                                   scos=", ".join(map(str, scos)), taps=taps)
+                                   scos=", ".join(map(str, scos)), taps=taps,
+                                   sr=stride[0], sc=stride[1],
+                                   kr_tap="Kr-1-cKr" if flip else "cKr",
+                                   kc_tap="Kc-1-cKc" if flip else "cKc")
                 program = parse(text)
-                program.name = f"conv[Ni/{ni_i}, No/{no_i}{', taps in K' if taps else ''}]"
+                pad = f", padded to B={batch} Ni={n_i} No={n_o} Co={c_o}" if padded else ""
+                program.name = f"conv[Ni/{ni_i}, No/{no_i}{', taps in K' if taps else ''}{pad}]"
                 out.append(program)
     return out
 

@@ -1,10 +1,18 @@
-"""The "generated" convolution algorithm (docs/autodnn.md): the forward pass as a kernel that
-swAutoDNN generates from the convolution's schedule variants (``autodnn.conv.programs``),
-chosen by the model-based tuner. Activations in RCNB like the hand-written implicit
+"""The "generated" convolution algorithm (docs/autodnn.md): the forward and backward-data passes
+as kernels that swAutoDNN generates from the convolution's schedule variants
+(``autodnn.conv.programs``), chosen by the model-based tuner. Activations in RCNB like the hand-written implicit
 convolution: x (R_i, C_i, N_i, B), y (R_o, C_o, N_o, B); the weights rearranged on the VM into
 (K_r, K_c, N_i, N_o) (phase "weights"). float64 (the double primitive) or float32 (its
-strategy-2 entries), stride 1, no padding, forward only; with a bias the kernel is generated in
-its accumulating form and y starts as the bias.
+strategy-2 entries), any stride (backward-data: 1); with a bias the kernel is generated in
+its accumulating form and y starts as the bias. Backward-data is the forward convolution of dy padded by K - 1 - p
+with the weights read as (K_r, K_c, N_o, N_i) and their taps rotated by 180 degrees (the
+schedule indexes them backwards). Backward-filter is not generated.
+
+Padding and boundaries are zero padding (thesis section 4.2.4): the kernel runs on x placed in
+a zeroed array grown by the convolution's padding and by whatever the chosen schedule pads
+(``autodnn.conv.padded_shapes``: batch, output columns, channels); the pad's outputs are
+dropped. The host does that placement as it places every operand; ``predict`` charges it as
+two copying passes (x in, y out), the measured cycles (and ``estimate``) do not include it.
 """
 from __future__ import annotations
 
@@ -22,41 +30,83 @@ from .layout import transform
 NAME = "generated"
 PHASES = ("weights", "conv")
 LAYOUT = "RCNB"
+# How each pass reads w (N_o, N_i, K_r, K_c) so that its RCNB is (K_r, K_c, in, out).
+WEIGHTS_LAYOUT = {"forward": "NCHW", "backward_data": "CNHW"}
 
 
-def _programs(geo: ConvGeometry) -> list:
-    return autodnn_conv.programs(geo.batch, geo.n_i, geo.n_o, geo.r_o, geo.c_o, geo.k_r,
-                                 geo.k_c)
+def pass_geometry(geo: ConvGeometry, direction) -> ConvGeometry:
+    """The forward convolution the kernel runs: backward-data convolves dy (N_o channels)
+    padded by K - 1 - p into dx (N_i channels)."""
+    if direction == "backward_data":
+        return ConvGeometry(geo.batch, geo.n_o, geo.n_i, geo.r_o, geo.c_o, geo.k_r, geo.k_c,
+                            (1, 1), (geo.k_r - 1 - geo.padding[0], geo.k_c - 1 - geo.padding[1]))
+    return geo
+
+
+def _padded(geo: ConvGeometry, program) -> dict | None:
+    """The padded sizes {"B", "Ni", "No", "Co"} the program runs on, or None when it runs on
+    the caller's arrays as they are."""
+    sizes = autodnn_conv.padded_shape(program)
+    exact = sizes == {"B": geo.batch, "Ni": geo.n_i, "No": geo.n_o, "Co": geo.c_o} and \
+        (geo.r_i, geo.c_i) == tuple(s * (o - 1) + k for s, o, k in zip(
+            geo.stride, (geo.r_o, geo.c_o), (geo.k_r, geo.k_c)))   # no unread tail
+    return None if exact and geo.padding == (0, 0) else sizes
 
 
 @functools.lru_cache(maxsize=256)
-def tuned(geo: ConvGeometry, config, dtype: str = "float64"):
-    """The model tuner's pick for the forward pass (a tuner.Tuning), or the refusal text."""
+def tuned(geo: ConvGeometry, config, dtype: str = "float64", flip: bool = False):
+    """The model tuner's pick for the forward convolution `geo` (taps rotated if `flip`): a
+    tuner.Tuning, or the refusal text."""
     try:
-        return tuner.tune(_programs(geo), "model", config=config, dtype=dtype)
+        return tuner.tune(autodnn_conv.programs(geo.batch, geo.n_i, geo.n_o, geo.r_o, geo.c_o,
+                                                geo.k_r, geo.k_c, flip, geo.stride),
+                          "model", config=config, dtype=dtype)
     except autodnn.ScheduleError as exc:
         return f"generated convolution: no feasible schedule ({exc})"
 
 
+def _tuned_pass(geo: ConvGeometry, direction, dtype, config):
+    return tuned(pass_geometry(geo, direction), config, np.dtype(dtype).name,
+                 direction == "backward_data")
+
+
 def supports(geo: ConvGeometry, direction, dtype, config) -> str | None:
-    if direction != "forward":
-        return "generated convolution: forward only"
+    if direction not in WEIGHTS_LAYOUT:
+        return "generated convolution: forward and backward-data only"
     if np.dtype(dtype) not in (np.float32, np.float64):
         return "generated convolution: float32 or float64 only"
-    if geo.stride != (1, 1) or geo.padding != (0, 0):
-        return "generated convolution: stride 1 and no padding only"
-    result = tuned(geo, config, np.dtype(dtype).name)
+    if direction == "backward_data" and geo.stride != (1, 1):
+        return "generated convolution: backward-data with stride 1 only"
+    if direction == "backward_data" and (geo.padding[0] >= geo.k_r
+                                         or geo.padding[1] >= geo.k_c):
+        return "generated convolution: backward-data needs padding < kernel size"
+    result = _tuned_pass(geo, direction, dtype, config)
     return result if isinstance(result, str) else None
 
 
-def _weights_cycles(geo: ConvGeometry, es: int, config) -> float:
-    return conv_model.transform_cycles(geo.w_shape, "NCHW", "RCNB", es, config)
+def _weights_cycles(geo: ConvGeometry, direction, es: int, config) -> float:
+    return conv_model.transform_cycles(geo.w_shape, WEIGHTS_LAYOUT[direction], "RCNB", es,
+                                       config)
+
+
+def _padding_cycles(geo: ConvGeometry, program, es: int, config) -> float:
+    """The zero padding's data movement (`geo` the pass's convolution) as two copying passes:
+    x into the padded array, the padded y out."""
+    sizes = _padded(geo, program)
+    if sizes is None:
+        return 0.0
+    (sr, sc) = geo.stride
+    x = (sr * (geo.r_o - 1) + geo.k_r, sc * (sizes["Co"] - 1) + geo.k_c, sizes["Ni"], sizes["B"])
+    y = (geo.r_o, sizes["Co"], sizes["No"], sizes["B"])
+    return sum(conv_model.transform_cycles(shape, "RCNB", "RCNB", es, config)
+               for shape in (x, y))
 
 
 def predict(geo: ConvGeometry, direction, dtype, config) -> float:
-    dtype = np.dtype(dtype)
-    return tuned(geo, config, dtype.name).best.predicted + _weights_cycles(geo, dtype.itemsize,
-                                                                           config)
+    es = np.dtype(dtype).itemsize
+    best = _tuned_pass(geo, direction, dtype, config).best
+    return best.predicted + _weights_cycles(geo, direction, es, config) + \
+        _padding_cycles(pass_geometry(geo, direction), best.program, es, config)
 
 
 def _unsupported(geo, direction, dtype, config):
@@ -65,27 +115,41 @@ def _unsupported(geo, direction, dtype, config):
         raise HostError(reason)
 
 
-def forward(geo: ConvGeometry, x, w, bias, machine, stats, engine) -> np.ndarray:
-    _unsupported(geo, "forward", x.dtype, machine.config)
-    best = tuned(geo, machine.config, x.dtype.name).best
-    wt, run = transform(w, "NCHW", "RCNB", machine=machine, engine=engine)
+def _run(geo: ConvGeometry, direction, x, w, bias, machine, stats, engine) -> np.ndarray:
+    """The pass's output (RCNB) of its input x (RCNB) and w (N_o, N_i, K_r, K_c)."""
+    _unsupported(geo, direction, x.dtype, machine.config)
+    best = _tuned_pass(geo, direction, x.dtype, machine.config).best
+    wt, run = transform(w, WEIGHTS_LAYOUT[direction], "RCNB", machine=machine, engine=engine)
     stats.phases["weights"].append(run)
     gen = best.generated if bias is None else \
         autodnn.build(best.program, best.binding, accumulate=True, dtype=x.dtype)
     dims = gen.plan.seed.registry.tensors
     consts = gen.plan.seed.registry.const_values()
     shape = {t: tuple(consts[d] for d in dims[t].dims) for t in ("X", "W", "Y")}
-    y = np.zeros((geo.r_o, geo.c_o, geo.n_o, geo.batch), x.dtype)
+    geo = pass_geometry(geo, direction)
+    sizes = _padded(geo, best.program) or {"B": geo.batch, "Ni": geo.n_i, "No": geo.n_o,
+                                           "Co": geo.c_o}
+    (pr, pc), ni, no, b = geo.padding, sizes["Ni"], sizes["No"], sizes["B"]
+    xp = np.zeros((consts["Ri"], consts["Ci"], ni, b), x.dtype)
+    rows, cols = min(geo.r_i, consts["Ri"] - pr), min(geo.c_i, consts["Ci"] - pc)  # a stride's
+    xp[pr:pr + rows, pc:pc + cols, :geo.n_i, :geo.batch] = x[:rows, :cols]     # unread tail
+    wp = np.zeros((geo.k_r, geo.k_c, ni, no), x.dtype)
+    wp[:, :, :geo.n_i, :geo.n_o] = wt
+    y = np.zeros((geo.r_o, sizes["Co"], no, b), x.dtype)
     if bias is not None:      # the accumulating kernel adds the products to y = bias
-        y[...] = bias[:, None]
-    out, run = autodnn.run(gen, {"X": x.reshape(shape["X"]), "W": wt.reshape(shape["W"]),
+        y[:, :, :geo.n_o] = bias[:, None]
+    out, run = autodnn.run(gen, {"X": xp.reshape(shape["X"]), "W": wp.reshape(shape["W"]),
                                  "Y": y.reshape(shape["Y"])}, machine=machine, engine=engine)
     stats.phases["conv"].append(run)
-    return out["Y"].reshape(y.shape)
+    return out["Y"].reshape(y.shape)[:, :geo.c_o, :geo.n_o, :geo.batch]
 
 
-def backward_data(geo, dy, w, machine, stats, engine):
-    _unsupported(geo, "backward_data", dy.dtype, machine.config)
+def forward(geo: ConvGeometry, x, w, bias, machine, stats, engine) -> np.ndarray:
+    return _run(geo, "forward", x, w, bias, machine, stats, engine)
+
+
+def backward_data(geo: ConvGeometry, dy, w, machine, stats, engine) -> np.ndarray:
+    return _run(geo, "backward_data", dy, w, None, machine, stats, engine)
 
 
 def backward_filter(geo, x, dy, machine, stats, engine):
@@ -93,11 +157,16 @@ def backward_filter(geo, x, dy, machine, stats, engine):
 
 
 def estimate(geo: ConvGeometry, direction, dtype, machine, engine="c"):
-    """(cycles, details) of the pass: the tuned kernel sampled (``autodnn.conv.estimate``)
-    and the weight rearrangement run whole."""
+    """(cycles, details) of the pass as a run measures it: the tuned kernel sampled
+    (``autodnn.conv.estimate``) and the weight rearrangement run whole; the zero padding's
+    copies, which a run does not simulate, as modelled in details["padding_modelled"]."""
     _unsupported(geo, direction, dtype, machine.config)
-    best = tuned(geo, machine.config, np.dtype(dtype).name).best
+    best = _tuned_pass(geo, direction, dtype, machine.config).best
     kernel, details = autodnn_conv.estimate(best, machine, engine)
     w = np.random.default_rng(0).standard_normal(geo.w_shape).astype(dtype)
-    weights = transform(w, "NCHW", "RCNB", machine=machine, engine=engine)[1].cycles
-    return kernel + weights, dict(details, conv=kernel, weights=weights, schedule=best.label)
+    weights = transform(w, WEIGHTS_LAYOUT[direction], "RCNB", machine=machine,
+                        engine=engine)[1].cycles
+    padding = _padding_cycles(pass_geometry(geo, direction), best.program,
+                              np.dtype(dtype).itemsize, machine.config)
+    return kernel + weights, dict(details, conv=kernel, weights=weights,
+                                  padding_modelled=padding, schedule=best.label)
