@@ -204,6 +204,17 @@ class DmaEngine:
             times.append(t + 1)
         return min(times)
 
+    def drain(self, t: int, limit: Optional[int]) -> Optional[int]:
+        """After the last CPE halted in cycle ``t``, completes every request the engine holds,
+        as the hardware's does (a put still in flight reaches memory). Returns the cycle after
+        its last step, or None if it would step at or after ``limit`` (the cycle limit)."""
+        while self.pending():
+            t = self.next_event(t)
+            if limit is not None and t >= limit:
+                return None
+            self.step(t)
+        return t + 1
+
     def _startable_later(self) -> bool:
         return any(r.started < len(r.pieces) for r in self.active)
 
@@ -654,7 +665,11 @@ class Engine:
             for cpe, charge in zip(running, charges):
                 self.charge(cpe, *charge, 1, t)
             if all(c.halted for c in self.order):
-                return self.result(t + 1, None)
+                end = self.dma.drain(t, max_cycles)
+                if end is None:
+                    return self.result(max_cycles, Stop(STOP_CYCLE_LIMIT, -1, 0, max_cycles,
+                                                        a=max_cycles, blocked=[]))
+                return self.result(end, None)
             if all(state != RUNNING for state, _, _ in charges):
                 skip_to = self.next_event(t)
                 if skip_to == NEVER:

@@ -361,6 +361,7 @@ void dma_step(Sim *s, int64_t t);
 int64_t dma_next_event(const Sim *s, int64_t t);
 int64_t dma_quiet_until(Sim *s, int64_t t, int64_t limit);
 void dma_advance(Sim *s, int64_t t, int64_t end);
+int64_t dma_drain(Sim *s, int64_t t, int64_t limit);
 void dma_close_spans(Sim *s, int64_t end);
 
 /* barrier.c */

@@ -355,6 +355,20 @@ int64_t dma_next_event(const Sim *s, int64_t t)
     return next;
 }
 
+/* After the last CPE halted in cycle t, the engine completes every request it holds, as the
+ * hardware's does (a put still in flight reaches memory). Returns the cycle after its last
+ * step, or TIME_NEVER if it would step at or after `limit` (the cycle limit). */
+int64_t dma_drain(Sim *s, int64_t t, int64_t limit)
+{
+    while (s->dma.current >= 0 || s->dma.active_count || s->dma.waiting_count) {
+        t = dma_next_event(s, t);
+        if (t >= limit)
+            return TIME_NEVER;
+        dma_step(s, t);
+    }
+    return t + 1;
+}
+
 /* Trace spans of requests that never completed end with the run. */
 void dma_close_spans(Sim *s, int64_t end)
 {
