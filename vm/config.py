@@ -129,15 +129,39 @@ PARAMETERS: tuple[Param, ...] = (
     Param("dma_transaction_cycles", 6, "cycle", "engine time per 128-B transaction "
           "(30.94 GB/s at 1.45 GHz = 21.34 B/cycle)", "pub: PEAK_BW 30.94 GB/s", minimum=1,
           maximum=MAX_LATENCY),
-    Param("dma_put_write_bytes", 16, "B", "a put writes part of a line as the aligned pieces "
-          "of this size it touches, one write each", "choice: fits the STREAM table best "
-          "(worst cell with 8/16/32/64 B: 26/7/9/22%)", minimum=1, maximum=MAX_LDM_BYTES),
+    Param("dma_get_request_cycles", 6, "cycle", "engine time a get request costs once, at its "
+          "first transaction (a lone 8-byte get costs ~12 cycles on hardware, one transaction 6)",
+          "pub: STREAM on hardware, fitted with the put terms below to the table and the held-out "
+          "sizes of issue 28 (Triad at 2/4/8, Copy/Triad at 32 doubles)", maximum=MAX_LATENCY),
+    Param("dma_put_write_bytes", 8, "B", "a contiguous put writes part of a line as the aligned "
+          "pieces of this size it touches, one write each (at most dma_put_partial_writes)",
+          "pub: STREAM on hardware, fitted (as dma_get_request_cycles)", minimum=1,
+          maximum=MAX_LDM_BYTES),
+    Param("dma_put_partial_writes", 3, "", "most writes a partial line of a contiguous put "
+          "takes", "pub: STREAM on hardware, fitted (as dma_get_request_cycles)", minimum=1,
+          maximum=MAX_LDM_BYTES),
     Param("dma_put_write_cycles", 11, "cycle", "engine time per write of a put: a whole "
-          "128-B line, or one piece of a partial line", "pub: STREAM on hardware, fitted",
+          "128-B line, or one piece of a partial line; a strided put writes this per 128 bytes "
+          "pro rata", "pub: STREAM on hardware, fitted; strided: 11.8 per line (issue 28)",
           minimum=1, maximum=MAX_LATENCY),
-    Param("dma_put_ack_cycles", 35, "cycle", "engine time a put waits after its last write for "
+    Param("dma_put_ack_cycles", 29, "cycle", "engine time a put waits after its last write for "
           "the memory's acknowledgement, before its reply", "pub: STREAM on hardware, fitted",
           maximum=MAX_LATENCY),
+    Param("dma_block_get_cycles", 7, "cycle", "engine time each block of a strided get (block "
+          "and stride set) adds at its first transaction", "pub: strided STREAM on hardware, "
+          "issue 28: get ~10.0 + 6.45 cycles per line per block, swsim without it 3.0 + 5.97",
+          maximum=MAX_LATENCY),
+    Param("dma_block_get_min_cycles", 24, "cycle", "least engine time a block of a strided get "
+          "holds the engine, its reads and dma_block_get_cycles included", "pub: strided STREAM "
+          "on hardware, issue 28: ~23.5 cycles per get block at 8-byte blocks",
+          maximum=MAX_LATENCY),
+    Param("dma_block_put_cycles", 40, "cycle", "engine time each block of a strided put adds "
+          "at its first transaction", "pub: strided STREAM on hardware, issue 28: put ~42.4 + "
+          "11.8 cycles per line per block, 40.6 at 8-byte blocks", maximum=MAX_LATENCY),
+    Param("dma_bcast_transaction_cycles", 17, "cycle", "engine time per 128-B transaction of a "
+          "BCAST or BROW get (the line is written to every LDM reached)", "pub: broadcast "
+          "STREAM on hardware, issue 28: ~16.8 cycles per line (~11 GB/s) after ~207 of "
+          "start-up", minimum=1, maximum=MAX_LATENCY),
     Param("dma_active_requests", 4, "", "requests the CG engine interleaves at once "
           "(4 buses of 16 CPEs)", "pub: §3.1", minimum=1, maximum=MAX_CPES),
     Param("dma_channel_depth", 3, "", "requests a CPE's channel holds before dma stalls",
@@ -153,7 +177,9 @@ PARAMETERS: tuple[Param, ...] = (
     # the engines visit the CPEs within a cycle.
     Param("barrier_cycles", 14, "cycle", "barrier completion after the last arrival",
           "pub: at least 14", minimum=1, maximum=MAX_LATENCY),
-    Param("spawn_cycles", 2000, "cycle", "simulated cost of spawn + join", "choice",
+    Param("spawn_cycles", 40600, "cycle", "simulated cost of spawn + join of a kernel",
+          "pub: athread runs on hardware, issue 28: a 64-CPE spawn to join ~40.6 k cycles "
+          "(~28 us), the T0 of the broadcast STREAM fit",
           engine=False, maximum=1 << 40),
 )
 
@@ -332,4 +358,32 @@ PUBLISHED: dict[str, Published] = {
        for pattern, rates in (("copy", (466, 2950, 12536, 19066)),
                               ("triad", (563, 4009, 14755, 21300)))
        for buf, rate in zip((1, 16, 128, 1024), rates)},
+    # Sizes held out of that table's fit (issue 28, the same STREAM on hardware): quoted as
+    # swsim-at-f9d7166 / hardware ratios, Triad at 2/4/8 doubles 1.15-1.20, Copy and Triad at
+    # 32 0.79-0.81; the hardware rate is swsim's then (MB/s, measured) over the middle ratio.
+    **{f"dma_stream_{pattern}_{buf}": Published(
+        round(then / ratio), "MB/s", f"swCandle STREAM on hardware (issue 28, held out): "
+        f"{pattern.capitalize()}, blocks of {buf} doubles; swsim at f9d7166 gave {then} MB/s, "
+        f"{ratio}x the hardware")
+       for pattern, buf, then, ratio in (("triad", 2, 1200, 1.175), ("triad", 4, 1933, 1.175),
+                                         ("triad", 8, 2870, 1.175), ("copy", 32, 4884, 0.80),
+                                         ("triad", 32, 6551, 0.80))},
+    # Strided and broadcast DMA, launch, printf (issue 28 / MACHINE.md §6 "Further hardware
+    # recordings"; swCandle strided and broadcast STREAM and athread runs, one CG, 64 CPEs,
+    # fitted over all recorded cells). Engine cycles per block of a strided PE-mode request.
+    "dma_block_get_8": Published(23.5, "cycle", "issue 28: strided get, engine cycles per "
+                                 "8-byte block"),
+    "dma_block_put_8": Published(40.6, "cycle", "issue 28: strided put, engine cycles per "
+                                 "8-byte block"),
+    "dma_block_get_1024": Published(61.6, "cycle", "issue 28: strided get, the fit 10.0 + "
+                                    "6.45 cycles per line at 1024-byte blocks (8 lines)"),
+    "dma_block_put_1024": Published(136.8, "cycle", "issue 28: strided put, the fit 42.4 + "
+                                    "11.8 cycles per line at 1024-byte blocks (8 lines)"),
+    "dma_bcast_line": Published(16.8, "cycle/line", "issue 28: broadcast get, cycles per "
+                                "128-byte line (~11 GB/s)"),
+    "dma_bcast_start": Published(207, "cycle", "issue 28: broadcast get, start-up per request "
+                                 "(the fit's a)"),
+    "launch": Published(40600, "cycle", "issue 28: spawn to join of a 64-CPE athread kernel, "
+                        "~28 us"),
+    "cpe_printf": Published(270000, "cycle", "issue 28: one CPE printf", target=False),
 }

@@ -230,23 +230,51 @@ def transactions(starts, ends, valid, config: VMConfig) -> int:
 
 def put_engine_cycles(starts, ends, valid, config: VMConfig) -> int:
     """Engine cycles of puts of the blocks [starts, ends] (arrays (requests, blocks); a
-    request is a row with a valid block): a write command per whole line, per write piece of
-    a partial line (``row_put_writes``), and the write acknowledgement per request
-    (docs/timing.md "DMA")."""
-    commands = int(np.sum(row_put_writes(starts, ends, config) * valid))
-    requests = int(np.sum(np.asarray(valid).any(axis=-1)))
-    return commands * config.dma_put_write_cycles + requests * config.dma_put_ack_cycles
+    request is a row with a valid block, its valid blocks first) as the engine times them
+    (docs/timing.md "DMA"): a request whose blocks follow each other in memory is one
+    contiguous block, a write command per whole line and per write piece of a partial line
+    (``row_put_writes``); a request of blocks apart in memory is strided, each block costing
+    ``dma_block_put_cycles`` and ``dma_put_write_cycles`` per line pro rata; every request
+    waits for the write acknowledgement."""
+    starts, ends, valid = np.atleast_2d(starts), np.atleast_2d(ends), np.atleast_2d(valid)
+    count = valid.sum(axis=-1)
+    requests = count > 0
+    gap = np.zeros(len(count), dtype=np.int64)
+    if starts.shape[-1] > 1:
+        gap = np.where(count > 1, starts[:, 1] - ends[:, 0] - 1, 0)
+    strided = gap > 0
+    last_valid = np.maximum(count - 1, 0)
+    rows = np.arange(len(count))
+    merged = row_put_writes(starts[:, 0], ends[rows, last_valid], config)
+    contiguous = int(np.sum(merged * (requests & ~strided)))
+    blocks = int(np.sum(strided_put_cycles(starts, ends, config) * valid * strided[:, None]))
+    return (contiguous * config.dma_put_write_cycles + blocks
+            + int(np.sum(requests)) * config.dma_put_ack_cycles)
+
+
+def strided_put_cycles(starts, ends, config: VMConfig) -> np.ndarray:
+    """Engine cycles of the blocks [starts, ends] of strided puts: ``dma_block_put_cycles``,
+    and ``dma_put_write_cycles`` per line pro rata for each of the line pieces of a block."""
+    line, per_line = config.dma_transaction_bytes, config.dma_put_write_cycles
+    first, last = starts // line, ends // line
+    head = np.minimum(ends, first * line + line - 1) - starts + 1
+    tail = np.where(last > first, ends - last * line + 1, 0)
+    middle = np.maximum(last - first - 1, 0)
+    return (config.dma_block_put_cycles + -(-per_line * head // line)
+            + -(-per_line * tail // line) + middle * per_line)
 
 
 def row_put_writes(starts, ends, config: VMConfig) -> np.ndarray:
-    """Write commands of put rows from byte `starts` to `ends` (inclusive, arrays): one per
-    whole line, one per write piece of a partial line (docs/timing.md "DMA")."""
+    """Write commands of contiguous put rows from byte `starts` to `ends` (inclusive, arrays):
+    one per whole line, one per write piece of a partial line, at most
+    ``dma_put_partial_writes`` (docs/timing.md "DMA")."""
     line, piece = config.dma_transaction_bytes, config.dma_put_write_bytes
     first, last = starts // line, ends // line
 
     def writes(lo, hi):   # write commands of the bytes lo..hi of one line
         whole = (lo % line == 0) & (hi % line == line - 1)
-        return np.where(whole, 1, hi // piece - lo // piece + 1)
+        return np.where(whole, 1, np.minimum(hi // piece - lo // piece + 1,
+                                             config.dma_put_partial_writes))
 
     head = writes(starts, np.minimum(ends, first * line + line - 1))
     tail = np.where(last > first, writes(last * line, ends), 0)

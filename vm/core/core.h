@@ -243,6 +243,7 @@ typedef struct {
     int cpe;
     int put;                   /* 0 get (memory -> LDM), 1 put */
     int barrier;               /* a BARRIER: no data, done after the CPE's earlier requests */
+    int broadcast;             /* BCAST or BROW */
     uint64_t targets;          /* PE, BCAST, BROW: CPEs whose LDM the bytes are in */
     int sharers;               /* ROW, RANK: CPEs the bytes are dealt to (0 in other modes), */
     int sharer[SWSIM_MAX_MESH_SIDE];   /* ... their ids in dealing order, */
