@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from swsim.vm import Machine, RunStopped
-from vm_helpers import dma_descriptor_asm, run
+from vm_helpers import dma_descriptor_asm, fill_ldm_asm, run
 
 BUFFER, REPLY, WORDS = 0x400, 0x100, 64
 
@@ -16,16 +16,7 @@ def fill_and_put_then_halt(op="put", block=0, stride=0):
     its slice of memory a0, then halts at once without waiting for the reply."""
     size = WORDS * 8
     return f"""
-        rcid $1
-        sll $1, 16, $2
-        ldi $3, {BUFFER}($31)
-        ldi $7, {WORDS}($31)
-    fill:
-        addl $2, 1, $2
-        stl $2, 0($3)
-        ldi $3, 8($3)
-        subl $7, 1, $7
-        bgt $7, fill
+        {fill_ldm_asm(BUFFER, WORDS)}
         rcid $1
         ldi $6, {size + (size // block * stride if block else 0)}($31)
         mull $1, $6, $1

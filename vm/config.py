@@ -371,14 +371,12 @@ PUBLISHED: dict[str, Published] = {
     # Strided and broadcast DMA, launch, printf (issue 28 / MACHINE.md §6 "Further hardware
     # recordings"; swCandle strided and broadcast STREAM and athread runs, one CG, 64 CPEs,
     # fitted over all recorded cells). Engine cycles per block of a strided PE-mode request.
-    "dma_block_get_8": Published(23.5, "cycle", "issue 28: strided get, engine cycles per "
-                                 "8-byte block"),
-    "dma_block_put_8": Published(40.6, "cycle", "issue 28: strided put, engine cycles per "
-                                 "8-byte block"),
-    "dma_block_get_1024": Published(61.6, "cycle", "issue 28: strided get, the fit 10.0 + "
-                                    "6.45 cycles per line at 1024-byte blocks (8 lines)"),
-    "dma_block_put_1024": Published(136.8, "cycle", "issue 28: strided put, the fit 42.4 + "
-                                    "11.8 cycles per line at 1024-byte blocks (8 lines)"),
+    **{f"dma_block_{op}_{block}": Published(
+        cycles, "cycle", f"issue 28: strided {op}, engine cycles per {block}-byte block{how}")
+       for op, block, cycles, how in (
+           ("get", 8, 23.5, ""), ("put", 8, 40.6, ""),
+           ("get", 1024, 61.6, ", the fit 10.0 + 6.45 cycles per line at 8 lines"),
+           ("put", 1024, 136.8, ", the fit 42.4 + 11.8 cycles per line at 8 lines"))},
     "dma_bcast_line": Published(16.8, "cycle/line", "issue 28: broadcast get, cycles per "
                                 "128-byte line (~11 GB/s)"),
     "dma_bcast_start": Published(207, "cycle", "issue 28: broadcast get, start-up per request "
