@@ -1,6 +1,7 @@
 """The DMA engine's cost terms (docs/timing.md "DMA": per get request, per strided block,
 alignment-independent strided puts, broadcast lines), hand-counted for one request alone, on
-both engines (vm_helpers.run checks that they agree bit for bit)."""
+both engines (vm_helpers.run checks that they agree bit for bit), under the preset that turns
+them on (``sw26010-hw``; the default switches them off)."""
 import math
 
 import numpy as np
@@ -10,12 +11,13 @@ from swsim.vm import Machine
 from vm_helpers import dma_descriptor_asm, run
 
 REPLY, BUFFER = 0x100, 0x400
+PRESET = "sw26010-hw"
 
 
-def engine_time(op, size, offset=0, **fields):
+def engine_time(op, size, offset=0, preset=PRESET, **fields):
     """Cycles from a lone request's issue to its reply, less the start-up latency, and the
     configuration: CPE 0 issues it from memory `offset` bytes past a line and waits."""
-    m = Machine()
+    m = Machine(preset)
     address = m.mem.put(np.zeros(1 << 16, np.uint8)) + offset
     body = f"""
         {dma_descriptor_asm("$4", "$5", op, size, REPLY, **fields)}
@@ -67,3 +69,16 @@ def test_a_broadcast_streams_its_lines_slower_and_blocks_without_stride_cost_not
     assert plain == config.dma_get_request_cycles + 32 * config.dma_bcast_transaction_cycles
     with_blocks, _ = engine_time("get", 4096, mode="bcast", mask=1, block=64)
     assert with_blocks == plain
+
+
+def test_the_default_preset_keeps_the_earlier_model():
+    # no request or block costs, strided puts by piece (alignment-dependent), broadcast lines
+    # at the PE rate, blocks without a stride cut one by one
+    def default(*args, **fields):
+        return engine_time(*args, preset="sw26010", **fields)[0]
+    assert default("get", 1024, offset=80) == 9 * 6
+    assert default("get", 24, block=8, stride=120) == 3 * 6
+    assert default("put", 256, offset=0, block=128, stride=384) == 2 * 11 + 35
+    assert default("put", 256, offset=80, block=128, stride=384) == 2 * (3 + 5) * 11 + 35
+    assert default("get", 4096, mode="bcast", mask=1) == 32 * 6
+    assert default("get", 4096, mode="bcast", mask=1, block=64) == 64 * 6

@@ -11,6 +11,12 @@ from vm_helpers import dma_descriptor_asm, fill_ldm_asm, run
 BUFFER, REPLY, WORDS = 0x400, 0x100, 64
 
 
+@pytest.fixture(params=["sw26010", "sw26010-hw"])
+def preset(request):
+    """The default DMA model and issue 28's (vm.config.PRESETS)."""
+    return request.param
+
+
 def fill_and_put_then_halt(op="put", block=0, stride=0):
     """Each CPE writes (cpe << 16) + 1.. to its LDM buffer and issues one PE-mode `op` of it to
     its slice of memory a0, then halts at once without waiting for the reply."""
@@ -33,10 +39,10 @@ def expected_words(cpe):
 
 
 @pytest.mark.parametrize("block, stride", [(0, 0), (64, 192)])
-def test_a_put_in_flight_at_the_halt_reaches_memory(block, stride):
+def test_a_put_in_flight_at_the_halt_reaches_memory(preset, block, stride):
     cpes = range(4)
     step = WORDS * 8 + (WORDS * 8 // block * stride if block else 0)
-    m = Machine()
+    m = Machine(preset)
     out = m.mem.put(np.full(step // 8 * len(cpes), -1, np.int64))
     result, m = run(fill_and_put_then_halt(block=block, stride=stride), cpes=cpes, args=[out],
                     machine=m)
@@ -55,8 +61,8 @@ def test_a_put_in_flight_at_the_halt_reaches_memory(block, stride):
                for cpe in cpes)
 
 
-def test_a_get_in_flight_at_the_halt_lands_in_ldm():
-    m = Machine()
+def test_a_get_in_flight_at_the_halt_lands_in_ldm(preset):
+    m = Machine(preset)
     data = np.arange(4 * WORDS, dtype=np.int64) * 3
     src = m.mem.put(data)
     _, m = run(fill_and_put_then_halt(op="get"), cpes=range(4), args=[src], machine=m)
@@ -65,8 +71,8 @@ def test_a_get_in_flight_at_the_halt_lands_in_ldm():
         np.testing.assert_array_equal(got, data[cpe * WORDS:(cpe + 1) * WORDS])
 
 
-def test_the_cycle_limit_stops_the_drain():
-    m = Machine()
+def test_the_cycle_limit_stops_the_drain(preset):
+    m = Machine(preset)
     out = m.mem.put(np.zeros(4 * WORDS, np.int64))
     unlimited, _ = run(fill_and_put_then_halt(), cpes=range(4), args=[out], machine=m)
     halted = max(unlimited.cpe[cpe].active_cycles for cpe in range(4))

@@ -199,23 +199,22 @@ def test_64_contending_requests_share_the_engine_round_robin():
     assert expected[-1][2] - 4 == 200 + 64 * 2 * 6
 
 
-@pytest.mark.parametrize("offset, size, block, stride, engine", [
-    (0, 256, 0, 0, 2 * 11),     # two whole lines: one write each
-    (0, 8, 0, 0, 11),           # 8 bytes: one 8-byte piece
-    (8, 16, 0, 0, 2 * 11),      # bytes 8..23 touch pieces 1 and 2
-    (80, 128, 0, 0, 6 * 11),    # 80..127: pieces 10..15, 128..207: 16..25; 3 writes each (cap)
-    (64, 256, 0, 0, 7 * 11),    # 64..127: 8 pieces (3), 128..255 whole, 256..319: 8 (3)
-    (0, 64, 32, 96, 2 * (40 + 3)),   # strided: per block 40 + 11 * 32 / 128 rounded up
+@pytest.mark.parametrize("offset, size, block, stride, writes", [
+    (0, 256, 0, 0, 2),          # two whole lines: one write each
+    (0, 8, 0, 0, 1),            # 8 bytes: one 16-byte piece
+    (8, 16, 0, 0, 2),           # bytes 8..23 touch pieces 0 and 1
+    (80, 128, 0, 0, 8),         # 80..127: pieces 5..7; 128..207: pieces 8..12
+    (64, 256, 0, 0, 9),         # 64..127: 4 pieces, 128..255 whole, 256..319: 4 pieces
+    (0, 64, 32, 96, 4),         # blocks 0..31 and 128..159: 2 pieces each
 ])
-def test_put_costs_its_writes_and_the_acknowledgement(offset, size, block, stride, engine):
-    # c4 the dma; the engine starts at 4 + 200 and spends `engine` cycles on the writes (11
-    # per whole line or 8-byte piece of a partial line, at most 3 per partial line; strided:
-    # per block and per line pro rata), then 29 for the write acknowledgement.
+def test_put_costs_its_writes_and_the_acknowledgement(offset, size, block, stride, writes):
+    # c4 the dma; the engine starts at 4 + 200 and spends 11 cycles per write (a whole line,
+    # or a 16-byte piece of a partial line), then 35 for the write acknowledgement.
     data = np.zeros(512, dtype=np.uint8)
     text = dma_program("put", size, block, stride).replace(
         "dma $4, $16, $5", f"ldi $16, {offset}($16)\n dma $4, $16, $5")
     res, m, address = run_dma(text, data)
-    assert dma_spans(res) == [(0, 4, 4 + 200 + engine + 29)]
+    assert dma_spans(res) == [(0, 4, 4 + 200 + writes * 11 + 35)]
     step = block + stride if block else size
     block = block or size
     written = m.mem.get(address, (512,), np.uint8)
@@ -229,9 +228,8 @@ def test_put_costs_its_writes_and_the_acknowledgement(offset, size, block, strid
 
 def test_gets_and_puts_share_the_engine():
     # CPE 0 puts 128 B (one line) at c5, CPE 1 gets 256 B (two lines) at c8 (after three more
-    # instructions). The put's only transaction runs c205-c245 (11 + 29: it is its last), the
-    # get, ready since c208, waits for it: its lines run c245-c257 (6 + 6 for the request)
-    # and c257-c263.
+    # instructions). The put's only transaction runs c205-c251 (11 + 35: it is its last), the
+    # get, ready since c208, waits for it: its lines run c251-c257 and c257-c263.
     text = dma_program("put", 128).replace("vldd $4, desc($31)", """
         rcid $9
         vldd $4, desc($31)
@@ -243,7 +241,7 @@ def test_gets_and_puts_share_the_engine():
         ldi $16, 256($16)
     1:""")
     res, _, _ = run_dma(text, np.zeros(512, dtype=np.uint8), cpes=[0, 1])
-    assert dma_spans(res) == [(0, 5, 205 + 11 + 29), (1, 8, 245 + 6 + 2 * 6)]
+    assert dma_spans(res) == [(0, 5, 205 + 11 + 35), (1, 8, 251 + 2 * 6)]
 
 
 def test_dma_put_writes_memory():

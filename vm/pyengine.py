@@ -224,19 +224,20 @@ class DmaEngine:
 def transaction_cycles(config, request: DmaRequest, k: int) -> int:
     """Engine time of the request's transaction ``k`` (docs/timing.md "DMA").
 
-    A read costs ``dma_transaction_cycles`` (``dma_bcast_transaction_cycles`` in BCAST/BROW
-    mode), plus ``dma_get_request_cycles`` if it is the request's first. A write of a
-    contiguous put is one write command for a whole line, else one per
-    ``dma_put_write_bytes`` piece it touches (at most ``dma_put_partial_writes``); a strided
-    put's writes cost ``dma_put_write_cycles`` per line pro rata, whatever the alignment. The
-    first transaction of each block of a strided request adds ``dma_block_put_cycles`` (a
-    put), or ``dma_block_get_cycles`` but at least what brings the block's reads to
-    ``dma_block_get_min_cycles`` (a get); a put's last transaction waits for the
-    acknowledgement."""
+    A read costs ``dma_transaction_cycles`` (``dma_bcast_transaction_cycles``, if set, in
+    BCAST/BROW mode), plus ``dma_get_request_cycles`` if it is the request's first. A write is
+    one write command for a whole line, else one per ``dma_put_write_bytes`` piece it touches
+    (at most ``dma_put_partial_writes``, if set); with ``dma_put_strided_pro_rata`` a strided
+    put's writes cost ``dma_put_write_cycles`` per line pro rata instead, whatever the
+    alignment. The first transaction of each block of a strided request adds
+    ``dma_block_put_cycles`` (a put), or ``dma_block_get_cycles`` but at least what brings the
+    block's reads to ``dma_block_get_min_cycles`` (a get); a put's last transaction waits for
+    the acknowledgement."""
     address, nbytes, _, block_first = request.pieces[k]
     block_cost = block_first and request.strided
     if not request.is_put:
-        read = config.dma_bcast_transaction_cycles if request.broadcast \
+        read = config.dma_bcast_transaction_cycles \
+            if request.broadcast and config.dma_bcast_transaction_cycles \
             else config.dma_transaction_cycles
         cycles = read + (k == 0) * config.dma_get_request_cycles
         if block_cost:   # the block holds the engine at least dma_block_get_min_cycles
@@ -247,26 +248,32 @@ def transaction_cycles(config, request: DmaRequest, k: int) -> int:
                           config.dma_block_get_min_cycles - read * (end - k))
         return cycles
     line = config.dma_transaction_bytes
-    if request.strided:
-        cycles = -(-config.dma_put_write_cycles * nbytes // line) \
-            + block_cost * config.dma_block_put_cycles
+    if request.strided and config.dma_put_strided_pro_rata:
+        cycles = -(-config.dma_put_write_cycles * nbytes // line)
     else:
         piece_bytes = config.dma_put_write_bytes
-        writes = 1 if nbytes == line else min(
-            (address + nbytes - 1) // piece_bytes - address // piece_bytes + 1,
-            config.dma_put_partial_writes)
+        writes = 1 if nbytes == line else \
+            (address + nbytes - 1) // piece_bytes - address // piece_bytes + 1
+        if nbytes != line and config.dma_put_partial_writes:
+            writes = min(writes, config.dma_put_partial_writes)
         cycles = writes * config.dma_put_write_cycles
     last = k == len(request.pieces) - 1
-    return cycles + last * config.dma_put_ack_cycles
+    return cycles + block_cost * config.dma_block_put_cycles + last * config.dma_put_ack_cycles
+
+
+def is_strided(size: int, block: int, stride: int, merge_unstrided: bool) -> bool:
+    """Whether a transfer is cut into several blocks: a block size below the size, and a
+    stride unless ``merge_unstrided`` (then blocks without a stride are one block)."""
+    return bool(block and size > block and (stride or not merge_unstrided))
 
 
 def dma_pieces(memory_address: int, size: int, block: int, stride: int,
-               transaction_bytes: int) -> list[tuple[int, int, int, bool]]:
+               transaction_bytes: int, merge_unstrided: bool = False
+               ) -> list[tuple[int, int, int, bool]]:
     """Cut a transfer into transactions at aligned transaction boundaries: (memory address,
-    bytes, offset in the request, first of its block). Blocks without a stride follow each
-    other in memory: the transfer is then one block."""
+    bytes, offset in the request, first of its block), the blocks as ``is_strided`` says."""
     pieces = []
-    block = block if block and stride and size > block else size
+    block = block if is_strided(size, block, stride, merge_unstrided) else size
     address, remaining, offset = memory_address, size, 0
     while remaining:
         length = min(block, remaining)
@@ -536,12 +543,12 @@ class Engine:
             size, pieces = 0, []
         else:
             pieces = dma_pieces(memory_address, size, fields["block"], fields["stride"],
-                                config.dma_transaction_bytes)
+                                config.dma_transaction_bytes, config.dma_merge_unstrided_blocks)
         request = DmaRequest(cpe.id, op in (DMA_OPS["put"], DMA_OPS["put_p"]), is_barrier,
                              placement, pieces, fields["reply"], cpe.cycle,
                              broadcast=fields["mode"] in (DMA_MODES["bcast"], DMA_MODES["brow"]),
-                             strided=bool(fields["block"] and fields["stride"]
-                                          and size > fields["block"]))
+                             strided=is_strided(size, fields["block"], fields["stride"],
+                                                config.dma_merge_unstrided_blocks))
         self.dma.submit(request)
         cpe.dma_waiting += 1
         self.count("dma_requests")

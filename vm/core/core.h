@@ -244,6 +244,8 @@ typedef struct {
     int put;                   /* 0 get (memory -> LDM), 1 put */
     int barrier;               /* a BARRIER: no data, done after the CPE's earlier requests */
     int broadcast;             /* BCAST or BROW */
+    int strided;               /* several blocks cut apart (block set, and a stride or
+                                  dma_merge_unstrided_blocks 0) */
     uint64_t targets;          /* PE, BCAST, BROW: CPEs whose LDM the bytes are in */
     int sharers;               /* ROW, RANK: CPEs the bytes are dealt to (0 in other modes), */
     int sharer[SWSIM_MAX_MESH_SIDE];   /* ... their ids in dealing order, */

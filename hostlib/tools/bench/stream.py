@@ -22,12 +22,9 @@ from ....vm import Machine
 from ....vm.config import PUBLISHED
 
 KERNEL = "bench/stream.s"
-BUFS = (1, 16, 128, 1024)                      # doubles per DMA request: the published table
-# Published hardware figures, MB/s (vm.config.PUBLISHED, MACHINE.md §6), by pattern and buf:
-# the table's cells and the sizes held out of its fit (issue 28).
-HARDWARE = {pattern: dict(sorted((int(key.rsplit("_", 1)[1]), published.value)
-                                 for key, published in PUBLISHED.items()
-                                 if key.startswith(f"dma_stream_{pattern}_")))
+BUFS = (1, 16, 128, 1024)                      # doubles per DMA request
+# Published hardware figures, MB/s (vm.config.PUBLISHED, MACHINE.md §6).
+HARDWARE = {pattern: tuple(PUBLISHED[f"dma_stream_{pattern}_{buf}"].value for buf in BUFS)
             for pattern in ("copy", "triad")}
 STREAM_BYTES = {"copy": 16, "triad": 24}       # bytes STREAM counts per element
 OFFSET_ELEMENTS = 10                           # arrays start 80 bytes past a 128-byte boundary
@@ -49,15 +46,16 @@ class Cell:
         return 100.0 * (self.measured - self.hardware) / self.hardware
 
 
-def run_blocks(pattern: str, buf: int, blocks: int, engine: str = "c", progress=None) -> int:
-    """Kernel cycles of `blocks` blocks per CPE of `pattern`; checks the arrays it computed.
-    ``progress(cycle)``: ``Machine.run``'s."""
+def run_blocks(pattern: str, buf: int, blocks: int, engine: str = "c", progress=None,
+               preset: str = "sw26010") -> int:
+    """Kernel cycles of `blocks` blocks per CPE of `pattern` on machine `preset`; checks the
+    arrays it computed. ``progress(cycle)``: ``Machine.run``'s."""
     if pattern not in STREAM_BYTES:
         raise ValueError(f"unknown STREAM pattern {pattern!r}; expected 'copy' or 'triad'")
     if not (1 <= buf <= MAX_BUF and blocks >= 1):
         raise ValueError(f"need 1 <= buf <= {MAX_BUF} doubles and blocks >= 1, got buf={buf}, "
                          f"blocks={blocks}")
-    m = Machine()
+    m = Machine(preset)
     n = blocks * CPES * buf
     rng = np.random.default_rng(buf)
     values = [rng.integers(-1000, 1000, n).astype(np.float64) for _ in range(3)]
@@ -81,9 +79,10 @@ def run_blocks(pattern: str, buf: int, blocks: int, engine: str = "c", progress=
     return res.kernel_cycles
 
 
-def round_cycles(pattern: str, buf: int, engine: str = "c", progress=None) -> float:
+def round_cycles(pattern: str, buf: int, engine: str = "c", progress=None,
+                 preset: str = "sw26010") -> float:
     """Steady-state cycles of one round (a block of `buf` doubles on every CPE)."""
-    short, long = (run_blocks(pattern, buf, blocks, engine, progress)
+    short, long = (run_blocks(pattern, buf, blocks, engine, progress, preset)
                    for blocks in (BLOCKS_SHORT, BLOCKS_LONG))
     return (long - short) / (BLOCKS_LONG - BLOCKS_SHORT)
 
@@ -97,4 +96,4 @@ def rate(pattern: str, buf: int, cycles_per_round: float) -> float:
 def table(engine: str = "c", progress=None) -> list[Cell]:
     return [Cell(pattern, buf, hardware,
                  rate(pattern, buf, round_cycles(pattern, buf, engine, progress)))
-            for pattern, figures in HARDWARE.items() for buf, hardware in figures.items()]
+            for pattern, figures in HARDWARE.items() for buf, hardware in zip(BUFS, figures)]
