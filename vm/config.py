@@ -156,13 +156,11 @@ PARAMETERS: tuple[Param, ...] = (
           "stride fields cost nothing extra); sw26010-hw: 1", maximum=1),
     Param("dma_put_ack_cycles", 35, "cycle", "engine time a put waits after its last write for "
           "the memory's acknowledgement, before its reply", "pub: STREAM on hardware, fitted "
-          "(sw26010-hw: 29, refitted with the terms of issue 28)",
-          maximum=MAX_LATENCY),
+          "(sw26010-hw: 29, refitted with the terms of issue 28)", maximum=MAX_LATENCY),
     Param("dma_block_get_cycles", 0, "cycle", "engine time each block of a strided get (block "
           "and stride set) adds at its first transaction", "pub: strided STREAM on hardware, "
           "issue 28: get ~10.0 + 6.45 cycles per line per block, swsim without it 3.0 + 5.97; "
-          "sw26010-hw: 7",
-          maximum=MAX_LATENCY),
+          "sw26010-hw: 7", maximum=MAX_LATENCY),
     Param("dma_block_get_min_cycles", 0, "cycle", "least engine time a block of a strided get "
           "holds the engine, its reads and dma_block_get_cycles included", "pub: strided STREAM "
           "on hardware, issue 28: ~23.5 cycles per get block at 8-byte blocks; sw26010-hw: 24",
