@@ -10,7 +10,7 @@ import swsim
 from swsim.kernels import source_path
 from swsim.vm import Machine, VMFault
 from swsim.vm.engine_api import DMA_FIELDS, DMA_MODES, DMA_OPS
-from vm_helpers import dma_descriptor
+from vm_helpers import dma_descriptor, fill_ldm_asm
 
 pytest.importorskip("swsim.vm.cengine")
 ENGINES = ["python", "c"]
@@ -75,16 +75,7 @@ def issue_program(words, second=None, fill_words=0):
     CPE first writes filled(cpe, fill_words) to its buffer, and all synchronise."""
     second_words = second or [0] * 8
     fill = f"""
-        rcid $1
-        sll $1, 16, $2
-        ldi $3, {BUFFER}($31)
-        ldi $7, {fill_words}($31)
-    fill:
-        addl $2, 1, $2
-        stl $2, 0($3)
-        ldi $3, 8($3)
-        subl $7, 1, $7
-        bgt $7, fill
+        {fill_ldm_asm(BUFFER, fill_words)}
         synr 0xff
         sync 0xff
     """ if fill_words else ""

@@ -147,7 +147,7 @@ def test_model_times_the_c_write_as_the_engine_does(rows, cols, r, l, es, packed
     # every CPE puts its valid part of the C block with one strided request; C's rows packed
     # or as swGEMM places them (padded to lines, columns rounded up to the grain)
     from swsim.vm.config import VMConfig
-    from swsim.vm.pyengine import dma_pieces, transaction_cycles
+    from swsim.vm.pyengine import DmaRequest, dma_pieces, transaction_cycles
     config = VMConfig.preset()
     if packed:
         block = (rows, cols, r, l, cols * es, es, False, False)
@@ -161,8 +161,8 @@ def test_model_times_the_c_write_as_the_engine_does(rows, cols, r, l, es, packed
     for cpe in range(64):
         pieces = [p for s, e, v in zip(starts[cpe], ends[cpe], valid[cpe]) if v
                   for p in dma_pieces(int(s), int(e - s + 1), 0, 0, 128)]
-        engine_cycles += sum(transaction_cycles(config, True, p, i == len(pieces) - 1)
-                             for i, p in enumerate(pieces))
+        request = DmaRequest(cpe, True, False, None, pieces, 0, 0)
+        engine_cycles += sum(transaction_cycles(config, request, k) for k in range(len(pieces)))
     assert gemm_model.operand_put_cycles(*block, config=config) == engine_cycles
 
 

@@ -52,6 +52,23 @@ def run_on_both_engines(machine, program, **options):
     return py
 
 
+def fill_ldm_asm(buffer, words):
+    """Assembly that writes the 64-bit words (cpe << 16) + 1, + 2, ... to LDM `buffer` (the
+    CPE's id from rcid; $1-$3 and $7 scratch, label `fill`)."""
+    return f"""
+        rcid $1
+        sll $1, 16, $2
+        ldi $3, {buffer}($31)
+        ldi $7, {words}($31)
+    fill:
+        addl $2, 1, $2
+        stl $2, 0($3)
+        ldi $3, 8($3)
+        subl $7, 1, $7
+        bgt $7, fill
+    """
+
+
 def reg(machine, n, cpe=0, lane=0):
     return int(machine.last_job.regs[cpe, n, lane])
 

@@ -129,14 +129,50 @@ PARAMETERS: tuple[Param, ...] = (
     Param("dma_transaction_cycles", 6, "cycle", "engine time per 128-B transaction "
           "(30.94 GB/s at 1.45 GHz = 21.34 B/cycle)", "pub: PEAK_BW 30.94 GB/s", minimum=1,
           maximum=MAX_LATENCY),
-    Param("dma_put_write_bytes", 16, "B", "a put writes part of a line as the aligned pieces "
-          "of this size it touches, one write each", "choice: fits the STREAM table best "
-          "(worst cell with 8/16/32/64 B: 26/7/9/22%)", minimum=1, maximum=MAX_LDM_BYTES),
+    Param("dma_get_request_cycles", 0, "cycle", "engine time a get request costs once, at its "
+          "first transaction (a lone 8-byte get costs ~12 cycles on hardware, one transaction 6; "
+          "sw26010-hw: 6)",
+          "pub: STREAM on hardware, fitted with the put terms below to the table and the held-out "
+          "sizes of issue 28 (Triad at 2/4/8, Copy/Triad at 32 doubles)", maximum=MAX_LATENCY),
+    Param("dma_put_write_bytes", 16, "B", "a put writes part of a line as the aligned "
+          "pieces of this size it touches, one write each (at most dma_put_partial_writes)",
+          "choice: fits the STREAM table best (worst cell with 8/16/32/64 B: 26/7/9/22%); "
+          "sw26010-hw: 8, fitted (as dma_get_request_cycles)", minimum=1, maximum=MAX_LDM_BYTES),
+    Param("dma_put_partial_writes", 0, "", "most writes a partial line of a put takes "
+          "(0: no cap)", "choice: no cap; sw26010-hw: 3, pub: STREAM on hardware, fitted (as "
+          "dma_get_request_cycles)", maximum=MAX_LDM_BYTES),
     Param("dma_put_write_cycles", 11, "cycle", "engine time per write of a put: a whole "
-          "128-B line, or one piece of a partial line", "pub: STREAM on hardware, fitted",
-          minimum=1, maximum=MAX_LATENCY),
+          "128-B line, or one piece of a partial line (dma_put_strided_pro_rata: per 128 bytes "
+          "of a strided put)", "pub: STREAM on hardware, fitted; strided: 11.8 per line "
+          "(issue 28)", minimum=1, maximum=MAX_LATENCY),
+    Param("dma_put_strided_pro_rata", 0, "", "1: a strided put's writes cost "
+          "dma_put_write_cycles per 128 bytes pro rata, whatever the blocks' alignment to a "
+          "line; 0: as a contiguous put's, per piece of a partial line", "pub: strided STREAM "
+          "on hardware, issue 28 (at 16-double blocks 4.8-5.4 GB/s for every stride); "
+          "sw26010-hw: 1", maximum=1),
+    Param("dma_merge_unstrided_blocks", 0, "", "1: a request with a block size but no stride "
+          "is one block (its blocks follow each other in memory); 0: each block is cut into "
+          "transactions on its own", "pub: broadcast STREAM on hardware, issue 28 (block and "
+          "stride fields cost nothing extra); sw26010-hw: 1", maximum=1),
     Param("dma_put_ack_cycles", 35, "cycle", "engine time a put waits after its last write for "
-          "the memory's acknowledgement, before its reply", "pub: STREAM on hardware, fitted",
+          "the memory's acknowledgement, before its reply", "pub: STREAM on hardware, fitted "
+          "(sw26010-hw: 29, refitted with the terms of issue 28)", maximum=MAX_LATENCY),
+    Param("dma_block_get_cycles", 0, "cycle", "engine time each block of a strided get (block "
+          "and stride set) adds at its first transaction", "pub: strided STREAM on hardware, "
+          "issue 28: get ~10.0 + 6.45 cycles per line per block, swsim without it 3.0 + 5.97; "
+          "sw26010-hw: 7", maximum=MAX_LATENCY),
+    Param("dma_block_get_min_cycles", 0, "cycle", "least engine time a block of a strided get "
+          "holds the engine, its reads and dma_block_get_cycles included", "pub: strided STREAM "
+          "on hardware, issue 28: ~23.5 cycles per get block at 8-byte blocks; sw26010-hw: 24",
+          maximum=MAX_LATENCY),
+    Param("dma_block_put_cycles", 0, "cycle", "engine time each block of a strided put adds "
+          "at its first transaction", "pub: strided STREAM on hardware, issue 28: put ~42.4 + "
+          "11.8 cycles per line per block, 40.6 at 8-byte blocks; sw26010-hw: 40",
+          maximum=MAX_LATENCY),
+    Param("dma_bcast_transaction_cycles", 0, "cycle", "engine time per 128-B transaction of a "
+          "BCAST or BROW get (the line is written to every LDM reached; 0: "
+          "dma_transaction_cycles)", "pub: broadcast STREAM on hardware, issue 28: ~16.8 "
+          "cycles per line (~11 GB/s) after ~207 of start-up; sw26010-hw: 17",
           maximum=MAX_LATENCY),
     Param("dma_active_requests", 4, "", "requests the CG engine interleaves at once "
           "(4 buses of 16 CPEs)", "pub: §3.1", minimum=1, maximum=MAX_CPES),
@@ -153,7 +189,9 @@ PARAMETERS: tuple[Param, ...] = (
     # the engines visit the CPEs within a cycle.
     Param("barrier_cycles", 14, "cycle", "barrier completion after the last arrival",
           "pub: at least 14", minimum=1, maximum=MAX_LATENCY),
-    Param("spawn_cycles", 2000, "cycle", "simulated cost of spawn + join", "choice",
+    Param("spawn_cycles", 2000, "cycle", "simulated cost of spawn + join of a kernel",
+          "choice; sw26010-hw: 40600, athread runs on hardware (issue 28: a 64-CPE spawn to "
+          "join ~40.6 k cycles, ~28 us, the T0 of the broadcast STREAM fit)",
           engine=False, maximum=1 << 40),
     # the MPE cost model of hostlib.graph's fallback path (docs/graph.md "swHMAE"): rates of
     # SW26010pro's MPE derived from swFLOWpro's Table 3 MPE column (ms per batch-32 training
@@ -190,6 +228,16 @@ PRESETS: dict[str, dict[str, Any]] = {
     "sw26010pro": {
         "clock_hz": 2.25e9, "num_cgs": 6, "ldm_bytes": 256 * 1024, "vector_bytes": 64,
         "flops_per_cycle": 16, "mem_limit": 16 << 30, "dma_transaction_cycles": 5,
+    },
+    # SW26010 with the DMA and launch model fitted to issue 28's hardware recordings (strided
+    # and broadcast STREAM, held-out STREAM sizes, athread launch; docs/timing.md "DMA"). Not
+    # the default: the host cost models (hostlib/blas/gemm_model.py, hostlib/dnn) are fitted to
+    # the default's DMA costs.
+    "sw26010-hw": {
+        "dma_get_request_cycles": 6, "dma_put_write_bytes": 8, "dma_put_partial_writes": 3,
+        "dma_put_strided_pro_rata": 1, "dma_merge_unstrided_blocks": 1, "dma_put_ack_cycles": 29,
+        "dma_block_get_cycles": 7, "dma_block_get_min_cycles": 24, "dma_block_put_cycles": 40,
+        "dma_bcast_transaction_cycles": 17, "spawn_cycles": 40600,
     },
 }
 
@@ -358,4 +406,30 @@ PUBLISHED: dict[str, Published] = {
        for pattern, rates in (("copy", (466, 2950, 12536, 19066)),
                               ("triad", (563, 4009, 14755, 21300)))
        for buf, rate in zip((1, 16, 128, 1024), rates)},
+    # Sizes held out of that table's fit (issue 28, the same STREAM on hardware): quoted as
+    # swsim-at-f9d7166 / hardware ratios, Triad at 2/4/8 doubles 1.15-1.20, Copy and Triad at
+    # 32 0.79-0.81; the hardware rate is swsim's then (MB/s, measured) over the middle ratio.
+    **{f"dma_stream_{pattern}_{buf}": Published(
+        round(then / ratio), "MB/s", f"swCandle STREAM on hardware (issue 28, held out): "
+        f"{pattern.capitalize()}, blocks of {buf} doubles; swsim at f9d7166 gave {then} MB/s, "
+        f"{ratio}x the hardware")
+       for pattern, buf, then, ratio in (("triad", 2, 1200, 1.175), ("triad", 4, 1933, 1.175),
+                                         ("triad", 8, 2870, 1.175), ("copy", 32, 4884, 0.80),
+                                         ("triad", 32, 6551, 0.80))},
+    # Strided and broadcast DMA, launch, printf (issue 28 / MACHINE.md §6 "Further hardware
+    # recordings"; swCandle strided and broadcast STREAM and athread runs, one CG, 64 CPEs,
+    # fitted over all recorded cells). Engine cycles per block of a strided PE-mode request.
+    **{f"dma_block_{op}_{block}": Published(
+        cycles, "cycle", f"issue 28: strided {op}, engine cycles per {block}-byte block{how}")
+       for op, block, cycles, how in (
+           ("get", 8, 23.5, ""), ("put", 8, 40.6, ""),
+           ("get", 1024, 61.6, ", the fit 10.0 + 6.45 cycles per line at 8 lines"),
+           ("put", 1024, 136.8, ", the fit 42.4 + 11.8 cycles per line at 8 lines"))},
+    "dma_bcast_line": Published(16.8, "cycle/line", "issue 28: broadcast get, cycles per "
+                                "128-byte line (~11 GB/s)"),
+    "dma_bcast_start": Published(207, "cycle", "issue 28: broadcast get, start-up per request "
+                                 "(the fit's a)"),
+    "launch": Published(40600, "cycle", "issue 28: spawn to join of a 64-CPE athread kernel, "
+                        "~28 us"),
+    "cpe_printf": Published(270000, "cycle", "issue 28: one CPE printf", target=False),
 }

@@ -89,9 +89,12 @@ class DmaRequest:
     is_put: bool
     is_barrier: bool        # no data; completes after the CPE's earlier requests
     placement: Placement
-    pieces: list            # transactions: (memory address, bytes, offset in the request)
+    pieces: list            # transactions: (memory address, bytes, offset in the request,
+                            # whether it is the first of its block)
     reply: int              # LDM address of the reply word in the issuing CPE
     issue: int
+    broadcast: bool = False  # BCAST or BROW
+    strided: bool = False    # block and stride set, several blocks: blocks apart in memory
     number: int = 0         # activation order
     started: int = 0        # transactions started
 
@@ -155,12 +158,11 @@ class DmaEngine:
             ldm = self.engine.ldm
             data = b"".join(bytes(ldm[cpes[0]][address:address + nbytes]) for cpes, address, nbytes
                             in request.placement.runs(piece[2], piece[1]))
-        last = request.started == len(request.pieces)
         self.in_progress = (request, piece, data,
-                            t + transaction_cycles(self.config, request.is_put, piece, last))
+                            t + transaction_cycles(self.config, request, request.started - 1))
 
     def _complete(self, t: int) -> None:
-        request, (address, nbytes, offset), data, _ = self.in_progress
+        request, (address, nbytes, offset, _), data, _ = self.in_progress
         self.in_progress = None
         memory = self.engine.mem
         start = address - self.engine.mem_base
@@ -204,35 +206,81 @@ class DmaEngine:
             times.append(t + 1)
         return min(times)
 
+    def drain(self, t: int, limit: Optional[int]) -> Optional[int]:
+        """After the last CPE halted in cycle ``t``, completes every request the engine holds,
+        as the hardware's does (a put still in flight reaches memory). Returns the cycle after
+        its last step, or None if it would step at or after ``limit`` (the cycle limit)."""
+        while self.pending():
+            t = self.next_event(t)
+            if limit is not None and t >= limit:
+                return None
+            self.step(t)
+        return t + 1
+
     def _startable_later(self) -> bool:
         return any(r.started < len(r.pieces) for r in self.active)
 
 
-def transaction_cycles(config, is_put: bool, piece: tuple[int, int, int], last: bool) -> int:
-    """Engine time of a transaction: a read costs ``dma_transaction_cycles``; a write is one
-    write command for a whole line, else one per ``dma_put_write_bytes`` piece it touches, and
-    a put's last transaction also waits for the write acknowledgement."""
-    if not is_put:
-        return config.dma_transaction_cycles
-    address, nbytes, _ = piece
-    piece_bytes = config.dma_put_write_bytes
-    writes = 1 if nbytes == config.dma_transaction_bytes else \
-        (address + nbytes - 1) // piece_bytes - address // piece_bytes + 1
-    return writes * config.dma_put_write_cycles + last * config.dma_put_ack_cycles
+def transaction_cycles(config, request: DmaRequest, k: int) -> int:
+    """Engine time of the request's transaction ``k`` (docs/timing.md "DMA").
+
+    A read costs ``dma_transaction_cycles`` (``dma_bcast_transaction_cycles``, if set, in
+    BCAST/BROW mode), plus ``dma_get_request_cycles`` if it is the request's first. A write is
+    one write command for a whole line, else one per ``dma_put_write_bytes`` piece it touches
+    (at most ``dma_put_partial_writes``, if set); with ``dma_put_strided_pro_rata`` a strided
+    put's writes cost ``dma_put_write_cycles`` per line pro rata instead, whatever the
+    alignment. The first transaction of each block of a strided request adds
+    ``dma_block_put_cycles`` (a put), or ``dma_block_get_cycles`` but at least what brings the
+    block's reads to ``dma_block_get_min_cycles`` (a get); a put's last transaction waits for
+    the acknowledgement."""
+    address, nbytes, _, block_first = request.pieces[k]
+    block_cost = block_first and request.strided
+    if not request.is_put:
+        read = config.dma_bcast_transaction_cycles \
+            if request.broadcast and config.dma_bcast_transaction_cycles \
+            else config.dma_transaction_cycles
+        cycles = read + (k == 0) * config.dma_get_request_cycles
+        if block_cost:   # the block holds the engine at least dma_block_get_min_cycles
+            end = k + 1
+            while end < len(request.pieces) and not request.pieces[end][3]:
+                end += 1
+            cycles += max(config.dma_block_get_cycles,
+                          config.dma_block_get_min_cycles - read * (end - k))
+        return cycles
+    line = config.dma_transaction_bytes
+    if request.strided and config.dma_put_strided_pro_rata:
+        cycles = -(-config.dma_put_write_cycles * nbytes // line)
+    else:
+        piece_bytes = config.dma_put_write_bytes
+        writes = 1 if nbytes == line else \
+            (address + nbytes - 1) // piece_bytes - address // piece_bytes + 1
+        if nbytes != line and config.dma_put_partial_writes:
+            writes = min(writes, config.dma_put_partial_writes)
+        cycles = writes * config.dma_put_write_cycles
+    last = k == len(request.pieces) - 1
+    return cycles + block_cost * config.dma_block_put_cycles + last * config.dma_put_ack_cycles
+
+
+def is_strided(size: int, block: int, stride: int, merge_unstrided: bool) -> bool:
+    """Whether a transfer is cut into several blocks: a block size below the size, and a
+    stride unless ``merge_unstrided`` (then blocks without a stride are one block)."""
+    return bool(block and size > block and (stride or not merge_unstrided))
 
 
 def dma_pieces(memory_address: int, size: int, block: int, stride: int,
-               transaction_bytes: int) -> list[tuple[int, int, int]]:
-    """Cut a (possibly strided) transfer into transactions at aligned transaction boundaries."""
+               transaction_bytes: int, merge_unstrided: bool = False
+               ) -> list[tuple[int, int, int, bool]]:
+    """Cut a transfer into transactions at aligned transaction boundaries: (memory address,
+    bytes, offset in the request, first of its block), the blocks as ``is_strided`` says."""
     pieces = []
-    block = block or size
+    block = block if is_strided(size, block, stride, merge_unstrided) else size
     address, remaining, offset = memory_address, size, 0
     while remaining:
         length = min(block, remaining)
         start, end = address, address + length
         while start < end:
             cut = min(end, (start // transaction_bytes + 1) * transaction_bytes)
-            pieces.append((start, cut - start, offset))
+            pieces.append((start, cut - start, offset, start == address))
             offset += cut - start
             start = cut
         remaining -= length
@@ -495,9 +543,12 @@ class Engine:
             size, pieces = 0, []
         else:
             pieces = dma_pieces(memory_address, size, fields["block"], fields["stride"],
-                                config.dma_transaction_bytes)
+                                config.dma_transaction_bytes, config.dma_merge_unstrided_blocks)
         request = DmaRequest(cpe.id, op in (DMA_OPS["put"], DMA_OPS["put_p"]), is_barrier,
-                             placement, pieces, fields["reply"], cpe.cycle)
+                             placement, pieces, fields["reply"], cpe.cycle,
+                             broadcast=fields["mode"] in (DMA_MODES["bcast"], DMA_MODES["brow"]),
+                             strided=is_strided(size, fields["block"], fields["stride"],
+                                                config.dma_merge_unstrided_blocks))
         self.dma.submit(request)
         cpe.dma_waiting += 1
         self.count("dma_requests")
@@ -654,7 +705,11 @@ class Engine:
             for cpe, charge in zip(running, charges):
                 self.charge(cpe, *charge, 1, t)
             if all(c.halted for c in self.order):
-                return self.result(t + 1, None)
+                end = self.dma.drain(t, max_cycles)
+                if end is None:
+                    return self.result(max_cycles, Stop(STOP_CYCLE_LIMIT, -1, 0, max_cycles,
+                                                        a=max_cycles, blocked=[]))
+                return self.result(end, None)
             if all(state != RUNNING for state, _, _ in charges):
                 skip_to = self.next_event(t)
                 if skip_to == NEVER:

@@ -91,18 +91,26 @@ rc_bcast:
 	ret
 	.end	rc_bcast
 
-# dma_stream(src, cpe_step, request_bytes, requests, request_step, block; stride, out):
-# every CPE gets `requests` DMA requests of `request_bytes` (blocks of `block` bytes separated
-# by `stride` bytes, block 0 = contiguous) into DMA_BUF, starting at src + id * cpe_step and
-# advancing request_step per request, then waits for all. out[id] = cycles from the first dma
-# to the reply count reaching `requests`.
+# dma_stream(src, cpe_step, request_bytes, requests, request_step, block; stride, out, ctrl,
+# mask): every CPE issues `requests` DMA requests of `request_bytes` (blocks of `block` bytes
+# separated by `stride` bytes, block 0 = contiguous) between memory and DMA_BUF, starting at
+# src + id * cpe_step and advancing request_step per request, then waits for all. `ctrl` is the
+# op and mode bits of the descriptor's DESC_CTRL word (0 = a PE-mode put), `mask` its broadcast
+# mask. out[id] = cycles from the first dma to the reply count reaching `requests`.
 	.globl	dma_stream
 	.ent	dma_stream
 dma_stream:
 	rcid	$1
 	mull	$1, $17, $2
 	addl	$16, $2, $2           # this CPE's first memory address
-	MAKE_DESC $6, DMA_GET, 0($18), REPLY, block=$21
+	MAKE_DESC $6, DMA_GET, 0($18), REPLY
+	ldl	$7, 16($sp)
+	addl	$7, $21, $7
+	vinsw	$7, $6, DESC_CTRL, $6
+	ldl	$7, 24($sp)
+	sll	$7, DESC_MASK_SHIFT, $7
+	ldi	$7, REPLY($7)
+	vinsw	$7, $6, DESC_REPLY, $6
 	ldl	$7, 0($sp)
 	DESC_SET_STRIDE $6, $7
 	stw	$31, REPLY($31)
@@ -123,6 +131,13 @@ dma_stream:
 	stl	$9, 0($7)
 	ret
 	.end	dma_stream
+
+# empty(): returns at once (the launch cost of `swsim bench fidelity`).
+	.globl	empty
+	.ent	empty
+empty:
+	ret
+	.end	empty
 
 # gld_chain(addr, loads, with_store, out): a pointer chase of `loads` dependent global loads
 # (the cell at addr is made to point to itself); with_store != 0 adds a dependent global store

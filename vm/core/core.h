@@ -243,6 +243,9 @@ typedef struct {
     int cpe;
     int put;                   /* 0 get (memory -> LDM), 1 put */
     int barrier;               /* a BARRIER: no data, done after the CPE's earlier requests */
+    int broadcast;             /* BCAST or BROW */
+    int strided;               /* several blocks cut apart (block set, and a stride or
+                                  dma_merge_unstrided_blocks 0) */
     uint64_t targets;          /* PE, BCAST, BROW: CPEs whose LDM the bytes are in */
     int sharers;               /* ROW, RANK: CPEs the bytes are dealt to (0 in other modes), */
     int sharer[SWSIM_MAX_MESH_SIDE];   /* ... their ids in dealing order, */
@@ -361,6 +364,7 @@ void dma_step(Sim *s, int64_t t);
 int64_t dma_next_event(const Sim *s, int64_t t);
 int64_t dma_quiet_until(Sim *s, int64_t t, int64_t limit);
 void dma_advance(Sim *s, int64_t t, int64_t end);
+int64_t dma_drain(Sim *s, int64_t t, int64_t limit);
 void dma_close_spans(Sim *s, int64_t end);
 
 /* barrier.c */

@@ -20,9 +20,10 @@ int dma_init(Sim *s)
     return 0;
 }
 
+/* Bytes of a block in memory: the whole request unless it is strided (DmaRequest.strided). */
 static uint64_t block_length(const DmaRequest *r)
 {
-    return r->block ? r->block : r->size;
+    return r->strided ? r->block : r->size;
 }
 
 /* Number of transactions: each block is cut at transaction-size aligned boundaries. */
@@ -114,6 +115,7 @@ static int decode_request(const Sim *s, const Cpe *c, const uint64_t *descriptor
     r->ldm_addr = ldm_addr;
     r->put = op == DMA_OP_PUT || op == DMA_OP_PUT_P;
     r->barrier = op == DMA_OP_BARRIER;
+    r->broadcast = mode == DMA_MODE_BCAST || mode == DMA_MODE_BROW;
     if (!r->put && !r->barrier && op != DMA_OP_GET && op != DMA_OP_GET_P)
         return DMA_BAD_OP;
     if (r->barrier) {   /* reads only the reply field */
@@ -126,6 +128,8 @@ static int decode_request(const Sim *s, const Cpe *c, const uint64_t *descriptor
         return DMA_PUT_BROADCAST;
     if (r->size == 0)
         return DMA_SIZE_ZERO;
+    r->strided = r->block && r->size > r->block
+                 && (r->stride || !s->cfg.dma_merge_unstrided_blocks);
     int problem = place(s, c, mode, FIELD(descriptor, MASK), r);
     if (problem >= 0)
         return problem;
@@ -204,19 +208,46 @@ static void complete_request(Sim *s, int64_t index, int64_t t)
     r->cpe = -1;
 }
 
-/* Engine time of a transaction (docs/timing.md "DMA"): a read costs dma_transaction_cycles; a
- * write is one write command for a whole line, else one per dma_put_write_bytes piece it
- * touches, and a put's last transaction also waits for the write acknowledgement. */
+/* Engine time of the transaction of `bytes` at `mem` that starts the request's byte
+ * r->handed (docs/timing.md "DMA"): a read costs dma_transaction_cycles
+ * (dma_bcast_transaction_cycles, if set, in BCAST/BROW mode), plus dma_get_request_cycles if it
+ * is the request's first. A write is one write command for a whole line, else one per
+ * dma_put_write_bytes piece it touches (at most dma_put_partial_writes, if set); with
+ * dma_put_strided_pro_rata a strided put's writes cost dma_put_write_cycles per line pro rata
+ * instead. The first transaction of each block of a strided request adds dma_block_put_cycles
+ * (a put), or dma_block_get_cycles but at least what brings the block's reads to
+ * dma_block_get_min_cycles (a get); a put's last transaction waits for the acknowledgement. */
 static int64_t transaction_cycles(const Sim *s, const DmaRequest *r, uint64_t mem,
                                   uint64_t bytes)
 {
-    if (!r->put)
-        return s->cfg.dma_transaction_cycles;
-    uint64_t first = s->cfg.mem_base + mem, piece = (uint64_t)s->cfg.dma_put_write_bytes;
-    uint64_t writes = bytes == (uint64_t)s->cfg.dma_transaction_bytes
-                      ? 1 : (first + bytes - 1) / piece - first / piece + 1;
+    int64_t block_cost = r->strided && r->handed % r->block == 0;
+    uint64_t line = (uint64_t)s->cfg.dma_transaction_bytes;
+    if (!r->put) {
+        int64_t read = r->broadcast && s->cfg.dma_bcast_transaction_cycles
+                       ? s->cfg.dma_bcast_transaction_cycles : s->cfg.dma_transaction_cycles;
+        int64_t cycles = read + (r->handed == 0) * s->cfg.dma_get_request_cycles;
+        if (block_cost) {   /* the block holds the engine at least dma_block_get_min_cycles */
+            uint64_t length = r->size - r->handed < r->block ? r->size - r->handed : r->block;
+            uint64_t reads = ((s->cfg.mem_base + mem) % line + length + line - 1) / line;
+            int64_t rest = s->cfg.dma_block_get_min_cycles - read * (int64_t)reads;
+            cycles += rest > s->cfg.dma_block_get_cycles ? rest : s->cfg.dma_block_get_cycles;
+        }
+        return cycles;
+    }
+    int64_t cycles;
+    if (r->strided && s->cfg.dma_put_strided_pro_rata) {
+        uint64_t scaled = (uint64_t)s->cfg.dma_put_write_cycles * bytes;
+        cycles = (int64_t)((scaled + line - 1) / line);
+    } else {
+        uint64_t first = s->cfg.mem_base + mem, piece = (uint64_t)s->cfg.dma_put_write_bytes;
+        uint64_t writes = bytes == line ? 1 : (first + bytes - 1) / piece - first / piece + 1;
+        uint64_t cap = (uint64_t)s->cfg.dma_put_partial_writes;
+        if (bytes != line && cap && writes > cap)
+            writes = cap;
+        cycles = (int64_t)writes * s->cfg.dma_put_write_cycles;
+    }
     int64_t last = r->handed + bytes == r->size;
-    return (int64_t)writes * s->cfg.dma_put_write_cycles + last * s->cfg.dma_put_ack_cycles;
+    return cycles + block_cost * s->cfg.dma_block_put_cycles + last * s->cfg.dma_put_ack_cycles;
 }
 
 /* Completes the first active BARRIER with no earlier request of its CPE still active (they
@@ -353,6 +384,20 @@ int64_t dma_next_event(const Sim *s, int64_t t)
             next = start > t ? (start < next ? start : next) : t + 1;
     }
     return next;
+}
+
+/* After the last CPE halted in cycle t, the engine completes every request it holds, as the
+ * hardware's does (a put still in flight reaches memory). Returns the cycle after its last
+ * step, or TIME_NEVER if it would step at or after `limit` (the cycle limit). */
+int64_t dma_drain(Sim *s, int64_t t, int64_t limit)
+{
+    while (s->dma.current >= 0 || s->dma.active_count || s->dma.waiting_count) {
+        t = dma_next_event(s, t);
+        if (t >= limit)
+            return TIME_NEVER;
+        dma_step(s, t);
+    }
+    return t + 1;
 }
 
 /* Trace spans of requests that never completed end with the run. */

@@ -1596,8 +1596,13 @@ static int64_t run_cycles(Sim *s, int64_t horizon)
             num_running = still_running;
             s->halted_this_cycle = 0;
             s->in_step = 0;
-            if (num_running == 0)
-                return t + 1;
+            if (num_running == 0) {
+                int64_t end = dma_drain(s, t, s->cfg.max_cycles);
+                if (end != TIME_NEVER)
+                    return end;
+                stop_with_report(s, STOP_CYCLE_LIMIT, s->cfg.max_cycles);
+                return s->cfg.max_cycles;
+            }
         }
         if (!issued_any && next_unit_event(s, t) == TIME_NEVER) {
             int64_t wake = TIME_NEVER;

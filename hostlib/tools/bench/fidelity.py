@@ -7,6 +7,10 @@ the targets to tolerances.
 Rates are measured as differences of two run lengths (n2 - n1 repetitions), so start-up costs
 (spawn, the first DMA, pipeline fill) cancel out; bytes are counted from what each kernel is known
 to move, not taken from the emulator's own counters.
+
+The published rows run on the default preset; the hardware recordings of issue 28 (strided and
+broadcast DMA, launch, STREAM sizes held out of the table's fit) on ``sw26010-hw``
+(``HW_PRESET``), the preset with the DMA and launch model fitted to them (docs/timing.md).
 """
 from __future__ import annotations
 
@@ -18,8 +22,13 @@ import numpy as np
 from ....kernels import program
 from ....vm import Machine
 from ....vm.config import PUBLISHED
+from ....vm.engine_defs import DMA_FIELDS, DMA_MODES, DMA_OPS
 from ...blas.primitive import ldm_gemm
 from . import stream
+
+
+CTRL_LOW = 32                 # the descriptor's DESC_CTRL word holds bits 32..63
+DEFAULT_PRESET, HW_PRESET = "sw26010", "sw26010-hw"
 
 
 @dataclass
@@ -30,6 +39,7 @@ class Row:
     measured: float
     unit: str
     note: str = ""
+    preset: str = DEFAULT_PRESET  # the machine preset it was measured on
 
     @property
     def error_pct(self) -> Optional[float]:
@@ -77,15 +87,21 @@ def rc_bandwidth(engine, progress=None):
     return rows
 
 
-def _dma_stream(engine, cpes, request_bytes, requests, block=0, stride=0, progress=None):
-    """Cycles (per CPE) of `requests` gets of `request_bytes` each, blocks/stride as given."""
-    m = Machine()
+def _dma_stream(engine, cpes, request_bytes, requests, block=0, stride=0, progress=None,
+                op="get", mode="pe", mask=0, offset=0, preset=DEFAULT_PRESET):
+    """Cycles (per CPE) of `requests` `op`s of `request_bytes` each in `mode` (broadcast
+    `mask`), blocks/stride as given, from memory `offset` bytes past a line boundary, on
+    machine `preset`."""
+    m = Machine(preset)
     per_request = request_bytes if block == 0 else request_bytes // block * (block + stride)
     cpe_step = per_request * requests
-    src = m.mem.put(np.zeros(cpe_step * cpes, np.uint8))
+    src = m.mem.put(np.zeros(cpe_step * cpes + offset, np.uint8)) + offset
     out = m.mem.put(np.zeros(cpes, np.int64))
+    ctrl = (DMA_OPS[op] << DMA_FIELDS["op"][0] - CTRL_LOW
+            | DMA_MODES[mode] << DMA_FIELDS["mode"][0] - CTRL_LOW)
     m.run(program("bench/fidelity.s"), entry="dma_stream",
-          args=[src, cpe_step, request_bytes, requests, per_request, block, stride, out],
+          args=[src, cpe_step, request_bytes, requests, per_request, block, stride, out, ctrl,
+                mask],
           cpes=range(cpes), engine=engine, progress=progress)
     return m.mem.get(out, (cpes,), np.int64), m.config
 
@@ -133,6 +149,75 @@ def dma_strided(engine, progress=None):
         rows.append(Row("dma_strided", f"strided DMA bandwidth, block {block} B, stride "
                         f"{block} B (vs eq. 3-2)",
                         model, measured, "GB/s"))
+    return rows
+
+
+STRIDED_BLOCKS = (4, 12)          # blocks per request of the two runs
+STRIDES = (1, 3, 16)              # stride in blocks; every cell's blocks start 80 B into a line
+
+
+def strided_block_cycles(engine, op, block, progress=None):
+    """Engine cycles per block of strided PE-mode `op`s: 64 CPEs each issue one request of
+    STRIDED_BLOCKS blocks; the engine never idles, so the difference of two run lengths over
+    the blocks added is its time per block. Mean over STRIDES."""
+    per_block = []
+    for stride in STRIDES:
+        short, long = (_dma_stream(engine, 64, block * n, 1, block=block,
+                                   stride=block * stride, op=op, offset=80,
+                                   progress=progress, preset=HW_PRESET)[0].max() for n in STRIDED_BLOCKS)
+        per_block.append((long - short) / (64 * (STRIDED_BLOCKS[1] - STRIDED_BLOCKS[0])))
+    return float(np.mean(per_block))
+
+
+def dma_strided_blocks(engine, progress=None):
+    return [Row(f"dma_block_{op}_{block}", f"strided PE-mode {op}, engine cycles per "
+                f"{block}-byte block (hardware recordings)", PUBLISHED[f"dma_block_{op}_{block}"]
+                .value, strided_block_cycles(engine, op, block, progress), "cycles",
+                f"64 CPEs, strides {'/'.join(map(str, STRIDES))} blocks, blocks 80 B into a line",
+                HW_PRESET)
+            for op in ("get", "put") for block in (8, 1024)]
+
+
+def dma_broadcast(engine, progress=None):
+    """One CPE's BCAST get (to row 0) alone: cycles vs lines, fitted to a + b * lines."""
+    lines = np.array([4, 16, 32, 64])
+    cycles = np.array([_dma_stream(engine, 1, int(n) * 128, 1, op="get", mode="bcast", mask=1,
+                                   progress=progress, preset=HW_PRESET)[0][0] for n in lines],
+                      float)
+    slope, intercept = np.polyfit(lines, cycles, 1)
+    with_blocks = _dma_stream(engine, 1, 64 * 128, 1, block=64, op="get", mode="bcast",
+                              mask=1, progress=progress, preset=HW_PRESET)[0][0]
+    return [Row("dma_bcast_line", "broadcast get, engine cycles per 128-B line",
+                PUBLISHED["dma_bcast_line"].value, float(slope), "cycles", preset=HW_PRESET),
+            Row("dma_bcast_start", "broadcast get, start-up per request (incl. reply polling)",
+                PUBLISHED["dma_bcast_start"].value, float(intercept), "cycles",
+                f"the same 64-line get with 64-byte blocks and no stride takes "
+                f"{with_blocks / cycles[-1]:.2f}x as long (hardware: no extra cost)", HW_PRESET)]
+
+
+def launch(engine, progress=None):
+    """Spawn to join of an empty 64-CPE kernel."""
+    m = Machine(HW_PRESET)
+    res = m.run(program("bench/fidelity.s"), entry="empty", cpes=range(64), engine=engine,
+                progress=progress)
+    return [Row("launch", "launch: spawn to join of an empty 64-CPE kernel",
+                PUBLISHED["launch"].value, float(res.cycles), "cycles",
+                f"spawn_cycles {m.config.spawn_cycles} + {res.kernel_cycles} kernel cycles",
+                HW_PRESET)]
+
+
+def dma_stream_held_out(engine, progress=None):
+    """The STREAM sizes held out of the published table's fit (issue 28)."""
+    rows = []
+    for key, published in PUBLISHED.items():
+        pattern, _, buf = key.removeprefix("dma_stream_").partition("_")
+        if not key.startswith("dma_stream_") or int(buf) in stream.BUFS:
+            continue
+        measured = stream.rate(pattern, int(buf), stream.round_cycles(
+            pattern, int(buf), engine, progress, preset=HW_PRESET))
+        rows.append(Row(key, f"DMA STREAM {pattern.capitalize()}, blocks of {buf} doubles "
+                        f"(hardware, 64 CPEs, held out)", published.value, measured, "MB/s",
+                        preset=HW_PRESET))
     return rows
 
 
@@ -205,8 +290,9 @@ def gemm_primitive(engine, progress=None):
 
 
 MEASUREMENTS: list[Callable] = [rc_latency, rc_bandwidth, dma_bandwidth, dma_latency,
-                                dma_strided, dma_stream_pattern, global_access, barrier,
-                                gemm_inner_loop, gemm_primitive]
+                                dma_strided, dma_strided_blocks, dma_broadcast, launch,
+                                dma_stream_pattern, dma_stream_held_out, global_access, barrier, gemm_inner_loop,
+                                gemm_primitive]
 
 
 def run(engine: str = "c", progress: Optional[Callable] = None) -> list[Row]:
@@ -222,7 +308,8 @@ def run(engine: str = "c", progress: Optional[Callable] = None) -> list[Row]:
 
 def format_table(rows: list[Row]) -> str:
     header = ("quantity", "published", "swsim", "unit", "error %")
-    body = [(r.quantity, "-" if r.published is None else f"{r.published:.6g}",
+    body = [(r.quantity + ("" if r.preset == DEFAULT_PRESET else f" [{r.preset}]"),
+             "-" if r.published is None else f"{r.published:.6g}",
              f"{r.measured:.0f}" if abs(r.measured) >= 1000 else f"{r.measured:.4g}", r.unit,
              "-" if r.error_pct is None else f"{r.error_pct:+.1f}") for r in rows]
     widths = [max(len(str(x[i])) for x in [header, *body]) for i in range(5)]
@@ -230,4 +317,7 @@ def format_table(rows: list[Row]) -> str:
     lines.append("  ".join("-" * w for w in widths))
     lines += ["  ".join(str(c).ljust(w) for c, w in zip(row, widths)) for row in body]
     notes = [f"- {r.quantity}: {r.note}" for r in rows if r.note]
+    presets = sorted({r.preset for r in rows} - {DEFAULT_PRESET})
+    notes += [f"Rows marked [{preset}] run on the {preset} preset (issue 28's DMA and launch "
+              f"model); the rest on the default {DEFAULT_PRESET}." for preset in presets]
     return "\n".join(lines + ([""] + notes if notes else []))

@@ -46,15 +46,16 @@ class Cell:
         return 100.0 * (self.measured - self.hardware) / self.hardware
 
 
-def run_blocks(pattern: str, buf: int, blocks: int, engine: str = "c", progress=None) -> int:
-    """Kernel cycles of `blocks` blocks per CPE of `pattern`; checks the arrays it computed.
-    ``progress(cycle)``: ``Machine.run``'s."""
+def run_blocks(pattern: str, buf: int, blocks: int, engine: str = "c", progress=None,
+               preset: str = "sw26010") -> int:
+    """Kernel cycles of `blocks` blocks per CPE of `pattern` on machine `preset`; checks the
+    arrays it computed. ``progress(cycle)``: ``Machine.run``'s."""
     if pattern not in STREAM_BYTES:
         raise ValueError(f"unknown STREAM pattern {pattern!r}; expected 'copy' or 'triad'")
     if not (1 <= buf <= MAX_BUF and blocks >= 1):
         raise ValueError(f"need 1 <= buf <= {MAX_BUF} doubles and blocks >= 1, got buf={buf}, "
                          f"blocks={blocks}")
-    m = Machine()
+    m = Machine(preset)
     n = blocks * CPES * buf
     rng = np.random.default_rng(buf)
     values = [rng.integers(-1000, 1000, n).astype(np.float64) for _ in range(3)]
@@ -78,9 +79,10 @@ def run_blocks(pattern: str, buf: int, blocks: int, engine: str = "c", progress=
     return res.kernel_cycles
 
 
-def round_cycles(pattern: str, buf: int, engine: str = "c", progress=None) -> float:
+def round_cycles(pattern: str, buf: int, engine: str = "c", progress=None,
+                 preset: str = "sw26010") -> float:
     """Steady-state cycles of one round (a block of `buf` doubles on every CPE)."""
-    short, long = (run_blocks(pattern, buf, blocks, engine, progress)
+    short, long = (run_blocks(pattern, buf, blocks, engine, progress, preset)
                    for blocks in (BLOCKS_SHORT, BLOCKS_LONG))
     return (long - short) / (BLOCKS_LONG - BLOCKS_SHORT)
 
