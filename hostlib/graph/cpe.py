@@ -68,7 +68,7 @@ def gemm(node, inputs, on):
     n = b.shape[0] if trans_b else b.shape[1]
     if (not trans_a and trans_b and alpha == 1.0 and beta == 1.0 and c is not None
             and c.size == n and c.shape[-1] == n):       # a layer: y = x w^T + bias
-        y, stats = _launch(dnn.linear_forward, a, b, b=c.reshape(n), **on)
+        y, stats = _launch(dnn.linear_forward, a, b, bias=c.reshape(n), **on)
         return (y,), [stats], "swGEMM (linear)"
     m = a.shape[1] if trans_a else a.shape[0]
     full = None if c is None else np.ascontiguousarray(np.broadcast_to(c, (m, n)))
