@@ -3,6 +3,7 @@ is refused before the run, and `bench fidelity --quick --json FILE` writes its r
 import argparse
 import json
 
+import numpy as np
 import pytest
 
 from swsim.cli import build_parser
@@ -35,8 +36,9 @@ def test_bench_refuses_json_in_a_missing_directory(name, tmp_path, capsys):
 
 def test_jsonable_expands_dataclasses_with_properties_and_keys():
     row = fidelity.Row("k", "q", 2.0, 3.0, "cycles")
-    data = as_json.jsonable({(1, 2): [row]})
+    data = as_json.jsonable({(1, 2): [row], "dtype": np.float32, "x": np.arange(2.0)})
     assert data["(1, 2)"][0]["measured"] == 3.0
+    assert data["dtype"] == "float32" and data["x"] == [0.0, 1.0]
     assert data["(1, 2)"][0]["error_pct"] == row.error_pct
     assert json.loads(json.dumps(data)) == data
 

@@ -10,7 +10,7 @@ import numpy as np
 def jsonable(value):
     """`value` as plain JSON data: dataclasses become objects of their fields and their
     properties (derived columns like a speedup), dict keys strings, tuples lists, numpy scalars
-    and arrays numbers and lists; anything else its str()."""
+    and arrays numbers and lists, numpy dtypes their names; anything else its str()."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         fields = {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
         derived = {name: getattr(value, name) for name, attr in vars(type(value)).items()
@@ -23,6 +23,8 @@ def jsonable(value):
         return [jsonable(item) for item in value]
     if isinstance(value, (np.generic, np.ndarray)):
         return value.tolist()
+    if isinstance(value, np.dtype) or isinstance(value, type) and issubclass(value, np.generic):
+        return np.dtype(value).name
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
     return str(value)
