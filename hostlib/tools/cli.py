@@ -6,8 +6,8 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import sys
-from dataclasses import asdict
 from pathlib import Path
 from typing import Optional
 
@@ -16,6 +16,7 @@ from ...vm.config import PRESETS, VMConfig
 from ...vm.machine import Machine
 from . import autodnn, graph, train
 from .analyze import DEFAULT_ITERATIONS, MAX_ITERATIONS, analyze_loop
+from .bench import as_json
 from .bench import speed as speed_bench
 
 
@@ -30,7 +31,12 @@ def register(subparsers) -> None:
     fidelity = which.add_parser("fidelity", help="measure MACHINE.md §11 quantities on the "
                                 "emulator beside their published values")
     fidelity.add_argument("--engine", choices=("c", "python"), default="c")
-    fidelity.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    fidelity.add_argument("--quick", action="store_true",
+                          help="skip the 4 slowest measurements (about half the time)")
+    fidelity.add_argument("--json", nargs="?", const="-", metavar="FILE",
+                          type=json_file_argument,
+                          help="write the rows as JSON to FILE (no FILE: print them instead "
+                          "of the table)")
     fidelity.set_defaults(func=_fidelity)
 
     speed = which.add_parser("speed", help="simulated instructions per host second")
@@ -43,6 +49,7 @@ def register(subparsers) -> None:
     speed.add_argument("--only", choices=speed_bench.TABLES, action="append",
                        help="run only this table (repeatable; default: all)")
     speed.add_argument("--json", nargs="?", const="-", metavar="FILE",
+                       type=json_file_argument,
                        help="write the rows as JSON to FILE (no FILE: print them)")
     speed.set_defaults(func=_speed)
 
@@ -51,18 +58,21 @@ def register(subparsers) -> None:
     gemm.add_argument("--only", type=int, action="append", metavar="N", choices=range(1, 6),
                       help="run only experiment N (1-5; repeatable)")
     gemm.add_argument("--engine", choices=("c", "python"), default="c")
+    _json_argument(gemm)
     gemm.set_defaults(func=_gemm)
 
     qinglong = which.add_parser("qinglong", help="N inferences of a layer per sample, "
                                 "compiled once and with constants copied once (QingLong)")
     qinglong.add_argument("--quick", action="store_true", help="FC 1024->256, fewer whole runs")
-    qinglong.add_argument("--json", metavar="FILE", help="also write the rows as JSON to FILE")
+    _json_argument(qinglong)
     qinglong.add_argument("--engine", choices=("c", "python"), default="c")
     qinglong.set_defaults(func=_qinglong)
 
     ops = which.add_parser("ops", help="memory bandwidth of the DNN memory-bound operators at "
                            "realistic sizes (sampled and extrapolated)")
+    ops.add_argument("--quick", action="store_true", help="one case of each operator kind")
     ops.add_argument("--engine", choices=("c", "python"), default="c")
+    _json_argument(ops)
     ops.set_defaults(func=_ops)
 
     allreduce = which.add_parser("allreduce", help="ring / Rabenseifner / Topawa: Fig. 7.7 "
@@ -73,6 +83,7 @@ def register(subparsers) -> None:
     allreduce.add_argument("--supernode-size", type=count_argument(1), default=256,
                            metavar="Q", help="nodes per supernode in the model (default 256)")
     allreduce.add_argument("--plot", metavar="FILE.png", help="Fig. 7.7 / 7.8 panels as a PNG")
+    _json_argument(allreduce)
     allreduce.set_defaults(func=_allreduce)
 
     lstm = which.add_parser("lstm", help="tensorized LSTM vs the cuDNN-style baseline: the 72 "
@@ -82,6 +93,7 @@ def register(subparsers) -> None:
     lstm.add_argument("--reserve", action="store_true",
                       help="the tensorized forward writes the reserve for training (the "
                       "baseline always does)")
+    _json_argument(lstm)
     lstm.set_defaults(func=_lstm)
 
     conv = which.add_parser("conv", help="convolution: thesis §5.4 generality test (Listing "
@@ -95,6 +107,7 @@ def register(subparsers) -> None:
     conv.add_argument("--no-validate", dest="validate", action="store_false",
                       help="skip the whole runs of the small cases")
     conv.add_argument("--engine", choices=("c", "python"), default="c")
+    _json_argument(conv)
     conv.set_defaults(func=_conv)
 
     generated = which.add_parser("autodnn", help="swAutoDNN: generated vs hand-written implicit "
@@ -102,7 +115,7 @@ def register(subparsers) -> None:
                                  "model vs measured tuning (sampled)")
     generated.add_argument("--quick", action="store_true",
                            help="no network layers, 2 Listing 5.1 cases per B")
-    generated.add_argument("--json", metavar="FILE", help="also write the results as JSON")
+    _json_argument(generated)
     generated.add_argument("--engine", choices=("c", "python"), default="c")
     generated.set_defaults(func=_autodnn_bench)
 
@@ -115,6 +128,7 @@ def register(subparsers) -> None:
                              help="estimate only this network (repeatable)")
     train_bench.add_argument("--detail", action="store_true", help="print every layer's passes")
     train_bench.add_argument("--engine", choices=("c", "python"), default="c")
+    _json_argument(train_bench)
     train_bench.set_defaults(func=_train_bench)
 
     redsync = which.add_parser("redsync", help="RedSync: top-0.1 %% selection on the CPEs "
@@ -122,14 +136,14 @@ def register(subparsers) -> None:
                                "model (Figs. 8.7-8.10)")
     redsync.add_argument("--quick", action="store_true",
                          help="sizes up to 1 MB simulated, AlexNet only")
-    redsync.add_argument("--json", metavar="FILE", help="also write the results as JSON")
+    _json_argument(redsync)
     redsync.add_argument("--engine", choices=("c", "python"), default="c")
     redsync.set_defaults(func=_redsync)
 
     parax = which.add_parser("parax", help="ParaX's §1.8 block in modes per_cg / per_cpe / "
                              "delayed start, per-op cycles, the overlap bound, intensity")
     parax.add_argument("--quick", action="store_true", help="one delayed-start setting")
-    parax.add_argument("--json", metavar="FILE", help="also write the results as JSON")
+    _json_argument(parax)
     parax.add_argument("--engine", choices=("c", "python"), default="c")
     parax.add_argument("--explain", action="store_true",
                        help="show the terms of the intensity formulas behind each tag")
@@ -140,7 +154,7 @@ def register(subparsers) -> None:
     light.add_argument("--quick", action="store_true", help="SqueezeNet only")
     light.add_argument("--model", action="append", choices=_light_models(),
                        help="run only this model (repeatable)")
-    light.add_argument("--json", metavar="FILE", help="also write the results as JSON")
+    _json_argument(light)
     light.set_defaults(func=_light)
 
     hope = which.add_parser("hope", help="HOPE's DAG schedulers on an Inception-style block "
@@ -149,7 +163,7 @@ def register(subparsers) -> None:
     hope.add_argument("--quick", action="store_true", help="smaller graphs")
     hope.add_argument("--graph", action="append", choices=("inception", "lstm"),
                       help="run only this graph (repeatable)")
-    hope.add_argument("--json", metavar="FILE", help="also write the results as JSON")
+    _json_argument(hope)
     hope.set_defaults(func=_hope)
 
     analyze = subparsers.add_parser("analyze", help="steady-state cycles per iteration of a "
@@ -208,14 +222,14 @@ class StepBar:
 
 def _fidelity(args) -> int:
     from .bench import fidelity
-    bar = StepBar(len(fidelity.MEASUREMENTS))
+    bar = StepBar(len(fidelity.QUICK_MEASUREMENTS if args.quick else fidelity.MEASUREMENTS))
     try:
-        rows = fidelity.run(args.engine, progress=bar)
+        rows = fidelity.run(args.engine, progress=bar, quick=args.quick)
     finally:
         bar.close()
     if args.json:
-        print(json.dumps([{**asdict(r), "error_pct": r.error_pct} for r in rows], indent=2))
-    else:
+        as_json.dump(args.json, rows)
+    if args.json != "-":
         print(fidelity.format_table(rows))
     return 0
 
@@ -252,6 +266,8 @@ def _gemm(args) -> int:
     finally:
         bar.close()
     print(gemm.format_report(experiments))
+    if args.json:
+        as_json.dump(args.json, experiments)
     return 0
 
 
@@ -266,29 +282,31 @@ def _lstm(args) -> int:
     finally:
         bar.close()
     print(lstm.format_report(rows, validation))
+    if args.json:
+        as_json.dump(args.json, dict(rows=rows, validation=[
+            dict(case=case, tensorized_error=tensorized, baseline_error=baseline)
+            for case, (tensorized, baseline) in validation]))
     return 0
 
 
 def _ops(args) -> int:
     from .bench import ops
-    print(ops.format_table(ops.run(engine=args.engine)))
+    results = ops.run(engine=args.engine, cases=ops.QUICK_CASES if args.quick else ops.CASES)
+    print(ops.format_table(results))
+    if args.json:
+        as_json.dump(args.json, results)
     return 0
 
 
 def _qinglong(args) -> int:
     from .bench import qinglong
-    out = open(args.json, "w", encoding="utf-8") if args.json else None   # fails before the run
-    try:
-        rows = qinglong.run(quick=args.quick, engine=args.engine)
-        persistent = qinglong.run_persistent(quick=args.quick, engine=args.engine)
-        print(qinglong.format_table(rows))
-        print()
-        print(qinglong.format_persistent(persistent))
-        if out:
-            json.dump(dict(layers=rows, persistent=persistent), out, indent=2)
-    finally:
-        if out:
-            out.close()
+    rows = qinglong.run(quick=args.quick, engine=args.engine)
+    persistent = qinglong.run_persistent(quick=args.quick, engine=args.engine)
+    print(qinglong.format_table(rows))
+    print()
+    print(qinglong.format_persistent(persistent))
+    if args.json:
+        as_json.dump(args.json, dict(layers=rows, persistent=persistent))
     return 0
 
 
@@ -301,6 +319,8 @@ def _train_bench(args) -> int:
     finally:
         bar.close()
     print(train_nets.format_report(results, detail=args.detail))
+    if args.json:
+        as_json.dump(args.json, results)
     return 0
 
 
@@ -331,7 +351,7 @@ def _light(args) -> int:
         bar.close()
     print(light.format_report(results))
     if args.json:
-        _dump_json(args.json, light.as_json(results))
+        as_json.dump(args.json, light.as_json(results))
     return 0 if all(r.matches for r in results) else 1
 
 
@@ -342,13 +362,22 @@ def _hope(args) -> int:
         results = hope.run(quick=args.quick, graphs=graphs, progress=bar)
     print(hope.format_report(results))
     if args.json:
-        _dump_json(args.json, hope.as_json(results))
+        as_json.dump(args.json, hope.as_json(results))
     return 0 if all(r.max_relative_error <= hope.RTOL for r in results) else 1
 
 
-def _dump_json(path: str, data) -> None:
-    with open(path, "w", encoding="utf-8") as handle:
-        json.dump(data, handle, indent=2)
+def _json_argument(parser) -> None:
+    parser.add_argument("--json", metavar="FILE", type=json_file_argument,
+                        help="also write the results as JSON to FILE")
+
+
+def json_file_argument(text: str) -> str:
+    """--json FILE of a bench: a file in an existing directory (checked before the run)."""
+    directory = os.path.dirname(os.path.abspath(text))
+    if os.path.isdir(text) or not os.path.isdir(directory):
+        raise argparse.ArgumentTypeError(f"cannot write {text!r}: not a file in an existing "
+                                         "directory")
+    return text
 
 
 def _allreduce(args) -> int:
@@ -364,6 +393,8 @@ def _allreduce(args) -> int:
     print(allreduce.format_report(result))
     if args.plot:
         allreduce.plot(result, args.plot)
+    if args.json:
+        as_json.dump(args.json, result)
     return 0
 
 
@@ -398,6 +429,8 @@ def _conv(args) -> int:
     print(conv.format_report(results, time.perf_counter() - start, cpu))
     conv.box_plot(results, args.out)
     print(f"box plot: {args.out}")
+    if args.json:
+        as_json.dump(args.json, results)
     return 0
 
 
@@ -414,8 +447,7 @@ def _autodnn_bench(args) -> int:
         bar.close()
     print(bench.format_report(results, time.perf_counter() - start))
     if args.json:
-        with open(args.json, "w", encoding="utf-8") as f:
-            json.dump(bench.to_json(results), f, indent=1)
+        as_json.dump(args.json, bench.to_json(results))
     return 0
 
 
@@ -423,14 +455,9 @@ def _speed(args) -> int:
     rows = speed_bench.run(repeats=args.repeats, scale=args.scale, quick=args.quick,
                            tables=args.only or speed_bench.TABLES)
     if args.json:
-        text = json.dumps([{**asdict(r), "mips": r.mips, "cpu_mips": r.cpu_mips} for r in rows],
-                          indent=2)
-        if args.json == "-":
-            print(text)
-            return 0
-        with open(args.json, "w", encoding="utf-8") as f:
-            f.write(text + "\n")
-    print(speed_bench.format_table(rows))
+        as_json.dump(args.json, rows)
+    if args.json != "-":
+        print(speed_bench.format_table(rows))
     return 0
 
 

@@ -401,6 +401,10 @@ CASES = (
     TransformCase("transform NCHW->RCNB (2 passes): 32x256x56x56", "RCNB", (32, 256, 56, 56)),
 )
 
+# --quick: the first case of each operator kind
+QUICK_CASES = tuple(next(c for c in CASES if type(c) is kind)
+                    for kind in (Case, PoolCase, BatchNormCase, SoftmaxCase, TransformCase))
+
 
 @dataclass
 class Result:
