@@ -73,10 +73,14 @@ def test_every_engine_parameter_reaches_c_with_its_value():
     config = VMConfig.preset()
     by_name = {p.name: p for p in PARAMETERS}
 
-    def other_value(name, k):   # a distinct value the parameter may take
+    def other_value(name, k):   # a value the parameter may take, other than its default
         p = by_name[name]
         value = getattr(config, name) + p.multiple * (1 + k)
-        return value if p.maximum is None or value <= p.maximum else p.minimum + p.multiple * k
+        if p.maximum is None or value <= p.maximum:
+            return value
+        span = int((p.maximum - p.minimum) // p.multiple) + 1      # values in range, e.g. 0..1
+        picks = (p.minimum + p.multiple * ((k + i) % span) for i in range(span))
+        return next(v for v in picks if v != getattr(config, name))
     changed = config.replace(**{name: other_value(name, k)
                                 for k, name in enumerate(ENGINE_PARAMETERS)})
     job = EngineJob(config=changed, code=np.zeros(1, np.uint32), spawned=np.zeros(64, bool),
