@@ -145,10 +145,8 @@ def program_from_bytes(data: bytes, name: str = "<swo>") -> Program:
             section.data = bytearray(_section_bytes(program, section, f"sections[{index}]"))
     except _Corrupt as exc:
         raise SwoError(f"{name}: corrupt .swo file: {exc}") from None
-    except ValueError as exc:  # JSON syntax, UTF-8
+    except ValueError as exc:  # contents the Program refuses
         raise SwoError(f"{name}: corrupt .swo file: {exc}") from None
-    except RecursionError:
-        raise SwoError(f"{name}: corrupt .swo file: the header nests too deep") from None
     return program
 
 
