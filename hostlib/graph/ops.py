@@ -31,6 +31,9 @@ class Op:
     # (node, input TensorInfos) -> output TensorInfos, for operators too costly to run on
     # stand-ins at inference (otherwise the MPE function runs on zero-filled stand-ins)
     shape: Optional[Callable] = None
+    # (node, inputs, outputs) -> flops, for "conv"/"gemm" operators other than Conv, Gemm and
+    # MatMul (the gradient operators)
+    flops: Optional[Callable] = None
 
 
 # ---- helpers ----------------------------------------------------------------------------
@@ -489,6 +492,8 @@ def output_size(node: Node, inputs) -> int:
 
 def flops(node: Node, inputs, outputs) -> int:
     """Floating-point operations of a conv or GEMM node (2 per multiply-add)."""
+    if OPS[node.op_type].flops is not None:
+        return OPS[node.op_type].flops(node, inputs, outputs)
     if node.op_type == "Conv":
         w, y = inputs[1], outputs[0]
         return 2 * int(y.size) * int(np.prod(w.shape[1:]))

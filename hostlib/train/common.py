@@ -1,6 +1,8 @@
 """What every module of the training stack shares: its error class and the blob dtype."""
 from __future__ import annotations
 
+import hashlib
+
 import numpy as np
 
 from ...errors import ArgumentError
@@ -17,3 +19,8 @@ def stream_seconds(nbytes: int, config) -> float:
     """A memory-bound operator's time at the CG's DMA rate (one 128-B transaction per
     ``dma_transaction_cycles``), the bound of thesis §5.3."""
     return (config.dma_latency + nbytes / 128 * config.dma_transaction_cycles) / config.clock_hz
+
+
+def digest(message) -> str:
+    """SHA-256 of a protobuf message's deterministic serialisation (checkpoint identities)."""
+    return hashlib.sha256(message.SerializeToString(deterministic=True)).hexdigest()

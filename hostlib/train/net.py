@@ -17,7 +17,7 @@ from ...errors import SwsimError
 from ...vm.config import VMConfig
 from .. import dnn
 from ..blas import gemm
-from .common import DTYPE, TrainError
+from .common import DTYPE, TrainError, digest
 from .data import Dataset
 from .layers import KINDS, LOSSES, missing_operators
 from .layout import CANONICAL, physical, transform_if_needed
@@ -199,6 +199,15 @@ class Net:
         per_slice = p.batch_size // slices          # what one core group's pass sees
         shapes = [(per_slice,) + dataset.sample_shape, (per_slice,)]
         return shapes + ([(per_slice, dataset.cont.shape[1])] if tops == 3 else [])
+
+    def data_source(self):
+        """(the Data layer's Dataset, its batch_size): what the solver's Order draws from."""
+        data = self.data_layer
+        return self.datasets[data.layer.name], data.layer.param.data_param.batch_size
+
+    def fingerprint(self) -> str:
+        """A digest of the net's definition (checkpoint identity)."""
+        return digest(self.spec)
 
     def share_parameters(self, other: "Net") -> None:
         """Read ``other``'s parameter arena (one copy of the weights for every core group's

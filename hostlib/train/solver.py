@@ -6,7 +6,6 @@ checkpoints that resume bit-exactly."""
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import math
 import os
 import re
@@ -23,9 +22,10 @@ import numpy as np
 from ...errors import ArgumentTypeError
 from ...vm import Machine
 from .. import dnn
-from .common import TrainError
+from .common import TrainError, digest
 from .data import Order, Prefetcher
 from .model import SolverParameter, parse_solver
+from .graph_net import GraphModel, GraphNet
 from .net import Net, Run
 from .redsync import Compression, RedSync
 
@@ -76,10 +76,6 @@ class StepResult:
     sim_seconds: float        # simulated time of the step on the chip (slowest CG + reduction)
     host_seconds: float
     layer_seconds: dict
-
-
-def _digest(message) -> str:
-    return hashlib.sha256(message.SerializeToString(deterministic=True)).hexdigest()
 
 
 CHECKPOINT_NAME = re.compile(r"checkpoint-(\d+)\.npz")
@@ -156,7 +152,14 @@ class Solver:
                              "(allreduce.GradientAllreduce)")
         self.seed = s.random_seed if s.random_seed >= 0 else 0
         slices = cgs * self.shards
-        self.net = Net(net_spec, "TRAIN", seed=self.seed, slices=slices, machine=self.chip)
+        if isinstance(net_spec, GraphModel):
+            if slices != 1 or s.test_interval > 0 or compression.method != "NONE":
+                raise TrainError("a GraphModel trains on one core group of one node, without "
+                                 "test phase or compression (cgs=1, one shard, no "
+                                 "test_interval) for now")
+            self.net = GraphNet(net_spec)
+        else:
+            self.net = Net(net_spec, "TRAIN", seed=self.seed, slices=slices, machine=self.chip)
         # one replica per core group (its blobs, gradients and layer state), one parameter copy
         self.replicas = [self.net] + [Net(self.net.spec, "TRAIN", seed=self.seed, slices=slices,
                                           machine=self.chip) for _ in range(cgs - 1)]
@@ -177,9 +180,7 @@ class Solver:
         self.history = np.zeros_like(self.net.params.buffer)     # SGD's v, Adam's m
         self.second_moment = np.zeros_like(self.history)        # Adam's v (0 for SGD)
         self.step_count = 0
-        data = self.net.data_layer
-        self.order = Order(self.net.datasets[data.layer.name],
-                           data.layer.param.data_param.batch_size, self.seed)
+        self.order = Order(*self.net.data_source(), self.seed)
         self.feed = Prefetcher(self.order)
         self.test_net = None
         if s.test_interval > 0:
@@ -298,9 +299,7 @@ class Solver:
             for name, initial in zip(node.state, node.layer.init_state()):
                 net.state[name][...] = (initial if node.layer.carries_state
                                         else self.net.state[name])
-        data = net.data_layer
-        order = Order(net.datasets[data.layer.name], data.layer.param.data_param.batch_size,
-                      self.seed, shuffle=False)
+        order = Order(*net.data_source(), self.seed, shuffle=False)
         iterations = self.solver.test_iter[0] if self.solver.test_iter else 1
         accuracies = []
         for k in range(iterations):
@@ -312,8 +311,8 @@ class Solver:
     # Checkpoints: one .npz per step, written to a temporary file and renamed into place.
 
     def _identity(self) -> dict:
-        identity = dict(format=CHECKPOINT_FORMAT, net=_digest(self.net.spec),
-                        solver=_digest(self.solver))
+        identity = dict(format=CHECKPOINT_FORMAT, net=self.net.fingerprint(),
+                        solver=digest(self.solver))
         if self.compression.method != "NONE":
             identity["compression"] = repr(self.compression)
         return identity

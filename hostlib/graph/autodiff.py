@@ -1,0 +1,221 @@
+"""Reverse-mode automatic differentiation over the graph IR (docs/graph.md "Training"), as
+swFLOWpro trains TensorFlow graphs: ``derive_training(graph, loss)`` appends to the forward
+nodes the backward graph -- per forward node, in reverse topological order, the gradient
+operators of ``gradients`` (each run, like every node, through swHMAE's dispatch: the DNN
+library's backward operators on the CPEs, else the timed MPE path) and ``Sum`` nodes where a
+tensor's gradient has several contributions -- and returns a graph whose outputs are the loss
+and the gradient of every trained parameter. ``with_loss`` appends ONNX's
+SoftmaxCrossEntropyLoss to a model that ends in its logits."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import gradients  # noqa: F401 (registers the gradient operators)
+from .ir import Graph, GraphError, Node, TensorInfo
+from .ops import FLOATS
+
+
+@dataclass
+class TrainingGraph:
+    graph: Graph              # the forward nodes, then the backward's; outputs: loss, gradients
+    forward: int              # graph.nodes[:forward]: the forward nodes (topological order)
+    loss: str
+    parameters: list          # the trained initializers, in the forward graph's order
+    gradients: dict = field(default_factory=dict)   # parameter -> its gradient tensor
+
+
+# op -> the input positions a gradient flows to (the others: labels, shapes)
+DIFFERENTIABLE = {
+    "Conv": (0, 1, 2), "Gemm": (0, 1, 2), "MaxPool": (0,), "AveragePool": (0,),
+    "GlobalAveragePool": (0,), "Relu": (0,), "Sigmoid": (0,), "Tanh": (0,),
+    "Flatten": (0,), "Reshape": (0,), "Identity": (0,), "Add": (0, 1), "Sum": None,
+    "SoftmaxCrossEntropyLoss": (0,),
+}
+
+
+def _positions(node: Node) -> tuple:
+    """The inputs a gradient flows to: all of them for an operator without a gradient rule
+    (so that a parameter below it is reported as needing one)."""
+    positions = DIFFERENTIABLE.get(node.op_type)
+    return tuple(range(len(node.inputs))) if positions is None else positions
+
+
+def with_loss(graph: Graph, logits: str, labels: str = "labels") -> Graph:
+    """A copy of ``graph`` with the mean softmax cross-entropy of tensor ``logits`` (N, C)
+    against a new int64 graph input ``labels`` (N,) as its one output, "loss"."""
+    info = graph.info or graph.infer()
+    if logits not in info or len(info[logits].shape) != 2:
+        raise GraphError(f"logits {logits!r}: not a 2-D (N, C) tensor of the graph")
+    if labels in info:
+        raise GraphError(f"labels {labels!r}: the graph already has a tensor of that name")
+    loss = Node("loss", "SoftmaxCrossEntropyLoss", [logits, labels], ["loss"], opset=13)
+    inputs = dict(graph.inputs)
+    inputs[labels] = TensorInfo(np.dtype(np.int64), info[logits].shape[:1])
+    result = Graph(graph.name, list(graph.nodes) + [loss], inputs, ["loss"],
+                   dict(graph.initializers))
+    result.infer()
+    return result
+
+
+def derive_training(graph: Graph, loss: str, parameters=None) -> TrainingGraph:
+    """The training graph of ``graph`` for the scalar tensor ``loss``. ``parameters``: the
+    initializers to train (default: every float initializer a gradient reaches). Raises
+    GraphError naming the node for an operator without a gradient on the path to a
+    parameter, a parameter the loss does not depend on, or a loss that is not a scalar."""
+    info = graph.info or graph.infer()
+    order = graph.order()
+    if loss not in info or info[loss].shape != () or info[loss].dtype not in FLOATS:
+        raise GraphError(f"loss {loss!r}: not a float scalar tensor of the graph")
+    candidates = [name for name, value in graph.initializers.items()
+                  if value.dtype in FLOATS and _read_differentiably(order, name)]
+    if parameters is None:
+        parameters = candidates
+    else:
+        parameters = list(parameters)
+        for name in parameters:
+            if name not in candidates:
+                raise GraphError(f"parameter {name!r}: not a float initializer any "
+                                 "differentiable operator reads")
+    requires = set(parameters)             # tensors that depend on a parameter
+    for node in order:
+        if any(node.inputs[i] in requires for i in _positions(node) if i < len(node.inputs)):
+            requires.update(out for out in node.outputs if out)
+    builder = _Builder(graph, info)
+    seed = builder.constant("grad/seed", np.ones((), info[loss].dtype))
+    builder.contribute(loss, seed)
+    for node in reversed(order):
+        if not any(out in builder.pending for out in node.outputs):
+            continue
+        needs = [index in _positions(node) and name in requires
+                 for index, name in enumerate(node.inputs)]
+        if not any(needs):
+            continue
+        rule = RULES.get(node.op_type)
+        if rule is None:
+            raise GraphError(f"{node}: no gradient for {node.op_type} (training supports "
+                             f"{', '.join(sorted(RULES))})")
+        dys = [builder.total(out) if out in builder.pending else None for out in node.outputs]
+        for name, grad in zip(node.inputs, rule(builder, node, dys, needs)):
+            if grad is not None:
+                builder.contribute(name, grad)
+    grads = {}
+    for name in parameters:
+        if name not in builder.pending:
+            raise GraphError(f"parameter {name!r}: the loss {loss!r} does not depend on it")
+        grads[name] = builder.total(name)
+    result = Graph(graph.name + "/train", order + builder.nodes, dict(graph.inputs),
+                   [loss] + [grads[p] for p in parameters],
+                   {**graph.initializers, **builder.constants})
+    result.infer()
+    return TrainingGraph(result, len(order), loss, parameters, grads)
+
+
+def _read_differentiably(order, name) -> bool:
+    return any(node.op_type in DIFFERENTIABLE and name in
+               [node.inputs[i] for i in _positions(node) if i < len(node.inputs)]
+               for node in order)
+
+
+class _Builder:
+    """The backward nodes being built and each tensor's gradient contributions so far."""
+
+    def __init__(self, graph, info):
+        self.info = info
+        self.nodes, self.constants = [], {}
+        self.pending = {}           # tensor -> [gradient contributions]
+        self.taken = set(info) | {n.name for n in graph.nodes}
+
+    def name(self, wanted: str) -> str:
+        name, k = wanted, 1
+        while name in self.taken:
+            name, k = f"{wanted}.{k}", k + 1
+        self.taken.add(name)
+        return name
+
+    def constant(self, wanted, value) -> str:
+        name = self.name(wanted)
+        self.constants[name] = value
+        return name
+
+    def add(self, op_type, inputs, outputs, forward: Node = None, name=None) -> list:
+        """A backward node; ``outputs``: wanted names ("" for outputs nobody reads)."""
+        outputs = [self.name(o) if o else "" for o in outputs]
+        self.nodes.append(Node(self.name(name or f"{forward.name}/grad"), op_type, list(inputs),
+                               outputs, dict(forward.attrs) if forward else {},
+                               forward.opset if forward else 0))
+        return outputs
+
+    def contribute(self, tensor, grad) -> None:
+        self.pending.setdefault(tensor, []).append(grad)
+
+    def total(self, tensor) -> str:
+        """The gradient of ``tensor``: its one contribution, or their Sum (on the CPEs)."""
+        parts = self.pending[tensor]
+        if len(parts) > 1:
+            (total,) = self.add("Sum", parts, [f"grad/{tensor}"], name=f"grad/{tensor}/sum")
+            self.pending[tensor] = [total]
+        return self.pending[tensor][0]
+
+
+def _grad_names(node, needs):
+    return [f"grad/{name}" if need else "" for name, need in zip(node.inputs, needs)]
+
+
+def _conv(builder, node, dys, needs):
+    if int(node.attr("group", 1)) != 1:
+        raise GraphError(f"{node}: no gradient for a grouped convolution yet")
+    return builder.add("ConvGrad", [dys[0]] + node.inputs[:2], _grad_names(node, needs), node)
+
+
+def _gemm(builder, node, dys, needs):
+    return builder.add("GemmGrad", [dys[0]] + node.inputs, _grad_names(node, needs), node)
+
+
+def _unary(op_type, reads_output=False):
+    """Gradient operator op_type(dy, x) (or (dy, y) when it reads the forward output)."""
+    def rule(builder, node, dys, needs):
+        forward = node.outputs[0] if reads_output else node.inputs[0]
+        return builder.add(op_type, [dys[0], forward], _grad_names(node, needs)[:1], node)
+    return rule
+
+
+def _pool(builder, node, dys, needs):
+    if len(node.outputs) > 1 and node.outputs[1]:
+        raise GraphError(f"{node}: no gradient through the Indices output")
+    return _unary(node.op_type + "Grad")(builder, node, dys, needs)
+
+
+def _view(builder, node, dys, needs):
+    """Reshape, Flatten, Identity: the gradient viewed in the input's shape (no data moves)."""
+    shape = builder.constant(f"grad/{node.name}/shape",
+                             np.array(builder.info[node.inputs[0]].shape, np.int64))
+    return builder.add("Reshape", [dys[0], shape], _grad_names(node, needs)[:1], node) + \
+        [None] * (len(node.inputs) - 1)
+
+
+def _sum(builder, node, dys, needs):
+    """Add, Sum: each input gets the output's gradient (inputs of the output's shape)."""
+    out = builder.info[node.outputs[0]].shape
+    for name, need in zip(node.inputs, needs):
+        if need and builder.info[name].shape != out:
+            raise GraphError(f"{node}: no gradient for a broadcasting {node.op_type} yet "
+                             f"(input {name!r} is {list(builder.info[name].shape)}, the "
+                             f"output {list(out)})")
+    return [dys[0] if need else None for need in needs]
+
+
+def _loss(builder, node, dys, needs):
+    return builder.add("SoftmaxCrossEntropyLossGrad", [dys[0]] + node.inputs[:2],
+                       _grad_names(node, needs)[:1], node) + [None]
+
+
+RULES = {
+    "Conv": _conv, "Gemm": _gemm, "MaxPool": _pool, "AveragePool": _pool,
+    "GlobalAveragePool": _unary("GlobalAveragePoolGrad"), "Relu": _unary("ReluGrad"),
+    "Sigmoid": _unary("SigmoidGrad", reads_output=True),
+    "Tanh": _unary("TanhGrad", reads_output=True),
+    "Flatten": _view, "Reshape": _view, "Identity": _view, "Add": _sum, "Sum": _sum,
+    "SoftmaxCrossEntropyLoss": _loss,
+}

@@ -1,0 +1,336 @@
+"""The operators training adds to the graph (docs/graph.md "Training"): the loss
+``SoftmaxCrossEntropyLoss`` (ONNX's, reduction "mean") and the gradient operators the backward
+graph is made of, named as onnxruntime's training operators are (``ConvGrad``, ``GemmGrad``,
+``MaxPoolGrad``, ``ReluGrad``, ...). Each has, as every operator of ``ops.OPS``, an MPE
+implementation (numpy: the fallback and the debug check's oracle) with its cost class, and a
+CPE implementation through the DNN library's backward operators (``cpe.CPE``). Importing this
+module registers them in both tables.
+
+A gradient operator's inputs are the output gradient(s) first, then the forward tensors it
+reads; its outputs the gradients of the forward node's inputs in order, "" for those nobody
+needs (the CPE path does not compute them)."""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import blas, dnn
+from .cpe import CPE, NotSuitable, _floats, _launch, _square
+from .ops import OPS, Op, TensorInfo, _ints, _like_input, _windows, window_geometry
+
+
+# ---- shapes and costs -------------------------------------------------------------------
+
+def _like_forward_inputs(first):
+    """Shape function: output k has the shape of input ``first + k`` (the forward tensor whose
+    gradient it is)."""
+    def shape(node, info):
+        return [info[first + k] for k in range(len(node.outputs))]
+    return shape
+
+
+def _conv_grad_shape(node, info):
+    dy, x, w = info[:3]
+    return [x, w, TensorInfo(dy.dtype, w.shape[:1])][:len(node.outputs)]
+
+
+def _conv_grad_flops(node, inputs, outputs):
+    """2 flops per multiply-add for each gradient computed (data and filter: each as many as
+    the forward's)."""
+    dy, x, w = inputs[:3]
+    forward = 2 * int(dy.size) * int(np.prod(w.shape[1:]))
+    return forward * sum(1 for out in node.outputs[:2] if out)
+
+
+def _gemm_grad_flops(node, inputs, outputs):
+    dy, a = inputs[:2]
+    k = a.shape[0] if node.attr("transA", 0) else a.shape[1]
+    return 2 * int(dy.size) * int(k) * sum(1 for out in node.outputs[:2] if out)
+
+
+# ---- MPE implementations (numpy, float64 inside) ----------------------------------------
+
+def _scatter_windows(grads, shape, node, kernel):
+    """Sum window gradients (N, C, OH, OW, KH, KW) back onto the padded input and crop the
+    padding: the adjoint of ``ops._windows``'s view. ``shape``: the unpadded input's."""
+    begin, end, strides, dilations, out = window_geometry(node, shape[2:], kernel)
+    size = [max(s + b + e, (o - 1) * st + d * (k - 1) + 1)
+            for s, b, e, o, st, d, k in zip(shape[2:], begin, end, out, strides, dilations,
+                                            kernel)]
+    padded = np.zeros(tuple(shape[:2]) + tuple(size))
+    for i in range(kernel[0]):
+        for j in range(kernel[1]):
+            r0, c0 = i * dilations[0], j * dilations[1]
+            padded[:, :, r0:r0 + strides[0] * (out[0] - 1) + 1:strides[0],
+                   c0:c0 + strides[1] * (out[1] - 1) + 1:strides[1]] += grads[..., i, j]
+    return padded[:, :, begin[0]:begin[0] + shape[2], begin[1]:begin[1] + shape[3]]
+
+
+def conv_grad(node, dy, x, w):
+    """(dx, dw, db) of a 2-D Conv of one group (autodiff refuses more)."""
+    kernel = list(w.shape[2:])
+    begin, end, strides, dilations, out = window_geometry(node, x.shape[2:], kernel)
+    dy64 = dy.astype(np.float64)
+    windows = _windows(x.astype(np.float64), node, kernel, 0.0)[0]   # N, C, OH, OW, KH, KW
+    dw = np.einsum("nohw,nchwij->ocij", dy64, windows)
+    dx = _scatter_windows(np.einsum("nohw,ocij->nchwij", dy64, w.astype(np.float64)),
+                          x.shape, node, kernel)
+    return dx.astype(x.dtype), dw.astype(w.dtype), dy64.sum(axis=(0, 2, 3)).astype(dy.dtype)
+
+
+def gemm_grad(node, dy, a, b, c=None):
+    """(da, db, dc) of y = alpha op(a) op(b) + beta c."""
+    alpha, beta = node.attr("alpha", 1.0), node.attr("beta", 1.0)
+    dy64 = dy.astype(np.float64)
+    op_a = a.T if node.attr("transA", 0) else a
+    op_b = b.T if node.attr("transB", 0) else b
+    d_op_a = alpha * dy64 @ op_b.T.astype(np.float64)
+    d_op_b = alpha * op_a.T.astype(np.float64) @ dy64
+    da = d_op_a.T if node.attr("transA", 0) else d_op_a
+    db = d_op_b.T if node.attr("transB", 0) else d_op_b
+    outputs = [da.astype(a.dtype), db.astype(b.dtype)]
+    if c is not None:
+        outputs.append(_sum_to(beta * dy64, c.shape).astype(c.dtype))
+    return tuple(outputs)
+
+
+def _sum_to(g, shape):
+    """g summed over the axes a broadcast of ``shape`` stretched (the adjoint of broadcast)."""
+    lead = g.ndim - len(shape)
+    g = g.sum(axis=tuple(range(lead))) if lead else g
+    stretched = tuple(i for i, n in enumerate(shape) if n == 1 and g.shape[i] != 1)
+    return g.sum(axis=stretched, keepdims=True) if stretched else g
+
+
+def maxpool_grad(node, dy, x):
+    """Each output gradient to the first maximum of its window."""
+    kernel = _ints(node, "kernel_shape")
+    windows = _windows(x, node, kernel, -np.inf)[0]
+    flat = windows.reshape(windows.shape[:4] + (-1,))
+    first = flat.argmax(axis=-1)
+    grads = np.zeros(flat.shape)
+    np.put_along_axis(grads, first[..., None], dy.astype(np.float64)[..., None], axis=-1)
+    return (_scatter_windows(grads.reshape(windows.shape), x.shape, node, kernel)
+            .astype(x.dtype),)
+
+
+def averagepool_grad(node, dy, x):
+    """Each output gradient shared by its window's counted elements."""
+    kernel = _ints(node, "kernel_shape")
+    _, declared, real = _windows(np.zeros(x.shape), node, kernel, 0.0)
+    counted = declared if node.attr("count_include_pad", 0) else real
+    share = dy.astype(np.float64) / counted.sum(axis=(-2, -1))
+    grads = share[..., None, None] * counted          # pads get shares that are cropped
+    return (_scatter_windows(grads, x.shape, node, kernel).astype(x.dtype),)
+
+
+def global_averagepool_grad(node, dy, x):
+    planes = int(np.prod(x.shape[2:]))
+    return (np.broadcast_to(dy.astype(np.float64) / planes, x.shape).astype(x.dtype),)
+
+
+ACTIVATION_GRADS = {          # op -> (the forward tensor it reads, numpy f'(.) from it)
+    "ReluGrad": ("x", lambda x: (x > 0).astype(np.float64)),
+    "SigmoidGrad": ("y", lambda y: y * (1.0 - y)),
+    "TanhGrad": ("y", lambda y: 1.0 - y * y),
+}
+
+
+def _activation_grad(node, dy, forward):
+    derivative = ACTIVATION_GRADS[node.op_type][1]
+    return ((dy.astype(np.float64) * derivative(forward.astype(np.float64))).astype(dy.dtype),)
+
+
+def _log_softmax(scores):
+    s = scores.astype(np.float64)
+    shifted = s - s.max(axis=1, keepdims=True)
+    return shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
+
+
+def softmax_cross_entropy(node, scores, labels):
+    """Mean over the rows of -log softmax(scores)[label] (ONNX SoftmaxCrossEntropyLoss,
+    reduction "mean", no weights)."""
+    picked = _log_softmax(scores)[np.arange(len(scores)), labels.astype(np.int64)]
+    return (np.asarray(-picked.mean(), scores.dtype),)
+
+
+def softmax_cross_entropy_grad(node, dloss, scores, labels):
+    """d loss / d scores = (softmax(scores) - onehot(labels)) / B, times dloss."""
+    grad = np.exp(_log_softmax(scores))
+    grad[np.arange(len(scores)), labels.astype(np.int64)] -= 1.0
+    return ((grad * (float(dloss) / len(scores))).astype(scores.dtype),)
+
+
+def _loss_check(node, info):
+    if node.attr("reduction", "mean") not in ("mean", b"mean"):
+        return f"reduction {node.attr('reduction')!r}: only 'mean' is implemented"
+    if len(node.inputs) > 2 and node.inputs[2]:
+        return "class weights are not implemented"
+    if node.attr("ignore_index") is not None:
+        return "ignore_index is not implemented"
+    if len(node.outputs) > 1 and node.outputs[1]:
+        return "the log_prob output is not implemented"
+    if len(info[0].shape) != 2 or len(info) < 2 or info[1].shape != info[0].shape[:1]:
+        return "takes scores (N, C) and labels (N,)"
+    return None
+
+
+def _scalar(node, info):
+    return [TensorInfo(info[0].dtype, ())]
+
+
+# ---- CPE implementations ----------------------------------------------------------------
+
+def _needed(node):
+    return [bool(out) for out in node.outputs]
+
+
+def _symmetric_padding(node, x_shape, kernel):
+    """(strides, padding) as the dnn operators take them, or NotSuitable."""
+    begin, end, strides, dilations, _ = window_geometry(node, x_shape[2:], kernel)
+    if dilations != [1, 1]:
+        raise NotSuitable(f"dilations {dilations}: the CPE operators have none")
+    if begin != end:
+        raise NotSuitable(f"pads {begin + end}: the CPE backward operators pad both sides "
+                          "alike")
+    return strides, begin
+
+
+def cpe_conv_grad(node, inputs, on):
+    dy, x, w = inputs
+    _floats(node, dy, x, w)
+    strides, padding = _symmetric_padding(node, x.shape, list(w.shape[2:]))
+    geometry = dict(stride=tuple(strides), padding=tuple(padding), algo="auto", **on)
+    want_dx, want_dw, want_db = (_needed(node) + [False] * 3)[:3]
+    outputs, parts, algorithms = [None, None, None], [], []
+    if want_dx:
+        outputs[0], stats = _launch(dnn.conv2d_backward_data, dy, w, x.shape, **geometry)
+        parts.append(stats)
+        algorithms.append(f"data {stats.algo}")
+    if want_dw:
+        outputs[1], stats = _launch(dnn.conv2d_backward_filter, x, dy, w.shape, **geometry)
+        parts.append(stats)
+        algorithms.append(f"filter {stats.algo}")
+    if want_db:        # sums of dy over N, H, W: two swGEMMs with vectors of ones
+        n, c = dy.shape[:2]
+        on_gemm = dict(machine=on["machine"], engine=on["engine"])
+        rows, stats = _launch(blas.gemm, np.ones((1, n), dy.dtype), dy.reshape(n, -1),
+                              **on_gemm)
+        parts.append(stats)
+        sums, stats = _launch(blas.gemm, np.ascontiguousarray(rows).reshape(c, -1),
+                              np.ones((dy[0, 0].size, 1), dy.dtype), **on_gemm)
+        parts.append(stats)
+        outputs[2] = np.ascontiguousarray(sums).reshape(c)
+        algorithms.append("bias swGEMM")
+    return tuple(outputs[:len(node.outputs)]), parts, ", ".join(algorithms)
+
+
+def cpe_gemm_grad(node, inputs, on):
+    dy, a, b, *rest = inputs
+    c = rest[0] if rest else None
+    _floats(node, dy, a, b, c)
+    n = b.shape[0]
+    if (node.attr("transA", 0) or not node.attr("transB", 0) or node.attr("alpha", 1.0) != 1.0
+            or node.attr("beta", 1.0) != 1.0 or c is not None and c.size != n):
+        raise NotSuitable("the CPE backward is a layer's (transB=1, transA=0, alpha = beta = "
+                          "1, a bias of N)")
+    (da, db, dc), stats = _launch(dnn.linear_backward, dy, a, b, **on)
+    outputs = [da, db] + ([dc.reshape(c.shape)] if c is not None else [])
+    return tuple(o if want else None for o, want in zip(outputs, _needed(node))), [stats], \
+        "swGEMM (linear_backward)"
+
+
+def cpe_pool_grad(node, inputs, on):
+    dy, x = inputs
+    _floats(node, dy, x)
+    kernel = [int(k) for k in node.attr("kernel_shape")]
+    begin, end, strides, dilations, out = window_geometry(node, x.shape[2:], kernel)
+    if dilations != [1, 1]:
+        raise NotSuitable(f"dilations {dilations}: the CPE pooling has none")
+    k, s = _square(node, "kernel_shape", kernel), _square(node, "strides", strides)
+    if node.op_type == "AveragePoolGrad":
+        floor = [(size + 2 * begin[0] - k) // s + 1 for size in x.shape[2:]]
+        if len(set(begin + end)) != 1 or out != floor or (
+                begin[0] and not node.attr("count_include_pad", 0)):
+            raise NotSuitable("the CPE average pooling's backward takes equal pads, no "
+                              "partial windows and count_include_pad=1")
+        dx, stats = _launch(dnn.pool2d_backward, dy, x.shape, k, stride=s, padding=begin[0],
+                            mode="avg", **on)
+        return (dx,), [stats], "pool2d_backward avg"
+    # max: the forward pooling once more for the argmax, over x padded with -inf as the
+    # forward's CPE path pads it (any pads, ceil_mode's partial windows)
+    extra = [(o - 1) * s + k - (size + b + e) for o, size, b, e in zip(out, x.shape[2:],
+                                                                         begin, end)]
+    width = [(0, 0), (0, 0)] + [(b, e + max(0, x_)) for b, e, x_ in zip(begin, end, extra)]
+    padded = np.pad(x, width, constant_values=-np.inf) if any(
+        w for pair in width for w in pair) else x
+    (_, argmax), forward = _launch(dnn.pool2d_forward, padded, k, stride=s, mode="max", **on)
+    dx, backward = _launch(dnn.pool2d_backward, dy, padded.shape, k, stride=s, mode="max",
+                           argmax=argmax, **on)
+    dx = dx[:, :, begin[0]:begin[0] + x.shape[2], begin[1]:begin[1] + x.shape[3]]
+    return (np.ascontiguousarray(dx),), [forward, backward], \
+        "pool2d max (argmax) + pool2d_backward"
+
+
+def cpe_global_pool_grad(node, inputs, on):
+    dy, x = inputs
+    _floats(node, dy, x)
+    if x.ndim != 4 or x.shape[2] != x.shape[3]:
+        raise NotSuitable(f"global pooling of {list(x.shape)}: the CPE pooling takes square "
+                          "4-D planes")
+    dx, stats = _launch(dnn.pool2d_backward, dy, x.shape, x.shape[2], stride=x.shape[2],
+                        mode="avg", **on)
+    return (dx,), [stats], "pool2d_backward avg (global)"
+
+
+def cpe_activation_grad(node, inputs, on):
+    dy, forward = inputs
+    _floats(node, dy, forward)
+    kind = node.op_type[:-len("Grad")].lower()
+    reads = ACTIVATION_GRADS[node.op_type][0]
+    dx, stats = _launch(dnn.activation_backward, dy, kind=kind, **{reads: forward}, **on)
+    return (dx,), [stats], f"{kind} backward"
+
+
+def cpe_loss(node, inputs, on):
+    scores, labels = inputs
+    _floats(node, scores)
+    (loss, _), stats = _launch(dnn.softmax_cross_entropy, scores, labels, **on)
+    return (np.asarray(loss, scores.dtype),), [stats], "softmax_cross_entropy"
+
+
+def cpe_loss_grad(node, inputs, on):
+    """The loss operator once more, for its gradient (times dloss on the CPEs unless 1)."""
+    dloss, scores, labels = inputs
+    _floats(node, dloss, scores)
+    (_, grad), stats = _launch(dnn.softmax_cross_entropy, scores, labels, **on)
+    parts = [stats]
+    if float(dloss) != 1.0:
+        grad, stats = _launch(dnn.scale, grad, alpha=float(dloss), **on)
+        parts.append(stats)
+    return (grad,), parts, "softmax_cross_entropy (gradient)"
+
+
+def _register():
+    grads = dict(
+        SoftmaxCrossEntropyLoss=(Op(softmax_cross_entropy, "stream", check=_loss_check,
+                                    shape=_scalar), cpe_loss),
+        SoftmaxCrossEntropyLossGrad=(Op(softmax_cross_entropy_grad, "stream",
+                                        shape=_like_forward_inputs(1)), cpe_loss_grad),
+        ConvGrad=(Op(conv_grad, "conv", shape=_conv_grad_shape, flops=_conv_grad_flops),
+                  cpe_conv_grad),
+        GemmGrad=(Op(gemm_grad, "gemm", shape=_like_forward_inputs(1), flops=_gemm_grad_flops),
+                  cpe_gemm_grad),
+        MaxPoolGrad=(Op(maxpool_grad, "stream", shape=_like_forward_inputs(1)), cpe_pool_grad),
+        AveragePoolGrad=(Op(averagepool_grad, "stream", shape=_like_forward_inputs(1)),
+                         cpe_pool_grad),
+        GlobalAveragePoolGrad=(Op(global_averagepool_grad, "stream",
+                                  shape=_like_forward_inputs(1)), cpe_global_pool_grad),
+    )
+    for name in ACTIVATION_GRADS:
+        grads[name] = (Op(_activation_grad, "stream", shape=_like_input), cpe_activation_grad)
+    for name, (op, cpe) in grads.items():
+        OPS[name] = op
+        CPE[name] = cpe
+
+
+_register()

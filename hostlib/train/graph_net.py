@@ -1,0 +1,146 @@
+"""A graph-backed Net (docs/train.md "Training an imported graph"): ``GraphModel`` wraps an
+imported graph (an ONNX model, or a ``hostlib.graph.Graph``), a data source and the loss, and
+derives the training graph (``hostlib.graph.autodiff``); the Solver builds a ``GraphNet`` from it
+as it builds a ``Net`` from a prototxt and runs it the same way: forward, loss, backward into
+the packed gradient buffer, one ``sgd_update`` / ``adam_update`` over the packed parameters.
+Every node (forward and backward) goes through swHMAE's dispatch: CPE code on the VM, or the
+MPE fallback timed by the MPE cost model; its simulated seconds are the step's row for it."""
+from __future__ import annotations
+
+import hashlib
+
+import numpy as np
+
+from ..graph import Graph, GraphError, import_onnx
+from ..graph.autodiff import derive_training, with_loss
+from ..graph.dispatch import run_node
+from .common import DTYPE, TrainError
+from .data import Dataset
+from .memory import Arena
+
+
+class GraphModel:
+    """What the Solver trains instead of a NetParameter: ``graph`` (an ONNX model -- path,
+    bytes or ModelProto -- or a Graph), fed batches of ``batch_size`` samples of ``source``
+    (as a Data layer's: "sklearn:digits" or an .npz) times ``scale``. The loss: the graph's
+    scalar tensor ``loss``, or (the default) the mean softmax cross-entropy of ``logits``
+    (default: the graph's one output) against the labels, fed as the int64 input ``labels``.
+    ``parameters``: the initializers to train (default every float one a gradient reaches).
+    ``check``: swHMAE's debug mode on every node; ``minimum_work``: its minimum-work rule."""
+
+    def __init__(self, graph, *, source: str, batch_size: int, scale: float = 1.0,
+                 logits: str = None, loss: str = None, labels: str = "labels",
+                 parameters=None, check: bool = False, minimum_work: bool = True,
+                 name: str = None):
+        if not isinstance(graph, Graph):
+            graph = import_onnx(graph)
+        if loss is None:
+            if logits is None:
+                if len(graph.outputs) != 1:
+                    raise TrainError(f"graph {graph.name!r}: logits= must name one of its "
+                                     f"outputs {graph.outputs}")
+                logits = graph.outputs[0]
+            graph, loss = with_loss(graph, logits, labels), "loss"
+        self.training = derive_training(graph, loss, parameters)
+        self.name = name or graph.name
+        self.labels = labels
+        data_inputs = [n for n in graph.inputs if n != labels]
+        if len(data_inputs) != 1 or labels not in graph.inputs:
+            raise TrainError(f"graph {graph.name!r}: needs one data input and the labels "
+                             f"input {labels!r}, has inputs {sorted(graph.inputs)}")
+        self.data = data_inputs[0]
+        shape = graph.inputs[self.data].shape
+        if not isinstance(batch_size, int) or batch_size != shape[0]:
+            raise TrainError(f"batch_size: the graph's input {self.data!r} is {list(shape)}, "
+                             f"its batch {shape[0]}; got {batch_size!r}")
+        self.dataset = Dataset(source, "TRAIN", scale, "GraphModel source")
+        if (batch_size,) + self.dataset.sample_shape != tuple(shape):
+            raise TrainError(f"source {source!r}: samples of {list(self.dataset.sample_shape)} "
+                             f"do not fit the graph's input {self.data!r} {list(shape)}")
+        self.batch_size = batch_size
+        for name in self.training.parameters:
+            if graph.initializers[name].dtype != DTYPE:
+                raise TrainError(f"parameter {name!r}: {graph.initializers[name].dtype.name}; "
+                                 f"the training stack's parameters are {np.dtype(DTYPE).name}")
+        self.options = dict(check=check, minimum_work=minimum_work)
+
+    def fingerprint(self) -> str:
+        """A digest of the training graph and its initial parameters (checkpoint identity)."""
+        digest = hashlib.sha256()
+        graph = self.training.graph
+        for node in graph.nodes:
+            digest.update(repr((node.name, node.op_type, node.inputs, node.outputs,
+                                sorted(node.attrs.items(), key=str))).encode())
+        for name in sorted(graph.initializers):
+            digest.update(name.encode() + np.ascontiguousarray(graph.initializers[name]).data)
+        return digest.hexdigest()
+
+
+class GraphNet:
+    """The Net interface the Solver uses (``params``, ``grads`` and ``state`` arenas,
+    ``forward``/``loss``/``backward``), over a GraphModel's training graph."""
+    nodes = ()            # no Caffe layers: no Accuracy layer and no carried state
+
+    def __init__(self, model: GraphModel):
+        self.spec, self.training = model, model.training
+        graph = self.training.graph
+        self.forward_nodes = graph.nodes[:self.training.forward]
+        self.backward_nodes = graph.nodes[self.training.forward:]
+        self.losses = [self.training.loss]
+        self.params, self.grads, self.state = Arena(), Arena(), Arena()
+        for name in self.training.parameters:
+            self.params.add(name, graph.initializers[name].shape)
+            self.grads.add(name, graph.initializers[name].shape)
+        for arena in (self.params, self.grads, self.state):
+            arena.build()
+        for name in self.training.parameters:
+            self.params[name][...] = graph.initializers[name]
+        self.records = []           # the last step's swHMAE records, node by node
+
+    def data_source(self):
+        return self.spec.dataset, self.spec.batch_size
+
+    def fingerprint(self) -> str:
+        return self.spec.fingerprint()
+
+    def forward(self, run, batch) -> dict:
+        """Every tensor of the forward nodes on ``batch`` = (data, label) on ``run``'s core
+        group (the labels, Caffe's floats, as the graph's int64)."""
+        graph = self.training.graph
+        values = dict(graph.initializers)
+        values.update({name: self.params[name] for name in self.training.parameters})
+        values[self.spec.data] = np.ascontiguousarray(batch[0])
+        values[self.spec.labels] = np.asarray(batch[1]).astype(np.int64)
+        self.records = []
+        self._run(run, self.forward_nodes, values)
+        return values
+
+    def backward(self, run, blobs) -> None:
+        """The backward nodes; the parameters' gradients into the packed gradient buffer."""
+        self._run(run, self.backward_nodes, blobs)
+        for name, grad in self.training.gradients.items():
+            self.grads[name][...] = blobs[grad]
+
+    def _run(self, run, nodes, values) -> None:
+        clock = run.machine.config.clock_hz
+        for node in nodes:
+            inputs = [values[name] if name else None for name in node.inputs]
+            try:
+                outputs, record = run_node(node, inputs, machine=run.machine,
+                                           **self.spec.options)
+            except GraphError as error:
+                raise TrainError(f"graph {self.spec.name!r}: {error}") from None
+            self.records.append(record)
+            run.seconds[node.name] += record.cycles / clock
+            values.update((name, value) for name, value in zip(node.outputs, outputs) if name)
+
+    def loss(self, blobs) -> float:
+        return float(blobs[self.training.loss])
+
+    def nan_layer(self, blobs):
+        """The first node (in forward order) one of whose outputs holds a NaN, or None."""
+        for node in self.forward_nodes:
+            for name in node.outputs:
+                if name and np.isnan(np.asarray(blobs[name], np.float64)).any():
+                    return node.name
+        return None

@@ -1,0 +1,167 @@
+"""Training imported graphs (docs/graph.md "Training"): the backward graph derived by
+hostlib.graph.autodiff, run on the VM's CPEs through swHMAE's dispatch, checked against central
+finite differences of a float64 numpy forward (ops.OPS's MPE functions, themselves checked
+against onnxruntime in test_graph_run.py); the Solver training a GraphModel."""
+import numpy as np
+import pytest
+from onnx import helper
+
+from graph_models import model, tensor
+from swsim.hostlib import train
+from swsim.hostlib.graph import GraphError, Session, import_onnx
+from swsim.hostlib.graph.autodiff import derive_training, with_loss
+from swsim.hostlib.graph.ops import OPS
+from swsim.hostlib.train.graph_net import GraphModel
+from swsim.hostlib.train.net import Run
+
+h = helper
+
+
+def convnet(batch=4, seed=3, fc_scale=0.2):
+    """Conv (bias, pads 1) -> Relu -> MaxPool -> Flatten -> Gemm: logits of 10 classes."""
+    rng = np.random.default_rng(seed)
+    nodes = [h.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1], name="conv"),
+             h.make_node("Relu", ["c"], ["r"], name="relu"),
+             h.make_node("MaxPool", ["r"], ["p"], kernel_shape=[2, 2], strides=[2, 2],
+                         name="pool"),
+             h.make_node("Flatten", ["p"], ["f"], name="flat"),
+             h.make_node("Gemm", ["f", "fc_w", "fc_b"], ["g"], transB=1, name="fc")]
+    inits = [tensor(rng, "w", 4, 1, 3, 3), tensor(rng, "b", 4, scale=0.1),
+             tensor(rng, "fc_w", 10, 64, scale=fc_scale), tensor(rng, "fc_b", 10, scale=0.1)]
+    return model(nodes, [("x", [batch, 1, 8, 8])], [("g", [batch, 10])], inits)
+
+
+def branchy(batch=2, seed=4):
+    """Average pooling, Sigmoid and Tanh branches added (a tensor read twice: a Sum of its
+    gradients), GlobalAveragePool, and a Gemm with transB=0 (its backward on the MPE)."""
+    rng = np.random.default_rng(seed)
+    nodes = [h.make_node("Conv", ["x", "w"], ["c"], name="conv"),
+             h.make_node("AveragePool", ["c"], ["a"], kernel_shape=[2, 2], strides=[2, 2],
+                         name="avg"),
+             h.make_node("Sigmoid", ["a"], ["s"], name="sigmoid"),
+             h.make_node("Tanh", ["a"], ["t"], name="tanh"),
+             h.make_node("Add", ["s", "t"], ["u"], name="add"),
+             h.make_node("GlobalAveragePool", ["u"], ["gap"], name="gap"),
+             h.make_node("Flatten", ["gap"], ["f"], name="flat"),
+             h.make_node("Gemm", ["f", "fc_w"], ["g"], name="fc")]
+    inits = [tensor(rng, "w", 3, 2, 3, 3), tensor(rng, "fc_w", 3, 5)]
+    return model(nodes, [("x", [batch, 2, 6, 6])], [("g", [batch, 5])], inits)
+
+
+def numpy_loss(graph, feeds, params):
+    """The loss by the MPE functions in float64, node by node."""
+    values = {k: v.astype(np.float64) if v.dtype.kind == "f" else v
+              for k, v in {**graph.initializers, **feeds, **params}.items()}
+    for node in graph.nodes:
+        outs = OPS[node.op_type].mpe(node, *[values[n] if n else None for n in node.inputs])
+        values.update(zip(node.outputs, outs))
+    return float(values["loss"])
+
+
+def check_gradients(onnx_model, x, labels, samples=12):
+    forward = with_loss(import_onnx(onnx_model), "g")
+    training = derive_training(forward, "loss")
+    session = Session(training.graph, minimum_work=False)
+    result = session.run({"x": x, "labels": labels})
+    rng = np.random.default_rng(0)
+    params = {p: forward.initializers[p].astype(np.float64) for p in training.parameters}
+    feeds = {"x": x.astype(np.float64), "labels": labels}
+    assert abs(result["loss"] - numpy_loss(forward, feeds, params)) < 1e-5
+    for name in training.parameters:
+        grad = result[training.gradients[name]]
+        assert grad.shape == params[name].shape and grad.dtype == np.float32
+        flat = params[name].reshape(-1)
+        picks = rng.choice(flat.size, min(samples, flat.size), replace=False)
+        numeric = []
+        for i in picks:
+            saved, eps = flat[i], 1e-5
+            flat[i] = saved + eps
+            up = numpy_loss(forward, feeds, params)
+            flat[i] = saved - eps
+            down = numpy_loss(forward, feeds, params)
+            flat[i] = saved
+            numeric.append((up - down) / (2 * eps))
+        scale = max(np.abs(grad).max(), 1e-3)
+        np.testing.assert_allclose(grad.reshape(-1)[picks], numeric, atol=2e-4 * scale,
+                                   rtol=1e-3, err_msg=name)
+    return training, session
+
+
+def test_convnet_gradients_on_the_cpes_match_finite_differences():
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((4, 1, 8, 8)).astype(np.float32)
+    training, session = check_gradients(convnet(), x, np.array([1, 7, 3, 0]))
+    ops = [node.op_type for node in training.graph.nodes[training.forward:]]
+    assert ops == ["SoftmaxCrossEntropyLossGrad", "GemmGrad", "Reshape", "MaxPoolGrad",
+                   "ReluGrad", "ConvGrad"]
+    conv_grad = training.graph.nodes[-1]
+    assert conv_grad.outputs[0] == ""            # the data's gradient: nobody reads it
+    devices = {r.node: r.device for r in session.records}
+    assert all(devices[n.name] in ("CPE", "view") for n in training.graph.nodes)
+    assert all(r.cycles > 0 for r in session.records if r.device == "CPE")
+
+
+def test_branches_sums_and_an_mpe_backward():
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal((2, 2, 6, 6)).astype(np.float32)
+    training, session = check_gradients(branchy(), x, np.array([4, 1]))
+    records = {r.node: r for r in session.records}
+    assert records["grad/a/sum"].op_type == "Sum" and records["grad/a/sum"].device == "CPE"
+    fc = records["fc/grad"]          # transB=0: no CPE backward, the MPE's time instead
+    assert fc.device == "MPE" and "layer" in fc.reason and fc.cycles > 0
+    for name in ("avg/grad", "sigmoid/grad", "tanh/grad", "gap/grad", "conv/grad"):
+        assert records[name].device == "CPE", name
+
+
+def test_debug_check_compares_every_backward_node():
+    training = derive_training(with_loss(import_onnx(convnet(batch=2)), "g"), "loss")
+    x = np.random.default_rng(7).standard_normal((2, 1, 8, 8)).astype(np.float32)
+    session = Session(training.graph, minimum_work=False, check=True)
+    session.run({"x": x, "labels": np.array([2, 9])})
+    checked = [r for r in session.records if r.device == "CPE"]
+    assert len(checked) == 10 and all(r.check_error <= 1e-3 for r in checked)
+
+
+def digits_model(**options):
+    return GraphModel(convnet(batch=16, seed=1, fc_scale=0.05), source="sklearn:digits",
+                      batch_size=16, scale=1 / 16, **options)
+
+
+def test_the_solver_trains_an_imported_graph_deterministically():
+    spec = train.SolverSpec(base_lr=0.5, momentum=0.9, random_seed=1)
+    solver = train.Solver(digits_model(), spec)
+    first = solver.order.batch(0)
+    results = [solver.step() for _ in range(10)]
+    losses = [r.loss for r in results]
+    assert np.mean(losses[-3:]) < 0.9 * np.mean(losses[:3])
+    trained = solver.net.loss(solver.net.forward(Run(solver.chip), first))
+    assert trained < 0.9 * losses[0]              # the first batch, seen once, fits better
+    again = train.Solver(digits_model(), spec)
+    assert [again.step().loss for _ in range(3)] == losses[:3]       # the same bits
+    result = results[-1]
+    assert {"conv", "conv/grad", "fc/grad", "(update)"} <= set(result.layer_seconds)
+    assert result.sim_seconds == pytest.approx(sum(result.layer_seconds.values()))
+
+
+def test_errors_name_the_node_or_argument():
+    rng = np.random.default_rng(8)
+    nodes = [h.make_node("LRN", ["x"], ["n"], size=3, name="lrn"),
+             h.make_node("Conv", ["n", "w"], ["c"], name="conv"),
+             h.make_node("Flatten", ["c"], ["g"], name="flat")]
+    lrn_below = import_onnx(model(nodes, [("x", [2, 1, 4, 4])], [("g", [2, 4])],
+                                  [tensor(rng, "w", 1, 1, 3, 3)]))
+    derive_training(with_loss(lrn_below, "g"), "loss")    # no gradient needed through LRN
+    nodes[0:2] = [h.make_node("Conv", ["x", "w"], ["c0"], name="conv"),
+                  h.make_node("LRN", ["c0"], ["c"], size=3, name="lrn")]
+    lrn_above = import_onnx(model(nodes, [("x", [2, 1, 4, 4])], [("g", [2, 4])],
+                                  [tensor(rng, "w", 1, 1, 3, 3)]))
+    with pytest.raises(GraphError, match="node 'lrn' .LRN.: no gradient for LRN"):
+        derive_training(with_loss(lrn_above, "g"), "loss")
+    with pytest.raises(GraphError, match="loss 'g': not a float scalar"):
+        derive_training(lrn_above, "g")
+    with pytest.raises(GraphError, match="parameter 'nope'"):
+        derive_training(with_loss(lrn_above, "g"), "loss", parameters=["nope"])
+    with pytest.raises(train.TrainError, match="batch_size"):
+        GraphModel(convnet(batch=16), source="sklearn:digits", batch_size=8)
+    with pytest.raises(train.TrainError, match="one core group"):
+        train.Solver(digits_model(), train.SolverSpec(base_lr=0.1), cgs=2)
