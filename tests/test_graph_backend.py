@@ -22,7 +22,7 @@ CORE = ("test_conv_with_strides_padding", "test_conv_with_strides_and_asymmetric
         "test_add_bcast", "test_sum_example", "test_flatten_negative_axis1",
         "test_reshape_negative_dim", "test_transpose_all_permutations_3",
         "test_dropout_default_mask", "test_unsqueeze_negative_axes", "test_leakyrelu",
-        "test_sigmoid", "test_tanh")
+        "test_sigmoid", "test_tanh", "test_sce_mean")
 # run with every suitable node on the CPEs (check=True): one or more per CPE operator
 ON_CPES = ("test_conv_with_strides_and_asymmetric_padding", "test_gemm_all_attributes",
            "test_gemm_default_vector_bias", "test_matmul_2d", "test_globalmaxpool",
@@ -47,7 +47,9 @@ def _cases(every_operator=False):
             found = node.collect_testcases(None)
         else:
             for op in set(OPS) - SLOW_MODULES:
-                module = {"BatchNormalization": "batch_normalization"}.get(op, op.lower())
+                module = {"BatchNormalization": "batch_normalization",
+                          "SoftmaxCrossEntropyLoss": "softmax_cross_entropy_loss"
+                          }.get(op, op.lower())
                 importlib.import_module(f"{node.__name__}.{module}")
             found = node._NodeTestCases
     return [c for c in found if {n.op_type for n in c.model.graph.node} & set(OPS)]

@@ -4,13 +4,13 @@ finite differences of a float64 numpy forward (ops.OPS's MPE functions, themselv
 against onnxruntime in test_graph_run.py); the Solver training a GraphModel."""
 import numpy as np
 import pytest
-from onnx import helper
+from onnx import helper, numpy_helper
 
 from graph_models import model, tensor
 from swsim.hostlib import train
 from swsim.hostlib.graph import GraphError, Session, import_onnx
 from swsim.hostlib.graph.autodiff import derive_training, with_loss
-from swsim.hostlib.graph.ops import OPS
+from swsim.hostlib.graph.ops import OPS, operator
 from swsim.hostlib.train.graph_net import GraphModel
 from swsim.hostlib.train.net import Run
 
@@ -48,25 +48,25 @@ def branchy(batch=2, seed=4):
     return model(nodes, [("x", [batch, 2, 6, 6])], [("g", [batch, 5])], inits)
 
 
-def numpy_loss(graph, feeds, params):
-    """The loss by the MPE functions in float64, node by node."""
+def numpy_loss(training, feeds, params):
+    """The loss by the MPE functions of the forward nodes in float64, node by node."""
     values = {k: v.astype(np.float64) if v.dtype.kind == "f" else v
-              for k, v in {**graph.initializers, **feeds, **params}.items()}
-    for node in graph.nodes:
-        outs = OPS[node.op_type].mpe(node, *[values[n] if n else None for n in node.inputs])
+              for k, v in {**training.graph.initializers, **feeds, **params}.items()}
+    for node in training.graph.nodes[:training.forward]:
+        outs = operator(node.op_type).mpe(node, *[values[n] if n else None for n in node.inputs])
         values.update(zip(node.outputs, outs))
     return float(values["loss"])
 
 
 def check_gradients(onnx_model, x, labels, samples=12):
-    forward = with_loss(import_onnx(onnx_model), "g")
-    training = derive_training(forward, "loss")
+    training = derive_training(with_loss(import_onnx(onnx_model), "g"), "loss")
     session = Session(training.graph, minimum_work=False)
     result = session.run({"x": x, "labels": labels})
     rng = np.random.default_rng(0)
-    params = {p: forward.initializers[p].astype(np.float64) for p in training.parameters}
+    params = {p: training.graph.initializers[p].astype(np.float64)
+              for p in training.parameters}
     feeds = {"x": x.astype(np.float64), "labels": labels}
-    assert abs(result["loss"] - numpy_loss(forward, feeds, params)) < 1e-5
+    assert abs(result["loss"] - numpy_loss(training, feeds, params)) < 1e-5
     for name in training.parameters:
         grad = result[training.gradients[name]]
         assert grad.shape == params[name].shape and grad.dtype == np.float32
@@ -76,9 +76,9 @@ def check_gradients(onnx_model, x, labels, samples=12):
         for i in picks:
             saved, eps = flat[i], 1e-5
             flat[i] = saved + eps
-            up = numpy_loss(forward, feeds, params)
+            up = numpy_loss(training, feeds, params)
             flat[i] = saved - eps
-            down = numpy_loss(forward, feeds, params)
+            down = numpy_loss(training, feeds, params)
             flat[i] = saved
             numeric.append((up - down) / (2 * eps))
         scale = max(np.abs(grad).max(), 1e-3)
@@ -101,6 +101,24 @@ def test_convnet_gradients_on_the_cpes_match_finite_differences():
     assert all(r.cycles > 0 for r in session.records if r.device == "CPE")
 
 
+def test_a_loss_in_the_onnx_file_matches_onnxruntime():
+    import onnxruntime
+    onnx_model = convnet()
+    onnx_model.graph.node.append(h.make_node("SoftmaxCrossEntropyLoss", ["g", "labels"],
+                                             ["loss"], name="loss"))
+    onnx_model.graph.input.append(h.make_tensor_value_info("labels", 7, [4]))
+    del onnx_model.graph.output[:]
+    onnx_model.graph.output.append(h.make_tensor_value_info("loss", 1, []))
+    feeds = {"x": np.random.default_rng(11).standard_normal((4, 1, 8, 8)).astype(np.float32),
+             "labels": np.array([3, 1, 4, 1])}
+    want = onnxruntime.InferenceSession(onnx_model.SerializeToString()).run(None, feeds)[0]
+    graph = import_onnx(onnx_model)
+    got = Session(graph).run(feeds)["loss"]
+    np.testing.assert_allclose(got, want, rtol=1e-5)
+    training = derive_training(graph, "loss")
+    assert training.graph.nodes[training.forward].op_type == "SoftmaxCrossEntropyLossGrad"
+
+
 def test_branches_sums_and_an_mpe_backward():
     rng = np.random.default_rng(6)
     x = rng.standard_normal((2, 2, 6, 6)).astype(np.float32)
@@ -111,6 +129,54 @@ def test_branches_sums_and_an_mpe_backward():
     assert fc.device == "MPE" and "layer" in fc.reason and fc.cycles > 0
     for name in ("avg/grad", "sigmoid/grad", "tanh/grad", "gap/grad", "conv/grad"):
         assert records[name].device == "CPE", name
+
+
+def batchnormed(batch=4, seed=9, channels=2, size=4, classes=3):
+    """Conv -> BatchNormalization (training: the batch's statistics) -> Relu ->
+    GlobalAveragePool -> Flatten -> Gemm."""
+    rng = np.random.default_rng(seed)
+    nodes = [h.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1], name="conv"),
+             h.make_node("BatchNormalization", ["c", "gamma", "beta", "mean", "var"], ["n"],
+                         momentum=0.8, name="bn"),
+             h.make_node("Relu", ["n"], ["r"], name="relu"),
+             h.make_node("GlobalAveragePool", ["r"], ["gap"], name="gap"),
+             h.make_node("Flatten", ["gap"], ["f"], name="flat"),
+             h.make_node("Gemm", ["f", "fc_w", "fc_b"], ["g"], transB=1, name="fc")]
+    inits = [tensor(rng, "w", 4, channels, 3, 3), tensor(rng, "gamma", 4), tensor(rng, "beta", 4),
+             tensor(rng, "mean", 4), tensor(rng, "fc_w", classes, 4), tensor(rng, "fc_b", classes)]
+    inits.append(numpy_helper.from_array(np.full(4, 2.0, np.float32), "var"))
+    return model(nodes, [("x", [batch, channels, size, size])], [("g", [batch, classes])], inits)
+
+
+def test_batchnorm_trains_with_the_batch_statistics():
+    rng = np.random.default_rng(10)
+    x = rng.standard_normal((4, 2, 4, 4)).astype(np.float32)
+    training, session = check_gradients(batchnormed(), x, np.array([0, 2, 1, 1]))
+    assert sorted(training.parameters) == ["beta", "fc_b", "fc_w", "gamma", "w"]
+    records = {r.node: r for r in session.records}
+    assert records["bn"].algorithm == "batchnorm (training)"
+    assert records["bn/grad"].device == "CPE"
+    # the running statistics: 0.8 old + 0.2 the batch's (the variance unbiased)
+    c = x.astype(np.float64)
+    out = session.run({"x": x, "labels": np.array([0, 2, 1, 1])})
+    conv = OPS["Conv"].mpe(training.graph.nodes[0], c, training.graph.initializers["w"])[0]
+    batch_mean = conv.mean(axis=(0, 2, 3))
+    np.testing.assert_allclose(out[training.state["mean"]], 0.8 * training.graph.initializers[
+        "mean"] + 0.2 * batch_mean, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(out[training.state["var"]], 0.8 * 2.0 + 0.2 * conv.var(
+        axis=(0, 2, 3), ddof=1), rtol=1e-4)
+
+
+def test_the_solver_keeps_the_running_statistics_in_the_state_arena():
+    solver = train.Solver(GraphModel(batchnormed(batch=8, channels=1, size=8, classes=10),
+                                     source="sklearn:digits", batch_size=8, scale=1 / 16),
+                          train.SolverSpec(base_lr=0.1, random_seed=1))
+    before = solver.net.state.buffer.copy()
+    solver.step()
+    mean, var = solver.net.state["mean"], solver.net.state["var"]
+    assert not np.array_equal(solver.net.state.buffer, before)
+    assert np.isfinite(solver.net.state.buffer).all() and (var > 0).all()
+    assert mean.shape == (4,) and "bn/grad" in solver.step().layer_seconds
 
 
 def test_debug_check_compares_every_backward_node():
@@ -161,7 +227,13 @@ def test_errors_name_the_node_or_argument():
         derive_training(lrn_above, "g")
     with pytest.raises(GraphError, match="parameter 'nope'"):
         derive_training(with_loss(lrn_above, "g"), "loss", parameters=["nope"])
+    grad_node = [h.make_node("ReluGrad", ["x", "x"], ["g"], name="sneaky")]
+    with pytest.raises(GraphError, match="node 'sneaky' .ReluGrad.: operator ReluGrad is not"):
+        import_onnx(model(grad_node, [("x", [2, 4])], [("g", [2, 4])]))   # not ONNX's
     with pytest.raises(train.TrainError, match="batch_size"):
         GraphModel(convnet(batch=16), source="sklearn:digits", batch_size=8)
+    with pytest.raises(train.TrainError, match="node 'loss'.*labels must be in 0..2"):
+        train.Solver(GraphModel(batchnormed(batch=8, channels=1, size=8),
+                                source="sklearn:digits", batch_size=8)).step()
     with pytest.raises(train.TrainError, match="one core group"):
         train.Solver(digits_model(), train.SolverSpec(base_lr=0.1), cgs=2)

@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import gradients  # noqa: F401 (registers the gradient operators)
 from .ir import Graph, GraphError, Node, TensorInfo
 from .ops import FLOATS
 
@@ -24,12 +23,16 @@ class TrainingGraph:
     loss: str
     parameters: list          # the trained initializers, in the forward graph's order
     gradients: dict = field(default_factory=dict)   # parameter -> its gradient tensor
+    # running statistics (BatchNormalization's mean and variance initializers) -> the tensor
+    # of their updated values, also outputs of the graph
+    state: dict = field(default_factory=dict)
 
 
 # op -> the input positions a gradient flows to (the others: labels, shapes)
 DIFFERENTIABLE = {
     "Conv": (0, 1, 2), "Gemm": (0, 1, 2), "MaxPool": (0,), "AveragePool": (0,),
-    "GlobalAveragePool": (0,), "Relu": (0,), "Sigmoid": (0,), "Tanh": (0,),
+    "GlobalAveragePool": (0,), "BatchNormalization": (0, 1, 2),
+    "BatchNormalizationTraining": (0, 1, 2), "Relu": (0,), "Sigmoid": (0,), "Tanh": (0,),
     "Flatten": (0,), "Reshape": (0,), "Identity": (0,), "Add": (0, 1), "Sum": None,
     "SoftmaxCrossEntropyLoss": (0,),
 }
@@ -82,6 +85,7 @@ def derive_training(graph: Graph, loss: str, parameters=None) -> TrainingGraph:
     for node in order:
         if any(node.inputs[i] in requires for i in _positions(node) if i < len(node.inputs)):
             requires.update(out for out in node.outputs if out)
+    order, state = _training_mode(order, graph, info)
     builder = _Builder(graph, info)
     seed = builder.constant("grad/seed", np.ones((), info[loss].dtype))
     builder.contribute(loss, seed)
@@ -106,10 +110,39 @@ def derive_training(graph: Graph, loss: str, parameters=None) -> TrainingGraph:
             raise GraphError(f"parameter {name!r}: the loss {loss!r} does not depend on it")
         grads[name] = builder.total(name)
     result = Graph(graph.name + "/train", order + builder.nodes, dict(graph.inputs),
-                   [loss] + [grads[p] for p in parameters],
+                   [loss] + [grads[p] for p in parameters] + list(state.values()),
                    {**graph.initializers, **builder.constants})
     result.infer()
-    return TrainingGraph(result, len(order), loss, parameters, grads)
+    return TrainingGraph(result, len(order), loss, parameters, grads, state)
+
+
+def _training_mode(order, graph, info):
+    """The forward nodes as training runs them: BatchNormalization with the batch's
+    statistics (``BatchNormalizationTraining``, whose extra outputs are the updated running
+    statistics and what its backward reads). Returns (nodes, running statistic -> its
+    updated tensor)."""
+    nodes, state = [], {}
+    for node in order:
+        if node.op_type != "BatchNormalization":
+            nodes.append(node)
+            continue
+        x, _, _, mean, var = node.inputs
+        if node.opset < 9 and not node.attr("spatial", 1):
+            raise GraphError(f"{node}: no training with spatial=0 (per-activation statistics)")
+        if len(node.outputs) > 1 and any(node.outputs[1:]):
+            raise GraphError(f"{node}: training reads no running statistics outputs")
+        for name in (mean, var):
+            if name not in graph.initializers or name in state:
+                raise GraphError(f"{node}: its running statistic {name!r} must be an "
+                                 "initializer of its own to be updated")
+        if int(np.prod(info[x].shape)) // info[x].shape[1] < 2:
+            raise GraphError(f"{node}: training needs more than one value per channel")
+        names = [f"{mean}/updated", f"{var}/updated", f"{node.name}/saved_mean",
+                 f"{node.name}/saved_invstd"]
+        state.update({mean: names[0], var: names[1]})
+        nodes.append(Node(node.name, "BatchNormalizationTraining", list(node.inputs),
+                          node.outputs[:1] + names, dict(node.attrs), node.opset))
+    return nodes, state
 
 
 def _read_differentiably(order, name) -> bool:
@@ -206,6 +239,12 @@ def _sum(builder, node, dys, needs):
     return [dys[0] if need else None for need in needs]
 
 
+def _batchnorm(builder, node, dys, needs):
+    saved = node.outputs[3:5]
+    return builder.add("BatchNormalizationGrad", [dys[0]] + node.inputs[:2] + saved,
+                       _grad_names(node, needs)[:3], node) + [None, None]
+
+
 def _loss(builder, node, dys, needs):
     return builder.add("SoftmaxCrossEntropyLossGrad", [dys[0]] + node.inputs[:2],
                        _grad_names(node, needs)[:1], node) + [None]
@@ -214,6 +253,7 @@ def _loss(builder, node, dys, needs):
 RULES = {
     "Conv": _conv, "Gemm": _gemm, "MaxPool": _pool, "AveragePool": _pool,
     "GlobalAveragePool": _unary("GlobalAveragePoolGrad"), "Relu": _unary("ReluGrad"),
+    "BatchNormalizationTraining": _batchnorm,
     "Sigmoid": _unary("SigmoidGrad", reads_output=True),
     "Tanh": _unary("TanhGrad", reads_output=True),
     "Flatten": _view, "Reshape": _view, "Identity": _view, "Add": _sum, "Sum": _sum,

@@ -14,7 +14,7 @@ import numpy as np
 
 from .cpe import CPE, NotSuitable, dma_bytes
 from .ir import GraphError, Node, TensorInfo
-from .ops import OPS, flops, infer_node, output_size
+from .ops import flops, infer_node, operator, output_size
 
 CHECK_RTOL = 1e-3          # debug mode: CPE vs MPE, relative to the result's largest value
 
@@ -36,7 +36,7 @@ def mpe_cycles(node: Node, inputs, outputs, config) -> int:
     """Simulated cycles (CPE clock) of a node on the MPE: conv and GEMM flops at
     ``mpe_conv_gflops`` / ``mpe_gemm_gflops``, memory-bound operators ``mpe_element_ns`` per
     element of their largest operand, views nothing."""
-    cost = OPS[node.op_type].cost
+    cost = operator(node.op_type).cost
     if cost == "view":
         return 0
     if cost in ("conv", "gemm"):
@@ -49,7 +49,7 @@ def mpe_cycles(node: Node, inputs, outputs, config) -> int:
 
 def _mpe(node: Node, inputs):
     with np.errstate(all="ignore"):
-        return tuple(np.asarray(o) for o in OPS[node.op_type].mpe(node, *inputs))
+        return tuple(np.asarray(o) for o in operator(node.op_type).mpe(node, *inputs))
 
 
 def run_node(node: Node, inputs: list, *, machine, cgs=1, engine="c", check=False,
@@ -63,7 +63,7 @@ def run_node(node: Node, inputs: list, *, machine, cgs=1, engine="c", check=Fals
         inputs = inputs[:-1]
     implementation = CPE.get(node.op_type)
     reason = "no CPE operator" if implementation is None else ""
-    if OPS[node.op_type].cost == "view":
+    if operator(node.op_type).cost == "view":
         outputs = _mpe(node, inputs)
         return outputs, Record(node.name, node.op_type, "view", "view", 0, 0,
                                host_seconds=time.perf_counter() - start)

@@ -1,10 +1,12 @@
 """The operators training adds to the graph (docs/graph.md "Training"): the loss
-``SoftmaxCrossEntropyLoss`` (ONNX's, reduction "mean") and the gradient operators the backward
+``SoftmaxCrossEntropyLoss`` (ONNX's, reduction "mean"), ``BatchNormalizationTraining`` (what
+a BatchNormalization node becomes in a training graph) and the gradient operators the backward
 graph is made of, named as onnxruntime's training operators are (``ConvGrad``, ``GemmGrad``,
 ``MaxPoolGrad``, ``ReluGrad``, ...). Each has, as every operator of ``ops.OPS``, an MPE
 implementation (numpy: the fallback and the debug check's oracle) with its cost class, and a
 CPE implementation through the DNN library's backward operators (``cpe.CPE``). Importing this
-module registers them in both tables.
+module (the package does) registers them in ``cpe.CPE`` and in ``ops.TRAINING`` -- the loss, an
+ONNX operator (opset 12 on), in ``ops.OPS``: ONNX files may hold it.
 
 A gradient operator's inputs are the output gradient(s) first, then the forward tensors it
 reads; its outputs the gradients of the forward node's inputs in order, "" for those nobody
@@ -15,7 +17,8 @@ import numpy as np
 
 from .. import blas, dnn
 from .cpe import CPE, NotSuitable, _floats, _launch, _square
-from .ops import OPS, Op, TensorInfo, _ints, _like_input, _windows, window_geometry
+from .ir import GraphError
+from .ops import OPS, TRAINING, Op, TensorInfo, _ints, _like_input, _windows, window_geometry
 
 
 # ---- shapes and costs -------------------------------------------------------------------
@@ -140,23 +143,74 @@ def _activation_grad(node, dy, forward):
     return ((dy.astype(np.float64) * derivative(forward.astype(np.float64))).astype(dy.dtype),)
 
 
+def _channel_view(x):
+    """The axes a per-channel statistic reduces over, and the shape that broadcasts one."""
+    return (0,) + tuple(range(2, x.ndim)), (1, -1) + (1,) * (x.ndim - 2)
+
+
+def batchnorm_training(node, x, scale, bias, mean, var):
+    """BatchNormalization with the batch's statistics: y, the running mean and variance
+    updated as ONNX's ``momentum`` m weighs them (m r + (1 - m) s, the variance unbiased as
+    the DNN library's, Caffe's and PyTorch's), and the mean and 1/sqrt(var + eps) used, which
+    the backward reads."""
+    axes, shape = _channel_view(x)
+    x64 = x.astype(np.float64)
+    mu, variance = x64.mean(axis=axes), x64.var(axis=axes)
+    invstd = 1.0 / np.sqrt(variance + node.attr("epsilon", 1e-5))
+    y = ((x64 - mu.reshape(shape)) * invstd.reshape(shape) * scale.reshape(shape)
+         + bias.reshape(shape))
+    m, count = node.attr("momentum", 0.9), x.size // x.shape[1]
+    running = (m * mean + (1 - m) * mu, m * var + (1 - m) * variance * count / (count - 1))
+    return tuple(a.astype(x.dtype) for a in (y, *running, mu, invstd))
+
+
+def batchnorm_grad(node, dy, x, scale, saved_mean, saved_invstd):
+    """(dx, dscale, dbias) of ``batchnorm_training``'s y."""
+    axes, shape = _channel_view(x)
+    dy64 = dy.astype(np.float64)
+    xhat = (x - saved_mean.reshape(shape)) * saved_invstd.reshape(shape).astype(np.float64)
+    dbias, dscale = dy64.sum(axis=axes), (dy64 * xhat).sum(axis=axes)
+    count = x.size // x.shape[1]
+    dx = (scale.astype(np.float64) * saved_invstd).reshape(shape) / count * (
+        count * dy64 - dbias.reshape(shape) - xhat * dscale.reshape(shape))
+    return dx.astype(x.dtype), dscale.astype(scale.dtype), dbias.astype(scale.dtype)
+
+
+def _batchnorm_training_shape(node, info):
+    x, scale = info[:2]
+    return [x] + [scale] * 4
+
+
+def _batchnorm_grad_shape(node, info):
+    return [info[1], info[2], info[2]][:len(node.outputs)]
+
+
 def _log_softmax(scores):
     s = scores.astype(np.float64)
     shifted = s - s.max(axis=1, keepdims=True)
     return shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
 
 
+def _classes(node, scores, labels):
+    """The labels as indices; GraphError naming the node for one outside 0..C-1."""
+    labels = labels.astype(np.int64)
+    if labels.size and not (0 <= labels.min() and labels.max() < scores.shape[1]):
+        raise GraphError(f"{node}: labels must be in 0..{scores.shape[1] - 1} (the scores' "
+                         f"classes), got {labels.min()}..{labels.max()}")
+    return labels
+
+
 def softmax_cross_entropy(node, scores, labels):
     """Mean over the rows of -log softmax(scores)[label] (ONNX SoftmaxCrossEntropyLoss,
     reduction "mean", no weights)."""
-    picked = _log_softmax(scores)[np.arange(len(scores)), labels.astype(np.int64)]
+    picked = _log_softmax(scores)[np.arange(len(scores)), _classes(node, scores, labels)]
     return (np.asarray(-picked.mean(), scores.dtype),)
 
 
 def softmax_cross_entropy_grad(node, dloss, scores, labels):
     """d loss / d scores = (softmax(scores) - onehot(labels)) / B, times dloss."""
     grad = np.exp(_log_softmax(scores))
-    grad[np.arange(len(scores)), labels.astype(np.int64)] -= 1.0
+    grad[np.arange(len(scores)), _classes(node, scores, labels)] -= 1.0
     return ((grad * (float(dloss) / len(scores))).astype(scores.dtype),)
 
 
@@ -291,6 +345,29 @@ def cpe_activation_grad(node, inputs, on):
     return (dx,), [stats], f"{kind} backward"
 
 
+def _planes(x):
+    """x (N, C, ...) as the (N, C, H, W) the batchnorm operators take."""
+    return x.reshape(x.shape[0], x.shape[1], -1, 1)
+
+
+def cpe_batchnorm_training(node, inputs, on):
+    x, scale, bias, mean, var = inputs
+    _floats(node, *inputs)
+    result, stats = _launch(dnn.batchnorm_forward, _planes(x), scale, bias, mean, var,
+                            training=True, momentum=1 - node.attr("momentum", 0.9),
+                            eps=node.attr("epsilon", 1e-5), **on)
+    return (result[0].reshape(x.shape),) + tuple(result[1:]), [stats], \
+        "batchnorm (training)"
+
+
+def cpe_batchnorm_grad(node, inputs, on):
+    dy, x, scale, saved_mean, saved_invstd = inputs
+    _floats(node, *inputs)
+    (dx, dscale, dbias), stats = _launch(dnn.batchnorm_backward, _planes(dy), _planes(x),
+                                         scale, saved_mean, saved_invstd, **on)
+    return (dx.reshape(x.shape), dscale, dbias), [stats], "batchnorm_backward"
+
+
 def cpe_loss(node, inputs, on):
     scores, labels = inputs
     _floats(node, scores)
@@ -323,13 +400,18 @@ def _register():
         MaxPoolGrad=(Op(maxpool_grad, "stream", shape=_like_forward_inputs(1)), cpe_pool_grad),
         AveragePoolGrad=(Op(averagepool_grad, "stream", shape=_like_forward_inputs(1)),
                          cpe_pool_grad),
+        BatchNormalizationTraining=(Op(batchnorm_training, "stream",
+                                       shape=_batchnorm_training_shape),
+                                    cpe_batchnorm_training),
+        BatchNormalizationGrad=(Op(batchnorm_grad, "stream", shape=_batchnorm_grad_shape),
+                                cpe_batchnorm_grad),
         GlobalAveragePoolGrad=(Op(global_averagepool_grad, "stream",
                                   shape=_like_forward_inputs(1)), cpe_global_pool_grad),
     )
     for name in ACTIVATION_GRADS:
         grads[name] = (Op(_activation_grad, "stream", shape=_like_input), cpe_activation_grad)
-    for name, (op, cpe) in grads.items():
-        OPS[name] = op
+    for name, (op, cpe) in grads.items():      # the loss is ONNX's; the rest training's
+        (OPS if name == "SoftmaxCrossEntropyLoss" else TRAINING)[name] = op
         CPE[name] = cpe
 
 

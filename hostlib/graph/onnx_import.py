@@ -11,6 +11,7 @@ import os
 import numpy as np
 
 from .ir import Graph, GraphError, Node, TensorInfo
+from .ops import OPS
 
 MIN_OPSET = 6          # the oldest opset of onnx's shipped test data
 
@@ -126,6 +127,8 @@ def to_graph(model, *, shapes=None) -> Graph:
         if domain not in ("ai.onnx",):
             raise GraphError(f"{where}: domain {domain!r} is not supported (only the default "
                              "ONNX domain)")
+        if proto.op_type not in OPS:        # training's operators are not ONNX's
+            raise GraphError(f"{where}: operator {proto.op_type} is not implemented")
         attrs = {a.name: _attribute(a, where) for a in proto.attribute}
         nodes.append(Node(name, proto.op_type, list(proto.input), list(proto.output), attrs,
                           opsets.get(domain, version)))

@@ -425,13 +425,24 @@ OPS: dict = {
 }
 for _name in ("Relu", "LeakyRelu", "Sigmoid", "Tanh", "Softmax", "LogSoftmax", "Dropout"):
     OPS[_name] = replace(OPS[_name], shape=_like_input)
+# The operators training adds (gradients.py registers them: the loss, BatchNormalization with
+# the batch's statistics, the gradient operators). Graphs built by autodiff use them; they are
+# not in OPS, the ONNX operators the importer and the backend accept.
+TRAINING: dict = {}
+
+
+def operator(op_type: str) -> Optional[Op]:
+    """The Op of an ONNX or training operator, None if unknown."""
+    return OPS.get(op_type) or TRAINING.get(op_type)
+
+
 # tensors some operators read only as constants (shapes, axes): they must be known at import
 CONSTANT_INPUTS = {"Reshape": (1,), "Unsqueeze": (1,), "Squeeze": (1,), "ConstantOfShape": (0,)}
 
 
 def unsupported(node: Node, info: list) -> Optional[str]:
     """Why `node` (with its inputs' TensorInfos) cannot run here, or None."""
-    op = OPS.get(node.op_type)
+    op = operator(node.op_type)
     if op is None:
         return f"operator {node.op_type} is not implemented"
     if op.dtypes is not None and info and info[0] is not None and info[0].dtype not in op.dtypes:
@@ -460,7 +471,7 @@ def infer_node(node: Node, info: dict, constants: dict) -> list:
                 node.inputs[index] not in constants:
             raise GraphError(f"{node}: input {node.inputs[index]!r} must be a constant (an "
                              "initializer or computable from them at import)")
-    shape = OPS[node.op_type].shape
+    shape = operator(node.op_type).shape
     if shape is not None:
         return shape(node, args)
     values = [None if a is None else
@@ -468,7 +479,7 @@ def infer_node(node: Node, info: dict, constants: dict) -> list:
               for name, a in zip(node.inputs, args)]
     try:
         with np.errstate(all="ignore"):
-            outputs = OPS[node.op_type].mpe(node, *values)
+            outputs = operator(node.op_type).mpe(node, *values)
     except GraphError:
         raise
     except (ValueError, IndexError, TypeError, KeyError) as error:
@@ -492,8 +503,9 @@ def output_size(node: Node, inputs) -> int:
 
 def flops(node: Node, inputs, outputs) -> int:
     """Floating-point operations of a conv or GEMM node (2 per multiply-add)."""
-    if OPS[node.op_type].flops is not None:
-        return OPS[node.op_type].flops(node, inputs, outputs)
+    op = operator(node.op_type)
+    if op.flops is not None:
+        return op.flops(node, inputs, outputs)
     if node.op_type == "Conv":
         w, y = inputs[1], outputs[0]
         return 2 * int(y.size) * int(np.prod(w.shape[1:]))

@@ -58,10 +58,11 @@ class GraphModel:
             raise TrainError(f"source {source!r}: samples of {list(self.dataset.sample_shape)} "
                              f"do not fit the graph's input {self.data!r} {list(shape)}")
         self.batch_size = batch_size
-        for name in self.training.parameters:
-            if graph.initializers[name].dtype != DTYPE:
-                raise TrainError(f"parameter {name!r}: {graph.initializers[name].dtype.name}; "
-                                 f"the training stack's parameters are {np.dtype(DTYPE).name}")
+        initializers = self.training.graph.initializers
+        for name in self.training.parameters + list(self.training.state):
+            if initializers[name].dtype != DTYPE:
+                raise TrainError(f"parameter {name!r}: {initializers[name].dtype.name}; the "
+                                 f"training stack's parameters are {np.dtype(DTYPE).name}")
         self.options = dict(check=check, minimum_work=minimum_work)
 
     def fingerprint(self) -> str:
@@ -91,10 +92,14 @@ class GraphNet:
         for name in self.training.parameters:
             self.params.add(name, graph.initializers[name].shape)
             self.grads.add(name, graph.initializers[name].shape)
+        for name in self.training.state:          # BatchNormalization's running statistics
+            self.state.add(name, graph.initializers[name].shape)
         for arena in (self.params, self.grads, self.state):
             arena.build()
-        for name in self.training.parameters:
-            self.params[name][...] = graph.initializers[name]
+        for arena, names in ((self.params, self.training.parameters),
+                             (self.state, self.training.state)):
+            for name in names:
+                arena[name][...] = graph.initializers[name]
         self.records = []           # the last step's swHMAE records, node by node
 
     def data_source(self):
@@ -109,10 +114,13 @@ class GraphNet:
         graph = self.training.graph
         values = dict(graph.initializers)
         values.update({name: self.params[name] for name in self.training.parameters})
+        values.update({name: self.state[name] for name in self.training.state})
         values[self.spec.data] = np.ascontiguousarray(batch[0])
         values[self.spec.labels] = np.asarray(batch[1]).astype(np.int64)
         self.records = []
         self._run(run, self.forward_nodes, values)
+        for name, updated in self.training.state.items():
+            self.state[name][...] = values[updated]
         return values
 
     def backward(self, run, blobs) -> None:
