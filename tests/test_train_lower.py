@@ -11,17 +11,23 @@ from swsim.hostlib.train.net import Net, Run
 from swsim.vm import Machine
 
 
-def lenet(batch=16):
-    spec = train.parse_net(train.example("lenet"))
+def example(name, batch):
+    spec = train.parse_net(train.example(name))
     for layer in spec.layer:
         if layer.type == "Data":
             layer.data_param.batch_size = batch
     return spec
 
 
+def lenet(batch=16):
+    return example("lenet", batch)
+
+
 def test_lowered_lenet_gives_the_nets_forward_bits():
     net = Net(lenet(), "TRAIN", seed=1)
-    graph = lower_net(net)
+    graph, parameters = lower_net(net)
+    assert parameters == ["conv1/weights", "conv1/bias", "conv2/weights", "conv2/bias",
+                          "ip1/weights", "ip1/bias", "ip2/weights", "ip2/bias"]
     assert [n.op_type for n in graph.nodes] == [
         "Conv", "MaxPool", "Conv", "MaxPool", "Flatten", "Gemm", "Relu", "Gemm",
         "SoftmaxCrossEntropyLoss"]
@@ -46,7 +52,32 @@ def test_the_solver_trains_the_lowered_net_with_the_nets_losses():
     np.testing.assert_allclose(graph.net.params.buffer, caffe.net.params.buffer, atol=1e-6)
 
 
+def test_batchnorm_and_its_scale_become_one_batchnormalization():
+    graph, parameters = lower_net(Net(example("resnet", 8), "TRAIN"))
+    bn = next(n for n in graph.nodes if n.name == "res1a_bn")
+    assert bn.op_type == "BatchNormalization" and bn.inputs == [
+        "res1a", "res1a_scale/weights", "res1a_scale/bias", "res1a_bn/mean", "res1a_bn/var"]
+    assert bn.attrs == pytest.approx(dict(epsilon=1e-5, momentum=0.999))
+    assert [n.op_type for n in graph.nodes].count("Sum") == 2
+    assert "res1a_bn/mean" not in parameters and "res1a_scale/bias" in parameters
+
+
+@pytest.mark.slow
+def test_the_lowered_residual_net_trains_with_the_nets_losses():
+    spec = train.SolverSpec(base_lr=0.05, momentum=0.9, random_seed=1)
+    caffe = train.Solver(example("resnet", 8), spec)
+    graph = train.Solver(graph_model(example("resnet", 8), seed=1), spec)
+    for _ in range(2):
+        assert caffe.step().loss == graph.step().loss
+    np.testing.assert_allclose(graph.net.params.buffer, caffe.net.params.buffer, atol=1e-6)
+    for layer in ("stem_bn", "res2b_bn"):
+        for k, statistic in enumerate(("mean", "var")):
+            np.testing.assert_allclose(graph.net.state[f"{layer}/{statistic}"],
+                                       caffe.net.state[f"{layer}/state{k}"], rtol=1e-6)
+
+
 def test_a_layer_without_a_lowering_is_named():
-    net = Net(train.parse_net(train.example("resnet")), "TRAIN")
-    with pytest.raises(train.TrainError, match="layer 'stem_bn' .BatchNorm., type: BatchNorm has no lowering"):
+    net = Net(example("lstm", 8), "TRAIN")
+    with pytest.raises(train.TrainError, match="layer 'rows' .SequenceTranspose., type: "
+                                               "SequenceTranspose has no lowering"):
         lower_net(net)

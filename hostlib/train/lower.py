@@ -2,11 +2,12 @@
 turns a TRAIN-phase ``Net`` (its layers, blob shapes and current parameters) into a
 ``hostlib.graph.Graph`` of ONNX operators -- Convolution to Conv, Pooling to MaxPool /
 AveragePool / GlobalAveragePool / GlobalMaxPool, InnerProduct to Flatten + Gemm (transB=1),
-ReLU / Sigmoid / TanH, Eltwise SUM to Sum, SoftmaxWithLoss to SoftmaxCrossEntropyLoss -- whose
+ReLU / Sigmoid / TanH, Eltwise SUM to Sum, BatchNorm (with the Scale after it, if any) to
+BatchNormalization, SoftmaxWithLoss to SoftmaxCrossEntropyLoss -- whose
 inputs are the Data layer's data (float32) and label (int64) and whose one output is the loss;
 ``graph_model`` wraps it as a ``GraphModel`` the Solver trains like the Net. Layers with no
-lowering yet (BatchNorm, Scale, LSTM, SequenceTranspose, EuclideanLoss, Accuracy in TRAIN)
-are refused, naming the layer."""
+lowering yet (a Scale not after a BatchNorm, LSTM, SequenceTranspose, EuclideanLoss, Accuracy
+in TRAIN) are refused, naming the layer."""
 from __future__ import annotations
 
 import numpy as np
@@ -20,17 +21,18 @@ OPSET = 13
 ACTIVATIONS = {"ReLU": "Relu", "Sigmoid": "Sigmoid", "TanH": "Tanh"}
 
 
-def lower_net(net: Net) -> Graph:
-    """The graph of ``net`` (phase TRAIN, one loss), its parameters as initializers."""
+def lower_net(net: Net):
+    """The graph of ``net`` (phase TRAIN, one loss), its parameters and BatchNorm's running
+    statistics as initializers; returns (graph, the parameters' names in the net's order)."""
     if net.phase != "TRAIN" or len(net.losses) != 1:
         raise TrainError(f"net {net.spec.name!r}: lowering takes a TRAIN net with one loss "
                          f"layer, got phase {net.phase} with {len(net.losses)}")
-    nodes, inputs, initializers = [], {}, {}
-    for node in net.nodes:
+    nodes, inputs, initializers, parameters, fused = [], {}, {}, [], set()
+    for index, node in enumerate(net.nodes):
         layer, kind = node.layer, node.layer.param.type
-        params = [net.params[p].copy() for p in node.params]
-        names = [f"{layer.name}/{'weights' if i == 0 else 'bias'}" for i in range(len(params))]
-        initializers.update(zip(names, params))
+        names = _parameter_names(node)
+        initializers.update((name, net.params[p].copy()) for name, p in zip(names, node.params))
+        parameters += names
 
         def add(op_type, inputs_, outputs, name=layer.name, **attrs):
             nodes.append(Node(name, op_type, list(inputs_), list(outputs), attrs, OPSET))
@@ -56,13 +58,47 @@ def lower_net(net: Net) -> Graph:
             add(ACTIVATIONS[kind], node.bottoms, node.tops)
         elif kind == "Eltwise" and layer.coeff == [1.0, 1.0]:
             add("Sum", node.bottoms, node.tops)
+        elif kind == "BatchNorm":
+            scale = _scale_after(net, index)
+            channels = (net.shapes[node.bottoms[0]][1],)
+            affine = [f"{layer.name}/ones", f"{layer.name}/zeros"]
+            if scale is not None:         # Caffe's BatchNorm + Scale: one BatchNormalization
+                fused.add(scale.layer.name)
+                affine = (_parameter_names(scale) + affine[1:])[:2]
+            for name, fill in zip(affine, (1, 0)):
+                if name.endswith(("/ones", "/zeros")):
+                    initializers[name] = np.full(channels, fill, DTYPE)
+            statistics = [f"{layer.name}/mean", f"{layer.name}/var"]
+            initializers.update((name, net.state[s].copy())
+                                for name, s in zip(statistics, node.state))
+            p = layer.param.batch_norm_param
+            add("BatchNormalization", node.bottoms + affine + statistics,
+                (scale or node).tops, epsilon=p.eps, momentum=p.moving_average_fraction)
+        elif kind == "Scale" and layer.name in fused:
+            continue
         elif kind == "SoftmaxWithLoss":
             add("SoftmaxCrossEntropyLoss", node.bottoms, node.tops)
         else:
             raise layer.error("type", f"{kind} has no lowering to the graph IR yet")
     graph = Graph(net.spec.name, nodes, inputs, [net.losses[0].tops[0]], initializers)
     graph.infer()
-    return graph
+    return graph, parameters
+
+
+def _parameter_names(node) -> list:
+    return [f"{node.layer.name}/{'weights' if i == 0 else 'bias'}"
+            for i in range(len(node.params))]
+
+
+def _scale_after(net, index):
+    """The Scale layer right after BatchNorm ``net.nodes[index]`` that alone reads its top,
+    or None."""
+    top = net.nodes[index].tops[0]
+    after = net.nodes[index + 1] if index + 1 < len(net.nodes) else None
+    readers = [n for n in net.nodes if top in n.bottoms]
+    if after is not None and after.layer.param.type == "Scale" and readers == [after]:
+        return after
+    return None
 
 
 def _pooling(layer):
@@ -82,8 +118,9 @@ def graph_model(spec, *, seed: int = 0, **options) -> GraphModel:
     the TRAIN net's parameters as initialised with ``seed``, its Data layer's source, batch
     and scale. ``options``: GraphModel's (check=, minimum_work=)."""
     net = Net(spec, "TRAIN", seed=seed)
-    graph = lower_net(net)
+    graph, parameters = lower_net(net)
     label = net.data_layer.tops[1]
     p = net.data_layer.layer.param.data_param
     return GraphModel(graph, source=p.source, batch_size=p.batch_size, scale=p.scale,
-                      loss=graph.outputs[0], labels=label, name=net.spec.name, **options)
+                      loss=graph.outputs[0], labels=label, parameters=parameters,
+                      name=net.spec.name, **options)
