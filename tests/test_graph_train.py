@@ -167,16 +167,25 @@ def test_batchnorm_trains_with_the_batch_statistics():
         axis=(0, 2, 3), ddof=1), rtol=1e-4)
 
 
-def test_the_solver_keeps_the_running_statistics_in_the_state_arena():
-    solver = train.Solver(GraphModel(batchnormed(batch=8, channels=1, size=8, classes=10),
-                                     source="sklearn:digits", batch_size=8, scale=1 / 16),
-                          train.SolverSpec(base_lr=0.1, random_seed=1))
-    before = solver.net.state.buffer.copy()
-    solver.step()
-    mean, var = solver.net.state["mean"], solver.net.state["var"]
-    assert not np.array_equal(solver.net.state.buffer, before)
-    assert np.isfinite(solver.net.state.buffer).all() and (var > 0).all()
-    assert mean.shape == (4,) and "bn/grad" in solver.step().layer_seconds
+def test_running_statistics_live_in_the_state_arena_and_checkpoints(tmp_path):
+    def solver():
+        return train.Solver(GraphModel(batchnormed(batch=8, channels=1, size=8, classes=10),
+                                       source="sklearn:digits", batch_size=8, scale=1 / 16),
+                            train.SolverSpec(base_lr=0.1, momentum=0.9, random_seed=1))
+    first = solver()
+    before = first.net.state.buffer.copy()
+    first.step()
+    mean, var = first.net.state["mean"], first.net.state["var"]
+    assert not np.array_equal(first.net.state.buffer, before)
+    assert np.isfinite(first.net.state.buffer).all() and (var > 0).all() and mean.shape == (4,)
+    first.save(tmp_path)
+    result = first.step()
+    assert "bn/grad" in result.layer_seconds
+    resumed = solver()
+    resumed.restore(tmp_path)
+    assert resumed.step().loss == result.loss
+    assert np.array_equal(resumed.net.state.buffer, first.net.state.buffer)
+    assert np.array_equal(resumed.net.params.buffer, first.net.params.buffer)
 
 
 def test_debug_check_compares_every_backward_node():
