@@ -82,8 +82,9 @@ class GraphNet:
     ``forward``/``loss``/``backward``), over a GraphModel's training graph."""
     nodes = ()            # no Caffe layers: no Accuracy layer and no carried state
 
-    def __init__(self, model: GraphModel):
-        self.spec, self.training = model, model.training
+    def __init__(self, model: GraphModel, cgs: int = 1):
+        """``cgs``: the core groups every node's operator shares its work among."""
+        self.spec, self.training, self.cgs = model, model.training, cgs
         graph = self.training.graph
         self.forward_nodes = graph.nodes[:self.training.forward]
         self.backward_nodes = graph.nodes[self.training.forward:]
@@ -134,7 +135,7 @@ class GraphNet:
         for node in nodes:
             inputs = [values[name] if name else None for name in node.inputs]
             try:
-                outputs, record = run_node(node, inputs, machine=run.machine,
+                outputs, record = run_node(node, inputs, machine=run.machine, cgs=self.cgs,
                                            **self.spec.options)
             except GraphError as error:
                 raise TrainError(f"graph {self.spec.name!r}: {error}") from None

@@ -153,16 +153,20 @@ class Solver:
         self.seed = s.random_seed if s.random_seed >= 0 else 0
         slices = cgs * self.shards
         if isinstance(net_spec, GraphModel):
-            if slices != 1 or s.test_interval > 0 or compression.method != "NONE":
-                raise TrainError("a GraphModel trains on one core group of one node, without "
-                                 "test phase or compression (cgs=1, one shard, no "
-                                 "test_interval) for now")
-            self.net = GraphNet(net_spec)
+            if self.shards != 1 or s.test_interval > 0 or compression.method != "NONE":
+                raise TrainError("a GraphModel trains on one node, without test phase or "
+                                 "compression (one shard, no test_interval) for now")
+            # one replica: each node's work shared by the cgs core groups (the dnn operators'
+            # cgs=), not Algorithm 9's slices of the batch
+            self.net = GraphNet(net_spec, cgs=cgs)
+            self.replicas = [self.net]
         else:
             self.net = Net(net_spec, "TRAIN", seed=self.seed, slices=slices, machine=self.chip)
-        # one replica per core group (its blobs, gradients and layer state), one parameter copy
-        self.replicas = [self.net] + [Net(self.net.spec, "TRAIN", seed=self.seed, slices=slices,
-                                          machine=self.chip) for _ in range(cgs - 1)]
+            # one replica per core group (its blobs, gradients and layer state), one parameter
+            # copy
+            self.replicas = [self.net] + [Net(self.net.spec, "TRAIN", seed=self.seed,
+                                              slices=slices, machine=self.chip)
+                                          for _ in range(cgs - 1)]
         for replica in self.replicas[1:]:
             replica.share_parameters(self.net)
         if compression.method == "RGC":       # RedSync (Algorithm 10) around the allreduce
@@ -208,9 +212,9 @@ class Solver:
         batch = self.feed.next()
         count = len(batch[0])
         mine = slice(self.shard * count // self.shards, (self.shard + 1) * count // self.shards)
-        size = count // self.shards // self.cgs
+        size = count // self.shards // len(self.replicas)
         pieces = [tuple(array[mine][k * size:(k + 1) * size] for array in batch)
-                  for k in range(self.cgs)]
+                  for k in range(len(self.replicas))]
         with self._scratch():
             futures = [self._threads.submit(self._slice_pass, k, replica, piece)
                        for k, (replica, piece) in enumerate(zip(self.replicas, pieces))]
@@ -252,7 +256,7 @@ class Solver:
     def _slice_pass(self, k: int, net: Net, batch):
         """Forward and backward of one core group's slice on CG ``k`` of the chip; the gradients
         land in that replica's packed buffer."""
-        run = Run(self.core_group(k))
+        run = Run(self.chip if isinstance(net, GraphNet) else self.core_group(k))
         blobs = net.forward(run, batch)
         loss = net.loss(blobs)
         if not math.isfinite(loss):
@@ -368,11 +372,11 @@ class Solver:
                 raise TrainError(f"checkpoint {path} does not match: its {key} differs from "
                                  f"this run's (another net, solver or format)")
         states = saved.get("state")
-        if states is not None and states.ndim == 2 and len(states) != self.cgs:
+        if states is not None and states.ndim == 2 and len(states) != len(self.replicas):
             if any(n.layer.carries_state and n.state for n in self.net.nodes):
                 raise TrainError(f"checkpoint {path} holds the LSTM state of {len(states)} core "
                                  f"groups, this run has --cgs {self.cgs}")
-            states = states[:1].repeat(self.cgs, axis=0)     # CG 0's running statistics
+            states = states[:1].repeat(len(self.replicas), axis=0)  # CG 0's running statistics
         buffers = dict(params=self.net.params.buffer, history=self.history,
                        second_moment=self.second_moment)
         for key, buffer in (*buffers.items(), ("state", self._states())):
