@@ -101,6 +101,22 @@ def test_convnet_gradients_on_the_cpes_match_finite_differences():
     assert all(r.cycles > 0 for r in session.records if r.device == "CPE")
 
 
+def test_maxpool_with_asymmetric_pads_and_ceil_mode_hands_its_argmax_over():
+    rng = np.random.default_rng(12)
+    nodes = [h.make_node("Conv", ["x", "w"], ["c"], name="conv"),
+             h.make_node("MaxPool", ["c"], ["p"], kernel_shape=[3, 3], strides=[2, 2],
+                         pads=[1, 0, 0, 1], ceil_mode=1, name="pool"),
+             h.make_node("Flatten", ["p"], ["f"], name="flat"),
+             h.make_node("Gemm", ["f", "fc_w"], ["g"], transB=1, name="fc")]
+    onnx_model = model(nodes, [("x", [2, 1, 8, 8])], [("g", [2, 5])],
+                       [tensor(rng, "w", 3, 1, 3, 3), tensor(rng, "fc_w", 5, 27)])
+    x = rng.standard_normal((2, 1, 8, 8)).astype(np.float32)
+    training, session = check_gradients(onnx_model, x, np.array([1, 4]))
+    records = {r.node: r for r in session.records}
+    assert records["pool"].algorithm == "pool2d max (argmax kept)"
+    assert records["pool/grad"].algorithm == "pool2d_backward max"
+
+
 def test_a_loss_in_the_onnx_file_matches_onnxruntime():
     import onnxruntime
     onnx_model = convnet()

@@ -32,7 +32,8 @@ class TrainingGraph:
 DIFFERENTIABLE = {
     "Conv": (0, 1, 2), "Gemm": (0, 1, 2), "MaxPool": (0,), "AveragePool": (0,),
     "GlobalAveragePool": (0,), "BatchNormalization": (0, 1, 2),
-    "BatchNormalizationTraining": (0, 1, 2), "Relu": (0,), "Sigmoid": (0,), "Tanh": (0,),
+    "BatchNormalizationTraining": (0, 1, 2), "MaxPoolTraining": (0,), "Relu": (0,),
+    "Sigmoid": (0,), "Tanh": (0,),
     "Flatten": (0,), "Reshape": (0,), "Identity": (0,), "Add": (0, 1), "Sum": None,
     "SoftmaxCrossEntropyLoss": (0,),
 }
@@ -119,10 +120,15 @@ def derive_training(graph: Graph, loss: str, parameters=None) -> TrainingGraph:
 def _training_mode(order, graph, info):
     """The forward nodes as training runs them: BatchNormalization with the batch's
     statistics (``BatchNormalizationTraining``, whose extra outputs are the updated running
-    statistics and what its backward reads). Returns (nodes, running statistic -> its
-    updated tensor)."""
+    statistics and what its backward reads), MaxPool keeping its argmax (``MaxPoolTraining``).
+    Returns (nodes, running statistic -> its updated tensor)."""
     nodes, state = [], {}
     for node in order:
+        if node.op_type == "MaxPool" and not any(node.outputs[1:]):
+            nodes.append(Node(node.name, "MaxPoolTraining", list(node.inputs),
+                              [node.outputs[0], f"{node.name}/argmax"], dict(node.attrs),
+                              node.opset))
+            continue
         if node.op_type != "BatchNormalization":
             nodes.append(node)
             continue
@@ -214,6 +220,11 @@ def _unary(op_type, reads_output=False):
     return rule
 
 
+def _maxpool(builder, node, dys, needs):
+    return builder.add("MaxPoolGrad", [dys[0], node.inputs[0], node.outputs[1]],
+                       _grad_names(node, needs), node)
+
+
 def _pool(builder, node, dys, needs):
     if len(node.outputs) > 1 and node.outputs[1]:
         raise GraphError(f"{node}: no gradient through the Indices output")
@@ -251,7 +262,8 @@ def _loss(builder, node, dys, needs):
 
 
 RULES = {
-    "Conv": _conv, "Gemm": _gemm, "MaxPool": _pool, "AveragePool": _pool,
+    "Conv": _conv, "Gemm": _gemm, "MaxPool": _pool, "MaxPoolTraining": _maxpool,
+    "AveragePool": _pool,
     "GlobalAveragePool": _unary("GlobalAveragePoolGrad"), "Relu": _unary("ReluGrad"),
     "BatchNormalizationTraining": _batchnorm,
     "Sigmoid": _unary("SigmoidGrad", reads_output=True),

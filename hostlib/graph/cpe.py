@@ -93,15 +93,21 @@ def _square(node, name, values):
     return values[0]
 
 
-def pool(node, inputs, on):
-    (x,) = inputs
-    _floats(node, x)
+def pool_window(node, x):
+    """(kernel, stride, pads begin, pads end, output sizes) of a pooling node over x for the
+    CPE pooling (a square window, equal strides, no dilation), else NotSuitable."""
     kernel = [int(k) for k in node.attr("kernel_shape")]
     begin, end, strides, dilations, out = window_geometry(node, x.shape[2:], kernel)
     if dilations != [1, 1]:
         raise NotSuitable(f"dilations {dilations}: the CPE pooling has none")
-    k = _square(node, "kernel_shape", kernel)
-    s = _square(node, "strides", strides)
+    return (_square(node, "kernel_shape", kernel), _square(node, "strides", strides), begin,
+            end, out)
+
+
+def pool(node, inputs, on):
+    (x,) = inputs
+    _floats(node, x)
+    k, s, begin, end, out = pool_window(node, x)
     mode = "max" if node.op_type == "MaxPool" else "avg"
     if mode == "max":
         # any padding (asymmetric, ceil_mode's partial windows): -inf rows and columns added

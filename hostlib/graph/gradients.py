@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import blas, dnn
-from .cpe import CPE, NotSuitable, _floats, _launch, _square
+from .cpe import CPE, NotSuitable, _floats, _launch, pool_window
 from .ir import GraphError
 from .ops import OPS, TRAINING, Op, TensorInfo, _ints, _like_input, _windows, window_geometry
 
@@ -104,16 +104,42 @@ def _sum_to(g, shape):
     return g.sum(axis=stretched, keepdims=True) if stretched else g
 
 
-def maxpool_grad(node, dy, x):
-    """Each output gradient to the first maximum of its window."""
+def _max_padding(node, shape, kernel):
+    """(pads per side of the planes, padded plane shape) that max pooling's CPE path adds as
+    -inf (the declared pads and ceil_mode's partial windows): the planes argmax indexes."""
+    begin, end, strides, dilations, out = window_geometry(node, shape[2:], kernel)
+    width = [(b, e + max(0, (o - 1) * s + d * (k - 1) + 1 - (size + b + e)))
+             for b, e, o, s, d, k, size in zip(begin, end, out, strides, dilations, kernel,
+                                               shape[2:])]
+    return width, tuple(size + b + e for size, (b, e) in zip(shape[2:], width))
+
+
+def maxpool_training(node, x):
+    """MaxPool and, for its backward, the argmax: the index of each window's first maximum in
+    its plane padded as ``_max_padding`` says (the DNN library's pooling's convention)."""
     kernel = _ints(node, "kernel_shape")
-    windows = _windows(x, node, kernel, -np.inf)[0]
-    flat = windows.reshape(windows.shape[:4] + (-1,))
-    first = flat.argmax(axis=-1)
-    grads = np.zeros(flat.shape)
-    np.put_along_axis(grads, first[..., None], dy.astype(np.float64)[..., None], axis=-1)
-    return (_scatter_windows(grads.reshape(windows.shape), x.shape, node, kernel)
-            .astype(x.dtype),)
+    windows = _windows(x, node, kernel, -np.inf)[0]           # N, C, OH, OW, KH, KW
+    first = windows.reshape(windows.shape[:4] + (-1,)).argmax(axis=-1)
+    _, strides, dilations = window_geometry(node, x.shape[2:], kernel)[1:4]
+    row, column = np.divmod(first, kernel[1])
+    oh, ow = np.indices(first.shape[2:])
+    width = _max_padding(node, x.shape, kernel)[1][1]
+    argmax = ((oh * strides[0] + row * dilations[0]) * width
+              + ow * strides[1] + column * dilations[1])
+    return windows.max(axis=(-2, -1)).astype(x.dtype), argmax.astype(np.int64)
+
+
+def maxpool_grad(node, dy, x, argmax):
+    """Each output gradient to its window's argmax, the padding cropped."""
+    width, padded = _max_padding(node, x.shape, _ints(node, "kernel_shape"))
+    planes = np.zeros(x.shape[:2] + (padded[0] * padded[1],))
+    flat = argmax.reshape(argmax.shape[:2] + (-1,))
+    for n in range(x.shape[0]):
+        for c in range(x.shape[1]):
+            np.add.at(planes[n, c], flat[n, c], dy[n, c].reshape(-1))
+    planes = planes.reshape(x.shape[:2] + padded)
+    (top, _), (left, _) = width
+    return (planes[:, :, top:top + x.shape[2], left:left + x.shape[3]].astype(x.dtype),)
 
 
 def averagepool_grad(node, dy, x):
@@ -174,6 +200,11 @@ def batchnorm_grad(node, dy, x, scale, saved_mean, saved_invstd):
     dx = (scale.astype(np.float64) * saved_invstd).reshape(shape) / count * (
         count * dy64 - dbias.reshape(shape) - xhat * dscale.reshape(shape))
     return dx.astype(x.dtype), dscale.astype(scale.dtype), dbias.astype(scale.dtype)
+
+
+def _maxpool_training_shape(node, info):
+    (y,) = OPS["MaxPool"].shape(node, info)
+    return [y, TensorInfo(np.dtype(np.int64), y.shape)]
 
 
 def _batchnorm_training_shape(node, info):
@@ -294,13 +325,9 @@ def cpe_gemm_grad(node, inputs, on):
 
 
 def cpe_pool_grad(node, inputs, on):
-    dy, x = inputs
+    dy, x = inputs[:2]
     _floats(node, dy, x)
-    kernel = [int(k) for k in node.attr("kernel_shape")]
-    begin, end, strides, dilations, out = window_geometry(node, x.shape[2:], kernel)
-    if dilations != [1, 1]:
-        raise NotSuitable(f"dilations {dilations}: the CPE pooling has none")
-    k, s = _square(node, "kernel_shape", kernel), _square(node, "strides", strides)
+    k, s, begin, end, out = pool_window(node, x)
     if node.op_type == "AveragePoolGrad":
         floor = [(size + 2 * begin[0] - k) // s + 1 for size in x.shape[2:]]
         if len(set(begin + end)) != 1 or out != floor or (
@@ -310,19 +337,24 @@ def cpe_pool_grad(node, inputs, on):
         dx, stats = _launch(dnn.pool2d_backward, dy, x.shape, k, stride=s, padding=begin[0],
                             mode="avg", **on)
         return (dx,), [stats], "pool2d_backward avg"
-    # max: the forward pooling once more for the argmax, over x padded with -inf as the
-    # forward's CPE path pads it (any pads, ceil_mode's partial windows)
-    extra = [(o - 1) * s + k - (size + b + e) for o, size, b, e in zip(out, x.shape[2:],
-                                                                         begin, end)]
-    width = [(0, 0), (0, 0)] + [(b, e + max(0, x_)) for b, e, x_ in zip(begin, end, extra)]
-    padded = np.pad(x, width, constant_values=-np.inf) if any(
-        w for pair in width for w in pair) else x
-    (_, argmax), forward = _launch(dnn.pool2d_forward, padded, k, stride=s, mode="max", **on)
-    dx, backward = _launch(dnn.pool2d_backward, dy, padded.shape, k, stride=s, mode="max",
-                           argmax=argmax, **on)
-    dx = dx[:, :, begin[0]:begin[0] + x.shape[2], begin[1]:begin[1] + x.shape[3]]
-    return (np.ascontiguousarray(dx),), [forward, backward], \
-        "pool2d max (argmax) + pool2d_backward"
+    width, padded = _max_padding(node, x.shape, [k, k])
+    (top, _), (left, _) = width
+    dx, stats = _launch(dnn.pool2d_backward, dy, x.shape[:2] + padded, k, stride=s,
+                        mode="max", argmax=inputs[2], **on)
+    return (np.ascontiguousarray(dx[:, :, top:top + x.shape[2], left:left + x.shape[3]]),), \
+        [stats], "pool2d_backward max"
+
+
+def cpe_maxpool_training(node, inputs, on):
+    """The forward's CPE pooling (over x padded with -inf), keeping the argmax it returns."""
+    (x,) = inputs
+    _floats(node, x)
+    k, s = pool_window(node, x)[:2]
+    width, _ = _max_padding(node, x.shape, [k, k])
+    if any(w for pair in width for w in pair):
+        x = np.pad(x, [(0, 0), (0, 0)] + width, constant_values=-np.inf)
+    (y, argmax), stats = _launch(dnn.pool2d_forward, x, k, stride=s, mode="max", **on)
+    return (y, argmax), [stats], "pool2d max (argmax kept)"
 
 
 def cpe_global_pool_grad(node, inputs, on):
@@ -397,6 +429,8 @@ def _register():
                   cpe_conv_grad),
         GemmGrad=(Op(gemm_grad, "gemm", shape=_like_forward_inputs(1), flops=_gemm_grad_flops),
                   cpe_gemm_grad),
+        MaxPoolTraining=(Op(maxpool_training, "stream", shape=_maxpool_training_shape),
+                         cpe_maxpool_training),
         MaxPoolGrad=(Op(maxpool_grad, "stream", shape=_like_forward_inputs(1)), cpe_pool_grad),
         AveragePoolGrad=(Op(averagepool_grad, "stream", shape=_like_forward_inputs(1)),
                          cpe_pool_grad),
