@@ -94,7 +94,8 @@ class _Emitter:
         self.slots = {}
         for name in (["ra"] + [f"base_{t}" for t in self.tensors]
                      + [f"block_{k}" for k in "abc"] + [f"it_{l.iter}" for l in plan.loops]
-                     + [f"next_{l.iter}" for l in plan.loops] + [f"parity_{k}" for k in "abc"]):
+                     + [f"next_{l.iter}" for l in plan.loops] + [f"parity_{k}" for k in "abc"]
+                     + ["put_pending", "put_address", "put_ldm", "put_reply"]):
             self.slots[name] = OUTGOING + 8 * len(self.slots)
         self.frame = align(OUTGOING + 8 * len(self.slots))
         # LDM: reply words (two per operand), then each operand's buffers
@@ -111,6 +112,14 @@ class _Emitter:
             address += align(8 * (b["k"] * b["m"] + b["k"] * b["n"] + b["m"] * b["n"]))
         self.ldm_end = address
         self.ldm_limit = ldm_limit
+        # A tile's C put, issued as the tile ends, would queue ahead of the next tile's
+        # second prefetch, which then arrives late; it is deferred past the next tile's first
+        # prefetch (as the hand-written implicit convolution does) when an input is
+        # prefetched inside C's tile. Not when accumulating: the next tile's get of C must
+        # not pass a put that has not left.
+        c_depth = placement(plan.loops, plan.operands["c"].deps)
+        self.defer_put = not accumulate and c_depth >= 0 and any(
+            placement(plan.loops, plan.operands[k].deps) > c_depth for k in "ab")
 
     def _double(self, key) -> bool:
         return placement(self.plan.loops, self.plan.operands[key].deps) >= 0
@@ -286,10 +295,30 @@ class _Emitter:
                 self.zero("$4", op.elements * self.es)
             return
         self.address("c", "it")
+        if not self.defer_put:
+            self.issue("c", "put")
+            return
+        self.emit("# the put waits for the next tile's first prefetch (issued before it)")
+        for name, reg in (("address", "$1"), ("ldm", "$4"), ("reply", "$7")):
+            self.emit(f"stl\t{reg}, {self.slot('put_' + name)}")
+        self.emit("ldi\t$1, 1")
+        self.emit(f"stl\t$1, {self.slot('put_pending')}")
+
+    def flush_put(self) -> None:
+        """Issue the deferred put of the last tile's C, if one is pending."""
+        skip = self.label()
+        self.emit(f"ldl\t$1, {self.slot('put_pending')}")
+        self.emit(f"beq\t$1, {skip}")
+        for name, reg in (("address", "$1"), ("ldm", "$4"), ("reply", "$7")):
+            self.emit(f"ldl\t{reg}, {self.slot('put_' + name)}")
         self.issue("c", "put")
+        self.emit(f"stl\t$31, {self.slot('put_pending')}")
+        self.emit(f"{skip}:", indent=False)
 
     def gemm(self, node: GemmOp) -> None:
         blocks = self.plan.blocks
+        if self.defer_put:
+            self.flush_put()
         for key, reg in zip("abc", ("$16", "$17", "$18")):
             self.buffer(key, "$4")
             self.emit(f"mov\t$4, {reg}")
@@ -379,9 +408,12 @@ class _Emitter:
         self.emit("ldi\t$1, 1                  # C's buffers start free")
         self.emit("stw\t$1, REPLY + 16($31)")
         self.emit("stw\t$1, REPLY + 20($31)")
+        self.emit(f"stl\t$31, {self.slot('put_pending')}")
         for child in plan.body:
             self.node(child, 0)
         self.emit("# the last puts")
+        if self.defer_put:
+            self.flush_put()
         for offset in (16, 20):
             self.emit(f"ldi\t$7, REPLY + {offset}")
             self.wait()

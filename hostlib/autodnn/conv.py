@@ -16,29 +16,34 @@ searches:
 """
 from __future__ import annotations
 
+import itertools
+
 from .dsl import parse
 
 SEED = """Schedule Seed
-ConstVar Ro({r_o}), Co({c_o}), Kr({k_r}), Kc({k_c}), NiO({ni_o}), NiI({ni_i}), NoO({no_o}), NoI({no_i}), B({b});
+ConstVar Ro({r_o}), Co({c_o}), Kr({k_r}), Kc({k_c}), NiO({ni_o}), NiI({ni_i}), NoO({no_o}), NoI({no_i}), BO({b_o}), BI({b_i});
 ConstVar Ri({sr}*Ro-{sr}+Kr), Ci({sc}*Co-{sc}+Kc);
-Tensor X(Ri, Ci, NiO, NiI, B), W(Kr, Kc, NiO, NiI, NoO, NoI), Y(Ro, Co, NoO, NoI, B);
-For(cRo, 0, 1, Ro){{ For(cCo, 0, 1, Co){{ For(cNo, 0, 1, NoO){{
+Tensor X(Ri, Ci, NiO, NiI, BO, BI), W(Kr, Kc, NiO, NiI, NoO, NoI), Y(Ro, Co, NoO, NoI, BO, BI);
+For(cRo, 0, 1, Ro){{ For(cB, 0, 1, BO){{ For(cCo, 0, 1, Co){{ For(cNo, 0, 1, NoO){{
   For(cKr, 0, 1, Kr){{ For(cKc, 0, 1, Kc){{ For(cNi, 0, 1, NiO){{
-    gemm_op("conv", B, NoI, NiI,
-      X({{Ri, {sr}*cRo+cKr}}, {{Ci, {sc}*cCo+cKc}}, {{NiO, cNi}}),
+    gemm_op("conv", BI, NoI, NiI,
+      X({{Ri, {sr}*cRo+cKr}}, {{Ci, {sc}*cCo+cKc}}, {{NiO, cNi}}, {{BO, cB}}),
       W({{Kr, {kr_tap}}}, {{Kc, {kc_tap}}}, {{NiO, cNi}}, {{NoO, cNo}}),
-      Y({{Ro, cRo}}, {{Co, cCo}}, {{NoO, cNo}}));
-}}}}}}}}}}}}
+      Y({{Ro, cRo}}, {{Co, cCo}}, {{NoO, cNo}}, {{BO, cB}}));
+}}}}}}}}}}}}}}
 Schedule Strategies
 ConstVar Sco({{{scos}}});
 split(cCo, cCo_out, cCo_in, Sco);
-reorder({{cRo, cCo_out, cNo, cKr, cKc, cNi, cCo_in}});
+reorder({{cRo, cB, cCo_out, cNo, cKr, cKc, cNi, cCo_in}});
 fuse(cCo_in, "conv", inM);
 {taps}vectorization("conv", VecM);
 """
-FUSE_TAPS = 'reorder({cRo, cCo_out, cNo, cKr, cNi, cKc});\nfuse(cKc, "conv", inK);\n'
+FUSE_TAPS = 'reorder({cRo, cB, cCo_out, cNo, cKr, cNi, cKc});\nfuse(cKc, "conv", inK);\n'
 MAX_SCO = 8
 CHANNEL_BLOCKS = (32, 64, 128, 256)
+# batch blocks: a loop over the outer part, so that Sco columns x the inner part make a
+# smaller M (the hand-written implicit convolution's BB x CB tiles)
+BATCH_BLOCKS = (16, 32, 64)
 # The primitive's shape constraints on the whole 8 x 8 mesh (optimize.check_primitive): M
 # (here Sco x B, VecM) a multiple of 8 CPEs x a 16-element vector chunk, N (N_o) of 8 x a
 # 4-element splat chunk, K (N_i) of 8.
@@ -76,7 +81,7 @@ def padded_shapes(batch, n_i, n_o, c_o) -> list:
 def padded_shape(program) -> dict:
     """The padded sizes a program of ``programs`` was written for: {"B", "Ni", "No", "Co"}."""
     c = program.seed.registry.const_values()
-    return {"B": c["B"], "Ni": c["NiO"] * c["NiI"], "No": c["NoO"] * c["NoI"], "Co": c["Co"]}
+    return {"B": c["BO"] * c["BI"], "Ni": c["NiO"] * c["NiI"], "No": c["NoO"] * c["NoI"], "Co": c["Co"]}
 
 
 def programs(batch, n_i, n_o, r_o, c_o, k_r, k_c, flip: bool = False,
@@ -92,19 +97,22 @@ def programs(batch, n_i, n_o, r_o, c_o, k_r, k_c, flip: bool = False,
 def _variants(batch, n_i, n_o, c_o, scos, padded, r_o, k_r, k_c, flip, stride) -> list:
     out = []
     taps_in_k = ("", FUSE_TAPS) if k_c > 1 and not flip else ("",)
-    for ni_i in _divisors(n_i, CHANNEL_BLOCKS):
-        for no_i in _divisors(n_o, CHANNEL_BLOCKS):
-            for taps in taps_in_k if ni_i == n_i else ("",):
-                text = SEED.format(r_o=r_o, c_o=c_o, k_r=k_r, k_c=k_c, ni_o=n_i // ni_i,
-                                   ni_i=ni_i, no_o=n_o // no_i, no_i=no_i, b=batch,
-                                   scos=", ".join(map(str, scos)), taps=taps,
-                                   sr=stride[0], sc=stride[1],
-                                   kr_tap="Kr-1-cKr" if flip else "cKr",
-                                   kc_tap="Kc-1-cKc" if flip else "cKc")
-                program = parse(text)
-                pad = f", padded to B={batch} Ni={n_i} No={n_o} Co={c_o}" if padded else ""
-                program.name = f"conv[Ni/{ni_i}, No/{no_i}{', taps in K' if taps else ''}{pad}]"
-                out.append(program)
+    for b_i, ni_i, no_i in itertools.product(_divisors(batch, BATCH_BLOCKS),
+                                             _divisors(n_i, CHANNEL_BLOCKS),
+                                             _divisors(n_o, CHANNEL_BLOCKS)):
+        for taps in taps_in_k if ni_i == n_i else ("",):
+            text = SEED.format(r_o=r_o, c_o=c_o, k_r=k_r, k_c=k_c, ni_o=n_i // ni_i,
+                               ni_i=ni_i, no_o=n_o // no_i, no_i=no_i, b_o=batch // b_i,
+                               b_i=b_i, scos=", ".join(map(str, scos)), taps=taps,
+                               sr=stride[0], sc=stride[1],
+                               kr_tap="Kr-1-cKr" if flip else "cKr",
+                               kc_tap="Kc-1-cKc" if flip else "cKc")
+            program = parse(text)
+            pad = f", padded to B={batch} Ni={n_i} No={n_o} Co={c_o}" if padded else ""
+            blocked = f"B/{b_i}, " if b_i < batch else ""
+            program.name = (f"conv[{blocked}Ni/{ni_i}, No/{no_i}"
+                            f"{', taps in K' if taps else ''}{pad}]")
+            out.append(program)
     return out
 
 
