@@ -131,7 +131,9 @@ def test_generation_and_runs_are_deterministic_and_engines_agree():
 def test_generated_code_is_commented_with_its_ir():
     text = ad.build(ad.load(shrink(CONV, Ro=2, Co=4, Ni=16, No=32, Sco=2))).text
     for node in ('# IR For(cRo, 0, 1, Ro)', '# IR dma get "op1".a -> A_buf',
-                 '# IR prime dma get "op1".b', '# IR gemm_op("op1", (cCo_in,B), No, Ni',
+                 '# IR prime dma get "op1".a',
+                 '# IR dma get "op1".b -> B_buf (deps cKr,cKc) resident over cKr,cKc;',
+                 '# IR gemm_op("op1", (cCo_in,B), No, Ni',
                  "bsr\t$26, gemm_prim_nm_d"):
         assert node in text
 
@@ -399,3 +401,41 @@ def test_float32_kernels_call_the_strategy_2_primitive():
     out, _ = ad.run(gen, arrays)
     assert out["C"].dtype == np.float32
     np.testing.assert_allclose(out["C"], ad.reference(program, arrays), rtol=1e-4, atol=1e-4)
+
+
+def test_batch_one_vectorises_the_image_in_nchw_forward_and_backward_data():
+    """B = 1: the tuner switches to the NCHW programs (M = output rows x columns); dnn.conv
+    places RCNB data in that layout and back."""
+    from swsim.hostlib.autodnn import conv as ad_conv
+    from swsim.hostlib.dnn import conv, conv_generated
+    from swsim.hostlib.dnn.conv_common import make_geometry
+    from swsim.vm import Machine
+    config = Machine().config
+    geo = make_geometry((1, 16, 18, 18), (32, 16, 3, 3), 1, 0, "w")
+    assert ad_conv.layout(conv_generated.tuned(geo, config).best.program) == "NCHW"
+    rng = np.random.default_rng(3)
+    x, w = rng.standard_normal((18, 18, 16, 1)), rng.standard_normal((32, 16, 3, 3))
+    y, stats = conv.conv2d_forward(x, w, None, algo="generated", layout="RCNB")
+    assert stats.algo == "generated"
+    np.testing.assert_allclose(y, _conv_reference(x, w, None), rtol=1e-10, atol=1e-10)
+    dy = rng.standard_normal((16, 16, 32, 1))
+    dx, _ = conv.conv2d_backward_data(dy, w, (18, 18, 16, 1), algo="generated", layout="RCNB")
+    padded = np.zeros((18, 18, 16, 1))
+    for kr in range(3):
+        for kc in range(3):
+            padded[kr:kr + 16, kc:kc + 16] += np.einsum("rcob,oi->rcib", dy, w[:, :, kr, kc])
+    np.testing.assert_allclose(dx, padded, rtol=1e-10, atol=1e-10)
+
+
+def test_resident_input_is_fetched_once_and_engines_agree():
+    """An input whose block does not change over a loop is kept resident (every block of the
+    loops it depends on fetched once, outside it): W over the output rows here."""
+    program = ad.load(shrink(CONV, Ro=2, Co=1, Kr=1, Kc=2, Ni=8, No=32, B=128, Sco=1))
+    gen = ad.build(program)
+    assert gen.plan.operands["b"].spans == ("cKr", "cKc") and gen.plan.operands["b"].depth == -1
+    assert "resident over cKr,cKc" in gen.text
+    arrays = operands(program, 7)
+    (out_c, run_c), (out_py, run_py) = (ad.run(gen, arrays, engine=e) for e in ("c", "python"))
+    assert out_c["C"].tobytes() == out_py["C"].tobytes() and run_c.cycles == run_py.cycles
+    np.testing.assert_allclose(out_c["C"], ad.reference(program, arrays), rtol=1e-12,
+                               atol=1e-12)

@@ -177,6 +177,7 @@ class Dma(Node):
     double: bool = False
     deps: tuple = ()            # the loop iterators its address uses
     prime: bool = False         # the priming DMA under the root
+    spans: tuple = ()           # resident: one block per iteration of these loops, all fetched
 
 
 @dataclass
@@ -250,6 +251,8 @@ def format_nodes(nodes, indent: int = 0) -> list:
         elif isinstance(node, Dma):
             kind = "prime " if node.prime else ""
             extra = " double-buffered" if node.double else ""
+            if node.spans:
+                extra = f" resident over {','.join(node.spans)}"
             lines.append(f'{pad}{kind}dma {node.direction} "{node.gemm}".{node.operand} '
                          f'-> {node.buffer} (deps {",".join(node.deps) or "-"}){extra};')
     return lines

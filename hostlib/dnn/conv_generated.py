@@ -30,6 +30,9 @@ from .layout import transform
 NAME = "generated"
 PHASES = ("weights", "conv")
 LAYOUT = "RCNB"
+# an RCNB array's axes as a program's layout reads them (autodnn.conv.layout; B = 1's NCHW
+# programs read channels, rows, columns)
+TO_KERNEL = {"RCNB": (0, 1, 2, 3), "NCHW": (2, 0, 1, 3)}
 # How each pass reads w (N_o, N_i, K_r, K_c) so that its RCNB is (K_r, K_c, in, out).
 WEIGHTS_LAYOUT = {"forward": "NCHW", "backward_data": "CNHW"}
 
@@ -93,13 +96,20 @@ def _padding_cycles(geo: ConvGeometry, program, es: int, config) -> float:
     """The zero padding's data movement (`geo` the pass's convolution) as two copying passes:
     x into the padded array, the padded y out."""
     sizes = _padded(geo, program)
-    if sizes is None:
+    kernel_layout = autodnn_conv.layout(program)
+    if sizes is None and kernel_layout == LAYOUT:
         return 0.0
+    sizes = sizes or autodnn_conv.padded_shape(program)
     (sr, sc) = geo.stride
     x = (sr * (geo.r_o - 1) + geo.k_r, sc * (sizes["Co"] - 1) + geo.k_c, sizes["Ni"], sizes["B"])
     y = (geo.r_o, sizes["Co"], sizes["No"], sizes["B"])
-    return sum(conv_model.transform_cycles(shape, "RCNB", "RCNB", es, config)
-               for shape in (x, y))
+    return conv_model.transform_cycles(x, LAYOUT, kernel_layout, es, config) + \
+        conv_model.transform_cycles(tuple(y[axis] for axis in TO_KERNEL[kernel_layout]),
+                                    kernel_layout, LAYOUT, es, config)
+
+
+def _to_kernel(a, kernel_layout):
+    return a.transpose(TO_KERNEL[kernel_layout])
 
 
 def predict(geo: ConvGeometry, direction, dtype, config) -> float:
@@ -138,10 +148,13 @@ def _run(geo: ConvGeometry, direction, x, w, bias, machine, stats, engine) -> np
     y = np.zeros((geo.r_o, sizes["Co"], no, b), x.dtype)
     if bias is not None:      # the accumulating kernel adds the products to y = bias
         y[:, :, :geo.n_o] = bias[:, None]
-    out, run = autodnn.run(gen, {"X": xp.reshape(shape["X"]), "W": wp.reshape(shape["W"]),
-                                 "Y": y.reshape(shape["Y"])}, machine=machine, engine=engine)
+    kernel_layout = autodnn_conv.layout(best.program)
+    xk, yk = (_to_kernel(a, kernel_layout) for a in (xp, y))
+    out, run = autodnn.run(gen, {"X": xk.reshape(shape["X"]), "W": wp.reshape(shape["W"]),
+                                 "Y": yk.reshape(shape["Y"])}, machine=machine, engine=engine)
     stats.phases["conv"].append(run)
-    return out["Y"].reshape(y.shape)[:, :geo.c_o, :geo.n_o, :geo.batch]
+    y = out["Y"].reshape(yk.shape).transpose(np.argsort(TO_KERNEL[kernel_layout]))
+    return y[:, :geo.c_o, :geo.n_o, :geo.batch]
 
 
 def forward(geo: ConvGeometry, x, w, bias, machine, stats, engine) -> np.ndarray:
