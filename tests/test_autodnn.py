@@ -200,7 +200,8 @@ def test_dnn_conv_runs_the_generated_algorithm(with_bias, dtype):
     w = rng.standard_normal((32, 8, 1, 3)).astype(dtype)
     bias = rng.standard_normal(32).astype(dtype) if with_bias else None
     y, stats = conv.conv2d_forward(x, w, bias, algo="generated", layout="RCNB")
-    assert stats.algo == "generated" and set(stats.phases) == {"layout", "weights", "conv"}
+    assert stats.algo == "generated" and set(stats.phases) == {"layout", "weights", "operands",
+                                                               "conv"}
     assert y.dtype == dtype
     tolerance = 1e-10 if dtype == np.float64 else 1e-4
     np.testing.assert_allclose(y, _conv_reference(x.astype(np.float64), w.astype(np.float64),
@@ -210,14 +211,14 @@ def test_dnn_conv_runs_the_generated_algorithm(with_bias, dtype):
 
 
 def test_dnn_conv_generated_refuses_what_it_does_not_do():
-    from swsim.hostlib.dnn import conv, conv_generated
+    from swsim.hostlib.dnn import conv_generated
     from swsim.hostlib.dnn.conv_common import make_geometry
     from swsim.vm import Machine
     config = Machine().config
     geo = make_geometry((128, 16, 4, 4), (32, 16, 3, 3), 1, 0, "w")
     assert conv_generated.supports(geo, "forward", np.float64, config) is None
-    assert "forward and backward-data only" in conv_generated.supports(geo, "backward_filter",
-                                                                        np.float64, config)
+    assert conv_generated.supports(geo, "backward_filter", np.float64, config) is None
+    assert "unknown direction" in conv_generated.supports(geo, "sideways", np.float64, config)
     assert conv_generated.supports(geo, "forward", np.float32, config) is None
     assert "float32 or float64" in conv_generated.supports(geo, "forward", np.float16, config)
     strided = make_geometry((128, 16, 4, 4), (32, 16, 3, 3), 2, 1, "w")
@@ -227,9 +228,6 @@ def test_dnn_conv_generated_refuses_what_it_does_not_do():
     assert "padding < kernel size" in conv_generated.supports(
         make_geometry((128, 16, 4, 4), (32, 16, 1, 1), 1, 1, "w"), "backward_data",
         np.float64, config)
-    with pytest.raises(ValueError, match="forward and backward-data only"):
-        conv.conv2d_backward_filter(np.zeros((128, 16, 4, 4)), np.zeros((128, 32, 2, 2)),
-                                    (32, 16, 3, 3), algo="generated")
 
 
 @settings(max_examples=5, deadline=None)
@@ -439,3 +437,28 @@ def test_resident_input_is_fetched_once_and_engines_agree():
     assert out_c["C"].tobytes() == out_py["C"].tobytes() and run_c.cycles == run_py.cycles
     np.testing.assert_allclose(out_c["C"], ad.reference(program, arrays), rtol=1e-12,
                                atol=1e-12)
+
+
+@settings(max_examples=4, deadline=None)
+@given(batch=st.sampled_from([1, 3, 8]), n_i=st.sampled_from([3, 32]), n_o=st.sampled_from([5, 128]),
+       r_i=st.integers(2, 5), c_i=st.integers(2, 6), k=st.sampled_from([(1, 1), (3, 3), (2, 3)]),
+       stride=st.sampled_from([1, 2]), pad=st.integers(0, 1))
+def test_generated_backward_filter_against_numpy(batch, n_i, n_o, r_i, c_i, k, stride, pad):
+    """dW of odd shapes (zero-padded channels and batch, padding, strides) against numpy."""
+    from swsim.hostlib.dnn import conv
+    if r_i + 2 * pad < k[0] or c_i + 2 * pad < k[1]:
+        return
+    rng = np.random.default_rng(batch + n_i + n_o + r_i + c_i)
+    r_o, c_o = ((size + 2 * pad - kk) // stride + 1 for size, kk in zip((r_i, c_i), k))
+    x, dy = rng.standard_normal((r_i, c_i, n_i, batch)), rng.standard_normal((r_o, c_o, n_o,
+                                                                             batch))
+    dw, stats = conv.conv2d_backward_filter(x, dy, (n_o, n_i, *k), stride=stride, padding=pad,
+                                            algo="generated", layout="RCNB")
+    assert stats.algo == "generated" and dw.shape == (n_o, n_i, *k)
+    xp = np.pad(x, ((pad, pad), (pad, pad), (0, 0), (0, 0)))
+    want = np.zeros(dw.shape)
+    for kr in range(k[0]):
+        for kc in range(k[1]):
+            taps = xp[kr:kr + stride * (r_o - 1) + 1:stride, kc:kc + stride * (c_o - 1) + 1:stride]
+            want[:, :, kr, kc] = np.einsum("rcib,rcob->oi", taps, dy)
+    np.testing.assert_allclose(dw, want, rtol=1e-10, atol=1e-10)

@@ -61,6 +61,35 @@ fuse(cCo, "conv", inM);
 fuse(cRo_in, "conv", inM);
 vectorization("conv", VecM);
 """
+# Backward-filter: dW(K_r, K_c, N_i, N_o) = sum over rows, columns and the batch of x's taps
+# times dy, one primitive call per (tap, output row, column tile): M = N_i, N = N_o
+# (vectorised: dW's rows are N_o-contiguous), K = Sco output columns x the batch. x and dy
+# are read with the batch outside the channels: x (R_i, C_i, B, N_i), dy (R_o, C_o, B, N_o)
+# (dnn.conv rearranges them on the VM), declared in the order the layout strategy gives them
+# (so it moves nothing). The reduction loops stay inside dW's tile. The channels are not
+# blocked: a blocked N_i or N_o would be a blocked layout of x, dy and dW.
+SEED_FILTER = """Schedule Seed
+ConstVar Ro({r_o}), Co({c_o}), Kr({k_r}), Kc({k_c}), Ni({n_i}), No({n_o}), B({b});
+ConstVar Ri({sr}*Ro-{sr}+Kr), Ci({sc}*Co-{sc}+Kc);
+Tensor X(Ri, Ci, B, Ni), D(Ro, Co, B, No), W(Kr, Kc, Ni, No);
+For(cKr, 0, 1, Kr){{ For(cKc, 0, 1, Kc){{ For(cRo, 0, 1, Ro){{ For(cCo, 0, 1, Co){{
+  gemm_op("dw", Ni, No, B,
+    X({{Ri, {sr}*cRo+cKr}}, {{Ci, {sc}*cCo+cKc}}),
+    D({{Ro, cRo}}, {{Co, cCo}}),
+    W({{Kr, cKr}}, {{Kc, cKc}}));
+}}}}}}}}
+Schedule Strategies
+ConstVar Sco({{{scos}}});
+split(cCo, cCo_out, cCo_in, Sco);
+reorder({{cKr, cKc, cRo, cCo_out, cCo_in}});
+fuse(cCo_in, "dw", inK);
+layout("dw", notrans, trans, trans);
+vectorization("dw", VecN);
+"""
+# its primitive shape: N (N_o) a multiple of 8 CPEs x a 16-element vector chunk, M (N_i) of
+# 8 x a 4-element splat chunk, K of 8
+FILTER_N_MULTIPLE, FILTER_M_MULTIPLE = 128, 32
+
 # the tile loops outside the taps: N_o blocks innermost (the input block of a tile stays for
 # them), or outermost (the weights of an N_o block stay resident over the whole image)
 ORDERS = ("cRo, cB, cCo_out, cNo, ", "cNo, cRo, cB, cCo_out, ")
@@ -110,9 +139,12 @@ def layout(program) -> str:
 
 
 def padded_shape(program) -> dict:
-    """The padded sizes a program of ``programs`` was written for: {"B", "Ni", "No", "Co"}."""
+    """The padded sizes a program of ``programs`` or ``filter_programs`` was written for:
+    {"B", "Ni", "No", "Co"}."""
     c = program.seed.registry.const_values()
-    return {"B": c.get("BO", 1) * c.get("BI", 1), "Ni": c["NiO"] * c["NiI"], "No": c["NoO"] * c["NoI"], "Co": c["Co"]}
+    def whole(name):          # a dimension declared whole or as (outer, inner) parts
+        return c[name] if name in c else c[name + "O"] * c[name + "I"]
+    return {name: whole(name) for name in ("B", "Ni", "No", "Co")}
 
 
 def programs(batch, n_i, n_o, r_o, c_o, k_r, k_c, flip: bool = False,
@@ -124,6 +156,21 @@ def programs(batch, n_i, n_o, r_o, c_o, k_r, k_c, flip: bool = False,
     image = _image_variants(n_i, n_o, r_o, c_o, k_r, k_c, flip, stride) if batch == 1 else []
     return image + [program for shape in padded_shapes(batch, n_i, n_o, c_o)
                     for program in _variants(*shape, r_o, k_r, k_c, flip, stride)]
+
+
+def filter_programs(batch, n_i, n_o, r_o, c_o, k_r, k_c, stride: tuple = (1, 1)) -> list:
+    """The backward-filter program (SEED_FILTER) of this convolution, N_i zero-padded to a
+    multiple of 32, N_o to 128 and the batch to 8 where they do not fit (zeros add nothing to
+    dW; ``padded_shape`` gives the sizes); Sco the parameter set."""
+    n_i_p, n_o_p = _round_up(n_i, FILTER_M_MULTIPLE), _round_up(n_o, FILTER_N_MULTIPLE)
+    b_p = _round_up(batch, K_MULTIPLE)
+    scos = [s for s in range(1, min(c_o, MAX_SCO) + 1) if c_o % s == 0]
+    program = parse(SEED_FILTER.format(r_o=r_o, c_o=c_o, k_r=k_r, k_c=k_c, n_i=n_i_p,
+                                       n_o=n_o_p, b=b_p, scos=", ".join(map(str, scos)),
+                                       sr=stride[0], sc=stride[1]))
+    padded = (b_p, n_i_p, n_o_p) != (batch, n_i, n_o)
+    program.name = "filter" + (f"[padded to B={b_p} Ni={n_i_p} No={n_o_p}]" if padded else "")
+    return [program]
 
 
 def _image_variants(n_i, n_o, r_o, c_o, k_r, k_c, flip, stride) -> list:
