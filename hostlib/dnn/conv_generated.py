@@ -3,7 +3,7 @@ backward-filter passes as kernels that swAutoDNN generates from the convolution'
 (``autodnn.conv.programs``), chosen by the model-based tuner. Activations in RCNB like the hand-written implicit
 convolution: x (R_i, C_i, N_i, B), y (R_o, C_o, N_o, B); the weights rearranged on the VM into
 (K_r, K_c, N_i, N_o) (phase "weights"). float64 (the double primitive) or float32 (its
-strategy-2 entries), any stride (backward-data: 1); with a bias the kernel is generated in
+strategy-2 entries), any stride (backward-data: on dy dilated); with a bias the kernel is generated in
 its accumulating form and y starts as the bias. Backward-data is the forward convolution of dy padded by K - 1 - p
 with the weights read as (K_r, K_c, N_o, N_i) and their taps rotated by 180 degrees (the
 schedule indexes them backwards). Backward-filter runs ``autodnn.conv.filter_programs`` on x
@@ -42,12 +42,24 @@ WEIGHTS_LAYOUT = {"forward": "NCHW", "backward_data": "CNHW"}
 
 
 def pass_geometry(geo: ConvGeometry, direction) -> ConvGeometry:
-    """The forward convolution the kernel runs: backward-data convolves dy (N_o channels)
-    padded by K - 1 - p into dx (N_i channels)."""
+    """The forward convolution the kernel runs: backward-data convolves dy (N_o channels),
+    dilated by the stride (s - 1 zeros between its pixels, and the rows and columns of x no
+    window reached as zeros at the end) and padded by K - 1 - p, into dx (N_i channels)."""
     if direction == "backward_data":
-        return ConvGeometry(geo.batch, geo.n_o, geo.n_i, geo.r_o, geo.c_o, geo.k_r, geo.k_c,
+        dilated = [(o - 1) * s + 1 + (i + 2 * p - k) % s for o, s, i, p, k in zip(
+            (geo.r_o, geo.c_o), geo.stride, (geo.r_i, geo.c_i), geo.padding, (geo.k_r, geo.k_c))]
+        return ConvGeometry(geo.batch, geo.n_o, geo.n_i, *dilated, geo.k_r, geo.k_c,
                             (1, 1), (geo.k_r - 1 - geo.padding[0], geo.k_c - 1 - geo.padding[1]))
     return geo
+
+
+def _dilated(dy, geo: ConvGeometry, pass_geo: ConvGeometry) -> np.ndarray:
+    """dy (RCNB) with the stride's zeros between its pixels: backward-data's pass input."""
+    if geo.stride == (1, 1):
+        return dy
+    out = np.zeros((pass_geo.r_i, pass_geo.c_i, *dy.shape[2:]), dy.dtype)
+    out[::geo.stride[0], ::geo.stride[1]][:geo.r_o, :geo.c_o] = dy
+    return out
 
 
 def _padded(geo: ConvGeometry, program) -> dict | None:
@@ -85,8 +97,6 @@ def supports(geo: ConvGeometry, direction, dtype, config) -> str | None:
         return f"generated convolution: unknown direction {direction!r}"
     if np.dtype(dtype) not in (np.float32, np.float64):
         return "generated convolution: float32 or float64 only"
-    if direction == "backward_data" and geo.stride != (1, 1):
-        return "generated convolution: backward-data with stride 1 only"
     if direction == "backward_data" and (geo.padding[0] >= geo.k_r
                                          or geo.padding[1] >= geo.k_c):
         return "generated convolution: backward-data needs padding < kernel size"
@@ -158,6 +168,8 @@ def _run(geo: ConvGeometry, direction, x, w, bias, machine, stats, engine) -> np
     dims = gen.plan.seed.registry.tensors
     consts = gen.plan.seed.registry.const_values()
     shape = {t: tuple(consts[d] for d in dims[t].dims) for t in ("X", "W", "Y")}
+    if direction == "backward_data":
+        x = _dilated(x, geo, pass_geometry(geo, direction))
     geo = pass_geometry(geo, direction)
     sizes = _padded(geo, best.program) or {"B": geo.batch, "Ni": geo.n_i, "No": geo.n_o,
                                            "Co": geo.c_o}
