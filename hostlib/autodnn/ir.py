@@ -188,11 +188,19 @@ class Registry:
     tensors: dict = field(default_factory=dict)   # name -> Tensor
 
     def const_values(self) -> dict:
-        """Every ConstVar's integer value (in declaration order, each over the earlier)."""
+        """Every ConstVar's integer value (in declaration order, each over the earlier).
+        Remembered while the consts hold the same (immutable) Exprs: the optimiser and the
+        tuner ask thousands of times per space."""
+        items = tuple(self.consts.items())
+        cached = self.__dict__.get("_values")
+        if cached is not None and len(cached[0]) == len(items) and all(
+                a[0] == b[0] and a[1] is b[1] for a, b in zip(cached[0], items)):
+            return dict(cached[1])
         values = {}
-        for name, expr in self.consts.items():
+        for name, expr in items:
             values[name] = expr.value(values)
-        return values
+        self._values = (items, values)
+        return dict(values)
 
 
 @dataclass
