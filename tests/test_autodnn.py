@@ -131,7 +131,9 @@ def test_generation_and_runs_are_deterministic_and_engines_agree():
 def test_generated_code_is_commented_with_its_ir():
     text = ad.build(ad.load(shrink(CONV, Ro=2, Co=4, Ni=16, No=32, Sco=2))).text
     for node in ('# IR For(cRo, 0, 1, Ro)', '# IR dma get "op1".a -> A_buf',
-                 '# IR prime dma get "op1".b', '# IR gemm_op("op1", (cCo_in,B), No, Ni',
+                 '# IR prime dma get "op1".a',
+                 '# IR dma get "op1".b -> B_buf (deps cKr,cKc) resident over cKr,cKc;',
+                 '# IR gemm_op("op1", (cCo_in,B), No, Ni',
                  "bsr\t$26, gemm_prim_nm_d"):
         assert node in text
 
@@ -198,7 +200,8 @@ def test_dnn_conv_runs_the_generated_algorithm(with_bias, dtype):
     w = rng.standard_normal((32, 8, 1, 3)).astype(dtype)
     bias = rng.standard_normal(32).astype(dtype) if with_bias else None
     y, stats = conv.conv2d_forward(x, w, bias, algo="generated", layout="RCNB")
-    assert stats.algo == "generated" and set(stats.phases) == {"layout", "weights", "conv"}
+    assert stats.algo == "generated" and set(stats.phases) == {"layout", "weights", "operands",
+                                                               "conv"}
     assert y.dtype == dtype
     tolerance = 1e-10 if dtype == np.float64 else 1e-4
     np.testing.assert_allclose(y, _conv_reference(x.astype(np.float64), w.astype(np.float64),
@@ -208,26 +211,22 @@ def test_dnn_conv_runs_the_generated_algorithm(with_bias, dtype):
 
 
 def test_dnn_conv_generated_refuses_what_it_does_not_do():
-    from swsim.hostlib.dnn import conv, conv_generated
+    from swsim.hostlib.dnn import conv_generated
     from swsim.hostlib.dnn.conv_common import make_geometry
     from swsim.vm import Machine
     config = Machine().config
     geo = make_geometry((128, 16, 4, 4), (32, 16, 3, 3), 1, 0, "w")
     assert conv_generated.supports(geo, "forward", np.float64, config) is None
-    assert "forward and backward-data only" in conv_generated.supports(geo, "backward_filter",
-                                                                        np.float64, config)
+    assert conv_generated.supports(geo, "backward_filter", np.float64, config) is None
+    assert "unknown direction" in conv_generated.supports(geo, "sideways", np.float64, config)
     assert conv_generated.supports(geo, "forward", np.float32, config) is None
     assert "float32 or float64" in conv_generated.supports(geo, "forward", np.float16, config)
     strided = make_geometry((128, 16, 4, 4), (32, 16, 3, 3), 2, 1, "w")
     assert conv_generated.supports(strided, "forward", np.float64, config) is None
-    assert "stride 1 only" in conv_generated.supports(strided, "backward_data", np.float64,
-                                                      config)
+    assert conv_generated.supports(strided, "backward_data", np.float64, config) is None
     assert "padding < kernel size" in conv_generated.supports(
         make_geometry((128, 16, 4, 4), (32, 16, 1, 1), 1, 1, "w"), "backward_data",
         np.float64, config)
-    with pytest.raises(ValueError, match="forward and backward-data only"):
-        conv.conv2d_backward_filter(np.zeros((128, 16, 4, 4)), np.zeros((128, 32, 2, 2)),
-                                    (32, 16, 3, 3), algo="generated")
 
 
 @settings(max_examples=5, deadline=None)
@@ -260,25 +259,29 @@ def test_generated_conv_zero_pads_odd_shapes_and_padding(batch, n_i, n_o, r_i, c
 
 @settings(max_examples=4, deadline=None)
 @given(batch=st.sampled_from([1, 32]), n_i=st.sampled_from([3, 16]), n_o=st.sampled_from([5, 32]),
-       r_i=st.integers(2, 4), c_i=st.integers(2, 6), k=st.sampled_from([(1, 1), (3, 3), (2, 3)]),
-       pad=st.data())
-def test_generated_backward_data_is_the_flipped_forward(batch, n_i, n_o, r_i, c_i, k, pad):
-    """dx against numpy's scatter of dy through every tap (the forward's adjoint)."""
+       r_i=st.integers(2, 5), c_i=st.integers(2, 6), k=st.sampled_from([(1, 1), (3, 3), (2, 3)]),
+       stride=st.sampled_from([(1, 1), (2, 2), (1, 2)]), pad=st.data())
+def test_generated_backward_data_is_the_flipped_forward(batch, n_i, n_o, r_i, c_i, k, stride,
+                                                        pad):
+    """dx against numpy's scatter of dy through every tap (the forward's adjoint); a stride
+    > 1 runs on dy dilated."""
     from swsim.hostlib.dnn import conv
     pr, pc = pad.draw(st.integers(0, k[0] - 1)), pad.draw(st.integers(0, k[1] - 1))
     if r_i + 2 * pr < k[0] or c_i + 2 * pc < k[1]:
         return
     rng = np.random.default_rng(batch + n_i + n_o + r_i)
     w = rng.standard_normal((n_o, n_i, *k))
-    r_o, c_o = r_i + 2 * pr - k[0] + 1, c_i + 2 * pc - k[1] + 1
+    (sr, sc) = stride
+    r_o, c_o = (r_i + 2 * pr - k[0]) // sr + 1, (c_i + 2 * pc - k[1]) // sc + 1
     dy = rng.standard_normal((r_o, c_o, n_o, batch))                      # RCNB
-    dx, stats = conv.conv2d_backward_data(dy, w, (r_i, c_i, n_i, batch), padding=(pr, pc),
-                                          algo="generated", layout="RCNB")
+    dx, stats = conv.conv2d_backward_data(dy, w, (r_i, c_i, n_i, batch), stride=stride,
+                                          padding=(pr, pc), algo="generated", layout="RCNB")
     assert stats.algo == "generated" and dx.shape == (r_i, c_i, n_i, batch)
     padded = np.zeros((r_i + 2 * pr, c_i + 2 * pc, n_i, batch))     # scatter dy back
     for kr in range(k[0]):
         for kc in range(k[1]):
-            padded[kr:kr + r_o, kc:kc + c_o] += np.einsum("rcob,oi->rcib", dy, w[:, :, kr, kc])
+            padded[kr:kr + sr * (r_o - 1) + 1:sr, kc:kc + sc * (c_o - 1) + 1:sc] += \
+                np.einsum("rcob,oi->rcib", dy, w[:, :, kr, kc])
     np.testing.assert_allclose(dx, padded[pr:pr + r_i, pc:pc + c_i], rtol=1e-10, atol=1e-10)
 
 
@@ -399,3 +402,66 @@ def test_float32_kernels_call_the_strategy_2_primitive():
     out, _ = ad.run(gen, arrays)
     assert out["C"].dtype == np.float32
     np.testing.assert_allclose(out["C"], ad.reference(program, arrays), rtol=1e-4, atol=1e-4)
+
+
+def test_batch_one_vectorises_the_image_in_nchw_forward_and_backward_data():
+    """B = 1: the tuner switches to the NCHW programs (M = output rows x columns); dnn.conv
+    places RCNB data in that layout and back."""
+    from swsim.hostlib.autodnn import conv as ad_conv
+    from swsim.hostlib.dnn import conv, conv_generated
+    from swsim.hostlib.dnn.conv_common import make_geometry
+    from swsim.vm import Machine
+    config = Machine().config
+    geo = make_geometry((1, 16, 18, 18), (32, 16, 3, 3), 1, 0, "w")
+    assert ad_conv.layout(conv_generated.tuned(geo, config).best.program) == "NCHW"
+    rng = np.random.default_rng(3)
+    x, w = rng.standard_normal((18, 18, 16, 1)), rng.standard_normal((32, 16, 3, 3))
+    y, stats = conv.conv2d_forward(x, w, None, algo="generated", layout="RCNB")
+    assert stats.algo == "generated"
+    np.testing.assert_allclose(y, _conv_reference(x, w, None), rtol=1e-10, atol=1e-10)
+    dy = rng.standard_normal((16, 16, 32, 1))
+    dx, _ = conv.conv2d_backward_data(dy, w, (18, 18, 16, 1), algo="generated", layout="RCNB")
+    padded = np.zeros((18, 18, 16, 1))
+    for kr in range(3):
+        for kc in range(3):
+            padded[kr:kr + 16, kc:kc + 16] += np.einsum("rcob,oi->rcib", dy, w[:, :, kr, kc])
+    np.testing.assert_allclose(dx, padded, rtol=1e-10, atol=1e-10)
+
+
+def test_resident_input_is_fetched_once_and_engines_agree():
+    """An input whose block does not change over a loop is kept resident (every block of the
+    loops it depends on fetched once, outside it): W over the output rows here."""
+    program = ad.load(shrink(CONV, Ro=2, Co=1, Kr=1, Kc=2, Ni=8, No=32, B=128, Sco=1))
+    gen = ad.build(program)
+    assert gen.plan.operands["b"].spans == ("cKr", "cKc") and gen.plan.operands["b"].depth == -1
+    assert "resident over cKr,cKc" in gen.text
+    arrays = operands(program, 7)
+    (out_c, run_c), (out_py, run_py) = (ad.run(gen, arrays, engine=e) for e in ("c", "python"))
+    assert out_c["C"].tobytes() == out_py["C"].tobytes() and run_c.cycles == run_py.cycles
+    np.testing.assert_allclose(out_c["C"], ad.reference(program, arrays), rtol=1e-12,
+                               atol=1e-12)
+
+
+@settings(max_examples=4, deadline=None)
+@given(batch=st.sampled_from([1, 3, 8]), n_i=st.sampled_from([3, 32]), n_o=st.sampled_from([5, 128]),
+       r_i=st.integers(2, 5), c_i=st.integers(2, 6), k=st.sampled_from([(1, 1), (3, 3), (2, 3)]),
+       stride=st.sampled_from([1, 2]), pad=st.integers(0, 1))
+def test_generated_backward_filter_against_numpy(batch, n_i, n_o, r_i, c_i, k, stride, pad):
+    """dW of odd shapes (zero-padded channels and batch, padding, strides) against numpy."""
+    from swsim.hostlib.dnn import conv
+    if r_i + 2 * pad < k[0] or c_i + 2 * pad < k[1]:
+        return
+    rng = np.random.default_rng(batch + n_i + n_o + r_i + c_i)
+    r_o, c_o = ((size + 2 * pad - kk) // stride + 1 for size, kk in zip((r_i, c_i), k))
+    x, dy = rng.standard_normal((r_i, c_i, n_i, batch)), rng.standard_normal((r_o, c_o, n_o,
+                                                                             batch))
+    dw, stats = conv.conv2d_backward_filter(x, dy, (n_o, n_i, *k), stride=stride, padding=pad,
+                                            algo="generated", layout="RCNB")
+    assert stats.algo == "generated" and dw.shape == (n_o, n_i, *k)
+    xp = np.pad(x, ((pad, pad), (pad, pad), (0, 0), (0, 0)))
+    want = np.zeros(dw.shape)
+    for kr in range(k[0]):
+        for kc in range(k[1]):
+            taps = xp[kr:kr + stride * (r_o - 1) + 1:stride, kc:kc + stride * (c_o - 1) + 1:stride]
+            want[:, :, kr, kc] = np.einsum("rcib,rcob->oi", taps, dy)
+    np.testing.assert_allclose(dw, want, rtol=1e-10, atol=1e-10)

@@ -27,7 +27,7 @@ from ...kernels.runtime import link_with_runtime
 from ..runtime import Kernel
 from ..runtime.kernel import align
 from .ir import Dma, For, GemmOp, ScheduleError, format_nodes
-from .optimize import Plan, placement
+from .optimize import Plan
 
 ITEMSIZE = {"float64": 8, "float32": 4}
 ENTRY = "autodnn_kernel"
@@ -94,7 +94,9 @@ class _Emitter:
         self.slots = {}
         for name in (["ra"] + [f"base_{t}" for t in self.tensors]
                      + [f"block_{k}" for k in "abc"] + [f"it_{l.iter}" for l in plan.loops]
-                     + [f"next_{l.iter}" for l in plan.loops] + [f"parity_{k}" for k in "abc"]):
+                     + [f"next_{l.iter}" for l in plan.loops] + [f"parity_{k}" for k in "abc"]
+                     + ["put_pending", "put_address", "put_ldm", "put_reply", "resident_a",
+                        "resident_b"]):
             self.slots[name] = OUTGOING + 8 * len(self.slots)
         self.frame = align(OUTGOING + 8 * len(self.slots))
         # LDM: reply words (two per operand), then each operand's buffers
@@ -102,18 +104,38 @@ class _Emitter:
         address = 32
         self.buffers = {}
         for key, op in plan.operands.items():
-            count = 2 if self._double(key) else 1
             self.buffers[key] = (address, align(op.elements * self.es))
-            address += count * align(op.elements * self.es)
+            address += self._copies(key) * align(op.elements * self.es)
         self.work = address     # float32: the primitive's double work area
         if dtype == "float32":
             b = plan.blocks
             address += align(8 * (b["k"] * b["m"] + b["k"] * b["n"] + b["m"] * b["n"]))
         self.ldm_end = address
         self.ldm_limit = ldm_limit
+        # A tile's C put, issued as the tile ends, would queue ahead of the next tile's
+        # second prefetch, which then arrives late; it is deferred past the next tile's first
+        # prefetch (as the hand-written implicit convolution does) when an input is
+        # prefetched inside C's tile. Not when accumulating: the next tile's get of C must
+        # not pass a put that has not left.
+        c_depth = plan.operands["c"].depth
+        self.defer_put = not accumulate and c_depth >= 0 and any(
+            self._double(k) and plan.operands[k].depth > c_depth for k in "ab")
 
     def _double(self, key) -> bool:
-        return placement(self.plan.loops, self.plan.operands[key].deps) >= 0
+        op = self.plan.operands[key]
+        return op.depth >= 0 and not op.spans
+
+    def _trips(self, iters) -> list:
+        consts = self.plan.seed.registry.const_values()
+        return [next(l for l in self.plan.loops if l.iter == it).max.value(consts)
+                for it in iters]
+
+    def _copies(self, key) -> int:
+        """Blocks of `key` in LDM: 2 double-buffered, one per spanned iteration resident."""
+        count = 1
+        for trips in self._trips(self.plan.operands[key].spans):
+            count *= trips
+        return 2 if self._double(key) else count
 
     def emit(self, line: str = "", indent: bool = True):
         self.lines.append(("\t" + line) if indent and line else line)
@@ -157,11 +179,13 @@ class _Emitter:
         self.emit("s4addl\t$5, $31, $5")
         self.emit(f"ldi\t$7, REPLY + {reply}($5)")
 
-    def issue(self, key: str, direction: str) -> None:
-        """dma the block: memory address in $1, LDM address in $4, reply word in $7."""
+    def issue(self, key: str, direction: str, counting: bool = False) -> None:
+        """dma the block: memory address in $1, LDM address in $4, reply word in $7 (zeroed
+        first unless `counting`: it counts several requests' replies)."""
         op = self.plan.operands[key]
         contiguous = op.pitch == op.vec
-        self.emit("stw\t$31, 0($7)")
+        if not counting:
+            self.emit("stw\t$31, 0($7)")
         self.emit(f"ldi\t$2, {op.elements * self.es}")
         self.emit(f"ldi\t$3, {0 if contiguous else op.vec * self.es}")
         self.emit(f"ldi\t$5, {0 if contiguous else (op.pitch - op.vec) * self.es}")
@@ -227,8 +251,7 @@ class _Emitter:
         for child in node.body:
             self.node(child, depth + 1)
         for key in "abc":
-            if self._double(key) and placement(self.plan.loops,
-                                               self.plan.operands[key].deps) == depth:
+            if self._double(key) and self.plan.operands[key].depth == depth:
                 self.emit(f"ldl\t$1, {self.slot('parity_' + key)}   # swap {key}'s buffers")
                 self.emit("xor\t$1, 1, $1")
                 self.emit(f"stl\t$1, {self.slot('parity_' + key)}")
@@ -254,6 +277,9 @@ class _Emitter:
         if key == "c":
             self.output(node)
             return
+        if node.spans:
+            self.resident(key, node.spans)
+            return
         self.buffer(key, "$4")
         if not node.double:       # under the root: fetched once
             self.address(key, "it")
@@ -262,11 +288,54 @@ class _Emitter:
             return
         self.wait()
         none = self.label()
-        self.successor(placement(self.plan.loops, node.deps), none)
+        self.successor(self.plan.operands[key].depth, none)
         self.address(key, "next")
         self.buffer(key, "$4", other=True)
         self.issue(key, "get")
         self.emit(f"{none}:", indent=False)
+
+    def resident(self, key: str, spans) -> None:
+        """Fetch every block of `key` over the loops `spans` into consecutive LDM blocks (the
+        spans' iterator slots serve as the walk's counters), then wait for all of them on a
+        counting reply word."""
+        reply = f"REPLY + {24 + 4 * 'ab'.index(key)}"
+        nbytes = self.buffers[key][1]
+        self.emit(f"stw\t$31, {reply}($31)")
+        self.emit(f"ldi\t$1, {key.upper()}_BUF")
+        self.emit(f"stl\t$1, {self.slot('resident_' + key)}")
+        tops = []
+        for it in spans:
+            tops.append(self.label())
+            self.emit(f"stl\t$31, {self.slot('it_' + it)}")
+            self.emit(f"{tops[-1]}:", indent=False)
+        self.address(key, "it")
+        self.emit(f"ldl\t$4, {self.slot('resident_' + key)}")
+        self.emit(f"ldi\t$7, {reply}")
+        self.issue(key, "get", counting=True)
+        self.emit(f"ldi\t$4, {nbytes}($4)")
+        self.emit(f"stl\t$4, {self.slot('resident_' + key)}")
+        for it, top, trips in reversed(list(zip(spans, tops, self._trips(spans)))):
+            self.emit(f"ldl\t$1, {self.slot('it_' + it)}")
+            self.emit("ldi\t$1, 1($1)")
+            self.emit(f"stl\t$1, {self.slot('it_' + it)}")
+            self.emit(f"ldi\t$2, {trips}")
+            self.emit("cmplt\t$1, $2, $2")
+            self.emit(f"bne\t$2, {top}")
+        self.emit(f"ldi\t$3, {self._copies(key)}")
+        self.emit(f"WAIT_COUNT {reply}, $3")
+
+    def resident_block(self, key: str, reg: str) -> None:
+        """reg = the LDM address of `key`'s resident block at the spans' current iterators."""
+        spans = self.plan.operands[key].spans
+        self.emit(f"mov\t$31, {reg}")
+        for it, trips in zip(spans, self._trips(spans)):
+            self.emit(f"ldi\t$3, {trips}")
+            self.emit(f"mull\t{reg}, $3, {reg}")
+            self.emit(f"ldl\t$2, {self.slot('it_' + it)}")
+            self.emit(f"addl\t{reg}, $2, {reg}")
+        self.emit(f"ldi\t$3, {self.buffers[key][1]}")
+        self.emit(f"mull\t{reg}, $3, {reg}")
+        self.emit(f"ldi\t{reg}, {key.upper()}_BUF({reg})")
 
     def output(self, node: Dma) -> None:
         op = self.plan.operands["c"]
@@ -286,11 +355,34 @@ class _Emitter:
                 self.zero("$4", op.elements * self.es)
             return
         self.address("c", "it")
+        if not self.defer_put:
+            self.issue("c", "put")
+            return
+        self.emit("# the put waits for the next tile's first prefetch (issued before it)")
+        for name, reg in (("address", "$1"), ("ldm", "$4"), ("reply", "$7")):
+            self.emit(f"stl\t{reg}, {self.slot('put_' + name)}")
+        self.emit("ldi\t$1, 1")
+        self.emit(f"stl\t$1, {self.slot('put_pending')}")
+
+    def flush_put(self) -> None:
+        """Issue the deferred put of the last tile's C, if one is pending."""
+        skip = self.label()
+        self.emit(f"ldl\t$1, {self.slot('put_pending')}")
+        self.emit(f"beq\t$1, {skip}")
+        for name, reg in (("address", "$1"), ("ldm", "$4"), ("reply", "$7")):
+            self.emit(f"ldl\t{reg}, {self.slot('put_' + name)}")
         self.issue("c", "put")
+        self.emit(f"stl\t$31, {self.slot('put_pending')}")
+        self.emit(f"{skip}:", indent=False)
 
     def gemm(self, node: GemmOp) -> None:
         blocks = self.plan.blocks
+        if self.defer_put:
+            self.flush_put()
         for key, reg in zip("abc", ("$16", "$17", "$18")):
+            if self.plan.operands[key].spans:
+                self.resident_block(key, reg)
+                continue
             self.buffer(key, "$4")
             self.emit(f"mov\t$4, {reg}")
         self.emit(f"ldi\t$19, {blocks['m']}")
@@ -345,7 +437,7 @@ class _Emitter:
         self.emit(".align\t5")
         self.emit("REPLY:\t.skip\t32", indent=False)
         for key, (start, nbytes) in self.buffers.items():
-            count = 2 if self._double(key) else 1
+            count = self._copies(key)
             self.emit(f"{key.upper()}_BUF:\t.skip\t{count * nbytes}   # operand {key} "
                       f"({plan.operands[key].tensor}): {plan.operands[key].rows} x "
                       f"{plan.operands[key].vec} doubles x {count}", indent=False)
@@ -379,9 +471,12 @@ class _Emitter:
         self.emit("ldi\t$1, 1                  # C's buffers start free")
         self.emit("stw\t$1, REPLY + 16($31)")
         self.emit("stw\t$1, REPLY + 20($31)")
+        self.emit(f"stl\t$31, {self.slot('put_pending')}")
         for child in plan.body:
             self.node(child, 0)
         self.emit("# the last puts")
+        if self.defer_put:
+            self.flush_put()
         for offset in (16, 20):
             self.emit(f"ldi\t$7, REPLY + {offset}")
             self.wait()
@@ -399,7 +494,7 @@ def generate(plan: Plan, *, accumulate: bool = False, ldm_bytes: int = 64 * 1024
     if dtype not in ITEMSIZE:
         raise ScheduleError("dtype", f"dtype must be one of {sorted(ITEMSIZE)}, got {dtype!r}")
     c = plan.operands["c"]
-    depth = placement(plan.loops, c.deps)
+    depth = c.depth
     if not accumulate:
         outside = [l.iter for l in plan.loops[:depth + 1] if l.iter not in c.deps]
         if outside:

@@ -16,29 +16,88 @@ searches:
 """
 from __future__ import annotations
 
+import itertools
+
 from .dsl import parse
 
 SEED = """Schedule Seed
-ConstVar Ro({r_o}), Co({c_o}), Kr({k_r}), Kc({k_c}), NiO({ni_o}), NiI({ni_i}), NoO({no_o}), NoI({no_i}), B({b});
+ConstVar Ro({r_o}), Co({c_o}), Kr({k_r}), Kc({k_c}), NiO({ni_o}), NiI({ni_i}), NoO({no_o}), NoI({no_i}), BO({b_o}), BI({b_i});
 ConstVar Ri({sr}*Ro-{sr}+Kr), Ci({sc}*Co-{sc}+Kc);
-Tensor X(Ri, Ci, NiO, NiI, B), W(Kr, Kc, NiO, NiI, NoO, NoI), Y(Ro, Co, NoO, NoI, B);
-For(cRo, 0, 1, Ro){{ For(cCo, 0, 1, Co){{ For(cNo, 0, 1, NoO){{
+Tensor X(Ri, Ci, NiO, NiI, BO, BI), W(Kr, Kc, NiO, NiI, NoO, NoI), Y(Ro, Co, NoO, NoI, BO, BI);
+For(cRo, 0, 1, Ro){{ For(cB, 0, 1, BO){{ For(cCo, 0, 1, Co){{ For(cNo, 0, 1, NoO){{
   For(cKr, 0, 1, Kr){{ For(cKc, 0, 1, Kc){{ For(cNi, 0, 1, NiO){{
-    gemm_op("conv", B, NoI, NiI,
-      X({{Ri, {sr}*cRo+cKr}}, {{Ci, {sc}*cCo+cKc}}, {{NiO, cNi}}),
+    gemm_op("conv", BI, NoI, NiI,
+      X({{Ri, {sr}*cRo+cKr}}, {{Ci, {sc}*cCo+cKc}}, {{NiO, cNi}}, {{BO, cB}}),
       W({{Kr, {kr_tap}}}, {{Kc, {kc_tap}}}, {{NiO, cNi}}, {{NoO, cNo}}),
-      Y({{Ro, cRo}}, {{Co, cCo}}, {{NoO, cNo}}));
-}}}}}}}}}}}}
+      Y({{Ro, cRo}}, {{Co, cCo}}, {{NoO, cNo}}, {{BO, cB}}));
+}}}}}}}}}}}}}}
 Schedule Strategies
 ConstVar Sco({{{scos}}});
 split(cCo, cCo_out, cCo_in, Sco);
-reorder({{cRo, cCo_out, cNo, cKr, cKc, cNi, cCo_in}});
+reorder({{{outer}cKr, cKc, cNi, cCo_in}});
 fuse(cCo_in, "conv", inM);
 {taps}vectorization("conv", VecM);
 """
-FUSE_TAPS = 'reorder({cRo, cCo_out, cNo, cKr, cNi, cKc});\nfuse(cKc, "conv", inK);\n'
+FUSE_TAPS = 'reorder({{{outer}cKr, cNi, cKc}});\nfuse(cKc, "conv", inK);\n'
+# B = 1 (primitive switching: the batch cannot be the vector dimension): the image is. The
+# kernel reads and writes NCHW (at B = 1: channels, rows, columns), M = Sro output rows x the
+# output columns (both fused into M; a CPE's M chunk lies in one row), K = input channels.
+SEED_IMAGE = """Schedule Seed
+ConstVar Ro({r_o}), Co({c_o}), Kr({k_r}), Kc({k_c}), NiO({ni_o}), NiI({ni_i}), NoO({no_o}), NoI({no_i}), B(1);
+ConstVar Ri({sr}*Ro-{sr}+Kr), Ci({sc}*Co-{sc}+Kc);
+Tensor X(NiO, NiI, Ri, Ci, B), W(Kr, Kc, NiO, NiI, NoO, NoI), Y(NoO, NoI, Ro, Co, B);
+For(cRo, 0, 1, Ro){{ For(cCo, 0, 1, Co){{ For(cNo, 0, 1, NoO){{
+  For(cKr, 0, 1, Kr){{ For(cKc, 0, 1, Kc){{ For(cNi, 0, 1, NiO){{
+    gemm_op("conv", B, NoI, NiI,
+      X({{NiO, cNi}}, {{Ri, {sr}*cRo+cKr}}, {{Ci, {sc}*cCo+cKc}}),
+      W({{Kr, {kr_tap}}}, {{Kc, {kc_tap}}}, {{NiO, cNi}}, {{NoO, cNo}}),
+      Y({{NoO, cNo}}, {{Ro, cRo}}, {{Co, cCo}}));
+}}}}}}}}}}}}
+Schedule Strategies
+ConstVar Sro({{{sros}}});
+split(cRo, cRo_out, cRo_in, Sro);
+reorder({{cRo_out, cNo, cKr, cKc, cNi, cRo_in, cCo}});
+fuse(cCo, "conv", inM);
+fuse(cRo_in, "conv", inM);
+vectorization("conv", VecM);
+"""
+# Backward-filter: dW(K_r, K_c, N_i, N_o) = sum over rows, columns and the batch of x's taps
+# times dy, one primitive call per (tap, output row, column tile): M = N_i, N = N_o
+# (vectorised: dW's rows are N_o-contiguous), K = Sco output columns x the batch. x and dy
+# are read with the batch outside the channels: x (R_i, C_i, B, N_i), dy (R_o, C_o, B, N_o)
+# (dnn.conv rearranges them on the VM), declared in the order the layout strategy gives them
+# (so it moves nothing). The reduction loops stay inside dW's tile. The channels are not
+# blocked: a blocked N_i or N_o would be a blocked layout of x, dy and dW.
+SEED_FILTER = """Schedule Seed
+ConstVar Ro({r_o}), Co({c_o}), Kr({k_r}), Kc({k_c}), Ni({n_i}), No({n_o}), B({b});
+ConstVar Ri({sr}*Ro-{sr}+Kr), Ci({sc}*Co-{sc}+Kc);
+Tensor X(Ri, Ci, B, Ni), D(Ro, Co, B, No), W(Kr, Kc, Ni, No);
+For(cKr, 0, 1, Kr){{ For(cKc, 0, 1, Kc){{ For(cRo, 0, 1, Ro){{ For(cCo, 0, 1, Co){{
+  gemm_op("dw", Ni, No, B,
+    X({{Ri, {sr}*cRo+cKr}}, {{Ci, {sc}*cCo+cKc}}),
+    D({{Ro, cRo}}, {{Co, cCo}}),
+    W({{Kr, cKr}}, {{Kc, cKc}}));
+}}}}}}}}
+Schedule Strategies
+ConstVar Sco({{{scos}}});
+split(cCo, cCo_out, cCo_in, Sco);
+reorder({{cKr, cKc, cRo, cCo_out, cCo_in}});
+fuse(cCo_in, "dw", inK);
+layout("dw", notrans, trans, trans);
+vectorization("dw", VecN);
+"""
+# its primitive shape: N (N_o) a multiple of 8 CPEs x a 16-element vector chunk, M (N_i) of
+# 8 x a 4-element splat chunk, K of 8
+FILTER_N_MULTIPLE, FILTER_M_MULTIPLE = 128, 32
+
+# the tile loops outside the taps: N_o blocks innermost (the input block of a tile stays for
+# them), or outermost (the weights of an N_o block stay resident over the whole image)
+ORDERS = ("cRo, cB, cCo_out, cNo, ", "cNo, cRo, cB, cCo_out, ")
 MAX_SCO = 8
 CHANNEL_BLOCKS = (32, 64, 128, 256)
+# batch blocks: a loop over the outer part, so that Sco columns x the inner part make a
+# smaller M (the hand-written implicit convolution's BB x CB tiles)
+BATCH_BLOCKS = (16, 32, 64)
 # The primitive's shape constraints on the whole 8 x 8 mesh (optimize.check_primitive): M
 # (here Sco x B, VecM) a multiple of 8 CPEs x a 16-element vector chunk, N (N_o) of 8 x a
 # 4-element splat chunk, K (N_i) of 8.
@@ -73,10 +132,19 @@ def padded_shapes(batch, n_i, n_o, c_o) -> list:
     return shapes
 
 
+def layout(program) -> str:
+    """The activations' layout a program of ``programs`` reads and writes: "RCNB" or, for
+    the B = 1 variants, "NCHW"."""
+    return "NCHW" if program.seed.registry.tensors["X"].dims[0] == "NiO" else "RCNB"
+
+
 def padded_shape(program) -> dict:
-    """The padded sizes a program of ``programs`` was written for: {"B", "Ni", "No", "Co"}."""
+    """The padded sizes a program of ``programs`` or ``filter_programs`` was written for:
+    {"B", "Ni", "No", "Co"}."""
     c = program.seed.registry.const_values()
-    return {"B": c["B"], "Ni": c["NiO"] * c["NiI"], "No": c["NoO"] * c["NoI"], "Co": c["Co"]}
+    def whole(name):          # a dimension declared whole or as (outer, inner) parts
+        return c[name] if name in c else c[name + "O"] * c[name + "I"]
+    return {name: whole(name) for name in ("B", "Ni", "No", "Co")}
 
 
 def programs(batch, n_i, n_o, r_o, c_o, k_r, k_c, flip: bool = False,
@@ -85,26 +153,63 @@ def programs(batch, n_i, n_o, r_o, c_o, k_r, k_c, flip: bool = False,
     ones (``padded_shapes``) included; `flip`: the kernel's taps read rotated by 180 degrees
     (backward-data's convolution), so the taps stay loops (a fused K cannot run backwards);
     `stride`: (rows, columns) of the input between output pixels."""
-    return [program for shape in padded_shapes(batch, n_i, n_o, c_o)
-            for program in _variants(*shape, r_o, k_r, k_c, flip, stride)]
+    image = _image_variants(n_i, n_o, r_o, c_o, k_r, k_c, flip, stride) if batch == 1 else []
+    return image + [program for shape in padded_shapes(batch, n_i, n_o, c_o)
+                    for program in _variants(*shape, r_o, k_r, k_c, flip, stride)]
+
+
+def filter_programs(batch, n_i, n_o, r_o, c_o, k_r, k_c, stride: tuple = (1, 1)) -> list:
+    """The backward-filter program (SEED_FILTER) of this convolution, N_i zero-padded to a
+    multiple of 32, N_o to 128 and the batch to 8 where they do not fit (zeros add nothing to
+    dW; ``padded_shape`` gives the sizes); Sco the parameter set."""
+    n_i_p, n_o_p = _round_up(n_i, FILTER_M_MULTIPLE), _round_up(n_o, FILTER_N_MULTIPLE)
+    b_p = _round_up(batch, K_MULTIPLE)
+    scos = [s for s in range(1, min(c_o, MAX_SCO) + 1) if c_o % s == 0]
+    program = parse(SEED_FILTER.format(r_o=r_o, c_o=c_o, k_r=k_r, k_c=k_c, n_i=n_i_p,
+                                       n_o=n_o_p, b=b_p, scos=", ".join(map(str, scos)),
+                                       sr=stride[0], sc=stride[1]))
+    padded = (b_p, n_i_p, n_o_p) != (batch, n_i, n_o)
+    program.name = "filter" + (f"[padded to B={b_p} Ni={n_i_p} No={n_o_p}]" if padded else "")
+    return [program]
+
+
+def _image_variants(n_i, n_o, r_o, c_o, k_r, k_c, flip, stride) -> list:
+    """B = 1's NCHW programs (SEED_IMAGE), every channel blocking; Sro the parameter set."""
+    sros = [s for s in (1, 2, 4, 8) if r_o % s == 0]
+    out = []
+    for ni_i, no_i in itertools.product(_divisors(n_i, CHANNEL_BLOCKS),
+                                        _divisors(n_o, CHANNEL_BLOCKS)):
+        program = parse(SEED_IMAGE.format(
+            r_o=r_o, c_o=c_o, k_r=k_r, k_c=k_c, ni_o=n_i // ni_i, ni_i=ni_i, no_o=n_o // no_i,
+            no_i=no_i, sros=", ".join(map(str, sros)), sr=stride[0], sc=stride[1],
+            kr_tap="Kr-1-cKr" if flip else "cKr", kc_tap="Kc-1-cKc" if flip else "cKc"))
+        program.name = f"conv[NCHW, Ni/{ni_i}, No/{no_i}]"
+        out.append(program)
+    return out
 
 
 def _variants(batch, n_i, n_o, c_o, scos, padded, r_o, k_r, k_c, flip, stride) -> list:
     out = []
     taps_in_k = ("", FUSE_TAPS) if k_c > 1 and not flip else ("",)
-    for ni_i in _divisors(n_i, CHANNEL_BLOCKS):
-        for no_i in _divisors(n_o, CHANNEL_BLOCKS):
-            for taps in taps_in_k if ni_i == n_i else ("",):
-                text = SEED.format(r_o=r_o, c_o=c_o, k_r=k_r, k_c=k_c, ni_o=n_i // ni_i,
-                                   ni_i=ni_i, no_o=n_o // no_i, no_i=no_i, b=batch,
-                                   scos=", ".join(map(str, scos)), taps=taps,
-                                   sr=stride[0], sc=stride[1],
-                                   kr_tap="Kr-1-cKr" if flip else "cKr",
-                                   kc_tap="Kc-1-cKc" if flip else "cKc")
-                program = parse(text)
-                pad = f", padded to B={batch} Ni={n_i} No={n_o} Co={c_o}" if padded else ""
-                program.name = f"conv[Ni/{ni_i}, No/{no_i}{', taps in K' if taps else ''}{pad}]"
-                out.append(program)
+    for b_i, ni_i, no_i in itertools.product(_divisors(batch, BATCH_BLOCKS),
+                                             _divisors(n_i, CHANNEL_BLOCKS),
+                                             _divisors(n_o, CHANNEL_BLOCKS)):
+        orders = ORDERS if n_o > no_i else ORDERS[:1]
+        for taps, outer in itertools.product(taps_in_k if ni_i == n_i else ("",), orders):
+            text = SEED.format(outer=outer, r_o=r_o, c_o=c_o, k_r=k_r, k_c=k_c, ni_o=n_i // ni_i,
+                               ni_i=ni_i, no_o=n_o // no_i, no_i=no_i, b_o=batch // b_i,
+                               b_i=b_i, scos=", ".join(map(str, scos)),
+                               taps=taps.format(outer=outer),
+                               sr=stride[0], sc=stride[1],
+                               kr_tap="Kr-1-cKr" if flip else "cKr",
+                               kc_tap="Kc-1-cKc" if flip else "cKc")
+            program = parse(text)
+            pad = f", padded to B={batch} Ni={n_i} No={n_o} Co={c_o}" if padded else ""
+            blocked = f"B/{b_i}, " if b_i < batch else ""
+            no_first = ", No outermost" if outer == ORDERS[1] else ""
+            program.name = (f"conv[{blocked}Ni/{ni_i}, No/{no_i}{no_first}"
+                            f"{', taps in K' if taps else ''}{pad}]")
+            out.append(program)
     return out
 
 
@@ -113,25 +218,26 @@ SAMPLE_TILES = 4              # output-column tiles per sampled row
 
 def estimate(candidate, machine, engine: str = "c") -> tuple:
     """(cycles, details) of a tuned convolution candidate from simulating a sample: its
-    kernel on 1 and 2 output rows of at most SAMPLE_TILES column tiles (Sco columns each); the
-    difference is a row's cycles, scaled to the layer's columns and counted for every row,
-    plus the rest of the first run (start-up, the priming DMA, the last put)."""
+    kernel on 1 and 2 row tiles (Sro output rows each; 1 in RCNB) of at most SAMPLE_TILES
+    column tiles (Sco columns each; the whole row in NCHW, whose M holds it); the
+    difference is a row tile's cycles, scaled to the layer's columns and counted for every
+    row tile, plus the rest of the first run (start-up, the priming DMA, the last put)."""
     from . import build
     from .tuner import measure, with_consts
     consts = candidate.program.seed.registry.const_values()
     r_o, c_o = consts["Ro"], consts["Co"]
-    sco = candidate.binding.get("Sco", 1)
-    cols = min(c_o, SAMPLE_TILES * sco)
+    sro = candidate.binding.get("Sro", 1)
+    cols = c_o if layout(candidate.program) == "NCHW" else \
+        min(c_o, SAMPLE_TILES * candidate.binding.get("Sco", 1))
     def sample(**shape):
         program = with_consts(candidate.program, **shape)
         return type(candidate)(program, candidate.binding,
                                build(program, candidate.binding, dtype=candidate.generated.dtype))
 
-    runs = [measure(sample(Ro=rows, Co=cols), machine, rows, engine)
-            for rows in (1, 2)] if r_o > 1 else None
-    if runs is None:
-        one = measure(sample(Co=cols), machine, 1, engine)
-        return one * c_o / cols, {"sampled": cols < c_o, "rows": 1, "cols": cols}
+    if r_o == sro:
+        one = measure(sample(Co=cols), machine, None, engine)
+        return one * c_o / cols, {"sampled": cols < c_o, "rows": r_o, "cols": cols}
+    runs = [measure(sample(Ro=rows, Co=cols), machine, None, engine) for rows in (sro, 2 * sro)]
     row = (runs[1] - runs[0]) * c_o / cols
-    return runs[0] - (runs[1] - runs[0]) + row * r_o, {"sampled": True, "rows": 2,
-                                                       "cols": cols}
+    return runs[0] - (runs[1] - runs[0]) + row * r_o // sro, {"sampled": True, "rows": 2 * sro,
+                                                              "cols": cols}

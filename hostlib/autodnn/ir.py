@@ -177,6 +177,7 @@ class Dma(Node):
     double: bool = False
     deps: tuple = ()            # the loop iterators its address uses
     prime: bool = False         # the priming DMA under the root
+    spans: tuple = ()           # resident: one block per iteration of these loops, all fetched
 
 
 @dataclass
@@ -187,11 +188,19 @@ class Registry:
     tensors: dict = field(default_factory=dict)   # name -> Tensor
 
     def const_values(self) -> dict:
-        """Every ConstVar's integer value (in declaration order, each over the earlier)."""
+        """Every ConstVar's integer value (in declaration order, each over the earlier).
+        Remembered while the consts hold the same (immutable) Exprs: the optimiser and the
+        tuner ask thousands of times per space."""
+        items = tuple(self.consts.items())
+        cached = self.__dict__.get("_values")
+        if cached is not None and len(cached[0]) == len(items) and all(
+                a[0] == b[0] and a[1] is b[1] for a, b in zip(cached[0], items)):
+            return dict(cached[1])
         values = {}
-        for name, expr in self.consts.items():
+        for name, expr in items:
             values[name] = expr.value(values)
-        return values
+        self._values = (items, values)
+        return dict(values)
 
 
 @dataclass
@@ -250,6 +259,8 @@ def format_nodes(nodes, indent: int = 0) -> list:
         elif isinstance(node, Dma):
             kind = "prime " if node.prime else ""
             extra = " double-buffered" if node.double else ""
+            if node.spans:
+                extra = f" resident over {','.join(node.spans)}"
             lines.append(f'{pad}{kind}dma {node.direction} "{node.gemm}".{node.operand} '
                          f'-> {node.buffer} (deps {",".join(node.deps) or "-"}){extra};')
     return lines

@@ -37,6 +37,8 @@ class Operand:
     pitch: int
     deps: tuple
     line: int | None
+    depth: int = -1             # where its DMA is placed: the loop's index, -1 the root
+    spans: tuple = ()           # resident: the loops inside `depth` its blocks are kept for
 
     @property
     def elements(self) -> int:
@@ -218,6 +220,10 @@ def plan(seed: Seed) -> Plan:
     dims = dict(OPERAND_DIMS, c=C_DIMS[gemm.vector])
     operands = {key: _operand(seed, gemm, key, getattr(gemm, key), dims[key], blocks, strides,
                               ranges) for key in "abc"}
+    for key, op in operands.items():
+        op.depth = placement(loops, op.deps)
+        if key != "c":
+            op.depth, op.spans = _resident(seed, loops, op)
     return Plan(seed, gemm, tuple(loops), extents, blocks, operands,
                 place_dmas(seed, gemm, loops, operands), strides)
 
@@ -229,6 +235,32 @@ def placement(loops, deps) -> int:
         if loops[depth].iter in deps:
             return depth
     return -1
+
+
+# LDM bytes (per CPE, at 8 bytes an element) an input may keep resident
+RESIDENT_BYTES = 36 * 1024
+
+
+def _resident(seed: Seed, loops, op: Operand) -> tuple:
+    """(depth, spans): the thesis' hoisted DMA. An input whose block does not change over a
+    loop inside its placement's nest is fetched once outside that loop -- every block of the
+    loops it depends on inside, kept in LDM -- at the outermost depth where those blocks fit
+    RESIDENT_BYTES (loops from 0 by 1 only). Else (its placement, ()): double-buffered."""
+    depth = placement(loops, op.deps)
+    for outer in range(-1, depth):
+        inside = loops[outer + 1:depth + 1]
+        if all(l.iter in op.deps or _trip_count(l, seed) == 1 for l in inside):
+            break                           # nothing to reuse from here inwards
+        spans = [l for l in inside if l.iter in op.deps]
+        if any(_const(seed, l.min, "a loop bound", l.line) != 0 or
+               _const(seed, l.stride, "a loop bound", l.line) != 1 for l in spans):
+            continue
+        count = 1
+        for l in spans:
+            count *= _trip_count(l, seed)
+        if count * op.elements * 8 <= RESIDENT_BYTES:
+            return outer, tuple(l.iter for l in spans)
+    return depth, ()
 
 
 def place_dmas(seed: Seed, gemm: GemmOp, loops, operands) -> list:
@@ -243,13 +275,16 @@ def place_dmas(seed: Seed, gemm: GemmOp, loops, operands) -> list:
     (copies[-1].body if copies else root).append(gemm)
     for key in "abc":
         op = operands[key]
-        depth = placement(loops, op.deps)
+        depth = op.depth
         body = copies[depth].body if depth >= 0 else root
         if key == "c":
             body.insert(0, Dma("c", gemm.name, "get", "C_buf", double=depth >= 0, deps=op.deps))
             body.append(Dma("c", gemm.name, "put", "C_buf", double=depth >= 0, deps=op.deps))
             continue
         buffer = f"{key.upper()}_buf"
+        if op.spans:
+            body.insert(0, Dma(key, gemm.name, "get", buffer, deps=op.deps, spans=op.spans))
+            continue
         body.insert(0, Dma(key, gemm.name, "get", buffer, double=depth >= 0, deps=op.deps))
         if depth >= 0:
             root.insert(0, Dma(key, gemm.name, "get", buffer, deps=op.deps, prime=True))

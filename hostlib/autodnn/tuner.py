@@ -20,7 +20,7 @@ from ..blas import gemm_model
 from .codegen import Generated
 from .dsl import Program
 from .ir import Expr, ScheduleError
-from .optimize import MESH, placement
+from .optimize import MESH
 
 # CPE cycles of the generated code around a primitive call (waits, the successor and
 # address arithmetic, descriptor building; counted from the listing: about 40 instructions
@@ -90,14 +90,19 @@ def predict(gen: Generated, config: VMConfig) -> float:
     calls = int(np.prod(trips)) if trips else 1
     first = {**consts, **{l.iter: l.min.value(consts) for l in plan.loops}}
     engine = 0.0
+    exposed = 0.0             # resident blocks: fetched and waited for before their calls
     for key in "ab":
         op = plan.operands[key]
-        depth = placement(plan.loops, op.deps)
-        fetches = int(np.prod(trips[:depth + 1])) if depth >= 0 else 1
+        fetches = int(np.prod(trips[:op.depth + 1])) if op.depth >= 0 else 1
         lines = gemm_model.transactions(*_block_rows(op, gen.es, first), config)
+        if op.spans:
+            blocks = int(np.prod([trips[n] for n, l in enumerate(plan.loops)
+                                  if l.iter in op.spans]))
+            exposed += lines * config.dma_transaction_cycles * fetches * blocks
+            continue
         engine += lines * config.dma_transaction_cycles * fetches / calls
     c = plan.operands["c"]
-    depth = placement(plan.loops, c.deps)
+    depth = c.depth
     tiles = int(np.prod(trips[:depth + 1])) if depth >= 0 else 1
     starts, ends, valid = _block_rows(c, gen.es, first)
     engine += gemm_model.put_engine_cycles(starts, ends, valid, config) * tiles / calls
@@ -107,7 +112,7 @@ def predict(gen: Generated, config: VMConfig) -> float:
     if gen.dtype == "float32":    # strategy 2 widens A, B, C and narrows C on every call
         compute += WIDEN_CYCLES_PER_ELEMENT * (b["k"] * (b["m"] + b["n"]) + 2 * b["m"] * b["n"])
     zero = tiles * c.elements * ZERO_CYCLES_PER_ELEMENT
-    return calls * max(dma, compute) + zero + dma
+    return calls * max(dma, compute) + zero + dma + exposed
 
 
 def space(programs, dtype: str = "float64") -> list:

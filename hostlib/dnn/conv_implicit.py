@@ -420,7 +420,7 @@ def backward_data(geo: ConvGeometry, dy, w, machine, stats, engine) -> np.ndarra
     return dx
 
 
-def _batch_inside(a, machine, stats, engine):
+def batch_inside(a, machine, stats, engine):
     """a (R, C, N, B) rearranged on the VM into (R, C, B, N): read as NCHW (R C, N, B, 1) its
     NHWC is (R C, B, 1, N)."""
     r, c, n, b = a.shape
@@ -433,8 +433,8 @@ def _batch_inside(a, machine, stats, engine):
 def backward_filter(geo: ConvGeometry, x, dy, machine, stats, engine) -> np.ndarray:
     _check(geo, "backward_filter", x.dtype, machine.config)
     swapped = pass_geometry(geo, "backward_filter")
-    x_t = _batch_inside(x, machine, stats, engine)            # (R_i, C_i, B, N_i)
-    dy_t = _batch_inside(dy, machine, stats, engine)          # (R_o, C_o, B, N_o): the taps
+    x_t = batch_inside(x, machine, stats, engine)            # (R_i, C_i, B, N_i)
+    dy_t = batch_inside(dy, machine, stats, engine)          # (R_o, C_o, B, N_o): the taps
     dw_t, run = run_kernel(swapped, x_t, dy_t.reshape(geo.r_o * geo.c_o, geo.batch, geo.n_o),
                            None, machine, engine)             # (K_r, K_c, N_o, N_i)
     stats.phases["conv"].append(run)
