@@ -259,7 +259,7 @@ def plan(program, config, fused: bool = True) -> list:
                 reads, end, pieces = _place(t, grid, res, start)
                 if end > budget or not _uniform(t, grid):
                     continue
-                key = (-sum(p.local for p in reads), estimate(t, grid, pieces, config), end)
+                key = (estimate(t, grid, pieces, config), end)
                 if best is None or key < best[0]:
                     best = (key, grid, reads, end, attempt)
             if best is not None:
