@@ -211,6 +211,12 @@ def layernorm(node, x, scale, bias=None):
     return ((y if bias is None else y + bias).astype(x.dtype),)
 
 
+def _layernorm_check(node, info):
+    if len([o for o in node.outputs if o]) > 1:
+        return "the Mean and InvStdDev outputs are not implemented"
+    return None
+
+
 def gelu(node, x):
     """Gelu (opset 20): x Φ(x), or with approximate='tanh' its tanh form."""
     a = x.astype(np.float64)
@@ -421,7 +427,7 @@ OPS: dict = {
     "Tanh": Op(_elementwise(lambda n, x: np.tanh(x)), "stream"),
     "Softmax": Op(softmax, "stream"),
     "LogSoftmax": Op(logsoftmax, "stream"),
-    "LayerNormalization": Op(layernorm, "stream", shape=_like_input),
+    "LayerNormalization": Op(layernorm, "stream", check=_layernorm_check, shape=_like_input),
     "Gelu": Op(gelu, "stream", shape=_like_input),
     "Add": Op(_binary(np.add), "stream", NUMBERS),
     "Sub": Op(_binary(np.subtract), "stream", NUMBERS),
