@@ -51,6 +51,7 @@ ENTRY_WORDS = 5             # a DMA list entry: memory, size, block, stride, LDM
 INCLUDE_DIRS = (str(KERNEL_DIR / "include"),)
 # registers the loop nests may use: not $26 (ra), $29 (dma.inc's temporary), $30, $31
 POOL = [f"${k}" for k in list(range(0, 26)) + [27, 28]]
+UNROLL = (4, 2)             # outputs a reduction's loop nest computes at once, if they divide
 FP_OP = {"add": "faddd", "sub": "fsubd", "mul": "fmuld", "div": "fdivd"}
 
 
@@ -361,30 +362,43 @@ class _Code:
         extents = {a: hi - lo for a, (lo, hi) in zip(t.axes, box)}
         extents.update({a: a.extent for a in t.reduce_axes})
         looped = [a for a in t.axes + t.reduce_axes if extents[a] > 1]
+        outer = [a for a in looped if not a.reduce]
         pairs = {}                              # (axis, bytes) -> register
         free = list(POOL)
         for coefs in [out_coefs] + [p.coefs for p in step.reads]:
             for a, c in coefs.items():
                 if a in looped and (a, c) not in pairs:
                     pairs[(a, c)] = free.pop(0)
-        self.free, self.pairs = free, pairs
+        self.free, self.pairs, self.pinned, self.cache = free, pairs, set(), {}
         expr = t.expr.a if isinstance(t.expr, te.Unary) and t.expr.op == "exp" else t.expr
         reduce = t.body.op if isinstance(t.body, te.Reduce) else None
+        if reduce and len(outer) == len(looped):
+            raise GeneratorError(f"{t.name}: a reduction over one element")
+        # register tiling: a reduction computes UNROLL outputs along its innermost output axis
+        # at once (independent fmad chains; loads that do not depend on the axis shared)
+        self.unroll, width = None, 1
+        if reduce and outer:
+            width = next((u for u in UNROLL if extents[outer[-1]] % u == 0), 1)
+            self.unroll = outer[-1]
 
         def nest(level):
             if level == len(looped):
                 if reduce:
-                    self.accumulate(reduce, expr, step)
+                    for j in range(width):
+                        self.accumulate(reduce, expr, step, j)
+                    self.unpin()
                 else:
-                    self.store(self.value(expr, step), out_coefs, step)
+                    self.store(self.value(expr, step, 0), out_coefs, step, 0)
                 return
             axis = looped[level]
-            if reduce and level == len([a for a in looped if not a.reduce]):
-                self.acc = self.take()
-                if reduce == "sum":
-                    self.emit(f"fcpys\t$31, $31, {self.acc}")
-                else:
-                    self.emit(f"fldd\t{self.acc}, {self.const(-np.inf)}($31)")
+            if reduce and level == len(outer):
+                self.accs = [self.take() for _ in range(width)]
+                for acc in self.accs:
+                    if reduce == "sum":
+                        self.emit(f"fcpys\t$31, $31, {acc}")
+                    else:
+                        self.emit(f"fldd\t{acc}, {self.const(-np.inf)}($31)")
+            step_by = width if axis is self.unroll else 1
             mine = [(c, r) for (a, c), r in pairs.items() if a is axis]
             if not mine:                        # an axis no address uses: a counter of its own
                 mine = [(1, self.take())]
@@ -394,17 +408,17 @@ class _Code:
             self.emit(f"{top}:")
             nest(level + 1)
             for c, reg in mine:
-                self.emit(f"ldi\t{reg}, {c}({reg})")
+                self.emit(f"ldi\t{reg}, {c * step_by}({reg})")
             tmp = self.take()
             self.emit(f"ldi\t{tmp}, {mine[0][0] * extents[axis]}")
             self.emit(f"cmplt\t{mine[0][1]}, {tmp}, {tmp}")
             self.emit(f"bne\t{tmp}, {top}")
             self.give(tmp)
-            if reduce and level == len([a for a in looped if not a.reduce]):
-                self.store(self.acc, out_coefs, step)
-                self.give(self.acc)
-        if reduce and not any(a.reduce for a in looped):
-            raise GeneratorError(f"{t.name}: a reduction over one element")
+            if reduce and level == len(outer):
+                for j, acc in enumerate(self.accs):
+                    self.store(acc, out_coefs, step, j)
+                for acc in self.accs:
+                    self.give(acc)
         nest(0)
 
     def take(self) -> str:
@@ -413,7 +427,17 @@ class _Code:
         return self.free.pop(0)
 
     def give(self, reg):
-        self.free.insert(0, reg)
+        if reg not in self.pinned:
+            self.free.insert(0, reg)
+
+    def unpin(self):
+        for reg in self.pinned:
+            self.free.insert(0, reg)
+        self.pinned, self.cache = set(), {}
+
+    def shift(self, coefs: dict, j: int) -> int:
+        """Bytes from output j = 0 to output j along the unrolled axis."""
+        return coefs.get(self.unroll, 0) * j
 
     def address(self, coefs: dict, base: int) -> tuple:
         """(register holding the sum of the scaled counters, displacement)."""
@@ -431,62 +455,82 @@ class _Code:
             address = 0
         return reg, address
 
-    def load(self, plan: ReadPlan) -> str:
-        reg, disp = self.address(plan.coefs, plan.base)
-        self.emit(f"fldd\t{reg}, {disp}({reg})")
-        return reg
+    def load(self, plan: ReadPlan, j: int) -> str:
+        """The element for output j. In an unrolled body each address is computed once and
+        each element loaded once (both pinned until the body ends)."""
+        key = _read_key(plan.read)
+        shift = self.shift(plan.coefs, j)
+        if self.unroll is None:
+            reg, disp = self.address(plan.coefs, plan.base)
+            self.emit(f"fldd\t{reg}, {disp}({reg})")
+            return reg
+        if (key, shift) not in self.cache:
+            if key not in self.cache:
+                self.cache[key] = self.address(plan.coefs, plan.base)
+                self.pinned.add(self.cache[key][0])
+            base, disp = self.cache[key]
+            reg = self.take()
+            self.emit(f"fldd\t{reg}, {disp + shift}({base})")
+            self.cache[(key, shift)] = reg
+            self.pinned.add(reg)
+        return self.cache[(key, shift)]
 
-    def value(self, e, step) -> str:
+    def value(self, e, step, j) -> str:
+        """A register holding e for output j (a pinned register is never overwritten)."""
         if isinstance(e, te.Const):
             reg = self.take()
             self.emit(f"fldd\t{reg}, {self.const(e.value)}($31)")
             return reg
         if isinstance(e, te.Read):
             key = _read_key(e)
-            return self.load(next(p for p in step.reads if _read_key(p.read) == key))
+            return self.load(next(p for p in step.reads if _read_key(p.read) == key), j)
         if isinstance(e, te.Unary):
             if e.op != "sqrt":
                 raise GeneratorError(f"{step.tensor.name}: exp only as a TE's whole body")
-            a = self.value(e.a, step)
-            self.emit(f"fsqrtd\t{a}, {a}")
-            return a
-        a, b = self.value(e.a, step), self.value(e.b, step)
+            a = self.value(e.a, step, j)
+            out = self.take() if a in self.pinned else a
+            self.emit(f"fsqrtd\t{a}, {out}")
+            return out
+        a, b = self.value(e.a, step, j), self.value(e.b, step, j)
+        out = self.take() if a in self.pinned else a
         if e.op == "max":
             flag, done = self.take(), self.label()
+            self.emit(f"fcpys\t{a}, {a}, {out}")
             self.emit(f"fcmplt\t{a}, {b}, {flag}")
             self.emit(f"fbeq\t{flag}, {done}")
-            self.emit(f"fcpys\t{b}, {b}, {a}")
+            self.emit(f"fcpys\t{b}, {b}, {out}")
             self.emit(f"{done}:")
             self.give(flag)
         else:
-            self.emit(f"{FP_OP[e.op]}\t{a}, {b}, {a}")
+            self.emit(f"{FP_OP[e.op]}\t{a}, {b}, {out}")
         self.give(b)
-        return a
+        return out
 
-    def accumulate(self, op, e, step):
+    def accumulate(self, op, e, step, j):
+        acc = self.accs[j]
         if op == "sum" and isinstance(e, te.Binary) and e.op == "mul":
-            a, b = self.value(e.a, step), self.value(e.b, step)
-            self.emit(f"fmad\t{a}, {b}, {self.acc}, {self.acc}")
+            a, b = self.value(e.a, step, j), self.value(e.b, step, j)
+            self.emit(f"fmad\t{a}, {b}, {acc}, {acc}")
             self.give(b)
             self.give(a)
             return
-        v = self.value(e, step)
+        v = self.value(e, step, j)
         if op == "sum":
-            self.emit(f"faddd\t{self.acc}, {v}, {self.acc}")
+            self.emit(f"faddd\t{acc}, {v}, {acc}")
         else:
             flag, done = self.take(), self.label()
-            self.emit(f"fcmplt\t{self.acc}, {v}, {flag}")
+            self.emit(f"fcmplt\t{acc}, {v}, {flag}")
             self.emit(f"fbeq\t{flag}, {done}")
-            self.emit(f"fcpys\t{v}, {v}, {self.acc}")
+            self.emit(f"fcpys\t{v}, {v}, {acc}")
             self.emit(f"{done}:")
             self.give(flag)
         self.give(v)
 
-    def store(self, value, out_coefs, step):
+    def store(self, value, out_coefs, step, j):
         reg, disp = self.address(out_coefs, step.out)
-        self.emit(f"fstd\t{value}, {disp}({reg})")
+        self.emit(f"fstd\t{value}, {disp + self.shift(out_coefs, j)}({reg})")
         self.give(reg)
-        if value is not getattr(self, "acc", None):
+        if value not in getattr(self, "accs", ()):
             self.give(value)
 
 
