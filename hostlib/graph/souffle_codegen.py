@@ -51,7 +51,8 @@ ENTRY_WORDS = 5             # a DMA list entry: memory, size, block, stride, LDM
 INCLUDE_DIRS = (str(KERNEL_DIR / "include"),)
 # registers the loop nests may use: not $26 (ra), $29 (dma.inc's temporary), $30, $31
 POOL = [f"${k}" for k in list(range(0, 26)) + [27, 28]]
-UNROLL = (4, 2)             # outputs a reduction's loop nest computes at once, if they divide
+UNROLL = (8, 4, 2)          # outputs a reduction's loop nest computes at once (the first that
+                            # divides the axis and whose registers fit)
 FP_OP = {"add": "faddd", "sub": "fsubd", "mul": "fmuld", "div": "fdivd"}
 
 
@@ -343,7 +344,15 @@ class _Code:
         self.emit(f"beq\t$2, {skip}")
         if any(not p.local for p in step.reads):
             self.emit(f"SF_DMA_LIST SF_TABLE+{gets}, DMA_GET")
-        self.loops(step)
+        mark = len(self.lines)
+        for self.width in UNROLL + (1,):
+            try:
+                self.loops(step)
+                break
+            except GeneratorError:
+                if self.width == 1:
+                    raise
+                del self.lines[mark:]          # fewer outputs at once: fewer registers
         if isinstance(t.expr, te.Unary) and t.expr.op == "exp":
             vectors = align(ES * _tile_elements(t, step.grid)) // 32
             self.emit(f"ldi\t$16, {self.buf + step.out}")
@@ -378,7 +387,8 @@ class _Code:
         # at once (independent fmad chains; loads that do not depend on the axis shared)
         self.unroll, width = None, 1
         if reduce and outer:
-            width = next((u for u in UNROLL if extents[outer[-1]] % u == 0), 1)
+            width = next((u for u in UNROLL if extents[outer[-1]] % u == 0 and u <= self.width),
+                         1)
             self.unroll = outer[-1]
 
         def nest(level):
@@ -443,12 +453,10 @@ class _Code:
         """(register holding the sum of the scaled counters, displacement)."""
         regs = [self.pairs[(a, c)] for a, c in coefs.items() if (a, c) in self.pairs]
         reg = self.take()
-        if not regs:
-            self.emit(f"clr\t{reg}")
-        else:
-            self.emit(f"addl\t{regs[0]}, $31, {reg}")
-            for other in regs[1:]:
-                self.emit(f"addl\t{reg}, {other}, {reg}")
+        first = regs[1] if len(regs) > 1 else "$31"
+        self.emit(f"addl\t{regs[0] if regs else '$31'}, {first}, {reg}")
+        for other in regs[2:]:
+            self.emit(f"addl\t{reg}, {other}, {reg}")
         address = self.buf + base
         if address >= 32768:
             self.emit(f"ldi\t{reg}, {address}({reg})")
