@@ -10,9 +10,9 @@ smallest footprint, among those that fit the LDM budget.
 
 Fusion. ``plan(program, fused=True)`` puts the TEs one after the other into one launch while
 their LDM fits (a cut starts a new launch: the partition under the LDM budget). A TE's tile
-stays in LDM for the rest of the launch; a reader whose box on every CPE lies in the tile the
-same CPE computed reads it there (no DMA, no barrier: a softmax's or layernorm's reductions
-fused with their producer). Other readers fetch it from memory after a whole-mesh barrier
+and the boxes it fetched stay in LDM for the rest of the launch; a reader whose box on every
+CPE lies in what the same CPE holds reads it there (no DMA, no barrier: a softmax's or
+layernorm's reductions fused with their producer, a weight fetched once for every step). Other readers fetch it from memory after a whole-mesh barrier
 (``synr 0xff`` then ``sync 0xff``), so one launch holds a whole BERT block. With
 ``fused=False`` every TE is its own launch (the graph engine's node-at-a-time execution).
 
@@ -160,23 +160,30 @@ def _grids(t: te.Tensor, cpes: int):
             yield tuple(grid)
 
 
-def _local_base(step_t, r, grid, producer: Step):
-    """The LDM offset of the read's index-0 element in the producer's tile when every CPE's
-    box lies in its own tile at the same offset; None otherwise."""
-    if r.view is not None and tuple(r.view) != producer.tensor.shape:
+@dataclass
+class Resident:
+    """A region of a tensor (read as ``shape``) that each CPE holds in LDM from ``out`` for the
+    rest of the launch: a tile it computed or a box it fetched (tensors are written once)."""
+    shape: tuple
+    boxes: list                 # per CPE: [(lo, hi)] per dimension, or None (idle)
+    out: int
+
+
+def _local_base(step_t, r, grid, held: Resident):
+    """The LDM offset of the read's index-0 element in ``held`` when every CPE's box lies in
+    what the same CPE holds, at the same offset on every CPE; None otherwise."""
+    if tuple(r.shape) != tuple(held.shape):
         return None
-    pt = producer.tensor
     base = None
     for cpe in range(int(np.prod(grid))):
-        box, ptile = read_box(step_t, r, tile(step_t, grid, cpe)), tile(pt, producer.grid, cpe)
-        if ptile is None or any(lo < plo or hi > phi for (lo, hi), (plo, phi) in zip(box, ptile)):
-            return None
-        pst = strides([hi - lo for lo, hi in ptile])
         own = tile(step_t, grid, cpe)
+        box, have = read_box(step_t, r, own), held.boxes[cpe]
+        if have is None or any(lo < hlo or hi > hhi for (lo, hi), (hlo, hhi) in zip(box, have)):
+            return None
+        hst = strides([hi - lo for lo, hi in have])
         lows = dict(zip(step_t.axes, [lo for lo, _ in own]))
         first = [i.const + sum(c * lows.get(a, 0) for a, c in i.coefs.items()) for i in r.index]
-        offset = producer.out + ES * sum(s * (f - plo) for s, f, (plo, _) in
-                                         zip(pst, first, ptile))
+        offset = held.out + ES * sum(s * (f - hlo) for s, f, (hlo, _) in zip(hst, first, have))
         if base is not None and offset != base:
             return None
         base = offset
@@ -206,12 +213,11 @@ def _place(t, grid, resident: dict, top: int):
         key = _read_key(r)
         if key in plans:
             continue
-        producer = resident.get(r.tensor.name)
-        base = _local_base(t, r, grid, producer) if producer else None
-        if base is not None:
-            ptile = tile(producer.tensor, producer.grid, 0)
-            plans[key] = ReadPlan(r, True, base, _coefs(t, r, strides(
-                [hi - lo for lo, hi in ptile])))
+        held = next(((h, b) for h in resident.get(r.tensor.name, ())
+                     for b in [_local_base(t, r, grid, h)] if b is not None), None)
+        if held is not None:
+            plans[key] = ReadPlan(r, True, held[1], _coefs(t, r, strides(
+                [hi - lo for lo, hi in held[0].boxes[0]])))
             continue
         box = read_box(t, r, box0)
         ext = [hi - lo for lo, hi in box]
@@ -276,8 +282,13 @@ def plan(program, config, fused: bool = True) -> list:
             resident = {}
         launches[-1].steps.append(step)
         launches[-1].buffer_bytes = end
-        resident[t.name] = step
-        top = start + align(ES * _tile_elements(t, grid))
+        tiles = [tile(t, grid, cpe) for cpe in range(config.num_cpes)]
+        resident.setdefault(t.name, []).append(Resident(t.shape, tiles, start))
+        for p in reads:                 # fetched boxes stay too: later readers reuse them
+            if not p.local:
+                resident.setdefault(p.read.tensor.name, []).append(Resident(
+                    p.read.shape, [box and read_box(t, p.read, box) for box in tiles], p.base))
+        top = end
     _puts_and_barriers(launches, program.outputs)
     return launches
 
