@@ -41,7 +41,8 @@ from .ir import GraphError
 ES = 8                      # float64 elements
 ENTRY = "souffle_kernel"
 MAX_GRID_AXES = 3
-LDM_RESERVE = 6144          # kernel data, constants, vmath.inc's variables (checked after linking)
+LDM_RESERVE = 2048          # kernel data, constants, vmath.inc's variables (1064 B; checked after
+                            # linking); the table is counted step by step
 TABLE_LIMIT = 16384         # bytes of one CPE's table row (its LDM copy)
 LINE = 128                  # bytes of a memory transaction (dma_transaction_bytes)
 # the scalar loop nest's cycles per (output, reduce) point: ~12 instructions around a 7-cycle
@@ -130,6 +131,7 @@ class ReadPlan:
     base: int = 0               # LDM offset of the element at local index 0 (from SF_BUF)
     coefs: dict = field(default_factory=dict)   # axis -> bytes per step
     box_elements: int = 0       # DMA'd box size (elements)
+    held: "Resident" = None     # what a local read reads
 
 
 @dataclass
@@ -167,6 +169,7 @@ class Resident:
     shape: tuple
     boxes: list                 # per CPE: [(lo, hi)] per dimension, or None (idle)
     out: int
+    end: int                    # LDM offset past it
 
 
 def _local_base(step_t, r, grid, held: Resident):
@@ -204,11 +207,13 @@ def _read_key(r: te.Read):
 
 
 def _place(t, grid, resident: dict, top: int):
-    """(reads, LDM end, memory lines CPE 0's DMA touches) of TE t on ``grid`` with its tile at ``top``
-    and the DMA boxes above; reads of one element pattern share one ReadPlan."""
+    """(reads, LDM end, memory lines CPE 0's DMA touches, its table words) of TE t on ``grid``
+    with its tile at ``top`` and the DMA boxes above; reads of one element pattern share one
+    ReadPlan."""
     plans, address = {}, top + align(ES * _tile_elements(t, grid))
     box0 = tile(t, grid, 0)
-    pieces = _lines(dma_pieces(box0, t.shape, 0, 0))
+    put = dma_pieces(box0, t.shape, 0, 0)
+    pieces, words = _lines(put), 3 + ENTRY_WORDS * len(put)
     for r in te.reads(t):
         key = _read_key(r)
         if key in plans:
@@ -217,15 +222,16 @@ def _place(t, grid, resident: dict, top: int):
                      for b in [_local_base(t, r, grid, h)] if b is not None), None)
         if held is not None:
             plans[key] = ReadPlan(r, True, held[1], _coefs(t, r, strides(
-                [hi - lo for lo, hi in held[0].boxes[0]])))
+                [hi - lo for lo, hi in held[0].boxes[0]])), held=held[0])
             continue
         box = read_box(t, r, box0)
         ext = [hi - lo for lo, hi in box]
         elements = int(np.prod(ext, dtype=np.int64))
         plans[key] = ReadPlan(r, False, address, _coefs(t, r, strides(ext)), elements)
-        pieces += _lines(dma_pieces(box, r.shape, 0, 0))
+        gets = dma_pieces(box, r.shape, 0, 0)
+        pieces, words = pieces + _lines(gets), words + ENTRY_WORDS * len(gets)
         address += align(ES * elements)
-    return list(plans.values()), address, pieces
+    return list(plans.values()), address, pieces, words
 
 
 def _lines(pieces) -> int:
@@ -255,39 +261,59 @@ def _uniform(t, grid) -> bool:
     return len(shapes) == 1
 
 
+def _fit(t, grid, resident: dict, start: int):
+    """TE t placed from LDM offset ``start``, evicting what it overwrites (the FIFO LDM
+    manager: the space is a ring, the oldest regions are overwritten first). Returns
+    (reads, end, lines, words, the residents kept). An evicted tile read later is read from
+    memory (plan's put and barrier follow from that: the reload DMA)."""
+    held = resident
+    for _ in range(len(resident) + 2):
+        reads, end, lines, words = _place(t, grid, held, start)
+        keep = {name: [h for h in hs if h.end <= start or h.out >= end]
+                for name, hs in resident.items()}
+        if all(p.held in keep[p.read.tensor.name] for p in reads if p.local):
+            return reads, end, lines, words, keep
+        held = keep
+    raise GeneratorError(f"{t.name}: the LDM eviction did not settle")
+
+
 def plan(program, config, fused: bool = True) -> list:
     """Launches: grids, LDM layout, local reads, puts and barriers (see the module doc)."""
-    budget = config.ldm_bytes - LDM_RESERVE
-    launches, resident, top = [], {}, 0
+    launches, resident, top, table = [], {}, 0, 0
     for t in program.tensors:
         best = None
-        for attempt in ((resident, top), ({}, 0)) if fused and resident else (({}, 0),):
-            res, start = attempt
+        # after the previous step; from LDM's start (the ring wraps); in a new launch
+        attempts = [(resident, top, False), (resident, 0, False)] if fused and launches else []
+        for res, start, new in attempts + [({}, 0, True)]:
             for grid in _grids(t, config.num_cpes):
-                reads, end, pieces = _place(t, grid, res, start)
-                if end > budget or not _uniform(t, grid):
+                reads, end, lines, words, keep = _fit(t, grid, res, start)
+                room = config.ldm_bytes - LDM_RESERVE - 8 * (words + (0 if new else table))
+                if end > room or not _uniform(t, grid):
                     continue
-                key = (estimate(t, grid, pieces, config), end)
+                key = (estimate(t, grid, lines, config), end)
                 if best is None or key < best[0]:
-                    best = (key, grid, reads, end, attempt)
+                    best = (key, grid, reads, end, words, keep, start, new)
             if best is not None:
                 break
         if best is None:
-            raise GeneratorError(f"{t.name}: no tiling of {list(t.shape)} fits the LDM budget "
-                                 f"of {budget} B per CPE")
-        _, grid, reads, end, (res, start) = best
-        step = Step(t, grid, reads, out=start)
-        if not fused or res is not resident or not launches:
+            raise GeneratorError(f"{t.name}: no tiling of {list(t.shape)} fits the LDM of "
+                                 f"{config.ldm_bytes} B per CPE")
+        _, grid, reads, end, words, resident, start, new = best
+        if new:
             launches.append(Launch([]))
-            resident = {}
-        launches[-1].steps.append(step)
-        launches[-1].buffer_bytes = end
+            resident, table = {}, 0
+        launch = launches[-1]
+        launch.steps.append(Step(t, grid, reads, out=start))
+        launch.buffer_bytes = max(launch.buffer_bytes, end)
+        table += words
         tiles = [tile(t, grid, cpe) for cpe in range(config.num_cpes)]
-        resident.setdefault(t.name, []).append(Resident(t.shape, tiles, start))
+        resident.setdefault(t.name, []).append(Resident(
+            t.shape, tiles, start, start + align(ES * _tile_elements(t, grid))))
         for p in reads:                 # fetched boxes stay too: later readers reuse them
             if not p.local:
                 resident.setdefault(p.read.tensor.name, []).append(Resident(
-                    p.read.shape, [box and read_box(t, p.read, box) for box in tiles], p.base))
+                    p.read.shape, [box and read_box(t, p.read, box) for box in tiles], p.base,
+                    p.base + align(ES * p.box_elements)))
         top = end
     _puts_and_barriers(launches, program.outputs)
     return launches
@@ -594,6 +620,17 @@ class LaunchStats:
     cycles: int
     dma_bytes: int
     ldm_peak: int
+
+
+def report(stats: list) -> str:
+    """Per launch (fused subgraph): its TEs, cycles, DMA bytes and LDM peak."""
+    lines = [f"{'launch':<6} {'TEs':>4} {'first .. last TE':<40} {'cycles':>10} "
+             f"{'DMA bytes':>10} {'LDM peak':>9}"]
+    for k, s in enumerate(stats):
+        span = s.tensors[0] if len(s.tensors) == 1 else f"{s.tensors[0]} .. {s.tensors[-1]}"
+        lines.append(f"{k:<6} {len(s.tensors):>4} {span:<40} {s.cycles:>10,} {s.dma_bytes:>10,} "
+                     f"{s.ldm_peak:>9,}")
+    return "\n".join(lines)
 
 
 def _tables(launch: Launch, addresses: dict, cpes: int, buf: int):

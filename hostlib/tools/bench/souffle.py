@@ -165,10 +165,7 @@ def format_report(result: Result, explain: bool = False) -> str:
     lines.append(f"cycles: the kernels'; + launches: with spawn_cycles ({result.rows[0].spawn_cycles})"
                  " per launch (the graph engine's CPE nodes); speed-up: over the graph engine's")
     lines.append("load/compute overlap: not built (every DMA is waited for)")
-    lines.append("fused subgraphs (launches): TEs, cycles, DMA bytes, LDM peak")
-    for k, s in enumerate(result.subgraphs):
-        lines.append(f"  {k}: {len(s.tensors)} TEs ({s.tensors[0]} .. {s.tensors[-1]}), "
-                     f"{s.cycles:,} cycles, {s.dma_bytes:,} B, {s.ldm_peak:,} B")
+    lines += ["the fused subgraphs:", codegen.report(result.subgraphs)]
     if explain:
         lines += ["passes:", result.explain]
     return "\n".join(lines)
