@@ -8,7 +8,8 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from swsim.hostlib.graph import souffle, te
 from swsim.hostlib.graph import souffle_codegen as codegen
 from swsim.hostlib.graph.ir import Graph, Node, TensorInfo
-from swsim.hostlib.tools.bench.souffle import bert_block, bert_numpy
+from swsim.cli import main
+from swsim.hostlib.tools.bench.souffle import bert_block, bert_model, bert_numpy
 from swsim.vm.machine import Machine
 
 
@@ -129,11 +130,13 @@ def test_generated_kernel_same_bits_and_cycles_on_both_engines():
     assert [s.cycles for s in stats_c] == [s.cycles for s in stats_py]
 
 
-def test_fused_bert_block_one_launch_matches_numpy():
+@pytest.mark.parametrize("ldm_bytes", [65536, 12288])
+def test_fused_bert_block_one_launch_matches_numpy(ldm_bytes):
+    """With 12 KiB of LDM the FIFO manager evicts tiles, and readers fetch them again."""
     graph = bert_block(16, 32, 2)
     x = np.random.default_rng(5).standard_normal((16, 32))
     program = souffle.horizontal(souffle.vertical(souffle.lower(graph)))
-    machine = Machine()
+    machine = Machine(ldm_bytes=ldm_bytes)
     launches = codegen.plan(program, machine.config, fused=True)
     steps = launches[0].steps
     assert len(launches) == 1 and len(steps) == len(program.tensors)
@@ -143,3 +146,31 @@ def test_fused_bert_block_one_launch_matches_numpy():
     outputs, stats = codegen.run(program, launches, machine, {"x": x})
     ref = bert_numpy(graph, x)
     assert np.abs(outputs["y"] - ref).max() <= 1e-12 * np.abs(ref).max()
+    assert stats[0].ldm_peak <= ldm_bytes
+    # the small LDM refetches tiles that the full LDM keeps
+    full = codegen.plan(program, Machine().config, fused=True)
+    assert (ldm_bytes == 65536) == (_refetches(launches) == _refetches(full))
+
+
+def _refetches(launches) -> int:
+    """Reads from memory of a tensor computed earlier in the same launch."""
+    count = 0
+    for launch in launches:
+        done = set()
+        for step in launch.steps:
+            count += sum(not p.local and p.read.tensor.name in done for p in step.reads)
+            done.add(step.tensor.name)
+    return count
+
+
+def test_onnx_command_souffle(tmp_path, capsys):
+    model = tmp_path / "bert.onnx"
+    model.write_bytes(bert_model(16, 32, 2).SerializeToString())
+    assert main(["onnx", str(model), "--souffle", "--explain"]) == 0
+    out = capsys.readouterr().out
+    assert "horizontal applied      q, k, v" in out and "merging Reshape" in out
+    assert main(["onnx", str(model), "--souffle"]) == 0
+    out = capsys.readouterr().out
+    assert "output y: float64 [16, 32]" in out and "hcat(q,k,v) .. y" in out
+    assert main(["onnx", str(model), "--souffle", "--cgs", "2"]) == 1
+    assert "--souffle runs the fused kernels on one core group" in capsys.readouterr().err

@@ -109,6 +109,9 @@ def run(args) -> int:
 
 def _souffle(args, graph) -> int:
     """Lower, transform (vertical, horizontal), fuse and run the generated kernels."""
+    if args.cgs != 1 or args.check:
+        raise GraphError("--souffle runs the fused kernels on one core group, without --check "
+                         "(its tests compare them with the unfused program)")
     program = souffle.lower(graph)
     for name in souffle.PASSES:
         program = souffle.PASSES[name](program)

@@ -15,7 +15,12 @@ from ....vm.machine import Machine
 
 
 def bert_block(seq=32, hidden=64, heads=2, seed=0):
-    """x -> Q/K/V projections, heads (Reshape, Transpose), softmax(Q K^T / sqrt(d)) V, the
+    """The block as a graph of the graph engine (``bert_model`` imported)."""
+    return import_onnx(bert_model(seq, hidden, heads, seed))
+
+
+def bert_model(seq=32, hidden=64, heads=2, seed=0):
+    """An ONNX model: x -> Q/K/V projections, heads (Reshape, Transpose), softmax(Q K^T / sqrt(d)) V, the
     heads merged (Transpose, Reshape), the output projection, residual, LayerNorm, the
     feed-forward network (MatMul, Gelu tanh, MatMul), residual, LayerNorm."""
     from onnx import TensorProto, helper, numpy_helper
@@ -61,7 +66,7 @@ def bert_block(seq=32, hidden=64, heads=2, seed=0):
                          [h.make_tensor_value_info("x", TensorProto.FLOAT, [seq, hidden])],
                          [h.make_tensor_value_info("y", TensorProto.FLOAT, [seq, hidden])],
                          [numpy_helper.from_array(v, n) for n, v in w.items()])
-    return import_onnx(h.make_model(graph, opset_imports=[h.make_opsetid("", 20)]))
+    return h.make_model(graph, opset_imports=[h.make_opsetid("", 20)])
 
 
 def bert_numpy(graph, x):
