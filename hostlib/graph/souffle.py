@@ -355,9 +355,11 @@ def horizontal(program: Program) -> Program:
         groups.setdefault(_signature(t, program.constants), []).append(t)
     tensors, constants, inputs = list(program.tensors), dict(program.constants), dict(program.inputs)
     notes = []
-    for members in groups.values():
-        if len(members) < 2:
+    for group in groups.values():
+        if len(group) < 2:
             continue
+        current = {t.name: t for t in tensors}     # earlier merges rewrote their readers
+        members = [current[m.name] for m in group]
         names = ", ".join(m.name for m in members)
         why = _horizontal_reason(members, program)
         if why:
@@ -387,7 +389,7 @@ def horizontal(program: Program) -> Program:
                 return None
             view = None if r.view is None else (len(index),) + tuple(r.view)
             return te.Read(merged, (te.Affine({}, index[r.tensor.name]),) + r.index, view)
-        position = tensors.index(first)
+        position = [t.name for t in tensors].index(first.name)
         tensors = [_with_expr(t, _replace_reads(t.expr, retarget)) for t in tensors
                    if t.name not in index]
         tensors.insert(position, merged)

@@ -16,9 +16,9 @@ layernorm's reductions fused with their producer, a weight fetched once for ever
 (``synr 0xff`` then ``sync 0xff``), so one launch holds a whole BERT block. With
 ``fused=False`` every TE is its own launch (the graph engine's node-at-a-time execution).
 
-Generated code (one text per launch, from a template per step): the CPE fetches its row of
-the host-made table (per step: active flag, the get list and the put list of
-(memory, size, block, stride, LDM) descriptors), then per step runs the loop nest over its
+Generated code (one text per launch, from a template per step): per step the CPE fetches its
+part of its row of the host-made table (active flag, the get list and the put list of
+(memory, size, block, stride, LDM) descriptors), then runs the loop nest over its
 tile and the reduce axes with scalar double arithmetic (``fmad`` for a sum of products; the
 addresses are sums of per-axis scaled counters), a body ``exp(...)`` through vmath.inc's
 ``vexp_d`` over the tile, and the puts. Every request is waited for (no load/compute overlap).
@@ -41,9 +41,9 @@ from .ir import GraphError
 ES = 8                      # float64 elements
 ENTRY = "souffle_kernel"
 MAX_GRID_AXES = 3
-LDM_RESERVE = 2048          # kernel data, constants, vmath.inc's variables (1064 B; checked after
+LDM_RESERVE = 4096          # kernel data, constants, vmath.inc's variables (1064 B; checked after
                             # linking); the table is counted step by step
-TABLE_LIMIT = 16384         # bytes of one CPE's table row (its LDM copy)
+TABLE_LIMIT = 16384         # bytes of one step's part of a CPE's table row (its LDM copy)
 LINE = 128                  # bytes of a memory transaction (dma_transaction_bytes)
 # the scalar loop nest's cycles per (output, reduce) point: ~12 instructions around a 7-cycle
 # fmad chain (the GEMM steps of the BERT block measure 9-10 on the C engine)
@@ -287,8 +287,10 @@ def plan(program, config, fused: bool = True) -> list:
         for res, start, new in attempts + [({}, 0, True)]:
             for grid in _grids(t, config.num_cpes):
                 reads, end, lines, words, keep = _fit(t, grid, res, start)
-                room = config.ldm_bytes - LDM_RESERVE - 8 * (words + (0 if new else table))
-                if end > room or not _uniform(t, grid):
+                # the launch's buffers and its table area (the largest step's part)
+                room = config.ldm_bytes - LDM_RESERVE - 8 * max(words, 0 if new else table)
+                high = end if new else max(end, launches[-1].buffer_bytes)
+                if high > room or not _uniform(t, grid):
                     continue
                 key = (estimate(t, grid, lines, config), end)
                 if best is None or key < best[0]:
@@ -305,7 +307,7 @@ def plan(program, config, fused: bool = True) -> list:
         launch = launches[-1]
         launch.steps.append(Step(t, grid, reads, out=start))
         launch.buffer_bytes = max(launch.buffer_bytes, end)
-        table += words
+        table = max(table, words)
         tiles = [tile(t, grid, cpe) for cpe in range(config.num_cpes)]
         resident.setdefault(t.name, []).append(Resident(
             t.shape, tiles, start, start + align(ES * _tile_elements(t, grid))))
@@ -336,9 +338,9 @@ def _puts_and_barriers(launches, outputs):
 class _Code:
     """Assembly of one launch; ``buf`` is the LDM address of SF_BUF (the second pass's)."""
 
-    def __init__(self, launch: Launch, table_offsets: list, table_bytes: int, buf: int):
-        self.launch, self.offsets, self.table_bytes, self.buf = launch, table_offsets, \
-            table_bytes, buf
+    def __init__(self, launch: Launch, table_offsets: list, row_bytes: int, buf: int):
+        self.launch, self.offsets, self.row_bytes, self.buf = launch, table_offsets, \
+            row_bytes, buf
         self.lines, self.consts, self.labels = [], {}, 0
 
     def emit(self, line):
@@ -358,11 +360,12 @@ class _Code:
                 "SF_REPLY:\t.skip\t32", "SF_RA:\t.skip\t8"]
         head += [f"{label}:\t.quad\t{np.float64(v).view(np.int64)}"
                  for v, label in self.consts.items()]
-        head += ["\t.align\t5", f"SF_TABLE:\t.skip\t{self.table_bytes}", DMA_LIST_MACRO, "\t.text", f"\t.globl\t{ENTRY}", f"\t.ent\t{ENTRY}",
+        step_bytes = max(size for _, size, _ in self.offsets)
+        head += ["SF_TBASE:\t.quad\t0", "\t.align\t5", f"SF_TABLE:\t.skip\t{step_bytes}",
+                 DMA_LIST_MACRO, "\t.text", f"\t.globl\t{ENTRY}", f"\t.ent\t{ENTRY}",
                  f"{ENTRY}:", "\tstl\t$26, SF_RA($31)", "\trcid\t$1",
-                 f"\tldi\t$2, {self.table_bytes}", "\tmull\t$1, $2, $1", "\taddl\t$16, $1, $1",
-                 f"\tMAKE_DESC $10, DMA_GET, {self.table_bytes}, SF_REPLY", "\tldi\t$2, SF_TABLE",
-                 "\tDMA_WAIT $10, $1, $2, SF_REPLY"]
+                 f"\tldi\t$2, {self.row_bytes}", "\tmull\t$1, $2, $1", "\taddl\t$16, $1, $1",
+                 "\tstl\t$1, SF_TBASE($31)         # this CPE's table row"]
         tail = ["\tldl\t$26, SF_RA($31)", "\tret", f"\t.end\t{ENTRY}", "\t.ldm", "\t.align\t5",
                 f"SF_BUF:\t.skip\t{max(self.launch.buffer_bytes, 32)}"]
         return "\n".join(head + body + tail) + "\n"
@@ -375,9 +378,15 @@ class _Code:
             self.emit("synr\t0xff")
             self.emit("sync\t0xff")
         skip = self.label()
-        active, gets, puts = self.offsets[k]
-        self.emit("ldi\t$1, SF_TABLE")
-        self.emit(f"ldl\t$2, {active}($1)")
+        start, size, puts = self.offsets[k]
+        gets, active = 8, 0
+        self.emit("ldl\t$1, SF_TBASE($31)       # the step's part of the table row")
+        self.emit(f"ldi\t$2, {start}")
+        self.emit("addl\t$1, $2, $1")
+        self.emit(f"MAKE_DESC $10, DMA_GET, {size}, SF_REPLY")
+        self.emit("ldi\t$2, SF_TABLE")
+        self.emit("DMA_WAIT $10, $1, $2, SF_REPLY")
+        self.emit(f"ldl\t$2, SF_TABLE+{active}($31)")
         self.emit(f"beq\t$2, {skip}")
         if any(not p.local for p in step.reads):
             self.emit(f"SF_DMA_LIST SF_TABLE+{gets}, DMA_GET")
@@ -634,7 +643,8 @@ def report(stats: list) -> str:
 
 
 def _tables(launch: Launch, addresses: dict, cpes: int, buf: int):
-    """Per CPE the int64 table row and per step its (active, gets, puts) byte offsets."""
+    """Per CPE the int64 table row and per step (start, bytes, the put list's offset in the
+    step's part): active flag at 0, the get list at 8."""
     rows, offsets, dma_bytes = [[] for _ in range(cpes)], [], 0
     for step in launch.steps:
         t = step.tensor
@@ -654,25 +664,25 @@ def _tables(launch: Launch, addresses: dict, cpes: int, buf: int):
         n_get = max(len(g) for _, g, _ in lists)
         n_put = max(len(p) for _, _, p in lists)
         start = len(rows[0]) * 8
-        offsets.append((start, start + 8, start + 16 + ENTRY_WORDS * 8 * n_get))
+        size = 8 * (3 + ENTRY_WORDS * (n_get + n_put))
+        if size > TABLE_LIMIT:
+            raise GeneratorError(f"{step.tensor.name}: its DMA lists take {size} B per CPE, more "
+                                 f"than {TABLE_LIMIT}")
+        offsets.append((start, size, 16 + ENTRY_WORDS * 8 * n_get))
         for cpe, (active, gets, puts) in enumerate(lists):
             row = [int(active), len(gets)] + [w for g in gets for w in g]
             row += [0] * (ENTRY_WORDS * (n_get - len(gets)))
             row += [len(puts)] + [w for p in puts for w in p]
             row += [0] * (ENTRY_WORDS * (n_put - len(puts)))
             rows[cpe] += row
-    table = np.array(rows, np.int64)
-    if table.shape[1] * 8 > TABLE_LIMIT:
-        raise GeneratorError(f"a launch's DMA table takes {table.shape[1] * 8} B per CPE, more "
-                             f"than {TABLE_LIMIT}")
-    return table, offsets, dma_bytes
+    return np.array(rows, np.int64), offsets, dma_bytes
 
 
-def generate(launch: Launch, offsets, table_bytes: int) -> str:
+def generate(launch: Launch, offsets, row_bytes: int) -> str:
     """The launch's assembly (two passes: the first finds SF_BUF's LDM address)."""
     buf = 0
     for _ in range(2):
-        code = _Code(launch, offsets, table_bytes, buf)
+        code = _Code(launch, offsets, row_bytes, buf)
         for k, step in enumerate(launch.steps):
             code.step(k, step)
         text = code.text()
@@ -700,8 +710,9 @@ def run(program, launches: list, machine, feeds: dict, engine: str = "c"):
         table, offsets, dma_bytes = _tables(launch, addresses, config.num_cpes, buf)
         ldm = len(_link(text).ldm_image)
         if ldm > config.ldm_bytes:
-            raise GeneratorError(f"the launch of {', '.join(s.tensor.name for s in launch.steps)}"
-                                 f" takes {ldm} B of LDM, more than {config.ldm_bytes}")
+            raise GeneratorError(f"the launch of {launch.steps[0].tensor.name} .. "
+                                 f"{launch.steps[-1].tensor.name} takes {ldm} B of LDM, more "
+                                 f"than {config.ldm_bytes}")
         result = machine.run(_link(text), entry=ENTRY, args=[machine.mem.put(table)],
                              engine=engine)
         stats.append(LaunchStats([s.tensor.name for s in launch.steps], result.kernel_cycles,

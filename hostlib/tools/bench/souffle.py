@@ -174,3 +174,44 @@ def format_report(result: Result, explain: bool = False) -> str:
     if explain:
         lines += ["passes:", result.explain]
     return "\n".join(lines)
+
+
+def lstm_model(hidden=32, steps=4, batch=4, layers=2, seed=0):
+    """An ONNX model of a ``layers``-layer LSTM unrolled over ``steps``: per layer, step and
+    gate k, z_k = x W_k + h U_k + b_k (MatMul, MatMul, Add, Add), i, f, o = Sigmoid and
+    g = Tanh, c = f c + i g, h = o tanh(c); inputs x0.. (batch, hidden), h and c start at 0.
+    Per gate weights, so the horizontal transformation has the four gates to merge."""
+    from onnx import TensorProto, helper as h, numpy_helper
+    rng = np.random.default_rng(seed)
+    w, nodes = {"zero": np.zeros((batch, hidden), np.float32)}, []
+
+    def node(op, inputs, output):
+        nodes.append(h.make_node(op, inputs, [output], name=output))
+        return output
+    activations = ("Sigmoid", "Sigmoid", "Sigmoid", "Tanh")       # i, f, o, g
+    for layer in range(layers):
+        for k in range(4):
+            for name in ("W", "U"):
+                w[f"{name}{layer}{k}"] = (rng.standard_normal((hidden, hidden)) /
+                                          np.sqrt(hidden)).astype(np.float32)
+            w[f"b{layer}{k}"] = (rng.standard_normal(hidden) * 0.1).astype(np.float32)
+    inputs = [f"x{t}" for t in range(steps)]
+    for layer in range(layers):
+        outputs, state, cell = [], "zero", "zero"
+        for t, x in enumerate(inputs):
+            p = f"l{layer}t{t}"
+            i, f, o, g = (node(op, [node("Add", [node("Add", [
+                node("MatMul", [x, f"W{layer}{k}"], f"{p}xw{k}"),
+                node("MatMul", [state, f"U{layer}{k}"], f"{p}hu{k}")], f"{p}s{k}"),
+                f"b{layer}{k}"], f"{p}z{k}")], f"{p}a{k}") for k, op in enumerate(activations))
+            cell = node("Add", [node("Mul", [f, cell], f"{p}fc"),
+                                node("Mul", [i, g], f"{p}ig")], f"{p}c")
+            state = node("Mul", [o, node("Tanh", [cell], f"{p}tc")], f"{p}h")
+            outputs.append(state)
+        inputs = outputs
+    graph = h.make_graph(
+        nodes, "lstm", [h.make_tensor_value_info(f"x{t}", TensorProto.FLOAT, [batch, hidden])
+                        for t in range(steps)],
+        [h.make_tensor_value_info(inputs[-1], TensorProto.FLOAT, [batch, hidden])],
+        [numpy_helper.from_array(v, n) for n, v in w.items()])
+    return h.make_model(graph, opset_imports=[h.make_opsetid("", 13)])
