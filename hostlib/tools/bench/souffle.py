@@ -1,7 +1,8 @@
 """``swsim bench souffle``: Souffle's passes (hostlib/graph/souffle.py, docs/souffle.md) on a
 tiny BERT block — the unfused graph engine against the generated kernels after each pass
 (the ablation), per fused launch its cycles, DMA bytes and LDM peak; every stage is checked
-against an independent numpy implementation of the block."""
+against an independent numpy implementation of the block; and a 2-layer LSTM, one launch per
+TE against one fused launch (the weights fetched once and kept in LDM)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -115,6 +116,9 @@ class Result:
     rows: list
     subgraphs: list               # the fused stage's launches (souffle_codegen.LaunchStats)
     explain: str
+    lstm: list = None             # rows of the LSTM: graph engine, one launch per TE, fused
+    lstm_size: tuple = ()         # (hidden, steps, batch, layers)
+    lstm_weight_bytes: dict = None   # stage -> bytes of W and U the DMA moved
 
 
 # the ablation: (stage, passes applied, fused into launches under the LDM budget)
@@ -123,6 +127,7 @@ STAGES = (("TEs, one launch each", (), False),
           ("+ horizontal", ("vertical", "horizontal"), False),
           ("+ barrier/reduction fusion", ("vertical", "horizontal"), True))
 FULL, QUICK = (32, 64, 2), (16, 32, 2)
+LSTM_FULL, LSTM_QUICK = (64, 8, 4, 2), (32, 4, 4, 2)      # hidden, steps, batch, layers
 RTOL = 1e-4                   # relative error allowed (the graph engine runs float32)
 
 
@@ -130,47 +135,94 @@ def _error(out, ref) -> float:
     return float(np.abs(out - ref).max() / np.abs(ref).max())
 
 
-def run(quick=False, seed=1, engine="c") -> Result:
+def _graph_engine(graph, feeds, ref):
+    """The unfused graph engine's row (float32 feeds) and its cycles with launches."""
+    session = Session(graph, machine=Machine(), check=False)
+    out = session.run({k: v.astype(np.float32) for k, v in feeds.items()})[graph.outputs[0]]
+    cpe = [r for r in session.records if r.device == "CPE"]
+    spawn = session.machine.config.spawn_cycles
+    base = sum(r.cycles for r in session.records) + len(cpe) * spawn
+    return Row("graph engine (unfused)", len(cpe), sum(r.dma_bytes for r in cpe),
+               base - len(cpe) * spawn, None, _error(out, ref), spawn, base)
+
+
+def _stage(program, stage, passes, fused, feeds, ref, base, engine):
+    """(Row, per-launch stats, the transformed program, weight bytes) of one ablation stage."""
+    for name in passes:
+        program = souffle.PASSES[name](program)
+    machine = Machine()
+    launches = codegen.plan(program, machine.config, fused=fused)
+    outputs, stats = codegen.run(program, launches, machine, feeds, engine=engine)
+    row = Row(stage, len(stats), sum(s.dma_bytes for s in stats), sum(s.cycles for s in stats),
+              max(s.ldm_peak for s in stats), _error(outputs[program.outputs[0]], ref),
+              base.spawn_cycles, base.baseline)
+    return row, stats, program, _constant_bytes(program, launches)
+
+
+def _constant_bytes(program, launches) -> int:
+    """Bytes of the program's constants (weights) the launches' DMA moves, all CPEs."""
+    total = 0
+    for launch in launches:
+        for step in launch.steps:
+            cpes = int(np.prod(step.grid))
+            total += cpes * sum(codegen.ES * p.box_elements for p in step.reads
+                                if not p.local and p.read.tensor.name in program.constants)
+    return total
+
+
+def run(quick=False, seed=1, engine="c", lstm=True) -> Result:
     seq, hidden, heads = QUICK if quick else FULL
     graph = bert_block(seq, hidden, heads)
     x = np.random.default_rng(seed).standard_normal((seq, hidden))
     ref = bert_numpy(graph, x)
-    session = Session(graph, machine=Machine(), check=False)
-    out = session.run({"x": x.astype(np.float32)})["y"]
-    cpe = [r for r in session.records if r.device == "CPE"]
-    spawn = session.machine.config.spawn_cycles
-    base = sum(r.cycles for r in session.records) + len(cpe) * spawn
-    rows = [Row("graph engine (unfused)", len(cpe), sum(r.dma_bytes for r in cpe),
-                base - len(cpe) * spawn, None, _error(out, ref), spawn, base)]
-    program, subgraphs = souffle.lower(graph), []
+    base = _graph_engine(graph, {"x": x}, ref)
+    rows, program = [base], souffle.lower(graph)
     for stage, passes, fused in STAGES:
-        current = program
-        for name in passes:
-            current = souffle.PASSES[name](current)
-        machine = Machine()
-        launches = codegen.plan(current, machine.config, fused=fused)
-        outputs, stats = codegen.run(current, launches, machine, {"x": x}, engine=engine)
-        rows.append(Row(stage, len(stats), sum(s.dma_bytes for s in stats),
-                        sum(s.cycles for s in stats), max(s.ldm_peak for s in stats),
-                        _error(outputs["y"], ref), spawn, base))
-        subgraphs, explained = stats, current
-    return Result((seq, hidden, heads), rows, subgraphs, souffle.explain(explained))
+        row, subgraphs, explained, _ = _stage(program, stage, passes, fused, {"x": x}, ref,
+                                              base, engine)
+        rows.append(row)
+    result = Result((seq, hidden, heads), rows, subgraphs, souffle.explain(explained))
+    if lstm:
+        size = LSTM_QUICK if quick else LSTM_FULL
+        graph = import_onnx(lstm_model(*size))
+        rng = np.random.default_rng(seed)
+        feeds = {name: rng.standard_normal(info.shape) for name, info in graph.inputs.items()}
+        program = souffle.lower(graph)
+        ref = program.evaluate(feeds)[graph.outputs[0]]
+        result.lstm, result.lstm_size, result.lstm_weight_bytes = [
+            _graph_engine(graph, feeds, ref)], size, {}
+        for stage, passes, fused in (STAGES[2], STAGES[3]):
+            row, _, _, weights = _stage(program, stage, passes, fused, feeds, ref,
+                                        result.lstm[0], engine)
+            result.lstm.append(row)
+            result.lstm_weight_bytes[stage] = weights
+    return result
+
+
+def _table(rows) -> list:
+    lines = [f"{'stage':<28} {'launches':>8} {'DMA bytes':>10} {'cycles':>10} "
+             f"{'+ launches':>10} {'LDM peak':>9} {'speed-up':>8} {'error':>8}"]
+    for r in rows:
+        ldm = "-" if r.ldm_peak is None else f"{r.ldm_peak:,}"
+        lines.append(f"{r.stage:<28} {r.launches:>8} {r.dma_bytes:>10,} {r.cycles:>10,} "
+                     f"{r.with_launches:>10,} {ldm:>9} {r.speedup:>7.2f}x {r.max_error:>8.1e}")
+    return lines
 
 
 def format_report(result: Result, explain: bool = False) -> str:
     seq, hidden, heads = result.size
     lines = [f"tiny BERT block: sequence {seq}, hidden {hidden}, {heads} heads (float64 TEs; "
-             "the graph engine in float32)",
-             f"{'stage':<28} {'launches':>8} {'DMA bytes':>10} {'cycles':>10} "
-             f"{'+ launches':>10} {'LDM peak':>9} {'speed-up':>8} {'error':>8}"]
-    for r in result.rows:
-        ldm = "-" if r.ldm_peak is None else f"{r.ldm_peak:,}"
-        lines.append(f"{r.stage:<28} {r.launches:>8} {r.dma_bytes:>10,} {r.cycles:>10,} "
-                     f"{r.with_launches:>10,} {ldm:>9} {r.speedup:>7.2f}x {r.max_error:>8.1e}")
+             "the graph engine in float32)"] + _table(result.rows)
     lines.append(f"cycles: the kernels'; + launches: with spawn_cycles ({result.rows[0].spawn_cycles})"
                  " per launch (the graph engine's CPE nodes); speed-up: over the graph engine's")
     lines.append("load/compute overlap: not built (every DMA is waited for)")
     lines += ["the fused subgraphs:", codegen.report(result.subgraphs)]
+    if result.lstm:
+        hidden, steps, batch, layers = result.lstm_size
+        lines += ["", f"LSTM: {layers} layers, hidden {hidden}, {steps} steps, batch {batch} "
+                  "(error against the unfused TE program)"] + _table(result.lstm)
+        lines += [f"W and U moved by DMA, {stage}: {nbytes:,} B"
+                  for stage, nbytes in result.lstm_weight_bytes.items()]
     if explain:
         lines += ["passes:", result.explain]
     return "\n".join(lines)
