@@ -28,6 +28,8 @@ def test_te_ir_gemm_softmax_against_numpy():
     np.testing.assert_allclose(out["e"], np.exp(ref - ref.max(1, keepdims=True)), rtol=1e-13)
     read_a, read_b = te.reads(c)
     assert te.dependence(c, read_a) == te.ONE_TO_MANY
+    # a[i, k] over (i, j, k): rows (i), (k) of the matrix
+    np.testing.assert_array_equal(te.read_map(c, read_a).matrix, [[1, 0, 0], [0, 0, 1]])
     assert te.dependence(e, te.reads(e)[0]) == te.ONE_TO_ONE
     # each a element is used by the 4 columns, each b element by the 6 rows
     assert te.reuse_map(c) == {"a": 4.0, "b": 6.0}
