@@ -9,7 +9,9 @@ from swsim.hostlib.graph import souffle, te
 from swsim.hostlib.graph import souffle_codegen as codegen
 from swsim.hostlib.graph.ir import Graph, Node, TensorInfo
 from swsim.cli import main
-from swsim.hostlib.tools.bench.souffle import bert_block, bert_model, bert_numpy
+from swsim.hostlib.graph import import_onnx
+from swsim.hostlib.tools.bench.souffle import (weight_bytes, bert_block, bert_model,
+                                               bert_numpy, lstm_model)
 from swsim.vm.machine import Machine
 
 
@@ -176,3 +178,22 @@ def test_onnx_command_souffle(tmp_path, capsys):
     assert "output y: float64 [16, 32]" in out and "hcat(q,k,v) .. y" in out
     assert main(["onnx", str(model), "--souffle", "--cgs", "2"]) == 1
     assert "--souffle runs the fused kernels on one core group" in capsys.readouterr().err
+
+
+def test_lstm_in_one_launch_fetches_its_weights_fewer_times():
+    """2 layers, 3 steps: the gates merged (also across layers), one launch, the weights'
+    boxes kept in LDM across steps, and the result equal to the unfused program."""
+    graph = import_onnx(lstm_model(hidden=8, steps=3, batch=4, layers=2))
+    program = souffle.lower(graph)
+    rng = np.random.default_rng(2)
+    feeds = {name: rng.standard_normal(info.shape) for name, info in graph.inputs.items()}
+    want = program.evaluate(feeds)[graph.outputs[0]]
+    fused = souffle.horizontal(souffle.vertical(program))
+    assert any(t.name.startswith("hcat(l0t1hu0") and "l1t0xw0" in t.name for t in fused.tensors)
+    machine = Machine()
+    launches = codegen.plan(fused, machine.config, fused=True)
+    apart = codegen.plan(fused, machine.config, fused=False)
+    assert len(launches) == 1 and len(apart) == len(fused.tensors)
+    assert 2 * weight_bytes(fused, launches) < weight_bytes(fused, apart)
+    outputs, _ = codegen.run(fused, launches, machine, feeds)
+    np.testing.assert_allclose(outputs[graph.outputs[0]], want, rtol=1e-12, atol=1e-12)

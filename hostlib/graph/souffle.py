@@ -149,7 +149,8 @@ def _gelu(node, x, shape):
 
 
 def _elementwise(node, inputs, shape):
-    reads = lambda i: [_broadcast_read(t, i) for t in inputs]   # noqa: E731
+    def reads(i):
+        return [_broadcast_read(t, i) for t in inputs]
     ops = {"Add": lambda a, b: a + b, "Sub": lambda a, b: a - b, "Mul": lambda a, b: a * b,
            "Div": lambda a, b: a / b}
     if node.op_type in ops:
@@ -320,8 +321,8 @@ def _inline(t: te.Tensor, p: te.Tensor) -> te.Tensor:
         index = r.index
         if r.view is not None and r.view != p.shape:       # split reshape: view -> p's index
             rmap = reshape_map(p.shape, r.view)
-            index = tuple(te.Affine({}, 0) + sum((i * int(c) for i, c in zip(index, row) if c),
-                                                 te.Affine({}, 0)) for row in rmap.matrix)
+            index = tuple(sum((i * int(c) for i, c in zip(index, row) if c), te.Affine({}, 0))
+                          for row in rmap.matrix)
         return _substitute(p.expr, dict(zip(p.axes, index)))
     return _with_expr(t, _replace_reads(t.expr, replace))
 

@@ -156,10 +156,10 @@ def _stage(program, stage, passes, fused, feeds, ref, base, engine):
     row = Row(stage, len(stats), sum(s.dma_bytes for s in stats), sum(s.cycles for s in stats),
               max(s.ldm_peak for s in stats), _error(outputs[program.outputs[0]], ref),
               base.spawn_cycles, base.baseline)
-    return row, stats, program, _constant_bytes(program, launches)
+    return row, stats, program, weight_bytes(program, launches)
 
 
-def _constant_bytes(program, launches) -> int:
+def weight_bytes(program, launches) -> int:
     """Bytes of the program's constants (weights) the launches' DMA moves, all CPEs."""
     total = 0
     for launch in launches:
