@@ -5,23 +5,26 @@ Partition. Each TE's output is cut into equal tiles over up to three leading axe
 at most 64 CPEs; the others idle in that step). For every read the CPE needs one box of the
 read buffer (its index maps are affine with non-negative coefficients), fetched by strided DMA
 (one descriptor per box row-run: the composed pattern of the vertical transformation) into
-LDM. The grid is the one that keeps most reads in LDM, then uses most CPEs, then has the
-smallest footprint, among those that fit the LDM budget.
+LDM. The grid is the one with the smallest ``estimate`` (DMA lines and loop-nest points)
+among those whose LDM fits.
 
-Fusion. ``plan(program, fused=True)`` puts the TEs one after the other into one launch while
-their LDM fits (a cut starts a new launch: the partition under the LDM budget). A TE's tile
-and the boxes it fetched stay in LDM for the rest of the launch; a reader whose box on every
-CPE lies in what the same CPE holds reads it there (no DMA, no barrier: a softmax's or
-layernorm's reductions fused with their producer, a weight fetched once for every step). Other readers fetch it from memory after a whole-mesh barrier
-(``synr 0xff`` then ``sync 0xff``), so one launch holds a whole BERT block. With
-``fused=False`` every TE is its own launch (the graph engine's node-at-a-time execution).
+Fusion. ``plan(program, fused=True)`` puts the TEs one after the other into one launch. A TE's
+tile and the boxes it fetched stay in LDM; a reader whose box on every CPE lies in what the
+same CPE holds reads it there (no DMA, no barrier: a softmax's or layernorm's reductions fused
+with their producer, a weight fetched once for every LSTM step). Other readers fetch it from
+memory after a whole-mesh barrier (``synr 0xff`` then ``sync 0xff``). The LDM is a ring
+managed first in, first out (``_fit``): a step overwrites the oldest held regions, and an
+evicted tile read later is put and fetched again. A step that fits nowhere starts a new
+launch (the partition under the LDM budget). With ``fused=False`` every TE is its own launch
+(the graph engine's node-at-a-time execution).
 
 Generated code (one text per launch, from a template per step): per step the CPE fetches its
 part of its row of the host-made table (active flag, the get list and the put list of
-(memory, size, block, stride, LDM) descriptors), then runs the loop nest over its
-tile and the reduce axes with scalar double arithmetic (``fmad`` for a sum of products; the
-addresses are sums of per-axis scaled counters), a body ``exp(...)`` through vmath.inc's
-``vexp_d`` over the tile, and the puts. Every request is waited for (no load/compute overlap).
+(memory, size, block, stride, LDM) descriptors), then runs the loop nest over its tile and the
+reduce axes with scalar double arithmetic (``fmad`` for a sum of products, 8, 4 or 2 outputs
+of a reduction at once; the addresses are sums of per-axis scaled counters), a body
+``exp(...)`` through vmath.inc's ``vexp_d`` over the tile, and the puts. Every request is
+waited for (no load/compute overlap).
 """
 from __future__ import annotations
 
@@ -127,7 +130,7 @@ def dma_pieces(box, shape, base: int, ldm: int) -> list:
 @dataclass
 class ReadPlan:
     read: te.Read
-    local: bool                 # read from the producer's tile in LDM
+    local: bool                 # read from what this CPE holds in LDM (no DMA)
     base: int = 0               # LDM offset of the element at local index 0 (from SF_BUF)
     coefs: dict = field(default_factory=dict)   # axis -> bytes per step
     box_elements: int = 0       # DMA'd box size (elements)
