@@ -209,14 +209,14 @@ def _read_key(r: te.Read):
                                           i.const) for i in r.index))
 
 
-def _place(t, grid, resident: dict, top: int):
-    """(reads, LDM end, memory lines CPE 0's DMA touches, its table words) of TE t on ``grid``
+def _place(t, grid, resident: dict, top: int, config):
+    """(reads, LDM end, DMA engine cycles of CPE 0's requests, its table words) of TE t on ``grid``
     with its tile at ``top`` and the DMA boxes above; reads of one element pattern share one
     ReadPlan."""
     plans, address = {}, top + align(ES * _tile_elements(t, grid))
     box0 = tile(t, grid, 0)
     put = dma_pieces(box0, t.shape, 0, 0)
-    pieces, words = _lines(put), 3 + ENTRY_WORDS * len(put)
+    engine, words = _engine_cycles(put, config, put=True), 3 + ENTRY_WORDS * len(put)
     for r in te.reads(t):
         key = _read_key(r)
         if key in plans:
@@ -232,27 +232,39 @@ def _place(t, grid, resident: dict, top: int):
         elements = int(np.prod(ext, dtype=np.int64))
         plans[key] = ReadPlan(r, False, address, _coefs(t, r, strides(ext)), elements)
         gets = dma_pieces(box, r.shape, 0, 0)
-        pieces, words = pieces + _lines(gets), words + ENTRY_WORDS * len(gets)
+        engine += _engine_cycles(gets, config, put=False)
+        words += ENTRY_WORDS * len(gets)
         address += align(ES * elements)
-    return list(plans.values()), address, pieces, words
+    return list(plans.values()), address, engine, words
 
 
-def _lines(pieces) -> int:
-    """128-byte memory lines the descriptors touch (each run its own: the DMA engine's
-    transactions, docs/timing.md)."""
+def _engine_cycles(pieces, config, put: bool) -> int:
+    """DMA engine cycles of the descriptors, roughly, from the configuration's DMA model
+    (docs/timing.md): per block its 128-byte lines at dma_transaction_cycles (a put's at
+    dma_put_write_cycles) plus the per-block costs, at least dma_block_get_min_cycles a block
+    of a strided get; a get request's own cost (the put's acknowledgement is left out: with
+    it the estimate picked slower grids on the sw26010 preset's BERT block)."""
     total = 0
     for _, size, block, _, _ in pieces:
         run = block or size
-        total += (size // run) * -(-run // LINE)
+        lines = -(-run // LINE)
+        if put:
+            per_block = lines * config.dma_put_write_cycles + config.dma_block_put_cycles * bool(block)
+            total += (size // run) * per_block
+        else:
+            per_block = lines * config.dma_transaction_cycles
+            if block:
+                per_block = max(per_block + config.dma_block_get_cycles,
+                                config.dma_block_get_min_cycles)
+            total += (size // run) * per_block + config.dma_get_request_cycles
     return total
 
 
-def estimate(t, grid, lines: int, config) -> float:
-    """Cycles of a step, roughly: the DMA engine's transactions of every active CPE (shared)
-    plus one CPE's loop nest at COMPUTE_CYCLES_PER_POINT."""
+def estimate(t, grid, engine: int, config) -> float:
+    """Cycles of a step, roughly: the DMA engine's time for every active CPE's requests (the
+    engine is shared) plus one CPE's loop nest at COMPUTE_CYCLES_PER_POINT."""
     cpes = int(np.prod(grid))
-    return cpes * lines * config.dma_transaction_cycles + \
-        te.points(t) / cpes * COMPUTE_CYCLES_PER_POINT
+    return cpes * engine + te.points(t) / cpes * COMPUTE_CYCLES_PER_POINT
 
 
 def _uniform(t, grid) -> bool:
@@ -264,18 +276,18 @@ def _uniform(t, grid) -> bool:
     return len(shapes) == 1
 
 
-def _fit(t, grid, resident: dict, start: int):
+def _fit(t, grid, resident: dict, start: int, config):
     """TE t placed from LDM offset ``start``, evicting what it overwrites (the FIFO LDM
     manager: the space is a ring, the oldest regions are overwritten first). Returns
-    (reads, end, lines, words, the residents kept). An evicted tile read later is read from
+    (reads, end, DMA engine cycles, words, the residents kept). An evicted tile read later is read from
     memory (plan's put and barrier follow from that: the reload DMA)."""
     held = resident
     for _ in range(len(resident) + 2):
-        reads, end, lines, words = _place(t, grid, held, start)
+        reads, end, engine, words = _place(t, grid, held, start, config)
         keep = {name: [h for h in hs if h.end <= start or h.out >= end]
                 for name, hs in resident.items()}
         if all(p.held in keep[p.read.tensor.name] for p in reads if p.local):
-            return reads, end, lines, words, keep
+            return reads, end, engine, words, keep
         held = keep
     raise GeneratorError(f"{t.name}: the LDM eviction did not settle")
 
@@ -289,13 +301,13 @@ def plan(program, config, fused: bool = True) -> list:
         attempts = [(resident, top, False), (resident, 0, False)] if fused and launches else []
         for res, start, new in attempts + [({}, 0, True)]:
             for grid in _grids(t, config.num_cpes):
-                reads, end, lines, words, keep = _fit(t, grid, res, start)
+                reads, end, engine, words, keep = _fit(t, grid, res, start, config)
                 # the launch's buffers and its table area (the largest step's part)
                 room = config.ldm_bytes - LDM_RESERVE - 8 * max(words, 0 if new else table)
                 high = end if new else max(end, launches[-1].buffer_bytes)
                 if high > room or not _uniform(t, grid):
                     continue
-                key = (estimate(t, grid, lines, config), end)
+                key = (estimate(t, grid, engine, config), end)
                 if best is None or key < best[0]:
                     best = (key, grid, reads, end, words, keep, start, new)
             if best is not None:
