@@ -204,6 +204,32 @@ def softmax(node, x):
     return (back(e / e.sum(axis=axis, keepdims=True)).astype(x.dtype),)
 
 
+def layernorm(node, x, scale, bias=None):
+    """LayerNormalization (opset 17) over the axes from ``axis`` on, inference output only."""
+    axes = tuple(range(_axis(node, node.attr("axis", -1), x.ndim), x.ndim))
+    a = x.astype(np.float64)
+    centred = a - a.mean(axis=axes, keepdims=True)
+    y = centred / np.sqrt((centred * centred).mean(axis=axes, keepdims=True)
+                          + node.attr("epsilon", 1e-5)) * scale
+    return ((y if bias is None else y + bias).astype(x.dtype),)
+
+
+def _layernorm_check(node, info):
+    if len([o for o in node.outputs if o]) > 1:
+        return "the Mean and InvStdDev outputs are not implemented"
+    return None
+
+
+def gelu(node, x):
+    """Gelu (opset 20): x Φ(x), or with approximate='tanh' its tanh form."""
+    a = x.astype(np.float64)
+    if node.attr("approximate", "none") == "tanh":
+        return ((0.5 * a * (1 + np.tanh(np.sqrt(2 / np.pi) * (a + 0.044715 * a ** 3))))
+                .astype(x.dtype),)
+    from math import erf
+    return ((0.5 * a * (1 + np.vectorize(erf)(a / np.sqrt(2)))).astype(x.dtype),)
+
+
 def logsoftmax(node, x):
     a, axis, back = _softmax_axes(node, x)
     s = a - a.max(axis=axis, keepdims=True)
@@ -404,6 +430,8 @@ OPS: dict = {
     "Tanh": Op(_elementwise(lambda n, x: np.tanh(x)), "stream"),
     "Softmax": Op(softmax, "stream"),
     "LogSoftmax": Op(logsoftmax, "stream"),
+    "LayerNormalization": Op(layernorm, "stream", check=_layernorm_check, shape=_like_input),
+    "Gelu": Op(gelu, "stream", shape=_like_input),
     "Add": Op(_binary(np.add), "stream", NUMBERS),
     "Sub": Op(_binary(np.subtract), "stream", NUMBERS),
     "Mul": Op(_binary(np.multiply), "stream", NUMBERS),

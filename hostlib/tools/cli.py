@@ -166,6 +166,15 @@ def register(subparsers) -> None:
     _json_argument(hope)
     hope.set_defaults(func=_hope)
 
+    souffle = which.add_parser("souffle", help="Souffle's passes on a tiny BERT block: the "
+                               "graph engine against generated fused kernels, the ablation "
+                               "(docs/souffle.md)")
+    souffle.add_argument("--quick", action="store_true", help="sequence 16, hidden 32")
+    souffle.add_argument("--explain", action="store_true",
+                         help="also print why each pass applied or did not")
+    _json_argument(souffle)
+    souffle.set_defaults(func=_souffle)
+
     analyze = subparsers.add_parser("analyze", help="steady-state cycles per iteration of a "
                                     "loop under the issue rules (like llvm-mca)")
     analyze.add_argument("program", metavar="KERNEL", help="assembly source (.s) or program (.swo)")
@@ -364,6 +373,15 @@ def _hope(args) -> int:
     if args.json:
         as_json.dump(args.json, hope.as_json(results))
     return 0 if all(r.max_relative_error <= hope.RTOL for r in results) else 1
+
+
+def _souffle(args) -> int:
+    from .bench import souffle
+    result = souffle.run(quick=args.quick)
+    print(souffle.format_report(result, explain=args.explain))
+    if args.json:
+        as_json.dump(args.json, result)
+    return 0 if all(r.max_error <= souffle.RTOL for r in result.rows) else 1
 
 
 def _json_argument(parser) -> None:

@@ -10,7 +10,8 @@ from tqdm import tqdm
 
 from ...vm import Machine
 from ...vm.config import PRESETS
-from ..graph import GraphError, Session, import_onnx
+from ..graph import GraphError, Session, import_onnx, souffle
+from ..graph import souffle_codegen as codegen
 
 
 def register(subparsers) -> None:
@@ -28,7 +29,10 @@ def register(subparsers) -> None:
     onnx.add_argument("--check", action="store_true",
                       help="debug mode: check every CPE result against the MPE path")
     onnx.add_argument("--explain", action="store_true",
-                      help="print the imported graph (nodes, shapes); do not run it")
+                      help="print the imported graph (nodes, shapes), with --souffle the "
+                      "passes' decisions; do not run it")
+    onnx.add_argument("--souffle", action="store_true",
+                      help="run it as Souffle's fused generated kernels (docs/souffle.md)")
     onnx.add_argument("--json", metavar="FILE", help="write the per-node records as JSON")
     onnx.set_defaults(func=run)
 
@@ -80,6 +84,8 @@ def run(args) -> int:
     if args.batch is not None and args.batch < 1:
         raise GraphError(f"--batch must be at least 1, got {args.batch}")
     graph = import_onnx(args.model, shapes=_shapes(args.model, args.batch))
+    if args.souffle:
+        return _souffle(args, graph)
     if args.explain:
         print(explain(graph))
         return 0
@@ -92,15 +98,41 @@ def run(args) -> int:
         session = Session(graph, machine=Machine(args.config), cgs=args.cgs, check=args.check,
                           progress=progress)
         outputs = session.run(feeds)
-    for name, value in outputs.items():
-        flat = value.reshape(-1)
-        summary = (f"mean {flat.mean():.6g}, min {flat.min():.6g}, max {flat.max():.6g}"
-                   if flat.size and np.issubdtype(value.dtype, np.number) else "")
-        top = f", argmax {int(flat.argmax())}" if flat.size else ""
-        print(f"output {name}: {value.dtype.name} {list(value.shape)} {summary}{top}")
+    _summaries(outputs)
     print(session.report())
     if args.json:
         from dataclasses import asdict
         with open(args.json, "w", encoding="utf-8") as handle:
             json.dump([asdict(r) for r in session.records], handle, indent=1)
     return 0
+
+
+def _souffle(args, graph) -> int:
+    """Lower, transform (vertical, horizontal), fuse and run the generated kernels."""
+    if args.cgs != 1 or args.check:
+        raise GraphError("--souffle runs the fused kernels on one core group, without --check "
+                         "(its tests compare them with the unfused program)")
+    program = souffle.lower(graph)
+    for name in souffle.PASSES:
+        program = souffle.PASSES[name](program)
+    if args.explain:
+        print(souffle.explain(program))
+        return 0
+    machine = Machine(args.config)
+    launches = codegen.plan(program, machine.config, fused=True)
+    outputs, stats = codegen.run(program, launches, machine, _feeds(args, graph))
+    _summaries(outputs)
+    print(codegen.report(stats))
+    if args.json:
+        from .bench import as_json
+        as_json.dump(args.json, stats)
+    return 0
+
+
+def _summaries(outputs) -> None:
+    for name, value in outputs.items():
+        flat = value.reshape(-1)
+        summary = (f"mean {flat.mean():.6g}, min {flat.min():.6g}, max {flat.max():.6g}"
+                   if flat.size and np.issubdtype(value.dtype, np.number) else "")
+        top = f", argmax {int(flat.argmax())}" if flat.size else ""
+        print(f"output {name}: {value.dtype.name} {list(value.shape)} {summary}{top}")

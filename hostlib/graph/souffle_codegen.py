@@ -1,0 +1,738 @@
+"""Souffle's partition, fusion and code generation (docs/souffle.md): a TE program (souffle.py)
+becomes launches of generated CPE kernels run on the VM.
+
+Partition. Each TE's output is cut into equal tiles over up to three leading axes (a grid of
+at most 64 CPEs; the others idle in that step). For every read the CPE needs one box of the
+read buffer (its index maps are affine with non-negative coefficients), fetched by strided DMA
+(one descriptor per box row-run: the composed pattern of the vertical transformation) into
+LDM. The grid is the one with the smallest ``estimate`` (DMA lines and loop-nest points)
+among those whose LDM fits.
+
+Fusion. ``plan(program, fused=True)`` puts the TEs one after the other into one launch. A TE's
+tile and the boxes it fetched stay in LDM; a reader whose box on every CPE lies in what the
+same CPE holds reads it there (no DMA, no barrier: a softmax's or layernorm's reductions fused
+with their producer, a weight fetched once for every LSTM step). Other readers fetch it from
+memory after a whole-mesh barrier (``synr 0xff`` then ``sync 0xff``). The LDM is a ring
+managed first in, first out (``_fit``): a step overwrites the oldest held regions, and an
+evicted tile read later is put and fetched again. A step that fits nowhere starts a new
+launch (the partition under the LDM budget). With ``fused=False`` every TE is its own launch
+(the graph engine's node-at-a-time execution).
+
+Generated code (one text per launch, from a template per step): per step the CPE fetches its
+part of its row of the host-made table (active flag, the get list and the put list of
+(memory, size, block, stride, LDM) descriptors), then runs the loop nest over its tile and the
+reduce axes with scalar double arithmetic (``fmad`` for a sum of products, 8, 4 or 2 outputs
+of a reduction at once; the addresses are sums of per-axis scaled counters), a body
+``exp(...)`` through vmath.inc's ``vexp_d`` over the tile, and the puts. Every request is
+waited for (no load/compute overlap).
+"""
+from __future__ import annotations
+
+import functools
+import itertools
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ...asm import assemble_object
+from ...kernels import KERNEL_DIR, object_file
+from ...kernels.runtime import link_with_runtime
+from ..runtime.kernel import align
+from . import te
+from .ir import GraphError
+
+ES = 8                      # float64 elements
+ENTRY = "souffle_kernel"
+MAX_GRID_AXES = 3
+LDM_RESERVE = 4096          # kernel data, constants, vmath.inc's variables (1064 B; checked after
+                            # linking); the table is counted step by step
+TABLE_LIMIT = 16384         # bytes of one step's part of a CPE's table row (its LDM copy)
+LINE = 128                  # bytes of a memory transaction (dma_transaction_bytes)
+# the scalar loop nest's cycles per (output, reduce) point: ~12 instructions around a 7-cycle
+# fmad chain (the GEMM steps of the BERT block measure 9-10 on the C engine)
+COMPUTE_CYCLES_PER_POINT = 10
+ENTRY_WORDS = 5             # a DMA list entry: memory, size, block, stride, LDM
+INCLUDE_DIRS = (str(KERNEL_DIR / "include"),)
+# registers the loop nests may use: not $26 (ra), $29 (dma.inc's temporary), $30, $31
+POOL = [f"${k}" for k in list(range(0, 26)) + [27, 28]]
+UNROLL = (8, 4, 2)          # outputs a reduction's loop nest computes at once (the first that
+                            # divides the axis and whose registers fit)
+FP_OP = {"add": "faddd", "sub": "fsubd", "mul": "fmuld", "div": "fdivd"}
+
+
+class GeneratorError(GraphError):
+    """A TE the generator cannot map onto the CPEs (the reason names it)."""
+
+
+# ---- geometry ---------------------------------------------------------------------------
+
+def tile(t: te.Tensor, grid: tuple, cpe: int):
+    """(lo, hi) per output axis of CPE ``cpe``'s tile, or None when it is idle."""
+    if cpe >= int(np.prod(grid)):
+        return None
+    coords = np.unravel_index(cpe, grid) if grid else ()
+    box = []
+    for k, extent in enumerate(t.shape):
+        if k < len(grid):
+            step = extent // grid[k]
+            box.append((int(coords[k]) * step, (int(coords[k]) + 1) * step))
+        else:
+            box.append((0, extent))
+    return box
+
+
+def read_box(t: te.Tensor, r: te.Read, box) -> list:
+    """The box of the read buffer (in ``r.shape``) the tile ``box`` and the reduce axes touch."""
+    ranges = dict(zip(t.axes, box))
+    ranges.update({a: (0, a.extent) for a in t.reduce_axes})
+    out = []
+    for index in r.index:
+        lo = hi = index.const
+        for axis, coef in index.coefs.items():
+            if coef < 0:
+                raise GeneratorError(f"{t.name}: a negative index coefficient in {r.tensor.name}")
+            lo += coef * ranges[axis][0]
+            hi += coef * (ranges[axis][1] - 1)
+        out.append((lo, hi + 1))
+    return out
+
+
+def strides(shape) -> list:
+    return [int(np.prod(shape[k + 1:], dtype=np.int64)) for k in range(len(shape))]
+
+
+def dma_pieces(box, shape, base: int, ldm: int) -> list:
+    """(memory, size, block, stride, LDM) descriptors moving ``box`` of a row-major buffer of
+    ``shape`` at ``base`` to/from a packed LDM copy at ``ldm``: the contiguous run of the
+    innermost full dimensions, strided over the next one, one descriptor per outer index."""
+    ext = [hi - lo for lo, hi in box]
+    st = strides(shape)
+    d = len(shape) - 1
+    while d > 0 and ext[d] == shape[d]:
+        d -= 1
+    run = ext[d] * st[d] if shape else 1
+    outer = list(range(d - 1)) if d > 0 else []
+    blocks = ext[d - 1] if d > 0 else 1
+    gap = (st[d - 1] - run) if d > 0 else 0
+    pieces = []
+    for index in itertools.product(*[range(lo, hi) for lo, hi in (box[m] for m in outer)]):
+        offset = sum(i * st[m] for i, m in zip(index, outer))
+        offset += sum(box[m][0] * st[m] for m in range(len(outer), d + 1))
+        size = blocks * run * ES
+        block = run * ES if blocks > 1 and gap else 0
+        pieces.append((base + offset * ES, size, block, gap * ES if block else 0,
+                       ldm + len(pieces) * size))
+    return pieces
+
+
+# ---- the plan ---------------------------------------------------------------------------
+
+@dataclass
+class ReadPlan:
+    read: te.Read
+    local: bool                 # read from what this CPE holds in LDM (no DMA)
+    base: int = 0               # LDM offset of the element at local index 0 (from SF_BUF)
+    coefs: dict = field(default_factory=dict)   # axis -> bytes per step
+    box_elements: int = 0       # DMA'd box size (elements)
+    held: "Resident" = None     # what a local read reads
+
+
+@dataclass
+class Step:
+    tensor: te.Tensor
+    grid: tuple
+    reads: list
+    out: int = 0                # LDM offset of the tile (from SF_BUF)
+    put: bool = False
+    barrier: bool = False       # a whole-mesh barrier before the step
+
+
+@dataclass
+class Launch:
+    steps: list
+    buffer_bytes: int = 0       # LDM from SF_BUF the launch uses
+
+
+def _tile_elements(t, grid) -> int:
+    return int(np.prod([hi - lo for lo, hi in tile(t, grid, 0)], dtype=np.int64))
+
+
+def _grids(t: te.Tensor, cpes: int):
+    axes = t.shape[:MAX_GRID_AXES]
+    options = [[g for g in range(1, n + 1) if n % g == 0] for n in axes]
+    for grid in itertools.product(*options):
+        if int(np.prod(grid)) <= cpes:
+            yield tuple(grid)
+
+
+@dataclass
+class Resident:
+    """A region of a tensor (read as ``shape``) that each CPE holds in LDM from ``out`` for the
+    rest of the launch: a tile it computed or a box it fetched (tensors are written once)."""
+    shape: tuple
+    boxes: list                 # per CPE: [(lo, hi)] per dimension, or None (idle)
+    out: int
+    end: int                    # LDM offset past it
+
+
+def _local_base(step_t, r, grid, held: Resident):
+    """The LDM offset of the read's index-0 element in ``held`` when every CPE's box lies in
+    what the same CPE holds, at the same offset on every CPE; None otherwise."""
+    if tuple(r.shape) != tuple(held.shape):
+        return None
+    base = None
+    for cpe in range(int(np.prod(grid))):
+        own = tile(step_t, grid, cpe)
+        box, have = read_box(step_t, r, own), held.boxes[cpe]
+        if have is None or any(lo < hlo or hi > hhi for (lo, hi), (hlo, hhi) in zip(box, have)):
+            return None
+        hst = strides([hi - lo for lo, hi in have])
+        lows = dict(zip(step_t.axes, [lo for lo, _ in own]))
+        first = [i.const + sum(c * lows.get(a, 0) for a, c in i.coefs.items()) for i in r.index]
+        offset = held.out + ES * sum(s * (f - hlo) for s, f, (hlo, _) in zip(hst, first, have))
+        if base is not None and offset != base:
+            return None
+        base = offset
+    return base
+
+
+def _coefs(t, r, layout_strides) -> dict:
+    coefs = {}
+    for s, index in zip(layout_strides, r.index):
+        for axis, c in index.coefs.items():
+            coefs[axis] = coefs.get(axis, 0) + ES * s * c
+    return {a: c for a, c in coefs.items() if c}
+
+
+def _read_key(r: te.Read):
+    return (r.tensor.name, r.view, tuple((tuple((a.name, c) for a, c in i.coefs.items()),
+                                          i.const) for i in r.index))
+
+
+def _place(t, grid, resident: dict, top: int, config):
+    """(reads, LDM end, DMA engine cycles of CPE 0's requests, its table words) of TE t on ``grid``
+    with its tile at ``top`` and the DMA boxes above; reads of one element pattern share one
+    ReadPlan."""
+    plans, address = {}, top + align(ES * _tile_elements(t, grid))
+    box0 = tile(t, grid, 0)
+    put = dma_pieces(box0, t.shape, 0, 0)
+    engine, words = _engine_cycles(put, config, put=True), 3 + ENTRY_WORDS * len(put)
+    for r in te.reads(t):
+        key = _read_key(r)
+        if key in plans:
+            continue
+        held = next(((h, b) for h in resident.get(r.tensor.name, ())
+                     for b in [_local_base(t, r, grid, h)] if b is not None), None)
+        if held is not None:
+            plans[key] = ReadPlan(r, True, held[1], _coefs(t, r, strides(
+                [hi - lo for lo, hi in held[0].boxes[0]])), held=held[0])
+            continue
+        box = read_box(t, r, box0)
+        ext = [hi - lo for lo, hi in box]
+        elements = int(np.prod(ext, dtype=np.int64))
+        plans[key] = ReadPlan(r, False, address, _coefs(t, r, strides(ext)), elements)
+        gets = dma_pieces(box, r.shape, 0, 0)
+        engine += _engine_cycles(gets, config, put=False)
+        words += ENTRY_WORDS * len(gets)
+        address += align(ES * elements)
+    return list(plans.values()), address, engine, words
+
+
+def _engine_cycles(pieces, config, put: bool) -> int:
+    """DMA engine cycles of the descriptors, roughly, from the configuration's DMA model
+    (docs/timing.md): per block its 128-byte lines at dma_transaction_cycles (a put's at
+    dma_put_write_cycles) plus the per-block costs, at least dma_block_get_min_cycles a block
+    of a strided get; a get request's own cost (the put's acknowledgement is left out: with
+    it the estimate picked slower grids on the sw26010 preset's BERT block)."""
+    total = 0
+    for _, size, block, _, _ in pieces:
+        run = block or size
+        lines = -(-run // LINE)
+        if put:
+            per_block = lines * config.dma_put_write_cycles + config.dma_block_put_cycles * bool(block)
+            total += (size // run) * per_block
+        else:
+            per_block = lines * config.dma_transaction_cycles
+            if block:
+                per_block = max(per_block + config.dma_block_get_cycles,
+                                config.dma_block_get_min_cycles)
+            total += (size // run) * per_block + config.dma_get_request_cycles
+    return total
+
+
+def estimate(t, grid, engine: int, config) -> float:
+    """Cycles of a step, roughly: the DMA engine's time for every active CPE's requests (the
+    engine is shared) plus one CPE's loop nest at COMPUTE_CYCLES_PER_POINT."""
+    cpes = int(np.prod(grid))
+    return cpes * engine + te.points(t) / cpes * COMPUTE_CYCLES_PER_POINT
+
+
+def _uniform(t, grid) -> bool:
+    """Every active CPE's boxes have CPE 0's extents (one code for all)."""
+    shapes = set()
+    for cpe in range(int(np.prod(grid))):
+        box = tile(t, grid, cpe)
+        shapes.add(tuple(tuple(hi - lo for lo, hi in read_box(t, r, box)) for r in te.reads(t)))
+    return len(shapes) == 1
+
+
+def _fit(t, grid, resident: dict, start: int, config):
+    """TE t placed from LDM offset ``start``, evicting what it overwrites (the FIFO LDM
+    manager: the space is a ring, the oldest regions are overwritten first). Returns
+    (reads, end, DMA engine cycles, words, the residents kept). An evicted tile read later is read from
+    memory (plan's put and barrier follow from that: the reload DMA)."""
+    held = resident
+    for _ in range(len(resident) + 2):
+        reads, end, engine, words = _place(t, grid, held, start, config)
+        keep = {name: [h for h in hs if h.end <= start or h.out >= end]
+                for name, hs in resident.items()}
+        if all(p.held in keep[p.read.tensor.name] for p in reads if p.local):
+            return reads, end, engine, words, keep
+        held = keep
+    raise GeneratorError(f"{t.name}: the LDM eviction did not settle")
+
+
+def plan(program, config, fused: bool = True) -> list:
+    """Launches: grids, LDM layout, local reads, puts and barriers (see the module doc)."""
+    launches, resident, top, table = [], {}, 0, 0
+    for t in program.tensors:
+        best = None
+        # after the previous step; from LDM's start (the ring wraps); in a new launch
+        attempts = [(resident, top, False), (resident, 0, False)] if fused and launches else []
+        for res, start, new in attempts + [({}, 0, True)]:
+            for grid in _grids(t, config.num_cpes):
+                reads, end, engine, words, keep = _fit(t, grid, res, start, config)
+                # the launch's buffers and its table area (the largest step's part)
+                room = config.ldm_bytes - LDM_RESERVE - 8 * max(words, 0 if new else table)
+                high = end if new else max(end, launches[-1].buffer_bytes)
+                if high > room or not _uniform(t, grid):
+                    continue
+                key = (estimate(t, grid, engine, config), end)
+                if best is None or key < best[0]:
+                    best = (key, grid, reads, end, words, keep, start, new)
+            if best is not None:
+                break
+        if best is None:
+            raise GeneratorError(f"{t.name}: no tiling of {list(t.shape)} fits the LDM of "
+                                 f"{config.ldm_bytes} B per CPE")
+        _, grid, reads, end, words, resident, start, new = best
+        if new:
+            launches.append(Launch([]))
+            resident, table = {}, 0
+        launch = launches[-1]
+        launch.steps.append(Step(t, grid, reads, out=start))
+        launch.buffer_bytes = max(launch.buffer_bytes, end)
+        table = max(table, words)
+        tiles = [tile(t, grid, cpe) for cpe in range(config.num_cpes)]
+        resident.setdefault(t.name, []).append(Resident(
+            t.shape, tiles, start, start + align(ES * _tile_elements(t, grid))))
+        for p in reads:                 # fetched boxes stay too: later readers reuse them
+            if not p.local:
+                resident.setdefault(p.read.tensor.name, []).append(Resident(
+                    p.read.shape, [box and read_box(t, p.read, box) for box in tiles], p.base,
+                    p.base + align(ES * p.box_elements)))
+        top = end
+    _puts_and_barriers(launches, program.outputs)
+    return launches
+
+
+def _puts_and_barriers(launches, outputs):
+    dma_read = {p.read.tensor.name for launch in launches for s in launch.steps
+                for p in s.reads if not p.local}
+    for launch in launches:
+        written = set()
+        for step in launch.steps:
+            step.put = step.tensor.name in outputs or step.tensor.name in dma_read
+            step.barrier = any(not p.local and p.read.tensor.name in written for p in step.reads)
+            if step.put:
+                written.add(step.tensor.name)
+
+
+# ---- code -------------------------------------------------------------------------------
+
+class _Code:
+    """Assembly of one launch; ``buf`` is the LDM address of SF_BUF (the second pass's)."""
+
+    def __init__(self, launch: Launch, table_offsets: list, row_bytes: int, buf: int):
+        self.launch, self.offsets, self.row_bytes, self.buf = launch, table_offsets, \
+            row_bytes, buf
+        self.lines, self.consts, self.labels = [], {}, 0
+
+    def emit(self, line):
+        self.lines.append("\t" + line if not line.endswith(":") else line)
+
+    def label(self):
+        self.labels += 1
+        return f".Ls{self.labels}"
+
+    def const(self, value: float) -> str:
+        return self.consts.setdefault(float(value), f"SF_K{len(self.consts)}")
+
+    def text(self) -> str:
+        body = list(self.lines)
+        self.lines = []
+        head = ["\t.set\tnoreorder", '\t.include "dma.inc"', "\t.ldm", "\t.align\t5",
+                "SF_REPLY:\t.skip\t32", "SF_RA:\t.skip\t8"]
+        head += [f"{label}:\t.quad\t{np.float64(v).view(np.int64)}"
+                 for v, label in self.consts.items()]
+        step_bytes = max(size for _, size, _ in self.offsets)
+        head += ["SF_TBASE:\t.quad\t0", "\t.align\t5", f"SF_TABLE:\t.skip\t{step_bytes}",
+                 DMA_LIST_MACRO, "\t.text", f"\t.globl\t{ENTRY}", f"\t.ent\t{ENTRY}",
+                 f"{ENTRY}:", "\tstl\t$26, SF_RA($31)", "\trcid\t$1",
+                 f"\tldi\t$2, {self.row_bytes}", "\tmull\t$1, $2, $1", "\taddl\t$16, $1, $1",
+                 "\tstl\t$1, SF_TBASE($31)         # this CPE's table row"]
+        tail = ["\tldl\t$26, SF_RA($31)", "\tret", f"\t.end\t{ENTRY}", "\t.ldm", "\t.align\t5",
+                f"SF_BUF:\t.skip\t{max(self.launch.buffer_bytes, 32)}"]
+        return "\n".join(head + body + tail) + "\n"
+
+    # ---- one step ----
+    def step(self, k: int, step: Step):
+        t = step.tensor
+        self.emit(f"# step {k}: {t.name} on a {'x'.join(map(str, step.grid)) or '1'} grid")
+        if step.barrier:
+            self.emit("synr\t0xff")
+            self.emit("sync\t0xff")
+        skip = self.label()
+        start, size, puts = self.offsets[k]
+        gets, active = 8, 0
+        self.emit("ldl\t$1, SF_TBASE($31)       # the step's part of the table row")
+        self.emit(f"ldi\t$2, {start}")
+        self.emit("addl\t$1, $2, $1")
+        self.emit(f"MAKE_DESC $10, DMA_GET, {size}, SF_REPLY")
+        self.emit("ldi\t$2, SF_TABLE")
+        self.emit("DMA_WAIT $10, $1, $2, SF_REPLY")
+        self.emit(f"ldl\t$2, SF_TABLE+{active}($31)")
+        self.emit(f"beq\t$2, {skip}")
+        if any(not p.local for p in step.reads):
+            self.emit(f"SF_DMA_LIST SF_TABLE+{gets}, DMA_GET")
+        mark = len(self.lines)
+        for self.width in UNROLL + (1,):
+            try:
+                self.loops(step)
+                break
+            except GeneratorError:
+                if self.width == 1:
+                    raise
+                del self.lines[mark:]          # fewer outputs at once: fewer registers
+        if isinstance(t.expr, te.Unary) and t.expr.op == "exp":
+            vectors = align(ES * _tile_elements(t, step.grid)) // 32
+            self.emit(f"ldi\t$16, {self.buf + step.out}")
+            self.emit(f"ldi\t$17, {self.buf + step.out}")
+            self.emit(f"ldi\t$18, {vectors}")
+            self.emit("bsr\t$26, vexp_d")
+        if step.put:
+            self.emit(f"SF_DMA_LIST SF_TABLE+{puts}, DMA_PUT")
+        self.emit(f"{skip}:")
+
+    def loops(self, step: Step):
+        t = step.tensor
+        box = tile(t, step.grid, 0)
+        out_strides = strides([hi - lo for lo, hi in box])
+        out_coefs = {a: ES * s for a, s in zip(t.axes, out_strides)}
+        extents = {a: hi - lo for a, (lo, hi) in zip(t.axes, box)}
+        extents.update({a: a.extent for a in t.reduce_axes})
+        looped = [a for a in t.axes + t.reduce_axes if extents[a] > 1]
+        outer = [a for a in looped if not a.reduce]
+        pairs = {}                              # (axis, bytes) -> register
+        free = list(POOL)
+        for coefs in [out_coefs] + [p.coefs for p in step.reads]:
+            for a, c in coefs.items():
+                if a in looped and (a, c) not in pairs:
+                    pairs[(a, c)] = free.pop(0)
+        self.free, self.pairs, self.pinned, self.cache = free, pairs, set(), {}
+        expr = t.expr.a if isinstance(t.expr, te.Unary) and t.expr.op == "exp" else t.expr
+        reduce = t.body.op if isinstance(t.body, te.Reduce) else None
+        if reduce and len(outer) == len(looped):
+            raise GeneratorError(f"{t.name}: a reduction over one element")
+        # register tiling: a reduction computes UNROLL outputs along its innermost output axis
+        # at once (independent fmad chains; loads that do not depend on the axis shared)
+        self.unroll, width = None, 1
+        if reduce and outer:
+            width = next((u for u in UNROLL if extents[outer[-1]] % u == 0 and u <= self.width),
+                         1)
+            self.unroll = outer[-1]
+
+        def nest(level):
+            if level == len(looped):
+                if reduce:
+                    for j in range(width):
+                        self.accumulate(reduce, expr, step, j)
+                    self.unpin()
+                else:
+                    self.store(self.value(expr, step, 0), out_coefs, step, 0)
+                return
+            axis = looped[level]
+            if reduce and level == len(outer):
+                self.accs = [self.take() for _ in range(width)]
+                for acc in self.accs:
+                    if reduce == "sum":
+                        self.emit(f"fcpys\t$31, $31, {acc}")
+                    else:
+                        self.emit(f"fldd\t{acc}, {self.const(-np.inf)}($31)")
+            step_by = width if axis is self.unroll else 1
+            mine = [(c, r) for (a, c), r in pairs.items() if a is axis]
+            if not mine:                        # an axis no address uses: a counter of its own
+                mine = [(1, self.take())]
+            for _, reg in mine:
+                self.emit(f"clr\t{reg}")
+            top = self.label()
+            self.emit(f"{top}:")
+            nest(level + 1)
+            for c, reg in mine:
+                self.emit(f"ldi\t{reg}, {c * step_by}({reg})")
+            tmp = self.take()
+            self.emit(f"ldi\t{tmp}, {mine[0][0] * extents[axis]}")
+            self.emit(f"cmplt\t{mine[0][1]}, {tmp}, {tmp}")
+            self.emit(f"bne\t{tmp}, {top}")
+            self.give(tmp)
+            if reduce and level == len(outer):
+                for j, acc in enumerate(self.accs):
+                    self.store(acc, out_coefs, step, j)
+                for acc in self.accs:
+                    self.give(acc)
+        nest(0)
+
+    def take(self) -> str:
+        if not self.free:
+            raise GeneratorError("the step's loop nest needs more registers than the CPE has")
+        return self.free.pop(0)
+
+    def give(self, reg):
+        if reg not in self.pinned:
+            self.free.insert(0, reg)
+
+    def unpin(self):
+        for reg in self.pinned:
+            self.free.insert(0, reg)
+        self.pinned, self.cache = set(), {}
+
+    def shift(self, coefs: dict, j: int) -> int:
+        """Bytes from output j = 0 to output j along the unrolled axis."""
+        return coefs.get(self.unroll, 0) * j
+
+    def address(self, coefs: dict, base: int) -> tuple:
+        """(register holding the sum of the scaled counters, displacement)."""
+        regs = [self.pairs[(a, c)] for a, c in coefs.items() if (a, c) in self.pairs]
+        reg = self.take()
+        first = regs[1] if len(regs) > 1 else "$31"
+        self.emit(f"addl\t{regs[0] if regs else '$31'}, {first}, {reg}")
+        for other in regs[2:]:
+            self.emit(f"addl\t{reg}, {other}, {reg}")
+        address = self.buf + base
+        if address >= 32768:
+            self.emit(f"ldi\t{reg}, {address}({reg})")
+            address = 0
+        return reg, address
+
+    def load(self, plan: ReadPlan, j: int) -> str:
+        """The element for output j. In an unrolled body each address is computed once and
+        each element loaded once (both pinned until the body ends)."""
+        key = _read_key(plan.read)
+        shift = self.shift(plan.coefs, j)
+        if self.unroll is None:
+            reg, disp = self.address(plan.coefs, plan.base)
+            self.emit(f"fldd\t{reg}, {disp}({reg})")
+            return reg
+        if (key, shift) not in self.cache:
+            if key not in self.cache:
+                self.cache[key] = self.address(plan.coefs, plan.base)
+                self.pinned.add(self.cache[key][0])
+            base, disp = self.cache[key]
+            reg = self.take()
+            self.emit(f"fldd\t{reg}, {disp + shift}({base})")
+            self.cache[(key, shift)] = reg
+            self.pinned.add(reg)
+        return self.cache[(key, shift)]
+
+    def value(self, e, step, j) -> str:
+        """A register holding e for output j (a pinned register is never overwritten)."""
+        if isinstance(e, te.Const):
+            reg = self.take()
+            self.emit(f"fldd\t{reg}, {self.const(e.value)}($31)")
+            return reg
+        if isinstance(e, te.Read):
+            key = _read_key(e)
+            return self.load(next(p for p in step.reads if _read_key(p.read) == key), j)
+        if isinstance(e, te.Unary):
+            if e.op != "sqrt":
+                raise GeneratorError(f"{step.tensor.name}: exp only as a TE's whole body")
+            a = self.value(e.a, step, j)
+            out = self.take() if a in self.pinned else a
+            self.emit(f"fsqrtd\t{a}, {out}")
+            return out
+        a, b = self.value(e.a, step, j), self.value(e.b, step, j)
+        out = self.take() if a in self.pinned else a
+        if e.op == "max":
+            flag, done = self.take(), self.label()
+            self.emit(f"fcpys\t{a}, {a}, {out}")
+            self.emit(f"fcmplt\t{a}, {b}, {flag}")
+            self.emit(f"fbeq\t{flag}, {done}")
+            self.emit(f"fcpys\t{b}, {b}, {out}")
+            self.emit(f"{done}:")
+            self.give(flag)
+        else:
+            self.emit(f"{FP_OP[e.op]}\t{a}, {b}, {out}")
+        self.give(b)
+        return out
+
+    def accumulate(self, op, e, step, j):
+        acc = self.accs[j]
+        if op == "sum" and isinstance(e, te.Binary) and e.op == "mul":
+            a, b = self.value(e.a, step, j), self.value(e.b, step, j)
+            self.emit(f"fmad\t{a}, {b}, {acc}, {acc}")
+            self.give(b)
+            self.give(a)
+            return
+        v = self.value(e, step, j)
+        if op == "sum":
+            self.emit(f"faddd\t{acc}, {v}, {acc}")
+        else:
+            flag, done = self.take(), self.label()
+            self.emit(f"fcmplt\t{acc}, {v}, {flag}")
+            self.emit(f"fbeq\t{flag}, {done}")
+            self.emit(f"fcpys\t{v}, {v}, {acc}")
+            self.emit(f"{done}:")
+            self.give(flag)
+        self.give(v)
+
+    def store(self, value, out_coefs, step, j):
+        reg, disp = self.address(out_coefs, step.out)
+        self.emit(f"fstd\t{value}, {disp + self.shift(out_coefs, j)}({reg})")
+        self.give(reg)
+        if value not in getattr(self, "accs", ()):
+            self.give(value)
+
+
+DMA_LIST_MACRO = """
+# SF_DMA_LIST list, op: issue the count entries (memory, size, block, stride, LDM) at the LDM
+# address list + 8 and wait for all of them
+	.macro	SF_DMA_LIST list, op
+	ldi	$1, \\list
+	ldl	$2, 0($1)
+	beq	$2, 3f
+	stw	$31, SF_REPLY($31)
+	mov	$2, $3
+	ldi	$9, \\op
+	ldi	$11, SF_REPLY
+4:	ldl	$4, 8($1)
+	ldl	$5, 16($1)
+	ldl	$6, 24($1)
+	ldl	$7, 32($1)
+	ldl	$8, 40($1)
+	MAKE_DESC_REGS $10, $9, $5, $6, $7, $11
+	dma	$10, $4, $8
+	addl	$1, 40, $1
+	subl	$3, 1, $3
+	bne	$3, 4b
+	WAIT_COUNT SF_REPLY, $2, $12
+3:
+	.endm
+"""
+
+
+@functools.lru_cache(maxsize=64)
+def _link(text: str):
+    obj = assemble_object(text, str(KERNEL_DIR / "souffle_generated.s"), INCLUDE_DIRS)
+    return link_with_runtime([object_file("dnn/vmath.s"), obj])   # its variables below 32 KiB
+
+
+# ---- host side ----------------------------------------------------------------------------
+
+@dataclass
+class LaunchStats:
+    tensors: list
+    cycles: int
+    dma_bytes: int
+    ldm_peak: int
+
+
+def report(stats: list) -> str:
+    """Per launch (fused subgraph): its TEs, cycles, DMA bytes and LDM peak."""
+    lines = [f"{'launch':<6} {'TEs':>4} {'first .. last TE':<40} {'cycles':>10} "
+             f"{'DMA bytes':>10} {'LDM peak':>9}"]
+    for k, s in enumerate(stats):
+        span = s.tensors[0] if len(s.tensors) == 1 else f"{s.tensors[0]} .. {s.tensors[-1]}"
+        lines.append(f"{k:<6} {len(s.tensors):>4} {span:<40} {s.cycles:>10,} {s.dma_bytes:>10,} "
+                     f"{s.ldm_peak:>9,}")
+    return "\n".join(lines)
+
+
+def _tables(launch: Launch, addresses: dict, cpes: int, buf: int):
+    """Per CPE the int64 table row and per step (start, bytes, the put list's offset in the
+    step's part): active flag at 0, the get list at 8."""
+    rows, offsets, dma_bytes = [[] for _ in range(cpes)], [], 0
+    for step in launch.steps:
+        t = step.tensor
+        lists = []
+        for cpe in range(cpes):
+            box = tile(t, step.grid, cpe)
+            gets, puts = [], []
+            if box is not None:
+                for p in step.reads:
+                    if not p.local:
+                        gets += dma_pieces(read_box(t, p.read, box), p.read.shape,
+                                           addresses[p.read.tensor.name], buf + p.base)
+                if step.put:
+                    puts = dma_pieces(box, t.shape, addresses[t.name], buf + step.out)
+            lists.append((box is not None, gets, puts))
+            dma_bytes += sum(piece[1] for piece in gets + puts)
+        n_get = max(len(g) for _, g, _ in lists)
+        n_put = max(len(p) for _, _, p in lists)
+        start = len(rows[0]) * 8
+        size = 8 * (3 + ENTRY_WORDS * (n_get + n_put))
+        if size > TABLE_LIMIT:
+            raise GeneratorError(f"{step.tensor.name}: its DMA lists take {size} B per CPE, more "
+                                 f"than {TABLE_LIMIT}")
+        offsets.append((start, size, 16 + ENTRY_WORDS * 8 * n_get))
+        for cpe, (active, gets, puts) in enumerate(lists):
+            row = [int(active), len(gets)] + [w for g in gets for w in g]
+            row += [0] * (ENTRY_WORDS * (n_get - len(gets)))
+            row += [len(puts)] + [w for p in puts for w in p]
+            row += [0] * (ENTRY_WORDS * (n_put - len(puts)))
+            rows[cpe] += row
+    return np.array(rows, np.int64), offsets, dma_bytes
+
+
+def generate(launch: Launch, offsets, row_bytes: int) -> str:
+    """The launch's assembly (two passes: the first finds SF_BUF's LDM address)."""
+    buf = 0
+    for _ in range(2):
+        code = _Code(launch, offsets, row_bytes, buf)
+        for k, step in enumerate(launch.steps):
+            code.step(k, step)
+        text = code.text()
+        found = _link(text).address_of("SF_BUF")
+        if found == buf:
+            break
+        buf = found
+    return text, buf
+
+
+def run(program, launches: list, machine, feeds: dict, engine: str = "c"):
+    """Run the launches on the VM: (outputs by name, [LaunchStats])."""
+    config = machine.config
+    addresses = {}
+    for name, value in {**program.constants, **feeds}.items():
+        addresses[name] = machine.mem.put(np.ascontiguousarray(value, np.float64))
+    for launch in launches:
+        for step in launch.steps:
+            if step.put:
+                addresses[step.tensor.name] = machine.mem.alloc(ES * step.tensor.size)
+    stats = []
+    for launch in launches:
+        probe_table, offsets, _ = _tables(launch, addresses, config.num_cpes, 0)
+        text, buf = generate(launch, offsets, probe_table.shape[1] * 8)
+        table, offsets, dma_bytes = _tables(launch, addresses, config.num_cpes, buf)
+        ldm = len(_link(text).ldm_image)
+        if ldm > config.ldm_bytes:
+            raise GeneratorError(f"the launch of {launch.steps[0].tensor.name} .. "
+                                 f"{launch.steps[-1].tensor.name} takes {ldm} B of LDM, more "
+                                 f"than {config.ldm_bytes}")
+        result = machine.run(_link(text), entry=ENTRY, args=[machine.mem.put(table)],
+                             engine=engine)
+        stats.append(LaunchStats([s.tensor.name for s in launch.steps], result.kernel_cycles,
+                                 dma_bytes + table.nbytes, ldm))
+    outputs = {name: machine.mem.get(addresses[name], next(
+        t.shape for t in program.tensors if t.name == name), np.float64)
+        for name in program.outputs}
+    return outputs, stats
