@@ -229,6 +229,15 @@ def test_bench_quick_json(tmp_path, capsys):
     big = fc["totals"]["1000"]
     assert big["constants_once"] < big["compile_once"]     # FC: constants dominate
     assert fc["t_c"] == fc["t_op"]                          # the same launches, same cycles
+    rows = {row["layer"].split()[0]: row for row in result["layers"]}
+    assert set(rows) == {"FC", "Scale", "BN", "Conv", "AlexNet-like"}
+    for row in rows.values():       # the paper's shape: the gain grows with N
+        assert row["whole_error"] < 1e-9 and set(row["whole_errors"]) == {"1", "2"}
+        gains = [t["per_sample"] / t["pipelined"] for t in row["totals"].values()]
+        assert gains == sorted(gains)
+        big = row["totals"]["1000"]
+        assert big["pipelined"] <= big["constants_once"] <= big["compile_once"]
+    assert rows["Conv"]["t_c"] < rows["Conv"]["t_op"]         # the weights rearranged once
 
 
 def test_persistent_kernel_streams_samples_at_the_dma_bound():
