@@ -142,9 +142,10 @@ def test_conv_net_is_bit_identical_to_the_operators():
 def _tampered(net, relocation=None, **sizes):
     """A copy of `net`'s package with one relocation added and sizes overridden."""
     package = net.package
-    net.package = type(package)(package.code_bytes, package.constants, {**package.sizes, **sizes},
-                                package.launches, package.relocations + ([relocation] if
-                                                                           relocation else []))
+    added = [relocation] if relocation else []
+    net.package = type(package)(package.code_bytes, package.constants,
+                                {**package.sizes, **sizes}, package.launches,
+                                package.relocations + added)
     net.segments = None
 
 

@@ -250,8 +250,9 @@ class Conv(Node):
         self.w = np.asarray(w)
         self.b = None if b is None else np.asarray(b)
         if self.w.ndim != 4 or (self.b is not None and self.b.shape != (self.w.shape[0],)):
+            bias = "" if self.b is None else f" and b {self.b.shape}"
             raise QingLongError(f"Conv: w must be (N_o, N_i, K_r, K_c) and b (N_o,), got w "
-                                f"{self.w.shape}{'' if self.b is None else f' and b {self.b.shape}'}")
+                                f"{self.w.shape}{bias}")
         try:
             self.stride, self.padding = as_pair("stride", stride, 1), as_pair("padding", padding, 0)
         except HostError as exc:
