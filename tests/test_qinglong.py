@@ -6,9 +6,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from swsim.errors import ArgumentError
-from swsim.hostlib.dnn import activation_forward, batchnorm_forward, linear_forward, scale
-from swsim.hostlib.qinglong import (BN, FC, Block, Device, DeviceError, Net, QingLongError, ReLU,
-                                    Scale, copy_cycles)
+from swsim.hostlib.dnn import (activation_forward, batchnorm_forward, conv2d_forward,
+                               linear_forward, scale)
+from swsim.hostlib.qinglong import (BN, FC, Block, Conv, Device, DeviceError, Net, QingLongError,
+                                    ReLU, Scale, copy_cycles)
+from swsim.hostlib.qinglong.net import Ref
 from swsim.hostlib.qinglong.persistent import PersistentScale, transfer_cycles
 from swsim.vm import Machine
 
@@ -103,6 +105,74 @@ def test_batchnorm_inference_net():
         Net([BN(gamma, beta, mean, var)], (2, 4, 8, 8))
 
 
+def test_conv_net_is_bit_identical_to_the_operators():
+    """A small AlexNet-like net (Conv, ReLU, Conv, FC on the flattened maps): the implicit-GEMM
+    kernel and the layout passes planned once; the same bits as ``conv2d_forward(algo=
+    "implicit")`` and ``linear_forward``, and a Conv's compute costs what the operator's
+    launches but the weights' rearrangement (done once, at compile) cost."""
+    x = RNG.standard_normal((1, 8, 8, 8)).astype(np.float32)
+    w1 = RNG.standard_normal((16, 8, 3, 3)).astype(np.float32)
+    b1 = RNG.standard_normal(16).astype(np.float32)
+    w2 = RNG.standard_normal((16, 16, 3, 3)).astype(np.float32)
+    fc = RNG.standard_normal((32, 16 * 6 * 6)).astype(np.float32)
+    net = Net([Conv(w1, b1, padding=1), ReLU(), Conv(w2), FC(fc)], x.shape)
+    assert net.shapes[1:] == [(1, 16, 8, 8), (1, 16, 8, 8), (1, 16, 6, 6), (1, 32)]
+    net.compile()
+    net.copy_constant()
+    machine = Machine()
+    y, first = conv2d_forward(x, w1, b1, padding=1, algo="implicit", machine=machine)
+    y, _ = activation_forward(y, "relu", machine=machine)
+    y, _ = conv2d_forward(y, w2, algo="implicit", machine=machine)
+    expected, _ = linear_forward(y.reshape(1, -1), fc, machine=machine)
+    assert np.array_equal(net.run(x)[0], expected)
+    alone = Net([Conv(w1, b1, padding=1)], x.shape)
+    alone.compile()
+    alone.copy_constant()
+    y, stats = alone.run(x)
+    assert np.array_equal(y, conv2d_forward(x, w1, b1, padding=1, algo="implicit")[0])
+    assert stats.cycles == first.cycles - first.phase_cycles["weights"]
+    with pytest.raises(QingLongError, match="Conv: the input must be NCHW"):
+        Net([Conv(w1)], (8, 8, 8))
+    with pytest.raises(QingLongError, match="Conv: w has 8 input channels but x has 4"):
+        Net([Conv(w1)], (1, 4, 8, 8))
+    with pytest.raises(QingLongError, match="Conv: implicit GEMM needs padding"):
+        Net([Conv(w1, padding=3)], x.shape).compile()
+
+
+def _tampered(net, relocation=None, **sizes):
+    """A copy of `net`'s package with one relocation added and sizes overridden."""
+    package = net.package
+    added = [relocation] if relocation else []
+    net.package = type(package)(package.code_bytes, package.constants,
+                                {**package.sizes, **sizes}, package.launches,
+                                package.relocations + added)
+    net.segments = None
+
+
+def test_malformed_packages_are_refused():
+    net = Net([Scale(2.0)], (1024,))
+    net.compile()
+    image = net.package.sizes["constants"]
+    for relocation, sizes, message in [
+            ((0, Ref("constants", image)), {}, "overflows segment 'constants': offset"),
+            ((0, Ref("hidden", 0)), {}, "overflows segment 'hidden': offset 0 of its 0"),
+            ((0, Ref("io", 2)), {}, "overflows segment 'io': slot 2 of its 2"),
+            ((image, Ref("io", 0)), {}, f"byte {image} is not an aligned word"),
+            ((4, Ref("io", 0)), {}, "byte 4 is not an aligned word"),
+            ((0, Ref("weights", 0)), {}, "names segment 'weights'"),
+            (None, {"constants": image + 8}, f"{image + 8} bytes but the image {image}")]:
+        net.compile()
+        _tampered(net, relocation, **sizes)
+        with pytest.raises(QingLongError, match=message):
+            net.copy_constant()
+    net.compile()
+    _tampered(net, (0, Ref("io", 2)), io=24)     # a third slot the package names
+    net.copy_constant()
+    block = net.device.malloc(4096)
+    with pytest.raises(QingLongError, match=r"I/O slot\(s\) \[2\] of the package are unbound"):
+        net.compute([block], [block])
+
+
 def test_device_memory_and_copy_model():
     machine = Machine()
     device = Device(machine)
@@ -160,6 +230,15 @@ def test_bench_quick_json(tmp_path, capsys):
     big = fc["totals"]["1000"]
     assert big["constants_once"] < big["compile_once"]     # FC: constants dominate
     assert fc["t_c"] == fc["t_op"]                          # the same launches, same cycles
+    rows = {row["layer"].split()[0]: row for row in result["layers"]}
+    assert set(rows) == {"FC", "Scale", "BN", "Conv", "AlexNet-like"}
+    for row in rows.values():       # the paper's shape: the gain grows with N
+        assert row["whole_error"] < 1e-9 and set(row["whole_errors"]) == {"1", "2"}
+        gains = [t["per_sample"] / t["pipelined"] for t in row["totals"].values()]
+        assert gains == sorted(gains)
+        big = row["totals"]["1000"]
+        assert big["pipelined"] <= big["constants_once"] <= big["compile_once"]
+    assert rows["Conv"]["t_c"] < rows["Conv"]["t_op"]         # the weights rearranged once
 
 
 def test_persistent_kernel_streams_samples_at_the_dma_bound():

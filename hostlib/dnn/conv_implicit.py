@@ -336,8 +336,9 @@ def stored_columns(geo: ConvGeometry) -> int:
     return geo.stored_input[1] if isinstance(geo, PassGeometry) else geo.c_i
 
 
-def _job(geo: ConvGeometry, es: int, blk: Blocking, layout: dict, addresses: dict, wtap: int,
-         sample=None):
+def job_words(geo: ConvGeometry, es: int, blk: Blocking, layout: dict, addresses: dict,
+              wtap: int, sample=None):
+    """The kernel's int64 job record (addresses x, w, y, bias; tap stride `wtap` bytes)."""
     c = counts(geo, blk)
     per_col = MESH // blk.cb
     rows = np.arange(MESH)
@@ -379,7 +380,8 @@ def run_kernel(geo: ConvGeometry, x, wt, bias, machine, engine, *, reverse=False
                      y=mem.alloc(geo.r_o * geo.c_o * geo.n_o * geo.batch * es),
                      bias=mem.put(np.zeros(geo.n_o, x.dtype) if bias is None
                                   else np.ascontiguousarray(bias, x.dtype)))
-    job = _job(geo, es, blk, layout, addresses, -tap_bytes if reverse else tap_bytes, sample)
+    job = job_words(geo, es, blk, layout, addresses, -tap_bytes if reverse else tap_bytes,
+                    sample)
     stats = KERNEL.launch(machine, [mem.put(job)], flops=geo.flops, engine=engine,
                           details=dict(blocking=blk, predicted_cycles=predict_blocking(
                               geo, es, blk, config),

@@ -62,19 +62,40 @@ def _tile(config, p, q, d, es):
     return pb, qb, d
 
 
-def _swap_pass(machine, cgs, data_addr, es, a, p, q, d, engine):
-    config = machine.config
+def swap_plan(config, es, a, p, q, d, source, target) -> dict:
+    """The ``stream.launch`` / ``job_records`` arguments (but the machine, cgs and timing ones)
+    of one pass (A, P, Q, D) -> (A, Q, P, D) of `es`-byte elements from `source` to `target`."""
     pb, qb, db = _tile(config, p, q, d, es)
     counts = (-(-p // pb), -(-q // qb), -(-d // db))
+    tile = pb * qb * db * es
+    return dict(name="transform", body=f"transform_{stream.SUFFIX[es]}",
+                plan="transform_plan", inputs=[source], outputs=[target],
+                buffer_bytes=[tile, tile], units=a * counts[0] * counts[1] * counts[2],
+                es=es, ints=[p, q, d, pb, qb, db, *counts, int(db == d)], kernel=stream.KERNEL)
+
+
+def swap_passes(shape, src_layout: str, dst_layout: str) -> list:
+    """(A, P, Q, D) of each pass taking a tensor of `shape` (in `src_layout`) to `dst_layout`
+    (one copying pass (1, 1, 1, size) when they are the same)."""
+    src, dst = axes(src_layout), axes(dst_layout)
+    sizes = dict(zip(src, shape))
+    swaps = group_swaps(src, dst)
+    if not swaps:
+        return [(1, 1, 1, int(np.prod(shape, dtype=np.int64)))]
+    order, passes = src, []
+    for i, j, k in swaps:
+        passes.append(tuple(int(np.prod([sizes[c] for c in order[lo:hi]], dtype=np.int64))
+                            for lo, hi in ((0, i), (i, j), (j, k), (k, len(order)))))
+        order = order[:i] + order[j:k] + order[i:j] + order[k:]
+    return passes
+
+
+def _swap_pass(machine, cgs, data_addr, es, a, p, q, d, engine):
     out = machine.mem.alloc(a * p * q * d * es)
     nbytes = a * p * q * d * es
-    tile = pb * qb * db * es
-    stats = stream.launch(machine, cgs, name="transform", body=f"transform_{stream.SUFFIX[es]}",
-                          plan="transform_plan", inputs=[data_addr], outputs=[out],
-                          buffer_bytes=[tile, tile], units=a * counts[0] * counts[1] * counts[2],
-                          es=es, ints=[p, q, d, pb, qb, db, *counts, int(db == d)],
-                          moved=(nbytes, nbytes), engine=engine,
-                          details=dict(swap=(a, p, q, d), tile=(pb, qb, db)))
+    plan = swap_plan(machine.config, es, a, p, q, d, data_addr, out)
+    stats = stream.launch(machine, cgs, **plan, moved=(nbytes, nbytes), engine=engine,
+                          details=dict(swap=(a, p, q, d), tile=tuple(plan["ints"][3:6])))
     return out, stats
 
 
@@ -89,17 +110,10 @@ def transform(x, src_layout, dst_layout, *, machine=None, cgs=1, engine="c"):
     sizes = dict(zip(src, x.shape))
     es = x.dtype.itemsize
     addr = machine.mem.put(np.ascontiguousarray(x))
-    order, parts = src, []
-    swaps = group_swaps(src, dst)
-    if not swaps:       # the same layout: one copying pass, (1, 1, 1, size)
-        addr, stats = _swap_pass(machine, cgs, addr, es, 1, 1, 1, x.size, engine)
-        parts.append(stats)
-    for i, j, k in swaps:
-        a, p, q, d = (int(np.prod([sizes[c] for c in order[lo:hi]], dtype=np.int64))
-                      for lo, hi in ((0, i), (i, j), (j, k), (k, len(order))))
+    parts = []
+    for a, p, q, d in swap_passes(x.shape, src_layout, dst_layout):
         addr, stats = _swap_pass(machine, cgs, addr, es, a, p, q, d, engine)
         parts.append(stats)
-        order = order[:i] + order[j:k] + order[i:j] + order[k:]
     shape = tuple(sizes[c] for c in dst)
     y = machine.mem.get(addr, shape, x.dtype)
     stats = combined(parts, op="transform", passes=len(parts))

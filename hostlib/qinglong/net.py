@@ -22,8 +22,11 @@ import numpy as np
 from ...errors import ArgumentError, ArgumentTypeError
 from ...vm import Machine
 from ..blas.swgemm import InMemory, gemm_job, KERNEL as GEMM_KERNEL
-from ..dnn import activation, batchnorm, stream
+from ...vm import HostError
+from ..dnn import activation, batchnorm, conv_implicit, stream
 from ..dnn.common import combined
+from ..dnn.conv_common import as_pair, make_geometry
+from ..dnn.layout import swap_passes, swap_plan, transform
 from .device import Block, Device
 
 SEGMENTS = ("constants", "hidden", "io")
@@ -66,6 +69,28 @@ class Package:
     relocations: list = field(default_factory=list)
 
 
+def _check_package(package: Package) -> None:
+    """Refuse a package whose relocations do not fit it: a word outside the constants image,
+    an address past the end of its segment, a segment or an I/O slot it does not have."""
+    sizes, image = package.sizes, package.constants.nbytes
+    if sizes.get("constants") != image:
+        raise QingLongError(f"package: the constants segment is {sizes.get('constants')} bytes "
+                            f"but the image {image}")
+    slots = sizes["io"] // IO_SLOT_BYTES
+    for at, ref in package.relocations:
+        if at % 8 or not 0 <= at <= image - 8:
+            raise QingLongError(f"package: relocation at byte {at} is not an aligned word of "
+                                f"the {image}-byte constants image")
+        if ref.segment not in SEGMENTS:
+            raise QingLongError(f"package: relocation at byte {at} names segment "
+                                f"{ref.segment!r}, not one of {', '.join(SEGMENTS)}")
+        limit = slots if ref.segment == "io" else sizes[ref.segment]
+        if not 0 <= ref.offset < limit:
+            what = "slot" if ref.segment == "io" else "offset"
+            raise QingLongError(f"package: relocation at byte {at} overflows segment "
+                                f"{ref.segment!r}: {what} {ref.offset} of its {limit}")
+
+
 class Node:
     """One operator of a net, its constants bound at construction."""
 
@@ -76,9 +101,14 @@ class Node:
         """The arrays the node binds, for an input of `shape`."""
         return []
 
+    def scratch(self, dtype, shape: tuple) -> list:
+        """Bytes of each scratch block (in the hidden segment) the node's launches use."""
+        return []
+
     def jobs(self, machine, dtype, shape, x: Ref, y: Ref, constants: list) -> list:
         """(kernel, int64 job words, {word index: Ref}, flops) per launch, in order, for input
-        `x` of `shape`, output `y` and the Refs of the node's `constants`."""
+        `x` of `shape`, output `y` and the Refs of the node's `constants` then its
+        `scratch` blocks."""
         raise NotImplementedError
 
 
@@ -138,9 +168,9 @@ class FC(Node):
                                 f"{'' if self.b is None else f' and b {self.b.shape}'}")
 
     def output_shape(self, shape):
-        if len(shape) != 2 or shape[1] != self.w.shape[1]:
-            raise QingLongError(f"FC: the input must be (B, {self.w.shape[1]}) for w "
-                                f"{self.w.shape}, got {shape}")
+        if len(shape) < 2 or int(np.prod(shape[1:])) != self.w.shape[1]:
+            raise QingLongError(f"FC: the input must be (B, {self.w.shape[1]}) (or (B, ...) "
+                                f"of as many) for w {self.w.shape}, got {shape}")
         return (shape[0], self.w.shape[0])
 
     def constants(self, dtype, shape):
@@ -151,7 +181,8 @@ class FC(Node):
 
     def jobs(self, machine, dtype, shape, x, y, constants):
         config = machine.config
-        (batch, inputs), outputs = shape, self.w.shape[0]
+        batch, inputs, outputs = shape[0], self.w.shape[1], self.w.shape[0]
+        shape = (batch, inputs)       # a 4-D input read flat: its C order is (B, I) already
         line = config.dma_transaction_bytes
         es = np.dtype(dtype).itemsize
         if (inputs * es) % line or (outputs * es) % line:
@@ -209,6 +240,82 @@ class BN(Node):
                 _stream_job(machine.config, apply, [x, coefficients], [y])]
 
 
+class Conv(Node):
+    """y = conv(x, w) + b of NCHW x, w (N_o, N_i, K_r, K_c), b (N_o,) or None
+    (``hostlib.dnn.conv2d_forward(algo="implicit")``: x to RCNB, the implicit-GEMM kernel,
+    y back to NCHW, all on the VM). The weights are rearranged into the kernel's one matrix
+    per tap once, at compile (``dnn.transform`` on a machine of their own)."""
+
+    def __init__(self, w, b=None, stride=1, padding=0):
+        self.w = np.asarray(w)
+        self.b = None if b is None else np.asarray(b)
+        if self.w.ndim != 4 or (self.b is not None and self.b.shape != (self.w.shape[0],)):
+            bias = "" if self.b is None else f" and b {self.b.shape}"
+            raise QingLongError(f"Conv: w must be (N_o, N_i, K_r, K_c) and b (N_o,), got w "
+                                f"{self.w.shape}{bias}")
+        try:
+            self.stride, self.padding = as_pair("stride", stride, 1), as_pair("padding", padding, 0)
+        except HostError as exc:
+            raise QingLongError(f"Conv: {exc}") from None
+
+    def geometry(self, shape):
+        if len(shape) != 4:
+            raise QingLongError(f"Conv: the input must be NCHW (B, N_i, R_i, C_i), got {shape}")
+        try:
+            return make_geometry(shape, self.w.shape, self.stride, self.padding, "w")
+        except HostError as exc:
+            raise QingLongError(f"Conv: {exc}") from None
+
+    def output_shape(self, shape):
+        return self.geometry(shape).y_shape
+
+    def constants(self, dtype, shape):
+        taps, _ = transform(self.w.astype(dtype), "NCHW", "RCNB")
+        bias = np.zeros(self.w.shape[0], dtype) if self.b is None else self.b.astype(dtype)
+        return [taps, bias]
+
+    def _passes(self, shape):
+        geo = self.geometry(shape)
+        return (swap_passes(geo.x_shape, "NCHW", "RCNB"),
+                swap_passes((geo.r_o, geo.c_o, geo.n_o, geo.batch), "RCNB", "NCHW"))
+
+    def scratch(self, dtype, shape):
+        geo, (to_rcnb, to_nchw) = self.geometry(shape), self._passes(shape)
+        es = np.dtype(dtype).itemsize
+        y_bytes = int(np.prod(geo.y_shape)) * es
+        return ([int(np.prod(geo.x_shape)) * es] * len(to_rcnb) + [y_bytes]
+                + [y_bytes] * (len(to_nchw) - 1))
+
+    def jobs(self, machine, dtype, shape, x, y, constants):
+        config, es = machine.config, np.dtype(dtype).itemsize
+        geo = self.geometry(shape)
+        reason = conv_implicit.supports(geo, "forward", dtype, config)
+        if reason:
+            raise QingLongError(f"Conv: {reason}")
+        taps, bias, *scratch = constants
+        to_rcnb, to_nchw = self._passes(shape)
+        x_rcnb, y_rcnb = scratch[len(to_rcnb) - 1], scratch[len(to_rcnb)]
+        launches = _transform_jobs(config, es, to_rcnb, [x, *scratch[:len(to_rcnb)]])
+        blocking = conv_implicit.choose(geo, es, config)
+        layout = conv_implicit.ldm_layout(geo, es, blocking, config)
+        names = ("x", "w", "y", "bias")
+        words = conv_implicit.job_words(geo, es, blocking, layout, dict.fromkeys(names, 0),
+                                   geo.n_i * geo.n_o * es)
+        record = conv_implicit.KERNEL.record("J_", "JOB_BYTES")
+        launches.append((conv_implicit.KERNEL, words,
+                         {record.offset(name) // 8: ref
+                          for name, ref in zip(names, (x_rcnb, taps, y_rcnb, bias))}, geo.flops))
+        chain = [y_rcnb, *scratch[len(to_rcnb) + 1:], y]
+        return launches + _transform_jobs(config, es, to_nchw, chain)
+
+
+def _transform_jobs(config, es, passes, chain):
+    """The launches of ``dnn.transform``'s `passes` (A, P, Q, D), pass k from chain[k] to
+    chain[k + 1] (Refs)."""
+    return [_stream_job(config, swap_plan(config, es, *swap, 0, 0), [source], [target])
+            for swap, source, target in zip(passes, chain, chain[1:])]
+
+
 class Net:
     """Nodes applied in order to one input of `input_shape` and `dtype` (float32 or float64)
     on `machine` (a new one by default): ``compile``, ``copy_constant`` once, then
@@ -254,6 +361,9 @@ class Net:
                 # records: the offset is an index into weights until then
                 const_refs.append(Ref("weights", len(weights)))
                 weights.append(array)
+            for nbytes in node.scratch(self.dtype, self.shapes[index]):
+                const_refs.append(Ref("hidden", hidden))
+                hidden += _aligned(nbytes)
             for kernel, words, refs, flops in node.jobs(self.machine, self.dtype,
                                                         self.shapes[index],
                                                         tensors[index], tensors[index + 1],
@@ -294,6 +404,7 @@ class Net:
             raise QingLongError("copy_constant: compile the net first")
         if self.segments is not None:
             raise QingLongError("copy_constant: the constants are on the device already")
+        _check_package(self.package)
         sizes = self.package.sizes
         segments = {name: self.device.malloc(max(1, sizes[name])) for name in SEGMENTS}
         image = self.package.constants.copy()
@@ -320,6 +431,11 @@ class Net:
                               f"compute: {name}[0]")
             blocks.append(given[0])
         table = np.array([block.address for block in blocks], np.int64)
+        unbound = sorted({ref.offset for _, ref in self.package.relocations
+                          if ref.segment == "io" and ref.offset >= len(table)})
+        if unbound:
+            raise QingLongError(f"compute: I/O slot(s) {unbound} of the package are unbound "
+                                f"(compute binds slots 0..{len(table) - 1}: the input, the output)")
         copy_before = self.device.copy_cycles
         self.device.copy_in(self.segments["io"], table)
         mem, base = self.machine.mem, self.segments["constants"].address

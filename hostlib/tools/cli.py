@@ -61,9 +61,11 @@ def register(subparsers) -> None:
     _json_argument(gemm)
     gemm.set_defaults(func=_gemm)
 
-    qinglong = which.add_parser("qinglong", help="N inferences of a layer per sample, "
-                                "compiled once and with constants copied once (QingLong)")
-    qinglong.add_argument("--quick", action="store_true", help="FC 1024->256, fewer whole runs")
+    qinglong = which.add_parser("qinglong", help="N inferences of a layer or net per sample, "
+                                "compiled once, with constants copied once and pipelined "
+                                "(QingLong)")
+    qinglong.add_argument("--quick", action="store_true",
+                          help="FC 1024->256, Conv on 16x16, the net on 8x8, fewer whole runs")
     _json_argument(qinglong)
     qinglong.add_argument("--engine", choices=("c", "python"), default="c")
     qinglong.set_defaults(func=_qinglong)

@@ -1,18 +1,23 @@
-"""`swsim bench qinglong`: simulated time of N inferences of one layer three ways (digest
-parax-swflowpro-qinglong.md §3.8), from measured runs:
+"""`swsim bench qinglong`: simulated time of N inferences of one layer or net four ways
+(digest parax-swflowpro-qinglong.md §3.8), from measured runs:
 
 - **per-sample** (DLPlib-like): the DNN operators called per sample, which place the layer's
   constants, x and y each time: N (copy(constants) + copy(x) + T_op + copy(y));
 - **compile once** (QingLong1): the compiled net, its constants still copied per sample:
   N (copy(constants) + copy(x) + copy(io) + T_c + copy(y));
-- **constants once** (QingLong2): copy(constants) + N (copy(x) + copy(io) + T_c + copy(y)).
+- **constants once** (QingLong2): copy(constants) + N (copy(x) + copy(io) + T_c + copy(y));
+- **pipelined** (QingLong3, the analytic model): copy-in T_in = copy(x) + copy(io), compute T_c
+  and copy-out T_out = copy(y) overlapped across samples (the host's copies and the CPEs are
+  separate engines here): copy(constants) + T_in + T_c + T_out + (N - 1) max(T_in, T_c, T_out).
 
 copy() is the configuration's copy model (``hostlib.qinglong.copy_cycles``), T_op the
-operators' measured cycles and T_c the compiled net's. The constants-once total is checked
-against a whole run of WHOLE samples (``Net.run`` each, cycles and copies added up); larger N
-are the formula. Host seconds (median per sample, this machine) show what compiling once
-saves the host: the operators plan and place everything per call, ``compute`` only binds I/O.
-``run_persistent``: the persistent kernel (QingLong3, device side) on Scale in float64.
+operators' measured cycles (a chain's added up) and T_c the compiled net's. The constants-once
+total is checked against whole runs of 1 and WHOLE samples (``Net.run`` each, cycles and copies
+added up); larger N are the formula. The pipelined total is a model only (``Net.run`` charges
+the host's copies, it does not overlap them). Host seconds (median per sample, this machine)
+show what compiling once saves the host: the operators plan and place everything per call,
+``compute`` only binds I/O. ``run_persistent``: the persistent kernel (QingLong3, device side)
+on Scale in float64.
 """
 from __future__ import annotations
 
@@ -22,29 +27,75 @@ import time
 import numpy as np
 
 from ....vm import Machine
-from ...dnn import batchnorm_forward, linear_forward, scale
-from ...qinglong import BN, FC, Net, Scale, copy_cycles
+from ...dnn import (activation_forward, batchnorm_forward, conv2d_forward, linear_forward,
+                    scale)
+from ...qinglong import BN, FC, Conv, Net, ReLU, Scale, copy_cycles
 from ...qinglong.persistent import PersistentScale, transfer_cycles
 
 COUNTS = (1, 10, 100, 1000)
-WHOLE, WHOLE_QUICK = 5, 2
+WHOLE, WHOLE_QUICK = 10, 2
+
+
+def _one(operator):
+    """An operator returning (y, Stats) as one returning (y, its cycles)."""
+    def run_one(x, machine):
+        result, stats = operator(x, machine)
+        return (result[0] if isinstance(result, tuple) else result), stats.cycles
+    return run_one
+
+
+def _alexnet_like(rng, side: int):
+    """A small AlexNet-like net on (1, 16, side, side): Conv 3x3 (32, pad 1), ReLU, Conv 3x3
+    stride 2 (32, pad 1), ReLU, FC to 256, ReLU, FC to 128; its nodes and its operators."""
+    f32 = np.float32
+    w1, w2 = (rng.standard_normal((32, c, 3, 3)).astype(f32) * 0.1 for c in (16, 32))
+    b1, b2 = (rng.standard_normal(32).astype(f32) for _ in range(2))
+    f1 = rng.standard_normal((256, 32 * (side // 2) ** 2)).astype(f32) * 0.05
+    f2 = rng.standard_normal((128, 256)).astype(f32) * 0.05
+    nodes = [Conv(w1, b1, padding=1), ReLU(), Conv(w2, b2, stride=2, padding=1), ReLU(),
+             FC(f1), ReLU(), FC(f2)]
+
+    def operators(x, machine):
+        relu = _one(lambda y, m: activation_forward(y, "relu", machine=m))
+        steps = [_one(lambda y, m: conv2d_forward(y, w1, b1, padding=1, algo="implicit",
+                                                  machine=m)), relu,
+                 _one(lambda y, m: conv2d_forward(y, w2, b2, stride=2, padding=1,
+                                                  algo="implicit", machine=m)), relu,
+                 _one(lambda y, m: linear_forward(y.reshape(1, -1), f1, machine=m)), relu,
+                 _one(lambda y, m: linear_forward(y, f2, machine=m))]
+        total = 0
+        for step in steps:
+            x, cycles = step(x, machine)
+            total += cycles
+        return x, total
+    return nodes, operators
 
 
 def _layers(quick: bool):
+    """(name, nodes, x, operators) per case: operators(x, machine) -> (y, cycles)."""
     rng = np.random.default_rng(0)
     f32 = np.float32
     fc_out = 256 if quick else 1024
+    side = 16 if quick else 32
     w = rng.standard_normal((fc_out, 1024)).astype(f32)
     b = rng.standard_normal(fc_out).astype(f32)
     gamma, beta, mean = (rng.standard_normal(32).astype(f32) for _ in range(3))
     var = (rng.random(32) + 0.5).astype(f32)
     cube = rng.standard_normal((1, 32, 32, 32)).astype(f32)
+    kernels = rng.standard_normal((32, 16, 3, 3)).astype(f32)
+    alexnet, alexnet_operators = _alexnet_like(rng, side // 2)
     return [
         (f"FC 1024->{fc_out}", [FC(w, b)], rng.standard_normal((1, 1024)).astype(f32),
-         lambda x, m: linear_forward(x, w, b, machine=m)),
-        ("Scale 32x32x32", [Scale(0.5)], cube, lambda x, m: scale(x, 0.5, machine=m)),
+         _one(lambda x, m: linear_forward(x, w, b, machine=m))),
+        ("Scale 32x32x32", [Scale(0.5)], cube, _one(lambda x, m: scale(x, 0.5, machine=m))),
         ("BN 32x32x32", [BN(gamma, beta, mean, var)], cube,
-         lambda x, m: batchnorm_forward(x, gamma, beta, mean, var, training=False, machine=m)),
+         _one(lambda x, m: batchnorm_forward(x, gamma, beta, mean, var, training=False,
+                                             machine=m))),
+        (f"Conv 16x{side}x{side} 32k3", [Conv(kernels, padding=1)],
+         rng.standard_normal((1, 16, side, side)).astype(f32),
+         _one(lambda x, m: conv2d_forward(x, kernels, padding=1, algo="implicit", machine=m))),
+        (f"AlexNet-like 16x{side // 2}x{side // 2}", alexnet,
+         rng.standard_normal((1, 16, side // 2, side // 2)).astype(f32), alexnet_operators),
     ]
 
 
@@ -60,36 +111,39 @@ def run(quick: bool = False, engine: str = "c") -> list:
         net.copy_constant()
         device = net.device
         config = net.machine.config
-        compute_cycles, compute_seconds, y = [], [], None
-        for _ in range(whole):
+        compute_cycles, compute_seconds, whole_totals, y = [], [], {}, None
+        for count in range(1, whole + 1):
             start = time.perf_counter()
             y, stats = net.run(x)
             compute_seconds.append(time.perf_counter() - start)
             compute_cycles.append(stats.cycles)
-        whole_total = device.copy_cycles + sum(compute_cycles)
+            whole_totals[count] = device.copy_cycles + sum(compute_cycles)
         machine, op_seconds = Machine(), []
-        for _ in range(whole):
+        for _ in range(WHOLE_QUICK):
             start = time.perf_counter()
-            result, op_stats = operator(x, machine)
+            expected, t_op = operator(x, machine)
             op_seconds.append(time.perf_counter() - start)
-        expected = result[0] if isinstance(result, tuple) else result
         if not np.array_equal(y, expected):
             raise RuntimeError(f"{name}: the compiled net and the operators differ")
         constants = copy_cycles(config, package.sizes["constants"])
         io = copy_cycles(config, package.sizes["io"])
         x_in, y_out = copy_cycles(config, x.nbytes), copy_cycles(config, y.nbytes)
-        t_c, t_op = compute_cycles[-1], op_stats.cycles
+        t_c = compute_cycles[-1]
         per_sample = constants + x_in + t_op + y_out
         compiled = constants + x_in + io + t_c + y_out
         sample = x_in + io + t_c + y_out
+        stage = max(x_in + io, t_c, y_out)
         totals = {n: {"per_sample": n * per_sample, "compile_once": n * compiled,
-                      "constants_once": constants + n * sample} for n in COUNTS}
-        predicted = constants + whole * sample
+                      "constants_once": constants + n * sample,
+                      "pipelined": constants + sample + (n - 1) * stage} for n in COUNTS}
+        whole_errors = {n: abs(total - constants - n * sample) / total
+                        for n, total in whole_totals.items() if n in (1, whole)}
         rows.append(dict(
             layer=name, constants_bytes=package.sizes["constants"], code_bytes=package.code_bytes,
             copy_constants=constants, copy_io=io, copy_x=x_in, copy_y=y_out, t_op=t_op,
-            t_c=t_c, totals=totals, whole_samples=whole, whole_cycles=whole_total,
-            whole_error=abs(whole_total - predicted) / whole_total,
+            t_c=t_c, pipeline_stage=stage, totals=totals, whole_samples=whole,
+            whole_cycles=whole_totals[whole], whole_errors=whole_errors,
+            whole_error=max(whole_errors.values()),
             compile_seconds=compile_seconds,
             op_seconds=statistics.median(op_seconds),
             compute_seconds=statistics.median(compute_seconds)))
@@ -146,19 +200,22 @@ def format_persistent(row) -> str:
 
 
 def format_table(rows) -> str:
-    lines = [f"{'layer':<16} {'N':>5} {'per-sample':>13} {'compile once':>13} "
-             f"{'const. once':>13} {'gain':>6}   (simulated cycles)"]
+    lines = [f"{'layer':<24} {'N':>5} {'per-sample':>14} {'compile once':>14} "
+             f"{'const. once':>14} {'pipelined':>14} {'gain':>6} {'pipe.':>6}"
+             "   (simulated cycles; pipelined: the model)"]
     for row in rows:
         for n, total in row["totals"].items():
-            lines.append(f"{row['layer']:<16} {n:>5} {total['per_sample']:>13,} "
-                         f"{total['compile_once']:>13,} {total['constants_once']:>13,} "
-                         f"{total['per_sample'] / total['constants_once']:>5.2f}x")
+            lines.append(f"{row['layer']:<24} {n:>5} {total['per_sample']:>14,} "
+                         f"{total['compile_once']:>14,} {total['constants_once']:>14,} "
+                         f"{total['pipelined']:>14,} "
+                         f"{total['per_sample'] / total['constants_once']:>5.2f}x "
+                         f"{total['per_sample'] / total['pipelined']:>5.2f}x")
     lines.append("")
-    lines.append(f"{'layer':<16} {'constants B':>11} {'copy(C)':>9} {'T_op':>8} {'T_c':>8} "
+    lines.append(f"{'layer':<24} {'constants B':>11} {'copy(C)':>9} {'T_op':>9} {'T_c':>9} "
                  f"{'whole-run err':>13} {'host s/op':>9} {'s/compute':>9} {'compile s':>9}")
     for row in rows:
-        lines.append(f"{row['layer']:<16} {row['constants_bytes']:>11,} "
-                     f"{row['copy_constants']:>9,} {row['t_op']:>8,} {row['t_c']:>8,} "
+        lines.append(f"{row['layer']:<24} {row['constants_bytes']:>11,} "
+                     f"{row['copy_constants']:>9,} {row['t_op']:>9,} {row['t_c']:>9,} "
                      f"{row['whole_error']:>12.2%} {row['op_seconds']:>9.3f} "
                      f"{row['compute_seconds']:>9.3f} {row['compile_seconds']:>9.3f}")
     return "\n".join(lines)
