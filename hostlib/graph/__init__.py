@@ -5,7 +5,7 @@ path (``cpe``, ``dispatch``) and the runtime (``runtime.Session``)."""
 from .ir import Graph, GraphError, Node, TensorInfo
 from .onnx_import import import_onnx, load_model
 from .passes import PassManager
-from .runtime import Session
+from .runtime import DataflowSession, Session
 
-__all__ = ["Graph", "GraphError", "Node", "PassManager", "Session", "TensorInfo", "import_onnx",
+__all__ = ["DataflowSession", "Graph", "GraphError", "Node", "PassManager", "Session", "TensorInfo", "import_onnx",
            "load_model"]
