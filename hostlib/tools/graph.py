@@ -1,5 +1,6 @@
 """``swsim onnx MODEL.onnx``: import an ONNX model, run it on the VM through swHMAE's dispatch
-with a progress bar, print each output's summary and the per-node table (docs/graph.md)."""
+with a progress bar (on ``--cgs`` core groups by the dataflow runtime, after ``--split``'s
+pass), print each output's summary and the per-node table (docs/graph.md)."""
 from __future__ import annotations
 
 import json
@@ -10,7 +11,8 @@ from tqdm import tqdm
 
 from ...vm import Machine
 from ...vm.config import PRESETS
-from ..graph import GraphError, Session, import_onnx
+from ..graph import DataflowSession, GraphError, import_onnx
+from ..graph.dataflow import split
 
 
 def register(subparsers) -> None:
@@ -22,7 +24,11 @@ def register(subparsers) -> None:
     onnx.add_argument("--batch", type=int, metavar="N",
                       help="the size of symbolic first dimensions of the inputs")
     onnx.add_argument("--cgs", type=int, default=1, metavar="N",
-                      help="core groups sharing each node's work (default 1)")
+                      help="core groups running nodes at once, each node on one (the dataflow "
+                      "runtime; default 1)")
+    onnx.add_argument("--split", type=int, default=1, metavar="S",
+                      help="the split pass: S copies of the graph, each on a slice of the "
+                      "batch, outputs concatenated (default 1: no split)")
     onnx.add_argument("--config", choices=sorted(PRESETS), default="sw26010",
                       help="machine preset (default sw26010)")
     onnx.add_argument("--check", action="store_true",
@@ -79,18 +85,23 @@ def explain(graph) -> str:
 def run(args) -> int:
     if args.batch is not None and args.batch < 1:
         raise GraphError(f"--batch must be at least 1, got {args.batch}")
+    if args.split < 1:
+        raise GraphError(f"--split must be at least 1, got {args.split}")
     graph = import_onnx(args.model, shapes=_shapes(args.model, args.batch))
+    plan = split(graph, args.split) if args.split > 1 else None
     if args.explain:
-        print(explain(graph))
+        print(explain(plan.graph if plan else graph))
         return 0
     feeds = _feeds(args, graph)
+    if plan:
+        graph, feeds = plan.graph, plan.feeds(feeds)
     with tqdm(total=len(graph.nodes), unit="node", file=sys.stderr,
               disable=not sys.stderr.isatty()) as bar:
         def progress(node):
             bar.set_description(node.name)
             bar.update(1)
-        session = Session(graph, machine=Machine(args.config), cgs=args.cgs, check=args.check,
-                          progress=progress)
+        session = DataflowSession(graph, machine=Machine(args.config), cgs=args.cgs,
+                                  check=args.check, progress=progress)
         outputs = session.run(feeds)
     for name, value in outputs.items():
         flat = value.reshape(-1)
