@@ -3,13 +3,11 @@ round robin, the successor-first locality rule) as the estimate, the split pass,
 runtime over several core groups (docs/graph.md "Two-level parallelism")."""
 import numpy as np
 import pytest
-from onnx import helper
-
 from swsim.hostlib.graph import DataflowSession, Graph, GraphError, Node, Session, TensorInfo
 from swsim.hostlib.graph import import_onnx
 from swsim.hostlib.graph.dataflow import schedule, split
 
-from graph_models import convnet, model, tensor
+from graph_models import convnet, two_branch_net
 
 F32 = np.dtype(np.float32)
 
@@ -131,19 +129,6 @@ def test_split_sums_the_gradients_before_the_update():
                               Node("step", "Add", ["dW", "dW2"], ["delta"], {}, 13)]
     with pytest.raises(GraphError, match="node 'step' .* reads 'dW2', a tensor of each slice"):
         split(reads_slice, 2, sums=["dW"])
-
-
-def two_branch_net(batch=2):
-    """x -> conv a, conv b (side by side), each -> Relu; Concat on channels."""
-    rng = np.random.default_rng(6)
-    h = helper
-    nodes = [h.make_node("Conv", ["x", "wa"], ["a"], pads=[1, 1, 1, 1], name="conv_a"),
-             h.make_node("Relu", ["a"], ["ra"], name="relu_a"),
-             h.make_node("Conv", ["x", "wb"], ["b"], name="conv_b"),
-             h.make_node("Relu", ["b"], ["rb"], name="relu_b"),
-             h.make_node("Concat", ["ra", "rb"], ["y"], axis=1, name="concat")]
-    return model(nodes, [("x", [batch, 8, 8, 8])], [("y", [batch, 16, 8, 8])],
-                 [tensor(rng, "wa", 8, 8, 3, 3), tensor(rng, "wb", 8, 8, 1, 1)])
 
 
 def test_the_runtime_gives_the_one_cg_result_and_the_estimates_schedule():
