@@ -16,7 +16,8 @@ from .dispatch import run_node
 from .ir import Graph, GraphError
 
 # Main memory reserved for the operands of the nodes running at once (the CGs' threads
-# allocate while the others run; docs/vm.md "Chip"); only the pages written take RAM.
+# allocate while the others run; docs/vm.md "Chip"); only the pages written take RAM. Grown
+# whenever nothing runs to twice the most the running nodes took so far.
 SCRATCH_BYTES = 1 << 30
 
 
@@ -143,8 +144,15 @@ class DataflowSession(Session):
                             values.pop(name, None)
                     return record.cycles
                 return cycles
-            # every node placed so far is done: its operands' memory can be given back
-            self.schedule = place(self.graph, self.cgs, launch, settle=lambda: mem.release(mark))
+            room = [mem.capacity - mark]
+
+            def settle():      # every node placed so far is done: nothing uses the operands
+                used = mem.mark() - mark
+                mem.release(mark)
+                if 2 * used > room[0]:
+                    room[0] = min(2 * used, mem.available)
+                    mem.reserve(room[0])
+            self.schedule = place(self.graph, self.cgs, launch, settle=settle)
         self.records = [records[name] for name in self.schedule.placed]
         return {name: values[name] for name in self.graph.outputs}
 
