@@ -6,7 +6,7 @@ import onnxruntime
 
 from swsim.cli import main
 
-from graph_models import convnet
+from graph_models import convnet, two_branch_net
 
 
 def test_onnx_command(tmp_path, capsys):
@@ -59,3 +59,16 @@ def test_onnx_command_on_core_groups_with_split(tmp_path, capsys):
     assert "5 slices of a batch of 4" in capsys.readouterr().err
     assert main(["onnx", str(model), "--cgs", "9"]) == 1
     assert "cgs must be an integer in 1..4" in capsys.readouterr().err
+
+
+def test_onnx_estimate_places_without_running(tmp_path, capsys):
+    model = tmp_path / "net.onnx"
+    model.write_bytes(two_branch_net(batch=8).SerializeToString())
+    records = tmp_path / "nodes.json"
+    assert main(["onnx", str(model), "--cgs", "2", "--split", "2", "--estimate", "model",
+                 "--json", str(records)]) == 0
+    out = capsys.readouterr().out
+    assert "estimate (model)" in out and "2 CGs: makespan" in out and "output" not in out
+    placed = json.loads(records.read_text())
+    assert {r["cg"] for r in placed} == {0, 1} and placed[-1]["node"] == "merge y"
+    assert all(r["cycles"] > 0 for r in placed)

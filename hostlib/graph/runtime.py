@@ -162,12 +162,17 @@ class DataflowSession(Session):
         return self.schedule.makespan if self.schedule else 0
 
     def report(self) -> str:
-        s, clock = self.schedule, self.machine.config.clock_hz
-        busy = ", ".join(f"{b:,}" for b in s.busy)
-        return (format_records(self.records, clock) +
-                f"\n{self.cgs} CGs: makespan {s.makespan:,} cycles = "
-                f"{s.makespan / clock * 1e3:.3f} ms simulated (busy per CG: {busy}; "
-                f"{sum(s.busy) / max(s.makespan, 1):.2f}x the nodes one after another)")
+        return format_schedule(self.records, self.schedule, self.machine.config.clock_hz)
+
+
+def format_schedule(records: list, schedule: Schedule, clock_hz: float) -> str:
+    """The per-node table of placed records, and the makespan with each CG's busy cycles."""
+    busy = ", ".join(f"{b:,}" for b in schedule.busy)
+    return (format_records(records, clock_hz) +
+            f"\n{schedule.cgs} CGs: makespan {schedule.makespan:,} cycles = "
+            f"{schedule.makespan / clock_hz * 1e3:.3f} ms simulated (busy per CG: {busy}; "
+            f"{sum(schedule.busy) / max(schedule.makespan, 1):.2f}x the nodes one after "
+            "another)")
 
 
 def format_records(records: list, clock_hz: float) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import asdict
 
 import numpy as np
 from tqdm import tqdm
@@ -12,7 +13,9 @@ from tqdm import tqdm
 from ...vm import Machine
 from ...vm.config import PRESETS
 from ..graph import DataflowSession, GraphError, import_onnx
-from ..graph.dataflow import split
+from ..graph.dataflow import schedule, split
+from ..graph.dispatch import Record
+from ..graph.runtime import format_schedule
 
 
 def register(subparsers) -> None:
@@ -35,6 +38,10 @@ def register(subparsers) -> None:
                       help="debug mode: check every CPE result against the MPE path")
     onnx.add_argument("--explain", action="store_true",
                       help="print the imported graph (nodes, shapes); do not run it")
+    onnx.add_argument("--estimate", choices=("model", "sampled"),
+                      help="do not run the graph: place its nodes by the dataflow rules on "
+                      "node times estimated by op and shape (bench graph's: the performance "
+                      "models, or sampled simulation)")
     onnx.add_argument("--json", metavar="FILE", help="write the per-node records as JSON")
     onnx.set_defaults(func=run)
 
@@ -92,6 +99,13 @@ def run(args) -> int:
     if args.explain:
         print(explain(plan.graph if plan else graph))
         return 0
+    machine = Machine(args.config)
+    if args.estimate:
+        records, placement = estimate(plan.graph if plan else graph, machine, args.cgs,
+                                      args.estimate == "sampled")
+        print(format_schedule(records, placement, machine.config.clock_hz))
+        _write_json(args.json, records)
+        return 0
     feeds = _feeds(args, graph)
     if plan:
         graph, feeds = plan.graph, plan.feeds(feeds)
@@ -100,7 +114,7 @@ def run(args) -> int:
         def progress(node):
             bar.set_description(node.name)
             bar.update(1)
-        session = DataflowSession(graph, machine=Machine(args.config), cgs=args.cgs,
+        session = DataflowSession(graph, machine=machine, cgs=args.cgs,
                                   check=args.check, progress=progress)
         outputs = session.run(feeds)
     for name, value in outputs.items():
@@ -110,8 +124,30 @@ def run(args) -> int:
         top = f", argmax {int(flat.argmax())}" if flat.size else ""
         print(f"output {name}: {value.dtype.name} {list(value.shape)} {summary}{top}")
     print(session.report())
-    if args.json:
-        from dataclasses import asdict
-        with open(args.json, "w", encoding="utf-8") as handle:
-            json.dump([asdict(r) for r in session.records], handle, indent=1)
+    _write_json(args.json, session.records)
     return 0
+
+
+def _write_json(path, records) -> None:
+    if path:
+        with open(path, "w", encoding="utf-8") as handle:
+            json.dump([asdict(r) for r in records], handle, indent=1)
+
+
+def estimate(graph, machine, cgs, sampled):
+    """(records, schedule) of `graph` on `cgs` CGs of `machine` without running it: node
+    times by op and shape from ``bench graph``'s NodeCosts, placed by ``dataflow.schedule``."""
+    from .bench.graph import NodeCosts
+    if isinstance(cgs, bool) or not isinstance(cgs, int) or not 1 <= cgs <= machine.num_cgs:
+        raise GraphError(f"cgs must be an integer in 1..{machine.num_cgs} (the chip's core "
+                         f"groups), got {cgs!r}")
+    costs = NodeCosts(machine, sampled=sampled)
+    placed = schedule(graph, lambda node: costs.cpe(graph, node)[0], cgs)
+    by_name = {node.name: node for node in graph.nodes}
+    records = []
+    for name, (cg, start, end) in placed.placed.items():
+        node = by_name[name]
+        _, device, source = costs.cpe(graph, node)
+        records.append(Record(name, node.op_type, device, f"estimate ({source})", end - start,
+                              0, cg=cg, start=start))
+    return records, placed
