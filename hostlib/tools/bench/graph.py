@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ....errors import ArgumentError
 from ....vm import Machine
 from ...dnn.conv_common import ConvGeometry
 from ...dnn.stream import stream_bound_gbps
@@ -101,9 +102,17 @@ class NodeCosts:
         return self.memo[key]
 
     def _cpe(self, graph, node):
-        op = node.op_type
-        if OPS[op].cost == "view":
+        if OPS[node.op_type].cost == "view":
             return 0, "view", "none"
+        try:
+            found = self._on_cpes(graph, node)
+        except ArgumentError:     # the CPE operator refuses the shape: dispatch falls back too
+            found = None
+        return found or (self.mpe(graph, node), "MPE", "MPE model")
+
+    def _on_cpes(self, graph, node):
+        """(cycles, "CPE", source) of the node's CPE operator, None if it has none."""
+        op = node.op_type
         shapes = [graph.info[n].shape for n in node.inputs if n]
         out = graph.info[node.outputs[0]].shape
         stream = self._stream_case(node, shapes, out) if op in CPE else None
@@ -124,7 +133,7 @@ class NodeCosts:
             moved = sum(c.bytes_moved(c.full) for c in cases)
             return (self._cycles(moved / (stream_bound_gbps(self.config, 1, 1) * 1e9)), "CPE",
                     "model")
-        return self.mpe(graph, node), "MPE", "MPE model"
+        return None
 
     def _conv(self, node, shapes):
         (b, c, h, w), (o, _, kh, kw) = shapes[0], shapes[1]
