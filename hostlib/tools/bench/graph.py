@@ -175,9 +175,14 @@ class NodeCosts:
         if op in ("MaxPool", "AveragePool"):
             kernel = [int(k) for k in node.attr("kernel_shape")]
             begin, end, strides, _, size = window_geometry(node, (h, w), kernel)
-            if len(set(kernel)) == len(set(strides)) == len(set(begin + end)) == 1:
-                return ops.PoolCase(name, b * c, h, w, kernel[0], strides[0], begin[0],
-                                    "max" if op == "MaxPool" else "avg")
+            if len(set(kernel)) != 1 or len(set(strides)) != 1:
+                return None
+            k, stride = kernel[0], strides[0]
+            if op == "MaxPool":       # any padding: -inf rows and columns of the operand (cpe.pool)
+                return ops.PoolCase(name, b * c, (size[0] - 1) * stride + k,
+                                    (size[1] - 1) * stride + k, k, stride, 0, "max")
+            if len(set(begin + end)) == 1:
+                return ops.PoolCase(name, b * c, h, w, k, stride, begin[0], "avg")
         return None
 
 
