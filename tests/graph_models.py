@@ -63,3 +63,16 @@ def resblock(opset=13, batch=2, channels=8):
              h.make_node("GlobalAveragePool", ["r"], ["gap"], name="gap"),
              h.make_node("Flatten", ["gap"], ["y"], name="flatten")]
     return model(nodes, [("x", [batch, c, 8, 8])], [("y", [batch, c])], inits, opset)
+
+
+def two_branch_net(batch=2):
+    """x -> conv a, conv b (side by side), each -> Relu; Concat on channels."""
+    rng = np.random.default_rng(6)
+    h = helper
+    nodes = [h.make_node("Conv", ["x", "wa"], ["a"], pads=[1, 1, 1, 1], name="conv_a"),
+             h.make_node("Relu", ["a"], ["ra"], name="relu_a"),
+             h.make_node("Conv", ["x", "wb"], ["b"], name="conv_b"),
+             h.make_node("Relu", ["b"], ["rb"], name="relu_b"),
+             h.make_node("Concat", ["ra", "rb"], ["y"], axis=1, name="concat")]
+    return model(nodes, [("x", [batch, 8, 8, 8])], [("y", [batch, 16, 8, 8])],
+                 [tensor(rng, "wa", 8, 8, 3, 3), tensor(rng, "wb", 8, 8, 1, 1)])

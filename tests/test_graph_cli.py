@@ -6,7 +6,7 @@ import onnxruntime
 
 from swsim.cli import main
 
-from graph_models import convnet
+from graph_models import convnet, two_branch_net
 
 
 def test_onnx_command(tmp_path, capsys):
@@ -39,3 +39,36 @@ def test_onnx_command_errors(tmp_path, capsys):
     np.save(tmp_path / "bad.npy", np.zeros((1, 3, 8, 8), np.float32))
     assert main(["onnx", str(model), "--input", f"x={tmp_path / 'bad.npy'}"]) == 1
     assert "'x' must be float32 of shape [2, 3, 8, 8]" in capsys.readouterr().err
+
+
+def test_onnx_command_on_core_groups_with_split(tmp_path, capsys):
+    model = tmp_path / "net.onnx"
+    model.write_bytes(convnet(batch=4).SerializeToString())
+    x = np.random.default_rng(6).standard_normal((4, 3, 8, 8)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    records = tmp_path / "nodes.json"
+    assert main(["onnx", str(model), "--input", f"x={tmp_path / 'x.npy'}", "--cgs", "4",
+                 "--split", "4", "--json", str(records)]) == 0
+    out = capsys.readouterr().out
+    want = onnxruntime.InferenceSession(str(model)).run(None, {"x": x})[0]
+    assert f"argmax {int(want.argmax())}" in out and "4 CGs: makespan" in out
+    placed = json.loads(records.read_text())
+    assert {r["cg"] for r in placed} == {0, 1, 2, 3}
+    assert placed[-1]["node"] == "merge y"
+    assert main(["onnx", str(model), "--split", "5"]) == 1
+    assert "5 slices of a batch of 4" in capsys.readouterr().err
+    assert main(["onnx", str(model), "--cgs", "9"]) == 1
+    assert "cgs must be an integer in 1..4" in capsys.readouterr().err
+
+
+def test_onnx_estimate_places_without_running(tmp_path, capsys):
+    model = tmp_path / "net.onnx"
+    model.write_bytes(two_branch_net(batch=8).SerializeToString())
+    records = tmp_path / "nodes.json"
+    assert main(["onnx", str(model), "--cgs", "2", "--split", "2", "--estimate", "model",
+                 "--json", str(records)]) == 0
+    out = capsys.readouterr().out
+    assert "estimate (model)" in out and "2 CGs: makespan" in out and "output" not in out
+    placed = json.loads(records.read_text())
+    assert {r["cg"] for r in placed} == {0, 1} and placed[-1]["node"] == "merge y"
+    assert all(r["cycles"] > 0 for r in placed)

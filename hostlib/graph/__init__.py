@@ -6,7 +6,7 @@ from . import gradients  # noqa: F401 (registers the training operators, before 
 from .ir import Graph, GraphError, Node, TensorInfo
 from .onnx_import import import_onnx, load_model
 from .passes import PassManager
-from .runtime import Session
+from .runtime import DataflowSession, Session
 
-__all__ = ["Graph", "GraphError", "Node", "PassManager", "Session", "TensorInfo", "import_onnx",
+__all__ = ["DataflowSession", "Graph", "GraphError", "Node", "PassManager", "Session", "TensorInfo", "import_onnx",
            "load_model"]

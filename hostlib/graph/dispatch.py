@@ -30,6 +30,8 @@ class Record:
     reason: str = ""         # why the MPE ran it
     host_seconds: float = 0.0
     check_error: Optional[float] = None    # debug mode: max |CPE - MPE| / max |MPE|
+    cg: Optional[int] = None       # the dataflow runtime: the core group that ran it
+    start: Optional[int] = None    # and when (simulated cycles from the run's start)
 
 
 def mpe_cycles(node: Node, inputs, outputs, config) -> int:
@@ -53,10 +55,11 @@ def _mpe(node: Node, inputs):
 
 
 def run_node(node: Node, inputs: list, *, machine, cgs=1, engine="c", check=False,
-             minimum_work=True):
+             minimum_work=True, release=True):
     """Run one node (inputs: numpy arrays, None for omitted optional ones); returns (outputs,
     Record). ``minimum_work``: nodes whose MPE time is below a CPE launch's spawn cost stay on
-    the MPE (swHMAE's minimum-work rule)."""
+    the MPE (swHMAE's minimum-work rule). ``release``: give the operands' main memory back
+    after the node (False: the caller does, when no other core group is running)."""
     start = time.perf_counter()
     config = machine.config
     while inputs and inputs[-1] is None:
@@ -73,7 +76,7 @@ def run_node(node: Node, inputs: list, *, machine, cgs=1, engine="c", check=Fals
             reason = (f"less work than a CPE launch (MPE {estimate} cycles < spawn "
                       f"{config.spawn_cycles})")
     if implementation is not None and not reason:
-        mark = machine.mem.mark()
+        mark = machine.mem.mark() if release else None
         try:
             outputs, stats, algorithm = implementation(node, inputs, dict(
                 machine=machine, cgs=cgs, engine=engine))
@@ -87,7 +90,8 @@ def run_node(node: Node, inputs: list, *, machine, cgs=1, engine="c", check=Fals
             record.host_seconds = time.perf_counter() - start
             return outputs, record
         finally:
-            machine.mem.release(mark)
+            if release:
+                machine.mem.release(mark)
     outputs = _mpe(node, inputs)
     return outputs, Record(node.name, node.op_type, "MPE", "numpy",
                            mpe_cycles(node, inputs, outputs, config), 0, reason,

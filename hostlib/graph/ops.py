@@ -372,6 +372,17 @@ def _like_input(node, info):
     return [info[0]] + [TensorInfo(np.dtype(bool), info[0].shape)] * (len(node.outputs) - 1)
 
 
+def _sum_shape(node, info):
+    """Sum: the inputs' shapes broadcast (not the MPE sum of stand-ins: ResNet's sums of
+    full-size maps took seconds each)."""
+    try:
+        shape = np.broadcast_shapes(*(t.shape for t in info))
+    except ValueError:
+        raise GraphError(f"{node}: input shapes {[list(t.shape) for t in info]} do not "
+                         "broadcast together") from None
+    return [TensorInfo(info[0].dtype, shape)]
+
+
 def _conv_shape(node, info):
     x, w = info[0], info[1]
     *_, out = window_geometry(node, x.shape[2:], list(w.shape[2:]))
@@ -436,7 +447,8 @@ OPS: dict = {
     "Sub": Op(_binary(np.subtract), "stream", NUMBERS),
     "Mul": Op(_binary(np.multiply), "stream", NUMBERS),
     "Div": Op(_binary(_divide), "stream", NUMBERS),
-    "Sum": Op(lambda n, *xs: (np.asarray(sum(xs[1:], xs[0])).astype(xs[0].dtype),), "stream"),
+    "Sum": Op(lambda n, *xs: (np.asarray(sum(xs[1:], xs[0])).astype(xs[0].dtype),), "stream",
+              shape=_sum_shape),
     "Concat": Op(concat, "copy", NUMBERS),
     "Transpose": Op(transpose, "copy", NUMBERS),
     "Flatten": Op(flatten, "view", NUMBERS),

@@ -1,14 +1,24 @@
 """Running a graph on the VM (docs/graph.md "Running"): ``Session(graph).run(feeds)`` takes
 the nodes in topological order through swHMAE's dispatch (``dispatch.run_node``), frees each
 tensor after its last reader, and keeps the per-node ``Record``s; ``report()`` is the per-node
-table (device, algorithm, cycles, DMA bytes, share of the graph's simulated time)."""
+table (device, algorithm, cycles, DMA bytes, share of the graph's simulated time).
+``DataflowSession`` is the two-level parallel runtime: nodes on several core groups at once."""
 from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
 
 import numpy as np
 
 from ...vm import Machine
+from .dataflow import Schedule, place
 from .dispatch import run_node
 from .ir import Graph, GraphError
+
+# Main memory reserved for the operands of the nodes running at once (the CGs' threads
+# allocate while the others run; docs/vm.md "Chip"); only the pages written take RAM. Grown
+# whenever nothing runs to twice the most the running nodes took so far.
+SCRATCH_BYTES = 1 << 30
 
 
 class Session:
@@ -78,10 +88,100 @@ class Session:
         return format_records(self.records, self.machine.config.clock_hz)
 
 
+class DataflowSession(Session):
+    """swFLOWpro's two-level parallelism on the chip (docs/graph.md "Two-level parallelism"):
+    each node runs whole on one core group (its CPE array or its MPE), up to ``cgs`` nodes at
+    once, one worker thread per CG driving ``machine.core_group(k)`` (the C engine releases
+    the GIL, so the CGs are simulated side by side). ``dataflow.place`` decides, in simulated
+    time, which node each CG runs next; the outputs are those of a ``Session`` on one CG,
+    bit for bit, and the simulated time is the schedule's makespan."""
+
+    def __init__(self, graph: Graph, *, machine=None, cgs=1, engine="c", check=False,
+                 minimum_work=True, progress=None):
+        super().__init__(graph, machine=machine, engine=engine, check=check,
+                         minimum_work=minimum_work, progress=progress)
+        if isinstance(cgs, bool) or not isinstance(cgs, int) or \
+                not 1 <= cgs <= self.machine.num_cgs:
+            raise GraphError(f"cgs must be an integer in 1..{self.machine.num_cgs} (the "
+                             f"chip's core groups), got {cgs!r}")
+        self.cgs = cgs
+        self.schedule: Schedule | None = None
+
+    def run(self, feeds: dict) -> dict:
+        values = dict(self.graph.initializers)
+        values.update(self._check_feeds(feeds))
+        readers = {}
+        for node in self.nodes:
+            for name in node.inputs:
+                readers[name] = readers.get(name, 0) + 1
+        keep = set(self.graph.outputs) | set(self.graph.initializers)
+        records = {}
+        mem = self.machine.mem
+        mem.reserve(min(SCRATCH_BYTES, mem.available))
+        mark = mem.mark()
+        with ExitStack() as stack:
+            stack.callback(mem.release, mark)      # after the workers are joined (below)
+            workers = [stack.enter_context(ThreadPoolExecutor(
+                1, thread_name_prefix=f"swsim-graph-cg{k}")) for k in range(self.cgs)]
+
+            def launch(node, cg, start):
+                if self.progress:
+                    self.progress(node)
+                future = workers[cg].submit(
+                    run_node, node, [values[name] if name else None for name in node.inputs],
+                    machine=self.machine.core_group(cg), release=False, **self.options)
+
+                def cycles():
+                    outputs, record = future.result()
+                    record.cg, record.start = cg, start
+                    records[node.name] = record
+                    for name, value in zip(node.outputs, outputs):
+                        if name:
+                            values[name] = value
+                    for name in node.inputs:
+                        readers[name] -= 1
+                        if name and not readers[name] and name not in keep:
+                            values.pop(name, None)
+                    return record.cycles
+                return cycles
+            room = [mem.capacity - mark]
+
+            def settle():      # every node placed so far is done: nothing uses the operands
+                used = mem.mark() - mark
+                mem.release(mark)
+                if 2 * used > room[0]:
+                    room[0] = min(2 * used, mem.available)
+                    mem.reserve(room[0])
+            self.schedule = place(self.graph, self.cgs, launch, settle=settle)
+        self.records = [records[name] for name in self.schedule.placed]
+        return {name: values[name] for name in self.graph.outputs}
+
+    @property
+    def cycles(self) -> int:
+        """Simulated cycles of the last run: the schedule's makespan over the CGs."""
+        return self.schedule.makespan if self.schedule else 0
+
+    def report(self) -> str:
+        return format_schedule(self.records, self.schedule, self.machine.config.clock_hz)
+
+
+def format_schedule(records: list, schedule: Schedule, clock_hz: float) -> str:
+    """The per-node table of placed records, and the makespan with each CG's busy cycles."""
+    busy = ", ".join(f"{b:,}" for b in schedule.busy)
+    return (format_records(records, clock_hz) +
+            f"\n{schedule.cgs} CGs: makespan {schedule.makespan:,} cycles = "
+            f"{schedule.makespan / clock_hz * 1e3:.3f} ms simulated (busy per CG: {busy}; "
+            f"{sum(schedule.busy) / max(schedule.makespan, 1):.2f}x the nodes one after "
+            "another)")
+
+
 def format_records(records: list, clock_hz: float) -> str:
     total = sum(r.cycles for r in records) or 1
+    placed = any(r.cg is not None for r in records)      # the dataflow runtime's: where, when
     header = ("node", "op", "device", "algorithm", "cycles", "DMA bytes", "share", "note")
-    rows = [header] + [(r.node, r.op_type, r.device, r.algorithm, f"{r.cycles:,}",
+    header = ("node", "cg", "start") + header[1:] if placed else header
+    rows = [header] + [(r.node,) + ((str(r.cg), f"{r.start:,}") if placed else ()) +
+                       (r.op_type, r.device, r.algorithm, f"{r.cycles:,}",
                         f"{r.dma_bytes:,}", f"{100 * r.cycles / total:.1f}%",
                         r.reason if r.device == "MPE" else
                         ("" if r.check_error is None else f"check {r.check_error:.1e}"))

@@ -158,6 +158,17 @@ def register(subparsers) -> None:
                        help="run only this model (repeatable)")
     _json_argument(light)
     light.set_defaults(func=_light)
+    graph_bench = which.add_parser("graph", help="swFLOWpro's Tables 3-5 (per-op MPE vs CPE time, "
+                             "whole-pass ratio, conv share) and the speed-up of 4 (6) core "
+                             "groups without and with split, estimated (docs/graph.md)")
+    graph_bench.add_argument("--quick", action="store_true",
+                       help="ResNet-50 only, from the models (nothing simulated)")
+    graph_bench.add_argument("--model", action="append", choices=_graph_models(),
+                       help="this model only (repeatable)")
+    graph_bench.add_argument("--batch", type=int, default=32, metavar="N",
+                       help="the minibatch (default 32)")
+    _json_argument(graph_bench)
+    graph_bench.set_defaults(func=_graph)
 
     hope = which.add_parser("hope", help="HOPE's DAG schedulers on an Inception-style block "
                             "and a tiny LSTM: makespans planned and run on the VM "
@@ -268,18 +279,25 @@ def scale_argument(text: str) -> float:
     return value
 
 
-def _gemm(args) -> int:
-    from .bench import gemm
-    bar = StepBar(len(args.only) if args.only else len(gemm.EXPERIMENTS))
+def _with_bar(args, steps: int, run, format_report) -> int:
+    """A bench's run(progress) under a StepBar of `steps`; its table printed, --json written."""
+    bar = StepBar(steps)
     try:
-        experiments = gemm.run(quick=args.quick, engine=args.engine, only=args.only,
-                               progress=bar)
+        results = run(bar)
     finally:
         bar.close()
-    print(gemm.format_report(experiments))
+    print(format_report(results))
     if args.json:
-        as_json.dump(args.json, experiments)
+        as_json.dump(args.json, results)
     return 0
+
+
+def _gemm(args) -> int:
+    from .bench import gemm
+    return _with_bar(args, len(args.only) if args.only else len(gemm.EXPERIMENTS),
+                     lambda bar: gemm.run(quick=args.quick, engine=args.engine,
+                                          only=args.only, progress=bar),
+                     gemm.format_report)
 
 
 def _lstm(args) -> int:
@@ -364,6 +382,21 @@ def _light(args) -> int:
     if args.json:
         as_json.dump(args.json, light.as_json(results))
     return 0 if all(r.matches for r in results) else 1
+
+
+def _graph_models():
+    from .bench.graph import MODELS
+    return tuple(MODELS)
+
+
+def _graph(args) -> int:
+    from ..graph import GraphError
+    from .bench import graph as graph_bench
+    if args.batch < 1:
+        raise GraphError(f"--batch must be at least 1, got {args.batch}")
+    return _with_bar(args, 0, lambda bar: graph_bench.run(
+        quick=args.quick, models=args.model, batch=args.batch, progress=bar),
+        graph_bench.format_report)
 
 
 def _hope(args) -> int:

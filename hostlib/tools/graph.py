@@ -1,17 +1,22 @@
 """``swsim onnx MODEL.onnx``: import an ONNX model, run it on the VM through swHMAE's dispatch
-with a progress bar, print each output's summary and the per-node table (docs/graph.md)."""
+with a progress bar (on ``--cgs`` core groups by the dataflow runtime, after ``--split``'s
+pass), print each output's summary and the per-node table (docs/graph.md)."""
 from __future__ import annotations
 
 import json
 import sys
+from dataclasses import asdict
 
 import numpy as np
 from tqdm import tqdm
 
 from ...vm import Machine
 from ...vm.config import PRESETS
-from ..graph import GraphError, Session, import_onnx, souffle
+from ..graph import DataflowSession, GraphError, import_onnx, souffle
 from ..graph import souffle_codegen as codegen
+from ..graph.dataflow import schedule, split
+from ..graph.dispatch import Record
+from ..graph.runtime import format_schedule
 
 
 def register(subparsers) -> None:
@@ -23,7 +28,11 @@ def register(subparsers) -> None:
     onnx.add_argument("--batch", type=int, metavar="N",
                       help="the size of symbolic first dimensions of the inputs")
     onnx.add_argument("--cgs", type=int, default=1, metavar="N",
-                      help="core groups sharing each node's work (default 1)")
+                      help="core groups running nodes at once, each node on one (the dataflow "
+                      "runtime; default 1)")
+    onnx.add_argument("--split", type=int, default=1, metavar="S",
+                      help="the split pass: S copies of the graph, each on a slice of the "
+                      "batch, outputs concatenated (default 1: no split)")
     onnx.add_argument("--config", choices=sorted(PRESETS), default="sw26010",
                       help="machine preset (default sw26010)")
     onnx.add_argument("--check", action="store_true",
@@ -33,6 +42,10 @@ def register(subparsers) -> None:
                       "passes' decisions; do not run it")
     onnx.add_argument("--souffle", action="store_true",
                       help="run it as Souffle's fused generated kernels (docs/souffle.md)")
+    onnx.add_argument("--estimate", choices=("model", "sampled"),
+                      help="do not run the graph: place its nodes by the dataflow rules on "
+                      "node times estimated by op and shape (bench graph's: the performance "
+                      "models, or sampled simulation)")
     onnx.add_argument("--json", metavar="FILE", help="write the per-node records as JSON")
     onnx.set_defaults(func=run)
 
@@ -83,35 +96,45 @@ def explain(graph) -> str:
 def run(args) -> int:
     if args.batch is not None and args.batch < 1:
         raise GraphError(f"--batch must be at least 1, got {args.batch}")
+    if args.split < 1:
+        raise GraphError(f"--split must be at least 1, got {args.split}")
     graph = import_onnx(args.model, shapes=_shapes(args.model, args.batch))
     if args.souffle:
         return _souffle(args, graph)
+    plan = split(graph, args.split) if args.split > 1 else None
     if args.explain:
-        print(explain(graph))
+        print(explain(plan.graph if plan else graph))
+        return 0
+    machine = Machine(args.config)
+    if args.estimate:
+        records, placement = estimate(plan.graph if plan else graph, machine, args.cgs,
+                                      args.estimate == "sampled")
+        print(format_schedule(records, placement, machine.config.clock_hz))
+        _write_json(args.json, records)
         return 0
     feeds = _feeds(args, graph)
+    if plan:
+        graph, feeds = plan.graph, plan.feeds(feeds)
     with tqdm(total=len(graph.nodes), unit="node", file=sys.stderr,
               disable=not sys.stderr.isatty()) as bar:
         def progress(node):
             bar.set_description(node.name)
             bar.update(1)
-        session = Session(graph, machine=Machine(args.config), cgs=args.cgs, check=args.check,
-                          progress=progress)
+        session = DataflowSession(graph, machine=machine, cgs=args.cgs,
+                                  check=args.check, progress=progress)
         outputs = session.run(feeds)
     _summaries(outputs)
     print(session.report())
-    if args.json:
-        from dataclasses import asdict
-        with open(args.json, "w", encoding="utf-8") as handle:
-            json.dump([asdict(r) for r in session.records], handle, indent=1)
+    _write_json(args.json, session.records)
     return 0
 
 
 def _souffle(args, graph) -> int:
     """Lower, transform (vertical, horizontal), fuse and run the generated kernels."""
-    if args.cgs != 1 or args.check:
-        raise GraphError("--souffle runs the fused kernels on one core group, without --check "
-                         "(its tests compare them with the unfused program)")
+    if args.cgs != 1 or args.check or args.split != 1 or args.estimate:
+        raise GraphError("--souffle runs the fused kernels on one core group, without --check, "
+                         "--split or --estimate (its tests compare them with the unfused "
+                         "program)")
     program = souffle.lower(graph)
     for name in souffle.PASSES:
         program = souffle.PASSES[name](program)
@@ -136,3 +159,28 @@ def _summaries(outputs) -> None:
                    if flat.size and np.issubdtype(value.dtype, np.number) else "")
         top = f", argmax {int(flat.argmax())}" if flat.size else ""
         print(f"output {name}: {value.dtype.name} {list(value.shape)} {summary}{top}")
+
+
+def _write_json(path, records) -> None:
+    if path:
+        with open(path, "w", encoding="utf-8") as handle:
+            json.dump([asdict(r) for r in records], handle, indent=1)
+
+
+def estimate(graph, machine, cgs, sampled):
+    """(records, schedule) of `graph` on `cgs` CGs of `machine` without running it: node
+    times by op and shape from ``bench graph``'s NodeCosts, placed by ``dataflow.schedule``."""
+    from .bench.graph import NodeCosts
+    if isinstance(cgs, bool) or not isinstance(cgs, int) or not 1 <= cgs <= machine.num_cgs:
+        raise GraphError(f"cgs must be an integer in 1..{machine.num_cgs} (the chip's core "
+                         f"groups), got {cgs!r}")
+    costs = NodeCosts(machine, sampled=sampled)
+    placed = schedule(graph, lambda node: costs.cpe(graph, node)[0], cgs)
+    by_name = {node.name: node for node in graph.nodes}
+    records = []
+    for name, (cg, start, end) in placed.placed.items():
+        node = by_name[name]
+        _, device, source = costs.cpe(graph, node)
+        records.append(Record(name, node.op_type, device, f"estimate ({source})", end - start,
+                              0, cg=cg, start=start))
+    return records, placed

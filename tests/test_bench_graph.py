@@ -1,0 +1,52 @@
+"""`swsim bench graph`'s pieces on small graphs, from the models (nothing simulated): node
+costs memoised by op and shape, Table 3-5 rows, the speed-ups by the dataflow rules."""
+import pytest
+
+from swsim.hostlib.graph import GraphError, import_onnx
+from swsim.hostlib.graph.dataflow import split
+from swsim.hostlib.tools.bench import graph as bench
+from swsim.vm import Machine
+
+from graph_models import convnet, two_branch_net
+
+
+@pytest.fixture(scope="module")
+def costs():
+    return bench.NodeCosts(Machine(), sampled=False)
+
+
+def test_tables_from_the_models(costs):
+    g = import_onnx(convnet(batch=8))
+    result = bench._tables("convnet", g, costs, Machine().config.clock_hz)
+    rows = {r.op: r for r in result.ops}
+    assert rows["Conv"].sources == "model" and rows["Softmax"].sources == "MPE model"
+    assert rows["Softmax"].many_acc_ratio == 1.0                  # no CPE operator
+    assert rows["Conv"].many_acc_ratio > 10 and rows["Gemm"].many_acc_ratio > 10
+    assert result.cpe_ms == pytest.approx(sum(r.cpe_ms for r in result.ops))
+    assert result.step_ratio == pytest.approx(result.mpe_ms / result.cpe_ms)
+    assert result.conv_share == pytest.approx(rows["Conv"].cpe_ms / result.cpe_ms)
+    assert 0 < result.conv_share < 1
+
+
+def test_costs_are_memoised_by_op_and_shape(costs):
+    g = split(import_onnx(convnet(batch=8)), 4).graph
+    first = {n.name: costs.cpe(g, n) for n in g.nodes}
+    assert first["conv@0"] == first["conv@3"]
+    before = len(costs.memo)
+    assert [costs.cpe(g, n) for n in g.nodes] == list(first.values())
+    assert len(costs.memo) == before
+
+
+def test_split_speeds_up_more_than_graph_parallelism(costs):
+    g = import_onnx(two_branch_net(batch=8))
+    speedup = bench._speedups(g, costs, 4, "")
+    assert 1 < speedup["4 CGs"] < speedup["4 CGs, split 4"] <= 4.5
+
+
+def test_rebatched_light_model():
+    g = bench.rebatched("bvlc_alexnet", 3)         # its Reshape written for batch 1
+    assert g.info[g.outputs[0]].shape == (3, 1000)
+    with pytest.raises(GraphError, match="--batch must be at least 1"):
+        from swsim.cli import build_parser
+        from swsim.hostlib.tools.cli import _graph
+        _graph(build_parser().parse_args(["bench", "graph", "--batch", "0"]))
