@@ -518,21 +518,28 @@ def test_a_strided_athread_get_takes_a_block_from_every_row(engine):
 # void bcast(long *a, long *out): CPE 0 broadcasts a[0..8] into buf of rows 0, 2 and 7 (mask
 # (char)0x85, negative as a signed char), waits, then all 64 CPEs meet at an array barrier and
 # put their buf to out[8 id ..].
-BCAST = DMA_DATA + compiled("bcast", """
+def from_cpe_0(name, broadcast, n):
+    """void name(long *a, long *out): CPE 0 runs `broadcast` (a in $17; its calls numbered
+    below n), then all 64 CPEs meet at an array barrier and put their buf to out[8 id ..]."""
+    return DMA_DATA + compiled(name, """
 	stl $17,40($30)
 	mov $16,$17
 	rcid $9
 	bne $9,$Lsync
-""" + dma_call("athread_get", 1, "", "ldi $18,buf($31)\t\t!tprel", 64, [-123, 0, 0], 2) + """
+""" + broadcast + """
 $Lsync:
 	ldi $16,2($31)
 	ldi $17,-1($31)
 	zapnot $17,3,$17
-""" + call("athread_syn", 4) + """
+""" + call("athread_syn", n) + """
 	ldl $18,40($30)
 	sll $9,6,$1
 	addl $18,$1,$18
-""" + dma_call("athread_put", 0, "ldi $17,buf($31)\t\t!tprel", "", 64, [0, 0], 6))
+""" + dma_call("athread_put", 0, "ldi $17,buf($31)\t\t!tprel", "", 64, [0, 0], n + 2))
+
+
+BCAST = from_cpe_0("bcast", dma_call("athread_get", 1, "", "ldi $18,buf($31)\t\t!tprel", 64,
+                                     [-123, 0, 0], 2), 4)
 
 
 @pytest.mark.parametrize("engine", ENGINES)
@@ -726,28 +733,13 @@ def test_a_bad_mode_faults_at_the_wrappers_dma_with_the_reason(engine):
     assert "dma" in str(fault.value)
 
 
-# void bc(long *a, long *out): CPE 0 calls `function` (an athread_dma_*bcast* form) on buf,
-# a and the registers `arguments` set, waiting on `reply` for the i-forms; then all 64 CPEs
-# meet at an array barrier and put their buf to out[8 id ..].
+# CPE 0 calls `function` (an athread_dma_*bcast* form) on buf, a and the registers `arguments`
+# set, waiting on `reply` for the i-forms; then every CPE puts its buf (from_cpe_0).
 def bcast_form(function, arguments, wait):
-    return DMA_DATA + compiled("bc", """
-	stl $17,40($30)
-	mov $16,$17
-	rcid $9
-	bne $9,$Lsync
-""" + clear("reply") + """
+    return from_cpe_0("bc", clear("reply") + """
 	ldi $16,buf($31)		!tprel
 	ldi $18,64($31)
-""" + arguments + call(function, 2) + (wait_for_one("reply", 4) if wait else "") + """
-$Lsync:
-	ldi $16,2($31)
-	ldi $17,-1($31)
-	zapnot $17,3,$17
-""" + call("athread_syn", 6) + """
-	ldl $18,40($30)
-	sll $9,6,$1
-	addl $18,$1,$18
-""" + dma_call("athread_put", 0, "ldi $17,buf($31)\t\t!tprel", "", 64, [0, 0], 8))
+""" + arguments + call(function, 2) + (wait_for_one("reply", 4) if wait else ""), 6)
 
 
 REPLY_IN = "\tldi ${},reply($31)\t\t!tprel\n"
