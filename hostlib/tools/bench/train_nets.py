@@ -592,8 +592,8 @@ def format_gap(gaps) -> str:
         for s in g.steps:
             lines.append(f"  {s.step:30s} {s.setting:52s} {s.img_s:8.2f} {s.factor:6.2f}x  "
                          + " ".join(f"{s.ms_by_class[k]:10.1f}" for k in GAP_CLASSES))
-        lines += [f"  {'remaining':30s} {NOT_MODELLED[:52]:52s} {g.thesis_img_s:8.2f} "
-                  f"{g.remaining:6.2f}x", ""]
+        lines += [f"  {'remaining (Table 7.2)':30s} {'not modelled, not counted (below)':52s} "
+                  f"{g.thesis_img_s:8.2f} {g.remaining:6.2f}x", ""]
     lines += ["factor: the step before's img/s over this step's (their product is swsim's "
               "img/s over Table 7.2's); remaining: " + NOT_MODELLED + ".",
               "the thesis' convolutions: per layer the best of explicit (30 %), implicit "
