@@ -436,5 +436,5 @@ PUBLISHED: dict[str, Published] = {
                                  "(the fit's a)"),
     "launch": Published(40600, "cycle", "issue 28: spawn to join of a 64-CPE athread kernel, "
                         "~28 us"),
-    "cpe_printf": Published(270000, "cycle", "issue 28: one CPE printf", target=False),
+    "cpe_printf": Published(270000, "cycle", "issue 28: one CPE printf"),
 }
