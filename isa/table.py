@@ -88,7 +88,11 @@ REG_ALIASES: dict[str, int] = {
 # public sources do not say which register penv_slave_float_ops_count reads).
 CSR_CYCLE_COUNTER = 4
 CSR_FLOAT_OPS = 8
-CSRS = (CSR_CYCLE_COUNTER, CSR_FLOAT_OPS)
+# The host console service [choice: swsim's number]: the runtime's printf reads it once a record
+# is written, and the read's result (0) is ready after the configuration's console_call_cycles,
+# the time the hardware takes to serve a CPE's printf (issue 28).
+CSR_CONSOLE = 12
+CSRS = (CSR_CYCLE_COUNTER, CSR_FLOAT_OPS, CSR_CONSOLE)
 # Lanes of a floating-point vector instruction (256 bits: 4 doubles, or 4 singles each held
 # in a 64-bit lane).
 FP_VECTOR_LANES = 4
@@ -482,7 +486,8 @@ _add(
     _I("rcsr", "cpe", 0x07, 0x20, "ra, csr", "P1", "misc", "misc",
        doc=f"ra = control/status register csr; {CSR_CYCLE_COUNTER}: the cycle number at issue "
            f"(as rtc); {CSR_FLOAT_OPS}: the floating-point operations this CPE issued before "
-           "it; any other csr faults"),
+           f"it; {CSR_CONSOLE}: 0, ready after console_call_cycles (the host serving a console "
+           "call); any other csr faults"),
 )
 # DMA: opcode 0x24, register operate layout, function 0.
 _add(_I("dma", "dma", 0x24, 0x00, "ra, rb, rc", "P1", "dma", "dma",

@@ -12,6 +12,7 @@ from swsim.asm import assemble_object, link
 from swsim.kernels.runtime import console_text, link_with_runtime, read_console
 from swsim.kernels.runtime.console import format_record
 from swsim.vm import Machine
+from swsim.vm.config import PUBLISHED
 
 ENGINES = ["c", "python"]
 
@@ -517,21 +518,28 @@ def test_a_strided_athread_get_takes_a_block_from_every_row(engine):
 # void bcast(long *a, long *out): CPE 0 broadcasts a[0..8] into buf of rows 0, 2 and 7 (mask
 # (char)0x85, negative as a signed char), waits, then all 64 CPEs meet at an array barrier and
 # put their buf to out[8 id ..].
-BCAST = DMA_DATA + compiled("bcast", """
+def from_cpe_0(name, broadcast, n):
+    """void name(long *a, long *out): CPE 0 runs `broadcast` (a in $17; its calls numbered
+    below n), then all 64 CPEs meet at an array barrier and put their buf to out[8 id ..]."""
+    return DMA_DATA + compiled(name, """
 	stl $17,40($30)
 	mov $16,$17
 	rcid $9
 	bne $9,$Lsync
-""" + dma_call("athread_get", 1, "", "ldi $18,buf($31)\t\t!tprel", 64, [-123, 0, 0], 2) + """
+""" + broadcast + """
 $Lsync:
 	ldi $16,2($31)
 	ldi $17,-1($31)
 	zapnot $17,3,$17
-""" + call("athread_syn", 4) + """
+""" + call("athread_syn", n) + """
 	ldl $18,40($30)
 	sll $9,6,$1
 	addl $18,$1,$18
-""" + dma_call("athread_put", 0, "ldi $17,buf($31)\t\t!tprel", "", 64, [0, 0], 6))
+""" + dma_call("athread_put", 0, "ldi $17,buf($31)\t\t!tprel", "", 64, [0, 0], n + 2))
+
+
+BCAST = from_cpe_0("bcast", dma_call("athread_get", 1, "", "ldi $18,buf($31)\t\t!tprel", 64,
+                                     [-123, 0, 0], 2), 4)
 
 
 @pytest.mark.parametrize("engine", ENGINES)
@@ -723,3 +731,79 @@ def test_a_bad_mode_faults_at_the_wrappers_dma_with_the_reason(engine):
         machine.run(program, entry="roundtrip", args=[machine.mem.alloc(4096)] * 2, cpes=[0],
                     engine=engine)
     assert "dma" in str(fault.value)
+
+
+# CPE 0 calls `function` (an athread_dma_*bcast* form) on buf, a and the registers `arguments`
+# set, waiting on `reply` for the i-forms; then every CPE puts its buf (from_cpe_0).
+def bcast_form(function, arguments, wait):
+    return from_cpe_0("bc", clear("reply") + """
+	ldi $16,buf($31)		!tprel
+	ldi $18,64($31)
+""" + arguments + call(function, 2) + (wait_for_one("reply", 4) if wait else ""), 6)
+
+
+REPLY_IN = "\tldi ${},reply($31)\t\t!tprel\n"
+STRIDE = "\tldi $19,16($31)\n\tldi $20,16($31)\n"     # blocks of 16 bytes, 16 skipped
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("function, arguments, wait, rows, strided", [
+    ("athread_dma_bcast", "", False, range(8), False),
+    ("athread_dma_ibcast", REPLY_IN.format(19), True, range(8), False),
+    ("athread_dma_bcast_stride", STRIDE, False, range(8), True),
+    ("athread_dma_ibcast_stride", STRIDE + REPLY_IN.format(21), True, range(8), True),
+    ("athread_dma_row_bcast", "", False, [0], False),
+    ("athread_dma_row_ibcast", REPLY_IN.format(19), True, [0], False),
+    ("athread_dma_row_bcast_stride", STRIDE, False, [0], True),
+    ("athread_dma_row_ibcast_stride", STRIDE + REPLY_IN.format(21), True, [0], True),
+])
+def test_the_broadcast_athread_dma_forms_reach_the_array_or_the_row(engine, function, arguments,
+                                                                     wait, rows, strided):
+    machine = Machine()
+    a = np.arange(16, dtype=np.int64) * 5 + 3
+    src, out = machine.mem.put(a), machine.mem.alloc(64 * 64)
+    result = machine.run(build(bcast_form(function, arguments, wait)), entry="bc",
+                         args=[src, out], engine=engine)
+    sent = a.reshape(4, 4)[:, :2].ravel() if strided else a[:8]
+    got = machine.mem.get(out, (8, 8, 8), np.int64)
+    for row in range(8):
+        assert (got[row] == (sent if row in rows else 0)).all(), row
+    assert result.counters["dma_requests"] == 65     # CPE 0's broadcast, every CPE's put
+
+
+# ---- the host console's service time (console_call_cycles) ---------------------------------
+@pytest.mark.parametrize("engine", ENGINES)
+def test_each_console_call_waits_console_call_cycles_for_the_host(engine):
+    program = build(LOOP)
+    cycles = {}
+    for wait in (1, 1001, 5001):
+        machine = Machine(console_call_cycles=wait)
+        cycles[wait] = machine.run(program, entry="chatter", args=[3], cpes=[5],
+                                   engine=engine).kernel_cycles
+        assert console_text(machine, program) == "line 3\nline 2\nline 1\n"
+    # once the wait outlasts the call's outstanding main-memory stores, every cycle more is one
+    # more per call; a short wait overlaps with them (the gst latency, 101 cycles)
+    assert cycles[5001] - cycles[1001] == 3 * 4000
+    assert 3 * 1000 - 3 * Machine().config.gst_latency <= cycles[1001] - cycles[1] <= 3 * 1000
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_a_printf_costs_what_it_costs_on_hardware_and_a_dropped_one_too(engine):
+    program = build(LOOP)
+    machine = Machine()
+    runs = [machine.run(program, entry="chatter", args=[n], cpes=[0], engine=engine).kernel_cycles
+            for n in (1, 2, 60)]
+    printf = runs[1] - runs[0]
+    assert abs(printf / PUBLISHED["cpe_printf"].value - 1) < 0.15, printf
+    # from the 26th on the region is full: the calls are dropped, and still wait for the host
+    assert (runs[2] - runs[1]) / 58 > machine.config.console_call_cycles
+
+
+# [choice] the host serves the CPEs' calls side by side (the sources time one printf only)
+def test_printfs_of_several_cpes_wait_side_by_side():
+    program = build(HELLO)
+    machine = Machine()
+    one = machine.run(program, entry="hello", cpes=[0]).kernel_cycles
+    many = machine.run(program, entry="hello", cpes=range(64)).kernel_cycles
+    # their loads of the format share the CG's memory interface; the waits overlap
+    assert one < many < one + machine.config.console_call_cycles // 4

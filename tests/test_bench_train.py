@@ -6,6 +6,8 @@ import pytest
 from swsim.hostlib.dnn.conv_common import ConvStats
 from swsim.hostlib.tools.bench import ops
 from swsim.hostlib.tools.bench import train_nets as tn
+from swsim.vm import Machine
+from swsim.vm.config import VMConfig
 
 BATCH = 32      # 8 images per CG
 TINY = tn.Network("tiny", BATCH, 1.0, "-", (
@@ -104,3 +106,37 @@ def test_bn_and_pooling_take_their_bottoms_layout_where_their_operators_do():
         ("c4", "transform forward y"), ("c4", "transform backward_data dy")}    # NHWC | NCHW
     layouts = {case.name: case.layout for case in est.cases if isinstance(case, ops.BatchNormCase)}
     assert layouts == {"b1": "CNHW", "b2": "CNHW", "b3": "RCNB", "b4": "NCHW"}
+
+
+def test_the_gap_to_table_7_2_switches_one_factor_per_step():
+    gap = tn.gap(TINY)
+    names = [s.step for s in gap.steps]
+    assert names == ["swsim's kernels", "the thesis' convolutions",
+                     "+ the hardware's launch cost", "+ the hardware's DMA model"]
+    assert gap.preset == tn.preset_name(Machine().config) != "custom"
+    assert gap.steps[0].factor == 1
+    for before, after in zip(gap.steps, gap.steps[1:]):
+        assert after.factor == pytest.approx(before.img_s / after.img_s)
+    # the thesis' convolutions: conv1 (3 channels) explicit at 30 %, forward and
+    # backward-filter; conv2 (80 -> 64, 3 x 3, stride 1) Winograd at 60 %, three passes
+    config = Machine().config
+    peak = config.flops_per_cycle * config.num_cpes * config.clock_hz
+    conv1, conv2 = (layer.geometry(BATCH // tn.CGS) for layer in TINY.layers
+                    if isinstance(layer, tn.Conv))
+    assert [tn.thesis_conv(conv1), tn.thesis_conv(conv2)] == [("explicit", 0.3),
+                                                              ("winograd", 0.6)]
+    seconds = 2 * conv1.flops / (0.3 * peak) + 3 * conv2.flops / (0.6 * peak)
+    assert gap.steps[1].ms_by_class["conv"] == pytest.approx(1e3 * seconds)
+    # FC, the reduction and the update are as with swsim's kernels (BN and pooling run in
+    # the layout of the convolutions beside them, which the algorithms change)
+    for klass in ("FC", "reduce + update"):
+        assert gap.steps[1].ms_by_class[klass] == gap.steps[0].ms_by_class[klass]
+    # the launch cost: one hardware spawn per cost of the thesis' step
+    hw = VMConfig.preset(tn.HW_PRESET)
+    launches = gap.steps[2].ms_by_class[tn.LAUNCH] / (1e3 * hw.spawn_cycles / hw.clock_hz)
+    costs = len(tn.estimate(TINY, LayoutsOnly({(3, 80): "CNHW", (80, 64): "NHWC"})).costs)
+    assert launches == pytest.approx(costs) and gap.steps[2].factor > 1
+    # the hardware's DMA: a change where the default preset is not it
+    assert (gap.steps[3].factor == 1) == (config == hw)
+    text = tn.format_gap([gap])
+    assert f"the default preset {gap.preset}" in text and "remaining" in text

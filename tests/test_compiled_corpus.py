@@ -133,6 +133,8 @@ def test_swsim_asm_then_run_prints_both_streams_like_the_source(tmp_path, capsys
     ("penv_slave1_gld_count", "would need a counter the emulator does not keep"),
     ("ldm_malloc", "there is no LDM heap"),
     ("exp", "the runtime's libm is sqrt, sqrtf and fabs"),
+    ("athread_lock", "a lock needs an atomic read-modify-write of memory"),
+    ("athread_unlock", "order the CPEs with athread_syn"),
 ])
 def test_calls_the_runtime_does_not_provide_are_refused_by_name_and_why(symbol, reason):
     text = (f"\t.globl k\nk:\tldih $29,0($27)\t!gpdisp!1\n\tldi $29,0($29)\t!gpdisp!1\n"

@@ -87,7 +87,8 @@ def generate_header(table):
                + f" }};\nenum {{ NUM_INSTRUCTIONS = {len(instrs) + 1} }};\n\n")
     out.append(f"#define ISA_ZERO_REG {table.ZERO_REG}\n")
     out.append(f"#define ISA_CSR_CYCLE_COUNTER {table.CSR_CYCLE_COUNTER}\n")
-    out.append(f"#define ISA_CSR_FLOAT_OPS {table.CSR_FLOAT_OPS}\n\n")
+    out.append(f"#define ISA_CSR_FLOAT_OPS {table.CSR_FLOAT_OPS}\n")
+    out.append(f"#define ISA_CSR_CONSOLE {table.CSR_CONSOLE}\n\n")
     out.append("typedef struct { uint8_t low, width, is_signed; } FieldSpec;\n")
     out.append("static const FieldSpec FIELD_SPECS[NUM_FIELDS] = {\n")
     for name in fields:

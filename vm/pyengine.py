@@ -18,7 +18,7 @@ from typing import Callable, Optional
 
 import numpy as np
 
-from ..isa.table import CSR_CYCLE_COUNTER, CSR_FLOAT_OPS, ZERO_REG
+from ..isa.table import CSR_CONSOLE, CSR_CYCLE_COUNTER, CSR_FLOAT_OPS, ZERO_REG
 from .engine_api import (BARRIER_PROBLEMS, CG_COUNTER_INDEX, CG_COUNTERS, CPE_COUNTER_INDEX,
                          CPE_COUNTERS, DMA_FIELDS, DMA_MODES, DMA_OPS, DMA_PROBLEMS,
                          STALL_REASONS, STOP_CYCLE_LIMIT, STOP_DEADLOCK, STOP_KINDS, EngineJob,
@@ -372,9 +372,13 @@ class Cpe(IssueState):
         self.engine.mem[offset:offset + size] = data
 
     def control_register(self, n: int) -> int:
-        """rcsr: the cycle counter and the floating-point operations are modelled."""
+        """rcsr: the cycle counter, the floating-point operations and the console service
+        (0, ready once the host has served the call) are modelled."""
         if n == CSR_FLOAT_OPS:
             return self.counters[FLOAT_OPS]
+        if n == CSR_CONSOLE:
+            self.result_ready = self.cycle + self.engine.config.console_call_cycles
+            return 0
         if n != CSR_CYCLE_COUNTER:
             raise Fault("csr", n)
         return self.cycle

@@ -129,6 +129,10 @@ def register(subparsers) -> None:
                                                                      "resnet50"),
                              help="estimate only this network (repeatable)")
     train_bench.add_argument("--detail", action="store_true", help="print every layer's passes")
+    train_bench.add_argument("--thesis-kernels", action="store_true",
+                             help="the gap to Table 7.2: re-estimate with the thesis' "
+                                  "convolutions, then the hardware's launch cost and DMA model, "
+                                  "and print each step's factor")
     train_bench.add_argument("--engine", choices=("c", "python"), default="c")
     _json_argument(train_bench)
     train_bench.set_defaults(func=_train_bench)
@@ -342,12 +346,17 @@ def _qinglong(args) -> int:
 def _train_bench(args) -> int:
     from .bench import train_nets
     names = args.network or (train_nets.QUICK_NETWORKS if args.quick else train_nets.NETWORKS)
-    bar = StepBar(sum(len(train_nets.NETWORKS[name].layers) for name in names))
+    runs = train_nets.GAP_RUNS if args.thesis_kernels else 1
+    bar = StepBar(runs * sum(len(train_nets.NETWORKS[name].layers) for name in names))
     try:
-        results = train_nets.run(engine=args.engine, progress=bar, networks=tuple(names))
+        if args.thesis_kernels:
+            results = train_nets.run_gap(tuple(names), args.engine, bar)
+        else:
+            results = train_nets.run(engine=args.engine, progress=bar, networks=tuple(names))
     finally:
         bar.close()
-    print(train_nets.format_report(results, detail=args.detail))
+    print(train_nets.format_gap(results) if args.thesis_kernels
+          else train_nets.format_report(results, detail=args.detail))
     if args.json:
         as_json.dump(args.json, results)
     return 0

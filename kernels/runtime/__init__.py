@@ -44,6 +44,9 @@ UNSUPPORTED = {
              "(Machine.mem.put) and pass its address" for name in ("malloc", "free", "calloc")},
     **{name: _LIBM for name in ("exp", "expf", "log", "logf", "pow", "powf", "sin", "cos",
                                 "tanh", "tanhf")},
+    **{name: "a lock needs an atomic read-modify-write of memory (the hardware's faaw), which the "
+             "emulated CPE instruction subset does not have: order the CPEs with athread_syn, "
+             "or let one CPE do the update" for name in ("athread_lock", "athread_unlock")},
     "athread_rma_iput": "RMA is the SW26010-Pro's; the SW26010 CPEs exchange data through "
                         "register communication (putr/putc/getr/getc)",
 }

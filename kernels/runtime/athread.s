@@ -26,6 +26,7 @@
 	ARRAY_SCOPE = 2
 	CYCLE_CSR = 4			# rcsr 4: the core group's cycle counter
 	FLOAT_OPS_CSR = 8		# rcsr 8: this CPE's floating-point operations (isa/table.py)
+	CONSOLE_CSR = 12		# rcsr 12: 0 once the host has served the call (console_call_cycles)
 	PENV_SLOTS = 4			# penv_slave0_* .. penv_slave3_* [choice: four counter slots]
 	PENV_EVENTS = 4			# cycle, float_ops, get, put (PENV_COUNTER below)
 
@@ -299,9 +300,11 @@ athread_put:
 # the LDM int *rply when the transfer has landed; the others wait for it on the runtime's own
 # reply word.
 #
-# DMA_CALL name, op, ldm, mem, size, bsize, stride, rply: a call of `op` (DMA_GET, DMA_PUT)
-# with those registers (bsize $31: contiguous); without rply a blocking call.
-	.macro	DMA_CALL name, op, ldm, mem, size, bsize=$31, stride=$31, rply=$2, wait=1
+# DMA_CALL name, op, ldm, mem, size, bsize, stride, rply, wait, mode: a call of `op` (DMA_GET,
+# DMA_PUT) with those registers (bsize $31: contiguous); without rply a blocking call. A mode
+# other than PE (DMA_BCAST, DMA_BROW: gets) has the mask 0xff: every row of the array
+# (BCAST), every column of the caller's row (BROW).
+	.macro	DMA_CALL name, op, ldm, mem, size, bsize=$31, stride=$31, rply=$2, wait=1, mode=0
 	.weak	\name
 	.ent	\name
 \name:
@@ -310,7 +313,13 @@ athread_put:
 	ldi	$2, DMA_REPLY($1)
 	stw	$31, 0($2)
 	.endif
+	.if	\mode
+	ldi	$24, \mode
+	ldi	$25, 0xff
+	MAKE_DESC_ARGS $22, \op, $24, \size, \bsize, \stride, \rply, $25, $23
+	.else
 	MAKE_DESC_ARGS $22, \op, $31, \size, \bsize, \stride, \rply, $31, $23
+	.endif
 	dma	$22, \mem, \ldm
 	.if	\wait
 	br	$31, wait_for_one
@@ -336,6 +345,23 @@ athread_put:
 	DMA_CALL athread_dma_put, DMA_PUT, $17, $16, $18
 	DMA_CALL athread_dma_get_stride, DMA_GET, $16, $17, $18, $19, $20
 	DMA_CALL athread_dma_put_stride, DMA_PUT, $17, $16, $18, $19, $20
+
+# The broadcast forms [choice: the SW26010-Pro athread names, arguments in the order of the PE
+# forms]: one CPE's get lands at the same LDM address in every CPE of the array (bcast: BCAST
+# mode) or of the caller's row (row_bcast: BROW mode); only the caller's reply word counts it,
+# the others learn of it from the caller (athread_syn).
+# void athread_dma_[row_]bcast(void *ldm, void *mem, int size),
+#      athread_dma_[row_]ibcast(void *ldm, void *mem, int size, athread_rply_t *rply),
+#      athread_dma_[row_]bcast_stride(void *ldm, void *mem, int size, int bsize, int stride),
+#      athread_dma_[row_]ibcast_stride(ldm, mem, size, bsize, stride, athread_rply_t *rply)
+	DMA_CALL athread_dma_bcast, DMA_GET, $16, $17, $18, mode=DMA_BCAST
+	DMA_CALL athread_dma_ibcast, DMA_GET, $16, $17, $18, rply=$19, wait=0, mode=DMA_BCAST
+	DMA_CALL athread_dma_bcast_stride, DMA_GET, $16, $17, $18, $19, $20, mode=DMA_BCAST
+	DMA_CALL athread_dma_ibcast_stride, DMA_GET, $16, $17, $18, $19, $20, $21, 0, DMA_BCAST
+	DMA_CALL athread_dma_row_bcast, DMA_GET, $16, $17, $18, mode=DMA_BROW
+	DMA_CALL athread_dma_row_ibcast, DMA_GET, $16, $17, $18, rply=$19, wait=0, mode=DMA_BROW
+	DMA_CALL athread_dma_row_bcast_stride, DMA_GET, $16, $17, $18, $19, $20, mode=DMA_BROW
+	DMA_CALL athread_dma_row_ibcast_stride, DMA_GET, $16, $17, $18, $19, $20, $21, 0, DMA_BROW
 
 # void athread_dma_barrier(void): wait until every DMA this CPE issued before has landed (a
 # BARRIER request on the runtime's reply word: it replies after the CPE's earlier requests).
@@ -533,14 +559,14 @@ finish:	addl	$4, 7, $4
 	bne	$6, 4b
 	stl	$8, USED($1)
 	stl	$8, 0($24)
-	clr	$0
-	ret
+	br	$31, served
 drop:	ldl	$7, DROPPED($1)
 	addl	$7, 1, $7
 	stl	$7, DROPPED($1)
 	stl	$7, 8($24)
 no_slot:					# a CG beyond the console: the printf is lost
-	clr	$0
+served:	rcsr	$1, CONSOLE_CSR			# the host serves the call (printed or not):
+	mov	$1, $0				# wait for it, return 0
 	ret
 
 # $7 = argument $23 (from printf_args, or the caller's stack from the sixth on); $23 += 1.

@@ -301,6 +301,10 @@ static int execute_misc(Sim *s, Cpe *c, const Instr *in, int64_t t, Fault *fault
             write_scalar(c, in, c->counters[COUNTER_FLOAT_OPS], t + in->latency);
             return EXEC_NEXT;
         }
+        if (in->imm == ISA_CSR_CONSOLE) {   /* the host serves a console call */
+            write_scalar(c, in, 0, t + s->cfg.console_call_cycles);
+            return EXEC_NEXT;
+        }
         if (in->imm != ISA_CSR_CYCLE_COUNTER) {   /* the other modelled register */
             *fault = (Fault){STOP_CSR, in->imm, 0};
             return EXEC_FAULT;

@@ -206,6 +206,17 @@ def launch(engine, progress=None):
                 HW_PRESET)]
 
 
+def cpe_printf(engine, progress=None):
+    """One CPE's printf through the athread runtime: the whole hello example on one CPE."""
+    m = Machine()
+    res = m.run(program("examples/hello_athread.s"), entry="hello", args=[m.mem.alloc(8)],
+                cpes=[0], engine=engine, progress=progress)
+    return [Row("cpe_printf", "CPE printf: kernels/examples/hello_athread.s on one CPE",
+                PUBLISHED["cpe_printf"].value, float(res.kernel_cycles), "cycles",
+                f"console_call_cycles {m.config.console_call_cycles} + the runtime's "
+                "instructions (a 47-character format, four values)")]
+
+
 def dma_stream_held_out(engine, progress=None):
     """The STREAM sizes held out of the published table's fit (issue 28)."""
     rows = []
@@ -290,7 +301,7 @@ def gemm_primitive(engine, progress=None):
 
 
 MEASUREMENTS: list[Callable] = [rc_latency, rc_bandwidth, dma_bandwidth, dma_latency,
-                                dma_strided, dma_strided_blocks, dma_broadcast, launch,
+                                dma_strided, dma_strided_blocks, dma_broadcast, launch, cpe_printf,
                                 dma_stream_pattern, dma_stream_held_out, global_access, barrier, gemm_inner_loop,
                                 gemm_primitive]
 # --quick skips these: each takes 0.3 s or more of the about 2.7 s of a whole run (C engine)

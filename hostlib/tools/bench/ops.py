@@ -87,27 +87,30 @@ class Case:
         nin, nout = STREAMS[self.body]
         return (nin + nout) * n * np.dtype(self.dtype).itemsize
 
-    def run(self, n, engine, rng):
+    def run(self, n, engine, rng, machine=None):
         """Run the operator on n random elements; check it; return its Stats."""
         nin, _ = STREAMS[self.body]
         xs = [rng.standard_normal(n).astype(self.dtype) for _ in range(nin)]
         x64 = [x.astype(np.float64) for x in xs]
         if self.body == "axpby":
-            out, stats = dnn.add(xs[0], xs[1], 1.0, 0.5, engine=engine)
+            out, stats = dnn.add(xs[0], xs[1], 1.0, 0.5, engine=engine, machine=machine)
             want = x64[0] + 0.5 * x64[1]
         elif self.body == "scale":
-            out, stats = dnn.scale(xs[0], 0.5, engine=engine)
+            out, stats = dnn.scale(xs[0], 0.5, engine=engine, machine=machine)
             want = 0.5 * x64[0]
         elif self.body == "sgd":
-            (out, _), stats = dnn.sgd_update(*xs, 0.01, 0.9, 5e-4, engine=engine)
+            (out, _), stats = dnn.sgd_update(*xs, 0.01, 0.9, 5e-4, engine=engine,
+                                             machine=machine)
             want = x64[0] - (0.01 * (x64[1] + 5e-4 * x64[0]) + 0.9 * x64[2])
         elif self.body in ACTIVATIONS:
-            out, stats = dnn.activation_forward(xs[0], self.body, engine=engine)
+            out, stats = dnn.activation_forward(xs[0], self.body, engine=engine,
+                                                machine=machine)
             want = _activation_reference(self.body, x64)
         else:
             kind = self.body.split("_")[0]
             given = {"x" if kind == "relu" else "y": xs[0]}
-            out, stats = dnn.activation_backward(xs[1], kind=kind, engine=engine, **given)
+            out, stats = dnn.activation_backward(xs[1], kind=kind, engine=engine,
+                                                 machine=machine, **given)
             want = _activation_reference(self.body, x64)
         _check(self.name, out, want, self.dtype)
         return stats
@@ -142,10 +145,10 @@ class PoolCase:
         return planes * (self.h * self.w * es +
                          oh * ow * (es + (4 if self.mode == "max" else 0)))  # x, y, argmax
 
-    def run(self, planes, engine, rng):
+    def run(self, planes, engine, rng, machine=None):
         x = rng.standard_normal((planes, self.h, self.w)).astype(self.dtype)
         args = (self.kernel, self.stride, self.padding)
-        y, stats = dnn.pool2d_forward(x, *args, mode=self.mode, engine=engine)
+        y, stats = dnn.pool2d_forward(x, *args, mode=self.mode, engine=engine, machine=machine)
         argmax = None
         if self.mode == "avg":      # count_include_pad: zero padding, sum / kernel^2
             padded = np.pad(x.astype(np.float64), ((0, 0),) + ((self.padding,) * 2,) * 2)
@@ -163,7 +166,7 @@ class PoolCase:
             return stats
         dy = np.ones_like(y)
         dx, stats = dnn.pool2d_backward(dy, x.shape, *args, mode=self.mode, argmax=argmax,
-                                        engine=engine)
+                                        engine=engine, machine=machine)
         if self.mode == "max":     # every dy lands once
             _check(self.name, dx.sum(dtype=np.float64), dy.sum(dtype=np.float64), np.float64)
         return stats
@@ -200,9 +203,9 @@ class TransformCase:
         passes = max(1, len(group_swaps(dnn.LAYOUTS["NCHW"], dnn.LAYOUTS[self.dst])))
         return 2 * passes * int(np.prod(self._shape(n))) * np.dtype(self.dtype).itemsize
 
-    def run(self, n, engine, rng):
+    def run(self, n, engine, rng, machine=None):
         x = rng.standard_normal(self._shape(n)).astype(self.dtype)
-        y, stats = dnn.transform(x, "NCHW", self.dst, engine=engine)
+        y, stats = dnn.transform(x, "NCHW", self.dst, engine=engine, machine=machine)
         order = dnn.LAYOUTS[self.dst]
         if not np.array_equal(y, x.transpose(["NCHW".index(a) for a in order])):
             raise RuntimeError(f"{self.name}: wrong values on the VM")
@@ -265,7 +268,7 @@ class BatchNormCase:
         n = batch * channels * h * w * np.dtype(self.dtype).itemsize
         return 3 * n if self.mode == "backward" else 2 * n
 
-    def run(self, channels, engine, rng):
+    def run(self, channels, engine, rng, machine=None):
         shape = (self.shape[0], channels) + self.shape[2:]
         x = (rng.standard_normal(shape) * 2 + 1).astype(self.dtype)
         gamma, beta = (rng.standard_normal(channels).astype(self.dtype) for _ in range(2))
@@ -286,7 +289,7 @@ class BatchNormCase:
             saved = (mean.astype(self.dtype), invstd.astype(self.dtype))
             (dx, _, _), stats = dnn.batchnorm_backward(laid_out(dy), laid_out(x), gamma,
                                                        *saved, layout=self.layout,
-                                                       engine=engine)
+                                                       engine=engine, machine=machine)
             m, s = (np.float64(a)[None, :, None, None] for a in saved)
             xhat, dy64 = (x64 - m) * s, dy.astype(np.float64)
             want = (gamma.astype(np.float64)[None, :, None, None] * s) * (
@@ -297,7 +300,7 @@ class BatchNormCase:
         training = self.mode == "train"
         (y, *_), stats = dnn.batchnorm_forward(laid_out(x), gamma, beta, rm, rv,
                                                training=training, layout=self.layout,
-                                               engine=engine)
+                                               engine=engine, machine=machine)
         if not training:                    # the running statistics: 0 and 1
             mean, invstd = np.zeros(channels), np.full(channels, 1 / np.sqrt(1 + 1e-5))
         per_channel = [a.astype(np.float64)[None, :, None, None]
@@ -325,10 +328,11 @@ class SoftmaxCase:
     def bytes_moved(self, batch):         # logits read, dlogits written, labels read
         return 2 * batch * self.classes * np.dtype(self.dtype).itemsize + 4 * batch
 
-    def run(self, batch, engine, rng):
+    def run(self, batch, engine, rng, machine=None):
         x = (rng.standard_normal((batch, self.classes)) * 3).astype(self.dtype)
         labels = rng.integers(0, self.classes, batch)
-        (_, grad), stats = dnn.softmax_cross_entropy(x, labels, engine=engine)
+        (_, grad), stats = dnn.softmax_cross_entropy(x, labels, engine=engine,
+                                                     machine=machine)
         z = np.exp(x - x.max(axis=1, keepdims=True).astype(np.float64))
         want = z / z.sum(axis=1, keepdims=True)
         want[np.arange(batch), labels] -= 1
@@ -425,15 +429,15 @@ class Result:
         return self.gbps / self.ceiling_gbps
 
 
-def sampled(case, engine: str, rng, config):
+def sampled(case, engine: str, rng, config, machine=None):
     """(predict, stats): predict(n) = the case's cycles at n units, extrapolated linearly from
-    simulated runs of SAMPLE_ROUNDS rounds (None: the case runs whole, stats is that run's);
-    stats: the last run's."""
+    simulated runs of SAMPLE_ROUNDS rounds (None: the case runs whole, stats is that run's) on
+    `machine` (None: a default one, whose configuration is `config`); stats: the last run's."""
     per_round = case.round_size(config)
     if per_round is None:          # small enough to run whole
-        return None, case.run(case.full, engine, rng)
+        return None, case.run(case.full, engine, rng, machine)
     rounds = np.array(SAMPLE_ROUNDS, float)
-    samples = [case.run(int(r * per_round), engine, rng) for r in rounds]
+    samples = [case.run(int(r * per_round), engine, rng, machine) for r in rounds]
     cycles = np.array([s.cycles for s in samples], float)
     slope = (cycles[1] - cycles[0]) / (rounds[1] - rounds[0])
 
