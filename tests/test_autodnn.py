@@ -226,7 +226,7 @@ def test_dnn_conv_generated_refuses_what_it_does_not_do():
         make_geometry((128, 16, 4, 4), (32, 16, 1, 1), 1, 1, "w"), "backward_data",
         np.float64, config)
     with pytest.raises(ValueError, match="forward and backward-data only"):
-        conv.conv2d_backward_filter(np.zeros((128, 16, 4, 4)), np.zeros((128, 32, 2, 2)),
+        conv.conv2d_backward_filter(np.zeros((128, 32, 2, 2)), np.zeros((128, 16, 4, 4)),
                                     (32, 16, 3, 3), algo="generated")
 
 

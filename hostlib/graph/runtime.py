@@ -12,6 +12,8 @@ from .ir import Graph, GraphError
 
 
 class Session:
+    """A graph ready to run on `machine`: ``run(feeds)`` returns the outputs."""
+
     def __init__(self, graph: Graph, *, machine=None, cgs=1, engine="c", check=False,
                  minimum_work=True, progress=None):
         self.graph = graph

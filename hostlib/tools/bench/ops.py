@@ -107,7 +107,7 @@ class Case:
         else:
             kind = self.body.split("_")[0]
             given = {"x" if kind == "relu" else "y": xs[0]}
-            out, stats = dnn.activation_backward(xs[1], kind=kind, engine=engine, **given)
+            out, stats = dnn.activation_backward(xs[1], mode=kind, engine=engine, **given)
             want = _activation_reference(self.body, x64)
         _check(self.name, out, want, self.dtype)
         return stats
@@ -145,7 +145,8 @@ class PoolCase:
     def run(self, planes, engine, rng):
         x = rng.standard_normal((planes, self.h, self.w)).astype(self.dtype)
         args = (self.kernel, self.stride, self.padding)
-        y, stats = dnn.pool2d_forward(x, *args, mode=self.mode, engine=engine)
+        y, stats = dnn.pool2d_forward(x, *args, mode=self.mode,
+                                       return_indices=self.mode == "max", engine=engine)
         argmax = None
         if self.mode == "avg":      # count_include_pad: zero padding, sum / kernel^2
             padded = np.pad(x.astype(np.float64), ((0, 0),) + ((self.padding,) * 2,) * 2)
@@ -162,7 +163,7 @@ class PoolCase:
         if not self.backward:
             return stats
         dy = np.ones_like(y)
-        dx, stats = dnn.pool2d_backward(dy, x.shape, *args, mode=self.mode, argmax=argmax,
+        dx, stats = dnn.pool2d_backward(dy, x.shape, *args, mode=self.mode, indices=argmax,
                                         engine=engine)
         if self.mode == "max":     # every dy lands once
             _check(self.name, dx.sum(dtype=np.float64), dy.sum(dtype=np.float64), np.float64)
