@@ -653,6 +653,9 @@ class Assembler:
         ops = self._operands(stmt, 3, 4, "frame register, size, return register: "
                                          ".frame $30, 64, $26, 0")
         size = self._absolute(ops[1], True, "a frame size")
+        if size < 0:
+            raise StatementError(f"a frame size is a number of bytes (>= 0), got {size}",
+                                 ops[1].col)
         self.stack_bytes = max(self.stack_bytes, size)
 
     def _d_set(self, stmt: Statement) -> None:

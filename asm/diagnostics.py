@@ -1,6 +1,7 @@
 """Assembler diagnostics: positioned messages, collected so that one run reports every error."""
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -8,6 +9,7 @@ from ..errors import SwsimError
 
 MAX_ERRORS = 50  # stop collecting after this many errors in one run
 SHOWN_SOURCE = 160  # a longer source line is shown as this much around the caret
+SHOWN_WORD = 80  # a longer word of a message (a 2 MB unknown name) is shown as its start
 
 
 @dataclass(frozen=True)
@@ -36,7 +38,7 @@ class Diagnostic:
     position: tuple = field(default=(), compare=False, repr=False)  # sort key: stream order
 
     def __str__(self) -> str:
-        out = f"{self.file}:{self.line}:{self.col}: {self.severity}: {self.message}"
+        out = f"{self.file}:{self.line}:{self.col}: {self.severity}: {_shortened(self.message)}"
         if self.source:
             shown, col = _window(self.source, self.col)
             out += f"\n{shown}\n{_caret_line(shown, col)}"
@@ -54,6 +56,13 @@ def _window(source: str, col: int) -> tuple[str, int]:
     prefix = "..." if start else ""
     suffix = "..." if start + SHOWN_SOURCE < len(source) else ""
     return prefix + source[start:start + SHOWN_SOURCE] + suffix, col - start + len(prefix)
+
+
+def _shortened(message: str) -> str:
+    """``message`` with each word longer than SHOWN_WORD cut to its start and its length."""
+    return re.sub(rf"\S{{{SHOWN_WORD + 1},}}",
+                  lambda m: f"{m.group()[:SHOWN_WORD // 2]}... ({len(m.group())} characters)",
+                  message)
 
 
 def _caret_line(source: str, col: int) -> str:

@@ -48,6 +48,10 @@ def link(objects: list[ObjectFile], libraries: tuple[Library, ...] = (),
     ``symbols``: addresses of symbols the objects use and the host defines (C's ``extern
     double A[]`` of a host array), as ``ld --defsym``; an object may not define one too."""
     objects = list(objects)
+    for obj in objects:
+        if not isinstance(obj, ObjectFile):
+            raise ArgumentTypeError(f"objects must be ObjectFiles (swsim.asm.assemble_object, "
+                                    f"load_object), got {type(obj).__name__}")
     symbols = dict(symbols or {})
     for name, value in symbols.items():
         if not isinstance(name, str) or isinstance(value, bool) or not isinstance(value, int):

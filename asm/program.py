@@ -18,6 +18,8 @@ from typing import Optional
 
 import numpy as np
 
+from ..errors import ArgumentTypeError
+
 # Section kinds: where a section's bytes live (NOLOAD: nowhere; debug information and notes
 # are assembled but not linked into the Program).
 TEXT, LDM, DATA, BSS, NOLOAD = "text", "ldm", "data", "bss", "noload"
@@ -88,6 +90,21 @@ class Program:
     lines: dict[int, SourceLine] = field(default_factory=dict)  # code address -> source
     stack_bytes: int = 0
 
+    def __post_init__(self):
+        if not isinstance(self.code, np.ndarray) or self.code.dtype != np.uint32 or \
+                self.code.ndim != 1:
+            raise ArgumentTypeError(f"Program.code must be a 1-D uint32 numpy array of "
+                                    f"instruction words, got {_described(self.code)}")
+        for name in ("code_base", "data_base", "stack_bytes"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise ArgumentTypeError(f"Program.{name} must be an int, got "
+                                        f"{_described(value)}")
+        for name in ("ldm_image", "data_image"):
+            if not isinstance(getattr(self, name), bytes):
+                raise ArgumentTypeError(f"Program.{name} must be bytes, got "
+                                        f"{_described(getattr(self, name))}")
+
     @property
     def words(self) -> list[int]:
         return [int(w) for w in self.code]
@@ -117,3 +134,8 @@ class Program:
             if s.name == name:
                 return s.kind
         return None
+
+
+def _described(value) -> str:
+    kind = type(value).__name__
+    return f"{kind} of {value.dtype}" if isinstance(value, np.ndarray) else kind

@@ -317,13 +317,27 @@ def parse_statement(text: str) -> Statement:
     except UnexpectedEOF:
         raise StatementError("unexpected end of statement", len(text) + 1) from None
     except UnexpectedCharacters as exc:
-        raise StatementError(f"unexpected character {text[exc.pos_in_stream]!r}",
-                             exc.column) from None
+        raise StatementError(_unexpected(text, exc.pos_in_stream), exc.column) from None
     except UnexpectedInput as exc:
         token = getattr(exc, "token", None)
         if token is None or token.type == "$END":
             raise StatementError("unexpected end of statement", len(text.rstrip()) + 1) from None
         raise StatementError(f"unexpected {str(token)!r}", token.column) from None
+
+
+def _unexpected(text: str, at: int) -> str:
+    """What is wrong at ``text[at]``, a character the grammar cannot take there: a quote that
+    opens no string or character literal it can finish is named as such."""
+    char = text[at]
+    if char == '"':
+        return 'unterminated string: no closing " on this line'
+    if char == "'":
+        literal = re.match(r"'((?:\\.|[^\\'])*)'", text[at:])
+        if literal is None:
+            return "unterminated character literal: no closing ' on this line"
+        return (f"a character literal holds one character, got '{literal.group(1)}' (a "
+                f'string is written "...")')
+    return f"unexpected character {char!r}"
 
 
 def _mentions_names(operands: tuple[Operand, ...]) -> bool:

@@ -45,7 +45,23 @@ CASES = [  # (command, files {name: content}, message in stderr)
     (["disasm", "null.swo"], {"null.swo": swo_with_null_code_base()},
      "code_base must be an integer, got NoneType null"),
     (["disasm", "bad.s"], {"bad.s": "\tvmda $1, $2, $3, $4\n"}, "did you mean vmad?"),
+    (["asm", "frame.s"], {"frame.s": "k:\t.frame $30, -1, $26\n"},
+     "frame.s:1:16: error: a frame size is a number of bytes (>= 0), got -1"),
+    (["asm", "str.s"], {"str.s": '\t.ascii "abc\n'},
+     'str.s:1:9: error: unterminated string: no closing " on this line'),
+    (["asm", "chr.s"], {"chr.s": "\tldi $1, 'a\n"},
+     "chr.s:1:10: error: unterminated character literal: no closing ' on this line"),
+    (["asm", "two.s"], {"two.s": "\tldi $1, 'ab'\n"},
+     "two.s:1:10: error: a character literal holds one character, got 'ab'"),
 ]
+
+
+def test_a_two_megabyte_token_gives_a_short_message(tmp_path, capsys):
+    (tmp_path / "big.s").write_text("\t" + "x" * 2_000_000 + "\n")
+    assert main(["asm", str(tmp_path / "big.s")]) == 1
+    err = capsys.readouterr().err
+    assert "unknown instruction xxxx" in err and "(2000000 characters)" in err
+    assert len(err) < 1000 + len(str(tmp_path))
 
 
 @pytest.mark.parametrize("argv, files, message", CASES, ids=[c[0][1] for c in CASES])

@@ -2,6 +2,7 @@
 and the loader's are in test_asm_bad_input.py). The rule (docs/testing.md): exit status 1 or 2,
 a message naming the input and what was expected, no traceback, bounded time and memory — each
 command-line case runs in a subprocess under CPU-time and address-space limits."""
+import dataclasses
 import os
 import subprocess
 import sys
@@ -11,14 +12,28 @@ import pytest
 
 import swsim
 from swsim.errors import SwsimError
+from swsim.hostlib import dnn
 from swsim.hostlib.blas.swgemm import gemm
 from swsim.vm import Machine, VMFault
 
 resource = pytest.importorskip("resource")
+BROADCAST = np.broadcast_to(np.ones(1), (50_000, 50_000))   # 20 GB from one element
 
 CPU_SECONDS = 60
 ADDRESS_SPACE = 3 << 30   # bytes
 HALT = ".text\n.globl kernel\nkernel:\n\thalt\n"
+
+
+def net(source, batch, outputs):
+    """A net on the .npz data set `source`: batches of `batch`, one layer of `outputs`."""
+    return (f'layer {{ name: "d" type: "Data" top: "data" top: "label" data_param {{ source: '
+            f'"{source}" batch_size: {batch} }} }}\n'
+            f'layer {{ name: "ip" type: "InnerProduct" bottom: "data" top: "ip" '
+            f'inner_product_param {{ num_output: {outputs} }} }}\n'
+            'layer { name: "loss" type: "SoftmaxWithLoss" bottom: "ip" bottom: "label" '
+            'top: "loss" }\n')
+
+
 # CPE 0 waits at the barrier for CPE 1, which waits for a put that never comes.
 DEADLOCK = (".text\n.globl kernel\nkernel:\n\trcid $2\n\tbne $2, 1f\n\tsynr 0x3\n\thalt\n"
             "1:\n\tgetr $1\n\tsynr 0x3\n\thalt\n")
@@ -38,6 +53,11 @@ def files(tmp_path_factory):
     np.save(path / "ints.npy", np.arange(4, dtype=np.int64))
     (path / "not_a_repro.json").write_text('{"text": 5}')
     (path / "deep.json").write_text("[" * 100_000 + "]" * 100_000)
+    np.savez(path / "ten.npz", data=np.zeros((10, 4), np.float32), label=np.arange(10) % 2)
+    (path / "garbage.npz").write_bytes(bytes(range(256)) * 4)
+    (path / "wide.prototxt").write_text(net(path / "ten.npz", 2, 10**9))
+    (path / "batch.prototxt").write_text(net(path / "ten.npz", 11, 2))
+    (path / "garbage.prototxt").write_text(net(path / "garbage.npz", 2, 2))
     with open(path / "huge.npy", "wb") as f:            # a header claiming 10**11 elements
         np.lib.format.write_array_header_1_0(f, {"descr": "<f8", "fortran_order": False,
                                                  "shape": (10**11,)})
@@ -101,6 +121,16 @@ CLI_CASES = [
     (["train", "{d}/net.prototxt", "--steps", "-3"], 2, "--steps: expected an integer >= 1"),
     (["train", "{d}/net.prototxt", "--checkpoint-every", "-1"], 2,
      "--checkpoint-every: expected an integer >= 1, got -1"),
+    (["report", "{d}/halt.s", "--roofline", "{d}"], 1, "--roofline {d}: is a directory"),
+    (["report", "{d}/halt.s", "--roofline", "{d}/plot"], 1, "give a path ending in .png"),
+    (["run", "{d}/halt.s", "--set", "code_base=4096"], 1,
+     "the machine runs code at config.code_base=0x1000"),
+    (["train", "{d}/wide.prototxt", "--steps", "1"], 1, "more than the 8589934592 bytes of a "
+     "core group's main memory"),
+    (["train", "{d}/batch.prototxt", "--steps", "1"], 1,
+     "data_param.batch_size: 11 is more than the 10 samples"),
+    (["train", "{d}/garbage.prototxt", "--steps", "1"], 1,
+     "garbage.npz is not a .npz archive of arrays"),
 ]
 
 
@@ -173,7 +203,20 @@ API_CASES = [
     (lambda m: gemm(np.ones((4, 4), np.float32), np.ones((4, 4), np.float32), alpha=1j),
      "alpha must be a finite real number, got 1j"),
     (lambda m: gemm(np.ones((4, 4)), np.ones((4, 4)), beta=float("nan")), "beta must be"),
-    (lambda m: gemm(None, np.ones((4, 4))), "A and B must both be float32 or both float64"),
+    (lambda m: gemm(None, np.ones((4, 4))), "A must be an array of numbers, got NoneType"),
+    (lambda m: gemm(np.ones((8, 8)), np.ones((8, 8)), blocking="foo"),
+     "blocking must be (Mb, Nb, Kb), three ints, got 'foo'"),
+    (lambda m: gemm(np.ones((8, 8)), np.ones((8, 8)), machine="x"),
+     "machine must be a swsim.Machine"),
+    (lambda m: gemm(BROADCAST, np.ones((1, 1)), machine=m), "A: 20000000000 bytes"),
+    (lambda m: dnn.conv2d_forward(np.broadcast_to(np.ones(1), (5, 2000, 2, 10**6)),
+                                  np.ones((1, 2000, 1, 1))), "x: 160000000000 bytes"),
+    (lambda m: dnn.activation_forward(BROADCAST, machine=m), "x: 20000000000 bytes"),
+    (lambda m: dnn.conv2d_forward(np.ones((1, 1, 3, 3)), np.ones((1, 1, 1, 1)), m),
+     "bias must be an array of numbers, got Machine"),
+    (lambda m: swsim.link([None]), "objects must be ObjectFiles"),
+    (lambda m: m.run(dataclasses.replace(swsim.assemble(HALT), code=None)),
+     "Program.code must be a 1-D uint32 numpy array"),
     (lambda m: gemm(np.ones((4, 4)), np.ones((4, 4)), trans_a="no"), "trans_a must be"),
 ]
 

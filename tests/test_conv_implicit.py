@@ -232,7 +232,7 @@ def test_backward_filter_estimate_is_within_three_percent_of_the_whole_run(shape
     rng = np.random.default_rng(0)
     x = rng.standard_normal((r_i, c_i, n_i, b)).astype(dtype)
     dy = rng.standard_normal((geo.r_o, geo.c_o, n_o, b)).astype(dtype)
-    _, stats = dnn.conv2d_backward_filter(x, dy, (n_o, n_i, 3, 3), padding=padding,
+    _, stats = dnn.conv2d_backward_filter(dy, x, (n_o, n_i, 3, 3), padding=padding,
                                           algo="implicit", layout="RCNB")
     assert estimated == pytest.approx(stats.cycles, rel=0.03)   # the whole pass
 

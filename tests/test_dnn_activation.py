@@ -172,11 +172,11 @@ def test_backward_any_length(dtype, kind, data):
     x[rng.random(n) < 0.05] = 0.0
     dy = rng.normal(size=n).astype(dtype)
     if kind == "relu":
-        dx, stats = activation_backward(dy, x=x, kind=kind)
+        dx, stats = activation_backward(dy, x=x, mode=kind)
         np.testing.assert_array_equal(dx, _backward_reference(kind, dy, x).astype(dtype))
     else:
         y, _ = activation_forward(x, kind)
-        dx, stats = activation_backward(dy, y=y, kind=kind)
+        dx, stats = activation_backward(dy, y=y, mode=kind)
         ref = _backward_reference(kind, dy, y)
         # float64: at most three roundings; float32: computed in double, rounded once
         rtol = 4 * np.finfo(np.float64).eps if dtype == np.float64 else np.finfo(np.float32).eps
@@ -187,7 +187,7 @@ def test_backward_any_length(dtype, kind, data):
 def test_relu_backward_edge_values():
     x = np.array([-0.0, 0.0, 1e-320, -1e-320, np.inf, -np.inf, np.nan, 2.0])
     dy = np.array([1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, np.nan])
-    dx, _ = activation_backward(dy, x=x, kind="relu")
+    dx, _ = activation_backward(dy, x=x, mode="relu")
     np.testing.assert_array_equal(dx, [0, 0, 3, 0, 5, 0, 0, np.nan])
 
 
@@ -198,10 +198,10 @@ def test_core_groups_give_the_same_bits(dtype):
     dy = rng.normal(size=x.size).astype(dtype)
     for kind in ("relu", "sigmoid", "tanh"):
         y, single = activation_forward(x, kind)
-        dx, _ = activation_backward(dy, x=x, y=y, kind=kind)
+        dx, _ = activation_backward(dy, x=x, y=y, mode=kind)
         for cgs in (2, 4):
             y2, stats = activation_forward(x, kind, cgs=cgs)
-            dx2, _ = activation_backward(dy, x=x, y=y, kind=kind, cgs=cgs)
+            dx2, _ = activation_backward(dy, x=x, y=y, mode=kind, cgs=cgs)
             assert y2.tobytes() == y.tobytes() and dx2.tobytes() == dx.tobytes()
             assert stats.cgs == cgs and stats.cycles < single.cycles
     e, _ = exp(x)
@@ -234,13 +234,13 @@ def test_python_engine_agrees_bit_for_bit(dtype):
 
 
 @pytest.mark.parametrize("call, message", [
-    (lambda: activation_forward(np.ones(3), "gelu"), "kind must be one of"),
+    (lambda: activation_forward(np.ones(3), "gelu"), "mode must be one of"),
     (lambda: activation_forward(np.ones(3, np.int32)), "float32 or float64"),
     (lambda: activation_forward(np.ones(0)), "at least one element"),
-    (lambda: activation_backward(np.ones(3), x=np.ones(3), kind="tanh"), "needs y="),
-    (lambda: activation_backward(np.ones(3), kind="relu"), "needs x="),
-    (lambda: activation_backward(np.ones(3), x=np.ones(4), kind="relu"), "same shape"),
-    (lambda: activation_backward(np.ones(3), y=np.ones(3, np.float32), kind="sigmoid"),
+    (lambda: activation_backward(np.ones(3), x=np.ones(3), mode="tanh"), "needs y="),
+    (lambda: activation_backward(np.ones(3), mode="relu"), "needs x="),
+    (lambda: activation_backward(np.ones(3), x=np.ones(4), mode="relu"), "same shape"),
+    (lambda: activation_backward(np.ones(3), y=np.ones(3, np.float32), mode="sigmoid"),
      "same shape and dtype"),
 ])
 def test_bad_input_is_a_clear_error(call, message):

@@ -73,7 +73,8 @@ def pooling_cases(draw):
 def test_forward_matches_reference(case, dtype, mode, seed):
     shape, kernel, stride, padding = case
     x = np.random.default_rng(seed).standard_normal(shape).astype(dtype)
-    got, stats = dnn.pool2d_forward(x, kernel, stride, padding, mode=mode)
+    got, stats = dnn.pool2d_forward(x, kernel, stride, padding, mode=mode,
+                                    return_indices=mode == "max")
     want, want_argmax = reference_forward(x, kernel, stride, padding, mode)
     if mode == "max":
         got, argmax = got
@@ -92,7 +93,7 @@ def test_edge_values(dtype):
                    [-np.inf, -np.inf, 2.0, np.inf],
                    [np.finfo(dtype).max, 5.0, -np.inf, -np.inf],
                    [1.0, 1.0, -np.inf, -np.inf]]], dtype)
-    (y, argmax), _ = dnn.pool2d_forward(x, 2, 2)
+    (y, argmax), _ = dnn.pool2d_forward(x, 2, 2, return_indices=True)
     want, want_argmax = reference_forward(x, 2, 2, 0, "max")
     np.testing.assert_array_equal(y, want.astype(dtype))      # NaN wins, -inf window stays -inf
     np.testing.assert_array_equal(argmax, want_argmax)
@@ -108,7 +109,8 @@ def test_many_units_per_cpe_and_core_groups_agree(kernel, stride, padding):
     x[0, 0, 1, 1], x[1, 5, 2, 3], x[3, 69, 8, 10] = np.nan, -0.0, np.inf
     want, want_argmax = reference_forward(x, kernel, stride, padding, "max")
     for cgs in (1, 2, 4):
-        (y, argmax), stats = dnn.pool2d_forward(x, kernel, stride, padding, cgs=cgs)
+        (y, argmax), stats = dnn.pool2d_forward(x, kernel, stride, padding,
+                                                return_indices=True, cgs=cgs)
         np.testing.assert_array_equal(y, want.astype(np.float32))
         np.testing.assert_array_equal(argmax, want_argmax)
         avg, _ = dnn.pool2d_forward(x, kernel, stride, padding, mode="avg", cgs=cgs)
@@ -122,19 +124,19 @@ def test_many_units_per_cpe_and_core_groups_agree(kernel, stride, padding):
 def test_backward_core_groups_give_the_same_bits():
     rng = np.random.default_rng(6)
     x = rng.standard_normal((2, 70, 9, 11))
-    (y, argmax), _ = dnn.pool2d_forward(x, 3, 2, 1)
+    (y, argmax), _ = dnn.pool2d_forward(x, 3, 2, 1, return_indices=True)
     dy = rng.standard_normal(y.shape)
     for mode in ("max", "avg"):
-        first, _ = dnn.pool2d_backward(dy, x.shape, 3, 2, 1, mode=mode, argmax=argmax)
+        first, _ = dnn.pool2d_backward(dy, x.shape, 3, 2, 1, mode=mode, indices=argmax)
         for cgs in (2, 4):
-            dx, stats = dnn.pool2d_backward(dy, x.shape, 3, 2, 1, mode=mode, argmax=argmax,
+            dx, stats = dnn.pool2d_backward(dy, x.shape, 3, 2, 1, mode=mode, indices=argmax,
                                             cgs=cgs)
             assert dx.tobytes() == first.tobytes() and stats.cgs == cgs
 
 
 def test_large_planes_are_cut_into_row_blocks():
     x = np.random.default_rng(5).standard_normal((2, 130, 150)).astype(np.float64)
-    (y, argmax), stats = dnn.pool2d_forward(x, 3, 2, 1)
+    (y, argmax), stats = dnn.pool2d_forward(x, 3, 2, 1, return_indices=True)
     assert stats.rows_per_unit < y.shape[-2]
     want, want_argmax = reference_forward(x, 3, 2, 1, "max")
     np.testing.assert_array_equal(y, want)
@@ -164,8 +166,8 @@ def test_reference_gradients_by_finite_differences(mode):
 @pytest.mark.parametrize("call, message", [
     (lambda: dnn.pool2d_forward(np.ones((4, 4)), 2, mode="min"), "mode must be one of"),
     (lambda: dnn.pool2d_forward(np.ones(4), 2), "at least 2 dimensions"),
-    (lambda: dnn.pool2d_forward(np.ones((4, 4)), 0), "kernel must be an integer >= 1"),
-    (lambda: dnn.pool2d_forward(np.ones((4, 4)), 2, padding=2), "at most kernel / 2"),
+    (lambda: dnn.pool2d_forward(np.ones((4, 4)), 0), "kernel_size must be an integer >= 1"),
+    (lambda: dnn.pool2d_forward(np.ones((4, 4)), 2, padding=2), "at most kernel_size / 2"),
     (lambda: dnn.pool2d_forward(np.ones((2, 2)), 3), "larger than the 2 x 2 input"),
 ])
 def test_bad_arguments_are_refused(call, message):
@@ -180,12 +182,13 @@ def test_backward_matches_reference(case, dtype, mode, seed):
     shape, kernel, stride, padding = case
     rng = np.random.default_rng(seed)
     x = rng.standard_normal(shape).astype(dtype)
-    forward, _ = dnn.pool2d_forward(x, kernel, stride, padding, mode=mode)
+    forward, _ = dnn.pool2d_forward(x, kernel, stride, padding, mode=mode,
+                                  return_indices=mode == "max")
     argmax = forward[1] if mode == "max" else None
     y = forward[0] if mode == "max" else forward
     dy = rng.standard_normal(y.shape).astype(dtype)
     dx, stats = dnn.pool2d_backward(dy, x.shape, kernel, stride, padding, mode=mode,
-                                    argmax=argmax)
+                                    indices=argmax)
     want = reference_backward(dy.astype(np.float64), x.shape, argmax, kernel, stride, padding,
                               mode)
     assert dx.dtype == dtype and dx.shape == x.shape
@@ -197,9 +200,9 @@ def test_backward_matches_reference(case, dtype, mode, seed):
 def test_backward_of_large_planes_in_row_blocks():
     rng = np.random.default_rng(7)
     x = rng.standard_normal((1, 150, 170))
-    (y, argmax), _ = dnn.pool2d_forward(x, 3, 1, 1)
+    (y, argmax), _ = dnn.pool2d_forward(x, 3, 1, 1, return_indices=True)
     dy = rng.standard_normal(y.shape)
-    dx, stats = dnn.pool2d_backward(dy, x.shape, 3, 1, 1, argmax=argmax)
+    dx, stats = dnn.pool2d_backward(dy, x.shape, 3, 1, 1, indices=argmax)
     assert stats.rows_per_unit < 150
     np.testing.assert_allclose(dx, reference_backward(dy, x.shape, argmax, 3, 1, 1, "max"),
                                rtol=1e-14, atol=1e-14)
@@ -209,11 +212,11 @@ def test_backward_of_large_planes_in_row_blocks():
 
 
 @pytest.mark.parametrize("call, message", [
-    (lambda: dnn.pool2d_backward(np.ones((2, 2)), (4, 4), 2), "needs the forward's argmax"),
-    (lambda: dnn.pool2d_backward(np.ones((2, 2)), (4, 4), 2, argmax=np.full((2, 2), 16)),
-     "argmax must index"),
-    (lambda: dnn.pool2d_backward(np.ones((2, 2)), (4, 4), 2, argmax=np.full((2, 2), 1.5)),
-     "argmax must hold integer indices"),
+    (lambda: dnn.pool2d_backward(np.ones((2, 2)), (4, 4), 2), "needs the forward's indices"),
+    (lambda: dnn.pool2d_backward(np.ones((2, 2)), (4, 4), 2, indices=np.full((2, 2), 16)),
+     "indices must index"),
+    (lambda: dnn.pool2d_backward(np.ones((2, 2)), (4, 4), 2, indices=np.full((2, 2), 1.5)),
+     "indices must be integers"),
     (lambda: dnn.pool2d_backward(np.ones((3, 2)), (4, 4), 2, mode="avg"),
      "forward output's shape"),
 ])
@@ -224,7 +227,8 @@ def test_backward_bad_arguments_are_refused(call, message):
 
 def test_same_bits_and_cycles_on_both_engines():
     x = np.random.default_rng(9).standard_normal((2, 7, 9)).astype(np.float32)
-    runs = [dnn.pool2d_forward(x, 3, 2, 1, engine=engine) for engine in ("c", "python")]
+    runs = [dnn.pool2d_forward(x, 3, 2, 1, return_indices=True, engine=engine)
+            for engine in ("c", "python")]
     (y1, a1), s1 = runs[0]
     (y2, a2), s2 = runs[1]
     assert y1.tobytes() == y2.tobytes() and np.array_equal(a1, a2) and s1.cycles == s2.cycles

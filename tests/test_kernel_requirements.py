@@ -97,7 +97,7 @@ def test_the_kernels_declaring_nothing_run_right_on_any_mesh(rows, cols):
     assert np.array_equal(y, 3 * X)
     y, _ = dnn.activation_forward(X, "relu", machine=m)
     assert np.array_equal(y, np.maximum(X, 0))
-    (y, _), _ = dnn.pool2d_forward(X, 2, machine=m)
+    y, _ = dnn.pool2d_forward(X, 2, machine=m)
     assert np.array_equal(y, X.reshape(2, 3, 4, 2, 4, 2).max(axis=(3, 5)))
     y, _ = dnn.transform(X, "NCHW", "NHWC", machine=m)
     assert np.array_equal(y, X.transpose(0, 2, 3, 1))

@@ -175,7 +175,7 @@ def test_malformed_packages_are_refused():
 
 def test_device_memory_and_copy_model():
     machine = Machine()
-    device = Device(machine)
+    device = Device(machine=machine)
     a = device.malloc(1000)
     assert device.copy_in(a, np.arange(250, dtype=np.int32)) == copy_cycles(machine.config, 1000)
     config = machine.config
@@ -246,7 +246,7 @@ def test_persistent_kernel_streams_samples_at_the_dma_bound():
     the one IEEE multiply numpy does), and a
     sample costs T_in + T_out (the engine's time for its lines and acknowledgements) within
     5% once the ring is full (the compute, 64 vectors per CPE, is far below it)."""
-    device = Device(Machine())
+    device = Device(machine=Machine())
     n = 64 * 4 * 64                             # 2 KiB per CPE per sample
     kernel = PersistentScale(0.75, n, device)
     cycles = {}
@@ -268,7 +268,7 @@ def test_persistent_kernel_streams_samples_at_the_dma_bound():
 
 
 def test_persistent_kernel_refuses_what_does_not_fit():
-    device = Device(Machine())
+    device = Device(machine=Machine())
     with pytest.raises(QingLongError, match="multiple of 256"):
         PersistentScale(1.0, 100, device)
     with pytest.raises(QingLongError, match=r"ring of 3 x 32768 bytes per CPE \(98304 B"):
@@ -282,7 +282,7 @@ def test_persistent_kernel_engines_agree():
     """The C core and the Python reference: the same bits and the same cycles."""
     results = []
     for engine in ("c", "python"):
-        device = Device(Machine())
+        device = Device(machine=Machine())
         kernel = PersistentScale(-3.0, 256, device)
         xs = [np.arange(256, dtype=np.float64) * (k + 1) for k in range(3)]
         ins = [device.malloc(2048) for _ in xs]

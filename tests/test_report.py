@@ -100,6 +100,8 @@ def test_cli_report_without_dram_traffic(tmp_path, capsys):
     (["--entry", "nope"], "nope"),
     (["--entry", "axpy", "--arg", "x1"], "--arg 'x1'"),
     (["--entry", "axpy", "--arg", "@/dev/null"], "not a regular file"),
+    (["--entry", "axpy", "--roofline", "."], "is a directory"),
+    (["--entry", "axpy", "--roofline", "plot"], "ending in .png"),
 ])
 def test_cli_report_bad_input_exits_1(capsys, argv, message):
     assert main(["report", str(source_path("examples/axpy.s")), "--cpes", "1", *argv]) == 1

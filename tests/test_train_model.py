@@ -114,7 +114,7 @@ def _setup(kind, shapes, **fields):
 
 
 def test_shape_inference_of_each_kind():
-    assert _setup("Convolution", [(4, 1, 8, 8)], num_output=6, kernel_size=3, pad=1) == \
+    assert _setup("Convolution", [(4, 1, 8, 8)], num_output=6, kernel_size=3, padding=1) == \
         [(4, 6, 8, 8)]
     assert _setup("Convolution", [(4, 3, 9, 9)], num_output=2, kernel_size=3, stride=2) == \
         [(4, 2, 4, 4)]
@@ -189,3 +189,9 @@ def test_swsim_train_takes_a_shipped_examples_name(capsys):
     assert "linear_forward+linear_backward" in capsys.readouterr().out
     assert main(["train", "nosuch", "--explain"]) == 1
     assert "no example net 'nosuch'; shipped: lenet, lenet_solver" in capsys.readouterr().err
+
+
+def test_a_net_file_without_the_prototxt_suffix_is_read_as_a_file(tmp_path):
+    path = tmp_path / "net.txt"
+    path.write_text('name: "n" layer { name: "r" type: "ReLU" bottom: "x" top: "x" }')
+    assert train.parse_net(str(path)).name == "n"

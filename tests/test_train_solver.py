@@ -210,6 +210,14 @@ def test_the_cli_explains_trains_logs_checkpoints_and_resumes(tmp_path, capsys):
     assert (tmp_path / "loss.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     records = [json.loads(line) for line in log.read_text().splitlines()]
     assert [r["step"] for r in records] == [1, 2, 3, 4]
+    # killed after step 4's record and before its checkpoint, mid-line: the resume from step
+    # 2 logs steps 3 and 4 once
+    (ckpt / "checkpoint-00000004.npz").unlink()
+    with log.open("a") as killed:
+        killed.write('{"step": 5, "lo')
+    assert main(["train", str(net), "--solver", str(solver), "--log", str(log),
+                 "--resume", str(ckpt)]) == 0
+    assert [json.loads(line)["step"] for line in log.read_text().splitlines()] == [1, 2, 3, 4]
     assert all(set(r) >= {"step", "loss", "sim_seconds", "host_seconds"} for r in records)
     assert sorted(p.name for p in ckpt.iterdir()) == ["checkpoint-00000002.npz",
                                                       "checkpoint-00000004.npz"]

@@ -13,7 +13,7 @@ from typing import Callable, Iterable, Optional, Union
 
 import numpy as np
 
-from ..isa.table import REG_ALIASES
+from ..isa.table import CODE_BASE, REG_ALIASES
 from .config import VMConfig
 from .engine_defs import MAX_CYCLES
 from .engine_api import STOP_CYCLE_LIMIT, STOP_DEADLOCK, EngineJob, EngineResult
@@ -121,6 +121,11 @@ class Machine:
         """``spawn``; `here`: simulate on this thread before returning, not on a new one."""
         config = self.config
         program = self.program(program)
+        if program.code_base != config.code_base:
+            raise HostError(f"the program is linked at {program.code_base:#x}, the machine runs "
+                            f"code at config.code_base={config.code_base:#x}: a machine runs "
+                            f"programs linked for its code_base (the assembler's is "
+                            f"{CODE_BASE:#x})")
         run_engine = self._engine(engine)
         self._check_run_options(max_cycles, trace, progress)
         self._check_cg(cg)

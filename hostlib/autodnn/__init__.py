@@ -23,6 +23,7 @@ __all__ = ["Builder", "Program", "ScheduleError", "Generated", "load", "build", 
 
 
 def load(text: str) -> Program:
+    """The schedule program written in the DSL `text` (dsl.py)."""
     return parse(text)
 
 

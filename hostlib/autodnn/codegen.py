@@ -69,6 +69,7 @@ def _include_constant(name: str) -> int:
 
 @dataclass
 class Generated:
+    """What ``build`` made: the kernel, its plan and the tensors its arguments point to."""
     kernel: GeneratedKernel
     plan: Plan
     tensors: list               # argument order: a0, a1, ... = these tensors' addresses

@@ -73,6 +73,7 @@ class Strategy:
 
 @dataclass
 class Program:
+    """A seed (the computation) and the strategies that schedule it."""
     seed: Seed
     strategies: list = field(default_factory=list)
     name: str | None = None

@@ -267,6 +267,7 @@ def format_nodes(nodes, indent: int = 0) -> list:
 
 
 def format_seed(seed: Seed) -> str:
+    """`seed` written back in the DSL."""
     reg = seed.registry
     lines = []
     if reg.vars:

@@ -23,8 +23,9 @@ from typing import Optional
 
 import numpy as np
 
-from ...errors import ArgumentError
+from ...errors import ArgumentError, ArgumentTypeError
 from ...vm import HostError, Machine
+from ..runtime import host_operator, numeric_array
 from . import gemm_model
 from .gemm_model import KERNEL, Blocking, Problem
 
@@ -142,8 +143,9 @@ def _operands(A, B, C, trans_a, trans_b):
     if C is not None:
         if C.dtype != dtype or C.shape != (m, n):
             raise GemmError(f"C must be {m} x {n} {dtype}, got {C.shape} {C.dtype}")
-    if min(m, n, k) < 1:
-        raise GemmError(f"M, N, K must be >= 1, got {m}, {n}, {k}")
+    for name, array in (("A", A), ("B", B), ("C", C)):
+        if array is not None and 0 in array.shape:
+            raise GemmError(f"{name} has a zero-size dimension: shape {array.shape}")
     return dtype, op_a, op_b, None if C is None else _stored(C)
 
 
@@ -158,6 +160,7 @@ def _problem(a_km: _Stored, b_kn: _Stored, c: Optional[_Stored], m, n, k, dtype,
                    ldc=c.lead(config) if c is not None and c.in_memory else None)
 
 
+@host_operator
 def gemm(A, B, C=None, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, *, engine="c",
          blocking=None, machine=None, progress=None, max_cycles=MAX_CYCLES):
     """alpha op(A) op(B) + beta C on the VM; returns (result, Stats).
@@ -173,8 +176,8 @@ def gemm(A, B, C=None, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, *, eng
     whose operands do not fit in the simulated memory left, is refused with a HostError before
     anything is allocated.
     """
-    A, B = np.asarray(A), np.asarray(B)
-    C = None if C is None else np.asarray(C)
+    A, B = numeric_array("A", A), numeric_array("B", B)
+    C = None if C is None else numeric_array("C", C)
     machine = machine or Machine()
     result, stats = _gemm(A, B, C, alpha, beta, trans_a, trans_b, engine, blocking, machine,
                           progress, max_cycles)
@@ -248,11 +251,25 @@ def _plan(A, B, C, alpha, beta, trans_a, trans_b, blocking, config):
     for swapped, a_km, b_kn, c in plans:
         mm, nn = (n, m) if swapped else (m, n)
         problem = _problem(a_km, b_kn, c, mm, nn, k_product, dtype, has_beta, config)
-        chosen = (Blocking(*blocking) if blocking is not None
+        chosen = (_blocking(blocking) if blocking is not None
                   else gemm_model.choose(problem, config))
         choices.append((gemm_model.predict(problem, chosen, config), swapped, a_km, b_kn, c,
                         problem, chosen))
     return (*min(choices, key=lambda c: c[0]), k)
+
+
+def _blocking(blocking) -> Blocking:
+    """`blocking` as given to gemm: (Mb, Nb, Kb), three ints (their values are checked with
+    the problem's)."""
+    values = () if isinstance(blocking, str) else blocking
+    try:
+        values = tuple(values)
+    except TypeError:
+        values = ()
+    if len(values) != 3 or not all(isinstance(v, numbers.Integral) and not isinstance(v, bool)
+                                   for v in values):
+        raise ArgumentTypeError(f"blocking must be (Mb, Nb, Kb), three ints, got {blocking!r}")
+    return Blocking(*map(int, values))
 
 
 def gemm_job(A: InMemory, B: InMemory, C: InMemory, alpha=1.0, beta=0.0, trans_a=False,

@@ -1,8 +1,12 @@
 """The DNN library on the VM (thesis chapter 5), above ``hostlib.blas``: every operator takes
-numpy arrays (float32 or float64), ``machine=`` and ``cgs=`` (the core groups sharing the
-work), and returns ``(result, stats)``; docs/dnn.md describes them.
+numpy arrays (float32 or float64), keyword-only ``machine=``, ``engine=`` and ``cgs=`` (the
+core groups sharing the work), returns ``(result, stats)`` (a ``runtime.Stats``) and gives
+back the machine memory it allocated; docs/dnn.md describes them. ``mode=`` selects the
+function (``"max"`` pooling, ``"relu"``), ``algo=`` one of its implementations. Backward
+passes take dy first, then what the forward took (its inputs, or its output where the
+derivative needs it), then the forward's shapes, then its options.
 
-- ``activation_forward(x, kind)`` / ``activation_backward(dy, x=..., y=..., kind)``: ReLU,
+- ``activation_forward(x, mode)`` / ``activation_backward(dy, x=..., y=..., mode)``: ReLU,
   sigmoid and tanh; ``exp(x)``, the element-wise exponential they are built on;
 - ``conv2d_forward`` / ``conv2d_backward_data`` / ``conv2d_backward_filter``: 2-D convolution
   (``conv.ALGORITHMS``, chosen by their models with ``algo="auto"``; explicit GEMM: im2col /

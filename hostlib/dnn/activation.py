@@ -8,17 +8,18 @@ from __future__ import annotations
 import numpy as np
 
 from ...vm import HostError
-from ..runtime import Kernel
+from ..runtime import Kernel, host_operator, numeric_array
 from . import stream
 
 KERNEL = Kernel(("dnn/activation.s", "dnn/stream.s"), "stream_run", "stream_ldm_end",
                 stack="stream_stack")
-KINDS = ("relu", "sigmoid", "tanh")
+MODES = ("relu", "sigmoid", "tanh")
 # Backward needs x for ReLU and y for sigmoid and tanh (as cuDNN computes them).
 _BACKWARD_INPUT = {"relu": "x", "sigmoid": "y", "tanh": "y"}
 
 
-def activation_forward(x, kind: str = "relu", *, machine=None, cgs=1, engine: str = "c"):
+@host_operator
+def activation_forward(x, mode: str = "relu", *, machine=None, cgs=1, engine: str = "c"):
     """y = f(x) element-wise for f = relu, sigmoid or tanh; returns (y, Stats).
 
     ``x``: a float32 or float64 array of any shape with at least one element. ``machine``:
@@ -28,43 +29,45 @@ def activation_forward(x, kind: str = "relu", *, machine=None, cgs=1, engine: st
     ``bandwidth_gbps``, the DMA ceiling ``stream_gbps`` for its reads and writes and
     ``bandwidth_ratio``.
     """
-    _check_kind(kind)
-    return _run(kind, _array("x", x), None, machine, cgs, engine)
+    _check_mode(mode)
+    return _run(mode, _array("x", x), None, machine, cgs, engine)
 
 
-def activation_backward(dy, *, x=None, y=None, kind: str = "relu", machine=None, cgs=1,
+@host_operator
+def activation_backward(dy, *, x=None, y=None, mode: str = "relu", machine=None, cgs=1,
                         engine: str = "c"):
     """dx = dy * f'(.) element-wise; returns (dx, Stats).
 
     ReLU needs ``x`` (dx = dy where x > 0, else 0); sigmoid and tanh need the forward output
     ``y`` (dx = dy y (1 - y), dx = dy (1 - y^2)).
     """
-    _check_kind(kind)
-    needed = _BACKWARD_INPUT[kind]
+    _check_mode(mode)
+    needed = _BACKWARD_INPUT[mode]
     given = {"x": x, "y": y}[needed]
     if given is None:
-        raise HostError(f"activation_backward(kind={kind!r}) needs {needed}=, the forward "
+        raise HostError(f"activation_backward(mode={mode!r}) needs {needed}=, the forward "
                         f"{'input' if needed == 'x' else 'output'}")
     dy = _array("dy", dy)
     given = _array(needed, given)
     if given.shape != dy.shape or given.dtype != dy.dtype:
         raise HostError(f"{needed} and dy must have the same shape and dtype, got "
                         f"{given.shape} {given.dtype} and {dy.shape} {dy.dtype}")
-    return _run(f"{kind}_backward", given, dy, machine, cgs, engine)
+    return _run(f"{mode}_backward", given, dy, machine, cgs, engine)
 
 
+@host_operator
 def exp(x, *, machine=None, cgs=1, engine: str = "c"):
     """exp(x) element-wise; returns (result, Stats)."""
     return _run("exp", _array("x", x), None, machine, cgs, engine)
 
 
-def _check_kind(kind) -> None:
-    if kind not in KINDS:
-        raise HostError(f"kind must be one of {', '.join(map(repr, KINDS))}, got {kind!r}")
+def _check_mode(mode) -> None:
+    if mode not in MODES:
+        raise HostError(f"mode must be one of {', '.join(map(repr, MODES))}, got {mode!r}")
 
 
 def _array(name: str, value) -> np.ndarray:
-    array = np.asarray(value)
+    array = numeric_array(name, value)
     if array.dtype not in (np.float32, np.float64):
         raise HostError(f"{name} must be a float32 or float64 array, got {array.dtype}")
     if array.size < 1:

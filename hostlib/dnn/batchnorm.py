@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..runtime import Kernel
+from ..runtime import Kernel, host_operator
 from ..runtime.kernel import align
 from . import stream
 from .layout import axes
@@ -343,6 +343,7 @@ def _resident(machine, cgs, engine, name, layout, shape, es, inputs, output, par
     return stream.with_bandwidth(total, config, moved, len(jobs))
 
 
+@host_operator
 def batchnorm_forward(x, gamma, beta, running_mean, running_var, *, training=True,
                       momentum=0.1, eps=1e-5, layout="NCHW", machine=None, cgs=1,
                       engine="c"):
@@ -426,6 +427,7 @@ def inference_plans(machine, shape, dtype, eps=1e-5):
     return run.plans
 
 
+@host_operator
 def batchnorm_backward(dy, x, gamma, saved_mean, saved_invstd, *, layout="NCHW",
                        machine=None, cgs=1, engine="c"):
     """The gradients of batchnorm_forward(training=True) from dy and its saved mean and

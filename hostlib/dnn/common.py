@@ -2,13 +2,14 @@
 arguments (dtype, shape, the machine and the core groups it may use)."""
 from __future__ import annotations
 
+import math
 import numbers
 
 import numpy as np
 
-from ...errors import ArgumentError
+from ...errors import ArgumentError, ArgumentTypeError
 from ...vm import Machine
-from ..runtime import Stats
+from ..runtime import LaunchStats, numeric_array
 
 DTYPES = (np.float32, np.float64)
 
@@ -22,7 +23,7 @@ def float_arrays(dtype=None, **arrays):
     least one element; returns them in the order given."""
     out = []
     for name, value in arrays.items():
-        array = np.asarray(value)
+        array = numeric_array(name, value)
         if array.dtype not in DTYPES:
             raise DnnError(f"{name} must be float32 or float64, got {array.dtype}")
         if array.size < 1:
@@ -43,8 +44,11 @@ def same_shape(**arrays):
 
 
 def scalar(name, value) -> float:
+    """`value` as a float: a real number (else an ArgumentTypeError), finite."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise DnnError(f"{name} must be a real number, got {value!r}")
+        raise ArgumentTypeError(f"{name} must be a real number, got {value!r}")
+    if not math.isfinite(value):
+        raise DnnError(f"{name} must be finite, got {value!r}")
     return float(value)
 
 
@@ -60,26 +64,26 @@ def machine_and_cgs(machine, cgs):
 
 
 def combined(parts, **details):
-    """One Stats for launches run one after another: cycles, flops and host time add up;
+    """One LaunchStats for launches run one after another: cycles, flops and host time add up;
     ``run`` is the last launch's, the detail ``parts`` has every launch's Stats."""
     last = parts[-1]
-    return Stats(flops=sum(p.flops for p in parts), cycles=sum(p.cycles for p in parts),
-                 kernel_cycles=sum(p.kernel_cycles for p in parts), clock_hz=last.clock_hz,
-                 peak_gflops=last.peak_gflops,
-                 host_seconds=sum(p.host_seconds for p in parts), run=last.run,
-                 details=dict(details, parts=list(parts)))
+    return LaunchStats(flops=sum(p.flops for p in parts), cycles=sum(p.cycles for p in parts),
+                       kernel_cycles=sum(p.kernel_cycles for p in parts), clock_hz=last.clock_hz,
+                       peak_gflops=last.peak_gflops,
+                       host_seconds=sum(p.host_seconds for p in parts), run=last.run,
+                       details=dict(details, parts=list(parts)))
 
 
 def chip(per_cg, **details):
-    """One Stats for work split over core groups that run side by side: the cycles are the
+    """One LaunchStats for work split over core groups that run side by side: the cycles are the
     slowest CG's, flops and host time add up, the peak is the CGs'; ``per_cg`` has each CG's
     Stats."""
     slowest = max(per_cg, key=lambda p: p.cycles)
-    return Stats(flops=sum(p.flops for p in per_cg), cycles=slowest.cycles,
-                 kernel_cycles=slowest.kernel_cycles, clock_hz=slowest.clock_hz,
-                 peak_gflops=sum(p.peak_gflops for p in per_cg),
-                 host_seconds=sum(p.host_seconds for p in per_cg), run=per_cg[0].run,
-                 details=dict(details, per_cg=list(per_cg), cgs=len(per_cg)))
+    return LaunchStats(flops=sum(p.flops for p in per_cg), cycles=slowest.cycles,
+                       kernel_cycles=slowest.kernel_cycles, clock_hz=slowest.clock_hz,
+                       peak_gflops=sum(p.peak_gflops for p in per_cg),
+                       host_seconds=sum(p.host_seconds for p in per_cg), run=per_cg[0].run,
+                       details=dict(details, per_cg=list(per_cg), cgs=len(per_cg)))
 
 
 def split(n: int, parts: int):

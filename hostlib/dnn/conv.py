@@ -27,6 +27,7 @@ import numbers
 import numpy as np
 
 from ...vm import HostError, Machine
+from ..runtime import host_operator
 from . import conv_explicit, conv_generated, conv_implicit, conv_winograd
 from .conv_common import ConvGeometry, ConvStats, as_array, as_shape, make_geometry, same_dtype
 from .elementwise import add
@@ -37,8 +38,9 @@ ALGORITHMS = {module.NAME: module for module in (conv_explicit, conv_implicit, c
 DIRECTIONS = ("forward", "backward_data", "backward_filter")
 
 
-def conv2d_forward(x, w, bias=None, stride=1, padding=0, algo="auto", machine=None,
-                   *, engine="c", cgs=1, layout="NCHW"):
+@host_operator
+def conv2d_forward(x, w, bias=None, stride=1, padding=0, algo="auto", *, machine=None,
+                   engine="c", cgs=1, layout="NCHW"):
     """y = conv(x, w) + bias on the VM; returns (y, ConvStats).
 
     x (in ``layout``: NCHW (B, N_i, R_i, C_i) by default) and w (N_o, N_i, K_r, K_c) float32
@@ -60,8 +62,9 @@ def conv2d_forward(x, w, bias=None, stride=1, padding=0, algo="auto", machine=No
                  activations=dict(x=x), w=w, bias=bias)
 
 
-def conv2d_backward_data(dy, w, x_shape, stride=1, padding=0, algo="auto", machine=None,
-                         *, engine="c", cgs=1, layout="NCHW"):
+@host_operator
+def conv2d_backward_data(dy, w, x_shape, stride=1, padding=0, algo="auto", *, machine=None,
+                         engine="c", cgs=1, layout="NCHW"):
     """dx = d(loss)/dx from dy = d(loss)/dy and w on the VM; returns (dx, ConvStats).
 
     dy (B, N_o, R_o, C_o) and x_shape (B, N_i, R_i, C_i) of the forward input, both in
@@ -77,11 +80,12 @@ def conv2d_backward_data(dy, w, x_shape, stride=1, padding=0, algo="auto", machi
                  activations=dict(dy=dy), w=w)
 
 
-def conv2d_backward_filter(x, dy, w_shape, stride=1, padding=0, algo="auto", machine=None,
-                           *, engine="c", cgs=1, layout="NCHW"):
-    """dw = d(loss)/dw from x and dy = d(loss)/dy on the VM; returns (dw, ConvStats).
+@host_operator
+def conv2d_backward_filter(dy, x, w_shape, stride=1, padding=0, algo="auto", *, machine=None,
+                           engine="c", cgs=1, layout="NCHW"):
+    """dw = d(loss)/dw from dy = d(loss)/dy and x on the VM; returns (dw, ConvStats).
 
-    x (B, N_i, R_i, C_i) and dy (B, N_o, R_o, C_o) in ``layout``'s order, w_shape (N_o, N_i,
+    dy (B, N_o, R_o, C_o) and x (B, N_i, R_i, C_i) in ``layout``'s order, w_shape (N_o, N_i,
     K_r, K_c); the rest as ``conv2d_forward``.
     """
     order = _layout(layout)

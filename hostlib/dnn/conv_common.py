@@ -3,16 +3,18 @@ the stats a pass returns and the checks of the public arguments. The algorithms
 (``conv_explicit``, ...) and the public API (``conv``) build on it."""
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from ...errors import ArgumentTypeError
 from ...vm import HostError
-from ..runtime.stats import Rates
+from ..runtime import Stats, numeric_array
 
 
 @dataclass
-class ConvStats(Rates):
+class ConvStats(Stats):
     """One convolution pass on the VM: its phases' launches (``phases[name]``: the runtime
     ``Stats`` of each launch, in order) and the totals over them (seconds, gflops and
     efficiency of the cycles). On several core groups, ``per_cg`` holds each CG's ConvStats
@@ -103,7 +105,7 @@ MAX_DIM = 1 << 15             # keeps the kernels' reciprocal divisions exact
 
 
 def as_array(name, value, ndim) -> np.ndarray:
-    array = np.asarray(value)
+    array = numeric_array(name, value)
     if array.dtype not in (np.float32, np.float64):
         raise HostError(f"{name} must be a float32 or float64 array, got {array.dtype}")
     if array.ndim != ndim:
@@ -124,9 +126,13 @@ def same_dtype(*named):
 
 def as_shape(name, value) -> tuple:
     try:
-        shape = tuple(int(v) for v in value)
-    except (TypeError, ValueError):
-        raise HostError(f"{name} must be 4 positive integers, got {value!r}") from None
+        shape = tuple(value)
+    except TypeError:
+        shape = None
+    if shape is None or isinstance(value, str) or not all(
+            isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in shape):
+        raise ArgumentTypeError(f"{name} must be a shape (4 ints), got {value!r}")
+    shape = tuple(int(v) for v in shape)
     if len(shape) != 4 or min(shape) < 1 or max(shape) > MAX_DIM:
         raise HostError(f"{name} must be 4 integers in 1..{MAX_DIM}, got {value!r}")
     return shape
@@ -138,8 +144,9 @@ def as_pair(name, value, least) -> tuple:
         pair = tuple(pair)
     except TypeError:
         pair = ()
-    if (len(pair) != 2 or not all(isinstance(v, (int, np.integer)) and not isinstance(v, bool)
-                                  for v in pair) or min(pair) < least or max(pair) > MAX_DIM):
+    if not all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in pair):
+        raise ArgumentTypeError(f"{name} must be an int or a pair of ints, got {value!r}")
+    if len(pair) != 2 or min(pair) < least or max(pair) > MAX_DIM:
         raise HostError(f"{name} must be an integer >= {least} or a pair of them, got "
                         f"{value!r}")
     return tuple(int(v) for v in pair)

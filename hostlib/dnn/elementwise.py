@@ -2,10 +2,12 @@
 ``sgd_update`` (Caffe's SGD with momentum and weight decay) and ``adam_update`` (Caffe's Adam)."""
 from __future__ import annotations
 
+from ..runtime import host_operator
 from . import stream
 from .common import combined, float_arrays, machine_and_cgs, same_shape, scalar
 
 
+@host_operator
 def add(a, b, alpha=1.0, beta=1.0, *, machine=None, cgs=1, engine="c"):
     """alpha a + beta b on the VM; returns (result, Stats)."""
     a, b = float_arrays(a=a, b=b)
@@ -15,6 +17,7 @@ def add(a, b, alpha=1.0, beta=1.0, *, machine=None, cgs=1, engine="c"):
     return out.reshape(a.shape), stats
 
 
+@host_operator
 def scale(x, alpha, *, machine=None, cgs=1, engine="c"):
     """alpha x on the VM; returns (result, Stats)."""
     (x,) = float_arrays(x=x)
@@ -23,6 +26,7 @@ def scale(x, alpha, *, machine=None, cgs=1, engine="c"):
     return out.reshape(x.shape), stats
 
 
+@host_operator
 def sgd_update(param, grad, velocity, lr, momentum=0.0, weight_decay=0.0, *, machine=None,
                cgs=1, engine="c"):
     """One step of Caffe's SGD (SGDSolver::ComputeUpdateValue + Blob::Update) on the VM:
@@ -37,6 +41,7 @@ def sgd_update(param, grad, velocity, lr, momentum=0.0, weight_decay=0.0, *, mac
     return (new_param.reshape(param.shape), new_velocity.reshape(param.shape)), stats
 
 
+@host_operator
 def adam_update(param, grad, m, v, lr_t, beta1, beta2, eps, weight_decay=0.0, *, machine=None,
                 cgs=1, engine="c"):
     """One step of Caffe's Adam (AdamSolver::ComputeUpdateValue after Regularize) on the VM,

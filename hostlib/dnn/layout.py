@@ -17,6 +17,7 @@ from collections import deque
 
 import numpy as np
 
+from ..runtime import host_operator
 from . import stream
 from .common import DnnError, combined, float_arrays, machine_and_cgs
 
@@ -24,11 +25,13 @@ LAYOUTS = {"NCHW": "NCHW", "NHWC": "NHWC", "CNHW": "CNHW", "RCNB": "HWCN"}
 MAX_TILE = 64                 # rows of a tile along P and Q
 
 
-def axes(layout: str) -> str:
+def axes(layout: str, name: str = "layout") -> str:
+    """The axis letters of `layout` (the argument `name`)."""
     try:
         return LAYOUTS[layout]
-    except KeyError:
-        raise DnnError(f"unknown layout {layout!r}; known: {', '.join(LAYOUTS)}") from None
+    except (KeyError, TypeError):
+        raise DnnError(f"{name}: unknown layout {layout!r}; known: {', '.join(LAYOUTS)}") \
+            from None
 
 
 def group_swaps(src: str, dst: str):
@@ -99,10 +102,11 @@ def _swap_pass(machine, cgs, data_addr, es, a, p, q, d, engine):
     return out, stats
 
 
+@host_operator
 def transform(x, src_layout, dst_layout, *, machine=None, cgs=1, engine="c"):
     """x (4-D, shaped as `src_layout`) laid out as `dst_layout`; returns (y, stats). The
     bytes are moved as raw words: values, NaN payloads and signed zeros are kept exactly."""
-    src, dst = axes(src_layout), axes(dst_layout)
+    src, dst = axes(src_layout, "src_layout"), axes(dst_layout, "dst_layout")
     (x,) = float_arrays(x=x)
     if x.ndim != 4:
         raise DnnError(f"x must be 4-D ({src_layout}), got shape {x.shape}")

@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..blas import gemm
+from ..runtime import host_operator
 from .common import DnnError, chip, combined, float_arrays, machine_and_cgs, split
 
 
@@ -25,6 +26,7 @@ def _matrices(x, w, **others):
     return arrays
 
 
+@host_operator
 def linear_forward(x, w, bias=None, *, machine=None, cgs=1, engine="c"):
     """y = x wᵀ + bias on the VM, the batch's rows split over `cgs` core groups; returns
     (y (B, O), Stats with GFLOPS and efficiency against the CGs' peak)."""
@@ -47,6 +49,7 @@ def linear_forward(x, w, bias=None, *, machine=None, cgs=1, engine="c"):
     return y, chip(per_cg, op="linear_forward", shape=(batch, x.shape[1], outputs))
 
 
+@host_operator
 def linear_backward(dy, x, w, *, machine=None, cgs=1, engine="c"):
     """Gradients of y = x wᵀ + b: returns ((dx = dy w, dw = dyᵀ x, db = column sums of dy),
     Stats of the GEMMs); dx is split over `cgs` core groups by the batch's rows, dw and db by
@@ -55,7 +58,8 @@ def linear_backward(dy, x, w, *, machine=None, cgs=1, engine="c"):
     x, w, dy = _matrices(x, w, dy=dy)
     batch, outputs = x.shape[0], w.shape[0]
     if dy.shape != (batch, outputs):
-        raise DnnError(f"dy must be (B, O) = {(batch, outputs)}, got {dy.shape}")
+        raise DnnError(f"dy must be (B, O) = {(batch, outputs)} for x {x.shape} and w "
+                       f"{w.shape}, got {dy.shape}")
     dx = np.empty(x.shape, x.dtype)
     dw, db = np.empty(w.shape, x.dtype), np.empty(outputs, x.dtype)
     rows, outs = split(batch, cgs), split(outputs, cgs)

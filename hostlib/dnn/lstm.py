@@ -1,8 +1,8 @@
 """LSTM forward (tensorized, thesis Algorithm 6, and the cuDNN/Appleyard-style baseline) and
 backward through time on the VM. docs/dnn.md ("LSTM") describes both algorithms.
 
-PyTorch's conventions: x (T, B, I), h0 and c0 (B, H), W (4H, I), R (4H, H), b (4H,), gate
-order i, f, g, o; i = σ(·), f = σ(·), g = tanh(·), o = σ(·) of W x_t + R h_{t−1} + b,
+PyTorch's conventions: x (T, B, I), h0 and c0 (B, H), W (4H, I), R (4H, H), bias b (4H,),
+gate order i, f, g, o; i = σ(·), f = σ(·), g = tanh(·), o = σ(·) of W x_t + R h_{t−1} + b,
 c_t = f c_{t−1} + i g, h_t = o tanh(c_t); y (T, B, H) stacks h_1 .. h_T.
 
 Every product and every element-wise operation runs on the CPEs: the GEMMs through swGEMM
@@ -20,7 +20,7 @@ import numpy as np
 
 from ..blas import gemm
 from ..blas.primitive import MESH     # the mesh side: CPE (i, j) = id MESH i + j
-from ..runtime import Kernel
+from ..runtime import Kernel, host_operator
 from .common import DnnError, chip, combined, float_arrays, machine_and_cgs, split
 
 ALGOS = ("tensorized", "baseline")
@@ -44,8 +44,8 @@ def _ceil(n: int, to: int) -> int:
 
 # ---- arguments ----------------------------------------------------------------------------------
 
-def _check_forward(x, h0, c0, W, R, b):
-    x, h0, c0, W, R, b = float_arrays(x=x, h0=h0, c0=c0, W=W, R=R, b=b)
+def _check_forward(x, h0, c0, W, R, bias):
+    x, h0, c0, W, R, b = float_arrays(x=x, h0=h0, c0=c0, W=W, R=R, bias=bias)
     if x.ndim != 3:
         raise DnnError(f"x must be (T, B, I), got shape {x.shape}")
     steps, batch, inputs = x.shape
@@ -53,7 +53,7 @@ def _check_forward(x, h0, c0, W, R, b):
         raise DnnError(f"R must be (4H, H), got shape {R.shape}")
     hidden = R.shape[1]
     expected = {"h0": (h0, (batch, hidden)), "c0": (c0, (batch, hidden)),
-                "W": (W, (4 * hidden, inputs)), "b": (b, (4 * hidden,))}
+                "W": (W, (4 * hidden, inputs)), "bias": (b, (4 * hidden,))}
     for name, (array, shape) in expected.items():
         if array.shape != shape:
             raise DnnError(f"{name} must be {shape} for x {x.shape} and R {R.shape}, "
@@ -358,7 +358,8 @@ def _forward_slice(x, h0, c0, W, R, b, algo, reserve, machine, engine):
     return result, stats
 
 
-def lstm_forward(x, h0, c0, W, R, b, *, algo: str = "tensorized", reserve: bool = False,
+@host_operator
+def lstm_forward(x, h0, c0, W, R, bias, *, algo: str = "tensorized", reserve: bool = False,
                  machine=None, cgs=1, engine: str = "c"):
     """One LSTM layer over T steps on the VM; returns ((y, h_T, c_T), Stats).
 
@@ -379,7 +380,7 @@ def lstm_forward(x, h0, c0, W, R, b, *, algo: str = "tensorized", reserve: bool 
     """
     if algo not in ALGOS:
         raise DnnError(f"algo must be one of {', '.join(map(repr, ALGOS))}, got {algo!r}")
-    x, h0, c0, W, R, b = _check_forward(x, h0, c0, W, R, b)
+    x, h0, c0, W, R, b = _check_forward(x, h0, c0, W, R, bias)
     machine, slices = _batch_slices(machine, cgs, x.shape[1])
     if len(slices) == 1:
         return _forward_slice(x, h0, c0, W, R, b, algo, reserve, machine, engine)
@@ -433,7 +434,8 @@ def backward_steps(dy, x, h0, c0, W, R, b, dh, dc, reserve, machine, engine):
     return d_pre, dh, dc, reserve.y, parts
 
 
-def lstm_backward(dy, x, h0, c0, W, R, b, *, dh_n=None, dc_n=None, reserve=None,
+@host_operator
+def lstm_backward(dy, x, h0, c0, W, R, bias, *, dh_n=None, dc_n=None, reserve=None,
                   machine=None, cgs=1, engine: str = "c"):
     """Backward through time of ``lstm_forward``; returns ((dx, dh0, dc0, dW, dR, db), Stats).
 
@@ -449,7 +451,7 @@ def lstm_backward(dy, x, h0, c0, W, R, b, *, dh_n=None, dc_n=None, reserve=None,
     their rows (the 4H gate outputs), dx by rows of dG; the chip's cycles are the slowest
     CG's recurrence plus the slowest CG's share of the products.
     """
-    x, h0, c0, W, R, b = _check_forward(x, h0, c0, W, R, b)
+    x, h0, c0, W, R, b = _check_forward(x, h0, c0, W, R, bias)
     steps, batch, inputs = x.shape
     hidden = R.shape[1]
     machine, slices = _batch_slices(machine, cgs, batch)

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..runtime import Kernel, Stats
+from ..runtime import Kernel, LaunchStats
 from .common import DnnError, combined
 
 KERNEL_FILES = ("dnn/select.s",)
@@ -54,7 +54,7 @@ class Selection:
     nnz: int                  # len(indices)
     passes: int               # count / histogram passes over the data (statistics excluded)
     selected_sum: float       # the sum of the selected values (double, on the CPEs)
-    stats: Stats              # every launch's cycles (``stats.parts``)
+    stats: LaunchStats        # every launch's cycles (``stats.parts``)
 
     @property
     def mean(self) -> float:

@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 
-from ..runtime import Kernel
+from ..runtime import Kernel, host_operator
 from . import stream
 from .common import DnnError, combined, float_arrays, machine_and_cgs
 
@@ -129,6 +129,7 @@ def _ranges(first: int, last: int, parts: int, period: int) -> list:
     return list(zip(bounds, bounds[1:]))
 
 
+@host_operator
 def softmax_cross_entropy(logits, labels, *, machine=None, cgs=1, engine="c"):
     """Mean cross-entropy of softmax(logits) against integer labels, and its gradient:
     logits (B, C) float32/float64, labels (B,) in 0..C-1. Returns ((loss, dlogits), Stats):

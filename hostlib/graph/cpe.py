@@ -128,7 +128,7 @@ def pool(node, inputs, on):
         raise NotSuitable("count_include_pad=0 with padding: the CPE average pooling "
                           "divides by the whole window")
     result, stats = _launch(dnn.pool2d_forward, x, k, stride=s, padding=p, mode=mode, **on)
-    return (result[0] if mode == "max" else result,), [stats], f"pool2d {mode}"
+    return (result,), [stats], f"pool2d {mode}"
 
 
 def global_pool(node, inputs, on):
@@ -140,13 +140,13 @@ def global_pool(node, inputs, on):
     mode = "max" if node.op_type == "GlobalMaxPool" else "avg"
     result, stats = _launch(dnn.pool2d_forward, x, x.shape[2], stride=x.shape[2], mode=mode,
                             **on)
-    return (result[0] if mode == "max" else result,), [stats], f"pool2d {mode} (global)"
+    return (result,), [stats], f"pool2d {mode} (global)"
 
 
 def activation(node, inputs, on):
     (x,) = inputs
     _floats(node, x)
-    y, stats = _launch(dnn.activation_forward, x, kind=node.op_type.lower(), **on)
+    y, stats = _launch(dnn.activation_forward, x, mode=node.op_type.lower(), **on)
     return (y,), [stats], node.op_type.lower()
 
 

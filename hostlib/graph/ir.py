@@ -29,6 +29,7 @@ class TensorInfo:
 
 @dataclass
 class Node:
+    """One operator of a graph (ONNX's NodeProto)."""
     name: str
     op_type: str
     inputs: list              # tensor names; "" = an omitted optional input
@@ -45,6 +46,7 @@ class Node:
 
 @dataclass
 class Graph:
+    """Nodes, the inputs the caller feeds, the outputs and the constant initializers."""
     name: str
     nodes: list
     inputs: dict              # name -> TensorInfo of the values the caller feeds

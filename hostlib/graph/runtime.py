@@ -22,6 +22,8 @@ SCRATCH_BYTES = 1 << 30
 
 
 class Session:
+    """A graph ready to run on `machine`: ``run(feeds)`` returns the outputs."""
+
     def __init__(self, graph: Graph, *, machine=None, cgs=1, engine="c", check=False,
                  minimum_work=True, progress=None):
         self.graph = graph

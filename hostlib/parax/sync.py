@@ -24,6 +24,7 @@ STRATEGIES = ("PS", "RAR", "GS")
 
 @dataclass
 class SyncRun:
+    """What ``synchronise`` did: the updated weights and the run's cycles and traffic."""
     w: np.ndarray                # the updated weights
     strategy: str
     instances: int               # gradients summed (PS: its workers)

@@ -33,7 +33,7 @@ class Device:
     up what the copies cost. Freed blocks are reused first fit (the machine's memory only
     grows)."""
 
-    def __init__(self, machine):
+    def __init__(self, *, machine):
         self.machine = machine
         self.copy_cycles = 0
         self.copies = 0

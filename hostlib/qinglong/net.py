@@ -150,22 +150,22 @@ class Scale(_Elementwise):
 
 
 class ReLU(_Elementwise):
-    """y = max(x, 0) (``hostlib.dnn.activation_forward(kind="relu")``)."""
+    """y = max(x, 0) (``hostlib.dnn.activation_forward(mode="relu")``)."""
     kernel = activation.KERNEL
     body = "act_relu"
 
 
 class FC(Node):
-    """y = x wᵀ + b for x (B, I), w (O, I), b (O,) or None (``hostlib.dnn.linear_forward``,
+    """y = x wᵀ + bias for x (B, I), w (O, I), bias (O,) or None (``dnn.linear_forward``,
     the bias as its rank-1 GEMM). Rows of x, w and y must be whole DMA lines (I and O
     elements a multiple of 128 bytes), as swGEMM places them unpadded."""
 
-    def __init__(self, w, b=None):
+    def __init__(self, w, bias=None):
         self.w = np.asarray(w)
-        self.b = None if b is None else np.asarray(b)
+        self.b = None if bias is None else np.asarray(bias)
         if self.w.ndim != 2 or (self.b is not None and self.b.shape != (self.w.shape[0],)):
-            raise QingLongError(f"FC: w must be (O, I) and b (O,), got w {self.w.shape}"
-                                f"{'' if self.b is None else f' and b {self.b.shape}'}")
+            raise QingLongError(f"FC: w must be (O, I) and bias (O,), got w {self.w.shape}"
+                                f"{'' if self.b is None else f' and bias {self.b.shape}'}")
 
     def output_shape(self, shape):
         if len(shape) < 2 or int(np.prod(shape[1:])) != self.w.shape[1]:
@@ -329,7 +329,7 @@ class Net:
             raise QingLongError(f"Net: dtype must be float32 or float64, got {dtype!r}")
         self.nodes, self.dtype, self.engine = nodes, np.dtype(dtype), engine
         self.machine = machine or Machine()
-        self.device = Device(self.machine)
+        self.device = Device(machine=self.machine)
         self.shapes = [tuple(int(d) for d in input_shape)]
         for node in nodes:
             self.shapes.append(tuple(node.output_shape(self.shapes[-1])))

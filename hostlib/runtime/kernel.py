@@ -24,7 +24,7 @@ import numpy as np
 from ...errors import ArgumentError, SwsimError
 from ...kernels import KERNEL_DIR, object_file, program
 from ...vm.machine import ARGUMENT_REGISTERS, ARGUMENT_SLOT_BYTES, STACK_ALIGN
-from .stats import Stats
+from .stats import LaunchStats
 
 LDM_ALIGN = 32                # buffers start at 32-byte (vector) boundaries
 REQUIREMENT_PREFIX = "REQ_"   # REQ_MESH_ROWS = 8: the configuration's mesh_rows must be 8
@@ -178,7 +178,7 @@ class Kernel:
         return LdmArena(self.symbol(self.ldm_end), ldm_bytes - self.stack_bytes(nargs))
 
     def launch(self, machine, args, *, flops: int, engine: str = "c", details=None,
-               cycles=None, progress=None) -> Stats:
+               cycles=None, progress=None) -> LaunchStats:
         """Run the entry on every CPE of `machine` and time it. `cycles(result)` gives the
         timed region when the kernel times itself (default: the whole kernel);
         `progress(cycle)` is Machine.run's."""
@@ -188,15 +188,15 @@ class Kernel:
                           progress=progress)
         host_seconds = time.perf_counter() - start
         config = machine.config
-        return Stats(flops=flops,
-                     cycles=res.kernel_cycles if cycles is None else int(cycles(res)),
-                     kernel_cycles=res.kernel_cycles, clock_hz=config.clock_hz,
-                     peak_gflops=config.peak_gflops_cg, host_seconds=host_seconds, run=res,
-                     details=dict(details or {}))
+        return LaunchStats(flops=flops,
+                           cycles=res.kernel_cycles if cycles is None else int(cycles(res)),
+                           kernel_cycles=res.kernel_cycles, clock_hz=config.clock_hz,
+                           peak_gflops=config.peak_gflops_cg, host_seconds=host_seconds, run=res,
+                           details=dict(details or {}))
 
 
     def launch_cgs(self, machine, args_per_cg, *, flops: int, engine: str = "c",
-                   details=None) -> Stats:
+                   details=None) -> LaunchStats:
         """Run the entry on every CPE of core groups 0, 1, ... at once, CG g with
         `args_per_cg[g]` (``Machine.spawn`` / ``join_all`` of those runs; `machine` may be a
         ``Machine.core_group`` view, of one CG). The Stats' cycles are the slowest
@@ -223,10 +223,11 @@ class Kernel:
         results = [runs[cg] for cg in range(len(args_per_cg))]
         config = machine.config
         cycles = max(r.kernel_cycles for r in results)
-        return Stats(flops=flops, cycles=cycles, kernel_cycles=cycles, clock_hz=config.clock_hz,
-                     peak_gflops=config.peak_gflops_cg * len(results),
-                     host_seconds=host_seconds, run=results[0],
-                     details=dict(details or {}, runs=results))
+        return LaunchStats(flops=flops, cycles=cycles, kernel_cycles=cycles,
+                           clock_hz=config.clock_hz,
+                           peak_gflops=config.peak_gflops_cg * len(results),
+                           host_seconds=host_seconds, run=results[0],
+                           details=dict(details or {}, runs=results))
 
 
 @functools.lru_cache(maxsize=None)

@@ -1,12 +1,14 @@
-"""``Stats``: what one kernel launch did, the one result type of every host wrapper."""
+"""``Stats``: the one type of what a host operator reports (its cycles, flops, time, rate and
+efficiency); ``LaunchStats``, the Stats of kernel launches every host wrapper returns (DNN
+convolution's ``ConvStats`` is another)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
 
-class Rates:
-    """Time, rate and efficiency of anything with `cycles`, `flops`, `clock_hz` and
-    `peak_gflops` (a launch, or a DNN operator's several launches)."""
+class Stats:
+    """What an operator did: its ``cycles``, ``flops``, ``clock_hz`` and ``peak_gflops`` (each
+    subclass holds or computes them), and from them its time, rate and efficiency."""
 
     @property
     def seconds(self) -> float:
@@ -22,7 +24,7 @@ class Rates:
 
 
 @dataclass
-class Stats(Rates):
+class LaunchStats(Stats):
     """One launch: its timed cycles and flops, the whole run, and the wrapper's own choices
     (``details``: e.g. the blocking or tile it used; read as attributes, ``stats.blocking``)."""
     flops: int                # floating-point operations the launch performs
@@ -38,7 +40,7 @@ class Stats(Rates):
         details = self.__dict__.get("details", {})
         if name in details:
             return details[name]
-        raise AttributeError(f"Stats has no attribute {name!r} (details: {sorted(details)})")
+        raise AttributeError(f"LaunchStats has no attribute {name!r} (details: {sorted(details)})")
 
     @property
     def ee_min(self) -> float:

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 from typing import Optional
 
+from ...errors import ArgumentError
 from ...vm.cli import add_run_arguments, count_argument, run_from_args
 from ...vm.config import PRESETS, VMConfig
 from ...vm.machine import Machine
@@ -531,8 +532,19 @@ def _analyze(args) -> int:
     return 0
 
 
+def _check_png_path(option: str, path: str) -> None:
+    """Refused before the run: a directory, or a name the plotting library would write as
+    another format or under another name (it appends .png to a name without a suffix)."""
+    if os.path.isdir(path):
+        raise ArgumentError(f"{option} {path}: is a directory; give the .png file to write")
+    if not path.lower().endswith(".png"):
+        raise ArgumentError(f"{option} {path}: the plot is a PNG; give a path ending in .png")
+
+
 def _report(args) -> int:
     from .report import run_report
+    if args.roofline:
+        _check_png_path("--roofline", args.roofline)
     _, _, result = run_from_args(args)
     report = run_report(result, args.flops)
     if args.roofline:

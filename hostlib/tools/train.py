@@ -2,10 +2,12 @@
 the Solver with a progress bar, a JSONL log, atomic checkpoints and ``--resume``."""
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import sys
+from typing import Optional
 
 from tqdm import tqdm
 
@@ -100,6 +102,25 @@ def run(args) -> int:
         raise SystemExit(1) from None
 
 
+def _open_log(path: str, resumed: Optional[int]):
+    """The --log file to append to: a new one, or on a resume from step `resumed` the old one
+    without the records of the steps after it (a run killed after its last checkpoint logged
+    them; they run again) nor a line cut by the kill."""
+    if resumed is None:
+        return open(path, "w", encoding="utf-8")
+    kept = []
+    with contextlib.suppress(FileNotFoundError), open(path, encoding="utf-8") as old:
+        for line in old:
+            with contextlib.suppress(ValueError):
+                record = json.loads(line)
+                if isinstance(record, dict) and isinstance(record.get("step"), int) and \
+                        record["step"] <= resumed:
+                    kept.append(line if line.endswith("\n") else line + "\n")
+    log = open(path, "w", encoding="utf-8")
+    log.writelines(kept)
+    return log
+
+
 def _run(args, spec, solver, reducer) -> int:
     """Train; with a reducer (one node of an MPI run) only rank 0 logs, saves and plots."""
     lead = reducer is None or reducer.comm.Get_rank() == 0
@@ -124,7 +145,7 @@ def _run(args, spec, solver, reducer) -> int:
     reference = Reference(trainer) if args.reference else None
     worst = 0.0
     steps = args.steps or solver.max_iter or DEFAULT_STEPS
-    log = open(args.log, "a" if args.resume else "w", encoding="utf-8") \
+    log = _open_log(args.log, trainer.step_count if args.resume else None) \
         if args.log and lead else None
     records = []
     try:

@@ -44,8 +44,11 @@ def _npz(path: Path, where: str):
                                  f"{sorted(archive.files)}")
             data, label = archive["data"], archive["label"]
             cont = archive["cont"] if "cont" in archive else None
-    except (OSError, ValueError, zipfile.BadZipFile) as exc:
+    except (OSError, zipfile.BadZipFile) as exc:
         raise TrainError(f"{where}: cannot read {path}: {exc}") from None
+    except ValueError:          # numpy's guess at pickled data: neither a .npz nor a .npy
+        raise TrainError(f"{where}: {path} is not a .npz archive of arrays (numpy.savez)") \
+            from None
     if data.ndim < 2 or label.shape != (len(data),):
         raise TrainError(f"{where}: data must be (N, ...) and label (N,), got {data.shape} and "
                          f"{label.shape}")

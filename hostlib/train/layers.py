@@ -176,11 +176,11 @@ class Activation(Layer):
         return [shapes[0]]
 
     def forward(self, run, bottoms, params):
-        return [run.op(self, "activation_forward", bottoms[0], kind=self.kind)]
+        return [run.op(self, "activation_forward", bottoms[0], mode=self.kind)]
 
     def backward(self, run, diffs, bottoms, tops, params, grads):
         given = {"x": bottoms[0]} if self.kind == "relu" else {"y": tops[0]}
-        return [run.op(self, "activation_backward", diffs[0], kind=self.kind, **given)]
+        return [run.op(self, "activation_backward", diffs[0], mode=self.kind, **given)]
 
 
 class ReLU(Activation):
@@ -307,8 +307,9 @@ class Convolution(Layer):
 
         def operand(transform, array):
             return transform(run, self, array) if transform else array
-        grads[0][...] = run.op(self, "conv2d_backward_filter", operand(self.x_to_filter, x),
-                               operand(self.to_pass["backward_filter"], dy), params[0].shape,
+        grads[0][...] = run.op(self, "conv2d_backward_filter",
+                               operand(self.to_pass["backward_filter"], dy),
+                               operand(self.x_to_filter, x), params[0].shape,
                                **self._geometry("backward_filter"))
         if len(grads) > 1:
             grads[1][...] = self._bias_gradient(run, dy)
@@ -384,19 +385,20 @@ class Pooling(Layer):
         return [(n, c, oh, ow)]
 
     def _geometry(self):
-        return dict(kernel=self.kernel, stride=self.stride, padding=self.pad, mode=self.mode)
+        return dict(kernel_size=self.kernel, stride=self.stride, padding=self.pad, mode=self.mode)
 
     def forward(self, run, bottoms, params):
-        result = run.op(self, "pool2d_forward", bottoms[0], **self._geometry())
+        result = run.op(self, "pool2d_forward", bottoms[0], **self._geometry(),
+                        return_indices=self.mode == "max")
         if self.mode == "max":
             y, self.argmax = result
             return [y]
         return [result]
 
     def backward(self, run, diffs, bottoms, tops, params, grads):
-        argmax = {"argmax": self.argmax} if self.mode == "max" else {}
+        indices = {"indices": self.argmax} if self.mode == "max" else {}
         return [run.op(self, "pool2d_backward", diffs[0], bottoms[0].shape,
-                       **self._geometry(), **argmax)]
+                       **self._geometry(), **indices)]
 
 
 class Eltwise(Layer):
@@ -714,7 +716,7 @@ class LSTM(Layer):
         for start, stop, carried in self._segments(bottoms):
             h0, c0 = (np.where(carried[:, None], state, 0).astype(DTYPE) for state in (h, c))
             (y, h, c), stats = run.op_with_stats(self, "lstm_forward", x=x[start:stop], h0=h0,
-                                                 c0=c0, W=w, R=r, b=b, algo=self.algo,
+                                                 c0=c0, W=w, R=r, bias=b, algo=self.algo,
                                                  reserve=self.reserve)
             reserve = stats.reserve if self.reserve else None
             self.segments.append((start, stop, carried, h0, c0, reserve))
@@ -731,7 +733,7 @@ class LSTM(Layer):
         for start, stop, carried, h0, c0, reserve in reversed(self.segments):
             dx, dh0, dc0, dw, dr, db = run.op(
                 self, "lstm_backward", dy=dy[start:stop], x=x[start:stop], h0=h0, c0=c0, W=w,
-                R=r, b=b, dh_n=dh, dc_n=dc, reserve=reserve)
+                R=r, bias=b, dh_n=dh, dc_n=dc, reserve=reserve)
             dh, dc = (np.where(carried[:, None], d, 0).astype(DTYPE) for d in (dh0, dc0))
             dxs.append(dx)
             sums = (dw, db, dr) if sums is None else \

@@ -7,6 +7,7 @@ and an equivalent Python API that builds the same messages.
 """
 from __future__ import annotations
 
+import os
 from importlib import resources
 from pathlib import Path
 
@@ -29,7 +30,8 @@ def _parse(text: str, message, what: str, origin: str):
 
 def _read(source) -> tuple:
     if isinstance(source, Path) or (isinstance(source, str) and "\n" not in source
-                                    and source.endswith(".prototxt")):
+                                    and (source.endswith(".prototxt") or
+                                         os.path.isfile(source))):
         path = Path(source)
         try:
             return path.read_text(encoding="utf-8"), str(path)
@@ -77,32 +79,38 @@ def _filler(kind="xavier", **values):
 
 
 def Data(name, source, batch_size, tops=("data", "label"), scale=1.0):
+    """A Data layer: batches of `batch_size` from `source` (``data_param``)."""
     return _layer("Data", name, (), tops, data_param=caffe_pb2.DataParameter(
         source=source, batch_size=batch_size, scale=scale))
 
 
 def InnerProduct(name, bottom, num_output, bias=True, top=None, weight_filler="xavier"):
+    """An InnerProduct (fully connected) layer (``inner_product_param``)."""
     return _layer("InnerProduct", name, bottom, top, inner_product_param=caffe_pb2.
                   InnerProductParameter(num_output=num_output, bias_term=bias,
                                         weight_filler=_filler(weight_filler)))
 
 
-def Convolution(name, bottom, num_output, kernel_size, stride=1, pad=0, bias=True, top=None,
-                weight_filler="xavier"):
+def Convolution(name, bottom, num_output, kernel_size, stride=1, padding=0, bias=True,
+                top=None, weight_filler="xavier"):
+    """A Convolution layer (``convolution_param``: ``padding`` is Caffe's ``pad``)."""
     return _layer("Convolution", name, bottom, top, convolution_param=caffe_pb2.
                   ConvolutionParameter(num_output=num_output, kernel_size=[kernel_size],
-                                       stride=[stride], pad=[pad], bias_term=bias,
+                                       stride=[stride], pad=[padding], bias_term=bias,
                                        weight_filler=_filler(weight_filler)))
 
 
-def Pooling(name, bottom, kernel_size, stride=None, pad=0, pool="MAX", top=None):
+def Pooling(name, bottom, kernel_size, stride=None, padding=0, mode="MAX", top=None):
+    """A Pooling layer (``pooling_param``: ``mode`` "MAX" or "AVE" is Caffe's ``pool``,
+    ``padding`` its ``pad``)."""
     return _layer("Pooling", name, bottom, top, pooling_param=caffe_pb2.PoolingParameter(
-        pool=caffe_pb2.PoolingParameter.PoolMethod.Value(pool), kernel_size=kernel_size,
-        stride=stride or kernel_size, pad=pad))
+        pool=caffe_pb2.PoolingParameter.PoolMethod.Value(mode), kernel_size=kernel_size,
+        stride=stride or kernel_size, pad=padding))
 
 
 def _activation(kind):
     def build(name, bottom, top=None):
+        """An activation layer, in place by default."""
         return _layer(kind, name, bottom, top or bottom)   # in place by default, as Caffe
     build.__name__ = kind
     return build
@@ -112,38 +120,47 @@ ReLU, Sigmoid, TanH = _activation("ReLU"), _activation("Sigmoid"), _activation("
 
 
 def BatchNorm(name, bottom, top=None, eps=1e-5, moving_average_fraction=0.999):
+    """A BatchNorm layer (``batch_norm_param``)."""
     return _layer("BatchNorm", name, bottom, top, batch_norm_param=caffe_pb2.
                   BatchNormParameter(eps=eps, moving_average_fraction=moving_average_fraction))
 
 
 def Scale(name, bottom, bias=True, top=None):
+    """A Scale layer: a per-channel scale, and a bias when `bias`."""
     return _layer("Scale", name, bottom, top,
                   scale_param=caffe_pb2.ScaleParameter(bias_term=bias))
 
 
 def SequenceTranspose(name, bottom, top=None):
+    """A SequenceTranspose layer: swaps the time and batch axes of a blob."""
     return _layer("SequenceTranspose", name, bottom, top)
 
 
 def LSTM(name, bottom, num_output, top=None, weight_filler="xavier"):
+    """An LSTM layer (``recurrent_param``)."""
     return _layer("LSTM", name, bottom, top, recurrent_param=caffe_pb2.RecurrentParameter(
         num_output=num_output, weight_filler=_filler(weight_filler)))
 
 
-def Eltwise(name, bottoms, operation="SUM", coeff=(), top=None):
+def Eltwise(name, bottoms, mode="SUM", coeff=(), top=None):
+    """An Eltwise layer (``eltwise_param``: ``mode`` "SUM", "PROD" or "MAX" is Caffe's
+    ``operation``)."""
     return _layer("Eltwise", name, bottoms, top, eltwise_param=caffe_pb2.EltwiseParameter(
-        operation=caffe_pb2.EltwiseParameter.EltwiseOp.Value(operation), coeff=list(coeff)))
+        operation=caffe_pb2.EltwiseParameter.EltwiseOp.Value(mode), coeff=list(coeff)))
 
 
 def SoftmaxWithLoss(name, bottoms, top=None):
+    """A SoftmaxWithLoss layer: the mean cross-entropy of softmax(logits)."""
     return _layer("SoftmaxWithLoss", name, bottoms, top)
 
 
 def EuclideanLoss(name, bottoms, top=None):
+    """A EuclideanLoss layer: ||a - b||² / (2 N)."""
     return _layer("EuclideanLoss", name, bottoms, top)
 
 
 def Accuracy(name, bottoms, top=None, top_k=1):
+    """An Accuracy layer: the share of the labels among the top_k scores."""
     return _layer("Accuracy", name, bottoms, top,
                   accuracy_param=caffe_pb2.AccuracyParameter(top_k=top_k))
 

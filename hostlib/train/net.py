@@ -89,6 +89,9 @@ class Node:
 
 
 class Net:
+    """A network from its NetParameter (or prototxt) for one phase, its layers' operators
+    chosen for a machine."""
+
     def __init__(self, spec, phase: str = "TRAIN", *, seed: int = 0, slices: int = 1,
                  machine=None, config=None):
         """Operators are chosen for `machine`'s configuration (as the operators take it), or
@@ -113,10 +116,17 @@ class Net:
             if config is not None:
                 raise TrainError("machine, config: give one of them (a machine has its config)")
             config = machine.config
-        self.select_operators(config or VMConfig.preset("sw26010"))
+        config = config or VMConfig.preset("sw26010")
+        arenas = (self.params, self.grads, self.blobs, self.state)
+        if sum(arena.nbytes for arena in arenas) > config.mem_limit:
+            raise TrainError(f"net {self.spec.name!r}: its parameters, gradients and blobs take "
+                             f"{sum(arena.nbytes for arena in arenas)} bytes, more than the "
+                             f"{config.mem_limit} bytes of a core group's main memory "
+                             f"(config.mem_limit)")
+        self.select_operators(config)
         self._plan_forward_layouts()
         self._plan_backward_layouts()
-        for arena in (self.params, self.grads, self.blobs, self.state):
+        for arena in arenas:
             arena.build()
         rng = np.random.default_rng(seed)
         for node in self.nodes:
@@ -188,6 +198,9 @@ class Net:
             raise layer.error("data_param.batch_size", f"{p.batch_size} does not divide among "
                               f"{slices} core groups")
         dataset = Dataset(p.source, self.phase, p.scale, f"layer {layer.name!r} data_param")
+        if p.batch_size > len(dataset):
+            raise layer.error("data_param.batch_size", f"{p.batch_size} is more than the "
+                              f"{len(dataset)} samples of {p.source!r} ({self.phase})")
         self.datasets[layer.name] = dataset
         tops = len(layer.param.top)
         if tops not in (2, 3):

@@ -25,6 +25,9 @@ LAYER_CHOICES = ("model", "sparse")
 SEARCH_EVERY = 5              # the sampled search reruns every 5 iterations (thesis §8.2.1)
 ASQ_FLAG = 1 << 31            # in the message's length word: one mean follows the indices
 
+__all__ = ["Compression", "LayerResidual", "RedSync", "decompress", "pack", "sparse_allgather",
+           "unpack"]
+
 
 @dataclass(frozen=True)
 class Compression:

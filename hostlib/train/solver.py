@@ -110,6 +110,8 @@ def _check_hyperparameters(s: SolverParameter) -> None:
 
 
 class Solver:
+    """Trains a net with SGD or Adam on the core groups of one chip: ``step()``, ``test()``."""
+
     def __init__(self, net_spec, solver=None, *, cgs: int = 1, machine=None, config=None,
                  shard: tuple = (0, 1), gradient_reducer=None,
                  compression: Optional[Compression] = None):

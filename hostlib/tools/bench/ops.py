@@ -109,7 +109,7 @@ class Case:
         else:
             kind = self.body.split("_")[0]
             given = {"x" if kind == "relu" else "y": xs[0]}
-            out, stats = dnn.activation_backward(xs[1], kind=kind, engine=engine,
+            out, stats = dnn.activation_backward(xs[1], mode=kind, engine=engine,
                                                  machine=machine, **given)
             want = _activation_reference(self.body, x64)
         _check(self.name, out, want, self.dtype)
@@ -148,7 +148,9 @@ class PoolCase:
     def run(self, planes, engine, rng, machine=None):
         x = rng.standard_normal((planes, self.h, self.w)).astype(self.dtype)
         args = (self.kernel, self.stride, self.padding)
-        y, stats = dnn.pool2d_forward(x, *args, mode=self.mode, engine=engine, machine=machine)
+        y, stats = dnn.pool2d_forward(x, *args, mode=self.mode,
+                                      return_indices=self.mode == "max", engine=engine,
+                                      machine=machine)
         argmax = None
         if self.mode == "avg":      # count_include_pad: zero padding, sum / kernel^2
             padded = np.pad(x.astype(np.float64), ((0, 0),) + ((self.padding,) * 2,) * 2)
@@ -165,7 +167,7 @@ class PoolCase:
         if not self.backward:
             return stats
         dy = np.ones_like(y)
-        dx, stats = dnn.pool2d_backward(dy, x.shape, *args, mode=self.mode, argmax=argmax,
+        dx, stats = dnn.pool2d_backward(dy, x.shape, *args, mode=self.mode, indices=argmax,
                                         engine=engine, machine=machine)
         if self.mode == "max":     # every dy lands once
             _check(self.name, dx.sum(dtype=np.float64), dy.sum(dtype=np.float64), np.float64)
