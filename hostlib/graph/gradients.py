@@ -292,7 +292,7 @@ def cpe_conv_grad(node, inputs, on):
         parts.append(stats)
         algorithms.append(f"data {stats.algo}")
     if want_dw:
-        outputs[1], stats = _launch(dnn.conv2d_backward_filter, x, dy, w.shape, **geometry)
+        outputs[1], stats = _launch(dnn.conv2d_backward_filter, dy, x, w.shape, **geometry)
         parts.append(stats)
         algorithms.append(f"filter {stats.algo}")
     if want_db:        # sums of dy over N, H, W: two swGEMMs with vectors of ones
@@ -340,7 +340,7 @@ def cpe_pool_grad(node, inputs, on):
     width, padded = _max_padding(node, x.shape, [k, k])
     (top, _), (left, _) = width
     dx, stats = _launch(dnn.pool2d_backward, dy, x.shape[:2] + padded, k, stride=s,
-                        mode="max", argmax=inputs[2], **on)
+                        mode="max", indices=inputs[2], **on)
     return (np.ascontiguousarray(dx[:, :, top:top + x.shape[2], left:left + x.shape[3]]),), \
         [stats], "pool2d_backward max"
 
@@ -353,7 +353,8 @@ def cpe_maxpool_training(node, inputs, on):
     width, _ = _max_padding(node, x.shape, [k, k])
     if any(w for pair in width for w in pair):
         x = np.pad(x, [(0, 0), (0, 0)] + width, constant_values=-np.inf)
-    (y, argmax), stats = _launch(dnn.pool2d_forward, x, k, stride=s, mode="max", **on)
+    (y, argmax), stats = _launch(dnn.pool2d_forward, x, k, stride=s, mode="max",
+                                 return_indices=True, **on)
     return (y, argmax), [stats], "pool2d max (argmax kept)"
 
 
@@ -373,7 +374,7 @@ def cpe_activation_grad(node, inputs, on):
     _floats(node, dy, forward)
     kind = node.op_type[:-len("Grad")].lower()
     reads = ACTIVATION_GRADS[node.op_type][0]
-    dx, stats = _launch(dnn.activation_backward, dy, kind=kind, **{reads: forward}, **on)
+    dx, stats = _launch(dnn.activation_backward, dy, mode=kind, **{reads: forward}, **on)
     return (dx,), [stats], f"{kind} backward"
 
 
