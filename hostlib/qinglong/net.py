@@ -241,18 +241,18 @@ class BN(Node):
 
 
 class Conv(Node):
-    """y = conv(x, w) + b of NCHW x, w (N_o, N_i, K_r, K_c), b (N_o,) or None
+    """y = conv(x, w) + bias of NCHW x, w (N_o, N_i, K_r, K_c), bias (N_o,) or None
     (``hostlib.dnn.conv2d_forward(algo="implicit")``: x to RCNB, the implicit-GEMM kernel,
     y back to NCHW, all on the VM). The weights are rearranged into the kernel's one matrix
     per tap once, at compile (``dnn.transform`` on a machine of their own)."""
 
-    def __init__(self, w, b=None, stride=1, padding=0):
+    def __init__(self, w, bias=None, stride=1, padding=0):
         self.w = np.asarray(w)
-        self.b = None if b is None else np.asarray(b)
+        self.b = None if bias is None else np.asarray(bias)
         if self.w.ndim != 4 or (self.b is not None and self.b.shape != (self.w.shape[0],)):
-            bias = "" if self.b is None else f" and b {self.b.shape}"
-            raise QingLongError(f"Conv: w must be (N_o, N_i, K_r, K_c) and b (N_o,), got w "
-                                f"{self.w.shape}{bias}")
+            given = "" if self.b is None else f" and bias {self.b.shape}"
+            raise QingLongError(f"Conv: w must be (N_o, N_i, K_r, K_c) and bias (N_o,), got w "
+                                f"{self.w.shape}{given}")
         try:
             self.stride, self.padding = as_pair("stride", stride, 1), as_pair("padding", padding, 0)
         except HostError as exc:
