@@ -1,7 +1,10 @@
 """The on-disk cache of linked kernels (kernels/cache.py): a second process loads what the
 first built, bit for bit; the key follows every input; corrupt entries are rebuilt; the
 directory follows SWSIM_CACHE_DIR / XDG_CACHE_HOME."""
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -12,6 +15,8 @@ from swsim.kernels import cache, object_file, program
 from swsim.kernels.runtime import link_with_runtime
 
 NAMES = ("gemm/gemm_prim.s",)
+# the subprocess imports this checkout's swsim, as pytest does
+PYTHONPATH = os.pathsep.join([str(cache.PACKAGE_DIR.parent), os.environ.get("PYTHONPATH", "")])
 
 
 def _build():
@@ -119,3 +124,15 @@ def test_an_unwritable_cache_is_skipped(tmp_path, monkeypatch):
     blocker.write_text("not a directory")
     monkeypatch.setenv(cache.CACHE_ENV, str(blocker / "programs"))
     assert program_bytes(cache.cached_program(NAMES, _build)) == program_bytes(_build())
+
+
+
+def test_importing_the_library_does_not_assemble():
+    """Once a process has filled the cache, importing the DNN library (which reads kernels'
+    symbols and requirements for its constants) neither assembles nor imports lark."""
+    code = ("import sys, swsim.hostlib.dnn; "
+            "print(sorted(m for m in sys.modules if m in ('lark', 'swsim.asm.assembler')))")
+    for _ in range(2):    # the first may fill the cache
+        run = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,
+                             text=True, env={**os.environ, "PYTHONPATH": PYTHONPATH})
+    assert run.stdout.strip() == "[]"
