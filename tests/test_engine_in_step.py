@@ -222,6 +222,13 @@ def delayed(cpes):
             + "\tbeq $6, 2f\n1:\trtc $20\n\tsubl $6, 1, $6\n\tbgt $6, 1b\n2:\n")
 
 
+def loading_loop(address):
+    """$16 iterations of a load from the address in register `address` (rtc keeps the loop out
+    of batches), then halt."""
+    return (f"3:\tldl $2, 0({address})\n\trtc $20\n\taddl $5, 1, $5\n\tsubl $16, 1, $16\n"
+            "\tbgt $16, 3b\n\thalt\n")
+
+
 @pytest.mark.parametrize("odd_member", [None, 9])
 def test_a_group_in_step_beside_delayed_cpes(odd_member):
     """Two of 16 CPEs start late; the 14 others run the loop as a group. With `odd_member`,
@@ -229,15 +236,7 @@ def test_a_group_in_step_beside_delayed_cpes(odd_member):
     goes to each CPE)."""
     odd = "" if odd_member is None else \
         f"\tcmpeq $3, {odd_member}, $8\n\tldih $9, 0x4000($31)\n\tmull $8, $9, $9\n"
-    text = delayed((1, 6)) + odd + """\tldi $10, 0x100($9)
-3:\tldl $2, 0($10)
-\trtc $20
-\taddl $5, 1, $5
-\tmull $5, $2, $11
-\tsubl $16, 1, $16
-\tbgt $16, 3b
-\thalt
-"""
+    text = delayed((1, 6)) + odd + "\tldi $10, 0x100($9)\n" + loading_loop("$10")
     result, paths = agree_three_ways(job_of(text, 16, iterations([25] * 16)))
     assert result.stop is None and paths.group > 0 and paths.in_step > 0
 
@@ -249,13 +248,7 @@ def test_a_fault_beside_a_group_in_step(faulting_cpe):
     text = delayed((faulting_cpe, 3)) + f"""\tcmpeq $3, {faulting_cpe}, $7
 \tmull $7, 3, $7
 \tldi $8, 0x100($7)
-3:\tldl $2, 0($8)
-\trtc $20
-\taddl $5, 1, $5
-\tsubl $16, 1, $16
-\tbgt $16, 3b
-\thalt
-"""
+""" + loading_loop("$8")
     result, paths = agree_three_ways(job_of(text, 16, iterations([40] * 16)))
     assert result.stop is not None and result.stop.cpe == faulting_cpe
     assert paths.group > 0
