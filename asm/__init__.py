@@ -13,7 +13,6 @@ import os
 from dataclasses import replace
 
 from ..errors import SwsimError
-from .assembler import Assembler
 from .diagnostics import AsmError, Diagnostic
 from .disasm import disassemble, disassemble_word
 from .files import MAX_PROGRAM_BYTES, MAX_SOURCE_BYTES, read_bounded, regular_file_size
@@ -26,6 +25,7 @@ from .swo import MAGIC, SwoError, load_program, save_program
 def assemble_object(text: str, filename: str = "<input>",
                     include_dirs: tuple[str, ...] = ()) -> ObjectFile:
     """Assemble one source into an object file (sections, symbols, relocations)."""
+    from .assembler import Assembler   # here: its parser (lark) only when something is assembled
     return Assembler(filename, tuple(include_dirs)).assemble(text)
 
 
@@ -110,6 +110,7 @@ def _assemble_all(sources: list, include_dirs: tuple[str, ...]):
                 if isinstance(text, (bytes, bytearray)) else ""
             raise AsmError([Diagnostic(os.fspath(filename), 0, 0, f"expected assembly source "
                                        f"text (a str), got {type(text).__name__}{hint}")])
+    from .assembler import Assembler
     assemblers = [None if isinstance(source, ObjectFile) else
                   Assembler(source[1], tuple(include_dirs)) for source in sources]
     objects = [source if assembler is None else assembler.run(source[0])

@@ -17,15 +17,15 @@ from dataclasses import dataclass, replace
 from typing import Callable, Optional, Union
 
 from ..isa import (BY_NAME, FIELDS, IMMEDIATE_RANGES, PSEUDO_INSTRUCTIONS, ZERO_REG, Instr,
-                   encode, field_range, register_or_immediate, split_immediate)
+                   encode, register_or_immediate, split_immediate)
 from .diagnostics import DiagnosticLog, Origin, StatementError
 from .preprocess import LEADING_LABELS, Preprocessor, split_arguments
 from .program import (BSS, DATA, LDM, NOLOAD, TEXT, ObjectFile, Relocation, Section, SourceLine,
                       Symbol)
 from .syntax import (REGISTER_HELP, Binary, Float, LocalRef, Num, Operand, Paren, Reg, Statement,
                      Sym, Unary, parse_register, parse_statement)
+from .words import DISP16, GP_SYMBOL, NOP_WORD, split_hi_lo
 
-DISP16 = field_range("disp16")
 
 
 def _span(low_high) -> str:
@@ -48,8 +48,6 @@ EXPECTED.update({f"{reg}|{imm}": f"a register or {EXPECTED[imm]}"
                  for reg, imm in (("rb", "n"), ("rb", "mask"), ("r3", "sel"))})
 
 # Relocation annotations (docs/asm.md "Relocation annotations").
-GP_OFFSET = 0x8000          # the linker defines _gp = data base + GP_OFFSET
-GP_SYMBOL = "_gp"
 _ANNOTATION = re.compile(r"!([a-z_]+)(?:!(\d+))?$")
 # Annotations that make a displacement relative to _gp or to the thread pointer (TLS):
 # annotation -> relocation kind.
@@ -58,7 +56,6 @@ _RELATIVE_KINDS = {"gprelhigh": "gprel_hi16", "gprellow": "gprel_lo16", "gprel":
 
 # Statements whose arguments are informational and not in the expression syntax.
 RAW_DIRECTIVES = {".file", ".loc", ".ident"}
-NOP_WORD = encode(BY_NAME["bis"], {"ra": ZERO_REG, "rb": ZERO_REG, "rc": ZERO_REG})
 DATA_SIZES = {".byte": 1, ".short": 2, ".half": 2, ".hword": 2, ".word": 4, ".long": 4,
               ".int": 4, ".quad": 8}
 FLOAT_FORMATS = {".float": "<f", ".single": "<f", ".double": "<d"}
@@ -103,16 +100,6 @@ def section_kind(name: str, flags: str = "", type_: str = "") -> str:
     if name.startswith((".ldm", ".tdata")) or "T" in flags:  # T: thread-local
         return LDM
     return DATA
-
-
-def split_hi_lo(value: int, col: Optional[int] = None) -> tuple[int, int]:
-    """(hi, lo) with (hi << 16) + sext16(lo) == value: the carry-correct ldih/ldi split."""
-    lo = ((value & 0xFFFF) ^ 0x8000) - 0x8000
-    hi = (value - lo) >> 16
-    if not DISP16[0] <= hi <= DISP16[1]:
-        raise StatementError(f"value {value:#x} does not fit 32 bits signed "
-                             f"(an ldih+ldi pair reaches -0x80008000..0x7fff7fff)", col)
-    return hi, lo
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ import numpy as np
 from ..errors import ArgumentError, ArgumentTypeError
 from ..isa import CODE_BASE, LDM_BASE, MEM_BASE
 from ..isa.encoding import FIELDS, put_field
-from .assembler import DISP16, GP_OFFSET, GP_SYMBOL, NOP_WORD, split_hi_lo
+from .words import DISP16, GP_OFFSET, GP_SYMBOL, NOP_WORD, split_hi_lo
 from .diagnostics import DiagnosticLog, Origin, StatementError
 from .program import (BSS, DATA, LDM, NOLOAD, TEXT, ObjectFile, Program, Relocation, Section,
                       SourceLine, Symbol)

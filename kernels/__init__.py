@@ -14,7 +14,7 @@ from __future__ import annotations
 import functools
 from pathlib import Path
 
-from .cache import cached_program
+from .cache import cached_object, cached_program
 
 KERNEL_DIR = Path(__file__).resolve().parent
 
@@ -29,10 +29,13 @@ def source_path(name: str) -> Path:
 
 @functools.lru_cache(maxsize=None)
 def object_file(name: str):
-    """The assembled object of one kernel source."""
-    from ..asm import assemble_object
+    """The assembled object of one kernel source (kept on disk as the programs are)."""
     path = source_path(name)
-    return assemble_object(path.read_text(encoding="utf-8"), str(path))
+
+    def build():
+        from ..asm import assemble_object
+        return assemble_object(path.read_text(encoding="utf-8"), str(path))
+    return cached_object(name, build)
 
 
 @functools.lru_cache(maxsize=None)

@@ -1,5 +1,7 @@
 """The on-disk cache of linked kernels: ``kernels.program(*names)`` is stored as a ``.swo``
-file keyed by content, so a second process loads it instead of assembling and linking.
+file keyed by content, so a second process loads it instead of assembling and linking; so is
+each source's object (``kernels.object_file``, an object ``.swo``), which launches read for the
+kernel's requirements.
 
 The key is a SHA-256 of the names and of every input that could change the result: the
 kernel tree's sources, headers and Python (the runtime's linking), and the assembler, linker,
@@ -49,29 +51,43 @@ def inputs_digest() -> str:
     return digest.hexdigest()
 
 
-def entry_path(directory: Path, names: tuple) -> Path:
-    key = hashlib.sha256("\0".join((inputs_digest(), *names)).encode()).hexdigest()
+def entry_path(directory: Path, names: tuple, kind: str = "program") -> Path:
+    """The file of `names`' linked program, or (kind "object") of one source's object."""
+    key = hashlib.sha256("\0".join((inputs_digest(), kind, *names)).encode()).hexdigest()
     return directory / f"{key}.swo"
 
 
 def cached_program(names: tuple, build: Callable):
     """The Program of `names` from the cache, or `build()`'s, stored for the next process."""
-    from ..asm.swo import SwoError, program_bytes, program_from_bytes
+    from ..asm.swo import program_bytes, program_from_bytes
+    return _cached(names, "program", build, program_bytes, program_from_bytes)
+
+
+def cached_object(name: str, build: Callable):
+    """The ObjectFile of source `name` from the cache, or `build()`'s, stored for the next
+    process (a kernel's own symbols, e.g. its ``REQ_*`` requirements, without assembling)."""
+    from ..asm.objfile import objects_bytes, objects_from_bytes
+    return _cached((name,), "object", build, lambda obj: objects_bytes([obj]),
+                   lambda data, where: objects_from_bytes(data, where)[0])
+
+
+def _cached(names: tuple, kind: str, build: Callable, to_bytes: Callable, from_bytes: Callable):
+    from ..asm.swo import SwoError
     directory = cache_dir()
     if directory is None:
         return build()
-    path = entry_path(directory, names)
+    path = entry_path(directory, names, kind)
     try:
         data = path.read_bytes()
         payload = data[CHECKSUM_BYTES:]
         if hashlib.sha256(payload).digest() == data[:CHECKSUM_BYTES]:
-            return program_from_bytes(payload, str(path))
+            return from_bytes(payload, str(path))
     except (OSError, SwoError):
         pass                                # missing, unreadable or corrupt: rebuilt below
-    program = build()
-    payload = program_bytes(program)
+    built = build()
+    payload = to_bytes(built)
     _write_atomically(path, hashlib.sha256(payload).digest() + payload)
-    return program
+    return built
 
 
 def _write_atomically(path: Path, data: bytes) -> None:

@@ -5,7 +5,7 @@ import pytest
 
 from swsim import isa
 from swsim.asm import assemble
-from swsim.asm.assembler import GP_OFFSET
+from swsim.asm.words import GP_OFFSET
 
 ENC = isa.encode
 B = isa.BY_NAME

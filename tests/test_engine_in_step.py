@@ -209,3 +209,46 @@ def test_a_mesh_of_another_shape_in_step():
     result, paths = agree_three_ways(job_of(rc_loop(3) + "\thalt\n", 16,
                                             float_regs([15] * 16, 16), config=config))
     assert result.stop is None and paths.in_step > 0
+
+
+# ---- a group in step: some running CPEs alike, the others issuing one by one ----
+
+def delayed(cpes):
+    """A prologue: CPE cpes[k] spins 6 (k + 2) rtc iterations of delay first, the others none, so
+    that they alone stay alike (a group in step once the first CPE reaches a loop head)."""
+    count = "".join(f"\tcmpeq $3, {cpe}, $7\n\tmull $7, {6 * (k + 2)}, $7\n\taddl $6, $7, $6\n"
+                    for k, cpe in enumerate(cpes))
+    return ("\trcid $3\n\tldi $6, 0($31)\n" + count
+            + "\tbeq $6, 2f\n1:\trtc $20\n\tsubl $6, 1, $6\n\tbgt $6, 1b\n2:\n")
+
+
+def loading_loop(address):
+    """$16 iterations of a load from the address in register `address` (rtc keeps the loop out
+    of batches), then halt."""
+    return (f"3:\tldl $2, 0({address})\n\trtc $20\n\taddl $5, 1, $5\n\tsubl $16, 1, $16\n"
+            "\tbgt $16, 3b\n\thalt\n")
+
+
+@pytest.mark.parametrize("odd_member", [None, 9])
+def test_a_group_in_step_beside_delayed_cpes(odd_member):
+    """Two of 16 CPEs start late; the 14 others run the loop as a group. With `odd_member`,
+    one of the 14 reads main memory in its loop (the group's check finds it apart: the cycle
+    goes to each CPE)."""
+    odd = "" if odd_member is None else \
+        f"\tcmpeq $3, {odd_member}, $8\n\tldih $9, 0x4000($31)\n\tmull $8, $9, $9\n"
+    text = delayed((1, 6)) + odd + "\tldi $10, 0x100($9)\n" + loading_loop("$10")
+    result, paths = agree_three_ways(job_of(text, 16, iterations([25] * 16)))
+    assert result.stop is None and paths.group > 0 and paths.in_step > 0
+
+
+@pytest.mark.parametrize("faulting_cpe", [0, 6, 15])
+def test_a_fault_beside_a_group_in_step(faulting_cpe):
+    """A CPE outside the group (a late one) faults on a misaligned load while the group runs:
+    the group's CPEs before it in the cycle's order issue in that cycle, the later ones not."""
+    text = delayed((faulting_cpe, 3)) + f"""\tcmpeq $3, {faulting_cpe}, $7
+\tmull $7, 3, $7
+\tldi $8, 0x100($7)
+""" + loading_loop("$8")
+    result, paths = agree_three_ways(job_of(text, 16, iterations([40] * 16)))
+    assert result.stop is not None and result.stop.cpe == faulting_cpe
+    assert paths.group > 0

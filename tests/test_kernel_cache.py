@@ -1,16 +1,22 @@
 """The on-disk cache of linked kernels (kernels/cache.py): a second process loads what the
 first built, bit for bit; the key follows every input; corrupt entries are rebuilt; the
 directory follows SWSIM_CACHE_DIR / XDG_CACHE_HOME."""
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
+from swsim.asm.objfile import objects_bytes
 from swsim.asm.swo import program_bytes
 from swsim.kernels import cache, object_file, program
 from swsim.kernels.runtime import link_with_runtime
 
 NAMES = ("gemm/gemm_prim.s",)
+# the subprocess imports this checkout's swsim, as pytest does
+PYTHONPATH = os.pathsep.join([str(cache.PACKAGE_DIR.parent), os.environ.get("PYTHONPATH", "")])
 
 
 def _build():
@@ -29,7 +35,7 @@ def cache_in(tmp_path, monkeypatch):
 
 def test_a_later_process_loads_the_same_program(cache_in):
     built = cache.cached_program(NAMES, _build)
-    assert [p.name for p in cache_in.iterdir()] == [cache.entry_path(cache_in, NAMES).name]
+    assert cache.entry_path(cache_in, NAMES) in set(cache_in.iterdir())
     loaded = cache.cached_program(NAMES, _refuse)
     assert program_bytes(loaded) == program_bytes(built)
     assert loaded.symbols == built.symbols and loaded.lines == built.lines
@@ -46,6 +52,29 @@ def test_program_goes_through_the_cache(cache_in):
             program("nosuch.s")
     finally:
         program.cache_clear()
+
+
+def test_object_files_go_through_the_cache(cache_in, monkeypatch):
+    """A source's object (what launches read its REQ_* requirements from) is kept on disk
+    beside the programs: a later process gets the same object without assembling."""
+    import swsim.asm
+    object_file.cache_clear()
+    try:
+        first = object_file(NAMES[0])
+        path = cache.entry_path(cache_in, NAMES, "object")
+        assert path.is_file() and path != cache.entry_path(cache_in, NAMES)
+        object_file.cache_clear()
+        monkeypatch.setattr(swsim.asm, "assemble_object", lambda *a, **k: _refuse())
+        loaded = object_file(NAMES[0])
+        assert objects_bytes([loaded]) == objects_bytes([first])
+        assert loaded.symbols == first.symbols
+        path.write_bytes(b"junk")                    # corrupt: assembled again
+        object_file.cache_clear()
+        monkeypatch.undo()
+        monkeypatch.setenv(cache.CACHE_ENV, str(cache_in))
+        assert objects_bytes([object_file(NAMES[0])]) == objects_bytes([first])
+    finally:
+        object_file.cache_clear()
 
 
 @pytest.mark.parametrize("damage", [lambda b: b[:len(b) // 2], lambda b: b"junk",
@@ -95,3 +124,15 @@ def test_an_unwritable_cache_is_skipped(tmp_path, monkeypatch):
     blocker.write_text("not a directory")
     monkeypatch.setenv(cache.CACHE_ENV, str(blocker / "programs"))
     assert program_bytes(cache.cached_program(NAMES, _build)) == program_bytes(_build())
+
+
+
+def test_importing_the_library_does_not_assemble():
+    """Once a process has filled the cache, importing the DNN library (which reads kernels'
+    symbols and requirements for its constants) neither assembles nor imports lark."""
+    code = ("import sys, swsim.hostlib.dnn; "
+            "print(sorted(m for m in sys.modules if m in ('lark', 'swsim.asm.assembler')))")
+    for _ in range(2):    # the first may fill the cache
+        run = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,
+                             text=True, env={**os.environ, "PYTHONPATH": PYTHONPATH})
+    assert run.stdout.strip() == "[]"

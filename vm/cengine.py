@@ -168,6 +168,7 @@ class PathCycles:
     case takes them."""
     batch: int     # CPE cycles simulated in batches: several cycles of a CPE in one visit
     in_step: int   # cycles whose issue decision was made once for every running CPE
+    group: int     # CPE cycles issued in step in a group (some running CPEs, not all)
 
 
 def path_cycles(job: EngineJob) -> PathCycles:
@@ -178,7 +179,8 @@ def path_cycles(job: EngineJob) -> PathCycles:
     try:
         if status != 0:
             raise (MemoryError if status == -2 else ValueError)(_ERRORS.get(status, status))
-        return PathCycles(int(result.batch_cycles), int(result.step_cycles))
+        return PathCycles(int(result.batch_cycles), int(result.step_cycles),
+                          int(result.group_cycles))
     finally:
         lib.swsim_free_result(result)
 

@@ -320,7 +320,8 @@ typedef struct {
     int num_running;
     int64_t next_cycle;        /* the first cycle not simulated yet */
     /* in-step issue (engine.c "In step") */
-    int in_step;               /* every running CPE has the same issue state, */
+    int in_step;               /* every running CPE (or the group, below) has the same issue
+                                  state, */
     uint64_t step_mask;        /* ... these CPEs */
     int woke;                  /* an event set a CPE's sleep_until or wait_until */
     int step_retry, step_backoff;   /* loop heads of the first CPE until the next test */
@@ -340,6 +341,11 @@ typedef struct {
     Uop *uops;                 /* the blocks' micro-operations (Block.first_uop) */
     int64_t num_uops;
     int code_has_dma;          /* a word of the code is a dma (else no request can arise) */
+    /* in step as a group (engine.c "In step"): in_step with only some running CPEs alike */
+    int grouped;               /* in_step holds for group[] only, not every running CPE */
+    int group_size;
+    Cpe *group[SWSIM_MAX_CPES];   /* the group's CPEs in run order */
+    int group_position[SWSIM_MAX_CPES];   /* ... and their positions in it */
 } Sim;
 
 

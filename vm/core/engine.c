@@ -1124,20 +1124,47 @@ static int same_issue_state(const Cpe *a, const Cpe *b, int64_t now)
 }
 
 /* Before cycle `now`, at a loop head of the first running CPE (or at the start): whether
- * every running CPE is in step. */
+ * every running CPE is in step, or else at least MIN_GROUP of them (a group: the others issue
+ * one by one). DMA replies reach an SPMD kernel's CPEs in different cycles, and those that
+ * came back together stay alike while the others trail them. */
+enum { MIN_GROUP = 8, MAX_CLASSES = 8 };
+
 static void test_in_step(Sim *s, Cpe *const *cpe, int n, int64_t now)
 {
     if (!s->cfg.skip)   /* stepping every CPE in every cycle: the reference the tests use */
         return;
-    int alike = 1;
-    for (int k = 1; k < n && alike; k++)
-        alike = same_issue_state(cpe[k], cpe[0], now);
-    if (alike) {
+    /* the classes of equal issue state among the first MAX_CLASSES found */
+    const Cpe *first[MAX_CLASSES];
+    int size[MAX_CLASSES] = {0}, classes = 0, largest = 0;
+    int8_t class_of[SWSIM_MAX_CPES];
+    for (int k = 0; k < n; k++) {
+        int c = 0;
+        while (c < classes && !same_issue_state(cpe[k], first[c], now))
+            c++;
+        if (c == classes) {
+            if (classes == MAX_CLASSES) {
+                class_of[k] = -1;
+                continue;
+            }
+            first[classes] = cpe[k];
+            size[classes++] = 0;
+        }
+        class_of[k] = (int8_t)c;
+        if (++size[c] > size[largest])
+            largest = c;
+    }
+    if (size[largest] == n || size[largest] >= MIN_GROUP) {
         s->in_step = 1;
+        s->grouped = size[largest] < n;
         s->woke = 0;
         s->step_mask = 0;
+        s->group_size = 0;
         for (int k = 0; k < n; k++)
-            s->step_mask |= UINT64_C(1) << cpe[k]->id;
+            if (class_of[k] == largest) {
+                s->step_mask |= UINT64_C(1) << cpe[k]->id;
+                s->group[s->group_size] = cpe[k];
+                s->group_position[s->group_size++] = k;
+            }
         s->step_backoff = 1;
     } else if (s->step_backoff < MAX_STEP_BACKOFF) {
         s->step_backoff *= 2;
@@ -1268,9 +1295,14 @@ static void leave_step_unless_alike(Sim *s, Cpe *const *cpe, int n, int64_t t)
 }
 
 /* Cycle t for the n running CPEs in step: ISSUED or ISSUED_NOTHING, FAULTED (with the CPE's
- * position of the run order in *faulted), or NOT_ALIKE with nothing changed. */
+ * position of the run order in *faulted), or NOT_ALIKE with nothing changed. `dry`: only
+ * whether it would be NOT_ALIKE (else IN_STEP_ALIKE), nothing changed; a cycle that is not
+ * NOT_ALIKE issues no word that can fault. */
+enum { IN_STEP_ALIKE = 3 };
+
 __attribute__((always_inline))
-static inline int issue_in_step(Sim *s, Cpe *const *cpe, int n, int64_t t, int *faulted)
+static inline int issue_in_step(Sim *s, Cpe *const *cpe, int n, int64_t t, int *faulted,
+                                const int dry)
 {
     Cpe *first = cpe[0];
     if (s->woke) {   /* a unit's event set some sleep_until or wait_until */
@@ -1283,6 +1315,8 @@ static inline int issue_in_step(Sim *s, Cpe *const *cpe, int n, int64_t t, int *
     if (first->wait_until > t)
         return NOT_ALIKE;
     if (first->sleep_until > t) {
+        if (dry)
+            return IN_STEP_ALIKE;
         int state = first->last_state;
         for (int k = 0; k < n; k++)
             charge(cpe[k], COUNTER_IDLE(0, state), COUNTER_IDLE(1, state), state);
@@ -1298,6 +1332,8 @@ static inline int issue_in_step(Sim *s, Cpe *const *cpe, int n, int64_t t, int *
     if (reason == NOT_ALIKE)
         return NOT_ALIKE;
     if (reason != NO_STALL) {
+        if (dry)
+            return IN_STEP_ALIKE;
         for (int k = 0; k < n; k++) {
             charge(cpe[k], COUNTER_IDLE(0, reason), COUNTER_IDLE(1, reason), reason);
             cpe[k]->sleep_until = wake_time(s, cpe[k], leader, t);
@@ -1320,6 +1356,8 @@ static inline int issue_in_step(Sim *s, Cpe *const *cpe, int n, int64_t t, int *
     if (!issues_in_step(leader) || !accesses_alike(s, cpe, n, leader)
         || (follower && (!issues_in_step(follower) || !accesses_alike(s, cpe, n, follower))))
         return NOT_ALIKE;
+    if (dry)
+        return IN_STEP_ALIKE;
     const Instr *branch = is_control(leader) ? leader
                           : follower && is_control(follower) ? follower : NULL;
     const uint64_t pc = first->pc, from = pc + (branch == follower ? 4 : 0);
@@ -1373,6 +1411,43 @@ static inline int issue_in_step(Sim *s, Cpe *const *cpe, int n, int64_t t, int *
         leave_step_unless_alike(s, cpe, n, t);
     }
     return ISSUED;
+}
+
+/* Cycle t for the n running CPEs with a group in step (s->group): the others one by one by
+ * issue(), then the group at once, which gives what issue() in run order gives, since the
+ * words issued in step touch only their own CPE and what adds up (above). The group is first
+ * checked dry: if its cycle is NOT_ALIKE, nothing has changed and the caller issues every CPE
+ * (returned NOT_ALIKE); else none of its words can fault, so when another CPE faults the
+ * group's CPEs before it in run order issue (by issue(): the stop's state), the later ones
+ * not. Returns ISSUED or ISSUED_NOTHING, or FAULTED with the position in *faulted. */
+__attribute__((always_inline))   /* into run_cycles' clones: the semantics need their ISA */
+static inline int issue_group(Sim *s, Cpe *const *cpe, int n, int64_t t, int *faulted)
+{
+    Cpe *const *group = s->group;
+    const int size = s->group_size;
+    if (issue_in_step(s, group, size, t, faulted, 1) == NOT_ALIKE)
+        return NOT_ALIKE;
+    int issued_any = 0;
+    for (int k = 0, next = 0; k < n; k++) {
+        if (next < size && s->group_position[next] == k) {
+            next++;
+            continue;
+        }
+        int issued = issue(s, cpe[k], t);
+        if (issued == FAULTED) {
+            for (int g = 0; g < next; g++)
+                if (issue(s, group[g], t) == FAULTED)
+                    s->error = SWSIM_ERROR_INTERNAL;   /* the dry check said none can */
+            *faulted = k;
+            return FAULTED;
+        }
+        issued_any |= issued;
+    }
+    int issued = issue_in_step(s, group, size, t, faulted, 0);
+    if (issued == FAULTED || issued == NOT_ALIKE)   /* neither can follow the dry check */
+        s->error = SWSIM_ERROR_INTERNAL;
+    s->result->group_cycles += size;
+    return issued_any | issued;
 }
 
 /* ---- skipping ----------------------------------------------------------------------------- */
@@ -1554,7 +1629,9 @@ static int64_t run_cycles(Sim *s, int64_t horizon)
         if (s->num_releases)
             barrier_release(s, t);
         int issued_any = 0, faulted = 0;
-        int in_step = s->in_step ? issue_in_step(s, cpe, num_running, t, &faulted) : NOT_ALIKE;
+        int in_step = !s->in_step ? NOT_ALIKE
+                      : s->grouped ? issue_group(s, cpe, num_running, t, &faulted)
+                      : issue_in_step(s, cpe, num_running, t, &faulted, 0);
         if (in_step == NOT_ALIKE) {
             s->in_step = 0;
             const Instr *first_at = cpe[0]->at;
@@ -1570,7 +1647,7 @@ static int64_t run_cycles(Sim *s, int64_t horizon)
                 test_in_step(s, cpe, num_running, t + 1);
         } else {
             issued_any = in_step;
-            s->result->step_cycles++;
+            s->result->step_cycles += !s->grouped;
         }
         if (in_step == FAULTED) {
             rewind_batches(s, cpe, num_running, faulted, t);
