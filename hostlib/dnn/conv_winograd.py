@@ -403,19 +403,22 @@ def _bytes(starts, nbytes):
 
 
 def _get_cycles(starts, nbytes, config, requests=1) -> int:
-    """Engine cycles of get requests whose blocks start at `starts` (`nbytes` each): a
-    transaction per touched line; a get has no per-request engine time (`requests` is
-    accepted for symmetry with ``_put_cycles``)."""
+    """Engine cycles of `requests` get requests whose blocks start at `starts` (`nbytes`
+    each), timed as one request of those blocks (strided if they lie apart) plus the other
+    requests' own engine time (docs/timing.md "DMA")."""
     starts, ends = _bytes(starts, nbytes)
-    return gemm_model.transactions(starts, ends, True, config) * config.dma_transaction_cycles
+    return (gemm_model.get_engine_cycles(starts[None], ends[None], np.ones((1, starts.size), bool),
+                                         config)
+            + (requests - 1) * config.dma_get_request_cycles)
 
 
 def _put_cycles(starts, nbytes, config, requests=1) -> int:
     """Engine cycles of `requests` put requests whose blocks start at `starts` (`nbytes`
-    each): swGEMM's model of a put's writes, and an acknowledgement per request."""
+    each), timed as one request of those blocks plus the other requests' acknowledgements."""
     starts, ends = _bytes(starts, nbytes)
-    return (int(np.sum(gemm_model.row_put_writes(starts, ends, config)))
-            * config.dma_put_write_cycles + requests * config.dma_put_ack_cycles)
+    return (gemm_model.put_engine_cycles(starts[None], ends[None], np.ones((1, starts.size), bool),
+                                         config)
+            + (requests - 1) * config.dma_put_ack_cycles)
 
 
 def _xi_requests(plan: TransformPlan, channels, p, p0, mt, c0, ncv, es):
