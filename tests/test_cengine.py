@@ -273,12 +273,13 @@ def test_register_communication_latency():
     assert result.cg_counters[CG_COUNTER_INDEX["rc_deliveries"]] == 1
 
 
-# engine cycles: a get's transactions cost 6 each; a put's writes (a whole line, or a 16-byte
-# piece of a partial line) 11 each, plus 35 for the acknowledgement
+# engine cycles: a get's request costs 6 and its transactions 6 each; a put's writes (a whole
+# line, or an 8-byte piece of a partial line, at most 3 per partial line) 11 each, plus 29 for
+# the acknowledgement
 @pytest.mark.parametrize("op,size,transactions,engine_cycles", [
-    ("get", 128, 1, 6), ("get", 1024, 8, 8 * 6), ("get", 200, 2, 2 * 6),
-    ("put", 128, 1, 11 + 35), ("put", 1024, 8, 8 * 11 + 35),
-    ("put", 200, 2, (1 + 5) * 11 + 35),    # 128..199 touches the pieces at 128, 144, ... 192
+    ("get", 128, 1, 6 + 6), ("get", 1024, 8, 6 + 8 * 6), ("get", 200, 2, 6 + 2 * 6),
+    ("put", 128, 1, 11 + 29), ("put", 1024, 8, 8 * 11 + 29),
+    ("put", 200, 2, (1 + 3) * 11 + 29),    # 128..199 touches 9 pieces: 3 writes
 ])
 def test_single_dma_request_timing(op, size, transactions, engine_cycles):
     # descriptor: `op` of `size` bytes, reply at 0x10; issue at cycle t0, then spin.
@@ -531,7 +532,8 @@ def test_dma_runs_ahead_exactly(watch):
 
 def test_put_parameters_reach_the_core():
     # every CPE puts 200 B twice, 40 bytes past a line; non-default put costs on both engines
-    config = CONFIG.replace(dma_put_write_bytes=32, dma_put_write_cycles=7, dma_put_ack_cycles=3)
+    config = CONFIG.replace(dma_put_write_bytes=32, dma_put_write_cycles=7, dma_put_ack_cycles=3,
+                            dma_put_partial_writes=4)
     body = dma_spin(op="put", size=200, offset=40)
     jobs = [make_job(body, cpes=64, config=config, mem_bytes=64 * 4096, trace=True)
             for _ in range(3)]

@@ -11,9 +11,9 @@ from vm_helpers import dma_descriptor_asm, fill_ldm_asm, run
 BUFFER, REPLY, WORDS = 0x400, 0x100, 64
 
 
-@pytest.fixture(params=["sw26010", "sw26010-hw"])
+@pytest.fixture(params=["sw26010", "sw26010-stream"])
 def preset(request):
-    """The default DMA model and issue 28's (vm.config.PRESETS)."""
+    """The default DMA model and the pre-issue-28 one (vm.config.PRESETS)."""
     return request.param
 
 

@@ -222,7 +222,7 @@ def test_barrier_replies_when_the_cpes_earlier_requests_are_done(engine):
     result, m, _ = run_request(engine, get, DATA, second=barrier)
     (get_start, get_end), (barrier_start, barrier_end) = dma_spans(result)
     assert get_start < barrier_start < get_end == barrier_end
-    assert get_end == get_start + 200 + 8 * 6
+    assert get_end == get_start + 200 + 6 + 8 * 6    # latency, request, 8 transactions
     assert result.counters["dma_requests"] == 2 and result.counters["dma_transactions"] == 8
     assert int(m.last_job.ldm[ISSUER, REPLY]) == 1 == int(m.last_job.ldm[ISSUER, BARRIER_REPLY])
 

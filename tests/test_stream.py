@@ -5,21 +5,24 @@ import pytest
 from swsim.hostlib.tools.bench import stream
 
 # Engine cycles per block of one CPE, by the rule of docs/timing.md: a block of `buf` doubles
-# starts 80 bytes past a line boundary. Gets cost 6 per 128-byte transaction; a put 11 per
-# write (whole line, or 16-byte piece of a partial line) + 35 for its acknowledgement.
+# starts 80 bytes past a line boundary. A get costs 6 per 128-byte transaction + 6 per request;
+# a put 11 per write (whole line, or 8-byte piece of a partial line, at most 3 per partial line)
+# + 29 for its acknowledgement.
 #   buf 1:    8 B inside a line: get 1 transaction; put 1 piece
-#   buf 16:   80..127 | 0..79: get 2; put 3 + 5 pieces
-#   buf 128:  80..127 | 7 lines | 0..79: get 9; put 3 + 7 + 5 writes
-#   buf 1024: 80..127 | 63 lines | 0..79: get 65; put 3 + 63 + 5 writes
-GET = {1: 6 * 1, 16: 6 * 2, 128: 6 * 9, 1024: 6 * 65}
-PUT = {1: 11 * 1 + 35, 16: 11 * 8 + 35, 128: 11 * 15 + 35, 1024: 11 * 71 + 35}
+#   buf 16:   80..127 | 0..79: get 2; put 3 + 3 writes (6 and 10 pieces, capped)
+#   buf 128:  80..127 | 7 lines | 0..79: get 9; put 3 + 7 + 3 writes
+#   buf 1024: 80..127 | 63 lines | 0..79: get 65; put 3 + 63 + 3 writes
+GET = {1: 6 + 6 * 1, 16: 6 + 6 * 2, 128: 6 + 6 * 9, 1024: 6 + 6 * 65}
+PUT = {1: 11 * 1 + 29, 16: 11 * 6 + 29, 128: 11 * 13 + 29, 1024: 11 * 69 + 29}
 GETS = {"copy": 1, "triad": 2}
 CELLS = [(pattern, buf) for pattern in stream.HARDWARE for buf in stream.BUFS]
+# with the sizes held out of the table's fit (issue 28)
+RATE_CELLS = [(pattern, buf) for pattern, figures in stream.HARDWARE.items() for buf in figures]
 
 
 @pytest.fixture(scope="module")
 def rounds():
-    return {(pattern, buf): stream.round_cycles(pattern, buf) for pattern, buf in CELLS}
+    return {(pattern, buf): stream.round_cycles(pattern, buf) for pattern, buf in RATE_CELLS}
 
 
 @pytest.mark.parametrize("pattern, buf", CELLS)
@@ -30,9 +33,9 @@ def test_a_round_costs_the_engine_time_of_its_requests(rounds, pattern, buf):
     assert rounds[pattern, buf] == pytest.approx(engine_cycles, abs=8)
 
 
-@pytest.mark.parametrize("pattern, buf", CELLS)
+@pytest.mark.parametrize("pattern, buf", RATE_CELLS)
 def test_stream_rate_is_within_15_percent_of_the_hardware(rounds, pattern, buf):
-    hardware = stream.HARDWARE[pattern][stream.BUFS.index(buf)]
+    hardware = stream.HARDWARE[pattern][buf]
     assert stream.rate(pattern, buf, rounds[pattern, buf]) == pytest.approx(hardware, rel=0.15)
 
 

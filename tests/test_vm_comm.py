@@ -161,25 +161,27 @@ def run_dma(text, data, cpes=(0,), **options):
 def test_single_get_takes_latency_plus_transactions():
     data = np.arange(32, dtype=np.float64)               # 256 B, aligned: 2 transactions
     res, m, _ = run_dma(dma_program("get", 256), data)
-    assert dma_spans(res) == [(0, 4, 4 + 200 + 2 * 6)]
+    assert dma_spans(res) == [(0, 4, 4 + 200 + 6 + 2 * 6)]   # the request's 6, then 6 a line
     np.testing.assert_array_equal(ldm(m, 0, 128, 32, np.float64), data)
     assert res.counters["dma_transactions"] == 2 and res.counters["dma_bytes_moved"] == 256
 
 
-@pytest.mark.parametrize("offset, size, block, stride, transactions", [
-    (0, 256, 0, 0, 2),          # aligned contiguous
-    (64, 128, 0, 0, 2),         # unaligned: crosses one 128-byte boundary
-    (0, 64, 16, 112, 4),        # 4 blocks of 16 B, one per 128-byte segment
-    (8, 64, 32, 96, 2),         # blocks 8..40 and 136..168
-    (96, 128, 64, 64, 4),       # blocks 96..160 and 224..288 each cross a boundary
+# engine cycles: 6 for the request, 6 per transaction; a strided block costs 7 more but at
+# least 24 in all (dma_block_get_cycles, dma_block_get_min_cycles)
+@pytest.mark.parametrize("offset, size, block, stride, transactions, engine", [
+    (0, 256, 0, 0, 2, 6 + 2 * 6),           # aligned contiguous
+    (64, 128, 0, 0, 2, 6 + 2 * 6),          # unaligned: crosses one 128-byte boundary
+    (0, 64, 16, 112, 4, 6 + 4 * 24),        # 4 blocks of 16 B, one per 128-byte segment
+    (8, 64, 32, 96, 2, 6 + 2 * 24),         # blocks 8..40 and 136..168
+    (96, 128, 64, 64, 4, 6 + 2 * 24),       # blocks 96..160 and 224..288 cross a boundary
 ])
-def test_strided_and_unaligned_transactions(offset, size, block, stride, transactions):
+def test_strided_and_unaligned_transactions(offset, size, block, stride, transactions, engine):
     data = np.arange(1024, dtype=np.uint8)
     text = dma_program("get", size, block, stride).replace("dma $4, $16, $5",
                                                        f"ldi $16, {offset}($16)\n dma $4, $16, $5")
     res, m, _ = run_dma(text, data)
     # ldi $16 pairs with nothing new: c0 vldd+ldi $5, c1 ldi $16, c4 dma
-    assert dma_spans(res) == [(0, 4, 4 + 200 + 6 * transactions)]
+    assert dma_spans(res) == [(0, 4, 4 + 200 + engine)]
     assert res.counters["dma_transactions"] == transactions
     assert res.counters["dma_bytes_moved"] == 128 * transactions
     step = block + stride if block else size
@@ -191,30 +193,32 @@ def test_strided_and_unaligned_transactions(offset, size, block, stride, transac
 
 def test_64_contending_requests_share_the_engine_round_robin():
     # All 64 CPEs issue a 2-transaction get at c4. 4 requests are active at a time; their
-    # transactions interleave from c204: request 4g+j replies at 4 + 200 + 48g + 30 + 6j.
+    # transactions interleave from c204, a first one 6 + 6 (the request's cost), a second 6:
+    # request 4g+j replies at 4 + 200 + 72g + 54 + 6j.
     res, _, _ = run_dma(dma_program("get", 256), np.zeros(32), cpes=range(64))
-    expected = [(4 * g + j, 4, 4 + 200 + 48 * g + 30 + 6 * j) for g in range(16) for j in range(4)]
+    expected = [(4 * g + j, 4, 4 + 200 + 72 * g + 54 + 6 * j) for g in range(16) for j in range(4)]
     assert dma_spans(res) == expected
-    # the last one matches eq. 3-1 with 64 sharers: 200 + 64 * 256 B / (768 B / 36 cycles)
-    assert expected[-1][2] - 4 == 200 + 64 * 2 * 6
+    # the last one matches eq. 3-1 with 64 sharers, each request's 6 cycles added
+    assert expected[-1][2] - 4 == 200 + 64 * (6 + 2 * 6)
 
 
-@pytest.mark.parametrize("offset, size, block, stride, writes", [
-    (0, 256, 0, 0, 2),          # two whole lines: one write each
-    (0, 8, 0, 0, 1),            # 8 bytes: one 16-byte piece
-    (8, 16, 0, 0, 2),           # bytes 8..23 touch pieces 0 and 1
-    (80, 128, 0, 0, 8),         # 80..127: pieces 5..7; 128..207: pieces 8..12
-    (64, 256, 0, 0, 9),         # 64..127: 4 pieces, 128..255 whole, 256..319: 4 pieces
-    (0, 64, 32, 96, 4),         # blocks 0..31 and 128..159: 2 pieces each
+@pytest.mark.parametrize("offset, size, block, stride, engine", [
+    (0, 256, 0, 0, 2 * 11),     # two whole lines: one write each
+    (0, 8, 0, 0, 11),           # 8 bytes: one 8-byte piece
+    (8, 16, 0, 0, 2 * 11),      # bytes 8..23 touch pieces 1 and 2
+    (80, 128, 0, 0, 6 * 11),    # 80..127: pieces 10..15, 128..207: 16..25; 3 writes each (cap)
+    (64, 256, 0, 0, 7 * 11),    # 64..127: 8 pieces (3), 128..255 whole, 256..319: 8 (3)
+    (0, 64, 32, 96, 2 * (40 + 3)),   # strided: per block 40 + 11 * 32 / 128 rounded up
 ])
-def test_put_costs_its_writes_and_the_acknowledgement(offset, size, block, stride, writes):
-    # c4 the dma; the engine starts at 4 + 200 and spends 11 cycles per write (a whole line,
-    # or a 16-byte piece of a partial line), then 35 for the write acknowledgement.
+def test_put_costs_its_writes_and_the_acknowledgement(offset, size, block, stride, engine):
+    # c4 the dma; the engine starts at 4 + 200 and spends `engine` cycles on the writes (11
+    # per whole line or 8-byte piece of a partial line, at most 3 per partial line; strided:
+    # per block and per line pro rata), then 29 for the write acknowledgement.
     data = np.zeros(512, dtype=np.uint8)
     text = dma_program("put", size, block, stride).replace(
         "dma $4, $16, $5", f"ldi $16, {offset}($16)\n dma $4, $16, $5")
     res, m, address = run_dma(text, data)
-    assert dma_spans(res) == [(0, 4, 4 + 200 + writes * 11 + 35)]
+    assert dma_spans(res) == [(0, 4, 4 + 200 + engine + 29)]
     step = block + stride if block else size
     block = block or size
     written = m.mem.get(address, (512,), np.uint8)
@@ -228,8 +232,9 @@ def test_put_costs_its_writes_and_the_acknowledgement(offset, size, block, strid
 
 def test_gets_and_puts_share_the_engine():
     # CPE 0 puts 128 B (one line) at c5, CPE 1 gets 256 B (two lines) at c8 (after three more
-    # instructions). The put's only transaction runs c205-c251 (11 + 35: it is its last), the
-    # get, ready since c208, waits for it: its lines run c251-c257 and c257-c263.
+    # instructions). The put's only transaction runs c205-c245 (11 + 29: it is its last), the
+    # get, ready since c208, waits for it: its lines run c245-c257 (6 + 6 for the request)
+    # and c257-c263.
     text = dma_program("put", 128).replace("vldd $4, desc($31)", """
         rcid $9
         vldd $4, desc($31)
@@ -241,7 +246,7 @@ def test_gets_and_puts_share_the_engine():
         ldi $16, 256($16)
     1:""")
     res, _, _ = run_dma(text, np.zeros(512, dtype=np.uint8), cpes=[0, 1])
-    assert dma_spans(res) == [(0, 5, 205 + 11 + 35), (1, 8, 251 + 2 * 6)]
+    assert dma_spans(res) == [(0, 5, 205 + 11 + 29), (1, 8, 245 + 6 + 2 * 6)]
 
 
 def test_dma_put_writes_memory():
@@ -253,8 +258,8 @@ def test_dma_put_writes_memory():
 
 def test_fourth_waiting_request_stalls_issue():
     # 8 gets of 128 B at c4..c10, c11...: #1-#4 become active one cycle after issue, #5-#7
-    # wait; #8 stalls "dma_full" from c11 until #1 completes at 4 + 200 + 6 = c210.
+    # wait; #8 stalls "dma_full" from c11 until #1 completes at 4 + 200 + 6 + 6 = c216.
     issue = "\n".join(["dma $4, $16, $5"] * 8)
     res, _, _ = run_dma(dma_program("get", 128, wait_for=8, issue=issue), np.zeros(16))
-    assert idle(res)["dma_full"] == 199
-    assert idle(res, pipe=1)["dma_full"] == 199
+    assert idle(res)["dma_full"] == 205
+    assert idle(res, pipe=1)["dma_full"] == 205

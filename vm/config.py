@@ -129,51 +129,48 @@ PARAMETERS: tuple[Param, ...] = (
     Param("dma_transaction_cycles", 6, "cycle", "engine time per 128-B transaction "
           "(30.94 GB/s at 1.45 GHz = 21.34 B/cycle)", "pub: PEAK_BW 30.94 GB/s", minimum=1,
           maximum=MAX_LATENCY),
-    Param("dma_get_request_cycles", 0, "cycle", "engine time a get request costs once, at its "
-          "first transaction (a lone 8-byte get costs ~12 cycles on hardware, one transaction 6; "
-          "sw26010-hw: 6)",
+    Param("dma_get_request_cycles", 6, "cycle", "engine time a get request costs once, at its "
+          "first transaction (a lone 8-byte get costs ~12 cycles on hardware, one transaction 6)",
           "pub: STREAM on hardware, fitted with the put terms below to the table and the held-out "
           "sizes of issue 28 (Triad at 2/4/8, Copy/Triad at 32 doubles)", maximum=MAX_LATENCY),
-    Param("dma_put_write_bytes", 16, "B", "a put writes part of a line as the aligned "
+    Param("dma_put_write_bytes", 8, "B", "a put writes part of a line as the aligned "
           "pieces of this size it touches, one write each (at most dma_put_partial_writes)",
-          "choice: fits the STREAM table best (worst cell with 8/16/32/64 B: 26/7/9/22%); "
-          "sw26010-hw: 8, fitted (as dma_get_request_cycles)", minimum=1, maximum=MAX_LDM_BYTES),
-    Param("dma_put_partial_writes", 0, "", "most writes a partial line of a put takes "
-          "(0: no cap)", "choice: no cap; sw26010-hw: 3, pub: STREAM on hardware, fitted (as "
-          "dma_get_request_cycles)", maximum=MAX_LDM_BYTES),
+          "pub: STREAM on hardware, fitted (as dma_get_request_cycles)", minimum=1,
+          maximum=MAX_LDM_BYTES),
+    Param("dma_put_partial_writes", 3, "", "most writes a partial line of a put takes "
+          "(0: no cap)", "pub: STREAM on hardware, fitted (as dma_get_request_cycles)",
+          maximum=MAX_LDM_BYTES),
     Param("dma_put_write_cycles", 11, "cycle", "engine time per write of a put: a whole "
           "128-B line, or one piece of a partial line (dma_put_strided_pro_rata: per 128 bytes "
           "of a strided put)", "pub: STREAM on hardware, fitted; strided: 11.8 per line "
           "(issue 28)", minimum=1, maximum=MAX_LATENCY),
-    Param("dma_put_strided_pro_rata", 0, "", "1: a strided put's writes cost "
+    Param("dma_put_strided_pro_rata", 1, "", "1: a strided put's writes cost "
           "dma_put_write_cycles per 128 bytes pro rata, whatever the blocks' alignment to a "
           "line; 0: as a contiguous put's, per piece of a partial line", "pub: strided STREAM "
-          "on hardware, issue 28 (at 16-double blocks 4.8-5.4 GB/s for every stride); "
-          "sw26010-hw: 1", maximum=1),
-    Param("dma_merge_unstrided_blocks", 0, "", "1: a request with a block size but no stride "
+          "on hardware, issue 28 (at 16-double blocks 4.8-5.4 GB/s for every stride)",
+          maximum=1),
+    Param("dma_merge_unstrided_blocks", 1, "", "1: a request with a block size but no stride "
           "is one block (its blocks follow each other in memory); 0: each block is cut into "
           "transactions on its own", "pub: broadcast STREAM on hardware, issue 28 (block and "
-          "stride fields cost nothing extra); sw26010-hw: 1", maximum=1),
-    Param("dma_put_ack_cycles", 35, "cycle", "engine time a put waits after its last write for "
+          "stride fields cost nothing extra)", maximum=1),
+    Param("dma_put_ack_cycles", 29, "cycle", "engine time a put waits after its last write for "
           "the memory's acknowledgement, before its reply", "pub: STREAM on hardware, fitted "
-          "(sw26010-hw: 29, refitted with the terms of issue 28)", maximum=MAX_LATENCY),
-    Param("dma_block_get_cycles", 0, "cycle", "engine time each block of a strided get (block "
+          "(as dma_get_request_cycles)", maximum=MAX_LATENCY),
+    Param("dma_block_get_cycles", 7, "cycle", "engine time each block of a strided get (block "
           "and stride set) adds at its first transaction", "pub: strided STREAM on hardware, "
-          "issue 28: get ~10.0 + 6.45 cycles per line per block, swsim without it 3.0 + 5.97; "
-          "sw26010-hw: 7", maximum=MAX_LATENCY),
-    Param("dma_block_get_min_cycles", 0, "cycle", "least engine time a block of a strided get "
+          "issue 28: get ~10.0 + 6.45 cycles per line per block, swsim without it 3.0 + 5.97",
+          maximum=MAX_LATENCY),
+    Param("dma_block_get_min_cycles", 24, "cycle", "least engine time a block of a strided get "
           "holds the engine, its reads and dma_block_get_cycles included", "pub: strided STREAM "
-          "on hardware, issue 28: ~23.5 cycles per get block at 8-byte blocks; sw26010-hw: 24",
+          "on hardware, issue 28: ~23.5 cycles per get block at 8-byte blocks",
           maximum=MAX_LATENCY),
-    Param("dma_block_put_cycles", 0, "cycle", "engine time each block of a strided put adds "
+    Param("dma_block_put_cycles", 40, "cycle", "engine time each block of a strided put adds "
           "at its first transaction", "pub: strided STREAM on hardware, issue 28: put ~42.4 + "
-          "11.8 cycles per line per block, 40.6 at 8-byte blocks; sw26010-hw: 40",
-          maximum=MAX_LATENCY),
-    Param("dma_bcast_transaction_cycles", 0, "cycle", "engine time per 128-B transaction of a "
+          "11.8 cycles per line per block, 40.6 at 8-byte blocks", maximum=MAX_LATENCY),
+    Param("dma_bcast_transaction_cycles", 17, "cycle", "engine time per 128-B transaction of a "
           "BCAST or BROW get (the line is written to every LDM reached; 0: "
           "dma_transaction_cycles)", "pub: broadcast STREAM on hardware, issue 28: ~16.8 "
-          "cycles per line (~11 GB/s) after ~207 of start-up; sw26010-hw: 17",
-          maximum=MAX_LATENCY),
+          "cycles per line (~11 GB/s) after ~207 of start-up", maximum=MAX_LATENCY),
     Param("dma_active_requests", 4, "", "requests the CG engine interleaves at once "
           "(4 buses of 16 CPEs)", "pub: §3.1", minimum=1, maximum=MAX_CPES),
     Param("dma_channel_depth", 3, "", "requests a CPE's channel holds before dma stalls",
@@ -189,9 +186,9 @@ PARAMETERS: tuple[Param, ...] = (
     # the engines visit the CPEs within a cycle.
     Param("barrier_cycles", 14, "cycle", "barrier completion after the last arrival",
           "pub: at least 14", minimum=1, maximum=MAX_LATENCY),
-    Param("spawn_cycles", 2000, "cycle", "simulated cost of spawn + join of a kernel",
-          "choice; sw26010-hw: 40600, athread runs on hardware (issue 28: a 64-CPE spawn to "
-          "join ~40.6 k cycles, ~28 us, the T0 of the broadcast STREAM fit)",
+    Param("spawn_cycles", 40600, "cycle", "simulated cost of spawn + join of a kernel",
+          "pub: athread runs on hardware, issue 28: a 64-CPE spawn to join ~40.6 k cycles "
+          "(~28 us), the T0 of the broadcast STREAM fit",
           engine=False, maximum=1 << 40),
     Param("console_call_cycles", 267000, "cycle", "a CPE waits this long for the host to serve "
           "a console call (printf, fprintf, puts, ...: rcsr of the console register after "
@@ -213,7 +210,8 @@ PARAMETERS: tuple[Param, ...] = (
           minimum=0.0),
     # host <-> device copies of hostlib.qinglong (the MPE's memcpy within a CG's memory)
     Param("host_copy_latency_cycles", 2000, "cycle", "set-up time of one host<->device copy "
-          "(a call into the runtime, as a spawn)", "choice: as spawn_cycles", engine=False,
+          "(a call into the runtime on the MPE)", "choice: the pre-issue-28 spawn_cycles",
+          engine=False,
           maximum=1 << 40),
     Param("host_copy_bytes_per_cycle", 4.0, "B/cycle", "bytes one host<->device copy moves "
           "per cycle (5.8 GB/s at 1.45 GHz: the MPE's memcpy, below the 30.94 GB/s DMA peak)",
@@ -229,21 +227,25 @@ PRESETS: dict[str, dict[str, Any]] = {
     "sw26010": {},
     # SW26010pro as used by swFLOWpro (reference/parax-swflowpro-qinglong.md §2.3): 6 CGs,
     # 256 KiB LDM, 512-bit vectors, ~2.25 GHz, ~51.2 GB/s per CG (128 B / 5 cycles at 2.25 GHz).
-    # The 512-bit vectors are not emulated: a Machine needs vector_bytes=32 to run it.
+    # The 512-bit vectors are not emulated: a Machine needs vector_bytes=32 to run it. There are
+    # no DMA or launch recordings of the pro: it keeps SW26010's per-request, per-block, put and
+    # broadcast terms and spawn_cycles as they are, in cycles (docs/config.md "Presets").
     "sw26010pro": {
         "clock_hz": 2.25e9, "num_cgs": 6, "ldm_bytes": 256 * 1024, "vector_bytes": 64,
         "flops_per_cycle": 16, "mem_limit": 16 << 30, "dma_transaction_cycles": 5,
     },
-    # SW26010 with the DMA and launch model fitted to issue 28's hardware recordings (strided
-    # and broadcast STREAM, held-out STREAM sizes, athread launch; docs/timing.md "DMA"). Not
-    # the default: the host cost models (hostlib/blas/gemm_model.py, hostlib/dnn) are fitted to
-    # the default's DMA costs.
-    "sw26010-hw": {
-        "dma_get_request_cycles": 6, "dma_put_write_bytes": 8, "dma_put_partial_writes": 3,
-        "dma_put_strided_pro_rata": 1, "dma_merge_unstrided_blocks": 1, "dma_put_ack_cycles": 29,
-        "dma_block_get_cycles": 7, "dma_block_get_min_cycles": 24, "dma_block_put_cycles": 40,
-        "dma_bcast_transaction_cycles": 17, "spawn_cycles": 40600,
+    # The pre-issue-28 calibration: DMA fitted to the contiguous PE-mode STREAM table only (no
+    # request or block costs, 16-byte put pieces without a cap, acknowledgement 35, strided puts
+    # by piece, broadcast lines at the PE rate, blocks without stride cut one by one) and a
+    # 2000-cycle launch. Kept to reproduce earlier figures (docs/timing.md "DMA").
+    "sw26010-stream": {
+        "dma_get_request_cycles": 0, "dma_put_write_bytes": 16, "dma_put_partial_writes": 0,
+        "dma_put_strided_pro_rata": 0, "dma_merge_unstrided_blocks": 0, "dma_put_ack_cycles": 35,
+        "dma_block_get_cycles": 0, "dma_block_get_min_cycles": 0, "dma_block_put_cycles": 0,
+        "dma_bcast_transaction_cycles": 0, "spawn_cycles": 2000,
     },
+    # issue 28's name for the hardware-fitted model, now the default's: scripts naming it run
+    "sw26010-hw": {},
 }
 
 
@@ -332,9 +334,10 @@ def markdown_table() -> str:
             "| --- | --- | --- | --- | --- | --- |"]
     for p in PARAMETERS:
         value = hex(p.default) if p.unit == "addr" else p.default
-        pro = PRESETS["sw26010pro"].get(p.name)
-        if pro is not None:
-            value = f"{value} (pro: {pro})"
+        for preset, label in (("sw26010pro", "pro"), ("sw26010-stream", "stream")):
+            other = PRESETS[preset].get(p.name)
+            if other is not None:
+                value = f"{value} ({label}: {other})"
         rows.append(f"| `{p.name}` | {value} | {p.unit} | {values_allowed(p)} | {p.meaning} "
                     f"| {p.source} |")
     return "\n".join(rows)

@@ -228,25 +228,75 @@ def transactions(starts, ends, valid, config: VMConfig) -> int:
     return int(np.sum((ends // segment - starts // segment + 1) * valid))
 
 
+def _request_shape(starts, ends, valid):
+    """Per request (a row of the arrays, its valid blocks first): whether it has any block,
+    whether its blocks lie apart in memory (strided), and the last byte of its last block."""
+    starts, ends, valid = np.atleast_2d(starts), np.atleast_2d(ends), np.atleast_2d(valid)
+    count = valid.sum(axis=-1)
+    gap = np.zeros(len(count), dtype=np.int64)
+    if starts.shape[-1] > 1:
+        gap = np.where(count > 1, starts[:, 1] - ends[:, 0] - 1, 0)
+    last = ends[np.arange(len(count)), np.maximum(count - 1, 0)]
+    return count > 0, gap > 0, last
+
+
+def get_engine_cycles(starts, ends, valid, config: VMConfig) -> int:
+    """Engine cycles of gets of the blocks [starts, ends] (arrays as ``put_engine_cycles``)
+    as the engine times them (docs/timing.md "DMA"): ``dma_get_request_cycles`` per request and
+    ``dma_transaction_cycles`` per line touched, a strided request's blocks each also
+    ``dma_block_get_cycles`` but at least ``dma_block_get_min_cycles`` in all."""
+    starts, ends, valid = np.atleast_2d(starts), np.atleast_2d(ends), np.atleast_2d(valid)
+    requests, strided, last = _request_shape(starts, ends, valid)
+    line, read = config.dma_transaction_bytes, config.dma_transaction_cycles
+    merged = last // line - starts[:, 0] // line + 1
+    contiguous = int(np.sum(merged * (requests & ~strided))) * read
+    per_block = np.maximum(config.dma_block_get_cycles
+                           + read * (ends // line - starts // line + 1),
+                           config.dma_block_get_min_cycles)
+    blocks = int(np.sum(per_block * valid * strided[:, None]))
+    return contiguous + blocks + int(np.sum(requests)) * config.dma_get_request_cycles
+
+
 def put_engine_cycles(starts, ends, valid, config: VMConfig) -> int:
     """Engine cycles of puts of the blocks [starts, ends] (arrays (requests, blocks); a
-    request is a row with a valid block): a write command per whole line, per write piece of
-    a partial line (``row_put_writes``), and the write acknowledgement per request
-    (docs/timing.md "DMA")."""
-    commands = int(np.sum(row_put_writes(starts, ends, config) * valid))
-    requests = int(np.sum(np.asarray(valid).any(axis=-1)))
-    return commands * config.dma_put_write_cycles + requests * config.dma_put_ack_cycles
+    request is a row with a valid block, its valid blocks first) as the engine times them
+    (docs/timing.md "DMA"): a request whose blocks follow each other in memory is one
+    contiguous block, a write command per whole line and per write piece of a partial line
+    (``row_put_writes``); a request of blocks apart in memory is strided, each block costing
+    ``dma_block_put_cycles`` and ``dma_put_write_cycles`` per line pro rata; every request
+    waits for the write acknowledgement."""
+    starts, ends, valid = np.atleast_2d(starts), np.atleast_2d(ends), np.atleast_2d(valid)
+    requests, strided, last = _request_shape(starts, ends, valid)
+    merged = row_put_writes(starts[:, 0], last, config)
+    contiguous = int(np.sum(merged * (requests & ~strided)))
+    blocks = int(np.sum(strided_put_cycles(starts, ends, config) * valid * strided[:, None]))
+    return (contiguous * config.dma_put_write_cycles + blocks
+            + int(np.sum(requests)) * config.dma_put_ack_cycles)
+
+
+def strided_put_cycles(starts, ends, config: VMConfig) -> np.ndarray:
+    """Engine cycles of the blocks [starts, ends] of strided puts: ``dma_block_put_cycles``,
+    and ``dma_put_write_cycles`` per line pro rata for each of the line pieces of a block."""
+    line, per_line = config.dma_transaction_bytes, config.dma_put_write_cycles
+    first, last = starts // line, ends // line
+    head = np.minimum(ends, first * line + line - 1) - starts + 1
+    tail = np.where(last > first, ends - last * line + 1, 0)
+    middle = np.maximum(last - first - 1, 0)
+    return (config.dma_block_put_cycles + -(-per_line * head // line)
+            + -(-per_line * tail // line) + middle * per_line)
 
 
 def row_put_writes(starts, ends, config: VMConfig) -> np.ndarray:
-    """Write commands of put rows from byte `starts` to `ends` (inclusive, arrays): one per
-    whole line, one per write piece of a partial line (docs/timing.md "DMA")."""
+    """Write commands of contiguous put rows from byte `starts` to `ends` (inclusive, arrays):
+    one per whole line, one per write piece of a partial line, at most
+    ``dma_put_partial_writes`` (docs/timing.md "DMA")."""
     line, piece = config.dma_transaction_bytes, config.dma_put_write_bytes
     first, last = starts // line, ends // line
 
     def writes(lo, hi):   # write commands of the bytes lo..hi of one line
         whole = (lo % line == 0) & (hi % line == line - 1)
-        return np.where(whole, 1, hi // piece - lo // piece + 1)
+        return np.where(whole, 1, np.minimum(hi // piece - lo // piece + 1,
+                                             config.dma_put_partial_writes))
 
     head = writes(starts, np.minimum(ends, first * line + line - 1))
     tail = np.where(last > first, writes(last * line, ends), 0)
@@ -257,6 +307,12 @@ def row_put_writes(starts, ends, config: VMConfig) -> np.ndarray:
 def operand_transactions(*block, config: VMConfig) -> int:
     """Transactions of the CPEs' DMAs of an operand block (arguments of ``_operand_rows``)."""
     return transactions(*_operand_rows(*block, config), config)
+
+
+def operand_get_cycles(*block, config: VMConfig) -> int:
+    """Engine cycles of the CPEs' gets of an operand block (one request per CPE with a
+    valid part)."""
+    return get_engine_cycles(*_operand_rows(*block, config), config)
 
 
 def operand_put_cycles(*block, config: VMConfig) -> int:
@@ -275,19 +331,19 @@ def predict(problem: Problem, blocking: Blocking, config: VMConfig,
             coefficients=PRIMITIVE_COEFFICIENTS) -> float:
     """Predicted kernel cycles of one swgemm run."""
     mb, nb, kb = blocking
-    es, read = problem.itemsize, config.dma_transaction_cycles
+    es = problem.itemsize
     n_m, n_n, n_k = block_counts(problem, blocking, config)
     k = problem.k
     lda, ldb, ldc = leading_dims(problem, config)
-    a_dma = read * operand_transactions(k, problem.m, kb, mb, lda * es, es,
-                                        problem.a_transposed, True, config=config)
-    b_dma = read * operand_transactions(k, problem.n, kb, nb, ldb * es, es,
-                                        problem.b_transposed, False, config=config)
+    a_dma = operand_get_cycles(k, problem.m, kb, mb, lda * es, es, problem.a_transposed, True,
+                               config=config)
+    b_dma = operand_get_cycles(k, problem.n, kb, nb, ldb * es, es, problem.b_transposed, False,
+                               config=config)
     grain = c_grain(problem, blocking, config)
     c_block = (problem.m, _ceil_div(problem.n, grain) * grain, mb, nb,
                ldc * es, es, False, False)
     c_dma = operand_put_cycles(*c_block, config=config) + (
-        read * operand_transactions(*c_block, config=config) if problem.has_beta else 0)
+        operand_get_cycles(*c_block, config=config) if problem.has_beta else 0)
     # A changes every step unless K has one block and only N advances; B likewise.
     a_loads = n_m * n_k if n_k == 1 else n_m * n_n * n_k
     b_loads = n_n if (n_k == 1 and n_n == 1) else n_m * n_n * n_k
@@ -306,7 +362,8 @@ def predict(problem: Problem, blocking: Blocking, config: VMConfig,
     # are exposed; the rest overlaps.
     job_transactions = _ceil_div(KERNEL.record("J_", "JOB_BYTES").nbytes,
                                  config.dma_transaction_bytes)
-    job_dma = read * job_transactions * mesh(config) ** 2
+    job_dma = (config.dma_get_request_cycles + config.dma_transaction_cycles * job_transactions
+               ) * mesh(config) ** 2
     overlapped = a_dma * (a_loads - 1) + b_dma * (b_loads - 1) + c_dma * (n_m * n_n - 1)
     dma_per_step = dma_cycles(overlapped / steps, config)
     exposed = (dma_cycles(job_dma, config) + dma_cycles(a_dma + b_dma, config)

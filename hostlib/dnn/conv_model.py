@@ -57,10 +57,13 @@ def _blocks(start: int, block: int, stride: int, count: int):
 
 
 def strided_get_cycles(block: int, stride: int, count: int, config, start: int = 0) -> float:
-    """Eq. 3-2 for one get of `count` blocks: T_latency + its lines at the engine's rate."""
+    """Eq. 3-2 for one get of `count` blocks: T_latency + its lines at the engine's rate, the
+    request's engine time and, strided, each block's (docs/timing.md "DMA")."""
     starts, ends = _blocks(start, block, stride, count)
     lines = transactions(starts, ends, np.ones(count, bool), config)
-    return config.dma_latency + lines * config.dma_transaction_cycles
+    blocks = count if stride and count > 1 else 0
+    return (config.dma_latency + lines * config.dma_transaction_cycles
+            + config.dma_get_request_cycles + blocks * config.dma_block_get_cycles)
 
 
 def strided_put_cycles(block: int, stride: int, count: int, config, start: int = 0) -> float:

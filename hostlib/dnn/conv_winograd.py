@@ -403,19 +403,22 @@ def _bytes(starts, nbytes):
 
 
 def _get_cycles(starts, nbytes, config, requests=1) -> int:
-    """Engine cycles of get requests whose blocks start at `starts` (`nbytes` each): a
-    transaction per touched line; a get has no per-request engine time (`requests` is
-    accepted for symmetry with ``_put_cycles``)."""
+    """Engine cycles of `requests` get requests whose blocks start at `starts` (`nbytes`
+    each), timed as one request of those blocks (strided if they lie apart) plus the other
+    requests' own engine time (docs/timing.md "DMA")."""
     starts, ends = _bytes(starts, nbytes)
-    return gemm_model.transactions(starts, ends, True, config) * config.dma_transaction_cycles
+    return (gemm_model.get_engine_cycles(starts[None], ends[None], np.ones((1, starts.size), bool),
+                                         config)
+            + (requests - 1) * config.dma_get_request_cycles)
 
 
 def _put_cycles(starts, nbytes, config, requests=1) -> int:
     """Engine cycles of `requests` put requests whose blocks start at `starts` (`nbytes`
-    each): swGEMM's model of a put's writes, and an acknowledgement per request."""
+    each), timed as one request of those blocks plus the other requests' acknowledgements."""
     starts, ends = _bytes(starts, nbytes)
-    return (int(np.sum(gemm_model.row_put_writes(starts, ends, config)))
-            * config.dma_put_write_cycles + requests * config.dma_put_ack_cycles)
+    return (gemm_model.put_engine_cycles(starts[None], ends[None], np.ones((1, starts.size), bool),
+                                         config)
+            + (requests - 1) * config.dma_put_ack_cycles)
 
 
 def _xi_requests(plan: TransformPlan, channels, p, p0, mt, c0, ncv, es):
@@ -496,7 +499,8 @@ def transform_cycles(op: str, geo: ConvGeometry, es: int, config) -> float:
 
 def _filter_task_cycles(op, o0, i0, bo, bi, n_o, n_i, rotate, es, config) -> tuple:
     """Engine cycles of one OP_FILTER (w got, U put) or OP_DW (U got, w put) task's gets and
-    puts: the block of filters (o0.., i0..) in w and its 16 slices in U."""
+    puts: the block of filters (o0.., i0..) in w and its 16 slices in U; and the requests of
+    its gets and of its puts."""
     rows, cols = min(bo, n_o - o0), min(bi, n_i - i0)
     if cols == n_i:      # contiguous rows of w
         w_side = ([o0 * n_i * 9 * es], rows * 9 * n_i * es)
@@ -511,8 +515,9 @@ def _filter_task_cycles(op, o0, i0, bo, bi, n_o, n_i, rotate, es, config) -> tup
         u_side, requests = (starts.ravel(), nn * es), XI
     if op == "DW":
         return (_get_cycles(*u_side, config, requests=requests),
-                _put_cycles(*w_side, config))
-    return _get_cycles(*w_side, config), _put_cycles(*u_side, config, requests=requests)
+                _put_cycles(*w_side, config)), (requests, 1)
+    return (_get_cycles(*w_side, config), _put_cycles(*u_side, config, requests=requests)), (
+        1, requests)
 
 
 def _filter_time(op, bo, bi, n_o, n_i, rotate, es, config, every_task=True) -> float:
@@ -521,16 +526,21 @@ def _filter_time(op, bo, bi, n_o, n_i, rotate, es, config, every_task=True) -> f
     put, synchronously. When compute is short the engine never idles (its total time); when
     it is long the round's CPEs run in lockstep: their gets queue behind one another, and so
     do their puts, after the compute: rounds x compute + the longer of (a round's gets, then
-    one put) and (one get, then a round's puts)."""
+    one put) and (one get, then a round's puts). A side of several requests per task is not
+    one: the engine takes requests in turn, so they interleave with every other CPE's and
+    the round's CPEs all finish that side together, at the end of the round's."""
     origins = [(o0, i0) for o0 in range(0, n_o, bo) for i0 in range(0, n_i, bi)]
     tasks = len(origins)
-    costs = [_filter_task_cycles(op, o0, i0, bo, bi, n_o, n_i, rotate, es, config)
-             for o0, i0 in (origins if every_task else origins[:1])]
-    gets, puts = (sum(c) * (1 if every_task else tasks) for c in zip(*costs))
+    priced = [_filter_task_cycles(op, o0, i0, bo, bi, n_o, n_i, rotate, es, config)
+              for o0, i0 in (origins if every_task else origins[:1])]
+    gets, puts = (sum(c) * (1 if every_task else tasks) for c in zip(*(p[0] for p in priced)))
+    get_requests, put_requests = priced[0][1]
     rounds = -(-tasks // config.num_cpes)
     compute = bo * bi * FILTER_CPE_CYCLES[op]
+    first_get = gets / (tasks if get_requests == 1 else rounds)
+    first_put = puts / (tasks if put_requests == 1 else rounds)
     lockstep = (rounds * (compute + 2 * config.dma_latency)
-                + max(gets / rounds + puts / tasks, gets / tasks + puts / rounds))
+                + max(gets / rounds + first_put, first_get + puts / rounds))
     return max(gets + puts, lockstep)
 
 
