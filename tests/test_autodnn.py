@@ -455,7 +455,7 @@ def test_generated_backward_filter_against_numpy(batch, n_i, n_o, r_i, c_i, k, s
     r_o, c_o = ((size + 2 * pad - kk) // stride + 1 for size, kk in zip((r_i, c_i), k))
     x, dy = rng.standard_normal((r_i, c_i, n_i, batch)), rng.standard_normal((r_o, c_o, n_o,
                                                                              batch))
-    dw, stats = conv.conv2d_backward_filter(x, dy, (n_o, n_i, *k), stride=stride, padding=pad,
+    dw, stats = conv.conv2d_backward_filter(dy, x, (n_o, n_i, *k), stride=stride, padding=pad,
                                             algo="generated", layout="RCNB")
     assert stats.algo == "generated" and dw.shape == (n_o, n_i, *k)
     xp = np.pad(x, ((pad, pad), (pad, pad), (0, 0), (0, 0)))

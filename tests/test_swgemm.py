@@ -239,9 +239,13 @@ def test_the_limits_are_overridable_and_checked():
     config = VMConfig.preset()
     small = Machine(config.replace(mem_limit=config.static_data_bytes + (1 << 16)))
     used = small.mem.end
+    with pytest.raises(HostError, match="A: 80000 bytes .* is more than the 65536 bytes of "
+                                        "simulated main memory left"):
+        gemm(np.ones((100, 100)), np.ones((100, 100)), machine=small)
+    # A and B fit (2 x 28800 bytes), with C and the padded blocks they do not
     with pytest.raises(HostError, match="the operands need .* bytes of simulated main memory, "
                                         "65536 are left of config.mem_limit="):
-        gemm(np.ones((100, 100)), np.ones((100, 100)), machine=small)
+        gemm(np.ones((60, 60)), np.ones((60, 60)), machine=small)
     assert small.mem.end == used               # nothing was allocated
 
 

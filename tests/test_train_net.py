@@ -94,5 +94,5 @@ def test_npz_sources(tmp_path):
     with pytest.raises(train.TrainError, match="must hold arrays 'data' and 'label'"):
         Dataset(str(tmp_path / "bad.npz"), "TRAIN")
     (tmp_path / "junk.npz").write_bytes(b"not a zip")
-    with pytest.raises(train.TrainError, match="cannot read"):
+    with pytest.raises(train.TrainError, match="is not a .npz archive of arrays"):
         Dataset(str(tmp_path / "junk.npz"), "TRAIN")

@@ -39,16 +39,17 @@ def _digits(phase: str):
 def _npz(path: Path, where: str):
     try:
         with np.load(path) as archive:
-            if "data" not in archive or "label" not in archive:
-                raise TrainError(f"{where}: {path} must hold arrays 'data' and 'label', has "
-                                 f"{sorted(archive.files)}")
-            data, label = archive["data"], archive["label"]
-            cont = archive["cont"] if "cont" in archive else None
+            arrays = {name: archive[name] for name in ("data", "label", "cont")
+                      if name in archive}
+            files = sorted(archive.files)
     except (OSError, zipfile.BadZipFile) as exc:
         raise TrainError(f"{where}: cannot read {path}: {exc}") from None
     except ValueError:          # numpy's guess at pickled data: neither a .npz nor a .npy
         raise TrainError(f"{where}: {path} is not a .npz archive of arrays (numpy.savez)") \
             from None
+    if "data" not in arrays or "label" not in arrays:
+        raise TrainError(f"{where}: {path} must hold arrays 'data' and 'label', has {files}")
+    data, label, cont = arrays["data"], arrays["label"], arrays.get("cont")
     if data.ndim < 2 or label.shape != (len(data),):
         raise TrainError(f"{where}: data must be (N, ...) and label (N,), got {data.shape} and "
                          f"{label.shape}")
