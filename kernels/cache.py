@@ -8,7 +8,9 @@ kernel tree's sources, headers and Python (the runtime's linking), and the assem
 ``.swo`` format and ISA table (``asm/``, ``isa/``). Editing any of them gives new keys, so an
 entry is never stale; entries of old keys are simply not read again. Each file starts with
 the SHA-256 of the rest: a corrupt or truncated file is ignored and rebuilt. Deleting the
-directory is always safe.
+directory is always safe. The checkout's own directory is part of the key too: an entry
+records its sources' paths (fault and requirement messages name file:line), which must be
+this checkout's files, not those of another clone that built the entry first.
 
 Where: ``$SWSIM_CACHE_DIR`` if set (empty: no cache), else ``$XDG_CACHE_HOME/swsim/programs``,
 else ``~/.cache/swsim/programs``.
@@ -53,7 +55,8 @@ def inputs_digest() -> str:
 
 def entry_path(directory: Path, names: tuple, kind: str = "program") -> Path:
     """The file of `names`' linked program, or (kind "object") of one source's object."""
-    key = hashlib.sha256("\0".join((inputs_digest(), kind, *names)).encode()).hexdigest()
+    key = hashlib.sha256("\0".join((inputs_digest(), str(PACKAGE_DIR), kind, *names))
+                         .encode()).hexdigest()
     return directory / f"{key}.swo"
 
 

@@ -108,6 +108,19 @@ def test_changing_an_input_changes_the_key(tmp_path, monkeypatch, changed):
         cache.inputs_digest.cache_clear()
 
 
+def test_another_checkout_has_its_own_entries(tmp_path, monkeypatch):
+    """Same sources in another directory: other keys (entries record their sources' paths)."""
+    for tree, _ in cache.INPUT_TREES:
+        shutil.copytree(cache.PACKAGE_DIR / tree, tmp_path / tree)
+    here = cache.entry_path(tmp_path, NAMES)
+    monkeypatch.setattr(cache, "PACKAGE_DIR", tmp_path)
+    cache.inputs_digest.cache_clear()
+    try:
+        assert cache.entry_path(tmp_path, NAMES) != here
+    finally:
+        cache.inputs_digest.cache_clear()
+
+
 def test_where_the_cache_lives(monkeypatch, tmp_path):
     monkeypatch.delenv(cache.CACHE_ENV, raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
