@@ -76,3 +76,48 @@ def two_branch_net(batch=2):
              h.make_node("Concat", ["ra", "rb"], ["y"], axis=1, name="concat")]
     return model(nodes, [("x", [batch, 8, 8, 8])], [("y", [batch, 16, 8, 8])],
                  [tensor(rng, "wa", 8, 8, 3, 3), tensor(rng, "wb", 8, 8, 1, 1)])
+
+
+def numpy_loss(training, feeds, params):
+    """The loss by the MPE functions of the forward nodes in float64, node by node."""
+    from swsim.hostlib.graph.ops import operator
+    values = {k: v.astype(np.float64) if v.dtype.kind == "f" else v
+              for k, v in {**training.graph.initializers, **feeds, **params}.items()}
+    for node in training.graph.nodes[:training.forward]:
+        outs = operator(node.op_type).mpe(node, *[values[n] if n else None for n in node.inputs])
+        values.update(zip(node.outputs, outs))
+    return float(values["loss"])
+
+
+def check_gradients(onnx_model, x, labels, samples=12, **options):
+    """The gradients a Session (``options``: its keywords; default every suitable node on the
+    CPEs) computes for every parameter of ``onnx_model`` (input "x", logits "g") against
+    central finite differences of ``numpy_loss``; returns (training graph, session)."""
+    from swsim.hostlib.graph import Session, import_onnx
+    from swsim.hostlib.graph.autodiff import derive_training, with_loss
+    training = derive_training(with_loss(import_onnx(onnx_model), "g"), "loss")
+    session = Session(training.graph, **{"minimum_work": False, **options})
+    result = session.run({"x": x, "labels": labels})
+    rng = np.random.default_rng(0)
+    params = {p: training.graph.initializers[p].astype(np.float64)
+              for p in training.parameters}
+    feeds = {"x": x.astype(np.float64), "labels": labels}
+    assert abs(result["loss"] - numpy_loss(training, feeds, params)) < 1e-5
+    for name in training.parameters:
+        grad = result[training.gradients[name]]
+        assert grad.shape == params[name].shape and grad.dtype == np.float32
+        flat = params[name].reshape(-1)
+        picks = rng.choice(flat.size, min(samples, flat.size), replace=False)
+        numeric = []
+        for i in picks:
+            saved, eps = flat[i], 1e-5
+            flat[i] = saved + eps
+            up = numpy_loss(training, feeds, params)
+            flat[i] = saved - eps
+            down = numpy_loss(training, feeds, params)
+            flat[i] = saved
+            numeric.append((up - down) / (2 * eps))
+        scale = max(np.abs(grad).max(), 1e-3)
+        np.testing.assert_allclose(grad.reshape(-1)[picks], numeric, atol=2e-4 * scale,
+                                   rtol=1e-3, err_msg=name)
+    return training, session

@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 from onnx import helper, numpy_helper
 
-from graph_models import model, tensor
+from graph_models import check_gradients, model, tensor
 from swsim.hostlib import train
 from swsim.hostlib.graph import GraphError, Session, import_onnx
 from swsim.hostlib.graph.autodiff import derive_training, with_loss
-from swsim.hostlib.graph.ops import OPS, operator
+from swsim.hostlib.graph.ops import OPS
 from swsim.hostlib.train.graph_net import GraphModel
 from swsim.hostlib.train.net import Run
 
@@ -46,45 +46,6 @@ def branchy(batch=2, seed=4):
              h.make_node("Gemm", ["f", "fc_w"], ["g"], name="fc")]
     inits = [tensor(rng, "w", 3, 2, 3, 3), tensor(rng, "fc_w", 3, 5)]
     return model(nodes, [("x", [batch, 2, 6, 6])], [("g", [batch, 5])], inits)
-
-
-def numpy_loss(training, feeds, params):
-    """The loss by the MPE functions of the forward nodes in float64, node by node."""
-    values = {k: v.astype(np.float64) if v.dtype.kind == "f" else v
-              for k, v in {**training.graph.initializers, **feeds, **params}.items()}
-    for node in training.graph.nodes[:training.forward]:
-        outs = operator(node.op_type).mpe(node, *[values[n] if n else None for n in node.inputs])
-        values.update(zip(node.outputs, outs))
-    return float(values["loss"])
-
-
-def check_gradients(onnx_model, x, labels, samples=12):
-    training = derive_training(with_loss(import_onnx(onnx_model), "g"), "loss")
-    session = Session(training.graph, minimum_work=False)
-    result = session.run({"x": x, "labels": labels})
-    rng = np.random.default_rng(0)
-    params = {p: training.graph.initializers[p].astype(np.float64)
-              for p in training.parameters}
-    feeds = {"x": x.astype(np.float64), "labels": labels}
-    assert abs(result["loss"] - numpy_loss(training, feeds, params)) < 1e-5
-    for name in training.parameters:
-        grad = result[training.gradients[name]]
-        assert grad.shape == params[name].shape and grad.dtype == np.float32
-        flat = params[name].reshape(-1)
-        picks = rng.choice(flat.size, min(samples, flat.size), replace=False)
-        numeric = []
-        for i in picks:
-            saved, eps = flat[i], 1e-5
-            flat[i] = saved + eps
-            up = numpy_loss(training, feeds, params)
-            flat[i] = saved - eps
-            down = numpy_loss(training, feeds, params)
-            flat[i] = saved
-            numeric.append((up - down) / (2 * eps))
-        scale = max(np.abs(grad).max(), 1e-3)
-        np.testing.assert_allclose(grad.reshape(-1)[picks], numeric, atol=2e-4 * scale,
-                                   rtol=1e-3, err_msg=name)
-    return training, session
 
 
 def test_convnet_gradients_on_the_cpes_match_finite_differences():
@@ -239,22 +200,22 @@ def test_the_solver_trains_an_imported_graph_deterministically():
 
 def test_errors_name_the_node_or_argument():
     rng = np.random.default_rng(8)
-    nodes = [h.make_node("LRN", ["x"], ["n"], size=3, name="lrn"),
+    nodes = [h.make_node("LeakyRelu", ["x"], ["n"], name="leaky"),
              h.make_node("Conv", ["n", "w"], ["c"], name="conv"),
              h.make_node("Flatten", ["c"], ["g"], name="flat")]
-    lrn_below = import_onnx(model(nodes, [("x", [2, 1, 4, 4])], [("g", [2, 4])],
+    leaky_below = import_onnx(model(nodes, [("x", [2, 1, 4, 4])], [("g", [2, 4])],
                                   [tensor(rng, "w", 1, 1, 3, 3)]))
-    derive_training(with_loss(lrn_below, "g"), "loss")    # no gradient needed through LRN
+    derive_training(with_loss(leaky_below, "g"), "loss")   # no gradient needed through it
     nodes[0:2] = [h.make_node("Conv", ["x", "w"], ["c0"], name="conv"),
-                  h.make_node("LRN", ["c0"], ["c"], size=3, name="lrn")]
-    lrn_above = import_onnx(model(nodes, [("x", [2, 1, 4, 4])], [("g", [2, 4])],
+                  h.make_node("LeakyRelu", ["c0"], ["c"], name="leaky")]
+    leaky_above = import_onnx(model(nodes, [("x", [2, 1, 4, 4])], [("g", [2, 4])],
                                   [tensor(rng, "w", 1, 1, 3, 3)]))
-    with pytest.raises(GraphError, match="node 'lrn' .LRN.: no gradient for LRN"):
-        derive_training(with_loss(lrn_above, "g"), "loss")
+    with pytest.raises(GraphError, match="node 'leaky' .LeakyRelu.: no gradient for LeakyRelu"):
+        derive_training(with_loss(leaky_above, "g"), "loss")
     with pytest.raises(GraphError, match="loss 'g': not a float scalar"):
-        derive_training(lrn_above, "g")
+        derive_training(leaky_above, "g")
     with pytest.raises(GraphError, match="parameter 'nope'"):
-        derive_training(with_loss(lrn_above, "g"), "loss", parameters=["nope"])
+        derive_training(with_loss(leaky_above, "g"), "loss", parameters=["nope"])
     grad_node = [h.make_node("ReluGrad", ["x", "x"], ["g"], name="sneaky")]
     with pytest.raises(GraphError, match="node 'sneaky' .ReluGrad.: operator ReluGrad is not"):
         import_onnx(model(grad_node, [("x", [2, 4])], [("g", [2, 4])]))   # not ONNX's

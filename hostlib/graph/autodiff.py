@@ -35,6 +35,8 @@ DIFFERENTIABLE = {
     "BatchNormalizationTraining": (0, 1, 2), "MaxPoolTraining": (0,), "Relu": (0,),
     "Sigmoid": (0,), "Tanh": (0,),
     "Flatten": (0,), "Reshape": (0,), "Identity": (0,), "Add": (0, 1), "Sum": None,
+    "Sub": (0, 1), "Mul": (0, 1), "Div": (0, 1), "MatMul": (0, 1), "Concat": None,
+    "Transpose": (0,), "Softmax": (0,), "LogSoftmax": (0,), "LRN": (0,),
     "SoftmaxCrossEntropyLoss": (0,),
 }
 
@@ -178,12 +180,15 @@ class _Builder:
         self.constants[name] = value
         return name
 
-    def add(self, op_type, inputs, outputs, forward: Node = None, name=None) -> list:
-        """A backward node; ``outputs``: wanted names ("" for outputs nobody reads)."""
+    def add(self, op_type, inputs, outputs, forward: Node = None, name=None,
+            attrs=None) -> list:
+        """A backward node; ``outputs``: wanted names ("" for outputs nobody reads). Its
+        attributes: ``attrs``, else the forward node's."""
         outputs = [self.name(o) if o else "" for o in outputs]
+        if attrs is None:
+            attrs = dict(forward.attrs) if forward else {}
         self.nodes.append(Node(self.name(name or f"{forward.name}/grad"), op_type, list(inputs),
-                               outputs, dict(forward.attrs) if forward else {},
-                               forward.opset if forward else 0))
+                               outputs, attrs, forward.opset if forward else 0))
         return outputs
 
     def contribute(self, tensor, grad) -> None:
@@ -203,8 +208,6 @@ def _grad_names(node, needs):
 
 
 def _conv(builder, node, dys, needs):
-    if int(node.attr("group", 1)) != 1:
-        raise GraphError(f"{node}: no gradient for a grouped convolution yet")
     return builder.add("ConvGrad", [dys[0]] + node.inputs[:2], _grad_names(node, needs), node)
 
 
@@ -239,15 +242,80 @@ def _view(builder, node, dys, needs):
         [None] * (len(node.inputs) - 1)
 
 
-def _sum(builder, node, dys, needs):
-    """Add, Sum: each input gets the output's gradient (inputs of the output's shape)."""
+def _aligned(builder, node, index) -> tuple:
+    """Input ``index``'s shape as it broadcast against the output (opset < 7's
+    ``broadcast=1, axis=`` aligns the second operand at ``axis``: padded on the right)."""
+    shape = builder.info[node.inputs[index]].shape
     out = builder.info[node.outputs[0]].shape
-    for name, need in zip(node.inputs, needs):
-        if need and builder.info[name].shape != out:
-            raise GraphError(f"{node}: no gradient for a broadcasting {node.op_type} yet "
-                             f"(input {name!r} is {list(builder.info[name].shape)}, the "
-                             f"output {list(out)})")
-    return [dys[0] if need else None for need in needs]
+    if index == 1 and node.opset < 7 and node.attr("broadcast", 0) and len(shape) < len(out):
+        axis = node.attr("axis", len(out) - len(shape)) % len(out)
+        return tuple(shape) + (1,) * (len(out) - axis - len(shape))
+    return tuple(shape)
+
+
+def _reduce(builder, node, index, grad, alpha=1.0):
+    """``grad`` (of the output's shape) given back to input ``index``: summed over the axes
+    its broadcast stretched (SumTo), times alpha; ``grad`` itself when there is nothing to
+    do."""
+    name = node.inputs[index]
+    aligned = _aligned(builder, node, index)
+    if aligned == builder.info[node.outputs[0]].shape and alpha == 1.0:
+        return grad
+    attrs = dict(aligned=list(aligned), shape=list(builder.info[name].shape), alpha=alpha)
+    (total,) = builder.add("SumTo", [grad], [f"grad/{name}"], node,
+                           name=f"{node.name}/grad/sum{index}", attrs=attrs)
+    return total
+
+
+def _sum(builder, node, dys, needs):
+    """Add, Sub, Sum: each input gets the output's gradient (Sub's second negated), summed
+    over the axes its broadcast stretched."""
+    signs = [1.0, -1.0] if node.op_type == "Sub" else [1.0] * len(node.inputs)
+    return [_reduce(builder, node, i, dys[0], sign) if need else None
+            for i, (need, sign) in enumerate(zip(needs, signs))]
+
+
+def _product(builder, node, dys, needs):
+    """Mul: da = dy b, db = dy a; Div: da = dy / b, db = -(dy / b) y (the forward's output),
+    each then summed back to its operand's shape."""
+    a, b = node.inputs
+    grads = [None, None]
+    if node.op_type == "Mul":
+        for index, other in ((0, b), (1, a)):
+            if needs[index]:
+                (full,) = builder.add("Mul", [dys[0], other], [f"grad/{node.inputs[index]}/full"],
+                                      node, name=f"{node.name}/grad/mul{index}")
+                grads[index] = _reduce(builder, node, index, full)
+        return grads
+    (quotient,) = builder.add("Div", [dys[0], b], [f"grad/{a}/full"], node,
+                              name=f"{node.name}/grad/div")
+    if needs[0]:
+        grads[0] = _reduce(builder, node, 0, quotient)
+    if needs[1]:
+        (full,) = builder.add("Mul", [quotient, node.outputs[0]], [f"grad/{b}/full"], node,
+                              name=f"{node.name}/grad/mul", attrs={})
+        grads[1] = _reduce(builder, node, 1, full, -1.0)
+    return grads
+
+
+def _matmul(builder, node, dys, needs):
+    return builder.add("MatMulGrad", [dys[0]] + node.inputs, _grad_names(node, needs), node)
+
+
+def _transpose(builder, node, dys, needs):
+    """The inverse permutation (a Transpose too: the CPEs' layout transform where it fits)."""
+    ndim = len(builder.info[node.inputs[0]].shape)
+    perm = [int(p) for p in node.attr("perm", list(range(ndim))[::-1])]
+    return builder.add("Transpose", [dys[0]], _grad_names(node, needs), node,
+                       attrs=dict(perm=[int(i) for i in np.argsort(perm)]))
+
+
+def _concat(builder, node, dys, needs):
+    """ConcatGrad: the output's gradient cut into the inputs' pieces."""
+    shapes = [builder.info[name].shape for name in node.inputs]
+    axis = int(node.attr("axis", 0)) % len(shapes[0])
+    return builder.add("ConcatGrad", [dys[0]], _grad_names(node, needs), node,
+                       attrs=dict(axis=axis, split=[int(s[axis]) for s in shapes]))
 
 
 def _batchnorm(builder, node, dys, needs):
@@ -269,5 +337,8 @@ RULES = {
     "Sigmoid": _unary("SigmoidGrad", reads_output=True),
     "Tanh": _unary("TanhGrad", reads_output=True),
     "Flatten": _view, "Reshape": _view, "Identity": _view, "Add": _sum, "Sum": _sum,
+    "Sub": _sum, "Mul": _product, "Div": _product, "MatMul": _matmul, "Transpose": _transpose,
+    "Concat": _concat, "Softmax": _unary("SoftmaxGrad", reads_output=True),
+    "LogSoftmax": _unary("LogSoftmaxGrad", reads_output=True), "LRN": _unary("LRNGrad"),
     "SoftmaxCrossEntropyLoss": _loss,
 }

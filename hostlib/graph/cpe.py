@@ -210,13 +210,15 @@ def transpose(node, inputs, on):
     (x,) = inputs
     _floats(node, x)
     perm = [int(p) for p in node.attr("perm", list(range(x.ndim))[::-1])]
-    target = "".join("NCHW"[p] for p in perm) if x.ndim == 4 else None
-    layout = next((name for name, order in dnn.LAYOUTS.items() if order == target), None)
-    if layout is None:
-        raise NotSuitable(f"perm {perm}: the CPE layout transforms move 4-D tensors between "
-                          f"{sorted(dnn.LAYOUTS)} (from NCHW)")
-    y, stats = _launch(dnn.transform, x, "NCHW", layout, **on)
-    return (y,), [stats], f"transform NCHW->{layout}"
+    # x read as each layout in turn (NCHW first): perm must take it to another layout
+    for source, order in dnn.LAYOUTS.items() if x.ndim == 4 else ():
+        target = "".join(order[p] for p in perm)
+        layout = next((name for name, o in dnn.LAYOUTS.items() if o == target), None)
+        if layout is not None:
+            y, stats = _launch(dnn.transform, x, source, layout, **on)
+            return (y,), [stats], f"transform {source}->{layout}"
+    raise NotSuitable(f"perm {perm}: the CPE layout transforms move 4-D tensors between "
+                      f"{sorted(dnn.LAYOUTS)}")
 
 
 def concat(node, inputs, on):

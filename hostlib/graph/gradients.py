@@ -69,14 +69,20 @@ def _scatter_windows(grads, shape, node, kernel):
 
 
 def conv_grad(node, dy, x, w):
-    """(dx, dw, db) of a 2-D Conv of one group (autodiff refuses more)."""
+    """(dx, dw, db) of a 2-D Conv (any group count, dilation, pads): per group, the adjoint
+    of ``ops._windows``'s view."""
     kernel = list(w.shape[2:])
-    begin, end, strides, dilations, out = window_geometry(node, x.shape[2:], kernel)
-    dy64 = dy.astype(np.float64)
+    group = int(node.attr("group", 1))
+    cg, og = x.shape[1] // group, w.shape[0] // group
+    dy64, w64 = dy.astype(np.float64), w.astype(np.float64)
     windows = _windows(x.astype(np.float64), node, kernel, 0.0)[0]   # N, C, OH, OW, KH, KW
-    dw = np.einsum("nohw,nchwij->ocij", dy64, windows)
-    dx = _scatter_windows(np.einsum("nohw,ocij->nchwij", dy64, w.astype(np.float64)),
-                          x.shape, node, kernel)
+    dx, dw = np.zeros(x.shape), np.zeros(w.shape)
+    for g in range(group):
+        ins, outs = slice(g * cg, (g + 1) * cg), slice(g * og, (g + 1) * og)
+        dw[outs] = np.einsum("nohw,nchwij->ocij", dy64[:, outs], windows[:, ins])
+        dx[:, ins] = _scatter_windows(np.einsum("nohw,ocij->nchwij", dy64[:, outs],
+                                                w64[outs]), (x.shape[0], cg) + x.shape[2:],
+                                      node, kernel)
     return dx.astype(x.dtype), dw.astype(w.dtype), dy64.sum(axis=(0, 2, 3)).astype(dy.dtype)
 
 
@@ -281,20 +287,35 @@ def _symmetric_padding(node, x_shape, kernel):
 
 
 def cpe_conv_grad(node, inputs, on):
+    """The DNN library's backward operators, once per group (as the forward's CPE path)."""
     dy, x, w = inputs
     _floats(node, dy, x, w)
     strides, padding = _symmetric_padding(node, x.shape, list(w.shape[2:]))
     geometry = dict(stride=tuple(strides), padding=tuple(padding), algo="auto", **on)
     want_dx, want_dw, want_db = (_needed(node) + [False] * 3)[:3]
-    outputs, parts, algorithms = [None, None, None], [], []
+    group = int(node.attr("group", 1))
+    cg, og = x.shape[1] // group, w.shape[0] // group
+    dxs, dws, parts, algorithms = [], [], [], []
+    for g in range(group):
+        dy_g = np.ascontiguousarray(dy[:, g * og:(g + 1) * og])
+        if want_dx:
+            dx, stats = _launch(dnn.conv2d_backward_data, dy_g,
+                                np.ascontiguousarray(w[g * og:(g + 1) * og]),
+                                (x.shape[0], cg) + x.shape[2:], **geometry)
+            dxs.append(dx)
+            parts.append(stats)
+        if want_dw:
+            dw, stats = _launch(dnn.conv2d_backward_filter, dy_g,
+                                np.ascontiguousarray(x[:, g * cg:(g + 1) * cg]),
+                                (og,) + w.shape[1:], **geometry)
+            dws.append(dw)
+            parts.append(stats)
+    outputs = [np.concatenate(dxs, axis=1) if want_dx else None,
+               np.concatenate(dws, axis=0) if want_dw else None, None]
     if want_dx:
-        outputs[0], stats = _launch(dnn.conv2d_backward_data, dy, w, x.shape, **geometry)
-        parts.append(stats)
-        algorithms.append(f"data {stats.algo}")
+        algorithms.append(f"data {parts[0].algo}")
     if want_dw:
-        outputs[1], stats = _launch(dnn.conv2d_backward_filter, dy, x, w.shape, **geometry)
-        parts.append(stats)
-        algorithms.append(f"filter {stats.algo}")
+        algorithms.append(f"filter {parts[int(want_dx)].algo}")
     if want_db:        # sums of dy over N, H, W: two swGEMMs with vectors of ones
         n, c = dy.shape[:2]
         on_gemm = dict(machine=on["machine"], engine=on["engine"])
@@ -306,7 +327,8 @@ def cpe_conv_grad(node, inputs, on):
         parts.append(stats)
         outputs[2] = np.ascontiguousarray(sums).reshape(c)
         algorithms.append("bias swGEMM")
-    return tuple(outputs[:len(node.outputs)]), parts, ", ".join(algorithms)
+    suffix = f" x{group} groups" if group > 1 else ""
+    return tuple(outputs[:len(node.outputs)]), parts, ", ".join(algorithms) + suffix
 
 
 def cpe_gemm_grad(node, inputs, on):
