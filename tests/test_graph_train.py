@@ -226,3 +226,28 @@ def test_errors_name_the_node_or_argument():
                                 source="sklearn:digits", batch_size=8)).step()
     with pytest.raises(train.TrainError, match="one shard"):
         train.Solver(digits_model(), train.SolverSpec(base_lr=0.1), shard=(0, 2))
+
+
+def test_the_solver_trains_a_split_graph_on_the_dataflow_runtime():
+    """split=2 on 2 CGs: the copies' gradients summed on the CPEs give the unsplit step's
+    losses (the 4 filters' gradient, first dimension 4 like the batch, is a sum, not a
+    slice); the step's time is the dataflow makespan."""
+    spec = train.SolverSpec(base_lr=0.5, momentum=0.9, random_seed=1)
+
+    def losses(**options):
+        solver = train.Solver(GraphModel(convnet(batch=4, seed=1, fc_scale=0.05),
+                                         source="sklearn:digits", batch_size=4, scale=1 / 16,
+                                         split=options.pop("split", None)), spec, **options)
+        results = [solver.step() for _ in range(2)]
+        return [r.loss for r in results], results[-1], solver.net
+    plain, _, _ = losses()
+    parted, result, net = losses(split=2, cgs=2)
+    np.testing.assert_allclose(parted, plain, rtol=1e-5)
+    assert set(result.layer_seconds) == {"(dataflow)", "(update)"}
+    assert {r.cg for r in net.records} == {0, 1}
+    assert {"sum grad/w", "sum loss"} <= {r.node for r in net.records}
+    with pytest.raises(train.TrainError, match="split: an integer >= 1 dividing batch_size 4"):
+        GraphModel(convnet(batch=4), source="sklearn:digits", batch_size=4, split=3)
+    with pytest.raises(train.TrainError, match="split: BatchNormalization's running"):
+        GraphModel(batchnormed(batch=8, channels=1, size=8, classes=10),
+                   source="sklearn:digits", batch_size=8, split=2)

@@ -26,6 +26,7 @@ class TrainingGraph:
     # running statistics (BatchNormalization's mean and variance initializers) -> the tensor
     # of their updated values, also outputs of the graph
     state: dict = field(default_factory=dict)
+    seed: str = "grad/seed"   # the initializer d loss / d loss (1) the backward starts from
 
 
 # op -> the input positions a gradient flows to (the others: labels, shapes)
@@ -116,7 +117,7 @@ def derive_training(graph: Graph, loss: str, parameters=None) -> TrainingGraph:
                    [loss] + [grads[p] for p in parameters] + list(state.values()),
                    {**graph.initializers, **builder.constants})
     result.infer()
-    return TrainingGraph(result, len(order), loss, parameters, grads, state)
+    return TrainingGraph(result, len(order), loss, parameters, grads, state, seed)
 
 
 def _training_mode(order, graph, info):

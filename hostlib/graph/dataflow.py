@@ -239,7 +239,7 @@ def split(graph: Graph, slices: int, *, sums=()) -> Split:
     except GraphError as error:
         raise GraphError(f"split: {error} (the graph does not keep the batch on axis 0 "
                          "there, so it cannot be split)") from None
-    _check_slices(graph, result, batch, sizes)
+    _check_slices(graph, result, batch, sizes, set(sums))
     pieces = {name: [(f"{name}@{i}", bounds[i], bounds[i + 1]) for i in range(slices)]
               for name in sliced}
     return Split(result, pieces)
@@ -269,7 +269,10 @@ def _slice_target(graph, node, batch, size, i, initializers):
     return f"{target}@{i}"
 
 
-def _check_slices(graph, result, batch, sizes):
+def _check_slices(graph, result, batch, sizes, sums):
+    """Every copy's tensor has the slice's batch on axis 0 where the graph's had the batch,
+    and the graph's shape otherwise -- the summed gradients, whatever their first dimension,
+    always the latter."""
     producers = graph.producers()
     for name, info in graph.info.items():
         if name not in producers:
@@ -278,7 +281,8 @@ def _check_slices(graph, result, batch, sizes):
             got = result.info.get(f"{name}@{i}")
             if got is None:
                 continue
-            want = (size,) + info.shape[1:] if info.shape[:1] == (batch,) else info.shape
+            carries = info.shape[:1] == (batch,) and name not in sums
+            want = (size,) + info.shape[1:] if carries else info.shape
             if got.shape != want:
                 raise GraphError(f"split: {producers[name]} gives {name!r} the shape "
                                  f"{list(got.shape)} on slice {i}, not {list(want)}: it does "

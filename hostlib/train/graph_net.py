@@ -11,8 +11,9 @@ import hashlib
 
 import numpy as np
 
-from ..graph import Graph, GraphError, import_onnx
+from ..graph import DataflowSession, Graph, GraphError, import_onnx
 from ..graph.autodiff import derive_training, with_loss
+from ..graph.dataflow import split as split_pass
 from ..graph.dispatch import run_node
 from .common import DTYPE, TrainError
 from .data import Dataset
@@ -26,12 +27,16 @@ class GraphModel:
     scalar tensor ``loss``, or (the default) the mean softmax cross-entropy of ``logits``
     (default: the graph's one output) against the labels, fed as the int64 input ``labels``.
     ``parameters``: the initializers to train (default every float one a gradient reaches).
-    ``check``: swHMAE's debug mode on every node; ``minimum_work``: its minimum-work rule."""
+    ``check``: swHMAE's debug mode on every node; ``minimum_work``: its minimum-work rule.
+    ``split``: None (default) shares each node's work among the Solver's core groups; an
+    integer S runs the training graph by swFLOWpro's dataflow runtime (``DataflowSession``:
+    nodes whole on the core groups, several at once) on the split pass's S copies, each on
+    batch_size / S samples, their gradients summed on the CPEs (1: the graph as it is)."""
 
     def __init__(self, graph, *, source: str, batch_size: int, scale: float = 1.0,
                  logits: str = None, loss: str = None, labels: str = "labels",
                  parameters=None, check: bool = False, minimum_work: bool = True,
-                 name: str = None):
+                 name: str = None, split: int = None):
         if not isinstance(graph, Graph):
             graph = import_onnx(graph)
         if loss is None:
@@ -64,6 +69,32 @@ class GraphModel:
                 raise TrainError(f"parameter {name!r}: {initializers[name].dtype.name}; the "
                                  f"training stack's parameters are {np.dtype(DTYPE).name}")
         self.options = dict(check=check, minimum_work=minimum_work)
+        self.slices = split
+        self.parted = None if split is None else self._split(split)
+
+    def _split(self, slices):
+        """The split pass over the training graph: each copy's backward starts from 1/S
+        (the seed), so the Sum of the S copies' gradients is the whole batch's mean
+        gradient; the copies' losses are summed too (the Solver reports their mean)."""
+        if isinstance(slices, bool) or not isinstance(slices, int) or slices < 1 or \
+                self.batch_size % slices:
+            raise TrainError(f"split: an integer >= 1 dividing batch_size {self.batch_size} "
+                             f"(equal slices), got {slices!r}")
+        if self.training.state:
+            raise TrainError(f"split: BatchNormalization's running statistics "
+                             f"({', '.join(self.training.state)}) cannot be summed over copies")
+        if slices == 1:
+            return None
+        graph = self.training.graph
+        seeded = Graph(graph.name, graph.nodes, graph.inputs, graph.outputs, {
+            **graph.initializers,
+            self.training.seed: np.full((), 1 / slices, graph.initializers[self.training.seed]
+                                        .dtype)})
+        sums = [self.training.loss] + list(self.training.gradients.values())
+        try:
+            return split_pass(seeded, slices, sums=sums)
+        except GraphError as error:
+            raise TrainError(f"graph {self.name!r}: {error}") from None
 
     def fingerprint(self) -> str:
         """A digest of the training graph and its initial parameters (checkpoint identity)."""
@@ -83,7 +114,8 @@ class GraphNet:
     nodes = ()            # no Caffe layers: no Accuracy layer and no carried state
 
     def __init__(self, model: GraphModel, cgs: int = 1):
-        """``cgs``: the core groups every node's operator shares its work among."""
+        """``cgs``: the core groups every node's operator shares its work among (with the
+        model's ``split``: the dataflow runtime's core groups)."""
         self.spec, self.training, self.cgs = model, model.training, cgs
         graph = self.training.graph
         self.forward_nodes = graph.nodes[:self.training.forward]
@@ -102,6 +134,7 @@ class GraphNet:
             for name in names:
                 arena[name][...] = graph.initializers[name]
         self.records = []           # the last step's swHMAE records, node by node
+        self.session = None         # with split: the DataflowSession, made on the first step
 
     def data_source(self):
         return self.spec.dataset, self.spec.batch_size
@@ -111,22 +144,47 @@ class GraphNet:
 
     def forward(self, run, batch) -> dict:
         """Every tensor of the forward nodes on ``batch`` = (data, label) on ``run``'s core
-        group (the labels, Caffe's floats, as the graph's int64)."""
+        group (the labels, Caffe's floats, as the graph's int64). With ``split``: the whole
+        training graph by the dataflow runtime (the backward too; ``backward`` then only
+        hands the gradients over), its makespan the step's "(dataflow)" row."""
         graph = self.training.graph
+        feeds = {self.spec.data: np.ascontiguousarray(batch[0]),
+                 self.spec.labels: np.asarray(batch[1]).astype(np.int64)}
+        if self.spec.slices is not None:
+            return self._dataflow(run, feeds)
         values = dict(graph.initializers)
         values.update({name: self.params[name] for name in self.training.parameters})
         values.update({name: self.state[name] for name in self.training.state})
-        values[self.spec.data] = np.ascontiguousarray(batch[0])
-        values[self.spec.labels] = np.asarray(batch[1]).astype(np.int64)
+        values.update(feeds)
         self.records = []
         self._run(run, self.forward_nodes, values)
         for name, updated in self.training.state.items():
             self.state[name][...] = values[updated]
         return values
 
+    def _dataflow(self, run, feeds) -> dict:
+        parted = self.spec.parted
+        if self.session is None or self.session.machine is not run.machine:
+            graph = parted.graph if parted else self.training.graph
+            # the parameters read in place from the arena the update writes
+            graph = Graph(graph.name, graph.nodes, graph.inputs, graph.outputs, {
+                **graph.initializers,
+                **{name: self.params[name] for name in self.training.parameters}})
+            graph.infer()
+            self.session = DataflowSession(graph, machine=run.machine, cgs=self.cgs,
+                                           **self.spec.options)
+        try:
+            values = self.session.run(parted.feeds(feeds) if parted else feeds)
+        except GraphError as error:
+            raise TrainError(f"graph {self.spec.name!r}: {error}") from None
+        self.records = self.session.records
+        run.seconds["(dataflow)"] += self.session.cycles / run.machine.config.clock_hz
+        return values
+
     def backward(self, run, blobs) -> None:
         """The backward nodes; the parameters' gradients into the packed gradient buffer."""
-        self._run(run, self.backward_nodes, blobs)
+        if self.spec.slices is None:
+            self._run(run, self.backward_nodes, blobs)
         for name, grad in self.training.gradients.items():
             self.grads[name][...] = blobs[grad]
 
@@ -144,12 +202,13 @@ class GraphNet:
             values.update((name, value) for name, value in zip(node.outputs, outputs) if name)
 
     def loss(self, blobs) -> float:
-        return float(blobs[self.training.loss])
+        """The loss (with split: the copies' summed losses over S, the host's report)."""
+        return float(blobs[self.training.loss]) / (self.spec.slices or 1)
 
     def nan_layer(self, blobs):
         """The first node (in forward order) one of whose outputs holds a NaN, or None."""
         for node in self.forward_nodes:
             for name in node.outputs:
-                if name and np.isnan(np.asarray(blobs[name], np.float64)).any():
+                if name in blobs and np.isnan(np.asarray(blobs[name], np.float64)).any():
                     return node.name
         return None
