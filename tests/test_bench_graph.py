@@ -51,3 +51,18 @@ def test_rebatched_light_model():
         from swsim.cli import build_parser
         from swsim.hostlib.tools.cli import _graph
         _graph(build_parser().parse_args(["bench", "graph", "--batch", "0"]))
+
+
+def test_training_step_table(monkeypatch):
+    """The Solver's whole steps of the lowered LeNet, here on 1 CG and split 2 on 2 CGs at
+    batch 4: the same losses, the speed-up the steps' ratio."""
+    from swsim.hostlib.tools.bench import graph_train
+    monkeypatch.setattr(graph_train, "QUICK_BATCH", 4)
+    monkeypatch.setattr(graph_train, "CONFIGS", (("1 CG", 1, None), ("2 CGs split", 2, 2)))
+    table = graph_train.run(quick=True)
+    one, parted = table.rows
+    assert parted.losses == pytest.approx(one.losses, rel=1e-5)
+    assert parted.speedup == pytest.approx(one.step_ms / parted.step_ms)
+    assert one.step_ms > 0 and one.speedup == 1.0
+    text = "\n".join(graph_train.format_table(table))
+    assert "batch 4, training step" in text and "2 CGs split" in text

@@ -165,9 +165,11 @@ def register(subparsers) -> None:
     light.set_defaults(func=_light)
     graph_bench = which.add_parser("graph", help="swFLOWpro's Tables 3-5 (per-op MPE vs CPE time, "
                              "whole-pass ratio, conv share) and the speed-up of 4 (6) core "
-                             "groups without and with split, estimated (docs/graph.md)")
+                             "groups without and with split, estimated; a simulated "
+                             "training-step table (docs/graph.md)")
     graph_bench.add_argument("--quick", action="store_true",
-                       help="ResNet-50 only, from the models (nothing simulated)")
+                       help="ResNet-50 only, from the models (nothing simulated); the "
+                            "training step at batch 16, one step per row")
     graph_bench.add_argument("--model", action="append", choices=_graph_models(),
                        help="this model only (repeatable)")
     graph_bench.add_argument("--batch", type=int, default=32, metavar="N",

@@ -1,7 +1,8 @@
 """`swsim bench graph`: swFLOWpro's Tables 3-5 and its two-level parallelism on our chip
 (docs/graph.md "Benchmark: bench graph"), for onnx's light AlexNet, VGG-19 (the light set has
-no VGG-16), ResNet-50 and Inception v1 at batch 32, FORWARD only (imported graphs have no
-backward yet), from node times estimated without running the whole graphs:
+no VGG-16), ResNet-50 and Inception v1 at batch 32, forward only, from node times estimated
+without running the whole graphs (the training-step table, simulated whole on a small net, is
+``graph_train``'s):
 
 - a node with a CPE operator: convolutions the fastest algorithm's ``estimate()`` (a simulated
   sample, extrapolated), Gemm/MatMul the swGEMM model, memory-bound operators (activations,
@@ -31,7 +32,7 @@ from ...graph.cpe import CPE
 from ...graph.dataflow import schedule, split
 from ...graph.dispatch import mpe_cycles
 from ...graph.ops import OPS, window_geometry
-from . import ops
+from . import graph_train, ops
 from .light import path
 from .train_nets import Estimator
 
@@ -245,8 +246,16 @@ def _speedups(graph, costs, cgs, label) -> dict:
             f"{label}{cgs} CGs, split {cgs}": one / _makespan(parted, costs, cgs)}
 
 
-def run(quick=False, models=None, batch=BATCH, pro=True, progress=None) -> list:
-    """Per model a Result; ``pro``: also 6 CGs of the sw26010pro preset."""
+@dataclass
+class Report:
+    forward: list                   # Result per model
+    training: graph_train.TrainTable = None
+
+
+def run(quick=False, models=None, batch=BATCH, pro=True, progress=None,
+        training=True) -> Report:
+    """Per model a Result; ``pro``: also 6 CGs of the sw26010pro preset; ``training``: the
+    training-step table too."""
     names = models or (QUICK_MODELS if quick else tuple(MODELS))
     chip = Machine()
     costs = NodeCosts(chip, sampled=not quick, progress=progress)
@@ -259,12 +268,12 @@ def run(quick=False, models=None, batch=BATCH, pro=True, progress=None) -> list:
         if pro:
             result.speedup.update(_speedups(graph, pro_costs, PRO_CGS, "pro "))
         results.append(result)
-    return results
+    return Report(results, graph_train.run(quick, progress) if training else None)
 
 
-def format_report(results) -> str:
+def format_report(report: Report) -> str:
     lines = []
-    for r in results:
+    for r in report.forward:
         lines.append(f"{r.model}, batch {r.batch}, forward ({r.nodes} nodes)")
         header = ("op", "nodes", "MPE ms", "CPE ms", "ManyAccRatio", "CPE time from")
         rows = [header] + [(o.op, str(o.nodes), f"{o.mpe_ms:,.1f}", f"{o.cpe_ms:,.2f}",
@@ -279,4 +288,6 @@ def format_report(results) -> str:
     lines.append(f"swFLOWpro: {PAPER_NO_SPLIT[0]}-{PAPER_NO_SPLIT[1]}x on 4 CGs without "
                  f"split, {PAPER_SPLIT[0]}-{PAPER_SPLIT[1]}x with split (4.96x: ResNet-50 on "
                  "6 CGs of SW26010pro)")
+    if report.training:
+        lines += graph_train.format_table(report.training)
     return "\n".join(lines)
