@@ -82,7 +82,8 @@ class GraphModel:
                              f"(equal slices), got {slices!r}")
         if self.training.state:
             raise TrainError(f"split: BatchNormalization's running statistics "
-                             f"({', '.join(self.training.state)}) cannot be summed over copies")
+                             f"({', '.join(self.training.state)}) are not carried by the "
+                             "dataflow runtime (nor summable over copies)")
         if slices == 1:
             return None
         graph = self.training.graph
