@@ -98,6 +98,10 @@ def test_delayed_start_delays_each_instance():
     (dict(mode="per_group", group=3), "group .* must divide 64 .* got 3"),
     (dict(mode="per_group", group=24), "got 24"),
     (dict(mode="per_group", group=64), "got 64"),
+    (dict(mode="per_group", group=12), "must divide 64 .* got 12"),
+    (dict(mode="per_group", group=16, launch_groups=5), r"launch_groups must be 1..4 \(the "
+                                                         r"instances\), got 5"),
+    (dict(instances=65), "instances must be 1..64, got 65"),
     (dict(ops=[("pool", 0)]), "unknown operator 'pool'"),
     (dict(ops=[("bn", 3)]), "bn layer 3 has no parameters"),
 ])
@@ -116,6 +120,8 @@ def test_an_instance_that_does_not_fit_its_ldm_is_refused_with_numbers():
 
 def test_bad_arrays_are_refused():
     x, w, scale, shift = params(1, rows=1)
+    with pytest.raises(ArgumentTypeError, match="instances must be an int, got str"):
+        run_block(x, w, scale, shift, instances="8")
     with pytest.raises(ArgumentTypeError, match="x must be a numpy array"):
         run_block(x.tolist(), w, scale, shift)
     with pytest.raises(ArgumentError, match="x must be float32"):
