@@ -83,76 +83,99 @@ mlp_ldm_end:
 
 	.text
 
-# ROW16 xc, xn, xs, rs: acc $0-$15 += xc R, R the 16 vectors at $25 whose first 8 are in
-# $17-$24; meanwhile load R's last 8, the next x (xs bytes on from $27) into xn and the next
-# R's first 8 (rs bytes on), and advance $25, $27.
+# The FC loops' 16 vector accumulators (64 f32 outputs) are $0-$7 and $10-$17, so that `.irp`
+# names both halves ($\k, $1\k); AXPY16's row of 16 vectors passes through $20-$27.
+
+# ROW16 xc, xn, xs, rs: acc += xc R, R the 16 vectors at $18 whose first 8 are in $20-$27;
+# every vmas issues beside a load: R's last 8, then the next x (xs bytes on from $19) into xn
+# and the next R's first 8 (rs bytes on). Advances $18, $19.
 	.macro	ROW16 xc, xn, xs, rs
-	vmas	\xc, $17, $0, $0
-	vlds	$17, 128($25)
-	vmas	\xc, $18, $1, $1
-	vlds	$18, 144($25)
-	vmas	\xc, $19, $2, $2
-	vlds	$19, 160($25)
-	vmas	\xc, $20, $3, $3
-	vlds	$20, 176($25)
-	vmas	\xc, $21, $4, $4
-	vlds	$21, 192($25)
-	vmas	\xc, $22, $5, $5
-	vlds	$22, 208($25)
-	vmas	\xc, $23, $6, $6
-	vlds	$23, 224($25)
-	vmas	\xc, $24, $7, $7
-	vlds	$24, 240($25)
-	vmas	\xc, $17, $8, $8
-	ldse	\xn, \xs($27)
-	vmas	\xc, $18, $9, $9
-	vlds	$17, \rs + 0($25)
-	vmas	\xc, $19, $10, $10
-	vlds	$18, \rs + 16($25)
-	vmas	\xc, $20, $11, $11
-	vlds	$19, \rs + 32($25)
-	vmas	\xc, $21, $12, $12
-	vlds	$20, \rs + 48($25)
-	vmas	\xc, $22, $13, $13
-	vlds	$21, \rs + 64($25)
-	vmas	\xc, $23, $14, $14
-	vlds	$22, \rs + 80($25)
-	vmas	\xc, $24, $15, $15
-	vlds	$23, \rs + 96($25)
-	vlds	$24, \rs + 112($25)
-	ldi	$25, \rs($25)
-	ldi	$27, \xs($27)
+	.irp	k, 0, 1, 2, 3, 4, 5, 6, 7
+	vmas	\xc, $2\k, $\k, $\k
+	vlds	$2\k, 128 + 16 * \k($18)
+	.endr
+	ldse	\xn, \xs($19)
+	.irp	k, 0, 1, 2, 3, 4, 5, 6, 7
+	vmas	\xc, $2\k, $1\k, $1\k
+	vlds	$2\k, \rs + 16 * \k($18)
+	.endr
+	ldi	$18, \rs($18)
+	ldi	$19, \xs($19)
 	.endm
 
-# AXPY16 xs, rs: acc $0-$15 += sum over k < $28 (even, >= 2) of x_k R_k, x_k the f32 at
-# $27 + k xs, R_k the 16 vectors at $25 + k rs, in k order. Clobbers $16-$28.
+# AXPY16 xs, rs: acc += sum over k < $28 (even, >= 2) of x_k R_k, x_k the f32 at $19 + k xs,
+# R_k the 16 vectors at $18 + k rs, in k order. Clobbers $8, $9, $18-$28.
 	.macro	AXPY16 xs, rs
-	ldse	$16, 0($27)
-	vlds	$17, 0($25)
-	vlds	$18, 16($25)
-	vlds	$19, 32($25)
-	vlds	$20, 48($25)
-	vlds	$21, 64($25)
-	vlds	$22, 80($25)
-	vlds	$23, 96($25)
-	vlds	$24, 112($25)
-1:	ROW16	$16, $26, \xs, \rs
-	ROW16	$26, $16, \xs, \rs
+	ldse	$8, 0($19)
+	.irp	k, 0, 1, 2, 3, 4, 5, 6, 7
+	vlds	$2\k, 16 * \k($18)
+	.endr
+1:	ROW16	$8, $9, \xs, \rs
+	ROW16	$9, $8, \xs, \rs
 	subl	$28, 2, $28
 	bgt	$28, 1b
 	.endm
 
-# VEC16 op, base: op (vlds or vsts) $0-$15 at base ($-register).
+# VEC16 op, base: op (vlds or vsts) the accumulators at base ($-register, not one of them).
 	.macro	VEC16 op, base
-	.irp	k, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15
+	.irp	k, 0, 1, 2, 3, 4, 5, 6, 7
 	\op	$\k, 16 * \k(\base)
+	\op	$1\k, 128 + 16 * \k(\base)
 	.endr
 	.endm
 
 	.macro	ZERO16
-	.irp	k, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15
+	.irp	k, 0, 1, 2, 3, 4, 5, 6, 7
 	vfmov	$31, $\k
+	vfmov	$31, $1\k
 	.endr
+	.endm
+
+# MASK_BY_SIGN_OF_MINUS acc, offset: acc = acc where h > 0 (h at offset($21)), else +0: the
+# sign of 0 - h is set exactly when h > 0 (h = +0 gives +0); $9 holds relu's word selector.
+	.macro	MASK_BY_SIGN_OF_MINUS acc, offset
+	vlds	$8, \offset($21)
+	vsubs	$31, $8, $8
+	vsraw	$8, 31, $8
+	vshfw	$8, $8, $9, $8
+	vandw	\acc, $8, \acc
+	.endm
+
+# AXPY3 x, xs, count: acc $0-$2 += sum over k < count (a register, >= 1) of x_k R_k, x_k the
+# f32 at x + k xs, R_k the 3 vectors at $23 + k Z_ROW (a row of z). Advances x, $23.
+	.macro	AXPY3 x, xs, count
+1:	ldse	$16, 0(\x)
+	.irp	k, 0, 1, 2
+	vlds	$1\k, 16 * \k($23)
+	vmas	$16, $1\k, $\k, $\k
+	.endr
+	ldi	\x, \xs(\x)
+	ldi	$23, Z_ROW($23)
+	subl	\count, 1, \count
+	bgt	\count, 1b
+	.endm
+
+# DMA_ROWS op, field, ldm, row: issue (no wait; RPLY counts) a DMA of M_NSAMP x `row` bytes
+# between the address in the job's `field` and LDM `ldm`.
+	.macro	DMA_ROWS op, field, ldm, row
+	MAKE_DESC $1, \op, 0, RPLY
+	ldl	$2, MJOB + M_NSAMP($31)
+	ldi	$3, \row
+	mull	$2, $3, $2
+	DESC_SET_SIZE $1, $2
+	ldl	$2, MJOB + \field($31)
+	ldi	$3, \ldm
+	dma	$1, $2, $3
+	.endm
+
+# DMA_TAIL op, field, ldm: the same for the TAIL_BYTES after W1 in the parameter-shaped
+# vector at the job's `field`.
+	.macro	DMA_TAIL op, field, ldm
+	MAKE_DESC $1, \op, TAIL_BYTES, RPLY
+	ldl	$2, MJOB + \field($31)
+	ldih	$2, 1($2)             # + W1_BYTES
+	ldi	$3, \ldm
+	dma	$1, $2, $3
 	.endm
 
 # GET_CHUNK c: get W1's chunk c (register) into WBUF half c mod 2, counted in RPLYW.
@@ -175,23 +198,9 @@ parax_mlp:
 	stw	$31, RPLYW($31)
 	stw	$31, RPLYG($31)
 	ldl	$9, MJOB + M_NSAMP($31)
-	MAKE_DESC $1, DMA_GET, 0, RPLY
-	sll	$9, 10, $2            # X_ROW per sample
-	DESC_SET_SIZE $1, $2
-	ldl	$2, MJOB + M_X($31)
-	ldi	$3, X
-	dma	$1, $2, $3
-	MAKE_DESC $1, DMA_GET, 0, RPLY
-	mull	$9, Z_ROW, $2
-	DESC_SET_SIZE $1, $2
-	ldl	$2, MJOB + M_Y($31)
-	ldi	$3, Y
-	dma	$1, $2, $3
-	MAKE_DESC $1, DMA_GET, TAIL_BYTES, RPLY
-	ldl	$2, MJOB + M_W($31)
-	ldih	$2, 1($2)             # + W1_BYTES
-	ldi	$3, TAIL
-	dma	$1, $2, $3
+	DMA_ROWS DMA_GET, M_X, X, X_ROW
+	DMA_ROWS DMA_GET, M_Y, Y, Z_ROW
+	DMA_TAIL DMA_GET, M_W, TAIL
 	clr	$4
 	GET_CHUNK $4
 	WAIT_REPLY 3
@@ -218,13 +227,13 @@ parax_mlp:
 	ldl	$11, V_I($31)
 	sll	$11, 8, $20           # H_ROW per sample
 	ldi	$20, H($20)
-	sll	$11, 10, $27          # x[s][16 c]
+	sll	$11, 10, $19          # x[s][16 c]
 	sll	$10, 6, $1
-	addl	$27, $1, $27
-	ldi	$27, X($27)
-	and	$10, 1, $25
-	sll	$25, 12, $25
-	ldi	$25, WBUF($25)
+	addl	$19, $1, $19
+	ldi	$19, X($19)
+	and	$10, 1, $18
+	sll	$18, 12, $18
+	ldi	$18, WBUF($18)
 	ldi	$28, CHUNK_ROWS
 	VEC16	vlds, $20
 	AXPY16	4, H_ROW
@@ -260,25 +269,15 @@ parax_mlp:
 	ldi	$20, H                # z[s] = b2 + sum_j h[s][j] W2[j]
 	ldi	$21, Z
 	mov	$9, $22
-36:	vlds	$0, TAIL + B2_AT($31)
-	vlds	$1, TAIL + B2_AT + 16($31)
-	vlds	$2, TAIL + B2_AT + 32($31)
+36:	.irp	k, 0, 1, 2
+	vlds	$\k, TAIL + B2_AT + 16 * \k($31)
+	.endr
 	ldi	$23, TAIL + W2_AT
 	ldi	$24, HID
-37:	ldse	$16, 0($20)
-	vlds	$17, 0($23)
-	vlds	$18, 16($23)
-	vlds	$19, 32($23)
-	vmas	$16, $17, $0, $0
-	vmas	$16, $18, $1, $1
-	vmas	$16, $19, $2, $2
-	ldi	$20, 4($20)
-	ldi	$23, Z_ROW($23)
-	subl	$24, 1, $24
-	bgt	$24, 37b
-	vsts	$0, 0($21)
-	vsts	$1, 16($21)
-	vsts	$2, 32($21)
+	AXPY3	$20, 4, $24
+	.irp	k, 0, 1, 2
+	vsts	$\k, 16 * \k($21)
+	.endr
 	flds	$3, 0($21)            # z - max z (max over the 10 outputs)
 	ldi	$5, 4
 38:	addl	$21, $5, $6
@@ -289,12 +288,10 @@ parax_mlp:
 	cmplt	$5, 40, $6
 	bne	$6, 38b
 	vcpyf	$3, $3
-	vsubs	$0, $3, $0
-	vsubs	$1, $3, $1
-	vsubs	$2, $3, $2
-	vsts	$0, 0($21)
-	vsts	$1, 16($21)
-	vsts	$2, 32($21)
+	.irp	k, 0, 1, 2
+	vsubs	$\k, $3, $\k
+	vsts	$\k, 16 * \k($21)
+	.endr
 	ldi	$21, Z_ROW($21)
 	subl	$22, 1, $22
 	bgt	$22, 36b
@@ -341,47 +338,35 @@ parax_mlp:
 	ldi	$20, H                # dW2[j] = sum_s h[s][j] dz[s]
 	ldi	$21, GTAIL + W2_AT
 	ldi	$24, HID
-33:	vfmov	$31, $0
-	vfmov	$31, $1
-	vfmov	$31, $2
+33:	.irp	k, 0, 1, 2
+	vfmov	$31, $\k
+	.endr
 	mov	$20, $22
 	ldi	$23, Z
 	mov	$9, $25
-34:	ldse	$16, 0($22)
-	vlds	$17, 0($23)
-	vlds	$18, 16($23)
-	vlds	$19, 32($23)
-	vmas	$16, $17, $0, $0
-	vmas	$16, $18, $1, $1
-	vmas	$16, $19, $2, $2
-	ldi	$22, H_ROW($22)
-	ldi	$23, Z_ROW($23)
-	subl	$25, 1, $25
-	bgt	$25, 34b
-	vsts	$0, 0($21)
-	vsts	$1, 16($21)
-	vsts	$2, 32($21)
+	AXPY3	$22, H_ROW, $25
+	.irp	k, 0, 1, 2
+	vsts	$\k, 16 * \k($21)
+	.endr
 	ldi	$20, 4($20)
 	ldi	$21, Z_ROW($21)
 	subl	$24, 1, $24
 	bgt	$24, 33b
-	vfmov	$31, $0               # db2 = sum_s dz[s]
-	vfmov	$31, $1
-	vfmov	$31, $2
+	.irp	k, 0, 1, 2            # db2 = sum_s dz[s]
+	vfmov	$31, $\k
+	.endr
 	ldi	$23, Z
 	mov	$9, $25
-35:	vlds	$17, 0($23)
-	vlds	$18, 16($23)
-	vlds	$19, 32($23)
-	vadds	$0, $17, $0
-	vadds	$1, $18, $1
-	vadds	$2, $19, $2
+35:	.irp	k, 0, 1, 2
+	vlds	$1\k, 16 * \k($23)
+	vadds	$\k, $1\k, $\k
+	.endr
 	ldi	$23, Z_ROW($23)
 	subl	$25, 1, $25
 	bgt	$25, 35b
-	vsts	$0, GTAIL + B2_AT($31)
-	vsts	$1, GTAIL + B2_AT + 16($31)
-	vsts	$2, GTAIL + B2_AT + 32($31)
+	.irp	k, 0, 1, 2
+	vsts	$\k, GTAIL + B2_AT + 16 * \k($31)
+	.endr
 
 	ldi	$20, TAIL + W2_AT     # W2T[o][j] = W2[j][o], o < 10
 	ldi	$21, W2T
@@ -397,22 +382,19 @@ parax_mlp:
 
 	stl	$31, V_I($31)         # dh[s] = (sum_o dz[s][o] W2T[o]) where h[s] > 0
 16:	ldl	$11, V_I($31)
-	mull	$11, Z_ROW, $27
-	ldi	$27, Z($27)
-	ldi	$25, W2T
+	mull	$11, Z_ROW, $19
+	ldi	$19, Z($19)
+	ldi	$18, W2T
 	ldi	$28, 10
 	ZERO16
 	AXPY16	4, H_ROW
 	ldl	$20, V_I($31)
 	sll	$20, 8, $20
-	ldl	$17, MASKSEL($31)
+	ldl	$9, MASKSEL($31)
 	ldi	$21, H($20)
-	.irp	k, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15
-	vlds	$16, 16 * \k($21)
-	vsubs	$31, $16, $16         # 0 - h: its sign is set exactly when h > 0
-	vsraw	$16, 31, $16
-	vshfw	$16, $16, $17, $16
-	vandw	$\k, $16, $\k
+	.irp	k, 0, 1, 2, 3, 4, 5, 6, 7
+	MASK_BY_SIGN_OF_MINUS $\k, 16 * \k
+	MASK_BY_SIGN_OF_MINUS $1\k, 128 + 16 * \k
 	.endr
 	ldi	$20, DH($20)
 	VEC16	vsts, $20
@@ -425,9 +407,11 @@ parax_mlp:
 	ZERO16                        # db1 = sum_s dh[s]
 	ldi	$20, DH
 	ldl	$21, MJOB + M_NSAMP($31)
-17:	.irp	k, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15
-	vlds	$16, 16 * \k($20)
-	vadds	$\k, $16, $\k
+17:	.irp	k, 0, 1, 2, 3, 4, 5, 6, 7
+	vlds	$8, 16 * \k($20)
+	vadds	$\k, $8, $\k
+	vlds	$8, 128 + 16 * \k($20)
+	vadds	$1\k, $8, $1\k
 	.endr
 	ldi	$20, H_ROW($20)
 	subl	$21, 1, $21
@@ -444,9 +428,9 @@ parax_mlp:
 19:	sll	$10, 4, $10           # first row
 	stl	$10, V_I($31)
 20:	ldl	$10, V_I($31)
-	sll	$10, 2, $27           # x[0][i]
-	ldi	$27, X($27)
-	ldi	$25, DH
+	sll	$10, 2, $19           # x[0][i]
+	ldi	$19, X($19)
+	ldi	$18, DH
 	ldl	$28, MJOB + M_NSAMP($31)
 	ZERO16
 	AXPY16	X_ROW, H_ROW
@@ -472,18 +456,8 @@ parax_mlp:
 	stl	$10, V_C($31)
 	cmplt	$10, CHUNKS, $1
 	bne	$1, 18b
-	MAKE_DESC $1, DMA_PUT, TAIL_BYTES, RPLY
-	ldl	$2, MJOB + M_G($31)
-	ldih	$2, 1($2)             # + W1_BYTES
-	ldi	$3, GTAIL
-	dma	$1, $2, $3
-	ldl	$9, MJOB + M_NSAMP($31)
-	MAKE_DESC $1, DMA_PUT, 0, RPLY
-	mull	$9, Z_ROW, $2
-	DESC_SET_SIZE $1, $2
-	ldl	$2, MJOB + M_P($31)
-	ldi	$3, P
-	dma	$1, $2, $3
+	DMA_TAIL DMA_PUT, M_G, GTAIL
+	DMA_ROWS DMA_PUT, M_P, P, Z_ROW
 	WAIT_REPLY 2
 	ldi	$2, CHUNKS
 	WAIT_COUNT RPLYG, $2

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from ....vm import Machine
-from ...parax import block_ops, run_block
+from ...parax import block_ops, mlp, run_block
 from ...parax.block import OP_KINDS
 from ...parax.sync import synchronise
 from ...parax.model import (conv_intensity, conv_terms, dma_engine_cycles, elementwise_intensity,
@@ -30,6 +30,7 @@ INSTANCES = {1: dict(mode="per_cg"), 4: dict(mode="per_group", group=16),
 TOLERANCE = 1e-5
 MLP_PARAMETERS = 256 * 64 + 64 + 64 * 10 + 10
 SYNC_INSTANCES = (1, 4, 16, 64)
+MLP_BATCH = 8                  # samples per instance in the training step
 
 
 def workload(samples=SAMPLES, rows=ROWS, layers=LAYERS, seed=0):
@@ -147,7 +148,7 @@ def run(quick: bool = False, engine: str = "c", progress=None) -> dict:
                 speedup=speedup,
                 bit_identical=same, reference_error=err,
                 intensity=_intensity(w, scale, shift, engine, config),
-                sync=_sync(engine, step))
+                sync=_sync(engine, step), training=_training(engine, step))
 
 
 def _sync(engine, step):
@@ -173,6 +174,35 @@ def _sync(engine, step):
     return rows
 
 
+def _training(engine, step):
+    """One training step of the MLP 256 -> 64 -> 10 (kernels/parax/mlp.s) at 1/4/16/64
+    instances of MLP_BATCH samples each, then PS, RAR and GS synchronising their gradients:
+    compute and synchronisation cycles, the samples per megacycle of the two together (the
+    step's cycles do not depend on the data)."""
+    rng = np.random.default_rng(2)
+    params = mlp.init_params(1)
+    rows = []
+    for n in SYNC_INSTANCES:
+        step(f"training {n}")
+        x = rng.random((n, MLP_BATCH, mlp.IN)).astype(np.float32)
+        labels = rng.integers(0, mlp.OUT, (n, MLP_BATCH))
+        computed = {n: mlp.instance_step(params, x, labels, machine=Machine(), engine=engine)}
+        if n == 64:                # PS: the server takes a CPE, 63 instances compute
+            computed[63] = mlp.instance_step(params, x[:63], labels[:63], machine=Machine(),
+                                             engine=engine)
+        for strategy in ("PS", "RAR", "GS"):
+            run = computed[min(n, 63) if strategy == "PS" else n]
+            sync = synchronise(run.gradients, params, 0.1, strategy=strategy, engine=engine)
+            p = len(run.gradients)
+            rows.append(dict(strategy=strategy, instances=p, compute_cycles=run.cycles,
+                             compute_p0_busy=sum(run.run.cpe[k].p0_valid for k in range(p))
+                             / (p * run.cycles),
+                             sync_cycles=sync.cycles, sync_bytes=sync.dma_bytes,
+                             samples_per_megacycle=p * MLP_BATCH / (run.cycles + sync.cycles)
+                             * 1e6))
+    return rows
+
+
 def _intensity(w, scale, shift, engine, config):
     """Formulas 1-3 for one instance's batch (B = its samples sharing one weight read) beside
     flops / DMA bytes measured on a run of the operator alone over 64 samples."""
@@ -191,6 +221,17 @@ def _intensity(w, scale, shift, engine, config):
                          measured_flops_per_byte=measured,
                          measured_tag="COMPUTE" if measured >= balance else "ACCESS"))
     return dict(balance=balance, layers=rows, conv_terms=conv_terms(SAMPLES, 16, 16, 3, 8))
+
+
+def _table(rows, columns) -> list:
+    """Lines of a table of strategy, instances and `columns` (header, key, format) per row."""
+    width = [max(len(header) + 1, 10) for header, _, _ in columns]
+    lines = [f"{'strategy':<9}{'instances':>10}"
+             + "".join(f"{header:>{w}}" for (header, _, _), w in zip(columns, width))]
+    for r in rows:
+        lines.append(f"{r['strategy']:<9}{r['instances']:>10}" + "".join(
+            f"{r[key]:>{w}{fmt}}" for (_, key, fmt), w in zip(columns, width)))
+    return lines
 
 
 def format_report(result: dict, explain: bool = False) -> str:
@@ -246,16 +287,28 @@ def format_report(result: dict, explain: bool = False) -> str:
                   "operations are not flops)"]
     lines += ["", f"gradient synchronisation, MLP 256-64-10 ({MLP_PARAMETERS} f32), "
               f"W -= lr mean(G):",
-              f"{'strategy':<9}{'instances':>10}{'cycles':>10}{'DMA bytes':>11}{'idle CPEs':>10}"
-              f"{'inst/Mc':>9}"]
-    for r in result["sync"]:
-        lines.append(f"{r['strategy']:<9}{r['instances']:>10}{r['cycles']:>10}"
-                     f"{r['dma_bytes']:>11}{r['idle_cpes']:>10}"
-                     f"{r['instances_per_megacycle']:>9.1f}")
+              *_table(result["sync"], (("cycles", "cycles", "d"), ("DMA bytes", "dma_bytes", "d"),
+                                       ("idle CPEs", "idle_cpes", "d"),
+                                       ("inst/Mc", "instances_per_megacycle", ".1f")))]
     at = {(r["strategy"], r["instances"]): r for r in result["sync"]}
     ps, gs = at[("PS", 63)], at[("GS", 64)]
     lines.append(f"at 64 instances: PS/GS bytes {ps['dma_bytes'] / gs['dma_bytes']:.2f} "
                  f"(paper ~2), GS sync-only throughput "
                  f"{gs['instances_per_megacycle'] / ps['instances_per_megacycle']:.1f}x PS "
                  f"(target >= 2x; inst/Mc = instances per megacycle of synchronisation alone)")
+    lines += ["", f"training step of the MLP 256-64-10 (kernels/parax/mlp.s), {MLP_BATCH} "
+              f"samples per instance, then the synchronisation:",
+              *_table(result["training"], (("compute", "compute_cycles", "d"),
+                                           ("P0 busy", "compute_p0_busy", ".1%"),
+                                           ("sync", "sync_cycles", "d"),
+                                           ("sync bytes", "sync_bytes", "d"),
+                                           ("samples/Mc", "samples_per_megacycle", ".1f")))]
+    best = {s: max((r for r in result["training"] if r["strategy"] == s),
+                   key=lambda r: r["samples_per_megacycle"]) for s in ("PS", "RAR", "GS")}
+    at = {(r["strategy"], r["instances"]): r for r in result["training"]}
+    lines.append("peak throughput at " + ", ".join(f"{s} {r['instances']} instances"
+                                                   for s, r in best.items())
+                 + f" (paper: PS and RAR near 4, GS rising); GS / PS at 64: "
+                 f"{at[('GS', 64)]['samples_per_megacycle'] / at[('PS', 63)]['samples_per_megacycle']:.1f}x"
+                 f" (target >= 2x)")
     return "\n".join(lines)
