@@ -58,19 +58,21 @@ def test_engines_agree_on_the_step():
 
 
 def test_trains_like_the_solver(tmp_path):
-    """The instances take the Solver's SGD steps (momentum 0, the same minibatches, the same
-    initial weights): the same losses and weights up to float32 sums in another order."""
+    """The instances take the Solver's SGD step (momentum 0, the same minibatch, the same
+    initial weights): the same loss and updated weights up to float32 sums in another order
+    (one step: the Solver on this net takes seconds per step)."""
     from swsim.hostlib import train
     from swsim.hostlib.train.instances import load_mlp_params, mlp_net_spec, train_mlp
     spec = mlp_net_spec(tmp_path, 4)
-    ours = train_mlp(spec, instances=2, batch=2, strategy="GS", steps=2, lr=0.5, test=False)
+    ours = train_mlp(spec, instances=2, batch=2, strategy="GS", steps=1, lr=0.5, test=False)
     solver = train.Solver(spec, train.SolverSpec(base_lr=0.5, momentum=0.0, random_seed=1))
     load_mlp_params(solver.net, mlp.init_params(1))
-    losses = [solver.step().loss for _ in range(2)]
-    np.testing.assert_allclose(ours.losses, losses, rtol=1e-5)
-    w1, _, w2, _ = mlp.unpack(ours.params)
-    np.testing.assert_allclose(w1.T, solver.net.params["ip1/0"], atol=1e-6)
-    np.testing.assert_allclose(w2[:, :mlp.OUT].T, solver.net.params["ip2/0"], atol=1e-6)
+    np.testing.assert_allclose(ours.losses, [solver.step().loss], rtol=1e-5)
+    w1, b1, w2, b2 = mlp.unpack(ours.params)
+    assert not np.array_equal(w1, mlp.unpack(mlp.init_params(1))[0])     # a step was taken
+    for ours_value, name in ((w1.T, "ip1/0"), (b1, "ip1/1"), (w2[:, :mlp.OUT].T, "ip2/0"),
+                             (b2[:mlp.OUT], "ip2/1")):
+        np.testing.assert_allclose(ours_value, solver.net.params[name], atol=1e-6)
     assert ours.compute_cycles[0] > 0 and ours.sync_cycles[0] > 0
 
 

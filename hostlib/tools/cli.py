@@ -148,7 +148,8 @@ def register(subparsers) -> None:
     redsync.set_defaults(func=_redsync)
 
     parax = which.add_parser("parax", help="ParaX's §1.8 block in modes per_cg / per_cpe / "
-                             "delayed start, per-op cycles, the overlap bound, intensity")
+                             "delayed start, per-op cycles, the overlap bound, intensity, "
+                             "PS / RAR / GS, the MLP's training step per CPE")
     parax.add_argument("--quick", action="store_true", help="one delayed-start setting")
     _json_argument(parax)
     parax.add_argument("--engine", choices=("c", "python"), default="c")

@@ -2,13 +2,14 @@
 4 x [conv 3x3 (16 -> 16, 8x8) -> BN -> ReLU], f32, every operator reading and writing main
 memory, on 64 samples in mode A per_cg (a barrier after every operator), B per_cpe, C per_cpe
 with delayed start (n launch groups, interval t: one BN + ReLU, and k/2n of a layer's
-period for k = 1..4, n in {2, 4, 8, 64}; --quick: n = 4, k = 2, 3) and with seeded jitter, D per_group(8);
-makespan, samples per megacycle, DMA utilisation, P0 busy fraction; per-operator cycles per
-call at 1/4/16/64 instances on the whole array (per_cg, per_group(16), per_group(4),
-per_cpe); the overlap bound; formulas 1-3 beside the measured intensity; and the gradient
-synchronisation of the MLP 256 -> 64 -> 10 (17098 f32) by PS, RAR and GS at 1/4/16/64
-instances. Every run's output
-is checked bit for bit against mode A's, and A's against numpy (float64, 1e-5).
+period for k = 1..4, n in {2, 4, 8, 64}; --quick: n = 4, k = 2, 3) and with seeded jitter,
+D per_group(8); makespan, samples per megacycle, DMA utilisation, P0 busy fraction;
+per-operator cycles per call at 1/4/16/64 instances on the whole array (per_cg,
+per_group(16), per_group(4), per_cpe); the overlap bound and the makespan floor; formulas 1-3
+beside the measured intensity; the gradient synchronisation of the MLP 256 -> 64 -> 10
+(17098 f32) by PS, RAR and GS at 1/4/16/64 instances; and the MLP's training step on
+single-CPE instances (kernels/parax/mlp.s) followed by each synchronisation. Every block
+run's output is checked bit for bit against mode A's, and A's against numpy (float64, 1e-5).
 """
 from __future__ import annotations
 
