@@ -98,6 +98,10 @@ def test_delayed_start_delays_each_instance():
     (dict(mode="per_group", group=3), "group .* must divide 64 .* got 3"),
     (dict(mode="per_group", group=24), "got 24"),
     (dict(mode="per_group", group=64), "got 64"),
+    (dict(mode="per_group", group=12), "must divide 64 .* got 12"),
+    (dict(mode="per_group", group=16, launch_groups=5), r"launch_groups must be 1..4 \(the "
+                                                         r"instances\), got 5"),
+    (dict(instances=65), "instances must be 1..64, got 65"),
     (dict(ops=[("pool", 0)]), "unknown operator 'pool'"),
     (dict(ops=[("bn", 3)]), "bn layer 3 has no parameters"),
 ])
@@ -116,6 +120,8 @@ def test_an_instance_that_does_not_fit_its_ldm_is_refused_with_numbers():
 
 def test_bad_arrays_are_refused():
     x, w, scale, shift = params(1, rows=1)
+    with pytest.raises(ArgumentTypeError, match="instances must be an int, got str"):
+        run_block(x, w, scale, shift, instances="8")
     with pytest.raises(ArgumentTypeError, match="x must be a numpy array"):
         run_block(x.tolist(), w, scale, shift)
     with pytest.raises(ArgumentError, match="x must be float32"):
@@ -142,21 +148,26 @@ def test_intensity_formulas_and_tags():
 
 def test_overlap_bound_and_the_floor_hold_on_the_block():
     """Measured speed-ups over per_cg lie between 1 and per_cg / floor, the floor being the
-    DMA engine's time for every call or one instance's uncontended chain (bench parax)."""
-    from swsim.hostlib.parax.model import dma_engine_cycles, overlap_bound
+    first conv's vmas and then the DMA engine's remaining work (bench parax)."""
+    from swsim.hostlib.parax.model import dma_engine_cycles, makespan_floor, overlap_bound
     from swsim.vm import Machine
+    config = Machine().config
     x, w, scale, shift = params(1)
     ops = block_ops(1)
     barrier = run_block(x, w, scale, shift, mode="per_cg")
     single = run_block(x[:1], w, scale, shift, instances=1)
     compute = [single.cycles_per_call(kind) for kind, _ in ops]
-    engine = dma_engine_cycles(4096, 4096, 1, Machine().config)
-    floor = max(64 * len(ops) * engine, sum(compute))
+    conv_get = dma_engine_cycles(4096, 0, 0, config, gets=8)       # a request per row
+    put = dma_engine_cycles(0, 4096, 1, config)
+    engine = conv_get + 2 * dma_engine_cycles(4096, 0, 0, config, gets=1) + 3 * put
+    assert conv_get == 32 * 6 + 8 * 6 and put == 32 * 11 + 29
+    floor = makespan_floor(64 * engine, 64 * conv_get, 36864, sum(compute))
+    assert floor == 36864 + 64 * (engine - conv_get)
     jittered = run_block(x, w, scale, shift, jitter=int(sum(compute)), jitter_seed=0)
     assert floor <= jittered.cycles < barrier.cycles
     assert 1 < barrier.cycles / jittered.cycles <= barrier.cycles / floor
-    bound = overlap_bound(compute, [engine] * len(ops), 64)
-    assert bound["bound"] >= 1 and bound["ideal"] == pytest.approx(floor)
+    bound = overlap_bound(compute, [engine / 3] * len(ops), 64)
+    assert bound["bound"] >= 1 and bound["ideal"] == pytest.approx(64 * engine)
     with pytest.raises(ArgumentError, match="equal-length"):
         overlap_bound([1.0], [], 64)
 

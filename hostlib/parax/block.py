@@ -182,8 +182,10 @@ def run_block(x, weights, bn_scale, bn_shift, *, ops=None, mode: str = "per_cpe"
     width = {"per_cg": cpes, "per_cpe": 1}.get(mode) or _check_group(group, config)
     if mode != "per_cpe":
         instances = cpes // width
-    elif not isinstance(instances, (int, np.integer)) or not 1 <= instances <= cpes:
-        raise ArgumentError(f"instances must be 1..{cpes}, got {instances!r}")
+    elif not isinstance(instances, (int, np.integer)) or isinstance(instances, bool):
+        raise ArgumentTypeError(f"instances must be an int, got {type(instances).__name__}")
+    elif not 1 <= instances <= cpes:
+        raise ArgumentError(f"instances must be 1..{cpes}, got {instances}")
     used = instances * width
     samples = x.shape[0]
     if samples == 0 or samples % used:

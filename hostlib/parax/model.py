@@ -71,13 +71,26 @@ def measured_intensity(flops: int, dma_bytes: int) -> float:
     return flops / dma_bytes if dma_bytes else float("inf")
 
 
-def dma_engine_cycles(get_bytes: int, put_bytes: int, puts: int, config) -> float:
+def dma_engine_cycles(get_bytes: int, put_bytes: int, puts: int, config,
+                      gets: int = 0) -> float:
     """Cycles the core group's DMA engine is busy for gets and puts of whole 128-byte lines
-    (docs/timing.md "DMA": a get line costs dma_transaction_cycles, a put line
-    dma_put_write_cycles, and each put its dma_put_ack_cycles)."""
+    (docs/timing.md "DMA": a get line costs dma_transaction_cycles, each of the `gets`
+    requests dma_get_request_cycles, a put line dma_put_write_cycles, and each put its
+    dma_put_ack_cycles)."""
     line = config.dma_transaction_bytes
     return (get_bytes / line * config.dma_transaction_cycles
+            + gets * config.dma_get_request_cycles
             + put_bytes / line * config.dma_put_write_cycles + puts * config.dma_put_ack_cycles)
+
+
+def makespan_floor(engine_total: float, first_gets: float, first_compute: float,
+                   chain: float) -> float:
+    """The makespan no schedule of the instances can beat: one instance's uncontended `chain`
+    of calls; and the DMA engine's work. Until the first instance has computed its first
+    operator (at least `first_compute` cycles), the engine has nothing to serve but the
+    first operator's gets (`first_gets`, all instances); every other engine cycle of
+    `engine_total` comes after."""
+    return max(chain, first_compute + engine_total - first_gets)
 
 
 def overlap_bound(compute, dma_cycles, instances) -> dict:

@@ -148,8 +148,10 @@ def register(subparsers) -> None:
     redsync.set_defaults(func=_redsync)
 
     parax = which.add_parser("parax", help="ParaX's §1.8 block in modes per_cg / per_cpe / "
-                             "delayed start, per-op cycles, the overlap bound, intensity")
-    parax.add_argument("--quick", action="store_true", help="one delayed-start setting")
+                             "delayed start, per-op cycles, the overlap bound, intensity, "
+                             "PS / RAR / GS, the MLP's training step per CPE")
+    parax.add_argument("--quick", action="store_true",
+                       help="4 launch groups at 3 intervals only, no delayed per_group")
     _json_argument(parax)
     parax.add_argument("--engine", choices=("c", "python"), default="c")
     parax.add_argument("--explain", action="store_true",

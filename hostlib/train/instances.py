@@ -8,13 +8,15 @@ with the ``Solver`` of the same rate and minibatch.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
 from ...errors import ArgumentError
 from ...vm import Machine
-from ..parax import synchronise
-from .data import Order
+from ..parax import mlp, synchronise
+from .data import Order, _digits
+from .model import parse_net
 from .net import Net, Run
 from .solver import _accuracy
 
@@ -75,3 +77,118 @@ def evaluate(trained: Net, machine, seed) -> float:
     order = Order(dataset, batch_size, seed, shuffle=False)
     return float(np.mean([_accuracy(net, net.forward(Run(machine), order.batch(k)))
                           for k in range(len(dataset) // batch_size)]))
+
+
+MLP_NET = """# ParaX's MLP 256 -> 64 -> 10 on the digits upsampled to 16 x 16 (docs/parax.md "Training")
+name: "mlp256"
+layer {{ name: "digits" type: "Data" top: "data" top: "label" include {{ phase: TRAIN }}
+  data_param {{ source: "{train}" batch_size: {batch} }} }}
+layer {{ name: "digits_test" type: "Data" top: "data" top: "label" include {{ phase: TEST }}
+  data_param {{ source: "{test}" batch_size: 40 }} }}
+layer {{ name: "ip1" type: "InnerProduct" bottom: "data" top: "ip1"
+  inner_product_param {{ num_output: 64 }} }}
+layer {{ name: "relu1" type: "ReLU" bottom: "ip1" top: "ip1" }}
+layer {{ name: "ip2" type: "InnerProduct" bottom: "ip1" top: "ip2"
+  inner_product_param {{ num_output: 10 }} }}
+layer {{ name: "accuracy" type: "Accuracy" bottom: "ip2" bottom: "label" top: "accuracy"
+  include {{ phase: TEST }} }}
+layer {{ name: "loss" type: "SoftmaxWithLoss" bottom: "ip2" bottom: "label" top: "loss" }}
+"""
+
+
+def digits_256(phase: str) -> tuple:
+    """The training stack's digits split, each 8 x 8 image upsampled (every pixel 2 x 2) to
+    16 x 16 = 256 inputs and scaled to [0, 1]: ((N, 1, 16, 16) float32, labels)."""
+    images, labels = _digits(phase)
+    big = images.repeat(2, axis=2).repeat(2, axis=3) / 16
+    return big.astype(np.float32), labels
+
+
+def mlp_net_spec(directory, batch: int):
+    """The MLP as a training-stack net on digits_256 (.npz files written into `directory`)."""
+    paths = {}
+    for phase in ("TRAIN", "TEST"):
+        data, label = digits_256(phase)
+        paths[phase.lower()] = Path(directory) / f"digits256_{phase.lower()}.npz"
+        np.savez(paths[phase.lower()], data=data, label=label)
+    return parse_net(MLP_NET.format(batch=batch, **paths))
+
+
+def load_mlp_params(net: Net, params: np.ndarray) -> None:
+    """Copy a ParaX parameter vector into the training stack's InnerProduct blobs (out, in)."""
+    w1, b1, w2, b2 = mlp.unpack(params)
+    for name, value in (("ip1/0", w1.T), ("ip1/1", b1), ("ip2/0", w2[:, :mlp.OUT].T),
+                        ("ip2/1", b2[:mlp.OUT])):
+        net.params[name][...] = value
+
+
+@dataclass
+class MlpTraining:
+    """Per step: the loss, the instances' compute cycles, the synchronisation's cycles and DMA
+    bytes; the test accuracy at the end."""
+    strategy: str
+    instances: int
+    batch: int
+    losses: list = field(default_factory=list)
+    compute_cycles: list = field(default_factory=list)
+    sync_cycles: list = field(default_factory=list)
+    sync_bytes: list = field(default_factory=list)
+    test_accuracy: float = float("nan")
+    params: np.ndarray = None
+
+    @property
+    def samples_per_megacycle(self) -> float:
+        cycles = sum(self.compute_cycles) + sum(self.sync_cycles)
+        return self.instances * self.batch * len(self.losses) / cycles * 1e6
+
+
+def train_mlp(spec, *, instances: int = 4, batch: int = 8, strategy: str = "GS",
+              steps: int = 50, lr: float = 0.1, seed: int = 1, engine: str = "c",
+              test: bool = True) -> MlpTraining:
+    """Train the MLP of `spec` (mlp_net_spec) with `instances` single-CPE instances of `batch`
+    samples each (kernels/parax/mlp.s), synchronised by `strategy` every step: SGD on
+    minibatches of instances x batch samples in the order the Solver of the same seed takes
+    them. The loss is read from the kernel's probabilities."""
+    if not isinstance(steps, int) or steps < 1:
+        raise ArgumentError(f"steps must be a positive int, got {steps!r}")
+    if strategy == "PS" and instances >= 64:
+        raise ArgumentError(f"PS keeps one CPE as its server: at most 63 instances, got "
+                            f"{instances}")
+    machine = Machine()
+    net = Net(spec, "TRAIN", seed=seed)
+    order = Order(net.datasets[net.data_layer.layer.name], instances * batch, seed)
+    params = mlp.init_params(seed)
+    result = MlpTraining(strategy, instances, batch)
+    for step in range(steps):
+        data, label = order.batch(step)
+        run = mlp.instance_step(params, data.reshape(instances, batch, mlp.IN),
+                                label.reshape(instances, batch).astype(np.int64),
+                                machine=machine, engine=engine)
+        picked = np.take_along_axis(run.probabilities.reshape(-1, mlp.OUT),
+                                    label.reshape(-1, 1).astype(np.int64), axis=1)
+        result.losses.append(float(-np.mean(np.log(picked.astype(np.float64)))))
+        sync = synchronise(run.gradients, params, lr, strategy=strategy, machine=machine,
+                           engine=engine)
+        params = sync.w
+        result.compute_cycles.append(run.cycles)
+        result.sync_cycles.append(sync.cycles)
+        result.sync_bytes.append(sync.dma_bytes)
+    result.params = params
+    if test:
+        result.test_accuracy = mlp_accuracy(params, machine, engine)
+    return result
+
+
+def mlp_accuracy(params, machine, engine: str = "c") -> float:
+    """Accuracy over the digits_256 test set, the forward passes run by the MLP kernel (as
+    many instances of 8 samples as the core group has; the remainder's gradient unused)."""
+    data, label = digits_256("TEST")
+    per = mlp.B_MAX
+    usable = len(label) // per * per
+    hits = 0
+    for start in range(0, usable, per * 64):
+        x = data[start:start + per * 64].reshape(-1, per, mlp.IN)
+        y = label[start:start + len(x) * per].reshape(-1, per)
+        run = mlp.instance_step(params, x, y.astype(np.int64), machine=machine, engine=engine)
+        hits += int((run.probabilities.argmax(axis=2) == y).sum())
+    return hits / usable

@@ -100,14 +100,6 @@ parax_ldm_end:
 
 	.text
 
-# WAIT_REPLY n: spin until the reply word reaches n, then clear it.
-	.macro	WAIT_REPLY n
-1:	ldw	$29, RPLY($31)
-	cmpeq	$29, \n, $29
-	beq	$29, 1b
-	stw	$31, RPLY($31)
-	.endm
-
 # GET_LAYERS count_field, base_field, ldm, bytes, desc: get the parameters of count layers of
 # `bytes` each into `ldm`, one request per layer, with the descriptor `desc` (size `bytes`).
 	.macro	GET_LAYERS count_field, base_field, ldm, bytes, desc
