@@ -1,5 +1,5 @@
 """The host side of a launch, made cheap (issue 29): Machine.run simulates on the calling
-thread, a RunResult makes each CPE's statistics when first read, VMConfig reads by name."""
+thread (and Kernel.launch_cgs its last CG), a RunResult makes each CPE's statistics when first read, VMConfig reads by name."""
 import pickle
 import threading
 
@@ -25,6 +25,32 @@ def test_run_simulates_on_the_calling_thread_and_spawn_on_its_own():
     threads.clear()
     m.spawn(prog, entry="int_chain", args=[20000], cpes=range(2), progress=progress).join()
     assert threads and threading.current_thread() not in threads
+    threads.clear()
+    handle = m.spawn(prog, entry="int_chain", args=[20000], cpes=range(2), progress=progress,
+                     here=True)
+    assert handle.done() and set(threads) == {threading.current_thread()}
+    assert handle.join().kernel_cycles == m.run(prog, entry="int_chain", args=[20000],
+                                                cpes=range(2)).kernel_cycles
+
+
+def test_launch_cgs_runs_its_last_cg_on_the_calling_thread(monkeypatch):
+    """Several CGs (an element-wise add on 3): the others on threads of their own, all
+    joined, the result numpy's; one CG: no thread at all."""
+    from swsim.hostlib import dnn
+    m = Machine()
+    x, y = np.arange(4096, dtype=np.float32), np.ones(4096, dtype=np.float32)
+    started = []
+    start = threading.Thread.start
+    monkeypatch.setattr(threading.Thread, "start",
+                        lambda self: (started.append(self.name), start(self))[1])
+    out, stats = dnn.add(x, y, alpha=2.0, beta=1.0, machine=m, cgs=3)
+    assert started == ["swsim-cg0", "swsim-cg1"] and m.running == []
+    np.testing.assert_array_equal(out, 2 * x + y)
+    assert len(stats.details["runs"]) == 3
+    started.clear()
+    out, _ = dnn.add(x, y, alpha=2.0, beta=1.0, machine=m.core_group(3))
+    assert started == [] and m.running == []
+    np.testing.assert_array_equal(out, 2 * x + y)
 
 
 def test_an_error_of_the_engine_on_the_calling_thread_leaves_the_cg_free(monkeypatch):

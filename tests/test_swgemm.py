@@ -130,6 +130,28 @@ def test_model_choice_fits_and_beats_the_smallest_blocking():
             < gemm_model.predict(problem, Blocking(4, 16, 4), CONFIG))
 
 
+def test_memoised_model_answers_as_computed_afresh_per_configuration_and_coefficients():
+    """choose/predict are memoised (a training step asks them again for every GEMM); the
+    memo is keyed by the configuration and the coefficients, not just the shapes."""
+    from swsim.vm.config import VMConfig
+    problem = Problem(m=300, n=200, k=96, itemsize=4, b_transposed=True)
+    afresh = gemm_model._predicted.__wrapped__
+    predictions = set()
+    for config in (CONFIG, VMConfig.preset("sw26010-stream")):
+        options = gemm_model.candidates(problem, config)
+        best = min(options, key=lambda b: afresh(problem, b, config,
+                                                  gemm_model.PRIMITIVE_COEFFICIENTS))
+        assert gemm_model.choose(problem, config) == best
+        assert gemm_model.choose(problem, config) == gemm_model.choose(problem, config, options)
+        predictions.add(gemm_model.predict(problem, best, config))
+        assert gemm_model.predict(problem, list(best), config) == afresh(
+            problem, best, config, gemm_model.PRIMITIVE_COEFFICIENTS)
+    doubled = np.array(gemm_model.PRIMITIVE_COEFFICIENTS) * 2
+    assert len(predictions) == 2
+    assert gemm_model.predict(problem, best, CONFIG, doubled) == afresh(problem, best, CONFIG,
+                                                                        tuple(doubled))
+
+
 @pytest.mark.parametrize("shape", [(12, 48, 24), (24, 32, 12), (8, 48, 40), (20, 16, 24)])
 def test_primitive_model_predicts_fresh_measurements_outside_its_fit(shape):
     # Shapes not among FIT_SHAPES: the stored eq. 4-2 coefficients predict the primitive's

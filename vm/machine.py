@@ -100,9 +100,12 @@ class Machine:
     def spawn(self, program, entry: str = "kernel", args: Iterable = (), cg: int = 0,
               cpes: Iterable[int] = None, max_cycles: Optional[int] = None, engine: str = "c",
               trace: bool = False,
-              progress: Optional[Callable[[int], None]] = None) -> "CgRun":
+              progress: Optional[Callable[[int], None]] = None, *,
+              here: bool = False) -> "CgRun":
         """Start ``entry`` on ``cpes`` (default all) of core group ``cg`` and return its
-        ``CgRun`` without waiting; the CG is simulated on a host thread of its own.
+        ``CgRun`` without waiting; the CG is simulated on a host thread of its own
+        (``here=True``: on the calling thread, before returning — the last of several CGs
+        started together, which would otherwise wait idle for the others' threads).
 
         ``args``: ints (passed as 64-bit two's complement), floats (their IEEE double bits)
         or arrays previously given to ``mem.put`` (their address). ``max_cycles`` limits the
@@ -112,7 +115,7 @@ class Machine:
         ``CgRun.join``.
         """
         return self._spawn(program, entry, args, cg, cpes, max_cycles, engine, trace, progress,
-                           here=False)
+                           here=bool(here))
 
     def _spawn(self, program, entry: str = "kernel", args: Iterable = (), cg: int = 0,
                cpes: Iterable[int] = None, max_cycles: Optional[int] = None, engine: str = "c",
@@ -367,10 +370,11 @@ class CoreGroup:
                                 **options).join()
 
     def spawn(self, program, entry: str = "kernel", args: Iterable = (), cg: int = 0, *more,
-              **options) -> "CgRun":
+              here: bool = False, **options) -> "CgRun":
         """``Machine.spawn`` on this core group (``cg`` must be 0)."""
         self._check_cg_zero(cg)
-        return self.chip._spawn(program, entry, args, self.cg, *more, here=False, **options)
+        return self.chip._spawn(program, entry, args, self.cg, *more, here=bool(here),
+                                **options)
 
     def _check_cg_zero(self, cg) -> None:
         if isinstance(cg, bool) or not isinstance(cg, numbers.Integral) or cg != 0:

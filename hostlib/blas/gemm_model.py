@@ -17,6 +17,7 @@ configuration (LDM size, mesh, DMA rates).
 """
 from __future__ import annotations
 
+import functools
 import itertools
 from dataclasses import dataclass
 from typing import NamedTuple, Optional
@@ -329,7 +330,13 @@ def dma_cycles(engine_cycles: float, config: VMConfig) -> float:
 
 def predict(problem: Problem, blocking: Blocking, config: VMConfig,
             coefficients=PRIMITIVE_COEFFICIENTS) -> float:
-    """Predicted kernel cycles of one swgemm run."""
+    """Predicted kernel cycles of one swgemm run (memoised: a pure function of its arguments,
+    asked again for the same shapes at every training step)."""
+    return _predicted(problem, Blocking(*blocking), config, tuple(coefficients))
+
+
+@functools.lru_cache(maxsize=4096)
+def _predicted(problem: Problem, blocking: Blocking, config: VMConfig, coefficients) -> float:
     mb, nb, kb = blocking
     es = problem.itemsize
     n_m, n_n, n_k = block_counts(problem, blocking, config)
@@ -374,7 +381,14 @@ def predict(problem: Problem, blocking: Blocking, config: VMConfig,
 def choose(problem: Problem, config: VMConfig, options=None) -> Blocking:
     """The feasible blocking (of `options`, default ``candidates``) with the smallest
     predicted time."""
-    options = candidates(problem, config) if options is None else options
+    if options is None:
+        return _best(problem, config)
     if not options:
         raise ArgumentError(f"no blocking fits in LDM for {problem}")
     return min(options, key=lambda b: predict(problem, b, config))
+
+
+@functools.lru_cache(maxsize=1024)
+def _best(problem: Problem, config: VMConfig) -> Blocking:
+    """``choose`` of every candidate, memoised (it predicts dozens of blockings)."""
+    return choose(problem, config, candidates(problem, config))

@@ -208,9 +208,10 @@ class Kernel:
         start = time.perf_counter()
         handles = []
         try:
+            last = len(args_per_cg) - 1     # simulated on this thread: no thread to start
             for cg, args in enumerate(args_per_cg):
                 handles.append(machine.spawn(self.program, entry=self.entry, args=list(args),
-                                             cg=cg, engine=engine))
+                                             cg=cg, engine=engine, here=cg == last))
         except SwsimError:        # e.g. a CG busy: the CGs already spawned are not left running
             for handle in handles:
                 try:
