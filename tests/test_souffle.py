@@ -139,14 +139,15 @@ def test_generated_kernel_same_bits_and_cycles_on_both_engines(tail):
 
 
 def test_broadcast_fetches_a_shared_box_once():
-    """The weight every CPE of a step reads is one BCAST get: fewer DMA bytes, the same bits."""
-    program = souffle.horizontal(souffle.vertical(souffle.lower(_chain(8, 16, 32, "Softmax"))))
-    x = np.random.default_rng(1).standard_normal((8, 16))
+    """The weight every CPE of a step reads is one BCAST get (here to all 8 rows): fewer DMA
+    bytes, the same bits."""
+    program = souffle.horizontal(souffle.vertical(souffle.lower(_chain(64, 8, 16, "Softmax"))))
+    x = np.random.default_rng(1).standard_normal((64, 8))
     runs = {}
     for broadcast in (False, True):
         machine = Machine()
         launches = codegen.plan(program, machine.config, broadcast=broadcast)
-        assert any(p.bcast for s in launches[0].steps for p in s.reads) == broadcast
+        assert any(s.bcast_rows == 0xff for s in launches[0].steps) == broadcast
         runs[broadcast] = codegen.run(program, launches, machine, {"x": x})
     assert runs[True][0]["y"].tobytes() == runs[False][0]["y"].tobytes()
     assert runs[True][1][0].dma_bytes < runs[False][1][0].dma_bytes

@@ -469,7 +469,8 @@ class _Code:
         self.emit("ldi\t$2, SF_TABLE")
         self.emit("DMA_WAIT $10, $1, $2, SF_REPLY")
         if step.bcast_rows:                    # CPE 0's list; the others' is empty
-            self.emit(f"SF_DMA_LIST SF_TABLE+{bcasts}, {DMA_GET_BCAST}, {step.bcast_rows}")
+            mask = ((step.bcast_rows << 24) ^ 1 << 31) - (1 << 31)
+            self.emit(f"SF_DMA_LIST SF_TABLE+{bcasts}, {DMA_GET_BCAST}, {mask}")
             self.barrier()                     # the broadcast has arrived everywhere
         self.emit(f"ldl\t$2, SF_TABLE+{active}($31)")
         self.emit(f"beq\t$2, {skip}")
@@ -697,8 +698,8 @@ class _Code:
 
 DMA_LIST_MACRO = """
 # SF_DMA_LIST list, op, mask: issue the count entries (memory, size, block, stride, LDM) at the
-# LDM address list + 8 and wait for all of them; op: the descriptor's op | mode << 4, mask its
-# broadcast mask
+# LDM address list + 8 and wait for all of them; op: the descriptor's op | mode << 4, mask: the
+# broadcast mask << 24 as a signed 32-bit number (the reply lane's high byte)
 	.macro	SF_DMA_LIST list, op, mask=0
 	ldi	$1, \\list
 	ldl	$2, 0($1)
@@ -706,7 +707,7 @@ DMA_LIST_MACRO = """
 	stw	$31, SF_REPLY($31)
 	mov	$2, $3
 	ldi	$9, \\op
-	ldi	$11, SF_REPLY + (\\mask << 24)
+	ldi	$11, SF_REPLY + \\mask
 4:	ldl	$4, 8($1)
 	ldl	$5, 16($1)
 	ldl	$6, 24($1)
