@@ -68,9 +68,11 @@ class GeneratorError(GraphError):
 
 # ---- geometry ---------------------------------------------------------------------------
 
-def tile(t: te.Tensor, grid: tuple, cpe: int):
-    """(lo, hi) per output axis of CPE ``cpe``'s tile, or None when it is idle."""
-    if cpe >= int(np.prod(grid)):
+def tile(t: te.Tensor, grid: tuple, cpe: int, first: int = 0):
+    """(lo, hi) per output axis of CPE ``cpe``'s tile, or None when it is idle; the grid's
+    CPEs are ``first`` and the ones after it."""
+    cpe -= first
+    if cpe < 0 or cpe >= int(np.prod(grid)):
         return None
     coords = dict(zip(grid_axes(t), np.unravel_index(cpe, grid) if grid else ()))
     box = []
@@ -191,6 +193,8 @@ class Step:
     put: bool = False
     barrier: bool = False       # a whole-mesh barrier before the step
     bcast_rows: int = 0         # the mask of the mesh rows a broadcast get writes (0: none)
+    first: int = 0              # the grid's first CPE (a sub-mesh: CPEs first, first + 1, ...)
+    group: int = None           # steps of one group run at once on disjoint sub-meshes
 
 
 @dataclass
@@ -222,14 +226,14 @@ class Resident:
     fill: float = None          # the value held outside the buffer (a padded read's box)
 
 
-def _local_base(step_t, r, grid, held: Resident):
+def _local_base(step_t, r, grid, held: Resident, first: int):
     """The LDM offset of the read's index-0 element in ``held`` when every CPE's box lies in
     what the same CPE holds, at the same offset on every CPE; None otherwise."""
     if tuple(r.shape) != tuple(held.shape):
         return None
     base = None
-    for cpe in range(int(np.prod(grid))):
-        own = tile(step_t, grid, cpe)
+    for cpe in range(first, first + int(np.prod(grid))):
+        own = tile(step_t, grid, cpe, first)
         box, have = read_box(step_t, r, own), held.boxes[cpe]
         if have is None or any(lo < hlo or hi > hhi for (lo, hi), (hlo, hhi) in zip(box, have)):
             return None
@@ -237,8 +241,8 @@ def _local_base(step_t, r, grid, held: Resident):
             return None             # the held box's padding holds another fill
         hst = strides([hi - lo for lo, hi in have])
         lows = dict(zip(step_t.axes, [lo for lo, _ in own]))
-        first = [i.const + sum(c * lows.get(a, 0) for a, c in i.coefs.items()) for i in r.index]
-        offset = held.out + ES * sum(s * (f - hlo) for s, f, (hlo, _) in zip(hst, first, have))
+        start = [i.const + sum(c * lows.get(a, 0) for a, c in i.coefs.items()) for i in r.index]
+        offset = held.out + ES * sum(s * (f - hlo) for s, f, (hlo, _) in zip(hst, start, have))
         if base is not None and offset != base:
             return None
         base = offset
@@ -265,12 +269,12 @@ def _shared(t, r, grid) -> bool:
         list(*boxes)
 
 
-def _place(t, grid, resident: dict, top: int, config, broadcast: bool):
+def _place(t, grid, resident: dict, top: int, config, broadcast: bool, first: int):
     """(reads, LDM end, DMA engine cycles of all active CPEs' requests, CPE 0's table words)
     of TE t on ``grid`` with its tile at ``top`` and the DMA boxes above; reads of one element
     pattern share one ReadPlan; ``broadcast``: a box every CPE reads is one BCAST get."""
     plans, address = {}, top + align(ES * _tile_elements(t, grid))
-    box0, cpes = tile(t, grid, 0), int(np.prod(grid))
+    box0, cpes = tile(t, grid, first, first), int(np.prod(grid))
     put = dma_pieces(*_into(t, box0), 0, 0)
     engine, words = cpes * _engine_cycles(put, config, put=True), 4 + ENTRY_WORDS * len(put)
     for r in te.reads(t):
@@ -278,7 +282,7 @@ def _place(t, grid, resident: dict, top: int, config, broadcast: bool):
         if key in plans:
             continue
         held = next(((h, b) for h in resident.get(r.tensor.name, ())
-                     for b in [_local_base(t, r, grid, h)] if b is not None), None)
+                     for b in [_local_base(t, r, grid, h, first)] if b is not None), None)
         if held is not None:
             plans[key] = ReadPlan(r, True, held[1], _coefs(t, r, strides(
                 [hi - lo for lo, hi in held[0].boxes[0]])), held=held[0])
@@ -287,8 +291,8 @@ def _place(t, grid, resident: dict, top: int, config, broadcast: bool):
         ext = [hi - lo for lo, hi in box]
         elements = int(np.prod(ext, dtype=np.int64))
         fill = r.fill is not None and any(
-            _clip(b, r.shape) != b for cpe in range(int(np.prod(grid)))
-            for b in [read_box(t, r, tile(t, grid, cpe))])
+            _clip(b, r.shape) != b for cpe in range(first, first + cpes)
+            for b in [read_box(t, r, tile(t, grid, cpe, first))])
         bcast = broadcast and _shared(t, r, grid)
         plans[key] = ReadPlan(r, False, address, _coefs(t, r, strides(ext)), elements,
                               fill=fill, bcast=bcast)
@@ -339,14 +343,14 @@ def _uniform(t, grid) -> bool:
     return len(shapes) == 1
 
 
-def _fit(t, grid, resident: dict, start: int, config, broadcast: bool):
+def _fit(t, grid, resident: dict, start: int, config, broadcast: bool, first: int):
     """TE t placed from LDM offset ``start``, evicting what it overwrites (the FIFO LDM
     manager: the space is a ring, the oldest regions are overwritten first). Returns
     (reads, end, DMA engine cycles, words, the residents kept). An evicted tile read later is read from
     memory (plan's put and barrier follow from that: the reload DMA)."""
     held = resident
     for _ in range(len(resident) + 2):
-        reads, end, engine, words = _place(t, grid, held, start, config, broadcast)
+        reads, end, engine, words = _place(t, grid, held, start, config, broadcast, first)
         keep = {name: [h for h in hs if h.end <= start or h.out >= end]
                 for name, hs in resident.items()}
         if all(p.held in keep[p.read.tensor.name] for p in reads if p.local):
@@ -355,20 +359,72 @@ def _fit(t, grid, resident: dict, start: int, config, broadcast: bool):
     raise GeneratorError(f"{t.name}: the LDM eviction did not settle")
 
 
-def plan(program, config, fused: bool = True, broadcast: bool = True) -> list:
+def plan(program, config, fused: bool = True, broadcast: bool = True,
+         submeshes: str = None) -> list:
     """Launches: grids, LDM layout, local reads, puts and barriers (see the module doc);
-    ``broadcast``: a box that every CPE of a step reads is fetched once (a BCAST get)."""
-    launches, resident, top, table = [], {}, 0, 0
-    for t in program.tensors:
-        best = None
+    ``broadcast``: a box that every CPE of a step reads is fetched once (a BCAST get);
+    ``submeshes`` ("even" or "work"): consecutive TEs that read none of each other run at
+    once, each on its part of the mesh (equal parts, or parts by their points)."""
+    if submeshes not in (None, "even", "work"):
+        raise GeneratorError(f"submeshes must be None, 'even' or 'work', not {submeshes!r}")
+    state = _Planner(config, fused, broadcast)
+    pending = list(program.tensors)
+    while pending:
+        run = _independent(pending, config.num_cpes) if fused and submeshes else pending[:1]
+        shares = _shares(run, config.num_cpes, submeshes) if len(run) > 1 else \
+            [(0, config.num_cpes)]
+        group = state.groups if len(run) > 1 else None
+        for t, (first, cpes) in zip(run, shares):
+            state.add(t, first, cpes, group)
+        state.groups += len(run) > 1
+        pending = pending[len(run):]
+    _puts_and_barriers(state.launches, program.outputs)
+    return state.launches
+
+
+def _independent(pending, cpes: int) -> list:
+    """The longest run at the head of ``pending`` (at most 8 TEs, and at most one per CPE)
+    whose TEs read none of each other's outputs."""
+    run, written = [], set()
+    for t in pending[:min(8, cpes)]:
+        if any(r.tensor.name in written for r in te.reads(t)):
+            break
+        run.append(t)
+        written.add(t.storage)
+    return run
+
+
+def _shares(run, cpes: int, how: str) -> list:
+    """(first CPE, CPEs) of each TE of ``run``: equal parts, or parts by the TEs' points."""
+    weights = [1.0] * len(run) if how == "even" else [float(te.points(t)) for t in run]
+    sizes = [max(1, int(cpes * w / sum(weights))) for w in weights]
+    while sum(sizes) > cpes:
+        sizes[sizes.index(max(sizes))] -= 1
+    firsts = np.cumsum([0] + sizes[:-1])
+    return [(int(f), n) for f, n in zip(firsts, sizes)]
+
+
+class _Planner:
+    """The state of ``plan``: the launches so far, what the current one holds in LDM."""
+
+    def __init__(self, config, fused, broadcast):
+        self.config, self.fused, self.broadcast = config, fused, broadcast
+        self.launches, self.resident, self.top, self.table, self.groups = [], {}, 0, 0, 0
+
+    def add(self, t, first: int, cpes: int, group):
+        """Place TE t on a grid of at most ``cpes`` CPEs from CPE ``first``."""
+        config, best = self.config, None
+        broadcast = self.broadcast and group is None   # a broadcast's barriers would serialise
         # after the previous step; from LDM's start (the ring wraps); in a new launch
-        attempts = [(resident, top, False), (resident, 0, False)] if fused and launches else []
+        attempts = [(self.resident, self.top, False), (self.resident, 0, False)] \
+            if self.fused and self.launches else []
         for res, start, new in attempts + [({}, 0, True)]:
-            for grid in _grids(t, config.num_cpes):
-                reads, end, engine, words, keep = _fit(t, grid, res, start, config, broadcast)
+            for grid in _grids(t, cpes):
+                reads, end, engine, words, keep = _fit(t, grid, res, start, config, broadcast,
+                                                       first)
                 # the launch's buffers and its table area (the largest step's part)
-                room = config.ldm_bytes - LDM_RESERVE - 8 * max(words, 0 if new else table)
-                high = end if new else max(end, launches[-1].buffer_bytes)
+                room = config.ldm_bytes - LDM_RESERVE - 8 * max(words, 0 if new else self.table)
+                high = end if new else max(end, self.launches[-1].buffer_bytes)
                 if high > room or not _uniform(t, grid):
                     continue
                 key = (estimate(t, grid, engine, config), end)
@@ -379,28 +435,26 @@ def plan(program, config, fused: bool = True, broadcast: bool = True) -> list:
         if best is None:
             raise GeneratorError(f"{t.name}: no tiling of {list(t.shape)} fits the LDM of "
                                  f"{config.ldm_bytes} B per CPE")
-        _, grid, reads, end, words, resident, start, new = best
+        _, grid, reads, end, words, self.resident, start, new = best
         if new:
-            launches.append(Launch([]))
-            resident, table = {}, 0
-        launch = launches[-1]
+            self.launches.append(Launch([]))
+            self.resident, self.table = {}, 0
+        launch = self.launches[-1]
         rows = -(-int(np.prod(grid)) // config.mesh_cols)
         launch.steps.append(Step(t, grid, reads, out=start, bcast_rows=(
-            (1 << rows) - 1 if any(p.bcast for p in reads) else 0)))
+            (1 << rows) - 1 if any(p.bcast for p in reads) else 0), first=first, group=group))
         launch.buffer_bytes = max(launch.buffer_bytes, end)
-        table = max(table, words)
-        tiles = [tile(t, grid, cpe) for cpe in range(config.num_cpes)]
-        resident.setdefault(t.storage, []).append(Resident(
-            _into(t, tiles[0])[1], [_into(t, box)[0] for box in tiles], start,
+        self.table = max(self.table, words)
+        tiles = [tile(t, grid, cpe, first) for cpe in range(config.num_cpes)]
+        self.resident.setdefault(t.storage, []).append(Resident(
+            _into(t, tiles[first])[1], [_into(t, box)[0] for box in tiles], start,
             start + align(ES * _tile_elements(t, grid))))
         for p in reads:                 # fetched boxes stay too: later readers reuse them
             if not p.local:
-                resident.setdefault(p.read.tensor.name, []).append(Resident(
+                self.resident.setdefault(p.read.tensor.name, []).append(Resident(
                     p.read.shape, [box and read_box(t, p.read, box) for box in tiles], p.base,
                     p.base + align(ES * p.box_elements), p.read.fill))
-        top = end
-    _puts_and_barriers(launches, program.outputs)
-    return launches
+        self.top = end
 
 
 def _puts_and_barriers(launches, outputs):
@@ -414,6 +468,12 @@ def _puts_and_barriers(launches, outputs):
             step.barrier = any(not p.local and p.read.tensor.name in written for p in step.reads)
             if step.put:
                 written.add(storage)
+        # a group's barrier goes before its first step (its steps read none of each other,
+        # and a barrier between them would run them one after the other)
+        for k, step in enumerate(launch.steps):
+            if step.group is not None and k and launch.steps[k - 1].group == step.group:
+                head = next(s for s in launch.steps if s.group == step.group)
+                head.barrier, step.barrier = head.barrier or step.barrier, False
 
 
 # ---- code -------------------------------------------------------------------------------
@@ -759,7 +819,7 @@ def _tables(launch: Launch, addresses: dict, cpes: int, buf: int):
         t = step.tensor
         lists = []
         for cpe in range(cpes):
-            box = tile(t, step.grid, cpe)
+            box = tile(t, step.grid, cpe, step.first)
             gets, puts, bcasts = [], [], []
             if box is not None:
                 for p in step.reads:

@@ -132,6 +132,8 @@ STAGES = (("TEs, one launch each", (), False),
           ("+ vertical", ("vertical",), False),
           ("+ horizontal", ("vertical", "horizontal"), False),
           ("+ barrier/reduction fusion", ("vertical", "horizontal"), True))
+# the Conv blocks also: independent TEs at once on parts of the mesh (codegen.plan submeshes)
+SUBMESH_STAGES = (("even", "+ sub-meshes, equal parts"), ("work", "+ sub-meshes, by work"))
 FULL, QUICK = (32, 64, 2), (16, 32, 2)
 LSTM_FULL, LSTM_QUICK = (64, 8, 4, 2), (32, 4, 4, 2)      # hidden, steps, batch, layers
 BLOCKS_FULL, BLOCKS_QUICK = (16, 8), (8, 8)                 # channels, image size
@@ -153,12 +155,12 @@ def _graph_engine(graph, feeds, ref):
                base - len(cpe) * spawn, None, _error(out, ref), spawn, base)
 
 
-def _stage(program, stage, passes, fused, feeds, ref, base, engine):
+def _stage(program, stage, passes, fused, feeds, ref, base, engine, submeshes=None):
     """(Row, per-launch stats, the transformed program, weight bytes) of one ablation stage."""
     for name in passes:
         program = souffle.PASSES[name](program)
     machine = Machine()
-    launches = codegen.plan(program, machine.config, fused=fused)
+    launches = codegen.plan(program, machine.config, fused=fused, submeshes=submeshes)
     outputs, stats = codegen.run(program, launches, machine, feeds, engine=engine)
     row = Row(stage, len(stats), sum(s.dma_bytes for s in stats), sum(s.cycles for s in stats),
               max(s.ldm_peak for s in stats), _error(outputs[program.outputs[0]], ref),
@@ -223,6 +225,9 @@ def run_block(name, channels, size, seed=1, engine="c") -> list:
     rows, program = [_graph_engine(graph, feeds, ref)], souffle.lower(graph)
     for stage, passes, fused in STAGES:
         rows.append(_stage(program, stage, passes, fused, feeds, ref, rows[0], engine)[0])
+    for how, stage in SUBMESH_STAGES:
+        rows.append(_stage(program, stage, STAGES[-1][1], True, feeds, ref, rows[0], engine,
+                           submeshes=how)[0])
     return rows
 
 
