@@ -24,6 +24,7 @@ import numpy as np
 
 from . import te
 from .ir import Graph, GraphError
+from .ops import window_geometry
 
 GELU_C = float(np.sqrt(2.0 / np.pi))
 
@@ -172,6 +173,72 @@ def _reshape(node, x, shape):
                                                  tuple(shape)), node.outputs[0], node.name)]
 
 
+def _reduce_axes(extents: dict, prefix: str) -> dict:
+    """Name -> a reduce axis, or 0 when the extent is 1 (a reduce axis of one point is no loop)."""
+    return {k: te.reduce_axis(n, f"{prefix}.{k}") if n > 1 else 0 for k, n in extents.items()}
+
+
+def _window(node, x, shape, kernel):
+    """(per output spatial axis a function (out axis, kernel axis) -> the input index, whether
+    an index can leave the input: the read needs a fill) of a Conv or pool node."""
+    begin, _, strides, dilations, _ = window_geometry(node, x.shape[2:], kernel)
+    outside = any(b > 0 or (o - 1) * s + d * (k - 1) - b >= n for b, s, d, k, o, n in zip(
+        begin, strides, dilations, kernel, shape[2:], x.shape[2:]))
+    return [lambda o, r, s=s, d=d, b=b: o * s + r * d - b
+            for s, d, b in zip(strides, dilations, begin)], outside
+
+
+def _conv(node, x, w, shape, bias=None):
+    """A 2-D Conv of one group or a depthwise one (one output channel per group); the bias an
+    element-wise TE after the reduction."""
+    if len(x.shape) != 4:
+        raise GraphError(f"{node}: Souffle lowers 2-D Conv only (a 4-D input)")
+    group, (co, cg, kh, kw) = int(node.attr("group", 1)), w.shape
+    if group not in (1, co):
+        raise GraphError(f"{node}: Souffle lowers Conv with group 1 or depthwise (group = "
+                         f"output channels), not group {group}: the input channel of a group "
+                         "is not affine in the output channel")
+    (row, col), outside = _window(node, x, shape, (kh, kw))
+    r = _reduce_axes({"c": cg, "kh": kh, "kw": kw}, node.name)
+
+    def body(n, o, i, j):
+        channel = r["c"] + (o * cg if group > 1 else 0)
+        v = x.read((n, channel, row(i, r["kh"]), col(j, r["kw"])), 0.0 if outside else None)
+        product = v * w[o, r["c"], r["kh"], r["kw"]]
+        axes = [a for a in r.values() if isinstance(a, te.Axis)]
+        return te.te_sum(product, axes) if axes else product
+    name = node.outputs[0]
+    if bias is None:
+        return [te.compute(shape, body, name, node.name)]
+    conv = te.compute(shape, body, f"{name}.conv", node.name)
+    return [conv, te.compute(shape, lambda *i: conv[i] + bias[(i[1],)], name, node.name)]
+
+
+def _maxpool(node, x, shape):
+    if len(x.shape) != 4 or len(node.outputs) > 1 and node.outputs[1]:
+        raise GraphError(f"{node}: Souffle lowers 2-D MaxPool without Indices only")
+    kernel = [int(k) for k in node.attr("kernel_shape")]
+    (row, col), outside = _window(node, x, shape, kernel)
+    r = _reduce_axes({"kh": kernel[0], "kw": kernel[1]}, node.name)
+    axes = [a for a in r.values() if isinstance(a, te.Axis)]
+    return [te.compute(shape, lambda n, c, i, j: te.te_max(x.read(
+        (n, c, row(i, r["kh"]), col(j, r["kw"])), -np.inf if outside else None), axes),
+        node.outputs[0], node.name)]
+
+
+def _concat(node, inputs, shape):
+    """One copy TE per input, each writing its slice of the concatenation (``into``): the
+    inputs' producers are inlined into them, so the branches write the result in place."""
+    axis = int(node.attr("axis", 0)) % len(shape)
+    whole, made, offset = te.Tensor(node.outputs[0], shape), [], 0
+    for k, x in enumerate(inputs):
+        offsets = tuple(offset if d == axis else 0 for d in range(len(shape)))
+        made.append(te.compute(x.shape, lambda *i, x=x: x[i], f"{node.outputs[0]}.part{k}",
+                               node.name, into=(whole, offsets)))
+        offset += x.shape[axis]
+    return made, whole
+
+
 def lower(graph: Graph) -> Program:
     """The graph's nodes as TEs; a node Souffle cannot lower raises GraphError with the reason."""
     graph.infer()
@@ -187,7 +254,7 @@ def lower(graph: Graph) -> Program:
         if op == "MatMul":
             made = _matmul(node, *args[:2], shape)
         elif op == "Gemm":
-            made = _gemm(node, *args, shape=shape)
+            made = _gemm(node, *args[:2], shape, *args[2:])
         elif op == "Softmax":
             made = _softmax(node, args[0], shape)
         elif op == "LayerNormalization":
@@ -205,6 +272,15 @@ def lower(graph: Graph) -> Program:
             made = _copy(node, args[0], shape, graph.initializers)
         elif op in ("Reshape", "Flatten", "Squeeze", "Unsqueeze"):
             made = _reshape(node, args[0], shape)
+        elif op == "Conv":
+            made = _conv(node, *args[:2], shape, *args[2:])
+        elif op == "MaxPool":
+            made = _maxpool(node, args[0], shape)
+        elif op == "Concat":
+            made, whole = _concat(node, args, shape)
+            out += made
+            tensors[node.outputs[0]] = whole
+            continue
         else:
             raise GraphError(f"{node}: Souffle has no tensor expression for {op}")
         out += made
@@ -240,7 +316,8 @@ def reshape_map(shape, view) -> te.IndexMap | None:
 def _substitute(expr, mapping: dict):
     """The expression with each of its Reads' axes replaced by Affine ``mapping[axis]``."""
     if isinstance(expr, te.Read):
-        return te.Read(expr.tensor, tuple(_subst_affine(i, mapping) for i in expr.index), expr.view)
+        return te.Read(expr.tensor, tuple(_subst_affine(i, mapping) for i in expr.index),
+                       expr.view, expr.fill)
     if isinstance(expr, te.Binary):
         return te.Binary(expr.op, _substitute(expr.a, mapping), _substitute(expr.b, mapping))
     if isinstance(expr, te.Unary):
@@ -268,7 +345,7 @@ def _replace_reads(expr, fn):
 
 def _with_expr(t: te.Tensor, expr) -> te.Tensor:
     body = te.Reduce(t.body.op, expr, t.body.axes) if isinstance(t.body, te.Reduce) else expr
-    return te.Tensor(t.name, t.shape, t.axes, body, t.origin)
+    return te.Tensor(t.name, t.shape, t.axes, body, t.origin, t.into)
 
 
 def _inline_reason(p: te.Tensor, readers, outputs) -> str | None:
@@ -279,10 +356,15 @@ def _inline_reason(p: te.Tensor, readers, outputs) -> str | None:
         return "a reduction (One-Relies-on-Many: its readers would recompute it)"
     if any(isinstance(e, te.Unary) and e.op == "exp" for e in te.nodes(p.expr)):
         return "its body is an exp (computed by the vectorised routine, a whole TE)"
+    if p.into:
+        return f"it writes its slice of {p.into[0].name} (read there)"
     if not readers:
         return "no reader"
     copy = isinstance(p.expr, te.Read)
     for t, r in readers:
+        if r.fill is not None:
+            return (f"{t.name} reads it with padding: inlined, the padded indices would read "
+                    "its source's neighbours instead of the fill")
         if r.view is not None and r.view != p.shape and reshape_map(p.shape, r.view) is None:
             return (f"{t.name} reads it through a merging Reshape {list(p.shape)} -> "
                     f"{list(r.view)}: not an affine index map, so it stays materialised")
@@ -340,7 +422,7 @@ def _signature(t: te.Tensor, constants) -> str:
             who = f"const{list(e.tensor.shape)}" if e.tensor.name in constants else e.tensor.name
             idx = ",".join("+".join(f"{c}*{names[a]}" for a, c in i.coefs.items()) + f"+{i.const}"
                            for i in e.index)
-            return f"{who}[{idx}]{e.view}"
+            return f"{who}[{idx}]{e.view}{e.fill}"
         if isinstance(e, te.Binary):
             return f"{e.op}({show(e.a)},{show(e.b)})"
         return f"{e.op}({show(e.a)})"
@@ -379,7 +461,8 @@ def horizontal(program: Program) -> Program:
         axes = (g,) + tuple(te.Axis(f"{name}.i{k}", n) for k, n in enumerate(first.shape))
         mapping = {a: te.Affine.of(b) for a, b in zip(first.axes, axes[1:])}
         expr = _replace_reads(_substitute(first.expr, mapping), lambda r: te.Read(
-            stacked, (te.Affine.of(g),) + r.index) if r.tensor.name == consts[0][0] else None)
+            stacked, (te.Affine.of(g),) + r.index, fill=r.fill) if r.tensor.name == consts[0][0]
+            else None)
         body = te.Reduce(first.body.op, expr, first.body.axes) \
             if isinstance(first.body, te.Reduce) else expr
         merged = te.Tensor(name, (len(members),) + first.shape, axes, body, name)
@@ -389,7 +472,7 @@ def horizontal(program: Program) -> Program:
             if r.tensor.name not in index:
                 return None
             view = None if r.view is None else (len(index),) + tuple(r.view)
-            return te.Read(merged, (te.Affine({}, index[r.tensor.name]),) + r.index, view)
+            return te.Read(merged, (te.Affine({}, index[r.tensor.name]),) + r.index, view, r.fill)
         position = [t.name for t in tensors].index(first.name)
         tensors = [_with_expr(t, _replace_reads(t.expr, retarget)) for t in tensors
                    if t.name not in index]
@@ -403,6 +486,8 @@ def _horizontal_reason(members, program) -> str | None:
     for m in members:
         if m.name in program.outputs:
             return f"{m.name} is a graph output"
+        if m.into:
+            return f"{m.name} writes its slice of {m.into[0].name}"
         consts = {r.tensor.name for r in te.reads(m) if r.tensor.name in program.constants}
         if len(consts) != 1:
             return f"{m.name} reads {len(consts)} constants; the transformation stacks exactly one"

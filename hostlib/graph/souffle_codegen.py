@@ -1,7 +1,8 @@
 """Souffle's partition, fusion and code generation (docs/souffle.md): a TE program (souffle.py)
 becomes launches of generated CPE kernels run on the VM.
 
-Partition. Each TE's output is cut into equal tiles over up to three leading axes (a grid of
+Partition. Each TE's output is cut into equal tiles over up to three leading axes of extent
+above 1 (a grid of
 at most 64 CPEs; the others idle in that step). For every read the CPE needs one box of the
 read buffer (its index maps are affine with non-negative coefficients), fetched by strided DMA
 (one descriptor per box row-run: the composed pattern of the vertical transformation) into
@@ -58,6 +59,7 @@ POOL = [f"${k}" for k in list(range(0, 26)) + [27, 28]]
 UNROLL = (8, 4, 2)          # outputs a reduction's loop nest computes at once (the first that
                             # divides the axis and whose registers fit)
 FP_OP = {"add": "faddd", "sub": "fsubd", "mul": "fmuld", "div": "fdivd"}
+DMA_GET_BCAST = 1 | 1 << 4  # a descriptor's op GET and mode BCAST (kernels/include/dma.inc)
 
 
 class GeneratorError(GraphError):
@@ -66,19 +68,30 @@ class GeneratorError(GraphError):
 
 # ---- geometry ---------------------------------------------------------------------------
 
-def tile(t: te.Tensor, grid: tuple, cpe: int):
-    """(lo, hi) per output axis of CPE ``cpe``'s tile, or None when it is idle."""
-    if cpe >= int(np.prod(grid)):
+def tile(t: te.Tensor, grid: tuple, cpe: int, first: int = 0):
+    """(lo, hi) per output axis of CPE ``cpe``'s tile, or None when it is idle; the grid's
+    CPEs are ``first`` and the ones after it."""
+    cpe -= first
+    if cpe < 0 or cpe >= int(np.prod(grid)):
         return None
-    coords = np.unravel_index(cpe, grid) if grid else ()
+    coords = dict(zip(grid_axes(t), np.unravel_index(cpe, grid) if grid else ()))
     box = []
     for k, extent in enumerate(t.shape):
-        if k < len(grid):
-            step = extent // grid[k]
+        if k in coords:
+            step = extent // grid[list(coords).index(k)]
             box.append((int(coords[k]) * step, (int(coords[k]) + 1) * step))
         else:
             box.append((0, extent))
     return box
+
+
+def grid_axes(t: te.Tensor) -> list:
+    """The output axes a grid cuts: the first MAX_GRID_AXES of extent above 1 (a batch of 1,
+    a Conv's, cuts nothing), the last axis only below rank 4 (an image's rows stay whole: a
+    window's DMA runs are whole rows; cut, the 1x1 Convs of the Inception block took 2.2x
+    the cycles)."""
+    cut = len(t.shape) if len(t.shape) < 4 else len(t.shape) - 1
+    return [k for k in range(cut) if t.shape[k] > 1][:MAX_GRID_AXES]
 
 
 def read_box(t: te.Tensor, r: te.Read, box) -> list:
@@ -125,6 +138,36 @@ def dma_pieces(box, shape, base: int, ldm: int) -> list:
     return pieces
 
 
+def _clip(box, shape) -> list:
+    return [(max(lo, 0), min(hi, n)) for (lo, hi), n in zip(box, shape)]
+
+
+def read_pieces(box, shape, base: int, ldm: int) -> list:
+    """``dma_pieces`` of a read's box; a box that leaves the buffer (a padded read) moves only
+    its part inside, one descriptor per row of the packed LDM copy of the whole box (whose
+    other elements hold the fill)."""
+    inside = _clip(box, shape)
+    if inside == [tuple(b) for b in box]:
+        return dma_pieces(box, shape, base, ldm)
+    if any(lo >= hi for lo, hi in inside):
+        return []
+    st, lst = strides(shape), strides([hi - lo for lo, hi in box])
+    (lo, hi), pieces = inside[-1], []
+    for index in itertools.product(*[range(a, b) for a, b in inside[:-1]]):
+        index += (lo,)
+        pieces.append((base + ES * sum(i * s for i, s in zip(index, st)), ES * (hi - lo), 0, 0,
+                       ldm + ES * sum((i - b[0]) * s for i, b, s in zip(index, box, lst))))
+    return pieces
+
+
+def _into(t: te.Tensor, box) -> tuple:
+    """(box, shape) of a tile in the buffer the TE writes (a Concat part's: shifted)."""
+    if not t.into or box is None:
+        return box, t.shape
+    whole, offsets = t.into
+    return [(lo + o, hi + o) for (lo, hi), o in zip(box, offsets)], whole.shape
+
+
 # ---- the plan ---------------------------------------------------------------------------
 
 @dataclass
@@ -135,6 +178,10 @@ class ReadPlan:
     coefs: dict = field(default_factory=dict)   # axis -> bytes per step
     box_elements: int = 0       # DMA'd box size (elements)
     held: "Resident" = None     # what a local read reads
+    fill: bool = False          # the box leaves the buffer on some CPE: its LDM copy is filled
+                                # with the read's fill before the gets
+    bcast: bool = False         # every active CPE reads the same box: CPE 0 fetches it once
+                                # with a BCAST get into every CPE of the active rows
 
 
 @dataclass
@@ -145,6 +192,9 @@ class Step:
     out: int = 0                # LDM offset of the tile (from SF_BUF)
     put: bool = False
     barrier: bool = False       # a whole-mesh barrier before the step
+    bcast_rows: int = 0         # the mask of the mesh rows a broadcast get writes (0: none)
+    first: int = 0              # the grid's first CPE (a sub-mesh: CPEs first, first + 1, ...)
+    group: int = None           # steps of one group run at once on disjoint sub-meshes
 
 
 @dataclass
@@ -158,8 +208,8 @@ def _tile_elements(t, grid) -> int:
 
 
 def _grids(t: te.Tensor, cpes: int):
-    axes = t.shape[:MAX_GRID_AXES]
-    options = [[g for g in range(1, n + 1) if n % g == 0] for n in axes]
+    options = [[g for g in range(1, t.shape[k] + 1) if t.shape[k] % g == 0]
+               for k in grid_axes(t)]
     for grid in itertools.product(*options):
         if int(np.prod(grid)) <= cpes:
             yield tuple(grid)
@@ -173,23 +223,26 @@ class Resident:
     boxes: list                 # per CPE: [(lo, hi)] per dimension, or None (idle)
     out: int
     end: int                    # LDM offset past it
+    fill: float = None          # the value held outside the buffer (a padded read's box)
 
 
-def _local_base(step_t, r, grid, held: Resident):
+def _local_base(step_t, r, grid, held: Resident, first: int):
     """The LDM offset of the read's index-0 element in ``held`` when every CPE's box lies in
     what the same CPE holds, at the same offset on every CPE; None otherwise."""
     if tuple(r.shape) != tuple(held.shape):
         return None
     base = None
-    for cpe in range(int(np.prod(grid))):
-        own = tile(step_t, grid, cpe)
+    for cpe in range(first, first + int(np.prod(grid))):
+        own = tile(step_t, grid, cpe, first)
         box, have = read_box(step_t, r, own), held.boxes[cpe]
         if have is None or any(lo < hlo or hi > hhi for (lo, hi), (hlo, hhi) in zip(box, have)):
             return None
+        if held.fill is not None and held.fill != r.fill and _clip(box, r.shape) != box:
+            return None             # the held box's padding holds another fill
         hst = strides([hi - lo for lo, hi in have])
         lows = dict(zip(step_t.axes, [lo for lo, _ in own]))
-        first = [i.const + sum(c * lows.get(a, 0) for a, c in i.coefs.items()) for i in r.index]
-        offset = held.out + ES * sum(s * (f - hlo) for s, f, (hlo, _) in zip(hst, first, have))
+        start = [i.const + sum(c * lows.get(a, 0) for a, c in i.coefs.items()) for i in r.index]
+        offset = held.out + ES * sum(s * (f - hlo) for s, f, (hlo, _) in zip(hst, start, have))
         if base is not None and offset != base:
             return None
         base = offset
@@ -209,20 +262,27 @@ def _read_key(r: te.Read):
                                           i.const) for i in r.index))
 
 
-def _place(t, grid, resident: dict, top: int, config):
-    """(reads, LDM end, DMA engine cycles of CPE 0's requests, its table words) of TE t on ``grid``
-    with its tile at ``top`` and the DMA boxes above; reads of one element pattern share one
-    ReadPlan."""
+def _shared(t, r, grid) -> bool:
+    """Every active CPE (more than one) reads the same box, inside the buffer."""
+    boxes = {tuple(read_box(t, r, tile(t, grid, cpe))) for cpe in range(int(np.prod(grid)))}
+    return len(boxes) == 1 and int(np.prod(grid)) > 1 and _clip(list(*boxes), r.shape) == \
+        list(*boxes)
+
+
+def _place(t, grid, resident: dict, top: int, config, broadcast: bool, first: int):
+    """(reads, LDM end, DMA engine cycles of all active CPEs' requests, CPE 0's table words)
+    of TE t on ``grid`` with its tile at ``top`` and the DMA boxes above; reads of one element
+    pattern share one ReadPlan; ``broadcast``: a box every CPE reads is one BCAST get."""
     plans, address = {}, top + align(ES * _tile_elements(t, grid))
-    box0 = tile(t, grid, 0)
-    put = dma_pieces(box0, t.shape, 0, 0)
-    engine, words = _engine_cycles(put, config, put=True), 3 + ENTRY_WORDS * len(put)
+    box0, cpes = tile(t, grid, first, first), int(np.prod(grid))
+    put = dma_pieces(*_into(t, box0), 0, 0)
+    engine, words = cpes * _engine_cycles(put, config, put=True), 4 + ENTRY_WORDS * len(put)
     for r in te.reads(t):
         key = _read_key(r)
         if key in plans:
             continue
         held = next(((h, b) for h in resident.get(r.tensor.name, ())
-                     for b in [_local_base(t, r, grid, h)] if b is not None), None)
+                     for b in [_local_base(t, r, grid, h, first)] if b is not None), None)
         if held is not None:
             plans[key] = ReadPlan(r, True, held[1], _coefs(t, r, strides(
                 [hi - lo for lo, hi in held[0].boxes[0]])), held=held[0])
@@ -230,20 +290,27 @@ def _place(t, grid, resident: dict, top: int, config):
         box = read_box(t, r, box0)
         ext = [hi - lo for lo, hi in box]
         elements = int(np.prod(ext, dtype=np.int64))
-        plans[key] = ReadPlan(r, False, address, _coefs(t, r, strides(ext)), elements)
-        gets = dma_pieces(box, r.shape, 0, 0)
-        engine += _engine_cycles(gets, config, put=False)
+        fill = r.fill is not None and any(
+            _clip(b, r.shape) != b for cpe in range(first, first + cpes)
+            for b in [read_box(t, r, tile(t, grid, cpe, first))])
+        bcast = broadcast and _shared(t, r, grid)
+        plans[key] = ReadPlan(r, False, address, _coefs(t, r, strides(ext)), elements,
+                              fill=fill, bcast=bcast)
+        gets = read_pieces(box, r.shape, 0, 0)
+        engine += _engine_cycles(gets, config, put=False, bcast=bcast) * (1 if bcast else cpes)
         words += ENTRY_WORDS * len(gets)
         address += align(ES * elements)
     return list(plans.values()), address, engine, words
 
 
-def _engine_cycles(pieces, config, put: bool) -> int:
+def _engine_cycles(pieces, config, put: bool, bcast: bool = False) -> int:
     """DMA engine cycles of the descriptors, roughly, from the configuration's DMA model
     (docs/timing.md): per block its 128-byte lines at dma_transaction_cycles (a put's at
     dma_put_write_cycles) plus the per-block costs, at least dma_block_get_min_cycles a block
     of a strided get; a get request's own cost (the put's acknowledgement is left out: with
-    it the estimate picked slower grids on the sw26010 preset's BERT block)."""
+    it the estimate picked slower grids on the sw26010 preset's BERT block); a broadcast get's
+    lines at dma_bcast_transaction_cycles (when not 0)."""
+    line_cycles = (bcast and config.dma_bcast_transaction_cycles) or config.dma_transaction_cycles
     total = 0
     for _, size, block, _, _ in pieces:
         run = block or size
@@ -252,7 +319,7 @@ def _engine_cycles(pieces, config, put: bool) -> int:
             per_block = lines * config.dma_put_write_cycles + config.dma_block_put_cycles * bool(block)
             total += (size // run) * per_block
         else:
-            per_block = lines * config.dma_transaction_cycles
+            per_block = lines * line_cycles
             if block:
                 per_block = max(per_block + config.dma_block_get_cycles,
                                 config.dma_block_get_min_cycles)
@@ -262,9 +329,9 @@ def _engine_cycles(pieces, config, put: bool) -> int:
 
 def estimate(t, grid, engine: int, config) -> float:
     """Cycles of a step, roughly: the DMA engine's time for every active CPE's requests (the
-    engine is shared) plus one CPE's loop nest at COMPUTE_CYCLES_PER_POINT."""
-    cpes = int(np.prod(grid))
-    return cpes * engine + te.points(t) / cpes * COMPUTE_CYCLES_PER_POINT
+    engine is shared: ``engine``, from _place) plus one CPE's loop nest at
+    COMPUTE_CYCLES_PER_POINT."""
+    return engine + te.points(t) / int(np.prod(grid)) * COMPUTE_CYCLES_PER_POINT
 
 
 def _uniform(t, grid) -> bool:
@@ -276,14 +343,14 @@ def _uniform(t, grid) -> bool:
     return len(shapes) == 1
 
 
-def _fit(t, grid, resident: dict, start: int, config):
+def _fit(t, grid, resident: dict, start: int, config, broadcast: bool, first: int):
     """TE t placed from LDM offset ``start``, evicting what it overwrites (the FIFO LDM
     manager: the space is a ring, the oldest regions are overwritten first). Returns
     (reads, end, DMA engine cycles, words, the residents kept). An evicted tile read later is read from
     memory (plan's put and barrier follow from that: the reload DMA)."""
     held = resident
     for _ in range(len(resident) + 2):
-        reads, end, engine, words = _place(t, grid, held, start, config)
+        reads, end, engine, words = _place(t, grid, held, start, config, broadcast, first)
         keep = {name: [h for h in hs if h.end <= start or h.out >= end]
                 for name, hs in resident.items()}
         if all(p.held in keep[p.read.tensor.name] for p in reads if p.local):
@@ -292,19 +359,72 @@ def _fit(t, grid, resident: dict, start: int, config):
     raise GeneratorError(f"{t.name}: the LDM eviction did not settle")
 
 
-def plan(program, config, fused: bool = True) -> list:
-    """Launches: grids, LDM layout, local reads, puts and barriers (see the module doc)."""
-    launches, resident, top, table = [], {}, 0, 0
-    for t in program.tensors:
-        best = None
+def plan(program, config, fused: bool = True, broadcast: bool = True,
+         submeshes: str = None) -> list:
+    """Launches: grids, LDM layout, local reads, puts and barriers (see the module doc);
+    ``broadcast``: a box that every CPE of a step reads is fetched once (a BCAST get);
+    ``submeshes`` ("even" or "work"): consecutive TEs that read none of each other run at
+    once, each on its part of the mesh (equal parts, or parts by their points)."""
+    if submeshes not in (None, "even", "work"):
+        raise GeneratorError(f"submeshes must be None, 'even' or 'work', not {submeshes!r}")
+    state = _Planner(config, fused, broadcast)
+    pending = list(program.tensors)
+    while pending:
+        run = _independent(pending, config.num_cpes) if fused and submeshes else pending[:1]
+        shares = _shares(run, config.num_cpes, submeshes) if len(run) > 1 else \
+            [(0, config.num_cpes)]
+        group = state.groups if len(run) > 1 else None
+        for t, (first, cpes) in zip(run, shares):
+            state.add(t, first, cpes, group)
+        state.groups += len(run) > 1
+        pending = pending[len(run):]
+    _puts_and_barriers(state.launches, program.outputs)
+    return state.launches
+
+
+def _independent(pending, cpes: int) -> list:
+    """The longest run at the head of ``pending`` (at most 8 TEs, and at most one per CPE)
+    whose TEs read none of each other's outputs."""
+    run, written = [], set()
+    for t in pending[:min(8, cpes)]:
+        if any(r.tensor.name in written for r in te.reads(t)):
+            break
+        run.append(t)
+        written.add(t.storage)
+    return run
+
+
+def _shares(run, cpes: int, how: str) -> list:
+    """(first CPE, CPEs) of each TE of ``run``: equal parts, or parts by the TEs' points."""
+    weights = [1.0] * len(run) if how == "even" else [float(te.points(t)) for t in run]
+    sizes = [max(1, int(cpes * w / sum(weights))) for w in weights]
+    while sum(sizes) > cpes:
+        sizes[sizes.index(max(sizes))] -= 1
+    firsts = np.cumsum([0] + sizes[:-1])
+    return [(int(f), n) for f, n in zip(firsts, sizes)]
+
+
+class _Planner:
+    """The state of ``plan``: the launches so far, what the current one holds in LDM."""
+
+    def __init__(self, config, fused, broadcast):
+        self.config, self.fused, self.broadcast = config, fused, broadcast
+        self.launches, self.resident, self.top, self.table, self.groups = [], {}, 0, 0, 0
+
+    def add(self, t, first: int, cpes: int, group):
+        """Place TE t on a grid of at most ``cpes`` CPEs from CPE ``first``."""
+        config, best = self.config, None
+        broadcast = self.broadcast and group is None   # a broadcast's barriers would serialise
         # after the previous step; from LDM's start (the ring wraps); in a new launch
-        attempts = [(resident, top, False), (resident, 0, False)] if fused and launches else []
+        attempts = [(self.resident, self.top, False), (self.resident, 0, False)] \
+            if self.fused and self.launches else []
         for res, start, new in attempts + [({}, 0, True)]:
-            for grid in _grids(t, config.num_cpes):
-                reads, end, engine, words, keep = _fit(t, grid, res, start, config)
+            for grid in _grids(t, cpes):
+                reads, end, engine, words, keep = _fit(t, grid, res, start, config, broadcast,
+                                                       first)
                 # the launch's buffers and its table area (the largest step's part)
-                room = config.ldm_bytes - LDM_RESERVE - 8 * max(words, 0 if new else table)
-                high = end if new else max(end, launches[-1].buffer_bytes)
+                room = config.ldm_bytes - LDM_RESERVE - 8 * max(words, 0 if new else self.table)
+                high = end if new else max(end, self.launches[-1].buffer_bytes)
                 if high > room or not _uniform(t, grid):
                     continue
                 key = (estimate(t, grid, engine, config), end)
@@ -315,25 +435,26 @@ def plan(program, config, fused: bool = True) -> list:
         if best is None:
             raise GeneratorError(f"{t.name}: no tiling of {list(t.shape)} fits the LDM of "
                                  f"{config.ldm_bytes} B per CPE")
-        _, grid, reads, end, words, resident, start, new = best
+        _, grid, reads, end, words, self.resident, start, new = best
         if new:
-            launches.append(Launch([]))
-            resident, table = {}, 0
-        launch = launches[-1]
-        launch.steps.append(Step(t, grid, reads, out=start))
+            self.launches.append(Launch([]))
+            self.resident, self.table = {}, 0
+        launch = self.launches[-1]
+        rows = -(-int(np.prod(grid)) // config.mesh_cols)
+        launch.steps.append(Step(t, grid, reads, out=start, bcast_rows=(
+            (1 << rows) - 1 if any(p.bcast for p in reads) else 0), first=first, group=group))
         launch.buffer_bytes = max(launch.buffer_bytes, end)
-        table = max(table, words)
-        tiles = [tile(t, grid, cpe) for cpe in range(config.num_cpes)]
-        resident.setdefault(t.name, []).append(Resident(
-            t.shape, tiles, start, start + align(ES * _tile_elements(t, grid))))
+        self.table = max(self.table, words)
+        tiles = [tile(t, grid, cpe, first) for cpe in range(config.num_cpes)]
+        self.resident.setdefault(t.storage, []).append(Resident(
+            _into(t, tiles[first])[1], [_into(t, box)[0] for box in tiles], start,
+            start + align(ES * _tile_elements(t, grid))))
         for p in reads:                 # fetched boxes stay too: later readers reuse them
             if not p.local:
-                resident.setdefault(p.read.tensor.name, []).append(Resident(
+                self.resident.setdefault(p.read.tensor.name, []).append(Resident(
                     p.read.shape, [box and read_box(t, p.read, box) for box in tiles], p.base,
-                    p.base + align(ES * p.box_elements)))
-        top = end
-    _puts_and_barriers(launches, program.outputs)
-    return launches
+                    p.base + align(ES * p.box_elements), p.read.fill))
+        self.top = end
 
 
 def _puts_and_barriers(launches, outputs):
@@ -342,10 +463,17 @@ def _puts_and_barriers(launches, outputs):
     for launch in launches:
         written = set()
         for step in launch.steps:
-            step.put = step.tensor.name in outputs or step.tensor.name in dma_read
+            storage = step.tensor.storage
+            step.put = storage in outputs or storage in dma_read
             step.barrier = any(not p.local and p.read.tensor.name in written for p in step.reads)
             if step.put:
-                written.add(step.tensor.name)
+                written.add(storage)
+        # a group's barrier goes before its first step (its steps read none of each other,
+        # and a barrier between them would run them one after the other)
+        for k, step in enumerate(launch.steps):
+            if step.group is not None and k and launch.steps[k - 1].group == step.group:
+                head = next(s for s in launch.steps if s.group == step.group)
+                head.barrier, step.barrier = head.barrier or step.barrier, False
 
 
 # ---- code -------------------------------------------------------------------------------
@@ -375,7 +503,7 @@ class _Code:
                 "SF_REPLY:\t.skip\t32", "SF_RA:\t.skip\t8"]
         head += [f"{label}:\t.quad\t{np.float64(v).view(np.int64)}"
                  for v, label in self.consts.items()]
-        step_bytes = max(size for _, size, _ in self.offsets)
+        step_bytes = max(size for _, size, _, _ in self.offsets)
         head += ["SF_TBASE:\t.quad\t0", "\t.align\t5", f"SF_TABLE:\t.skip\t{step_bytes}",
                  DMA_LIST_MACRO, "\t.text", f"\t.globl\t{ENTRY}", f"\t.ent\t{ENTRY}",
                  f"{ENTRY}:", "\tstl\t$26, SF_RA($31)", "\trcid\t$1",
@@ -389,11 +517,10 @@ class _Code:
     def step(self, k: int, step: Step):
         t = step.tensor
         self.emit(f"# step {k}: {t.name} on a {'x'.join(map(str, step.grid)) or '1'} grid")
-        if step.barrier:
-            self.emit("synr\t0xff")
-            self.emit("sync\t0xff")
+        if step.barrier or step.bcast_rows:     # also: no CPE still reads what a broadcast
+            self.barrier()                     # overwrites
         skip = self.label()
-        start, size, puts = self.offsets[k]
+        start, size, puts, bcasts = self.offsets[k]
         gets, active = 8, 0
         self.emit("ldl\t$1, SF_TBASE($31)       # the step's part of the table row")
         self.emit(f"ldi\t$2, {start}")
@@ -401,8 +528,15 @@ class _Code:
         self.emit(f"MAKE_DESC $10, DMA_GET, {size}, SF_REPLY")
         self.emit("ldi\t$2, SF_TABLE")
         self.emit("DMA_WAIT $10, $1, $2, SF_REPLY")
+        if step.bcast_rows:                    # CPE 0's list; the others' is empty
+            mask = ((step.bcast_rows << 24) ^ 1 << 31) - (1 << 31)
+            self.emit(f"SF_DMA_LIST SF_TABLE+{bcasts}, {DMA_GET_BCAST}, {mask}")
+            self.barrier()                     # the broadcast has arrived everywhere
         self.emit(f"ldl\t$2, SF_TABLE+{active}($31)")
         self.emit(f"beq\t$2, {skip}")
+        for p in step.reads:
+            if p.fill:
+                self.fill(p)
         if any(not p.local for p in step.reads):
             self.emit(f"SF_DMA_LIST SF_TABLE+{gets}, DMA_GET")
         mark = len(self.lines)
@@ -423,6 +557,25 @@ class _Code:
         if step.put:
             self.emit(f"SF_DMA_LIST SF_TABLE+{puts}, DMA_PUT")
         self.emit(f"{skip}:")
+
+    def barrier(self):
+        self.emit("synr\t0xff")
+        self.emit("sync\t0xff")
+
+    def fill(self, plan: ReadPlan):
+        """Stores of the read's fill over its LDM box, four elements an iteration (the box is
+        aligned to 32 bytes); the gets then overwrite the part inside the buffer."""
+        top = self.label()
+        self.emit(f"fldd\t$2, {self.const(plan.read.fill)}($31)   # the padding of "
+                  f"{plan.read.tensor.name}")
+        self.emit(f"ldi\t$1, {self.buf + plan.base}")
+        self.emit(f"ldi\t$3, {align(ES * plan.box_elements) // 32}")
+        self.emit(f"{top}:")
+        for k in range(4):
+            self.emit(f"fstd\t$2, {8 * k}($1)")
+        self.emit("ldi\t$1, 32($1)")
+        self.emit("subl\t$3, 1, $3")
+        self.emit(f"bne\t$3, {top}")
 
     def loops(self, step: Step):
         t = step.tensor
@@ -604,16 +757,17 @@ class _Code:
 
 
 DMA_LIST_MACRO = """
-# SF_DMA_LIST list, op: issue the count entries (memory, size, block, stride, LDM) at the LDM
-# address list + 8 and wait for all of them
-	.macro	SF_DMA_LIST list, op
+# SF_DMA_LIST list, op, mask: issue the count entries (memory, size, block, stride, LDM) at the
+# LDM address list + 8 and wait for all of them; op: the descriptor's op | mode << 4, mask: the
+# broadcast mask << 24 as a signed 32-bit number (the reply lane's high byte)
+	.macro	SF_DMA_LIST list, op, mask=0
 	ldi	$1, \\list
 	ldl	$2, 0($1)
 	beq	$2, 3f
 	stw	$31, SF_REPLY($31)
 	mov	$2, $3
 	ldi	$9, \\op
-	ldi	$11, SF_REPLY
+	ldi	$11, SF_REPLY + \\mask
 4:	ldl	$4, 8($1)
 	ldl	$5, 16($1)
 	ldl	$6, 24($1)
@@ -665,30 +819,31 @@ def _tables(launch: Launch, addresses: dict, cpes: int, buf: int):
         t = step.tensor
         lists = []
         for cpe in range(cpes):
-            box = tile(t, step.grid, cpe)
-            gets, puts = [], []
+            box = tile(t, step.grid, cpe, step.first)
+            gets, puts, bcasts = [], [], []
             if box is not None:
                 for p in step.reads:
-                    if not p.local:
-                        gets += dma_pieces(read_box(t, p.read, box), p.read.shape,
-                                           addresses[p.read.tensor.name], buf + p.base)
+                    if not p.local and (cpe == 0 or not p.bcast):
+                        pieces = read_pieces(read_box(t, p.read, box), p.read.shape,
+                                             addresses[p.read.tensor.name], buf + p.base)
+                        (bcasts if p.bcast else gets).extend(pieces)
                 if step.put:
-                    puts = dma_pieces(box, t.shape, addresses[t.name], buf + step.out)
-            lists.append((box is not None, gets, puts))
-            dma_bytes += sum(piece[1] for piece in gets + puts)
-        n_get = max(len(g) for _, g, _ in lists)
-        n_put = max(len(p) for _, _, p in lists)
+                    puts = dma_pieces(*_into(t, box), addresses[t.storage], buf + step.out)
+            lists.append((box is not None, gets, puts, bcasts))
+            dma_bytes += sum(piece[1] for piece in gets + puts + bcasts)
+        counts = [max(len(entry[k]) for entry in lists) for k in (1, 2, 3)]
         start = len(rows[0]) * 8
-        size = 8 * (3 + ENTRY_WORDS * (n_get + n_put))
+        size = 8 * (4 + ENTRY_WORDS * sum(counts))
         if size > TABLE_LIMIT:
             raise GeneratorError(f"{step.tensor.name}: its DMA lists take {size} B per CPE, more "
                                  f"than {TABLE_LIMIT}")
-        offsets.append((start, size, 16 + ENTRY_WORDS * 8 * n_get))
-        for cpe, (active, gets, puts) in enumerate(lists):
-            row = [int(active), len(gets)] + [w for g in gets for w in g]
-            row += [0] * (ENTRY_WORDS * (n_get - len(gets)))
-            row += [len(puts)] + [w for p in puts for w in p]
-            row += [0] * (ENTRY_WORDS * (n_put - len(puts)))
+        offsets.append((start, size, 16 + ENTRY_WORDS * 8 * counts[0],
+                        24 + ENTRY_WORDS * 8 * (counts[0] + counts[1])))
+        for cpe, (active, *entries) in enumerate(lists):
+            row = [int(active)]
+            for entry, count in zip(entries, counts):     # the get, put and broadcast lists
+                row += [len(entry)] + [w for piece in entry for w in piece]
+                row += [0] * (ENTRY_WORDS * (count - len(entry)))
             rows[cpe] += row
     return np.array(rows, np.int64), offsets, dma_bytes
 
@@ -714,10 +869,12 @@ def run(program, launches: list, machine, feeds: dict, engine: str = "c"):
     addresses = {}
     for name, value in {**program.constants, **feeds}.items():
         addresses[name] = machine.mem.put(np.ascontiguousarray(value, np.float64))
+    wholes = {t.into[0].name: t.into[0] for t in program.tensors if t.into}
     for launch in launches:
         for step in launch.steps:
-            if step.put:
-                addresses[step.tensor.name] = machine.mem.alloc(ES * step.tensor.size)
+            t = step.tensor
+            if step.put and t.storage not in addresses:
+                addresses[t.storage] = machine.mem.alloc(ES * (t.into[0] if t.into else t).size)
     stats = []
     for launch in launches:
         probe_table, offsets, _ = _tables(launch, addresses, config.num_cpes, 0)
@@ -732,7 +889,8 @@ def run(program, launches: list, machine, feeds: dict, engine: str = "c"):
                              engine=engine)
         stats.append(LaunchStats([s.tensor.name for s in launch.steps], result.kernel_cycles,
                                  dma_bytes + table.nbytes, ldm))
-    outputs = {name: machine.mem.get(addresses[name], next(
-        t.shape for t in program.tensors if t.name == name), np.float64)
-        for name in program.outputs}
+    shapes = {**{t.name: t.shape for t in program.tensors},
+              **{name: whole.shape for name, whole in wholes.items()}}
+    outputs = {name: machine.mem.get(addresses[name], shapes[name], np.float64)
+               for name in program.outputs}
     return outputs, stats

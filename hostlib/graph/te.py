@@ -220,10 +220,12 @@ class Const(Expr):
 @dataclass(eq=False)
 class Read(Expr):
     """``tensor[index]``; ``view``: the shape the tensor's buffer is read as (a Reshape of a
-    materialised tensor), None for its own shape."""
+    materialised tensor), None for its own shape; ``fill``: the value of an index outside the
+    buffer (a padded read: a Conv's or a pool's pads), None when such an index is refused."""
     tensor: "Tensor"
     index: tuple
     view: tuple = None
+    fill: float = None
 
     @property
     def shape(self) -> tuple:
@@ -275,18 +277,29 @@ def te_max(body, axes) -> Reduce:
 
 class Tensor:
     """A placeholder (``body`` None: a graph input or a constant) or a computed TE. ``origin``
-    names the graph node it was lowered from (the report groups by it)."""
+    names the graph node it was lowered from (the report groups by it). ``into``: (whole,
+    offsets) when the TE computes a part of ``whole`` starting at ``offsets`` (a Concat's
+    input writes its slice of the concatenation; readers read ``whole``)."""
 
-    def __init__(self, name, shape, axes=(), body=None, origin=None):
+    def __init__(self, name, shape, axes=(), body=None, origin=None, into=None):
         self.name, self.shape, self.axes = name, tuple(int(n) for n in shape), tuple(axes)
-        self.body, self.origin = body, origin or name
+        self.body, self.origin, self.into = body, origin or name, into
 
     def __getitem__(self, index):
+        return self.read(index)
+
+    def read(self, index, fill=None) -> Read:
+        """``self[index]``; with ``fill`` an index outside the tensor reads ``fill``."""
         index = index if isinstance(index, tuple) else (index,)
         if len(index) != len(self.shape):
             raise GraphError(f"{self.name} has rank {len(self.shape)}, indexed with "
                              f"{len(index)} indices")
-        return Read(self, tuple(Affine.of(i) for i in index))
+        return Read(self, tuple(Affine.of(i) for i in index), fill=fill)
+
+    @property
+    def storage(self) -> str:
+        """The name of the buffer the TE's output is written to."""
+        return self.into[0].name if self.into else self.name
 
     def __repr__(self):
         return f"Tensor({self.name}, {list(self.shape)})"
@@ -308,11 +321,11 @@ def placeholder(name: str, shape) -> Tensor:
     return Tensor(name, shape)
 
 
-def compute(shape, fn, name: str, origin=None) -> Tensor:
+def compute(shape, fn, name: str, origin=None, into=None) -> Tensor:
     axes = tuple(Axis(f"{name}.i{k}", n) for k, n in enumerate(shape))
     body = fn(*axes)
     body = body if isinstance(body, Reduce) else _expr(body)
-    return Tensor(name, shape, axes, body, origin)
+    return Tensor(name, shape, axes, body, origin, into)
 
 
 def nodes(expr) -> list:
@@ -343,7 +356,19 @@ def evaluate(tensors: list, feeds: dict) -> dict:
         if t.reduce_axes:
             value = REDUCERS[t.body.op][0](value, axis=tuple(range(len(t.axes), len(axes))))
         values[t.name] = np.array(value, np.float64)
+        if t.into:
+            whole, offsets = t.into
+            part = tuple(slice(o, o + n) for o, n in zip(offsets, t.shape))
+            values.setdefault(whole.name, np.zeros(whole.shape))[part] = values[t.name]
     return values
+
+
+def _inside(index: list, shape) -> np.ndarray:
+    """Where every component of the broadcast ``index`` lies in ``shape``."""
+    inside = np.bool_(True)
+    for i, n in zip(index, shape):
+        inside = inside & (i >= 0) & (i < n)
+    return inside
 
 
 def _eval(e, grid, values):
@@ -352,6 +377,10 @@ def _eval(e, grid, values):
     if isinstance(e, Read):
         source = values[e.tensor.name].reshape(e.shape)
         index = [np.asarray(i.values(grid)) for i in e.index]
+        if e.fill is not None:
+            inside = _inside(index, e.shape)
+            clipped = tuple(np.clip(i, 0, n - 1) for i, n in zip(index, e.shape))
+            return np.where(inside, source[clipped], e.fill)
         for k, i in enumerate(index):
             if i.size and (i.min() < 0 or i.max() >= e.shape[k]):
                 raise GraphError(f"{e.tensor.name}: index {e.index[k]} leaves 0..{e.shape[k] - 1}")
@@ -392,8 +421,10 @@ def footprint(t: Tensor, r: Read) -> int:
     grid = {a: np.arange(a.extent).reshape([-1 if k == j else 1 for j in range(len(axes))])
             for k, a in enumerate(axes)}
     shape = [a.extent for a in axes]
-    flat = np.ravel_multi_index([np.broadcast_to(i.values(grid), shape) for i in r.index],
-                                r.shape) if r.index else np.zeros(1, np.int64)
+    index = [np.broadcast_to(i.values(grid), shape) for i in r.index]
+    inside = _inside(index, r.shape)          # a padded read's fill is not an element read
+    flat = np.ravel_multi_index([i[inside] for i in index], r.shape) if r.index \
+        else np.zeros(1, np.int64)
     return int(np.unique(flat).size)
 
 

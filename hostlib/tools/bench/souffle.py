@@ -1,8 +1,10 @@
 """``swsim bench souffle``: Souffle's passes (hostlib/graph/souffle.py, docs/souffle.md) on a
 tiny BERT block — the unfused graph engine against the generated kernels after each pass
 (the ablation), per fused launch its cycles, DMA bytes and LDM peak; every stage is checked
-against an independent numpy implementation of the block; and a 2-layer LSTM, one launch per
-TE against one fused launch (the weights fetched once and kept in LDM)."""
+against an independent numpy implementation of the block; a 2-layer LSTM, one launch per
+TE against one fused launch (the weights fetched once and kept in LDM); and the convolution
+blocks, an Inception-like 4-branch block and a MobileNet-like depthwise block, each stage
+checked against the graph engine's numpy operators in float64."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -12,7 +14,9 @@ import numpy as np
 
 from ...graph import Session, import_onnx, souffle
 from ...graph import souffle_codegen as codegen
+from ...graph.ops import operator
 from ....vm.machine import Machine
+from .hope import _model, inception
 
 
 def bert_block(seq=32, hidden=64, heads=2, seed=0):
@@ -119,6 +123,8 @@ class Result:
     lstm: list = None             # rows of the LSTM: graph engine, one launch per TE, fused
     lstm_size: tuple = ()         # (hidden, steps, batch, layers)
     lstm_weight_bytes: dict = None   # stage -> bytes of W and U the DMA moved
+    blocks: dict = None           # convolution block name -> its rows (as the BERT block's)
+    blocks_size: tuple = ()       # (channels, image size)
 
 
 # the ablation: (stage, passes applied, fused into launches under the LDM budget)
@@ -126,8 +132,11 @@ STAGES = (("TEs, one launch each", (), False),
           ("+ vertical", ("vertical",), False),
           ("+ horizontal", ("vertical", "horizontal"), False),
           ("+ barrier/reduction fusion", ("vertical", "horizontal"), True))
+# the Conv blocks also: independent TEs at once on parts of the mesh (codegen.plan submeshes)
+SUBMESH_STAGES = (("even", "+ sub-meshes, equal parts"), ("work", "+ sub-meshes, by work"))
 FULL, QUICK = (32, 64, 2), (16, 32, 2)
 LSTM_FULL, LSTM_QUICK = (64, 8, 4, 2), (32, 4, 4, 2)      # hidden, steps, batch, layers
+BLOCKS_FULL, BLOCKS_QUICK = (16, 8), (8, 8)                 # channels, image size
 RTOL = 1e-4                   # relative error allowed (the graph engine runs float32)
 
 
@@ -146,12 +155,12 @@ def _graph_engine(graph, feeds, ref):
                base - len(cpe) * spawn, None, _error(out, ref), spawn, base)
 
 
-def _stage(program, stage, passes, fused, feeds, ref, base, engine):
+def _stage(program, stage, passes, fused, feeds, ref, base, engine, submeshes=None):
     """(Row, per-launch stats, the transformed program, weight bytes) of one ablation stage."""
     for name in passes:
         program = souffle.PASSES[name](program)
     machine = Machine()
-    launches = codegen.plan(program, machine.config, fused=fused)
+    launches = codegen.plan(program, machine.config, fused=fused, submeshes=submeshes)
     outputs, stats = codegen.run(program, launches, machine, feeds, engine=engine)
     row = Row(stage, len(stats), sum(s.dma_bytes for s in stats), sum(s.cycles for s in stats),
               max(s.ldm_peak for s in stats), _error(outputs[program.outputs[0]], ref),
@@ -170,7 +179,59 @@ def weight_bytes(program, launches) -> int:
     return total
 
 
-def run(quick=False, seed=1, engine="c", lstm=True) -> Result:
+def mobilenet_block(channels=8, size=8, expand=2, seed=0):
+    """x -> 1x1 Conv to expand·channels + Relu -> 3x3 depthwise Conv (pad 1) + Relu -> 1x1
+    Conv back to channels -> + x (MobileNet v2's inverted residual); every Conv with a bias."""
+    from onnx import helper
+    rng = np.random.default_rng(seed)
+    wide, weights, nodes = channels * expand, {}, []
+
+    def conv(name, source, shape, **attrs):
+        weights[name + "_w"] = (rng.standard_normal(shape) / np.sqrt(np.prod(shape[1:]))
+                                ).astype(np.float32)
+        weights[name + "_b"] = (rng.standard_normal(shape[0]) * 0.1).astype(np.float32)
+        nodes.append(helper.make_node("Conv", [source, name + "_w", name + "_b"], [name],
+                                      name=name, **attrs))
+        return name
+    expanded = conv("expand", "x", (wide, channels, 1, 1))
+    nodes.append(helper.make_node("Relu", [expanded], ["expand_r"], name="expand_relu"))
+    depthwise = conv("depthwise", "expand_r", (wide, 1, 3, 3), group=wide, pads=[1] * 4)
+    nodes.append(helper.make_node("Relu", [depthwise], ["depthwise_r"], name="depthwise_relu"))
+    project = conv("project", "depthwise_r", (channels, wide, 1, 1))
+    nodes.append(helper.make_node("Add", [project, "x"], ["y"], name="residual"))
+    return _model(nodes, [("x", [1, channels, size, size])], [("y", [1, channels, size, size])],
+                  weights)
+
+
+BLOCKS = {"inception": inception, "mobilenet": mobilenet_block}
+
+
+def graph_numpy(graph, feeds) -> dict:
+    """The graph evaluated by the graph engine's numpy operators in float64 (the oracle of the
+    convolution blocks: written independently of the TE lowering)."""
+    values = {k: np.asarray(v, np.float64) for k, v in {**graph.initializers, **feeds}.items()}
+    for node in graph.order():
+        outs = operator(node.op_type).mpe(node, *[values[n] for n in node.inputs if n])
+        values.update(zip(node.outputs, outs))
+    return {name: values[name] for name in graph.outputs}
+
+
+def run_block(name, channels, size, seed=1, engine="c") -> list:
+    """The graph engine's row and the ablation's rows of a convolution block."""
+    graph = BLOCKS[name](channels, size)
+    rng = np.random.default_rng(seed)
+    feeds = {n: rng.standard_normal(info.shape) for n, info in graph.inputs.items()}
+    ref = graph_numpy(graph, feeds)[graph.outputs[0]]
+    rows, program = [_graph_engine(graph, feeds, ref)], souffle.lower(graph)
+    for stage, passes, fused in STAGES:
+        rows.append(_stage(program, stage, passes, fused, feeds, ref, rows[0], engine)[0])
+    for how, stage in SUBMESH_STAGES:
+        rows.append(_stage(program, stage, STAGES[-1][1], True, feeds, ref, rows[0], engine,
+                           submeshes=how)[0])
+    return rows
+
+
+def run(quick=False, seed=1, engine="c", lstm=True, blocks=True) -> Result:
     seq, hidden, heads = QUICK if quick else FULL
     graph = bert_block(seq, hidden, heads)
     x = np.random.default_rng(seed).standard_normal((seq, hidden))
@@ -196,7 +257,17 @@ def run(quick=False, seed=1, engine="c", lstm=True) -> Result:
                                         result.lstm[0], engine)
             result.lstm.append(row)
             result.lstm_weight_bytes[stage] = weights
+    if blocks:
+        result.blocks_size = BLOCKS_QUICK if quick else BLOCKS_FULL
+        result.blocks = {name: run_block(name, *result.blocks_size, seed=seed, engine=engine)
+                         for name in BLOCKS}
     return result
+
+
+def all_rows(result: Result) -> list:
+    """Every row of the result (the command's exit status checks their errors)."""
+    return result.rows + (result.lstm or []) + [
+        r for rows in (result.blocks or {}).values() for r in rows]
 
 
 def _table(rows) -> list:
@@ -223,6 +294,10 @@ def format_report(result: Result, explain: bool = False) -> str:
                   "(error against the unfused TE program)"] + _table(result.lstm)
         lines += [f"W and U moved by DMA, {stage}: {nbytes:,} B"
                   for stage, nbytes in result.lstm_weight_bytes.items()]
+    for name, rows in (result.blocks or {}).items():
+        channels, size = result.blocks_size
+        lines += ["", f"{name} block: {channels} channels, {size}x{size}, batch 1 (error "
+                  "against the graph engine's numpy operators in float64)"] + _table(rows)
     if explain:
         lines += ["passes:", result.explain]
     return "\n".join(lines)
