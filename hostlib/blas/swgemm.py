@@ -366,21 +366,24 @@ def _job(problem: Problem, blocking: Blocking, layout: dict, addresses, alpha, b
     k = problem.k
     a_addr, b_addr, c_addr = addresses
     lda, ldb, ldc = gemm_model.leading_dims(problem, config)
+    a_mode, b_mode, c_mode = gemm_model.sharing(problem, blocking, config)
     operands = {
         # name: base, ld (elements), transposed, rows, cols, R, L, swap, raw slots, pack,
-        # grain
+        # grain, DMA mode
         "a": (a_addr, lda, problem.a_transposed, k, problem.m, blocking.kb,
-              blocking.mb, 1, layout["a_raw"], layout["a_pack"], 1),
+              blocking.mb, 1, layout["a_raw"], layout["a_pack"], 1, a_mode),
         "b": (b_addr, ldb, problem.b_transposed, k, problem.n, blocking.kb,
-              blocking.nb, 0, layout["b_raw"], layout["b_pack"], 1),
+              blocking.nb, 0, layout["b_raw"], layout["b_pack"], 1, b_mode),
         "c": (c_addr, ldc, False, problem.m, problem.n,
               blocking.mb, blocking.nb, 0, (layout["c_in"], layout["c_out"]), 0,
-              gemm_model.c_grain(problem, blocking, config)),
+              gemm_model.c_grain(problem, blocking, config), c_mode),
     }
-    for name, (base, ld, trans, rows, cols, r, l, swap, raws, pack, grain) in operands.items():
+    for name, (base, ld, trans, rows, cols, r, l, swap, raws, pack, grain,
+               mode) in operands.items():
         op = job.offset(f"op_{name}")
         operand.write(words, op, base=base, ldb=ld * es, trans=int(trans), rows=rows,
-                      cols=cols, r=r, l=l, swap=swap, pack=pack, grain=grain, cur=1)
+                      cols=cols, r=r, l=l, swap=swap, pack=pack, grain=grain, cur=1,
+                      shared=mode)
         for index, raw in enumerate(raws):
             slot.write(words, op + operand.offset("slot") + index * slot.nbytes, raw=raw)
     return words
