@@ -25,6 +25,17 @@ def run(A, B, C=None, beta=0.0, trans_a=False, trans_b=False, shared=True, **kw)
         pe_only.undo()
 
 
+def test_ragged_rows_are_placed_padded_to_the_group():
+    # 200 x 200 x 200 f32 with 28 x 32 x 4: A's rows (M = 200) padded to 8 x 28, B's and C's
+    # (N = 200) to 8 x 32, so all three share; an operand given in memory keeps its ld.
+    ragged = Problem(m=200, n=200, k=200, itemsize=4)
+    blocking = Blocking(28, 32, 4)
+    assert gemm_model.leading_dims(ragged, CONFIG, blocking) == (224, 256, 256)
+    assert gemm_model.sharing(ragged, blocking, CONFIG) == (DMA_RANK, DMA_ROW, DMA_ROW)
+    given = Problem(m=200, n=200, k=200, itemsize=4, lda=208, ldb=208, ldc=208)
+    assert gemm_model.sharing(given, blocking, CONFIG) == (DMA_PE,) * 3
+
+
 def test_modes_follow_the_memory_rows():
     # A natural (K x M) is shared by a column of CPEs (RANK), B (K x N) and C by a row (ROW);
     # a transposed operand the other way; a row wider than its 8 blocks, or beta, is PE.
@@ -47,6 +58,10 @@ CASES = [
     (64, 128, 44, np.float32, True, False, False, (8, 16, 8)),
     (32, 128, 32, np.float64, False, True, False, (4, 16, 4)),
     (32, 128, 24, np.float64, True, False, True, (4, 16, 4)),
+    # ragged: rows placed with zero padding to the 8 blocks' width (M 28 -> 32, N 100 -> 128;
+    # K 28 -> 32 where K is the memory row)
+    (28, 100, 20, np.float64, True, False, False, (4, 16, 4)),
+    (28, 100, 28, np.float32, False, True, False, (4, 16, 4)),
 ]
 
 

@@ -75,13 +75,35 @@ def line_padded(cols: int, itemsize: int, config: VMConfig) -> int:
     return _ceil_div(row, line) * line // itemsize if row > line else cols
 
 
-def leading_dims(problem: Problem, config: VMConfig) -> tuple:
-    """(lda, ldb, ldc) of the problem: the given ones, else ``line_padded``'s."""
+def group_padded(cols: int, block: int, itemsize: int, config: VMConfig) -> int:
+    """Elements per memory row of a matrix swGEMM places whose rows are one CG block wide
+    (`block` per CPE): ``line_padded``, or the 8 blocks' width when the row is wider than
+    half of it, so that its sharers move whole rows (``sharing``; the padding is zeros, at
+    most as much as the data)."""
+    ld, group = line_padded(cols, itemsize, config), SHARING_MESH * block
+    return group if mesh(config) == SHARING_MESH and ld < group < 2 * cols else ld
+
+
+def _memory_widths(problem: Problem, blocking: Optional[Blocking]) -> tuple:
+    """Elements per memory row of A, B and C as stored, and the per-CPE block along them."""
+    widths = ((problem.k if problem.a_transposed else problem.m),
+              (problem.k if problem.b_transposed else problem.n), problem.n)
+    if blocking is None:
+        return widths, (None,) * 3
+    return widths, ((blocking.kb if problem.a_transposed else blocking.mb),
+                    (blocking.kb if problem.b_transposed else blocking.nb), blocking.nb)
+
+
+def leading_dims(problem: Problem, config: VMConfig, blocking: Optional[Blocking] = None
+                 ) -> tuple:
+    """(lda, ldb, ldc) of the problem: the given ones, else as swGEMM places the matrix:
+    ``line_padded``, for `blocking` ``group_padded``."""
     es = problem.itemsize
-    rows = ((problem.k if problem.a_transposed else problem.m),
-            (problem.k if problem.b_transposed else problem.n), problem.n)
-    return tuple(line_padded(cols, es, config) if ld is None else ld
-                 for ld, cols in zip((problem.lda, problem.ldb, problem.ldc), rows))
+    widths, blocks = _memory_widths(problem, blocking)
+    return tuple(ld if ld is not None else line_padded(cols, es, config) if block is None
+                 else group_padded(cols, block, es, config)
+                 for ld, cols, block in zip((problem.lda, problem.ldb, problem.ldc), widths,
+                                            blocks))
 
 
 def c_grain(problem: Problem, blocking: Blocking, config: VMConfig) -> int:
@@ -89,7 +111,7 @@ def c_grain(problem: Problem, blocking: Blocking, config: VMConfig) -> int:
     each CPE's valid columns are rounded up to whole lines (the columns past N are C's row
     padding: written, never returned), so its puts write only whole lines; else 1."""
     line, es = config.dma_transaction_bytes, problem.itemsize
-    if leading_dims(problem, config)[2] * es % line or blocking.nb * es % line:
+    if leading_dims(problem, config, blocking)[2] * es % line or blocking.nb * es % line:
         return 1
     return line // es
 
@@ -107,22 +129,23 @@ def _memory_shape(rows, cols, r, l, transposed):
 def sharing(problem: Problem, blocking: Blocking, config: VMConfig) -> tuple:
     """The DMA mode of A, B and C (docs/gemm.md "Shared DMA"): DMA_ROW or DMA_RANK when the
     8 CPEs that share an operand's memory rows cover each row exactly (the memory row is 8
-    of their blocks wide, one CG block, no padding), so that they move whole rows
-    together as contiguous requests dealt block by block instead of 8 strided requests of
-    short blocks; else DMA_PE. C shares only its put (not with beta: C_in stays PE mode)."""
+    of their blocks wide, one CG block: no padding, or zero padding swGEMM placed,
+    ``group_padded``), so that they move whole rows together as contiguous requests dealt
+    block by block instead of 8 strided requests of short blocks; else DMA_PE. C shares
+    only its put (not with beta: C_in stays PE mode)."""
     if mesh(config) != SHARING_MESH or problem.k == 0:
         return DMA_PE, DMA_PE, DMA_PE
     es = problem.itemsize
-    lda, ldb, ldc = leading_dims(problem, config)
-    operands = ((problem.k, problem.m, blocking.kb, blocking.mb, lda, problem.a_transposed,
-                 True),
-                (problem.k, problem.n, blocking.kb, blocking.nb, ldb, problem.b_transposed,
-                 False),
-                (problem.m, problem.n, blocking.mb, blocking.nb, ldc, False, False))
+    lds = leading_dims(problem, config, blocking)
+    placed = (problem.lda is None, problem.ldb is None, problem.ldc is None)
+    operands = ((problem.k, problem.m, blocking.kb, blocking.mb, problem.a_transposed, True),
+                (problem.k, problem.n, blocking.kb, blocking.nb, problem.b_transposed, False),
+                (problem.m, problem.n, blocking.mb, blocking.nb, False, False))
     modes = []
-    for rows, cols, r, l, ld, transposed, swap in operands:
+    for (rows, cols, r, l, transposed, swap), ld, ours in zip(operands, lds, placed):
         _, width, block = _memory_shape(rows, cols, r, l, transposed)
-        whole = width == ld == SHARING_MESH * block and block * es < 1 << 20
+        whole = (ld == SHARING_MESH * block and (width == ld or ours)
+                 and block * es < 1 << 20)
         # the sharers vary along the CPE coordinate that picks the memory column block:
         # j (a row of CPEs, ROW mode) or i (a column, RANK mode)
         modes.append(DMA_PE if not whole else
@@ -395,7 +418,7 @@ def predict(problem: Problem, blocking: Blocking, config: VMConfig,
     es = problem.itemsize
     n_m, n_n, n_k = block_counts(problem, blocking, config)
     k = problem.k
-    lda, ldb, ldc = leading_dims(problem, config)
+    lda, ldb, ldc = leading_dims(problem, config, blocking)
     a_mode, b_mode, c_mode = sharing(problem, blocking, config)
     a_dma = operand_get_cycles(k, problem.m, kb, mb, lda * es, es, problem.a_transposed, True,
                                config=config, mode=a_mode)
