@@ -80,14 +80,16 @@ def test_only_the_valid_data_is_moved():
     # One CG block per dimension, all partial: the DMA requests exactly A, B and C once (and
     # C once more as input), plus the job record: the padding never leaves LDM. C's rows
     # (45 doubles) are placed padded to 48, so they start on 128-byte lines, and move in
-    # whole lines of 16 doubles (Nb = 16): 48 columns.
+    # whole lines of 16 doubles (Nb = 16): 48 columns. A's rows (23 doubles, placed padded to
+    # the line: 32 = 8 Kb) are moved whole by the 8 CPEs that share them (docs/gemm.md "Shared
+    # DMA"): the same lines, 32 columns.
     rng = np.random.default_rng(5)
     m, n, k = 29, 45, 23
     A, B, C = (matrix(rng, m, k, np.float64, "C"), matrix(rng, k, n, np.float64, "C"),
                matrix(rng, m, n, np.float64, "C"))
     _, stats = check(A, B, C, beta=1.0, blocking=(4, 16, 4))
     assert stats.run.counters["dma_bytes_requested"] == 64 * KERNEL.symbol("JOB_BYTES") + 8 * (
-        m * k + k * n + 2 * m * 48)
+        m * 32 + k * n + 2 * m * 48)
 
 
 @pytest.mark.parametrize("n, es, nb, ldc, grain", [

@@ -76,13 +76,35 @@ def line_padded(cols: int, itemsize: int, config: VMConfig) -> int:
     return _ceil_div(row, line) * line // itemsize if row > line else cols
 
 
-def leading_dims(problem: Problem, config: VMConfig) -> tuple:
-    """(lda, ldb, ldc) of the problem: the given ones, else ``line_padded``'s."""
+def group_padded(cols: int, block: int, itemsize: int, config: VMConfig) -> int:
+    """Elements per memory row of a matrix swGEMM places whose rows are one CG block wide
+    (`block` per CPE): ``line_padded``, or the 8 blocks' width when the row is wider than
+    half of it, so that its sharers move whole rows (``sharing``; the padding is zeros, at
+    most as much as the data)."""
+    ld, group = line_padded(cols, itemsize, config), SHARING_MESH * block
+    return group if mesh(config) == SHARING_MESH and ld < group < 2 * cols else ld
+
+
+def _memory_widths(problem: Problem, blocking: Optional[Blocking]) -> tuple:
+    """Elements per memory row of A, B and C as stored, and the per-CPE block along them."""
+    widths = ((problem.k if problem.a_transposed else problem.m),
+              (problem.k if problem.b_transposed else problem.n), problem.n)
+    if blocking is None:
+        return widths, (None,) * 3
+    return widths, ((blocking.kb if problem.a_transposed else blocking.mb),
+                    (blocking.kb if problem.b_transposed else blocking.nb), blocking.nb)
+
+
+def leading_dims(problem: Problem, config: VMConfig, blocking: Optional[Blocking] = None
+                 ) -> tuple:
+    """(lda, ldb, ldc) of the problem: the given ones, else as swGEMM places the matrix:
+    ``line_padded``, for `blocking` ``group_padded``."""
     es = problem.itemsize
-    rows = ((problem.k if problem.a_transposed else problem.m),
-            (problem.k if problem.b_transposed else problem.n), problem.n)
-    return tuple(line_padded(cols, es, config) if ld is None else ld
-                 for ld, cols in zip((problem.lda, problem.ldb, problem.ldc), rows))
+    widths, blocks = _memory_widths(problem, blocking)
+    return tuple(ld if ld is not None else line_padded(cols, es, config) if block is None
+                 else group_padded(cols, block, es, config)
+                 for ld, cols, block in zip((problem.lda, problem.ldb, problem.ldc), widths,
+                                            blocks))
 
 
 def c_grain(problem: Problem, blocking: Blocking, config: VMConfig) -> int:
@@ -90,9 +112,48 @@ def c_grain(problem: Problem, blocking: Blocking, config: VMConfig) -> int:
     each CPE's valid columns are rounded up to whole lines (the columns past N are C's row
     padding: written, never returned), so its puts write only whole lines; else 1."""
     line, es = config.dma_transaction_bytes, problem.itemsize
-    if leading_dims(problem, config)[2] * es % line or blocking.nb * es % line:
+    if leading_dims(problem, config, blocking)[2] * es % line or blocking.nb * es % line:
         return 1
     return line // es
+
+
+# DMA modes of the descriptor (MACHINE.md section 6; kernels/include/dma.inc)
+DMA_PE, DMA_ROW, DMA_RANK = 0, 2, 4
+SHARING_MESH = 8      # the kernel splits a group's rows by eighths (a shift)
+
+
+def _memory_shape(rows, cols, r, l, transposed):
+    """(memory rows, memory columns, per-CPE block along the memory columns) of an operand."""
+    return (cols, rows, r) if transposed else (rows, cols, l)
+
+
+def sharing(problem: Problem, blocking: Blocking, config: VMConfig) -> tuple:
+    """The DMA mode of A, B and C (docs/gemm.md "Shared DMA"): DMA_ROW or DMA_RANK when the
+    8 CPEs that share an operand's memory rows cover each row exactly (the memory row is 8
+    of their blocks wide, one CG block: no padding, or zero padding swGEMM placed,
+    ``group_padded``), so that they move whole rows together as contiguous requests dealt
+    block by block instead of 8 strided requests of short blocks; else DMA_PE. C shares
+    only its put (not with beta: C_in stays PE mode)."""
+    if mesh(config) != SHARING_MESH or problem.k == 0:
+        return DMA_PE, DMA_PE, DMA_PE
+    es = problem.itemsize
+    lds = leading_dims(problem, config, blocking)
+    placed = (problem.lda is None, problem.ldb is None, problem.ldc is None)
+    operands = ((problem.k, problem.m, blocking.kb, blocking.mb, problem.a_transposed, True),
+                (problem.k, problem.n, blocking.kb, blocking.nb, problem.b_transposed, False),
+                (problem.m, problem.n, blocking.mb, blocking.nb, False, False))
+    modes = []
+    for (rows, cols, r, l, transposed, swap), ld, ours in zip(operands, lds, placed):
+        _, width, block = _memory_shape(rows, cols, r, l, transposed)
+        whole = (ld == SHARING_MESH * block and (width == ld or ours)
+                 and block * es < 1 << 20)
+        # the sharers vary along the CPE coordinate that picks the memory column block:
+        # j (a row of CPEs, ROW mode) or i (a column, RANK mode)
+        modes.append(DMA_PE if not whole else
+                     DMA_ROW if swap == transposed else DMA_RANK)
+    if problem.has_beta:
+        modes[2] = DMA_PE
+    return tuple(modes)
 
 
 def mesh(config: VMConfig) -> int:
@@ -221,6 +282,24 @@ def _operand_rows(rows, cols, r, l, ld_bytes, es, transposed, swap, config: VMCo
     return starts, ends, valid
 
 
+def _shared_rows(rows, cols, r, l, ld_bytes, es, transposed, swap, config: VMConfig):
+    """The requests of a shared operand's first CG block (arguments of ``_operand_rows``):
+    in each of the 8 sharing groups, each CPE moves its eighth of the group's memory rows,
+    whole rows, as one contiguous request (one block each, as ``_operand_rows`` returns
+    them)."""
+    side = mesh(config)
+    mem_rows, _, _ = _memory_shape(rows, cols, r, l, transposed)
+    per_group = r if not transposed else l     # memory rows of a CPE's block
+    group_first = np.arange(side) * per_group
+    valid_rows = np.clip(mem_rows - group_first, 0, per_group)
+    share = np.arange(side)
+    first = (share[None, :] * valid_rows[:, None]) >> 3
+    last = ((share[None, :] + 1) * valid_rows[:, None]) >> 3
+    starts = ((group_first[:, None] + first) * ld_bytes).reshape(-1, 1)
+    ends = ((group_first[:, None] + last) * ld_bytes - 1).reshape(-1, 1)
+    return starts, ends, (last > first).reshape(-1, 1)
+
+
 def transactions(starts, ends, valid, config: VMConfig) -> int:
     """128-byte transactions of the DMA blocks [starts, ends] (byte addresses, inclusive;
     arrays, those with `valid` false skipped): every block costs the segments it touches
@@ -305,21 +384,26 @@ def row_put_writes(starts, ends, config: VMConfig) -> np.ndarray:
     return head + tail + middle
 
 
-def operand_transactions(*block, config: VMConfig) -> int:
-    """Transactions of the CPEs' DMAs of an operand block (arguments of ``_operand_rows``)."""
-    return transactions(*_operand_rows(*block, config), config)
+def _requests(block, config: VMConfig, mode=DMA_PE):
+    return (_operand_rows if mode == DMA_PE else _shared_rows)(*block, config)
 
 
-def operand_get_cycles(*block, config: VMConfig) -> int:
-    """Engine cycles of the CPEs' gets of an operand block (one request per CPE with a
-    valid part)."""
-    return get_engine_cycles(*_operand_rows(*block, config), config)
+def operand_transactions(*block, config: VMConfig, mode=DMA_PE) -> int:
+    """Transactions of the CPEs' DMAs of an operand block (arguments of ``_operand_rows``)
+    in DMA `mode`."""
+    return transactions(*_requests(block, config, mode), config)
 
 
-def operand_put_cycles(*block, config: VMConfig) -> int:
-    """Engine cycles of the CPEs' puts of an operand block (one request per CPE with a
-    valid part; operands start line-aligned)."""
-    return put_engine_cycles(*_operand_rows(*block, config), config)
+def operand_get_cycles(*block, config: VMConfig, mode=DMA_PE) -> int:
+    """Engine cycles of the CPEs' gets of an operand block (PE: one request per CPE with a
+    valid part; shared: ``_shared_rows``)."""
+    return get_engine_cycles(*_requests(block, config, mode), config)
+
+
+def operand_put_cycles(*block, config: VMConfig, mode=DMA_PE) -> int:
+    """Engine cycles of the CPEs' puts of an operand block (as ``operand_get_cycles``;
+    operands start line-aligned)."""
+    return put_engine_cycles(*_requests(block, config, mode), config)
 
 
 def dma_cycles(engine_cycles: float, config: VMConfig) -> float:
@@ -341,15 +425,16 @@ def _predicted(problem: Problem, blocking: Blocking, config: VMConfig, coefficie
     es = problem.itemsize
     n_m, n_n, n_k = block_counts(problem, blocking, config)
     k = problem.k
-    lda, ldb, ldc = leading_dims(problem, config)
+    lda, ldb, ldc = leading_dims(problem, config, blocking)
+    a_mode, b_mode, c_mode = sharing(problem, blocking, config)
     a_dma = operand_get_cycles(k, problem.m, kb, mb, lda * es, es, problem.a_transposed, True,
-                               config=config)
+                               config=config, mode=a_mode)
     b_dma = operand_get_cycles(k, problem.n, kb, nb, ldb * es, es, problem.b_transposed, False,
-                               config=config)
+                               config=config, mode=b_mode)
     grain = c_grain(problem, blocking, config)
     c_block = (problem.m, _ceil_div(problem.n, grain) * grain, mb, nb,
                ldc * es, es, False, False)
-    c_dma = operand_put_cycles(*c_block, config=config) + (
+    c_dma = operand_put_cycles(*c_block, config=config, mode=c_mode) + (
         operand_get_cycles(*c_block, config=config) if problem.has_beta else 0)
     # A changes every step unless K has one block and only N advances; B likewise.
     a_loads = n_m * n_k if n_k == 1 else n_m * n_n * n_k

@@ -76,18 +76,18 @@ class _Stored:
     def in_memory(self) -> bool:
         return isinstance(self.array, InMemory)
 
-    def lead(self, config) -> int:
-        """Elements from one memory row to the next: an ``InMemory`` matrix's own; a numpy
-        array is placed with ``gemm_model.line_padded`` rows."""
-        if self.in_memory:
-            return self.array.lead
-        return gemm_model.line_padded(self.array.shape[1], self.array.itemsize, config)
+    @property
+    def lead(self) -> Optional[int]:
+        """Elements from one memory row to the next: an ``InMemory`` matrix's own; None for
+        a numpy array, which swGEMM places (``gemm_model.leading_dims``)."""
+        return self.array.lead if self.in_memory else None
 
-    def address(self, mem, config) -> int:
-        """Where the matrix lies, placing a numpy array first (its row padding zero)."""
+    def address(self, mem, ld: int) -> int:
+        """Where the matrix lies, placing a numpy array first with `ld` elements per row (its
+        row padding zero)."""
         if self.in_memory:
             return self.array.address
-        array, ld = self.array, self.lead(config)
+        array = self.array
         if ld == array.shape[1]:
             return mem.put(array)
         padded = np.zeros((array.shape[0], ld), array.dtype)
@@ -153,11 +153,17 @@ def _problem(a_km: _Stored, b_kn: _Stored, c: Optional[_Stored], m, n, k, dtype,
              config) -> Problem:
     """The kernel's problem. A and B keep the rows of the arrays given (their K columns even
     when alpha = 0 makes the product's K 0); C's leading dimension is left to
-    ``gemm_model.leading_dims`` unless C is an ``InMemory`` matrix."""
+    ``gemm_model.leading_dims`` unless it is an ``InMemory`` matrix (or, for an empty
+    product, the arrays' own rows line-padded)."""
+    def lead(stored):
+        if stored.lead is not None or k > 0:
+            return stored.lead
+        return gemm_model.line_padded(stored.array.shape[1], np.dtype(dtype).itemsize, config)
+
     return Problem(m=m, n=n, k=k, itemsize=np.dtype(dtype).itemsize,
                    a_transposed=a_km.transposed, b_transposed=b_kn.transposed,
-                   has_beta=has_beta, lda=a_km.lead(config), ldb=b_kn.lead(config),
-                   ldc=c.lead(config) if c is not None and c.in_memory else None)
+                   has_beta=has_beta, lda=lead(a_km), ldb=lead(b_kn),
+                   ldc=c.lead if c is not None else None)
 
 
 @host_operator
@@ -217,7 +223,7 @@ def _gemm(A, B, C, alpha, beta, trans_a, trans_b, engine, blocking, machine, pro
     predicted, swapped, a_km, b_kn, c, problem, chosen, k = _plan(
         A, B, C, alpha, beta, trans_a, trans_b, blocking, machine.config)
     m, n = (problem.n, problem.m) if swapped else (problem.m, problem.n)
-    _check_limits(problem, predicted, (a_km, b_kn, c), machine, max_cycles,
+    _check_limits(problem, chosen, predicted, (a_km, b_kn, c), machine, max_cycles,
                   f"gemm of {m} x {n} x {k} {np.dtype(A.dtype).name}")
     return _run(problem, chosen, a_km, b_kn, c, alpha, beta, np.dtype(A.dtype), engine,
                 machine, swapped, predicted, k, progress)
@@ -295,7 +301,7 @@ def gemm_job(A: InMemory, B: InMemory, C: InMemory, alpha=1.0, beta=0.0, trans_a
     return words, fields, 2 * problem.m * problem.n * k
 
 
-def _placed_bytes(problem: Problem, operands, config) -> int:
+def _placed_bytes(problem: Problem, blocking: Blocking, operands, config) -> int:
     """New simulated main memory that ``_run`` takes: the numpy operands it places (an
     ``InMemory`` one is there already), C unless it is in memory, and the job."""
     a_km, b_kn, c = operands
@@ -303,7 +309,8 @@ def _placed_bytes(problem: Problem, operands, config) -> int:
     placed = (not a_km.in_memory, not b_kn.in_memory, c is None or not c.in_memory)
     align = config.mem_align
     return sum(-(-r * ld * problem.itemsize // align) * align
-               for r, ld, new in zip(rows, gemm_model.leading_dims(problem, config), placed)
+               for r, ld, new in zip(rows, gemm_model.leading_dims(problem, config, blocking),
+                                     placed)
                if new) + KERNEL.record("J_", "JOB_BYTES").nbytes
 
 
@@ -311,11 +318,12 @@ def _hours(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h" if seconds >= 3600 else f"{seconds / 60:.0f} min"
 
 
-def _check_limits(problem, predicted, operands, machine, max_cycles, asked: str) -> None:
+def _check_limits(problem, blocking, predicted, operands, machine, max_cycles,
+                  asked: str) -> None:
     """Refuse a run longer than `max_cycles` predicted cycles, or one whose operands do not fit
     in the simulated memory left (config.mem_limit), before anything is allocated."""
     mem, config = machine.mem, machine.config
-    needed = _placed_bytes(problem, operands, config)
+    needed = _placed_bytes(problem, blocking, operands, config)
     left = mem.available
     if needed > left:
         raise HostError(f"{asked}: the operands need {needed} bytes of simulated main memory, "
@@ -338,9 +346,9 @@ def _run(problem, blocking, a_km, b_kn, c, alpha, beta, dtype, engine, machine, 
     if layout is None:
         raise GemmError(f"blocking {blocking} does not fit in LDM for {problem}")
     mem, config = machine.mem, machine.config
-    ldc = gemm_model.leading_dims(problem, config)[2]
-    a_addr, b_addr = a_km.address(mem, config), b_kn.address(mem, config)
-    c_addr = c.address(mem, config) if c is not None else mem.alloc(
+    lda, ldb, ldc = gemm_model.leading_dims(problem, config, blocking)
+    a_addr, b_addr = a_km.address(mem, lda), b_kn.address(mem, ldb)
+    c_addr = c.address(mem, ldc) if c is not None else mem.alloc(
         problem.m * ldc * problem.itemsize)
     job = _job(problem, blocking, layout, (a_addr, b_addr, c_addr), alpha, beta, config)
     (m, n) = (problem.n, problem.m) if swapped else (problem.m, problem.n)
@@ -365,22 +373,27 @@ def _job(problem: Problem, blocking: Blocking, layout: dict, addresses, alpha, b
                     has_beta=int(problem.has_beta), cldm=layout["c_ldm"])
     k = problem.k
     a_addr, b_addr, c_addr = addresses
-    lda, ldb, ldc = gemm_model.leading_dims(problem, config)
+    lda, ldb, ldc = gemm_model.leading_dims(problem, config, blocking)
+    a_mode, b_mode, c_mode = gemm_model.sharing(problem, blocking, config)
     operands = {
         # name: base, ld (elements), transposed, rows, cols, R, L, swap, raw slots, pack,
-        # grain
+        # grain, DMA mode
         "a": (a_addr, lda, problem.a_transposed, k, problem.m, blocking.kb,
-              blocking.mb, 1, layout["a_raw"], layout["a_pack"], 1),
+              blocking.mb, 1, layout["a_raw"], layout["a_pack"], 1, a_mode),
         "b": (b_addr, ldb, problem.b_transposed, k, problem.n, blocking.kb,
-              blocking.nb, 0, layout["b_raw"], layout["b_pack"], 1),
+              blocking.nb, 0, layout["b_raw"], layout["b_pack"], 1, b_mode),
         "c": (c_addr, ldc, False, problem.m, problem.n,
               blocking.mb, blocking.nb, 0, (layout["c_in"], layout["c_out"]), 0,
-              gemm_model.c_grain(problem, blocking, config)),
+              gemm_model.c_grain(problem, blocking, config), c_mode),
     }
-    for name, (base, ld, trans, rows, cols, r, l, swap, raws, pack, grain) in operands.items():
+    for name, (base, ld, trans, rows, cols, r, l, swap, raws, pack, grain,
+               mode) in operands.items():
+        if mode != gemm_model.DMA_PE:   # a shared row is whole: its zero padding is data
+            rows, cols = (ld, cols) if trans else (rows, ld)
         op = job.offset(f"op_{name}")
         operand.write(words, op, base=base, ldb=ld * es, trans=int(trans), rows=rows,
-                      cols=cols, r=r, l=l, swap=swap, pack=pack, grain=grain, cur=1)
+                      cols=cols, r=r, l=l, swap=swap, pack=pack, grain=grain, cur=1,
+                      shared=mode)
         for index, raw in enumerate(raws):
             slot.write(words, op + operand.offset("slot") + index * slot.nbytes, raw=raw)
     return words

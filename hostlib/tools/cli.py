@@ -354,7 +354,7 @@ def _qinglong(args) -> int:
 def _train_bench(args) -> int:
     from .bench import train_nets
     names = args.network or (train_nets.QUICK_NETWORKS if args.quick else train_nets.NETWORKS)
-    runs = train_nets.GAP_RUNS if args.thesis_kernels else 1
+    runs = train_nets.gap_runs() if args.thesis_kernels else 1
     bar = StepBar(runs * sum(len(train_nets.NETWORKS[name].layers) for name in names))
     try:
         if args.thesis_kernels:

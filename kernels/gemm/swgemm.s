@@ -44,9 +44,9 @@
 	J_HAS_BETA = 72       # 0: C is not read
 	J_CLDM = 80           # LDM: the C block (Mb x Nb doubles)
 	J_OP_A = 128          # operand records
-	J_OP_B = 416
-	J_OP_C = 704
-	JOB_BYTES = 992
+	J_OP_B = 432
+	J_OP_C = 736
+	JOB_BYTES = 1040
 
 # Operand record (host fills O_BASE..O_PACK, O_GRAIN and the slots' SL_RAW, zeroes the rest,
 # O_CUR = 1).
@@ -67,9 +67,13 @@
 	O_FRESH = 112         # 1: the current block still has to be waited for and packed
 	O_GRAIN = 120         # a block's valid columns are rounded up to a multiple of this power
 	                      # of two (C: whole 128-byte lines when its rows are padded to them)
-	O_SLOT = 128          # two slots (A, B: the double buffer; C: 0 = C_in, 1 = C_out)
+	O_SHARED = 128        # DMA_ROW / DMA_RANK: the group's memory rows are whole CG block rows,
+	                      # moved by its CPEs together in that mode (docs/gemm.md "Shared
+	                      # DMA"); 0: each CPE moves its own block in PE mode
+	O_SHARE = 136         # this CPE's place in its sharing group (its column j for ROW, row i)
+	O_SLOT = 144          # two slots (A, B: the double buffer; C: 0 = C_in, 1 = C_out)
 	SLOT_BYTES = 80
-	OP_BYTES = 288
+	OP_BYTES = 304
 # Slot fields: the geometry of the block it holds and its DMA bookkeeping.
 	SL_RV = 0             # valid rows / columns of the block
 	SL_CV = 8
@@ -80,6 +84,7 @@
 	SL_ISSUED = 48        # DMAs issued with this slot's reply word (cumulative)
 	SL_RAW = 56           # LDM buffer
 	SL_REPLY = 64         # reply word (the engine counts completions)
+	SL_OFFSET = 72        # LDM offset of this CPE's DMA in the buffer (shared: its rows)
 
 	SW_FRAME = 32         # 0: ra
 	.globl	swgemm_stack          # the stack of the call chain, for the host's LDM plan
@@ -122,8 +127,11 @@ swgemm_ldm_end:
 
 # locate(op $16, rb $17, cb $18, slot $19): the geometry of CG block (rb, cb) for this CPE
 # into the slot: valid rows rv = clamp(rows - r0, 0, R), cols likewise (rounded up to the
-# grain), and the strided DMA that moves exactly that part (natural: rv memory rows of cv
-# elements; transposed: cv rows of rv), landing contiguous in LDM.
+# grain), and the DMA that moves it, landing contiguous in LDM. PE mode: exactly this CPE's
+# part, one strided DMA (natural: rv memory rows of cv elements; transposed: cv rows of rv).
+# Shared: the group's memory rows are whole rows of the memory (one block per sharer), so
+# this CPE moves its share of them, [share * rows / 8, (share + 1) * rows / 8), contiguous,
+# dealt block by block to the sharers (whose buffers lie at the same LDM address).
 	.ent	locate
 locate:
 	SLOT_ADDRESS $16, $19
@@ -139,33 +147,58 @@ locate:
 	mull	$4, $6, $8
 	mull	$8, $7, $8
 	stl	$8, SL_SIZE($19)
+	stl	$31, SL_OFFSET($19)
 	ldl	$1, O_TRANS($16)
 	bne	$1, 1f
-	mov	$2, $20               # natural: memory row r0, column c0, rows of cv
+	mov	$2, $20               # natural: memory row r0, column c0, rv rows of cv
 	mov	$5, $21
 	mov	$6, $22
+	mov	$4, $23
 	br	2f
-1:	mov	$5, $20               # transposed: memory row c0, column r0, rows of rv
+1:	mov	$5, $20               # transposed: memory row c0, column r0, cv rows of rv
 	mov	$2, $21
 	mov	$4, $22
-2:	ldl	$1, O_LDB($16)
+	mov	$6, $23
+2:	mull	$22, $7, $22
+	stl	$22, SL_BLK($19)
+	ldl	$1, O_LDB($16)
+	subl	$1, $22, $3
+	stl	$3, SL_STRIDE($19)
+	ldl	$3, O_BASE($16)
+	ldl	$0, O_SHARED($16)
+	bne	$0, 3f
 	mull	$20, $1, $20
 	mull	$21, $7, $21
-	ldl	$3, O_BASE($16)
 	addl	$3, $20, $3
 	addl	$3, $21, $3
 	stl	$3, SL_ADDR($19)
-	mull	$22, $7, $22
-	stl	$22, SL_BLK($19)
-	subl	$1, $22, $1
-	stl	$1, SL_STRIDE($19)
+	ret
+3:	ldl	$0, O_SHARE($16)
+	mull	$0, $23, $4
+	srl	$4, 3, $4             # first row of this CPE's share
+	addl	$0, 1, $0
+	mull	$0, $23, $0
+	srl	$0, 3, $0
+	subl	$0, $4, $0            # its rows
+	mull	$0, $1, $0
+	stl	$0, SL_SIZE($19)
+	stl	$31, SL_STRIDE($19)
+	mull	$4, $22, $5
+	stl	$5, SL_OFFSET($19)
+	addl	$20, $4, $20
+	mull	$20, $1, $20
+	addl	$3, $20, $3
+	stl	$3, SL_ADDR($19)
 	ret
 	.end	locate
 
-# issue(op $16, slot $17, DMA op $18: DMA_GET or DMA_PUT): the slot's DMA (none if it is
-# empty).
+# issue(op $16, slot $17, DMA op $18: DMA_GET or DMA_PUT): the slot's DMA in the operand's
+# mode (none if it is empty).
 	.ent	issue
 issue:
+	ldl	$7, O_SHARED($16)
+	sll	$7, DESC_MODE_SHIFT - DESC_OP_SHIFT, $7
+	addl	$18, $7, $18          # the mode above the op
 	SLOT_ADDRESS $16, $17
 	ldl	$1, SL_SIZE($17)
 	beq	$1, 1f
@@ -178,11 +211,14 @@ issue:
 	MAKE_DESC_REGS $6, $18, $1, $2, $3, $4
 	ldl	$4, SL_ADDR($17)
 	ldl	$5, SL_RAW($17)
+	ldl	$7, SL_OFFSET($17)
+	addl	$5, $7, $5
 	dma	$6, $4, $5
 1:	ret
 	.end	issue
 
-# await(op $16, slot $17): spin until every DMA issued with the slot's reply word is done.
+# await(op $16, slot $17): spin until every DMA issued with the slot's reply word is done;
+# for a shared operand then also the sharers' (group_barrier).
 	.ent	await
 await:
 	SLOT_ADDRESS $16, $17
@@ -190,8 +226,22 @@ await:
 1:	ldw	$2, SL_REPLY($17)
 	cmplt	$2, $1, $2
 	bne	$2, 1b
-	ret
+	br	group_barrier
 	.end	await
+
+# group_barrier(op $16): for a shared operand, a barrier of its sharing group (ROW: this CPE's
+# row, RANK: its column): the sharers' DMAs into this LDM are done, or they may read it.
+	.ent	group_barrier
+group_barrier:
+	ldl	$1, O_SHARED($16)
+	beq	$1, 2f
+	cmpeq	$1, DMA_ROW, $1
+	beq	$1, 1f
+	synr	0xff
+	ret
+1:	sync	0xff
+2:	ret
+	.end	group_barrier
 
 # pack(op $16): make O_OPERAND point at the current block in the primitive's layout (R x L
 # doubles): the raw buffer itself for a full natural f64 block, else the packed buffer, zeroed
@@ -516,6 +566,26 @@ finish:
 .Lswitched\@:
 	.endm
 
+# NEXT op, rb, cb, now_rb, now_cb, shared: if there is a next step, prefetch its block
+# (rb, cb) of `op` when it differs from this step's (now_rb, now_cb) and the operand is
+# shared (1) or not (0). A PE operand's prefetch is issued before this step's wait; a shared
+# one's after the group's barrier in ACTIVATE, when no sharer still reads the slot it fills.
+	.macro	NEXT op, rb, cb, now_rb, now_cb, shared
+	beq	$15, .Lnext\@
+	ldl	$1, JOB + J_OP_\op + O_SHARED($31)
+	.if	\shared
+	beq	$1, .Lnext\@
+	.else
+	bne	$1, .Lnext\@
+	.endif
+	cmpeq	\rb, \now_rb, $1
+	cmpeq	\cb, \now_cb, $2
+	and	$1, $2, $1
+	bne	$1, .Lnext\@
+	PREFETCH \op, \rb, \cb
+.Lnext\@:
+	.endm
+
 # ACTIVATE op: if the current block is new, wait for its DMA and pack it.
 	.macro	ACTIVATE op
 	ldl	$1, JOB + J_OP_\op + O_FRESH($31)
@@ -556,6 +626,10 @@ swgemm:
 	ldl	$4, JOB + J_OP_\op + O_L($31)
 	mull	$4, $6, $6
 	stl	$6, JOB + J_OP_\op + O_COLOFF($31)
+	ldl	$4, JOB + J_OP_\op + O_SHARED($31)
+	cmpeq	$4, DMA_ROW, $4
+	seleq	$4, $2, $3, $5        # ROW: the sharers are the row, so the place is j; RANK: i
+	stl	$5, JOB + J_OP_\op + O_SHARE($31)
 	.endr
 	clr	$9
 	clr	$10
@@ -585,20 +659,13 @@ swgemm:
 	addl	$12, 1, $12
 1:	ldl	$1, JOB + J_NM($31)
 	cmplt	$12, $1, $15
-	beq	$15, 2f
 	# prefetch the next step's blocks that differ from this step's
-	cmpeq	$14, $11, $1
-	cmpeq	$12, $9, $2
-	and	$1, $2, $1
-	bne	$1, 1f
-	PREFETCH A, $14, $12
-1:	cmpeq	$14, $11, $1
-	cmpeq	$13, $10, $2
-	and	$1, $2, $1
-	bne	$1, 2f
-	PREFETCH B, $14, $13
-2:	ACTIVATE A
+	NEXT	A, $14, $12, $11, $9, 0
+	NEXT	B, $14, $13, $11, $10, 0
+	ACTIVATE A
 	ACTIVATE B
+	NEXT	A, $14, $12, $11, $9, 1
+	NEXT	B, $14, $13, $11, $10, 1
 	bne	$11, 3f
 	ldl	$1, JOB + J_CLDM($31)
 	ldl	$2, JOB + J_MB($31)
@@ -626,6 +693,7 @@ swgemm:
 	ldi	$1, 1
 	CALL	locate, C, $9, $10, $1
 	bsr	$26, finish
+	CALL	group_barrier, C      # shared: the sharers' C_out are ready to be read
 	ldi	$1, 1
 	CALL	issue, C, $1, DMA_PUT
 	ldl	$1, JOB + J_HAS_BETA($31)

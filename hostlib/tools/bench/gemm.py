@@ -209,8 +209,8 @@ def padding(quick: bool, engine="c", progress=None) -> Experiment:
         Row("padding time (share of the run)", f"< {THESIS['gemm_padding_time']}%",
             f"{100 * np.mean(overheads):+.1f}% mean, {100 * max(overheads):+.1f}% max",
             "run time of the ragged size over the padded multiple's: the zero-filled LDM "
-            "blocks cost what their padded compute costs; in memory only rows are padded, to "
-            "whole DMA lines"),
+            "blocks cost what their padded compute costs; in memory only rows are padded: to "
+            "whole DMA lines, or to 8 blocks for shared DMA"),
     ]
     return exp
 
