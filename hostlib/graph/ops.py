@@ -134,10 +134,13 @@ def perm(src: str, dst: str) -> list:
 # ---- MPE implementations ----------------------------------------------------------------
 
 def conv(node, x, w, b=None):
+    """Computed in NCHW; x and y stored in the node's layout."""
     order = conv_layout(node)
-    if order != "NCHW":          # computed in NCHW, stored back in the node's layout
-        (y,) = conv(node, np.transpose(x, perm(order, "NCHW")), w, b)
-        return (np.ascontiguousarray(np.transpose(y, perm("NCHW", order))),)
+    (y,) = _conv_nchw(node, np.transpose(x, perm(order, "NCHW")), w, b)
+    return (np.ascontiguousarray(np.transpose(y, perm("NCHW", order))),)
+
+
+def _conv_nchw(node, x, w, b=None):
     group = int(node.attr("group", 1))
     kernel = list(w.shape[2:])
     begin, end, strides, dilations, out = window_geometry(node, x.shape[2:], kernel)
