@@ -16,7 +16,7 @@ from ..dnn.conv_common import make_geometry
 from ...errors import SwsimError
 from .dispatch import mpe_cycles
 from .ir import Graph, Node
-from .ops import LAYOUTS, perm, permute, window_geometry
+from .ops import LAYOUTS, OPS, perm, window_geometry
 
 CANONICAL = "NCHW"
 POOLS = ("MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool")
@@ -29,7 +29,11 @@ def plan_layouts(graph: Graph, config, cgs: int = 1, minimum_work: bool = True) 
     """Rewrite ``graph`` (inferred) in place: Conv nodes get the ``layout`` attribute of their
     algorithm, tensors are stored in their producer's layout, Transform nodes are inserted
     where a consumer takes another. ``cgs``/``minimum_work``: as the Session runs the nodes
-    (the conv models' choice and swHMAE's minimum-work rule). Returns the Transforms inserted."""
+    (the conv models' choice and swHMAE's minimum-work rule). Returns the Transforms inserted.
+    A training graph (one with operators autodiff adds) is left as it is: its gradient
+    operators read NCHW, and their layouts are not planned yet."""
+    if any(node.op_type not in OPS for node in graph.nodes):
+        return 0
     info = graph.info or graph.infer()
     current = {}                   # tensor -> (the name its producer wrote, that layout)
     stored = {}                    # (tensor, layout) -> the name of its copy in that layout
@@ -113,5 +117,3 @@ def _conv_layout(node, info, config, cgs, minimum_work) -> str:
     except SwsimError:
         return CANONICAL        # no CPE algorithm: the MPE runs it, in NCHW
 
-
-__all__ = ["CANONICAL", "plan_layouts", "permute"]
