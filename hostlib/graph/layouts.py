@@ -16,7 +16,7 @@ from ..dnn.conv_common import make_geometry
 from ...errors import SwsimError
 from .dispatch import mpe_cycles
 from .ir import Graph, Node
-from .ops import LAYOUTS, OPS, perm, window_geometry
+from .ops import FLOATS, LAYOUTS, OPS, perm, window_geometry
 
 CANONICAL = "NCHW"
 POOLS = ("MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool")
@@ -103,7 +103,7 @@ def _conv_layout(node, info, config, cgs, minimum_work) -> str:
     x, w = (info[name] for name in node.inputs[:2])
     begin, end, strides, dilations, _ = window_geometry(node, x.shape[2:], list(w.shape[2:]))
     if int(node.attr("group", 1)) != 1 or dilations != [1, 1] or begin != end or \
-            x.dtype not in (np.float32, np.float64):
+            x.dtype not in FLOATS:
         return CANONICAL
     if minimum_work:
         stand_ins = [np.broadcast_to(np.zeros((), t.dtype), t.shape)
