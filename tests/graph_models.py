@@ -121,3 +121,24 @@ def check_gradients(onnx_model, x, labels, samples=12, **options):
         np.testing.assert_allclose(grad.reshape(-1)[picks], numeric, atol=2e-4 * scale,
                                    rtol=1e-3, err_msg=name)
     return training, session
+
+
+def convstack(batch=4, size=16, channels=8, depth=3):
+    """(Conv -> Relu) x depth -> MaxPool -> Flatten -> Gemm: consecutive convolutions whose
+    algorithms share a layout (the layout pass's case)."""
+    rng = np.random.default_rng(3)
+    h = helper
+    nodes, inits, x = [], [], "x"
+    for k in range(depth):
+        inits.append(tensor(rng, f"w{k}", channels, 3 if k == 0 else channels, 3, 3, scale=0.3))
+        nodes += [h.make_node("Conv", [x, f"w{k}"], [f"c{k}"], pads=[1, 1, 1, 1],
+                              name=f"conv{k}"),
+                  h.make_node("Relu", [f"c{k}"], [f"r{k}"], name=f"relu{k}")]
+        x = f"r{k}"
+    features = channels * (size // 2) ** 2
+    nodes += [h.make_node("MaxPool", [x], ["p"], kernel_shape=[2, 2], strides=[2, 2],
+                          name="pool"),
+              h.make_node("Flatten", ["p"], ["f"], axis=1, name="flat"),
+              h.make_node("Gemm", ["f", "fc_w", "fc_b"], ["y"], transB=1, name="fc")]
+    inits += [tensor(rng, "fc_w", 10, features, scale=0.05), tensor(rng, "fc_b", 10)]
+    return model(nodes, [("x", [batch, 3, size, size])], [("y", [batch, 10])], inits)

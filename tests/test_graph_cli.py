@@ -24,8 +24,10 @@ def test_onnx_command(tmp_path, capsys):
     # with the hardware's 40.6 k-cycle launch, swHMAE keeps the small nodes on the MPE
     assert "less work than a CPE launch (MPE 35185 cycles < spawn 40600)" in out
     assert "explicit" in out and "ms simulated" in out
-    assert [r["device"] for r in json.loads(records.read_text())] == [
-        "CPE", "MPE", "MPE", "view", "MPE", "MPE"]
+    # the layout pass's transforms (into the conv's CNHW, back before the reshape) on the CPEs
+    assert [(r["node"], r["device"]) for r in json.loads(records.read_text())] == [
+        ("layout x NCHW>CNHW", "CPE"), ("conv", "CPE"), ("relu", "MPE"), ("pool", "MPE"),
+        ("layout p CNHW>NCHW", "CPE"), ("flat", "view"), ("fc", "MPE"), ("softmax", "MPE")]
     assert main(["onnx", str(model), "--explain"]) == 0
     assert "fc  Gemm  -> 2x10" in capsys.readouterr().out
 

@@ -43,16 +43,21 @@ def conv(node, inputs, on):
     # asymmetric padding: the extra rows/columns on one side as zeros in the operand
     low = [min(b_, e) for b_, e in zip(begin, end)]
     extra = [(b_ - m, e - m) for b_, e, m in zip(begin, end, low)]
+    group = int(node.attr("group", 1))
+    layout = node.attr("layout", "NCHW")
+    if layout != "NCHW" and (group != 1 or any(p for pair in extra for p in pair)):
+        raise NotSuitable(f"layout {layout}: the CPE path takes groups and asymmetric padding "
+                          "in NCHW only")
     if any(p for pair in extra for p in pair):
         x = np.pad(x, [(0, 0), (0, 0)] + extra)
-    group = int(node.attr("group", 1))
     cg, og = x.shape[1] // group, w.shape[0] // group
     outputs, parts = [], []
     for g in range(group):
         y, stats = _launch(dnn.conv2d_forward, np.ascontiguousarray(x[:, g * cg:(g + 1) * cg]),
                            np.ascontiguousarray(w[g * og:(g + 1) * og]),
                            bias=None if b is None else b[g * og:(g + 1) * og],
-                           stride=tuple(strides), padding=tuple(low), algo="auto", **on)
+                           stride=tuple(strides), padding=tuple(low), algo="auto",
+                           layout=layout, **on)
         outputs.append(y)
         parts.append(stats)
     y = outputs[0] if group == 1 else np.concatenate(outputs, axis=1)
@@ -245,6 +250,15 @@ CPE = {
     "Add": add_sub, "Sub": add_sub, "Sum": add_sub, "Mul": mul_div, "Div": mul_div,
     "Transpose": transpose, "Concat": concat,
 }
+
+
+def layout_transforms(node, stats) -> int:
+    """The layout transforms a node ran: a Transpose is one; a convolution's are those its
+    operator ran around an algorithm whose layout is not the caller's (phase "layout")."""
+    if node.op_type == "Transpose":
+        return 1
+    return sum(len(part.phases.get("layout", ())) for s in stats if hasattr(s, "phases")
+               for part in [s, *s.per_cg])
 
 
 def dma_bytes(stats) -> int:

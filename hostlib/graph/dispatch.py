@@ -12,7 +12,7 @@ from typing import Optional
 
 import numpy as np
 
-from .cpe import CPE, NotSuitable, dma_bytes
+from .cpe import CPE, NotSuitable, dma_bytes, layout_transforms
 from .ir import GraphError, Node, TensorInfo
 from .ops import flops, infer_node, operator, output_size
 
@@ -32,6 +32,7 @@ class Record:
     check_error: Optional[float] = None    # debug mode: max |CPE - MPE| / max |MPE|
     cg: Optional[int] = None       # the dataflow runtime: the core group that ran it
     start: Optional[int] = None    # and when (simulated cycles from the run's start)
+    layout_transforms: int = 0     # layout transforms it ran (cpe.layout_transforms)
 
 
 def mpe_cycles(node: Node, inputs, outputs, config) -> int:
@@ -84,7 +85,8 @@ def run_node(node: Node, inputs: list, *, machine, cgs=1, engine="c", check=Fals
             reason = str(refusal)
         else:
             record = Record(node.name, node.op_type, "CPE", algorithm,
-                            int(sum(s.cycles for s in stats)), dma_bytes(stats))
+                            int(sum(s.cycles for s in stats)), dma_bytes(stats),
+                            layout_transforms=layout_transforms(node, stats))
             if check:
                 record.check_error = _compare(node, outputs, _mpe(node, inputs))
             record.host_seconds = time.perf_counter() - start
@@ -95,7 +97,8 @@ def run_node(node: Node, inputs: list, *, machine, cgs=1, engine="c", check=Fals
     outputs = _mpe(node, inputs)
     return outputs, Record(node.name, node.op_type, "MPE", "numpy",
                            mpe_cycles(node, inputs, outputs, config), 0, reason,
-                           host_seconds=time.perf_counter() - start)
+                           host_seconds=time.perf_counter() - start,
+                           layout_transforms=layout_transforms(node, []))
 
 
 def _mpe_shapes(node: Node, inputs):

@@ -14,6 +14,7 @@ from typing import Callable, Optional
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
+from ..dnn.layout import LAYOUTS
 from .ir import GraphError, Node, TensorInfo
 
 FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
@@ -113,9 +114,33 @@ def _windows(x, node: Node, kernel, fill):
     return view(padded), view(declared), view(real)
 
 
+def conv_layout(node: Node) -> str:
+    """The axis order a Conv's x and y are stored in: its ``layout`` attribute (set by the
+    layout pass, ``layouts.plan_layouts``; not an ONNX attribute), NCHW by default."""
+    return LAYOUTS[node.attr("layout", "NCHW")]
+
+
+def permute(shape, src: str, dst: str) -> tuple:
+    """A 4-D shape in axis order ``src`` as the same tensor's shape in order ``dst``."""
+    sizes = dict(zip(src, shape))
+    return tuple(sizes[axis] for axis in dst)
+
+
+def perm(src: str, dst: str) -> list:
+    """The Transpose ``perm`` taking a tensor stored in axis order ``src`` to ``dst``."""
+    return [src.index(axis) for axis in dst]
+
+
 # ---- MPE implementations ----------------------------------------------------------------
 
 def conv(node, x, w, b=None):
+    """Computed in NCHW; x and y stored in the node's layout."""
+    order = conv_layout(node)
+    (y,) = _conv_nchw(node, np.transpose(x, perm(order, "NCHW")), w, b)
+    return (np.ascontiguousarray(np.transpose(y, perm("NCHW", order))),)
+
+
+def _conv_nchw(node, x, w, b=None):
     group = int(node.attr("group", 1))
     kernel = list(w.shape[2:])
     begin, end, strides, dilations, out = window_geometry(node, x.shape[2:], kernel)
@@ -142,8 +167,11 @@ def _conv_check(node, info):
     x, w = info[0], info[1]
     if len(x.shape) != 4:
         return f"only 2-D convolution (4-D input), got a {len(x.shape)}-D input"
-    if x.shape[1] != w.shape[1] * int(node.attr("group", 1)):
-        return (f"input channels {x.shape[1]} != weight's {w.shape[1]} x group "
+    if node.attr("layout", "NCHW") not in LAYOUTS:
+        return f"layout {node.attr('layout')!r} is none of {sorted(LAYOUTS)}"
+    channels = permute(x.shape, conv_layout(node), "NCHW")[1]
+    if channels != w.shape[1] * int(node.attr("group", 1)):
+        return (f"input channels {channels} != weight's {w.shape[1]} x group "
                 f"{node.attr('group', 1)}")
     return None
 
@@ -385,8 +413,10 @@ def _sum_shape(node, info):
 
 def _conv_shape(node, info):
     x, w = info[0], info[1]
-    *_, out = window_geometry(node, x.shape[2:], list(w.shape[2:]))
-    return [TensorInfo(x.dtype, (x.shape[0], w.shape[0], *out))]
+    order = conv_layout(node)
+    n, _, *spatial = permute(x.shape, order, "NCHW")
+    *_, out = window_geometry(node, spatial, list(w.shape[2:]))
+    return [TensorInfo(x.dtype, permute((n, w.shape[0], *out), "NCHW", order))]
 
 
 def _pool_shape(node, info):

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
+from dataclasses import replace
 
 import numpy as np
 
@@ -14,6 +15,7 @@ from ...vm import Machine
 from .dataflow import Schedule, place
 from .dispatch import run_node
 from .ir import Graph, GraphError
+from .layouts import plan_layouts
 
 # Main memory reserved for the operands of the nodes running at once (the CGs' threads
 # allocate while the others run; docs/vm.md "Chip"); only the pages written take RAM. Grown
@@ -25,12 +27,22 @@ class Session:
     """A graph ready to run on `machine`: ``run(feeds)`` returns the outputs."""
 
     def __init__(self, graph: Graph, *, machine=None, cgs=1, engine="c", check=False,
-                 minimum_work=True, progress=None):
-        self.graph = graph
-        self.nodes = graph.order()
+                 minimum_work=True, progress=None, layouts=True):
         if not graph.info:
             graph.infer()
         self.machine = machine or Machine()
+        self.transforms_planned = 0       # Transforms the layout pass inserted (layouts=True)
+        if layouts:        # on a copy: the caller's graph stays as it was
+            graph = Graph(graph.name, [replace(node, inputs=list(node.inputs),
+                                               outputs=list(node.outputs)) for node in graph.nodes],
+                          dict(graph.inputs), list(graph.outputs), graph.initializers,
+                          dict(graph.info))
+            self.transforms_planned = plan_layouts(graph, self.machine.config, cgs, minimum_work)
+        # the pass's Transforms run where the convolutions they came out of ran them: on the
+        # CPEs, whatever the minimum-work rule would say of a transform alone
+        self.on_cpes = {node.name for node in graph.nodes if node.attr("layout_pass")}
+        self.graph = graph
+        self.nodes = graph.order()
         self.options = dict(cgs=cgs, engine=engine, check=check, minimum_work=minimum_work)
         self.progress = progress          # called with each node before it runs
         self.records: list = []
@@ -50,7 +62,8 @@ class Session:
             if self.progress:
                 self.progress(node)
             inputs = [values[name] if name else None for name in node.inputs]
-            outputs, record = run_node(node, inputs, machine=self.machine, **self.options)
+            outputs, record = run_node(node, inputs, machine=self.machine,
+                                       **self.node_options(node))
             self.records.append(record)
             for name, value in zip(node.outputs, outputs):
                 if name:
@@ -59,6 +72,12 @@ class Session:
                 if name and last_use.get(name) == index and name not in keep:
                     values.pop(name, None)
         return {name: values[name] for name in self.graph.outputs}
+
+    def node_options(self, node) -> dict:
+        """run_node's options for ``node``."""
+        if node.name in self.on_cpes:
+            return dict(self.options, minimum_work=False)
+        return self.options
 
     def _check_feeds(self, feeds: dict) -> dict:
         if not isinstance(feeds, dict):
@@ -81,6 +100,12 @@ class Session:
         return checked
 
     @property
+    def layout_transforms(self) -> int:
+        """Layout transforms the last run ran: the pass's Transform nodes and those the
+        operators ran themselves (a Conv whose algorithm's layout is not its operand's)."""
+        return sum(r.layout_transforms for r in self.records)
+
+    @property
     def cycles(self) -> int:
         """Simulated cycles of the last run, nodes one after another on one core group's
         MPE or CPE array (the ``cgs`` CGs sharing a node's work)."""
@@ -99,9 +124,9 @@ class DataflowSession(Session):
     bit for bit, and the simulated time is the schedule's makespan."""
 
     def __init__(self, graph: Graph, *, machine=None, cgs=1, engine="c", check=False,
-                 minimum_work=True, progress=None):
+                 minimum_work=True, progress=None, layouts=True):
         super().__init__(graph, machine=machine, engine=engine, check=check,
-                         minimum_work=minimum_work, progress=progress)
+                         minimum_work=minimum_work, progress=progress, layouts=layouts)
         if isinstance(cgs, bool) or not isinstance(cgs, int) or \
                 not 1 <= cgs <= self.machine.num_cgs:
             raise GraphError(f"cgs must be an integer in 1..{self.machine.num_cgs} (the "
@@ -131,7 +156,8 @@ class DataflowSession(Session):
                     self.progress(node)
                 future = workers[cg].submit(
                     run_node, node, [values[name] if name else None for name in node.inputs],
-                    machine=self.machine.core_group(cg), release=False, **self.options)
+                    machine=self.machine.core_group(cg), release=False,
+                    **self.node_options(node))
 
                 def cycles():
                     outputs, record = future.result()

@@ -115,13 +115,13 @@ def run(args) -> int:
     feeds = _feeds(args, graph)
     if plan:
         graph, feeds = plan.graph, plan.feeds(feeds)
-    with tqdm(total=len(graph.nodes), unit="node", file=sys.stderr,
-              disable=not sys.stderr.isatty()) as bar:
+    with tqdm(unit="node", file=sys.stderr, disable=not sys.stderr.isatty()) as bar:
         def progress(node):
             bar.set_description(node.name)
             bar.update(1)
         session = DataflowSession(graph, machine=machine, cgs=args.cgs,
                                   check=args.check, progress=progress)
+        bar.reset(total=len(session.nodes))     # with the layout pass's transforms
         outputs = session.run(feeds)
     _summaries(outputs)
     print(session.report())

@@ -172,8 +172,9 @@ class GraphNet:
                 **graph.initializers,
                 **{name: self.params[name] for name in self.training.parameters}})
             graph.infer()
+            # the training graph's gradient operators read NCHW: no layout pass
             self.session = DataflowSession(graph, machine=run.machine, cgs=self.cgs,
-                                           **self.spec.options)
+                                           layouts=False, **self.spec.options)
         try:
             values = self.session.run(parted.feeds(feeds) if parted else feeds)
         except GraphError as error:
