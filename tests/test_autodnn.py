@@ -465,3 +465,43 @@ def test_generated_backward_filter_against_numpy(batch, n_i, n_o, r_i, c_i, k, s
             taps = xp[kr:kr + stride * (r_o - 1) + 1:stride, kc:kc + stride * (c_o - 1) + 1:stride]
             want[:, :, kr, kc] = np.einsum("rcib,rcob->oi", taps, dy)
     np.testing.assert_allclose(dw, want, rtol=1e-10, atol=1e-10)
+
+
+def test_input_window_slides_over_the_output_rows():
+    """With the output rows right outside the kernel rows (and the taps in K), X's block of
+    input row cRo + cKr is kept in a ring over cRo: one new row per output row, not K_r. The
+    kernel equals numpy on both engines, beats the same schedule without the window (rows
+    outermost: the column tiles between cRo and cKr), and ``estimate`` extrapolates it."""
+    from swsim.hostlib.autodnn import conv, tuner
+    from swsim.vm import Machine
+    shape = (16, 8, 32, 5, 16, 2, 3)           # B, N_i, N_o, R_o, C_o, K_r, K_c
+    variants = {p.name: p for p in conv.programs(*shape)}
+    windowed = tuner.Candidate(variants["conv[Ni/8, No/32, rows inside, taps in K]"],
+                               {"Sco": 8})
+    plain = tuner.Candidate(variants["conv[Ni/8, No/32, taps in K]"], {"Sco": 8})
+    for cand in (windowed, plain):
+        cand.generated = ad.build(cand.program, cand.binding)
+    assert windowed.generated.plan.operands["a"].window == ("cRo", "cKr")
+    assert plain.generated.plan.operands["a"].window == ()
+    assert "window over cRo+cKr" in windowed.generated.text
+    arrays = operands(windowed.program, 5)
+    out_c, run_c = ad.run(windowed.generated, arrays)
+    np.testing.assert_allclose(out_c["Y"], ad.reference(windowed.program, arrays),
+                               rtol=1e-12, atol=1e-12)
+    _, run_plain = ad.run(plain.generated, arrays)
+    assert run_c.cycles < 0.9 * run_plain.cycles
+    cycles, details = conv.estimate(windowed, Machine())
+    assert details["sampled"] and abs(cycles / run_c.cycles - 1) < 0.01
+
+
+@pytest.mark.slow                # the Python engine: minutes on a loaded host
+def test_input_window_runs_bit_identically_on_both_engines():
+    """Fig. 6.3's nest with one column tile: X's rows slide over cRo (4 primitive calls)."""
+    program = ad.load(shrink(CONV, Ro=2, Co=8, Kr=2, Kc=1, Ni=8, No=32, B=16, Sco=8))
+    gen = ad.build(program)
+    assert gen.plan.operands["a"].window == ("cRo", "cKr")
+    arrays = operands(program, 2)
+    (out_c, run_c), (out_py, run_py) = (ad.run(gen, arrays, engine=e) for e in ("c", "python"))
+    assert out_c["C"].tobytes() == out_py["C"].tobytes() and run_c.cycles == run_py.cycles
+    np.testing.assert_allclose(out_c["C"], ad.reference(program, arrays), rtol=1e-12,
+                               atol=1e-12)

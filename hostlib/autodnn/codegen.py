@@ -97,7 +97,7 @@ class _Emitter:
                      + [f"block_{k}" for k in "abc"] + [f"it_{l.iter}" for l in plan.loops]
                      + [f"next_{l.iter}" for l in plan.loops] + [f"parity_{k}" for k in "abc"]
                      + ["put_pending", "put_address", "put_ldm", "put_reply", "resident_a",
-                        "resident_b"]):
+                        "resident_b", "window_a", "window_b"]):
             self.slots[name] = OUTGOING + 8 * len(self.slots)
         self.frame = align(OUTGOING + 8 * len(self.slots))
         # LDM: reply words (two per operand), then each operand's buffers
@@ -124,7 +124,7 @@ class _Emitter:
 
     def _double(self, key) -> bool:
         op = self.plan.operands[key]
-        return op.depth >= 0 and not op.spans
+        return op.depth >= 0 and not op.spans and not op.window
 
     def _trips(self, iters) -> list:
         consts = self.plan.seed.registry.const_values()
@@ -132,7 +132,11 @@ class _Emitter:
                 for it in iters]
 
     def _copies(self, key) -> int:
-        """Blocks of `key` in LDM: 2 double-buffered, one per spanned iteration resident."""
+        """Blocks of `key` in LDM: 2 double-buffered, one per spanned iteration resident,
+        trips(q) + 1 in a sliding window over (p, q)."""
+        window = self.plan.operands[key].window
+        if window:
+            return self._trips(window[1:])[0] + 1
         count = 1
         for trips in self._trips(self.plan.operands[key].spans):
             count *= trips
@@ -281,6 +285,9 @@ class _Emitter:
         if node.spans:
             self.resident(key, node.spans)
             return
+        if node.window:
+            self.window(key, *node.window)
+            return
         self.buffer(key, "$4")
         if not node.double:       # under the root: fetched once
             self.address(key, "it")
@@ -324,6 +331,96 @@ class _Emitter:
             self.emit(f"bne\t$2, {top}")
         self.emit(f"ldi\t$3, {self._copies(key)}")
         self.emit(f"WAIT_COUNT {reply}, $3")
+
+    def window(self, key: str, p: str, q: str) -> None:
+        """The sliding window's DMA at the top of p's body: the blocks p + q (q < trips(q))
+        live in a ring of trips(q) + 1 LDM blocks, block p + q in slot (window_<key> + q) mod
+        ring, window_<key> = p mod ring. p's first iteration fetches all trips(q) of them and
+        waits for them (a counting reply word); a later one waits for its one new block,
+        prefetched by the iteration before. Then, unless p is at its last iteration, block
+        p + trips(q) (the next iteration's new one) is fetched into the slot block p - 1
+        left."""
+        op = self.plan.operands[key]
+        fill, prefetched = (f"REPLY + {8 * 'ab'.index(key) + n}" for n in (0, 4))
+        ring = self._copies(key)
+        nbytes = self.buffers[key][1]
+        position = self.slot("window_" + key)
+        later, fetch, done = self.label(), self.label(), self.label()
+        inner = [l for l in self.plan.loops[self.plan.operands[key].depth + 1:]
+                 if l.iter in op.deps and l.iter != q]
+        for loop in inner:      # one iteration: set before its loop starts
+            self.emit(f"ldi\t$1, {loop.min.value(self.plan.seed.registry.const_values())}")
+            self.emit(f"stl\t$1, {self.slot('it_' + loop.iter)}   # {loop.iter}: one iteration")
+        self.emit(f"ldl\t$1, {self.slot('it_' + p)}")
+        self.emit(f"bne\t$1, {later}")
+        self.emit(f"stl\t$31, {position}")
+        self.emit(f"stw\t$31, {fill}($31)")
+        top = self.label()
+        self.emit(f"stl\t$31, {self.slot('it_' + q)}   # the walk over q's blocks")
+        self.emit(f"{top}:", indent=False)
+        self.address(key, "it")
+        self.emit(f"ldl\t$4, {self.slot('it_' + q)}")
+        self.emit(f"ldi\t$3, {nbytes}")
+        self.emit("mull\t$4, $3, $4")
+        self.emit(f"ldi\t$4, {key.upper()}_BUF($4)")
+        self.emit(f"ldi\t$7, {fill}")
+        self.issue(key, "get", counting=True)
+        self.emit(f"ldl\t$1, {self.slot('it_' + q)}")
+        self.emit("ldi\t$1, 1($1)")
+        self.emit(f"stl\t$1, {self.slot('it_' + q)}")
+        self.emit(f"ldi\t$2, {ring - 1}")
+        self.emit("cmplt\t$1, $2, $2")
+        self.emit(f"bne\t$2, {top}")
+        self.emit(f"ldi\t$3, {ring - 1}")
+        self.emit(f"WAIT_COUNT {fill}, $3")
+        self.emit(f"br\t{fetch}")
+        self.emit(f"{later}:", indent=False)
+        self.emit(f"ldl\t$1, {position}")
+        self.ring_step("$1", 1, ring)
+        self.emit(f"stl\t$1, {position}")
+        self.emit(f"ldi\t$7, {prefetched}")
+        self.wait()
+        self.emit(f"{fetch}:", indent=False)
+        self.emit(f"ldl\t$1, {self.slot('it_' + p)}")
+        self.emit("ldi\t$1, 1($1)")
+        self.emit(f"ldi\t$2, {self._trips([p])[0]}")
+        self.emit("cmplt\t$1, $2, $2")
+        self.emit(f"beq\t$2, {done}")
+        for name in op.deps:
+            self.emit(f"ldl\t$1, {self.slot('it_' + name)}")
+            self.emit(f"stl\t$1, {self.slot('next_' + name)}")
+        self.emit(f"ldi\t$1, {ring - 1}")
+        self.emit(f"stl\t$1, {self.slot('next_' + q)}   # block p + trips(q)")
+        self.address(key, "next")
+        self.window_block(key, "$4", offset=ring - 1)
+        self.emit(f"ldi\t$7, {prefetched}")
+        self.issue(key, "get")
+        self.emit(f"{done}:", indent=False)
+
+    def ring_step(self, reg: str, step: int, ring: int) -> None:
+        """reg = (reg + step) mod ring, for reg < ring and step < ring."""
+        wrapped = self.label()
+        self.emit(f"ldi\t{reg}, {step}({reg})")
+        self.emit(f"ldi\t$2, {ring}")
+        self.emit(f"cmplt\t{reg}, $2, $3")
+        self.emit(f"bne\t$3, {wrapped}")
+        self.emit(f"subl\t{reg}, $2, {reg}")
+        self.emit(f"{wrapped}:", indent=False)
+
+    def window_block(self, key: str, reg: str, offset: int | None = None) -> None:
+        """reg = the LDM address of the window's block p + q (q from its frame slot, or
+        `offset`)."""
+        q = self.plan.operands[key].window[1]
+        self.emit(f"ldl\t{reg}, {self.slot('window_' + key)}")
+        if offset is None:
+            self.emit(f"ldl\t$5, {self.slot('it_' + q)}")
+            self.emit(f"addl\t{reg}, $5, {reg}")
+            self.ring_step(reg, 0, self._copies(key))
+        else:
+            self.ring_step(reg, offset, self._copies(key))
+        self.emit(f"ldi\t$3, {self.buffers[key][1]}")
+        self.emit(f"mull\t{reg}, $3, {reg}")
+        self.emit(f"ldi\t{reg}, {key.upper()}_BUF({reg})")
 
     def resident_block(self, key: str, reg: str) -> None:
         """reg = the LDM address of `key`'s resident block at the spans' current iterators."""
@@ -383,6 +480,9 @@ class _Emitter:
         for key, reg in zip("abc", ("$16", "$17", "$18")):
             if self.plan.operands[key].spans:
                 self.resident_block(key, reg)
+                continue
+            if self.plan.operands[key].window:
+                self.window_block(key, reg)
                 continue
             self.buffer(key, "$4")
             self.emit(f"mov\t$4, {reg}")

@@ -93,6 +93,14 @@ FILTER_N_MULTIPLE, FILTER_M_MULTIPLE = 128, 32
 # the tile loops outside the taps: N_o blocks innermost (the input block of a tile stays for
 # them), or outermost (the weights of an N_o block stay resident over the whole image)
 ORDERS = ("cRo, cB, cCo_out, cNo, ", "cNo, cRo, cB, cCo_out, ")
+# the output rows inside a column tile, right outside the kernel rows: X's block of input row
+# cRo + cKr is then the same at (cRo, cKr) as at (cRo + 1, cKr - 1), and the optimiser keeps
+# X in a sliding window over the rows (optimize._window: one new input row a row, not K_r)
+WINDOW_ORDER = "cB, cCo_out, cRo, cNo, "
+# offered for an unblocked batch of at most this: there the model was checked against whole
+# runs (64 -> 64, 16^2, B = 32: 5% optimistic, tuning loss 0%); at B = 128 it ranked windowed
+# schedules up to 32% too well (bench autodnn --quick's tuning, docs/autodnn.md)
+WINDOW_MAX_BATCH = 32
 MAX_SCO = 8
 CHANNEL_BLOCKS = (32, 64, 128, 256)
 # batch blocks: a loop over the outer part, so that Sco columns x the inner part make a
@@ -195,7 +203,10 @@ def _variants(batch, n_i, n_o, c_o, scos, padded, r_o, k_r, k_c, flip, stride) -
                                              _divisors(n_i, CHANNEL_BLOCKS),
                                              _divisors(n_o, CHANNEL_BLOCKS)):
         orders = ORDERS if n_o > no_i else ORDERS[:1]
-        for taps, outer in itertools.product(taps_in_k if ni_i == n_i else ("",), orders):
+        windowed = (WINDOW_ORDER,) if k_r > 1 and stride[0] == 1 and \
+            b_i == batch <= WINDOW_MAX_BATCH else ()
+        for taps, outer in [(taps, outer) for taps in (taps_in_k if ni_i == n_i else ("",))
+                            for outer in orders + (windowed if taps else ())]:
             text = SEED.format(outer=outer, r_o=r_o, c_o=c_o, k_r=k_r, k_c=k_c, ni_o=n_i // ni_i,
                                ni_i=ni_i, no_o=n_o // no_i, no_i=no_i, b_o=batch // b_i,
                                b_i=b_i, scos=", ".join(map(str, scos)),
@@ -206,7 +217,7 @@ def _variants(batch, n_i, n_o, c_o, scos, padded, r_o, k_r, k_c, flip, stride) -
             program = parse(text)
             pad = f", padded to B={batch} Ni={n_i} No={n_o} Co={c_o}" if padded else ""
             blocked = f"B/{b_i}, " if b_i < batch else ""
-            no_first = ", No outermost" if outer == ORDERS[1] else ""
+            no_first = {ORDERS[1]: ", No outermost", WINDOW_ORDER: ", rows inside"}.get(outer, "")
             program.name = (f"conv[{blocked}Ni/{ni_i}, No/{no_i}{no_first}"
                             f"{', taps in K' if taps else ''}{pad}]")
             out.append(program)
@@ -234,6 +245,8 @@ def estimate(candidate, machine, engine: str = "c") -> tuple:
         return type(candidate)(program, candidate.binding,
                                build(program, candidate.binding, dtype=candidate.generated.dtype))
 
+    if candidate.generated.plan.operands["a"].window[:1] == ("cRo",):
+        return _estimate_window(candidate, sample, machine, engine)
     if r_o == sro:
         one = measure(sample(Co=cols), machine, None, engine)
         return one * c_o / cols, {"sampled": cols < c_o, "rows": r_o, "cols": cols}
@@ -241,3 +254,28 @@ def estimate(candidate, machine, engine: str = "c") -> tuple:
     row = (runs[1] - runs[0]) * c_o / cols
     return runs[0] - (runs[1] - runs[0]) + row * r_o // sro, {"sampled": True, "rows": 2 * sro,
                                                               "cols": cols}
+
+
+# output rows of the windowed estimate's samples (the first fills the window)
+WINDOW_ROWS = (2, 4)
+
+
+def _estimate_window(candidate, sample, machine, engine) -> tuple:
+    """``estimate`` of a kernel whose X window slides over the output rows (inside a column
+    tile): a tile costs its window's fill plus a share per row, so the samples are a column
+    tile of WINDOW_ROWS[0] rows, the same with a second tile (a tile's cost and the start-up)
+    and one tile of WINDOW_ROWS[1] rows (a row's cost)."""
+    from .tuner import measure
+    consts = candidate.program.seed.registry.const_values()
+    r_o, c_o, sco = consts["Ro"], consts["Co"], candidate.binding.get("Sco", 1)
+    rows = WINDOW_ROWS[0] if r_o > WINDOW_ROWS[1] else r_o
+    tiles = c_o // sco
+    one = measure(sample(Ro=rows, Co=sco), machine, None, engine)
+    tile = measure(sample(Ro=rows, Co=2 * sco), machine, None, engine) - one if tiles > 1 else 0
+    row = 0
+    if rows < r_o:
+        more = measure(sample(Ro=WINDOW_ROWS[1], Co=sco), machine, None, engine)
+        row = (more - one) / (WINDOW_ROWS[1] - rows)
+    return one + (tiles - 1) * tile + tiles * (r_o - rows) * row, {
+        "sampled": rows < r_o or tiles > 1, "rows": r_o if rows == r_o else WINDOW_ROWS[1],
+        "cols": min(2, tiles) * sco}

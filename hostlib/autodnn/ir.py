@@ -178,6 +178,7 @@ class Dma(Node):
     deps: tuple = ()            # the loop iterators its address uses
     prime: bool = False         # the priming DMA under the root
     spans: tuple = ()           # resident: one block per iteration of these loops, all fetched
+    window: tuple = ()          # sliding window (p, q): the blocks of p + q kept over p
 
 
 @dataclass
@@ -261,6 +262,8 @@ def format_nodes(nodes, indent: int = 0) -> list:
             extra = " double-buffered" if node.double else ""
             if node.spans:
                 extra = f" resident over {','.join(node.spans)}"
+            if node.window:
+                extra = f" window over {'+'.join(node.window)}"
             lines.append(f'{pad}{kind}dma {node.direction} "{node.gemm}".{node.operand} '
                          f'-> {node.buffer} (deps {",".join(node.deps) or "-"}){extra};')
     return lines

@@ -39,6 +39,7 @@ class Operand:
     line: int | None
     depth: int = -1             # where its DMA is placed: the loop's index, -1 the root
     spans: tuple = ()           # resident: the loops inside `depth` its blocks are kept for
+    window: tuple = ()          # sliding window: (p, q), the block of p + q kept over p
 
     @property
     def elements(self) -> int:
@@ -224,6 +225,10 @@ def plan(seed: Seed) -> Plan:
         op.depth = placement(loops, op.deps)
         if key != "c":
             op.depth, op.spans = _resident(seed, loops, op)
+            if not op.spans:
+                op.window = _window(seed, loops, op)
+            if op.window:
+                op.depth = [l.iter for l in loops].index(op.window[0])
     return Plan(seed, gemm, tuple(loops), extents, blocks, operands,
                 place_dmas(seed, gemm, loops, operands), strides)
 
@@ -263,6 +268,29 @@ def _resident(seed: Seed, loops, op: Operand) -> tuple:
     return depth, ()
 
 
+def _window(seed: Seed, loops, op: Operand) -> tuple:
+    """(p, q) when the operand's block is the same at (p, q) as at (p + 1, q - 1) -- its
+    address uses the loops p (outer) and q (innermost) with the same coefficient and no
+    other loop of more than one iteration inside p, both from 0 by 1: a convolution's input rows over the output rows p and
+    the kernel rows q. Its blocks are then kept in a ring of trips(q) + 1 LDM blocks (when
+    they fit RESIDENT_BYTES) over p's iterations, and each later iteration of p fetches one
+    new block instead of trips(q). Else ()."""
+    deps = [l for l in loops if l.iter in op.deps and _trip_count(l, seed) > 1]
+    if len(deps) < 2:
+        return ()
+    p, q = deps[-2], deps[-1]
+    if op.base.terms[p.iter] != op.base.terms[q.iter]:
+        return ()
+    if any(_const(seed, l.min, "a loop bound", l.line) != 0 or
+           _const(seed, l.stride, "a loop bound", l.line) != 1 for l in (p, q)):
+        return ()
+    q_trips = _trip_count(q, seed)
+    if q_trips < 2 or _trip_count(p, seed) < 2 or \
+            (q_trips + 1) * op.elements * 8 > RESIDENT_BYTES:
+        return ()
+    return p.iter, q.iter
+
+
 def place_dmas(seed: Seed, gemm: GemmOp, loops, operands) -> list:
     """The optimised IR: a copy of the nest with each operand's DMA nodes where Algorithm 7
     puts them (leftmost child of the placement loop or the root); inputs double-buffered
@@ -282,6 +310,9 @@ def place_dmas(seed: Seed, gemm: GemmOp, loops, operands) -> list:
             body.append(Dma("c", gemm.name, "put", "C_buf", double=depth >= 0, deps=op.deps))
             continue
         buffer = f"{key.upper()}_buf"
+        if op.window:
+            body.insert(0, Dma(key, gemm.name, "get", buffer, deps=op.deps, window=op.window))
+            continue
         if op.spans:
             body.insert(0, Dma(key, gemm.name, "get", buffer, deps=op.deps, spans=op.spans))
             continue

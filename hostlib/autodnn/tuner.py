@@ -100,6 +100,13 @@ def predict(gen: Generated, config: VMConfig) -> float:
                                   if l.iter in op.spans]))
             exposed += lines * config.dma_transaction_cycles * fetches * blocks
             continue
+        if op.window:         # p's first iteration fills the ring, each later one adds a block
+            fills = int(np.prod(trips[:op.depth]))
+            q_trips = trips[[l.iter for l in plan.loops].index(op.window[1])]
+            exposed += fills * gemm_model.dma_cycles(
+                lines * config.dma_transaction_cycles * q_trips, config)
+            engine += lines * config.dma_transaction_cycles * (fetches - fills) / calls
+            continue
         engine += lines * config.dma_transaction_cycles * fetches / calls
     c = plan.operands["c"]
     depth = c.depth
