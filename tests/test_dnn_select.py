@@ -139,3 +139,11 @@ def test_scatter_add_matches_numpy_in_binary32():
 def test_scatter_add_refuses_bad_sets(sets, needle):
     with pytest.raises(ArgumentError, match=needle):
         scatter_add(np.zeros(5, np.float32), sets, 1.0)
+
+
+def test_trimmed_top_k_is_one_launch():
+    x = np.random.default_rng(7).uniform(-1, 1, 6000).astype(np.float32)
+    sel = select(x, 6, method="trimmed")
+    assert sel.stats.launches == 1
+    assert sel.passes > 4                      # the threshold's counts and radix's 4 passes
+    _check(x, 6, "trimmed", "abs", sel)

@@ -101,6 +101,8 @@ def select_at(machine, address: int, n: int, k: int, *, method: str = "binary",
     mark = machine.mem.mark()
     try:
         run = _Runner(machine, address, n, k, masks, engine)
+        if method == "trimmed":
+            return run.trimmed()
         if method == "radix":
             found = run.launch("sel_radix")
         elif method == "sampled":
@@ -108,8 +110,6 @@ def select_at(machine, address: int, n: int, k: int, *, method: str = "binary",
         else:
             found = run.launch("sel_threshold", method=0 if method == "trimmed" else 1,
                                high=high)
-        if method == "trimmed":
-            return run.trimmed(found)
         return run.compact(found)
     finally:
         machine.mem.release(mark)
@@ -148,41 +148,36 @@ class _Runner:
         self.passes += int(result["passes"])
         return result
 
-    def compact(self, found, *, values_at=None, indices_at=0, n=None):
+    def compact(self, found):
         """The elements above `found`'s threshold, from the counts its launch left."""
-        nnz = int(found["nnz"])
-        out_idx = self.machine.mem.alloc(4 * max(nnz, 1))
-        out_val = self.machine.mem.alloc(4 * max(nnz, 1))
-        saved = self.address, self.n
-        if values_at is not None:
-            self.address, self.n = values_at, n
-        try:
-            done = self.launch("sel_compact", thr=int(found["thr"]), idx=indices_at,
-                               out_idx=out_idx, out_val=out_val)
-        finally:
-            self.address, self.n = saved
+        out_idx, out_val = self.outputs(int(found["nnz"]))
+        done = self.launch("sel_compact", thr=int(found["thr"]), out_idx=out_idx,
+                           out_val=out_val)
+        return self.selection(done, out_idx, out_val)
+
+    def trimmed(self):
+        """Trimmed top-k in one launch (``sel_trimmed``): Algorithm 11's threshold, then the
+        exact top k among its survivors (at most all n elements: the scratch and outputs)."""
+        out_idx, out_val = self.outputs(self.n)
+        scr_idx, scr_val = self.outputs(self.n)
+        done = self.launch("sel_trimmed", method=0, out_idx=out_idx, out_val=out_val,
+                           scr_idx=scr_idx, scr_val=scr_val)
+        return self.selection(done, out_idx, out_val)
+
+    def outputs(self, elements):
+        """Buffers for `elements` int32 indices and float32 values."""
+        nbytes = 4 * max(elements, 1)
+        return self.machine.mem.alloc(nbytes), self.machine.mem.alloc(nbytes)
+
+    def selection(self, done, out_idx, out_val):
+        """The Selection a compacting launch's result `done` describes."""
+        nnz = int(done["nnz"])
         indices = self.machine.mem.get(out_idx, (nnz,), np.int32).copy()
         values = self.machine.mem.get(out_val, (nnz,), np.float32).copy()
         selected_sum = float(np.int64(done["selsum"]).view(np.float64))
-        threshold = np.int32(found["thr"]).view(np.float32)
+        threshold = np.int32(done["thr"]).view(np.float32)
         return Selection(indices, values, threshold, nnz, self.passes, selected_sum,
                          combined(self.parts, launches=len(self.parts)))
-
-    def trimmed(self, found):
-        """Algorithm 11's second stage: the survivors compacted, radix select of the top k
-        among them, the final set compacted from the survivors through their indices."""
-        survivors = self.compact(found)
-        if survivors.nnz <= self.k:      # nothing to trim
-            return survivors
-        vals = self.machine.mem.put(survivors.values)
-        idx = self.machine.mem.put(survivors.indices)
-        saved = self.address, self.n
-        self.address, self.n = vals, survivors.nnz
-        try:
-            top = self.launch("sel_radix")
-        finally:
-            self.address, self.n = saved
-        return self.compact(top, values_at=vals, indices_at=idx, n=survivors.nnz)
 
 
 def _threshold_bits(threshold) -> int:
