@@ -47,7 +47,10 @@ def test_asq_alternates_the_sign_and_sends_one_mean_but_not_for_the_output_layer
     rng = np.random.default_rng(1)
     config = Compression("RGC", 0.01, "TRIMMED", "ASQ").check(2)
     hidden = LayerResidual(2000, config)
-    output = LayerResidual(2000, config, output_layer=True)
+    with pytest.raises(TrainError, match="never applied to the output layer"):
+        LayerResidual(2000, config, output_layer=True)       # asked for: refused, not skipped
+    output = LayerResidual(2000, Compression("RGC", 0.01, "TRIMMED").check(2),
+                           output_layer=True)
     for iteration, positive in ((0, True), (1, False)):
         grad = rng.standard_normal(2000).astype(np.float32)
         message = hidden.compress(grad, iteration)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -104,10 +104,14 @@ class LayerResidual:
 
     def __init__(self, size: int, config: Compression, *, output_layer: bool = False,
                  machine=None, engine: str = "c"):
+        if output_layer and config.quantize == "ASQ":
+            raise TrainError("compression: ASQ is never applied to the output layer (thesis "
+                             "§8.2.2: its gradients carry the class scores); give the output "
+                             "layer quantize NONE")
         self.config = config
         self.residual = np.zeros(int(size), np.float32)
         self.k = max(1, round(config.density * self.residual.size))
-        self.quantize = config.quantize == "ASQ" and not output_layer   # never the output
+        self.quantize = config.quantize == "ASQ"
         self.threshold = None                   # the sampled search's, between searches
         self.machine = machine or Machine()
         self.engine = engine
@@ -215,9 +219,13 @@ class RedSync:
         self.total = params.buffer.size          # with the blobs' alignment padding
         output = blobs[-1][0].split("/")[0]        # the last parameterised layer: the output
         run = dict(machine=self.machine, engine=engine)
-        self.residuals = [LayerResidual(int(np.prod(shape)), config, **run,
-                                        output_layer=name.split("/")[0] == output)
-                          for name, (_, shape) in blobs]
+        unquantized = replace(config, quantize="NONE")     # the output layer's (the thesis')
+        self.residuals = []
+        for name, (_, shape) in blobs:
+            last = name.split("/")[0] == output
+            self.residuals.append(LayerResidual(int(np.prod(shape)),
+                                                unquantized if last else config, **run,
+                                                output_layer=last))
         reduction = ar.reduction_cost(config_name, dense.cgs)
         self.plan = [self._predict(name, offset, residual, reduction)
                      for (name, (offset, _)), residual in zip(blobs, self.residuals)]
