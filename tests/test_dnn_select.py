@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from swsim.errors import ArgumentError
-from swsim.hostlib.dnn.select import SIGNS, scatter_add, select
+from swsim.hostlib.dnn.select import SIGNS, scatter_add, select, sum_of_squares
 from swsim.vm import Machine
 
 KEYS = {"abs": np.abs, "positive": lambda x: x, "negative": lambda x: -x}
@@ -183,3 +183,10 @@ def test_core_groups_divide_the_time():
 def test_core_groups_bad_count(cgs, needle):
     with pytest.raises(ArgumentError, match=needle):
         select(np.ones(64, np.float32), 1, cgs=cgs)
+
+
+def test_sum_of_squares_in_double():
+    x = np.random.default_rng(10).standard_normal(3001).astype(np.float32) * np.float32(1e3)
+    total, stats = sum_of_squares(x)
+    assert total == pytest.approx(float(np.sum(x.astype(np.float64) ** 2)), rel=1e-14)
+    assert stats.cycles > 0 and sum_of_squares(x)[0] == total

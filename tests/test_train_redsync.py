@@ -88,6 +88,8 @@ def test_pack_round_trip_and_bad_messages():
     (Compression("RGC", 0.01), 1, "2 ranks"),
     (Compression("TOPK"), 2, "method"),
     (Compression("RGC", 0.01, "BINARY", "NONE", -1), 2, "warmup_iter"),
+    (Compression("RGC", 0.01, clip_norm=-1.0), 2, "clip_norm"),
+    (Compression("RGC", 0.01, clip_norm=float("inf")), 2, "clip_norm"),
 ])
 def test_bad_configurations_are_refused_with_the_reason(config, ranks, needle):
     with pytest.raises(TrainError, match=needle):
@@ -167,3 +169,18 @@ def test_two_mpi_ranks_train_deterministically_and_resume_bit_exact():
     assert json.loads(line) == {"ranks": 2, "same_on_every_rank": True, "deterministic": True,
                                 "resumed_bit_exact": True, "residual_kept": True,
                                 "sparse_bytes_below_dense": True}
+
+
+def test_local_gradient_clipping_scales_each_rank_to_clip_over_sqrt_ranks():
+    params = Arena()
+    params.add("w/0", (3000,))
+    params.build()
+    reducer = RedSync(GradientAllreduce(FourRanks()), Compression("RGC", 0.01, clip_norm=2.0),
+                      params)
+    gradient = np.random.default_rng(3).standard_normal(3000).astype(np.float32)
+    clipped, seconds = reducer._clip(gradient)
+    assert np.linalg.norm(clipped.astype(np.float64)) == pytest.approx(2.0 / 2, rel=1e-6)
+    assert np.allclose(clipped / np.linalg.norm(clipped), gradient / np.linalg.norm(gradient),
+                       atol=1e-6) and seconds > 0
+    small = gradient * np.float32(1e-4)              # already within the limit: untouched
+    assert reducer._clip(small)[0] is small

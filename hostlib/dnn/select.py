@@ -226,6 +226,22 @@ class _Runner:
                          tuple(start for start, *_ in self.parts), thresholds)
 
 
+def sum_of_squares(x, *, machine=None, engine: str = "c"):
+    """(the sum of the squares of `x`'s elements, Stats): each f32 squared in double (exact)
+    and summed in double in a fixed order on the 64 CPEs (local gradient clipping's norm)."""
+    from ...vm import Machine
+    flat = _values(x)
+    machine = machine or Machine()
+    mark = machine.mem.mark()
+    try:
+        run = _Runner(machine, machine.mem.put(flat), _parts(flat.size, 1, 1, 1), SIGNS["abs"],
+                      engine)
+        (result,) = run.launch("sel_sumsq")
+    finally:
+        machine.mem.release(mark)
+    return float(np.int64(result["sum"]).view(np.float64)), run.launches[0]
+
+
 def _threshold_bits(threshold) -> int:
     if isinstance(threshold, bool) or not isinstance(threshold, numbers.Real) or \
             not np.isfinite(threshold) or threshold < 0:

@@ -14,7 +14,7 @@ import numpy as np
 
 from ...vm import Machine
 from .. import dnn
-from ..dnn.select import scatter_add, select
+from ..dnn.select import scatter_add, select, sum_of_squares
 from . import allreduce as ar
 from .common import TrainError
 
@@ -38,6 +38,7 @@ class Compression:
     quantize: str = "NONE"
     warmup_iter: int = 0
     layers: str = "model"     # Python API only: "model" (eq. 8-1 vs 8-2) or "sparse" (all)
+    clip_norm: float = 0.0    # Python API only: local gradient clipping (0: none), see RedSync
 
     @classmethod
     def from_proto(cls, parameter) -> "Compression":
@@ -65,6 +66,10 @@ class Compression:
                 or self.warmup_iter < 0:
             raise TrainError(f"compression warmup_iter must be an integer >= 0, got "
                              f"{self.warmup_iter!r}")
+        if isinstance(self.clip_norm, bool) or not isinstance(self.clip_norm, numbers.Real) \
+                or not math.isfinite(self.clip_norm) or self.clip_norm < 0:
+            raise TrainError(f"compression clip_norm must be a finite real >= 0 (0: no "
+                             f"clipping), got {self.clip_norm!r}")
         if self.quantize == "ASQ" and self.select == "SAMPLED":
             raise TrainError("compression: ASQ cannot be combined with the sampled search "
                              "(the reused threshold is for |x|, ASQ alternates the sign)")
@@ -253,6 +258,30 @@ class RedSync:
 
     def __call__(self, gradient: np.ndarray) -> tuple:
         iteration, self.iteration = self.iteration, self.iteration + 1
+        gradient, clip_seconds = self._clip(gradient)
+        update, seconds = self._synchronise(gradient, iteration)
+        if self.config.clip_norm:
+            seconds["(redsync clip)"] = clip_seconds
+        return update, seconds
+
+    def _clip(self, gradient: np.ndarray) -> tuple:
+        """Local gradient clipping (DGC, for recurrent nets: the gradient after the whole
+        BPTT): this rank's gradient scaled to an L2 norm of at most clip_norm / sqrt(ranks),
+        so the ranks' sum stays within clip_norm; the norm and the scaling on the CPEs. Returns
+        (the gradient, simulated seconds)."""
+        if not self.config.clip_norm:
+            return gradient, 0.0
+        run = dict(machine=self.machine, engine=self.engine)
+        squares, stats = sum_of_squares(gradient, **run)
+        seconds = stats.seconds
+        limit = self.config.clip_norm / math.sqrt(self.size)
+        if squares > limit * limit:
+            gradient, stats = dnn.scale(gradient, limit / math.sqrt(squares), **run)
+            seconds += stats.seconds
+        return gradient, seconds
+
+    def _synchronise(self, gradient: np.ndarray, iteration: int) -> tuple:
+        """(the update, its seconds by part) of Algorithm 10's step `iteration`."""
         before = self.dense.traffic.bytes_sent
         run = dict(machine=self.machine, engine=self.engine)
         if iteration < self.config.warmup_iter:           # warm-up: all dense

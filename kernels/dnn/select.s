@@ -15,6 +15,8 @@
 #                  above, each CPE compacts its survivors into its own part of J_SCR_IDX /
 #                  J_SCR_VAL (at its first element's position), radix select of the top J_K
 #                  among all survivors, and the compaction of those through their indices.
+#   sel_sumsq      the sum of the squares of the J_N f32 at J_X (double: R_SUM), for local
+#                  gradient clipping.
 #   sel_scatter_add  decompression, the sparse-into-dense axpy: dense[J_IDX[i]] +=
 #                  J_ALPHA * J_X[i] in binary32 (multiply, then add), by global loads and
 #                  stores; the indices of one launch must differ (one received set).
@@ -59,7 +61,7 @@
 	R_THR = 0             # threshold bits
 	R_NNZ = 8             # elements selected
 	R_PASSES = 16         # passes over the data after the statistics
-	R_SUM = 24            # sum |x| (double)
+	R_SUM = 24            # sum |x| (double; sel_sumsq: sum x^2)
 	R_MAX = 32            # largest key
 	R_SELSUM = 40         # sel_compact: sum of the selected values (double)
 	RESULT_BYTES = 64
@@ -411,6 +413,32 @@ count_body:
 	ret
 	.end	count_body
 
+# lanes_sum: $2 = the sum of the 4 double lanes of $21 + $22 (a fixed order). Clobbers $3, $4.
+	.ent	lanes_sum
+lanes_sum:
+	vaddd	$21, $22, $21
+	vextf	$21, 0, $2
+	vextf	$21, 1, $3
+	faddd	$2, $3, $2
+	vextf	$21, 2, $3
+	vextf	$21, 3, $4
+	faddd	$3, $4, $3
+	faddd	$2, $3, $2
+	ret
+	.end	lanes_sum
+
+# sumsq_body: $21 + $22 the sum of x^2 in double (f32 squared in double: exact).
+	.ent	sumsq_body
+sumsq_body:
+	VECTORS
+1:	vlds	$2, 0($16)
+	vlds	$3, 16($16)
+	vmad	$2, $2, $21, $21
+	vmad	$3, $3, $22, $22
+	NEXT_VECTOR 1b
+	ret
+	.end	sumsq_body
+
 # stats: MEAN = sum |x| / N (at most MAXV) and MAXV = the largest key (a float), over the
 # core group.
 	.ent	stats
@@ -432,14 +460,7 @@ stats:
 	cmplt	$1, $2, $3
 	selne	$3, $2, $1, $1
 	.endr
-	vaddd	$21, $22, $21
-	vextf	$21, 0, $2
-	vextf	$21, 1, $3
-	faddd	$2, $3, $2
-	vextf	$21, 2, $3
-	vextf	$21, 3, $4
-	faddd	$3, $4, $3
-	faddd	$2, $3, $2
+	bsr	$26, lanes_sum
 	vinsf	$2, $31, 0, $5
 	vinsf	$1, $5, 1, $5
 	vstd	$5, RED($31)
@@ -949,6 +970,22 @@ swap_outputs:
 	bsr	$26, compact
 	bsr	$26, finish
 	LEAVE	sel_trimmed
+
+	ENTRY	sel_sumsq
+	vaddd	$31, $31, $21
+	vaddd	$31, $31, $22
+	ldi	$1, sumsq_body
+	stl	$1, BODY($31)
+	bsr	$26, pass
+	bsr	$26, lanes_sum
+	vinsf	$2, $31, 0, $5
+	vstd	$5, RED($31)
+	bsr	$26, allreduce_stats
+	fldd	$2, RED($31)
+	fstd	$2, RES + R_SUM($31)
+	stl	$31, MINE($31)
+	bsr	$26, finish
+	LEAVE	sel_sumsq
 
 # scatter_body: dense[index] = dense[index] + alpha value for the block, one global load and
 # store per element (at most one outstanding per CPE: the loop waits for each).
