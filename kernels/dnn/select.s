@@ -151,6 +151,16 @@ select_ldm_end:
 	bgt	$17, \loop
 	.endm
 
+# ZERO_VECTORS buf, vectors: `vectors` zero vectors at LDM buf (labels 1). Clobbers $1, $2.
+	.macro	ZERO_VECTORS buf, vectors
+	ldi	$1, \buf($31)
+	ldi	$2, \vectors
+1:	vstd	$31, 0($1)
+	ldi	$1, 32($1)
+	subl	$2, 1, $2
+	bgt	$2, 1b
+	.endm
+
 # VMASKS: the key masks in every word of $23, $24.
 	.macro	VMASKS
 	ldl	$1, JOB + J_AND($31)
@@ -695,12 +705,7 @@ radix:
 	stl	$1, SHIFT($31)
 	ldi	$1, hist_body
 	stl	$1, BODY($31)
-1:	ldi	$1, HIST($31)         # a pass: the histogram of the next digit
-	ldi	$2, BINS / 4
-2:	vstd	$31, 0($1)
-	ldi	$1, 32($1)
-	subl	$2, 1, $2
-	bgt	$2, 2b
+2:	ZERO_VECTORS HIST, BINS / 4   # a pass: the histogram of the next digit
 	ldl	$22, SHIFT($31)
 	ldl	$23, JOB + J_AND($31)
 	ldl	$24, JOB + J_XOR($31)
@@ -749,7 +754,7 @@ radix:
 	ldl	$1, SHIFT($31)
 	subl	$1, 8, $1
 	stl	$1, SHIFT($31)
-	bge	$1, 1b
+	bge	$1, 2b
 	ldl	$1, PREFIX($31)       # the key: threshold key - 1 keeps its ties (0: nonzero keys)
 	ldl	$2, ABOVE($31)
 	beq	$1, 6f
@@ -866,12 +871,7 @@ offset:
 	.ent	gather_counts
 gather_counts:
 	stl	$26, SUB_RA($31)
-	ldi	$1, CNTS($31)
-	ldi	$2, CPES / 4
-1:	vstd	$31, 0($1)
-	ldi	$1, 32($1)
-	subl	$2, 1, $2
-	bgt	$2, 1b
+	ZERO_VECTORS CNTS, CPES / 4
 	ldl	$1, MYID($31)
 	s8addl	$1, $31, $1
 	ldl	$2, MINE($31)
