@@ -13,8 +13,8 @@ from swsim.hostlib.train.allreduce import GradientAllreduce
 from swsim.hostlib.train.common import TrainError
 from swsim.hostlib.train.memory import Arena
 from swsim.hostlib.train.model import SolverParameter
-from swsim.hostlib.train.redsync import (Compression, LayerResidual, RedSync, decompress, pack,
-                                         unpack)
+from swsim.hostlib.train.redsync import (Compression, LayerResidual, RedSync, decompress,
+                                         overlap_saving, pack, unpack)
 from swsim.vm import Machine
 
 
@@ -168,7 +168,7 @@ def test_two_mpi_ranks_train_deterministically_and_resume_bit_exact():
     line = mpi.mpiexec(2, sys.executable, str(Path(__file__).parent / "redsync_train_ranks.py"))
     assert json.loads(line) == {"ranks": 2, "same_on_every_rank": True, "deterministic": True,
                                 "resumed_bit_exact": True, "residual_kept": True,
-                                "sparse_bytes_below_dense": True}
+                                "sparse_bytes_below_dense": True, "overlap_saves_time": True}
 
 
 def test_local_gradient_clipping_scales_each_rank_to_clip_over_sqrt_ranks():
@@ -184,3 +184,12 @@ def test_local_gradient_clipping_scales_each_rank_to_clip_over_sqrt_ranks():
                        atol=1e-6) and seconds > 0
     small = gradient * np.float32(1e-4)              # already within the limit: untouched
     assert reducer._clip(small)[0] is small
+
+
+def test_overlap_hides_each_allgather_behind_the_later_backward():
+    backward = [("ip2", 1.0), ("ip1", 3.0), ("conv1", 2.0)]
+    blobs = [("ip2", 0.5, 2.0, 0.1), ("ip1", 0.5, 1.0, 0.1)]
+    # CPEs: ip2 1.0 + select 0.5; network: ip2's allgather 1.5-3.5, ip1's after its select
+    # at 5.0 to 6.0, behind conv1's backward (to 7.0); decompressions 7.1, 7.2
+    assert overlap_saving(backward, blobs) == pytest.approx(10.2 - 7.2)
+    assert overlap_saving([("ip", 1.0)], [("ip", 0.5, 2.0, 0.1)]) == 0     # nothing after it

@@ -25,8 +25,8 @@ LAYER_CHOICES = ("model", "sparse")
 SEARCH_EVERY = 5              # the sampled search reruns every 5 iterations (thesis §8.2.1)
 ASQ_FLAG = 1 << 31            # in the message's length word: one mean follows the indices
 
-__all__ = ["Compression", "LayerResidual", "RedSync", "decompress", "pack", "sparse_allgather",
-           "unpack"]
+__all__ = ["Compression", "LayerResidual", "RedSync", "decompress", "overlap_saving", "pack",
+           "sparse_allgather", "unpack"]
 
 
 @dataclass(frozen=True)
@@ -159,6 +159,33 @@ class LayerResidual:
         return pack(sel.indices, sel.values, np.float32(sel.mean) if self.quantize else None)
 
 
+def overlap_saving(backward, blobs) -> float:
+    """The seconds a step saves when each sparse blob is compressed as soon as its layer's
+    backward is done (feed-forward nets): the CPEs run the layers' backward and the blobs'
+    selections in backward order, the network each blob's allgather as soon as its selection
+    and the allgather before are done, then the CPEs decompress each set once it arrived —
+    against all of these one after another. `backward`: (layer, seconds) in backward order;
+    `blobs`: (layer, select, allgather, decompress) seconds of the sparse blobs. The saving
+    is the allgather time hidden behind the CPEs' later work."""
+    pending = {}
+    for blob in blobs:
+        pending.setdefault(blob[0], []).append(blob[1:])
+    order = [(layer, seconds, pending.pop(layer, [])) for layer, seconds in backward]
+    order += [(layer, 0.0, rest) for layer, rest in pending.items()]   # not in the backward
+    cpes = network = 0.0
+    arrivals = []
+    for _, seconds, layer_blobs in order:
+        cpes += seconds
+        for select_s, allgather_s, decompress_s in layer_blobs:
+            cpes += select_s
+            network = max(network, cpes) + allgather_s
+            arrivals.append((network, decompress_s))
+    for arrival, decompress_s in arrivals:
+        cpes = max(cpes, arrival) + decompress_s
+    serial = sum(seconds for _, seconds in backward) + sum(sum(blob[1:]) for blob in blobs)
+    return serial - cpes
+
+
 def decompress(dense, messages, alpha: float, *, machine=None, engine: str = "c") -> tuple:
     """(dense + alpha · (every message's set), added in message order on the CPEs, their
     simulated seconds)."""
@@ -237,6 +264,8 @@ class RedSync:
         self.velocity = np.zeros(self.total, np.float32)   # u (momentum correction)
         self.iteration = 0
         self.step_bytes = 0           # what this rank sent in the last step
+        self.blob_seconds = []        # the last step's sparse blobs: (layer, select, allgather,
+                                      # decompress) seconds
 
     def _predict(self, name, offset, residual, reduction) -> LayerPlan:
         """Eq. 8-1 and 8-2 for one blob, the same on every rank: selection and decompression
@@ -258,11 +287,22 @@ class RedSync:
 
     def __call__(self, gradient: np.ndarray) -> tuple:
         iteration, self.iteration = self.iteration, self.iteration + 1
+        self.blob_seconds = []
         gradient, clip_seconds = self._clip(gradient)
         update, seconds = self._synchronise(gradient, iteration)
         if self.config.clip_norm:
             seconds["(redsync clip)"] = clip_seconds
         return update, seconds
+
+    def overlap(self, backward, seconds: dict) -> float:
+        """The last step's `seconds` with its sparse blobs compressed as their layers'
+        backward (`backward`: the step's (layer, seconds), in backward order) is done: the
+        allgather time hidden (``overlap_saving``) taken off "(redsync allgather)"; returns
+        it."""
+        saved = overlap_saving(backward, self.blob_seconds)
+        if self.blob_seconds:
+            seconds["(redsync allgather)"] = max(0.0, seconds["(redsync allgather)"] - saved)
+        return saved
 
     def _clip(self, gradient: np.ndarray) -> tuple:
         """Local gradient clipping (DGC, for recurrent nets: the gradient after the whole
@@ -306,6 +346,7 @@ class RedSync:
         for plan, residual in zip(self.plan, self.residuals):
             if not plan.sparse:
                 continue
+            before_blob = dict(seconds)
             part = slice(plan.offset, plan.offset + plan.size)
             grad = gradient[part]
             if self.applies_momentum:                     # momentum correction: u = m u + G
@@ -330,6 +371,9 @@ class RedSync:
             update[part], decompress_seconds = decompress(np.zeros(plan.size, np.float32),
                                                           messages, 1 / self.size, **run)
             seconds["(redsync decompress)"] += decompress_seconds
+            self.blob_seconds.append((plan.name.split("/")[0], *(
+                seconds[key] - before_blob[key] for key in (
+                    "(redsync select)", "(redsync allgather)", "(redsync decompress)"))))
         self.step_bytes = self.dense.traffic.bytes_sent - before + sent
         return update.reshape(gradient.shape), seconds
 
