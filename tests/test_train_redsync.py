@@ -193,3 +193,13 @@ def test_overlap_hides_each_allgather_behind_the_later_backward():
     # at 5.0 to 6.0, behind conv1's backward (to 7.0); decompressions 7.1, 7.2
     assert overlap_saving(backward, blobs) == pytest.approx(10.2 - 7.2)
     assert overlap_saving([("ip", 1.0)], [("ip", 0.5, 2.0, 0.1)]) == 0     # nothing after it
+
+
+def test_a_residual_selects_on_the_core_groups_a_part_each():
+    from swsim.hostlib.dnn.select import select
+    grad = np.random.default_rng(4).standard_normal(4000).astype(np.float32)
+    layer = LayerResidual(4000, Compression("RGC", 0.01, "TRIMMED").check(2), cgs=4)
+    indices, values = unpack(layer.compress(grad, 0))
+    expected = select(grad, 40, method="trimmed", cgs=4)
+    assert np.array_equal(indices, expected.indices) and len(indices) == 40
+    assert np.all(layer.residual[indices] == 0) and np.count_nonzero(layer.residual) == 3960

@@ -108,7 +108,7 @@ class LayerResidual:
     """One layer's residual V and its compression (Algorithm 10's inner loop body)."""
 
     def __init__(self, size: int, config: Compression, *, output_layer: bool = False,
-                 machine=None, engine: str = "c"):
+                 machine=None, engine: str = "c", cgs: int = 1):
         if output_layer and config.quantize == "ASQ":
             raise TrainError("compression: ASQ is never applied to the output layer (thesis "
                              "§8.2.2: its gradients carry the class scores); give the output "
@@ -120,6 +120,7 @@ class LayerResidual:
         self.threshold = None                   # the sampled search's, between searches
         self.machine = machine or Machine()
         self.engine = engine
+        self.cgs = cgs                          # core groups selecting, a part each
         self.seconds = 0.0                      # simulated seconds of the last compress
 
     def state(self) -> tuple:
@@ -148,7 +149,7 @@ class LayerResidual:
                 threshold = float(self.threshold)
         sign = ("positive" if iteration % 2 == 0 else "negative") if self.quantize else "abs"
         sel = select(self.residual, self.k, method=method, sign=sign, threshold=threshold,
-                     **run)
+                     cgs=self.cgs, **run)
         self.seconds += sel.stats.seconds
         if method == "binary":
             self.threshold = sel.threshold
@@ -231,12 +232,13 @@ class RedSync:
     `dense` (an ``allreduce.GradientAllreduce``) for the first ``warmup_iter`` steps and for
     the blobs eq. 8-2 predicts faster; for the others the residual V += G (with DGC's momentum
     correction u = m u + G first when ``momentum`` > 0), the communication set of V on the
-    CPEs, one sparse allgather per blob, the sets added into the update on the CPEs, V and u
+    CPEs of `cgs` core groups (a part of V each, ``select``'s cgs=), one sparse allgather per
+    blob, the sets added into the update on the CPEs, V and u
     zeroed where sent (momentum-factor masking). With momentum the update it returns already
     carries it (``applies_momentum``: the Solver then updates with momentum 0)."""
 
     def __init__(self, dense, config: Compression, params, *, momentum: float = 0.0,
-                 config_name: str = "sw26010", engine: str = "c"):
+                 config_name: str = "sw26010", engine: str = "c", cgs: int = 1):
         self.dense, self.comm, self.size = dense, dense.comm, dense.size
         self.config = config.check(self.size)
         if config.method != "RGC":
@@ -257,7 +259,7 @@ class RedSync:
             last = name.split("/")[0] == output
             self.residuals.append(LayerResidual(int(np.prod(shape)),
                                                 unquantized if last else config, **run,
-                                                output_layer=last))
+                                                output_layer=last, cgs=cgs))
         reduction = ar.reduction_cost(config_name, dense.cgs)
         self.plan = [self._predict(name, offset, residual, reduction)
                      for (name, (offset, _)), residual in zip(blobs, self.residuals)]
@@ -274,7 +276,8 @@ class RedSync:
         network = self.dense.network
         synthetic = np.random.default_rng(0).standard_normal(n).astype(np.float32)
         method = "binary" if self.config.select == "SAMPLED" else SELECTS[self.config.select]
-        sel = select(synthetic, k, method=method, machine=self.machine, engine=self.engine)
+        sel = select(synthetic, k, method=method, machine=self.machine, engine=self.engine,
+                     cgs=residual.cgs)
         _, decompress_seconds = decompress(np.zeros(n, np.float32),
                                            [pack(sel.indices, sel.values)], 1.0,
                                            machine=self.machine, engine=self.engine)

@@ -173,7 +173,8 @@ class Solver:
             replica.share_parameters(self.net)
         if compression.method == "RGC":       # RedSync (Algorithm 10) around the allreduce
             self.gradient_reducer = RedSync(gradient_reducer, compression, self.net.params,
-                                            momentum=s.momentum, config_name=self.config)
+                                            momentum=s.momentum, config_name=self.config,
+                                            cgs=cgs)
         # feed-forward nets compress each blob as its layer's backward is done (issue 24); a
         # recurrent net's gradients are complete only after the whole BPTT
         self.overlaps_compression = compression.method == "RGC" and not any(
