@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from swsim.errors import ArgumentError
-from swsim.hostlib.dnn.select import SIGNS, scatter_add, select
+from swsim.hostlib.dnn.select import SIGNS, scatter_add, select, sum_of_squares
 from swsim.vm import Machine
 
 KEYS = {"abs": np.abs, "positive": lambda x: x, "negative": lambda x: -x}
@@ -139,3 +139,54 @@ def test_scatter_add_matches_numpy_in_binary32():
 def test_scatter_add_refuses_bad_sets(sets, needle):
     with pytest.raises(ArgumentError, match=needle):
         scatter_add(np.zeros(5, np.float32), sets, 1.0)
+
+
+def test_trimmed_top_k_is_one_launch():
+    x = np.random.default_rng(7).uniform(-1, 1, 6000).astype(np.float32)
+    sel = select(x, 6, method="trimmed")
+    assert sel.stats.launches == 1
+    assert sel.passes > 4                      # the threshold's counts and radix's 4 passes
+    _check(x, 6, "trimmed", "abs", sel)
+
+
+@pytest.mark.parametrize("method", ("trimmed", "binary", "radix"))
+def test_core_groups_select_part_by_part(method):
+    x = np.random.default_rng(8).standard_normal(4001).astype(np.float32)
+    k, cgs = 9, 4
+    sel = select(x, k, method=method, cgs=cgs)
+    assert sel.nnz >= k and len(sel.cg_thresholds) == cgs
+    ends = sel.cg_starts[1:] + (x.size,)
+    assert all(start % 8 == 0 for start in sel.cg_starts)
+    for start, end, threshold in zip(sel.cg_starts, ends, sel.cg_thresholds):
+        part = x[start:end]
+        share = -(-k * part.size // x.size)
+        mine = sel.indices[(sel.indices >= start) & (sel.indices < end)]
+        assert np.array_equal(mine, start + np.flatnonzero(np.abs(part) > threshold))
+        if method == "binary":
+            assert share <= len(mine) <= 2 * share
+        else:
+            assert len(mine) == share           # distinct keys: exactly each part's top
+    assert np.array_equal(sel.values, x[sel.indices])
+    assert sel.threshold == min(sel.cg_thresholds)
+
+
+def test_core_groups_divide_the_time():
+    x = np.random.default_rng(9).uniform(-1, 1, 1 << 15).astype(np.float32)
+    one = select(x, 33, method="radix")
+    four = select(x, 33, method="radix", cgs=4)
+    assert one.stats.cycles / four.stats.cycles > 1.8     # 128 KB: fixed costs weigh
+    reuse = select(x, 33, method="sampled", threshold=float(one.threshold), cgs=4)
+    assert np.array_equal(reuse.indices, one.indices)   # one threshold: the same set
+
+
+@pytest.mark.parametrize("cgs, needle", [(0, "cgs must be an integer"), (5, "at most")])
+def test_core_groups_bad_count(cgs, needle):
+    with pytest.raises(ArgumentError, match=needle):
+        select(np.ones(64, np.float32), 1, cgs=cgs)
+
+
+def test_sum_of_squares_in_double():
+    x = np.random.default_rng(10).standard_normal(3001).astype(np.float32) * np.float32(1e3)
+    total, stats = sum_of_squares(x)
+    assert total == pytest.approx(float(np.sum(x.astype(np.float64) ** 2)), rel=1e-14)
+    assert stats.cycles > 0 and sum_of_squares(x)[0] == total

@@ -13,8 +13,8 @@ from swsim.hostlib.train.allreduce import GradientAllreduce
 from swsim.hostlib.train.common import TrainError
 from swsim.hostlib.train.memory import Arena
 from swsim.hostlib.train.model import SolverParameter
-from swsim.hostlib.train.redsync import (Compression, LayerResidual, RedSync, decompress, pack,
-                                         unpack)
+from swsim.hostlib.train.redsync import (Compression, LayerResidual, RedSync, decompress,
+                                         overlap_saving, pack, unpack)
 from swsim.vm import Machine
 
 
@@ -47,7 +47,10 @@ def test_asq_alternates_the_sign_and_sends_one_mean_but_not_for_the_output_layer
     rng = np.random.default_rng(1)
     config = Compression("RGC", 0.01, "TRIMMED", "ASQ").check(2)
     hidden = LayerResidual(2000, config)
-    output = LayerResidual(2000, config, output_layer=True)
+    with pytest.raises(TrainError, match="never applied to the output layer"):
+        LayerResidual(2000, config, output_layer=True)       # asked for: refused, not skipped
+    output = LayerResidual(2000, Compression("RGC", 0.01, "TRIMMED").check(2),
+                           output_layer=True)
     for iteration, positive in ((0, True), (1, False)):
         grad = rng.standard_normal(2000).astype(np.float32)
         message = hidden.compress(grad, iteration)
@@ -85,6 +88,8 @@ def test_pack_round_trip_and_bad_messages():
     (Compression("RGC", 0.01), 1, "2 ranks"),
     (Compression("TOPK"), 2, "method"),
     (Compression("RGC", 0.01, "BINARY", "NONE", -1), 2, "warmup_iter"),
+    (Compression("RGC", 0.01, clip_norm=-1.0), 2, "clip_norm"),
+    (Compression("RGC", 0.01, clip_norm=float("inf")), 2, "clip_norm"),
 ])
 def test_bad_configurations_are_refused_with_the_reason(config, ranks, needle):
     with pytest.raises(TrainError, match=needle):
@@ -163,4 +168,38 @@ def test_two_mpi_ranks_train_deterministically_and_resume_bit_exact():
     line = mpi.mpiexec(2, sys.executable, str(Path(__file__).parent / "redsync_train_ranks.py"))
     assert json.loads(line) == {"ranks": 2, "same_on_every_rank": True, "deterministic": True,
                                 "resumed_bit_exact": True, "residual_kept": True,
-                                "sparse_bytes_below_dense": True}
+                                "sparse_bytes_below_dense": True, "overlap_saves_time": True}
+
+
+def test_local_gradient_clipping_scales_each_rank_to_clip_over_sqrt_ranks():
+    params = Arena()
+    params.add("w/0", (3000,))
+    params.build()
+    reducer = RedSync(GradientAllreduce(FourRanks()), Compression("RGC", 0.01, clip_norm=2.0),
+                      params)
+    gradient = np.random.default_rng(3).standard_normal(3000).astype(np.float32)
+    clipped, seconds = reducer._clip(gradient)
+    assert np.linalg.norm(clipped.astype(np.float64)) == pytest.approx(2.0 / 2, rel=1e-6)
+    assert np.allclose(clipped / np.linalg.norm(clipped), gradient / np.linalg.norm(gradient),
+                       atol=1e-6) and seconds > 0
+    small = gradient * np.float32(1e-4)              # already within the limit: untouched
+    assert reducer._clip(small)[0] is small
+
+
+def test_overlap_hides_each_allgather_behind_the_later_backward():
+    backward = [("ip2", 1.0), ("ip1", 3.0), ("conv1", 2.0)]
+    blobs = [("ip2", 0.5, 2.0, 0.1), ("ip1", 0.5, 1.0, 0.1)]
+    # CPEs: ip2 1.0 + select 0.5; network: ip2's allgather 1.5-3.5, ip1's after its select
+    # at 5.0 to 6.0, behind conv1's backward (to 7.0); decompressions 7.1, 7.2
+    assert overlap_saving(backward, blobs) == pytest.approx(10.2 - 7.2)
+    assert overlap_saving([("ip", 1.0)], [("ip", 0.5, 2.0, 0.1)]) == 0     # nothing after it
+
+
+def test_a_residual_selects_on_the_core_groups_a_part_each():
+    from swsim.hostlib.dnn.select import select
+    grad = np.random.default_rng(4).standard_normal(4000).astype(np.float32)
+    layer = LayerResidual(4000, Compression("RGC", 0.01, "TRIMMED").check(2), cgs=4)
+    indices, values = unpack(layer.compress(grad, 0))
+    expected = select(grad, 40, method="trimmed", cgs=4)
+    assert np.array_equal(indices, expected.indices) and len(indices) == 40
+    assert np.all(layer.residual[indices] == 0) and np.count_nonzero(layer.residual) == 3960

@@ -22,6 +22,11 @@ Contract: the selected set is exactly the elements whose key is above ``Selectio
 fewer than k keys are nonzero (then every nonzero key), and at most `high` for the binary
 search when it converges (else the fewest above k it saw). Ties at the k-th key are all
 taken by the radix selectors.
+
+Core groups (``cgs=g``): the array is cut into g contiguous parts (32-byte aligned), and CG j
+selects ceil(k n_j / n) of its n_j elements (high likewise) from its part alone, the g CGs
+launched together; the contract then holds part by part (``Selection.cg_thresholds``), the
+union of the parts' sets is the selection (at least k elements).
 """
 from __future__ import annotations
 
@@ -50,11 +55,13 @@ def _kernel(entry: str) -> Kernel:
 class Selection:
     indices: np.ndarray       # int32, increasing
     values: np.ndarray        # float32, x[indices]
-    threshold: np.float32     # selected: key > threshold
+    threshold: np.float32     # selected: key > threshold (with cgs > 1: the smallest part's)
     nnz: int                  # len(indices)
     passes: int               # count / histogram passes over the data (statistics excluded)
     selected_sum: float       # the sum of the selected values (double, on the CPEs)
     stats: LaunchStats        # every launch's cycles (``stats.parts``)
+    cg_starts: tuple = (0,)   # the first element of each core group's part
+    cg_thresholds: tuple = () # each part's threshold (its selected: key > it)
 
     @property
     def mean(self) -> float:
@@ -63,10 +70,10 @@ class Selection:
 
 
 def select(x, k: int, *, method: str = "binary", sign: str = "abs", high=None,
-           threshold=None, machine=None, engine: str = "c") -> Selection:
+           threshold=None, machine=None, engine: str = "c", cgs: int = 1) -> Selection:
     """The communication set of `x` (float32, any shape, flattened): at least `k` elements
     by `method` (see the module), keys |x| (``sign="abs"``), x (``"positive"``: the largest)
-    or -x (``"negative"``: the smallest, ASQ's alternate iterations)."""
+    or -x (``"negative"``: the smallest, ASQ's alternate iterations), on `cgs` core groups."""
     from ...vm import Machine
     flat = _values(x)
     machine = machine or Machine()
@@ -74,13 +81,14 @@ def select(x, k: int, *, method: str = "binary", sign: str = "abs", high=None,
     try:
         address = machine.mem.put(flat)
         return select_at(machine, address, flat.size, k, method=method, sign=sign, high=high,
-                         threshold=threshold, engine=engine)
+                         threshold=threshold, engine=engine, cgs=cgs)
     finally:
         machine.mem.release(mark)
 
 
 def select_at(machine, address: int, n: int, k: int, *, method: str = "binary",
-              sign: str = "abs", high=None, threshold=None, engine: str = "c") -> Selection:
+              sign: str = "abs", high=None, threshold=None, engine: str = "c",
+              cgs: int = 1) -> Selection:
     """`select` of the `n` float32 at `address` of `machine`'s main memory (finite values,
     the address 32-byte aligned)."""
     n = _count("n", n, 1)
@@ -97,92 +105,141 @@ def select_at(machine, address: int, n: int, k: int, *, method: str = "binary",
                        f"method='sampled' and only then (method={method!r})")
     if address % 32:
         raise DnnError(f"address must be 32-byte aligned, got {address:#x}")
-    masks = SIGNS[sign]
+    cgs = _count("cgs", cgs, 1)
+    if cgs > machine.config.num_cgs:
+        raise DnnError(f"cgs must be at most the machine's {machine.config.num_cgs} core "
+                       f"groups, got {cgs}")
     mark = machine.mem.mark()
     try:
-        run = _Runner(machine, address, n, k, masks, engine)
+        run = _Runner(machine, address, _parts(n, k, high, cgs), SIGNS[sign], engine)
+        if method == "trimmed":
+            return run.trimmed()
         if method == "radix":
             found = run.launch("sel_radix")
         elif method == "sampled":
             found = run.launch("sel_threshold", method=2, thr=_threshold_bits(threshold))
         else:
-            found = run.launch("sel_threshold", method=0 if method == "trimmed" else 1,
-                               high=high)
-        if method == "trimmed":
-            return run.trimmed(found)
+            found = run.launch("sel_threshold", method=1)
         return run.compact(found)
     finally:
         machine.mem.release(mark)
 
 
-class _Runner:
-    """The launches of one selection, on buffers of one machine."""
+def _parts(n, k, high, cgs):
+    """(first element, elements, k, high) of each core group's part: contiguous, 8 elements
+    (32 bytes) aligned, k and high in proportion (rounded up)."""
+    chunk = -(-n // cgs)
+    chunk += -chunk % 8
+    parts = []
+    for start in range(0, n, chunk):
+        size = min(n, start + chunk) - start
+        share = min(size, -(-k * size // n))
+        parts.append((start, size, share, max(share, -(-high * size // n))))
+    return parts
 
-    def __init__(self, machine, address, n, k, masks, engine):
+
+class _Runner:
+    """The launches of one selection, on buffers of one machine; each launch runs the same
+    entry on every part's core group at once."""
+
+    def __init__(self, machine, address, parts, masks, engine):
         self.machine, self.engine = machine, engine
-        self.n, self.k = n, k
+        self.parts = parts
         self.masks = masks
         self.address = address
-        self.parts = []
-        self.passes = 0
-        self.counts = machine.mem.alloc(8 * CPES)
-        self.result = machine.mem.alloc(_kernel("sel_threshold").symbol("RESULT_BYTES"))
+        self.launches = []
+        self.passes = [0] * len(parts)
+        result_bytes = _kernel("sel_threshold").symbol("RESULT_BYTES")
+        self.buffers = [(machine.mem.alloc(8 * CPES), machine.mem.alloc(result_bytes))
+                        for _ in parts]
 
-    def job(self, entry, **fields):
+    def launch(self, entry, per_part=None, **fields):
+        """`entry` on every part (fields, and `per_part[j]`'s for part j); each part's result
+        record."""
         kernel = _kernel(entry)
         record = kernel.record("J_", "JOB_BYTES")
-        values = {"n": self.n, "x": self.address, "k": self.k, "and": self.masks[0],
-                  "xor": self.masks[1], "counts": self.counts, "result": self.result,
-                  "start": TRIM_START, "step": TRIM_STEP, "eps": BINARY_EPS,
-                  "max_iter": BINARY_MAX_ITER, **fields}
-        return kernel, record.new(**values)
-
-    def launch(self, entry, **fields):
-        kernel, words = self.job(entry, **fields)
-        job = self.machine.mem.put(words)
-        self.parts.append(kernel.launch(self.machine, [job], flops=0, engine=self.engine,
-                                        details=dict(entry=entry)))
+        jobs = []
+        for j, ((start, n, k, high), (counts, result)) in enumerate(zip(self.parts,
+                                                                        self.buffers)):
+            values = {"n": n, "x": self.address + 4 * start, "k": k, "high": high,
+                      "and": self.masks[0], "xor": self.masks[1], "counts": counts,
+                      "result": result, "start": TRIM_START, "step": TRIM_STEP,
+                      "eps": BINARY_EPS, "max_iter": BINARY_MAX_ITER, **fields,
+                      **(per_part[j] if per_part else {})}
+            jobs.append([self.machine.mem.put(record.new(**values))])
+        details = dict(entry=entry)
+        if len(jobs) == 1:
+            stats = kernel.launch(self.machine, jobs[0], flops=0, engine=self.engine,
+                                  details=details)
+        else:
+            stats = kernel.launch_cgs(self.machine, jobs, flops=0, engine=self.engine,
+                                      details=details)
+        self.launches.append(stats)
         rec = kernel.record("R_", "RESULT_BYTES")
-        raw = self.machine.mem.get(self.result, (rec.nbytes // 8,), np.int64)
-        result = {name: raw[off // 8] for name, off in rec.offsets.items()}
-        self.passes += int(result["passes"])
-        return result
+        results = []
+        for j, (_, result) in enumerate(self.buffers):
+            raw = self.machine.mem.get(result, (rec.nbytes // 8,), np.int64)
+            results.append({name: raw[off // 8] for name, off in rec.offsets.items()})
+            self.passes[j] += int(results[-1]["passes"])
+        return results
 
-    def compact(self, found, *, values_at=None, indices_at=0, n=None):
-        """The elements above `found`'s threshold, from the counts its launch left."""
-        nnz = int(found["nnz"])
-        out_idx = self.machine.mem.alloc(4 * max(nnz, 1))
-        out_val = self.machine.mem.alloc(4 * max(nnz, 1))
-        saved = self.address, self.n
-        if values_at is not None:
-            self.address, self.n = values_at, n
-        try:
-            done = self.launch("sel_compact", thr=int(found["thr"]), idx=indices_at,
-                               out_idx=out_idx, out_val=out_val)
-        finally:
-            self.address, self.n = saved
-        indices = self.machine.mem.get(out_idx, (nnz,), np.int32).copy()
-        values = self.machine.mem.get(out_val, (nnz,), np.float32).copy()
-        selected_sum = float(np.int64(done["selsum"]).view(np.float64))
-        threshold = np.int32(found["thr"]).view(np.float32)
-        return Selection(indices, values, threshold, nnz, self.passes, selected_sum,
-                         combined(self.parts, launches=len(self.parts)))
+    def compact(self, found):
+        """The elements above each part's threshold in `found`, from the counts its launch
+        left."""
+        outputs = [self.outputs(int(result["nnz"])) for result in found]
+        done = self.launch("sel_compact", [dict(thr=int(result["thr"]), out_idx=out_idx,
+                                                out_val=out_val)
+                                           for result, (out_idx, out_val) in zip(found, outputs)])
+        return self.selection(done, outputs)
 
-    def trimmed(self, found):
-        """Algorithm 11's second stage: the survivors compacted, radix select of the top k
-        among them, the final set compacted from the survivors through their indices."""
-        survivors = self.compact(found)
-        if survivors.nnz <= self.k:      # nothing to trim
-            return survivors
-        vals = self.machine.mem.put(survivors.values)
-        idx = self.machine.mem.put(survivors.indices)
-        saved = self.address, self.n
-        self.address, self.n = vals, survivors.nnz
-        try:
-            top = self.launch("sel_radix")
-        finally:
-            self.address, self.n = saved
-        return self.compact(top, values_at=vals, indices_at=idx, n=survivors.nnz)
+    def trimmed(self):
+        """Trimmed top-k in one launch (``sel_trimmed``): Algorithm 11's threshold, then the
+        exact top k among its survivors (at most all the part's elements: the scratch and
+        outputs)."""
+        outputs = [self.outputs(n) for _, n, _, _ in self.parts]
+        scratch = [self.outputs(n) for _, n, _, _ in self.parts]
+        done = self.launch("sel_trimmed", [
+            dict(out_idx=out[0], out_val=out[1], scr_idx=scr[0], scr_val=scr[1])
+            for out, scr in zip(outputs, scratch)], method=0)
+        return self.selection(done, outputs)
+
+    def outputs(self, elements):
+        """Buffers for `elements` int32 indices and float32 values."""
+        nbytes = 4 * max(elements, 1)
+        return self.machine.mem.alloc(nbytes), self.machine.mem.alloc(nbytes)
+
+    def selection(self, done, outputs):
+        """The Selection the compacting launch's results `done` describe, the parts' sets
+        joined in element order."""
+        indices, values = [], []
+        for (start, *_), result, (out_idx, out_val) in zip(self.parts, done, outputs):
+            nnz = int(result["nnz"])
+            indices.append(self.machine.mem.get(out_idx, (nnz,), np.int32) + np.int32(start))
+            values.append(self.machine.mem.get(out_val, (nnz,), np.float32).copy())
+        thresholds = tuple(np.int32(result["thr"]).view(np.float32) for result in done)
+        selected_sum = sum(float(np.int64(result["selsum"]).view(np.float64))
+                           for result in done)
+        nnz = sum(len(part) for part in indices)
+        return Selection(np.concatenate(indices), np.concatenate(values), min(thresholds), nnz,
+                         max(self.passes), selected_sum,
+                         combined(self.launches, launches=len(self.launches)),
+                         tuple(start for start, *_ in self.parts), thresholds)
+
+
+def sum_of_squares(x, *, machine=None, engine: str = "c"):
+    """(the sum of the squares of `x`'s elements, Stats): each f32 squared in double (exact)
+    and summed in double in a fixed order on the 64 CPEs (local gradient clipping's norm)."""
+    from ...vm import Machine
+    flat = _values(x)
+    machine = machine or Machine()
+    mark = machine.mem.mark()
+    try:
+        run = _Runner(machine, machine.mem.put(flat), _parts(flat.size, 1, 1, 1), SIGNS["abs"],
+                      engine)
+        (result,) = run.launch("sel_sumsq")
+    finally:
+        machine.mem.release(mark)
+    return float(np.int64(result["sum"]).view(np.float64)), run.launches[0]
 
 
 def _threshold_bits(threshold) -> int:

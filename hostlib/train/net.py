@@ -33,6 +33,7 @@ class Run:
     pass the Machine and add the simulated seconds to the layer's account."""
     machine: object
     seconds: dict = field(default_factory=lambda: defaultdict(float))
+    backward: list = field(default_factory=list)   # (layer, seconds) in backward order
 
     def op(self, layer, name, *args, **kwargs):
         return self.op_with_stats(layer, name, *args, **kwargs)[0]
@@ -375,6 +376,7 @@ class Net:
         diffs = {node.tops[0]: np.ones((), DTYPE) for node in self.losses}
         for node in self.backward_nodes:
             layer = node.layer
+            started = sum(run.seconds.values())
             top_diffs = [diffs.get(t) if transform is None else transform(run, layer, diffs[t])
                          for t, transform in zip(node.tops, node.diff_transforms)]
             bottom_diffs = layer.backward(
@@ -388,6 +390,7 @@ class Net:
                     diff = transform(run, layer, diff)
                 # a blob read by two layers (a residual branch): gradients add
                 diffs[name] = run.op(layer, "add", diffs[name], diff) if accumulate else diff
+            run.backward.append((layer.name, sum(run.seconds.values()) - started))
 
     def loss(self, blobs) -> float:
         return float(sum(float(blobs[n.tops[0]]) for n in self.losses))

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import math
 import numbers
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from ...vm import Machine
 from .. import dnn
-from ..dnn.select import scatter_add, select
+from ..dnn.select import scatter_add, select, sum_of_squares
 from . import allreduce as ar
 from .common import TrainError
 
@@ -25,8 +25,8 @@ LAYER_CHOICES = ("model", "sparse")
 SEARCH_EVERY = 5              # the sampled search reruns every 5 iterations (thesis §8.2.1)
 ASQ_FLAG = 1 << 31            # in the message's length word: one mean follows the indices
 
-__all__ = ["Compression", "LayerResidual", "RedSync", "decompress", "pack", "sparse_allgather",
-           "unpack"]
+__all__ = ["Compression", "LayerResidual", "RedSync", "decompress", "overlap_saving", "pack",
+           "sparse_allgather", "unpack"]
 
 
 @dataclass(frozen=True)
@@ -38,6 +38,7 @@ class Compression:
     quantize: str = "NONE"
     warmup_iter: int = 0
     layers: str = "model"     # Python API only: "model" (eq. 8-1 vs 8-2) or "sparse" (all)
+    clip_norm: float = 0.0    # Python API only: local gradient clipping (0: none), see RedSync
 
     @classmethod
     def from_proto(cls, parameter) -> "Compression":
@@ -65,6 +66,10 @@ class Compression:
                 or self.warmup_iter < 0:
             raise TrainError(f"compression warmup_iter must be an integer >= 0, got "
                              f"{self.warmup_iter!r}")
+        if isinstance(self.clip_norm, bool) or not isinstance(self.clip_norm, numbers.Real) \
+                or not math.isfinite(self.clip_norm) or self.clip_norm < 0:
+            raise TrainError(f"compression clip_norm must be a finite real >= 0 (0: no "
+                             f"clipping), got {self.clip_norm!r}")
         if self.quantize == "ASQ" and self.select == "SAMPLED":
             raise TrainError("compression: ASQ cannot be combined with the sampled search "
                              "(the reused threshold is for |x|, ASQ alternates the sign)")
@@ -103,14 +108,19 @@ class LayerResidual:
     """One layer's residual V and its compression (Algorithm 10's inner loop body)."""
 
     def __init__(self, size: int, config: Compression, *, output_layer: bool = False,
-                 machine=None, engine: str = "c"):
+                 machine=None, engine: str = "c", cgs: int = 1):
+        if output_layer and config.quantize == "ASQ":
+            raise TrainError("compression: ASQ is never applied to the output layer (thesis "
+                             "§8.2.2: its gradients carry the class scores); give the output "
+                             "layer quantize NONE")
         self.config = config
         self.residual = np.zeros(int(size), np.float32)
         self.k = max(1, round(config.density * self.residual.size))
-        self.quantize = config.quantize == "ASQ" and not output_layer   # never the output
+        self.quantize = config.quantize == "ASQ"
         self.threshold = None                   # the sampled search's, between searches
         self.machine = machine or Machine()
         self.engine = engine
+        self.cgs = cgs                          # core groups selecting, a part each
         self.seconds = 0.0                      # simulated seconds of the last compress
 
     def state(self) -> tuple:
@@ -139,7 +149,7 @@ class LayerResidual:
                 threshold = float(self.threshold)
         sign = ("positive" if iteration % 2 == 0 else "negative") if self.quantize else "abs"
         sel = select(self.residual, self.k, method=method, sign=sign, threshold=threshold,
-                     **run)
+                     cgs=self.cgs, **run)
         self.seconds += sel.stats.seconds
         if method == "binary":
             self.threshold = sel.threshold
@@ -148,6 +158,33 @@ class LayerResidual:
                                                -1.0, **run)
             self.seconds += stats.seconds
         return pack(sel.indices, sel.values, np.float32(sel.mean) if self.quantize else None)
+
+
+def overlap_saving(backward, blobs) -> float:
+    """The seconds a step saves when each sparse blob is compressed as soon as its layer's
+    backward is done (feed-forward nets): the CPEs run the layers' backward and the blobs'
+    selections in backward order, the network each blob's allgather as soon as its selection
+    and the allgather before are done, then the CPEs decompress each set once it arrived —
+    against all of these one after another. `backward`: (layer, seconds) in backward order;
+    `blobs`: (layer, select, allgather, decompress) seconds of the sparse blobs. The saving
+    is the allgather time hidden behind the CPEs' later work."""
+    pending = {}
+    for blob in blobs:
+        pending.setdefault(blob[0], []).append(blob[1:])
+    order = [(layer, seconds, pending.pop(layer, [])) for layer, seconds in backward]
+    order += [(layer, 0.0, rest) for layer, rest in pending.items()]   # not in the backward
+    cpes = network = 0.0
+    arrivals = []
+    for _, seconds, layer_blobs in order:
+        cpes += seconds
+        for select_s, allgather_s, decompress_s in layer_blobs:
+            cpes += select_s
+            network = max(network, cpes) + allgather_s
+            arrivals.append((network, decompress_s))
+    for arrival, decompress_s in arrivals:
+        cpes = max(cpes, arrival) + decompress_s
+    serial = sum(seconds for _, seconds in backward) + sum(sum(blob[1:]) for blob in blobs)
+    return serial - cpes
 
 
 def decompress(dense, messages, alpha: float, *, machine=None, engine: str = "c") -> tuple:
@@ -195,12 +232,13 @@ class RedSync:
     `dense` (an ``allreduce.GradientAllreduce``) for the first ``warmup_iter`` steps and for
     the blobs eq. 8-2 predicts faster; for the others the residual V += G (with DGC's momentum
     correction u = m u + G first when ``momentum`` > 0), the communication set of V on the
-    CPEs, one sparse allgather per blob, the sets added into the update on the CPEs, V and u
+    CPEs of `cgs` core groups (a part of V each, ``select``'s cgs=), one sparse allgather per
+    blob, the sets added into the update on the CPEs, V and u
     zeroed where sent (momentum-factor masking). With momentum the update it returns already
     carries it (``applies_momentum``: the Solver then updates with momentum 0)."""
 
     def __init__(self, dense, config: Compression, params, *, momentum: float = 0.0,
-                 config_name: str = "sw26010", engine: str = "c"):
+                 config_name: str = "sw26010", engine: str = "c", cgs: int = 1):
         self.dense, self.comm, self.size = dense, dense.comm, dense.size
         self.config = config.check(self.size)
         if config.method != "RGC":
@@ -215,15 +253,21 @@ class RedSync:
         self.total = params.buffer.size          # with the blobs' alignment padding
         output = blobs[-1][0].split("/")[0]        # the last parameterised layer: the output
         run = dict(machine=self.machine, engine=engine)
-        self.residuals = [LayerResidual(int(np.prod(shape)), config, **run,
-                                        output_layer=name.split("/")[0] == output)
-                          for name, (_, shape) in blobs]
+        unquantized = replace(config, quantize="NONE")     # the output layer's (the thesis')
+        self.residuals = []
+        for name, (_, shape) in blobs:
+            last = name.split("/")[0] == output
+            self.residuals.append(LayerResidual(int(np.prod(shape)),
+                                                unquantized if last else config, **run,
+                                                output_layer=last, cgs=cgs))
         reduction = ar.reduction_cost(config_name, dense.cgs)
         self.plan = [self._predict(name, offset, residual, reduction)
                      for (name, (offset, _)), residual in zip(blobs, self.residuals)]
         self.velocity = np.zeros(self.total, np.float32)   # u (momentum correction)
         self.iteration = 0
         self.step_bytes = 0           # what this rank sent in the last step
+        self.blob_seconds = []        # the last step's sparse blobs: (layer, select, allgather,
+                                      # decompress) seconds
 
     def _predict(self, name, offset, residual, reduction) -> LayerPlan:
         """Eq. 8-1 and 8-2 for one blob, the same on every rank: selection and decompression
@@ -232,7 +276,8 @@ class RedSync:
         network = self.dense.network
         synthetic = np.random.default_rng(0).standard_normal(n).astype(np.float32)
         method = "binary" if self.config.select == "SAMPLED" else SELECTS[self.config.select]
-        sel = select(synthetic, k, method=method, machine=self.machine, engine=self.engine)
+        sel = select(synthetic, k, method=method, machine=self.machine, engine=self.engine,
+                     cgs=residual.cgs)
         _, decompress_seconds = decompress(np.zeros(n, np.float32),
                                            [pack(sel.indices, sel.values)], 1.0,
                                            machine=self.machine, engine=self.engine)
@@ -245,6 +290,41 @@ class RedSync:
 
     def __call__(self, gradient: np.ndarray) -> tuple:
         iteration, self.iteration = self.iteration, self.iteration + 1
+        self.blob_seconds = []
+        gradient, clip_seconds = self._clip(gradient)
+        update, seconds = self._synchronise(gradient, iteration)
+        if self.config.clip_norm:
+            seconds["(redsync clip)"] = clip_seconds
+        return update, seconds
+
+    def overlap(self, backward, seconds: dict) -> float:
+        """The last step's `seconds` with its sparse blobs compressed as their layers'
+        backward (`backward`: the step's (layer, seconds), in backward order) is done: the
+        allgather time hidden (``overlap_saving``) taken off "(redsync allgather)"; returns
+        it."""
+        saved = overlap_saving(backward, self.blob_seconds)
+        if self.blob_seconds:
+            seconds["(redsync allgather)"] = max(0.0, seconds["(redsync allgather)"] - saved)
+        return saved
+
+    def _clip(self, gradient: np.ndarray) -> tuple:
+        """Local gradient clipping (DGC, for recurrent nets: the gradient after the whole
+        BPTT): this rank's gradient scaled to an L2 norm of at most clip_norm / sqrt(ranks),
+        so the ranks' sum stays within clip_norm; the norm and the scaling on the CPEs. Returns
+        (the gradient, simulated seconds)."""
+        if not self.config.clip_norm:
+            return gradient, 0.0
+        run = dict(machine=self.machine, engine=self.engine)
+        squares, stats = sum_of_squares(gradient, **run)
+        seconds = stats.seconds
+        limit = self.config.clip_norm / math.sqrt(self.size)
+        if squares > limit * limit:
+            gradient, stats = dnn.scale(gradient, limit / math.sqrt(squares), **run)
+            seconds += stats.seconds
+        return gradient, seconds
+
+    def _synchronise(self, gradient: np.ndarray, iteration: int) -> tuple:
+        """(the update, its seconds by part) of Algorithm 10's step `iteration`."""
         before = self.dense.traffic.bytes_sent
         run = dict(machine=self.machine, engine=self.engine)
         if iteration < self.config.warmup_iter:           # warm-up: all dense
@@ -269,6 +349,7 @@ class RedSync:
         for plan, residual in zip(self.plan, self.residuals):
             if not plan.sparse:
                 continue
+            before_blob = dict(seconds)
             part = slice(plan.offset, plan.offset + plan.size)
             grad = gradient[part]
             if self.applies_momentum:                     # momentum correction: u = m u + G
@@ -293,6 +374,9 @@ class RedSync:
             update[part], decompress_seconds = decompress(np.zeros(plan.size, np.float32),
                                                           messages, 1 / self.size, **run)
             seconds["(redsync decompress)"] += decompress_seconds
+            self.blob_seconds.append((plan.name.split("/")[0], *(
+                seconds[key] - before_blob[key] for key in (
+                    "(redsync select)", "(redsync allgather)", "(redsync decompress)"))))
         self.step_bytes = self.dense.traffic.bytes_sent - before + sent
         return update.reshape(gradient.shape), seconds
 

@@ -173,7 +173,13 @@ class Solver:
             replica.share_parameters(self.net)
         if compression.method == "RGC":       # RedSync (Algorithm 10) around the allreduce
             self.gradient_reducer = RedSync(gradient_reducer, compression, self.net.params,
-                                            momentum=s.momentum, config_name=self.config)
+                                            momentum=s.momentum, config_name=self.config,
+                                            cgs=cgs)
+        # feed-forward nets compress each blob as its layer's backward is done (issue 24); a
+        # recurrent net's gradients are complete only after the whole BPTT
+        self.overlaps_compression = compression.method == "RGC" and not any(
+            node.layer.param.type == "LSTM" for node in self.net.nodes)
+        self.overlap_saved = 0.0      # the last step's seconds saved by that overlap
         # with RedSync's momentum correction the reduced gradient already carries momentum
         self.momentum = 0.0 if getattr(self.gradient_reducer, "applies_momentum", False) \
             else s.momentum
@@ -227,6 +233,9 @@ class Solver:
             gradient = self._average_gradients(seconds)
             gradient, reducer_seconds = self.gradient_reducer(gradient)
             seconds.update(reducer_seconds)
+            if self.overlaps_compression:
+                slowest = max(runs, key=lambda r: r.total_seconds)
+                self.overlap_saved = self.gradient_reducer.overlap(slowest.backward, seconds)
             lr = learning_rate(self.solver, self.step_count)
             seconds["(update)"] = self.update(gradient, lr)
         self.step_count += 1

@@ -11,6 +11,12 @@
 #   sel_radix      radix select: the exact J_K-th largest key, 8 bits per pass from the top.
 #   sel_compact    stream compaction: the (index, value) of every element above J_THR, in
 #                  element order, from the per-CPE counts the two entries above leave.
+#   sel_trimmed    trimmed top-k in one launch: the TRIMMED threshold; if more than J_K are
+#                  above, each CPE compacts its survivors into its own part of J_SCR_IDX /
+#                  J_SCR_VAL (at its first element's position), radix select of the top J_K
+#                  among all survivors, and the compaction of those through their indices.
+#   sel_sumsq      the sum of the squares of the J_N f32 at J_X (double: R_SUM), for local
+#                  gradient clipping.
 #   sel_scatter_add  decompression, the sparse-into-dense axpy: dense[J_IDX[i]] +=
 #                  J_ALPHA * J_X[i] in binary32 (multiply, then add), by global loads and
 #                  stores; the indices of one launch must differ (one received set).
@@ -48,12 +54,14 @@
 	J_RESULT = 128        # the result record (RESULT_BYTES)
 	J_DENSE = 136         # sel_scatter_add: the dense f32 array, the scale (a double)
 	J_ALPHA = 144
-	JOB_BYTES = 160
+	J_SCR_IDX = 152       # sel_trimmed: scratch for the survivors, J_N int32 and J_N f32
+	J_SCR_VAL = 160
+	JOB_BYTES = 192
 
 	R_THR = 0             # threshold bits
 	R_NNZ = 8             # elements selected
 	R_PASSES = 16         # passes over the data after the statistics
-	R_SUM = 24            # sum |x| (double)
+	R_SUM = 24            # sum |x| (double; sel_sumsq: sum x^2)
 	R_MAX = 32            # largest key
 	R_SELSUM = 40         # sel_compact: sum of the selected values (double)
 	RESULT_BYTES = 64
@@ -87,6 +95,9 @@ PASS_RA:
 BODY_RA:
 	.skip	8
 RA:	.skip	8
+SUB_RA:	.skip	8             # the return of the routines the entries call (stats, ...)
+STAGE_RA:
+	.skip	8             # trimmed_threshold's (it calls count_at)
 OFFSET:	.skip	8             # sel_compact: elements written before this CPE's buffer
 MEAN:	.skip	8             # statistics (doubles)
 MAXV:	.skip	8
@@ -138,6 +149,16 @@ select_ldm_end:
 	ldi	$16, 32($16)
 	subl	$17, 1, $17
 	bgt	$17, \loop
+	.endm
+
+# ZERO_VECTORS buf, vectors: `vectors` zero vectors at LDM buf (labels 1). Clobbers $1, $2.
+	.macro	ZERO_VECTORS buf, vectors
+	ldi	$1, \buf($31)
+	ldi	$2, \vectors
+1:	vstd	$31, 0($1)
+	ldi	$1, 32($1)
+	subl	$2, 1, $2
+	bgt	$2, 1b
 	.endm
 
 # VMASKS: the key masks in every word of $23, $24.
@@ -366,6 +387,7 @@ pass:
 
 	ALLREDUCE allreduce_stats, RED, 1, COMBINE_STATS
 	ALLREDUCE allreduce_hist, GHIST, BINS / 4, COMBINE_COUNTS
+	ALLREDUCE allreduce_counts, CNTS, CPES / 4, COMBINE_COUNTS
 
 # stats_body: $20 the largest key in each word lane, $21 + $22 the sum of |x| in double
 # ($25 clears a double's sign).
@@ -401,11 +423,37 @@ count_body:
 	ret
 	.end	count_body
 
+# lanes_sum: $2 = the sum of the 4 double lanes of $21 + $22 (a fixed order). Clobbers $3, $4.
+	.ent	lanes_sum
+lanes_sum:
+	vaddd	$21, $22, $21
+	vextf	$21, 0, $2
+	vextf	$21, 1, $3
+	faddd	$2, $3, $2
+	vextf	$21, 2, $3
+	vextf	$21, 3, $4
+	faddd	$3, $4, $3
+	faddd	$2, $3, $2
+	ret
+	.end	lanes_sum
+
+# sumsq_body: $21 + $22 the sum of x^2 in double (f32 squared in double: exact).
+	.ent	sumsq_body
+sumsq_body:
+	VECTORS
+1:	vlds	$2, 0($16)
+	vlds	$3, 16($16)
+	vmad	$2, $2, $21, $21
+	vmad	$3, $3, $22, $22
+	NEXT_VECTOR 1b
+	ret
+	.end	sumsq_body
+
 # stats: MEAN = sum |x| / N (at most MAXV) and MAXV = the largest key (a float), over the
 # core group.
 	.ent	stats
 stats:
-	stl	$26, RA + 8($31)      # (RA is the entry's)
+	stl	$26, SUB_RA($31)
 	VMASKS
 	vaddw	$31, $31, $20
 	vaddd	$31, $31, $21
@@ -422,14 +470,7 @@ stats:
 	cmplt	$1, $2, $3
 	selne	$3, $2, $1, $1
 	.endr
-	vaddd	$21, $22, $21
-	vextf	$21, 0, $2
-	vextf	$21, 1, $3
-	faddd	$2, $3, $2
-	vextf	$21, 2, $3
-	vextf	$21, 3, $4
-	faddd	$3, $4, $3
-	faddd	$2, $3, $2
+	bsr	$26, lanes_sum
 	vinsf	$2, $31, 0, $5
 	vinsf	$1, $5, 1, $5
 	vstd	$5, RED($31)
@@ -449,7 +490,7 @@ stats:
 	fbeq	$3, 1f
 	mov	$1, $2
 1:	fstd	$2, MEAN($31)         # at most MAXV (signed keys): thresholds fall as r does
-	ldl	$26, RA + 8($31)
+	ldl	$26, SUB_RA($31)
 	ret
 	.end	stats
 
@@ -457,7 +498,7 @@ stats:
 # one more pass; returns the total in $0.
 	.ent	count_at
 count_at:
-	stl	$26, RA + 8($31)
+	stl	$26, SUB_RA($31)
 	stl	$16, RES + R_THR($31)
 	vcpyw	$16, $22
 	VMASKS
@@ -479,7 +520,7 @@ count_at:
 	ldl	$1, RES + R_PASSES($31)
 	addl	$1, 1, $1
 	stl	$1, RES + R_PASSES($31)
-	ldl	$26, RA + 8($31)
+	ldl	$26, SUB_RA($31)
 	ret
 	.end	count_at
 
@@ -523,18 +564,13 @@ finish:
 	ret
 	.end	finish
 
-	ENTRY	sel_threshold
-	ldl	$1, JOB + J_METHOD($31)
-	cmpeq	$1, METHOD_FIXED, $2
-	beq	$2, 1f
-	ldl	$16, JOB + J_THR($31)
-	bsr	$26, count_at
-	br	9f
-1:	bsr	$26, stats
-	ldl	$1, JOB + J_METHOD($31)
-	cmpeq	$1, METHOD_BINARY, $2
-	bne	$2, 20f
-	ldl	$1, JOB + J_START($31)   # trimmed: r from J_START down by J_STEP
+# trimmed_threshold: after stats, Algorithm 11's first stage: r from J_START down by J_STEP
+# until at least J_K keys are above, below r = 0 every nonzero key; count_at's results (the
+# total in $0, RES, MINE).
+	.ent	trimmed_threshold
+trimmed_threshold:
+	stl	$26, STAGE_RA($31)
+	ldl	$1, JOB + J_START($31)
 	stl	$1, RATIO($31)
 2:	fldd	$16, RATIO($31)
 	bsr	$26, threshold_bits
@@ -553,6 +589,23 @@ finish:
 	fsubd	$1, $2, $1
 	fstd	$1, RATIO($31)
 	br	2b
+9:	ldl	$26, STAGE_RA($31)
+	ret
+	.end	trimmed_threshold
+
+	ENTRY	sel_threshold
+	ldl	$1, JOB + J_METHOD($31)
+	cmpeq	$1, METHOD_FIXED, $2
+	beq	$2, 1f
+	ldl	$16, JOB + J_THR($31)
+	bsr	$26, count_at
+	br	9f
+1:	bsr	$26, stats
+	ldl	$1, JOB + J_METHOD($31)
+	cmpeq	$1, METHOD_BINARY, $2
+	bne	$2, 20f
+	bsr	$26, trimmed_threshold
+	br	9f
 20:	stl	$31, LEFT($31)        # binary search: r in [LEFT, RIGHT]
 	ldi	$1, 0x3FF
 	sll	$1, 52, $1
@@ -638,7 +691,11 @@ hist_body:
 2:	ret
 	.end	hist_body
 
-	ENTRY	sel_radix
+# radix: the exact J_K-th largest key of this CPE's elements over the core group: RES's
+# threshold (the key - 1, keeping its ties; 0: every nonzero key) and total, MINE.
+	.ent	radix
+radix:
+	stl	$26, SUB_RA($31)
 	ldl	$1, JOB + J_K($31)
 	stl	$1, NEED($31)
 	stl	$31, PREFIX($31)
@@ -648,12 +705,7 @@ hist_body:
 	stl	$1, SHIFT($31)
 	ldi	$1, hist_body
 	stl	$1, BODY($31)
-1:	ldi	$1, HIST($31)         # a pass: the histogram of the next digit
-	ldi	$2, BINS / 4
-2:	vstd	$31, 0($1)
-	ldi	$1, 32($1)
-	subl	$2, 1, $2
-	bgt	$2, 2b
+2:	ZERO_VECTORS HIST, BINS / 4   # a pass: the histogram of the next digit
 	ldl	$22, SHIFT($31)
 	ldl	$23, JOB + J_AND($31)
 	ldl	$24, JOB + J_XOR($31)
@@ -702,7 +754,7 @@ hist_body:
 	ldl	$1, SHIFT($31)
 	subl	$1, 8, $1
 	stl	$1, SHIFT($31)
-	bge	$1, 1b
+	bge	$1, 2b
 	ldl	$1, PREFIX($31)       # the key: threshold key - 1 keeps its ties (0: nonzero keys)
 	ldl	$2, ABOVE($31)
 	beq	$1, 6f
@@ -717,6 +769,12 @@ hist_body:
 	stl	$7, MINE($31)
 6:	stl	$1, RES + R_THR($31)
 	stl	$2, RES + R_NNZ($31)
+	ldl	$26, SUB_RA($31)
+	ret
+	.end	radix
+
+	ENTRY	sel_radix
+	bsr	$26, radix
 	bsr	$26, finish
 	LEAVE	sel_radix
 
@@ -786,28 +844,49 @@ flush:
 2:	ret
 	.end	flush
 
-	ENTRY	sel_compact
-	ldl	$2, JOB + J_COUNTS($31)   # OFFSET: the counts of the CPEs before this one
-	ldi	$3, CPES * 8
-	ldi	$4, DMA_GET
-	ldi	$5, REPLY
-	stw	$31, REPLY($31)
-	MAKE_DESC_REGS $6, $4, $3, $31, $31, $5
-	ldi	$7, CNTS
-	dma	$6, $2, $7
-1:	ldw	$1, REPLY($31)
-	beq	$1, 1b
+# offset: OFFSET = the counts at CNTS of the CPEs before this one, RES's total = all of them.
+	.ent	offset
+offset:
 	ldl	$1, MYID($31)
-	clr	$2
+	clr	$2                    # the CPEs before
+	clr	$5                    # all
+	clr	$7                    # the CPE of the count
 	ldi	$3, CNTS($31)
-	beq	$1, 3f
-2:	ldl	$4, 0($3)
+1:	ldl	$4, 0($3)
+	addl	$5, $4, $5
+	cmplt	$7, $1, $8
+	seleq	$8, $31, $4, $4
 	addl	$2, $4, $2
 	ldi	$3, 8($3)
-	subl	$1, 1, $1
-	bgt	$1, 2b
-3:	stl	$2, OFFSET($31)
-	ldl	$22, JOB + J_THR($31)
+	addl	$7, 1, $7
+	cmplt	$7, CPES, $8
+	bne	$8, 1b
+	stl	$2, OFFSET($31)
+	stl	$5, RES + R_NNZ($31)
+	ret
+	.end	offset
+
+# gather_counts: every CPE's MINE at CNTS (a reduction of the 64 slots, each CPE's own
+# filled), then OFFSET.
+	.ent	gather_counts
+gather_counts:
+	stl	$26, SUB_RA($31)
+	ZERO_VECTORS CNTS, CPES / 4
+	ldl	$1, MYID($31)
+	s8addl	$1, $31, $1
+	ldl	$2, MINE($31)
+	stl	$2, CNTS($1)
+	bsr	$26, allreduce_counts
+	bsr	$26, offset
+	ldl	$26, SUB_RA($31)
+	ret
+	.end	gather_counts
+
+# compact: the elements whose key is above $22 (threshold bits) to J_OUT_IDX / J_OUT_VAL from
+# OFFSET on, and RES's sum of the selected values over the core group.
+	.ent	compact
+compact:
+	stl	$26, SUB_RA($31)
 	ldl	$23, JOB + J_AND($31)
 	ldl	$24, JOB + J_XOR($31)
 	ldi	$20, OUTI($31)
@@ -822,6 +901,38 @@ flush:
 	bsr	$26, allreduce_stats
 	fldd	$1, RED($31)
 	fstd	$1, RES + R_SELSUM($31)
+	ldl	$26, SUB_RA($31)
+	ret
+	.end	compact
+
+# swap_outputs: J_OUT_IDX / J_OUT_VAL exchanged with J_SCR_IDX / J_SCR_VAL (compact's outputs).
+	.ent	swap_outputs
+swap_outputs:
+	ldl	$1, JOB + J_OUT_IDX($31)
+	ldl	$2, JOB + J_SCR_IDX($31)
+	ldl	$3, JOB + J_OUT_VAL($31)
+	ldl	$4, JOB + J_SCR_VAL($31)
+	stl	$2, JOB + J_OUT_IDX($31)
+	stl	$1, JOB + J_SCR_IDX($31)
+	stl	$4, JOB + J_OUT_VAL($31)
+	stl	$3, JOB + J_SCR_VAL($31)
+	ret
+	.end	swap_outputs
+
+	ENTRY	sel_compact
+	ldl	$2, JOB + J_COUNTS($31)   # the counts the entry before left
+	ldi	$3, CPES * 8
+	ldi	$4, DMA_GET
+	ldi	$5, REPLY
+	stw	$31, REPLY($31)
+	MAKE_DESC_REGS $6, $4, $3, $31, $31, $5
+	ldi	$7, CNTS
+	dma	$6, $2, $7
+1:	ldw	$1, REPLY($31)
+	beq	$1, 1b
+	bsr	$26, offset
+	ldl	$22, JOB + J_THR($31)
+	bsr	$26, compact
 	ldl	$2, MYID($31)
 	s8addl	$2, $31, $2
 	ldl	$3, CNTS($2)
@@ -830,6 +941,51 @@ flush:
 	stl	$1, RES + R_THR($31)
 	bsr	$26, finish
 	LEAVE	sel_compact
+
+	ENTRY	sel_trimmed
+	bsr	$26, stats
+	bsr	$26, trimmed_threshold
+	ldl	$1, JOB + J_K($31)
+	cmple	$0, $1, $1
+	bne	$1, 8f                # at most J_K above: they are the set
+	ldl	$1, LO($31)           # the survivors to this CPE's part of the scratch
+	stl	$1, OFFSET($31)
+	bsr	$26, swap_outputs
+	ldl	$22, RES + R_THR($31)
+	bsr	$26, compact
+	bsr	$26, swap_outputs
+	ldl	$1, LO($31)           # from now on this CPE's elements are its survivors
+	ldl	$2, MINE($31)
+	addl	$1, $2, $2
+	stl	$2, HI($31)
+	ldl	$1, JOB + J_SCR_VAL($31)
+	stl	$1, JOB + J_X($31)
+	bsr	$26, radix
+	ldl	$1, JOB + J_SCR_IDX($31)   # the last compaction takes the survivors' indices
+	stl	$1, JOB + J_IDX($31)
+	ldi	$1, 2
+	stl	$1, NREQ($31)
+8:	bsr	$26, gather_counts
+	ldl	$22, RES + R_THR($31)
+	bsr	$26, compact
+	bsr	$26, finish
+	LEAVE	sel_trimmed
+
+	ENTRY	sel_sumsq
+	vaddd	$31, $31, $21
+	vaddd	$31, $31, $22
+	ldi	$1, sumsq_body
+	stl	$1, BODY($31)
+	bsr	$26, pass
+	bsr	$26, lanes_sum
+	vinsf	$2, $31, 0, $5
+	vstd	$5, RED($31)
+	bsr	$26, allreduce_stats
+	fldd	$2, RED($31)
+	fstd	$2, RES + R_SUM($31)
+	stl	$31, MINE($31)
+	bsr	$26, finish
+	LEAVE	sel_sumsq
 
 # scatter_body: dense[index] = dense[index] + alpha value for the block, one global load and
 # store per element (at most one outstanding per CPE: the loop waits for each).

@@ -9,13 +9,15 @@ the mean of one binary search and SAMPLED_REUSES reuses of its threshold (search
 iterations). Sizes above those simulated are extrapolated with the straight line through the
 two largest simulated sizes (every pass streams the data, so the time is linear in the size
 for a fixed number of passes); the line through the two smallest is checked against the
-largest simulated size first (`validation`).
+largest simulated size first (`validation`). Each selector also runs on the chip's CHIP_CGS
+core groups at once (`select(..., cgs=4)`: each CG a contiguous quarter and its share of k),
+and its passes over the data give a DMA bound: passes x bytes / (CGs x 30.94 GB/s).
 
 Scaling: per iteration = compute + communication (+ selection and decompression for RGC) at
 1..128 nodes, layer by layer: each layer is sent sparse (eq. 8-1) or dense (eq. 8-2, its own
 Rabenseifner allreduce), whichever the model predicts faster, with the selector the thesis
 uses for it (trimmed top-k for conv layers over 128 KB, binary search for FC layers). Compute
-per iteration: the thesis' Table 7.2 single-node img/s at 32 images per node (a thesis figure,
+per iteration: the selection on CHIP_CGS core groups; the thesis' Table 7.2 single-node img/s at 32 images per node (a thesis figure,
 not simulated here). Network: hostlib/train/allreduce.py's Sunway α-β model and the VM's
 reduction γ. Decompression γ1: the CPEs' scatter_add of one received set, simulated at
 DECOMPRESS_ELEMENTS and fitted with a line (one launch per set: p launches per layer).
@@ -44,29 +46,48 @@ IMAGES_PER_NODE = 32
 TRIMMED_ABOVE_BYTES = 128 << 10           # thesis §8.3: trimmed top-k for conv layers > 128 KB
 DECOMPRESS_ELEMENTS = (1 << 10, 1 << 13)  # one received set, into a layer 1000x larger
 THESIS_ASQ_GAIN_128 = {"AlexNet": 1.24, "ResNet-50": 1.10, "VGG-16": 1.21}
+CHIP_CGS = 4
+DMA_BYTES_PER_SECOND = 30.94e9            # per CG (MACHINE.md: the measured DMA peak)
 
 
-def selection_seconds(nbytes: int, engine: str = "c", seed: int = 0) -> dict:
-    """{selector: simulated seconds of one selection} at `nbytes` of float32."""
+def selection_seconds(nbytes: int, engine: str = "c", seed: int = 0, cgs: int = 1) -> dict:
+    """{selector: simulated seconds of one selection on `cgs` core groups} at `nbytes` of
+    float32, and {selector: its passes over the data} under "passes"."""
     n = nbytes // 4
     x = np.random.default_rng(seed).uniform(-1, 1, n).astype(np.float32)
     k = max(1, round(DENSITY * n))
     machine = Machine()
     clock = machine.config.clock_hz
-    seconds = {}
+    seconds, passes = {}, {}
     for method in ("radix", "trimmed", "binary"):
-        sel = select(x, k, method=method, machine=machine, engine=engine)
+        sel = select(x, k, method=method, machine=machine, engine=engine, cgs=cgs)
         seconds[method] = _cycles(sel) / clock
+        passes[method] = _full_passes(method, sel.passes)
         if method == "binary":
             reuse = select(x, k, method="sampled", threshold=float(sel.threshold),
-                           machine=machine, engine=engine)
+                           machine=machine, engine=engine, cgs=cgs)
             seconds["sampled"] = (_cycles(sel) + SAMPLED_REUSES * _cycles(reuse)) / clock / (
                 SAMPLED_REUSES + 1)
-    return seconds
+            passes["sampled"] = (passes[method] + SAMPLED_REUSES * _full_passes(
+                "sampled", reuse.passes)) / (SAMPLED_REUSES + 1)
+    return dict(seconds, passes=passes)
+
+
+def _full_passes(method: str, counted: int) -> int:
+    """Passes over the whole layer: the kernels' counted ones (counts, histograms), the
+    statistics pass of the threshold searches and the compaction; trimmed's 4 radix passes
+    over the survivors and their compaction are not counted (~10 % of the layer each)."""
+    if method == "radix":
+        return counted + 1
+    if method == "trimmed":
+        return counted - 4 + 2 + 1          # counts, statistics, survivors' compaction
+    return counted + (1 if method == "sampled" else 2)
 
 
 def _cycles(sel) -> int:
-    return sum(part.run.cycles for part in sel.stats.parts)
+    """Every launch's cycles, spawn included; launches on several CGs: the slowest's."""
+    return sum(max(run.cycles for run in part.details.get("runs", [part.run]))
+               for part in sel.stats.parts)
 
 
 def _line(points):
@@ -75,9 +96,9 @@ def _line(points):
     return lambda x: y0 + slope * (x - x0)
 
 
-def selection_table(quick: bool = False, engine: str = "c") -> dict:
+def selection_table(quick: bool = False, engine: str = "c", cgs: int = 1) -> dict:
     sizes = QUICK_SIMULATED_BYTES if quick else SIMULATED_BYTES
-    simulated = {size: selection_seconds(size, engine) for size in sizes}
+    simulated = {size: selection_seconds(size, engine, cgs=cgs) for size in sizes}
     table, validation, fits = {}, {}, {}
     for method in SELECTORS:
         check = _line([(s, simulated[s][method]) for s in sizes[:2]])
@@ -86,7 +107,7 @@ def selection_table(quick: bool = False, engine: str = "c") -> dict:
         table[method] = {size: (simulated[size][method] if size in simulated
                                 else fits[method](size)) for size in REPORTED_BYTES}
     return {"simulated_bytes": list(sizes), "seconds": table, "validation": validation,
-            "fits": fits}
+            "fits": fits, "cgs": cgs, "passes": simulated[sizes[-1]]["passes"]}
 
 
 # ---- the scaling model ----------------------------------------------------------------------
@@ -153,13 +174,12 @@ def iteration(network, p: int, scheme: str, select_seconds, net: ar.Network,
     return parts
 
 
-def scaling_table(select_seconds, quick: bool = False, engine: str = "c") -> dict:
+def scaling_table(select_seconds, engine: str = "c") -> dict:
     net = ar.Network()
     reduction = ar.reduction_cost(cgs=1)
     decompress = decompress_fit(engine)
-    names = ("alexnet",) if quick else ("alexnet", "vgg16", "resnet50")
     table = {}
-    for key in names:
+    for key in ("alexnet", "vgg16", "resnet50"):
         network = train_nets.NETWORKS[key]
         table[network.name] = {p: {scheme: iteration(network, p, scheme, select_seconds, net,
                                                        reduction, decompress)
@@ -174,18 +194,20 @@ def _total(parts) -> float:
 
 def run(quick: bool = False, engine: str = "c") -> dict:
     selection = selection_table(quick, engine)
-    scaling = scaling_table(selection["fits"], quick, engine)
-    return {"quick": quick, "density": DENSITY, "selection": selection, "scaling": scaling}
+    chip = selection_table(quick, engine, cgs=CHIP_CGS)
+    scaling = scaling_table(chip["fits"], engine)
+    return {"quick": quick, "density": DENSITY, "selection": selection, "chip": chip,
+            "scaling": scaling}
 
 
 def to_json(result) -> dict:
-    sel = result["selection"]
     return {
         "density": result["density"], "quick": result["quick"],
-        "selection": {"simulated_bytes": sel["simulated_bytes"],
-                      "validation_error": sel["validation"],
-                      "seconds_per_100": {m: {str(b): 100 * t for b, t in row.items()}
-                                          for m, row in sel["seconds"].items()}},
+        **{key: {"cgs": sel["cgs"], "simulated_bytes": sel["simulated_bytes"],
+                 "validation_error": sel["validation"], "passes": sel["passes"],
+                 "seconds_per_100": {m: {str(b): 100 * t for b, t in row.items()}
+                                     for m, row in sel["seconds"].items()}}
+           for key, sel in (("selection", result["selection"]), ("chip", result["chip"]))},
         "scaling": {name: {str(p): {s: dict(parts, total=_total(parts))
                                     for s, parts in row.items()} for p, row in rows.items()}
                     for name, rows in result["scaling"].items()},
@@ -193,25 +215,12 @@ def to_json(result) -> dict:
 
 
 def format_report(result) -> str:
-    sel = result["selection"]
-    lines = [f"Selection of the top {100 * DENSITY:g} % (Fig. 8.3): ms for 100 selections, one "
-             f"CG, uniform data; simulated at "
-             f"{', '.join(_size(b) for b in sel['simulated_bytes'])}, larger sizes "
-             f"extrapolated (*)",
-             f"{'size':>8} " + " ".join(f"{m:>9}" for m in SELECTORS) +
-             f" {'radix/best':>10} {'send@3.5GB/s':>12}"]
-    for size in REPORTED_BYTES:
-        row = {m: 100 * sel["seconds"][m][size] * 1e3 for m in SELECTORS}
-        mark = " " if size in sel["simulated_bytes"] else "*"
-        best = min(row[m] for m in SELECTORS if m != "radix")
-        lines.append(f"{_size(size):>7}{mark} " + " ".join(f"{row[m]:9.2f}" for m in SELECTORS)
-                     + f" {row['radix'] / best:10.2f}"
-                     f" {100 * size / THESIS_NETWORK_BYTES_PER_SECOND * 1e3:12.2f}")
-    lines.append("validation (line through the two smallest sizes at the largest): " + ", ".join(
-        f"{m} {100 * e:+.1f} %" for m, e in sel["validation"].items()))
-    lines.append("")
+    lines = []
+    for sel in (result["selection"], result["chip"]):
+        lines += _selection_report(sel)
     lines.append(f"Scaling model (Figs. 8.7-8.10): ms per iteration, {IMAGES_PER_NODE} images "
-                 f"per node, compute from Table 7.2; density {100 * DENSITY:g} %")
+                 f"per node, compute from Table 7.2, selection on {CHIP_CGS} CGs; density "
+                 f"{100 * DENSITY:g} %")
     for name, rows in result["scaling"].items():
         lines.append(f"{name}: {'nodes':>5} {'dense':>9} {'RGC':>9} {'RGC+ASQ':>9} "
                      f"{'ASQ/RGC':>8} {'dense/ASQ':>9}  RGC+ASQ: select comm decomp (sparse "
@@ -226,6 +235,33 @@ def format_report(result) -> str:
             lines.append(f"{'':{len(name) + 1}} thesis ASQ/RGC at 128 nodes: "
                          f"{THESIS_ASQ_GAIN_128[name]:.2f}")
     return "\n".join(lines)
+
+
+def _selection_report(sel) -> list:
+    cgs = sel["cgs"]
+    lines = [f"Selection of the top {100 * DENSITY:g} % (Fig. 8.3): ms for 100 selections, "
+             f"{cgs} CG{'s' if cgs > 1 else ''}, uniform data; simulated at "
+             f"{', '.join(_size(b) for b in sel['simulated_bytes'])}, larger sizes "
+             f"extrapolated (*)",
+             f"{'size':>8} " + " ".join(f"{m:>9}" for m in SELECTORS) +
+             f" {'radix/best':>10} {'send@3.5GB/s':>12}"]
+    for size in REPORTED_BYTES:
+        row = {m: 100 * sel["seconds"][m][size] * 1e3 for m in SELECTORS}
+        mark = " " if size in sel["simulated_bytes"] else "*"
+        best = min(row[m] for m in SELECTORS if m != "radix")
+        lines.append(f"{_size(size):>7}{mark} " + " ".join(f"{row[m]:9.2f}" for m in SELECTORS)
+                     + f" {row['radix'] / best:10.2f}"
+                     f" {100 * size / THESIS_NETWORK_BYTES_PER_SECOND * 1e3:12.2f}")
+    lines.append("validation (line through the two smallest sizes at the largest): " + ", ".join(
+        f"{m} {100 * e:+.1f} %" for m, e in sel["validation"].items()))
+    largest = REPORTED_BYTES[-1]
+    lines.append(f"DMA bound at {_size(largest)}: passes over the data x bytes / ({cgs} x "
+                 f"{DMA_BYTES_PER_SECOND / 1e9:g} GB/s), ms for 100 (passes at "
+                 f"{_size(sel['simulated_bytes'][-1])}): " + ", ".join(
+                     f"{m} {100 * p * largest / (cgs * DMA_BYTES_PER_SECOND) * 1e3:.1f} "
+                     f"({p:g})" for m, p in sel["passes"].items()))
+    lines.append("")
+    return lines
 
 
 def _size(nbytes: int) -> str:

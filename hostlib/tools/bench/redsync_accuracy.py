@@ -51,13 +51,15 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     comm = world()
     steps = QUICK_STEPS if args.quick else STEPS
-    rows = [train(comm, name, compression, steps) for name, compression in RUNS]
-    if comm.Get_rank() == 0:
-        dense = np.mean(rows[0]["bytes_sent"])
-        for row in rows:
+    rows = []
+    for name, compression in RUNS:          # each row printed when done: the runs are long
+        rows.append(train(comm, name, compression, steps))
+        if comm.Get_rank() == 0:
+            row, dense = rows[-1], np.mean(rows[0]["bytes_sent"])
             print(f"{row['run']:14} test accuracy {100 * row['test_accuracy']:6.2f} %  "
                   f"loss {row['final_loss']:.4f}  bytes per rank {row['bytes_sent']} "
-                  f"({100 * np.mean(row['bytes_sent']) / dense:.2f} % of dense)")
+                  f"({100 * np.mean(row['bytes_sent']) / dense:.2f} % of dense)", flush=True)
+    if comm.Get_rank() == 0:
         if args.json:
             with open(args.json, "w") as f:
                 json.dump(rows, f, indent=1)
