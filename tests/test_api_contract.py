@@ -202,3 +202,41 @@ def test_max_pooling_returns_its_indices_when_asked():
     assert np.array_equal(np.take_along_axis(flat, indices.reshape(2, 4), 1).reshape(y.shape), y)
     with pytest.raises(ArgumentError, match="return_indices"):
         dnn.pool2d_forward(POOL_X, 2, mode="avg", return_indices=True)
+
+
+# NaN in an array is data, not an error (as in numpy and PyTorch): it flows through the CPEs'
+# IEEE arithmetic to exactly the outputs that depend on it. The references below are numpy's.
+NAN_DATA = [
+    ("add", "a", lambda a, b, alpha: a + alpha * b),
+    ("scale", "x", lambda x, alpha: alpha * x),
+    ("gemm", "B", lambda A, B: A @ B),
+    ("linear_forward", "w", lambda x, w, bias: x @ w.T + bias),
+    ("activation_forward", "x", lambda x, mode: np.tanh(x)),
+    ("transform", "x", lambda x, src_layout, dst_layout: x.transpose(1, 0, 2, 3)),
+    ("pool2d_forward", "x", lambda x, kernel_size, mode:
+        x.reshape(1, 2, 2, 2, 2, 2).mean(axis=(3, 5))),
+]
+
+
+@pytest.mark.parametrize("op, arg, reference", NAN_DATA, ids=[c[0] for c in NAN_DATA])
+def test_nan_in_an_array_reaches_the_outputs_numpy_says(op, arg, reference):
+    function, good = OPERATORS[op]
+    args = dict(good)
+    args[arg] = good[arg].copy()
+    args[arg].flat[1] = np.nan
+    result, _ = function(**args)
+    want = reference(**args)
+    assert result.shape == want.shape
+    assert np.array_equal(np.isnan(result), np.isnan(want)), (np.isnan(result), np.isnan(want))
+    assert np.isnan(want).any()
+
+
+def test_nan_meets_relu_as_a_comparison():
+    """ReLU compares: forward keeps the NaN (numpy's maximum), backward gives 0 where x is NaN
+    (x > 0 is false: PyTorch's threshold_backward)."""
+    x = V8.copy()
+    x[1] = np.nan
+    y, _ = dnn.activation_forward(x, mode="relu")
+    dx, _ = dnn.activation_backward(dy=np.ones(8), x=x, mode="relu")
+    assert np.array_equal(np.isnan(y), np.isnan(np.maximum(x, 0)))
+    assert dx[1] == 0 and not np.isnan(dx).any()

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import assume, given, settings, strategies as st
 
 from swsim.hostlib import autodnn as ad
 from swsim.hostlib.autodnn import ir
@@ -241,8 +241,7 @@ def test_generated_conv_zero_pads_odd_shapes_and_padding(batch, n_i, n_o, r_i, c
     convolution's own padding, run through the zero-padded schedules (thesis 4.2.4); strides
     are the seed's index coefficients."""
     from swsim.hostlib.dnn import conv
-    if r_i + 2 * pr < k[0] or c_i + 2 * pc < k[1]:
-        return
+    assume(r_i + 2 * pr >= k[0] and c_i + 2 * pc >= k[1])
     rng = np.random.default_rng(batch + n_i + n_o)
     x = rng.standard_normal((r_i, c_i, n_i, batch)).astype(dtype)          # RCNB
     w = rng.standard_normal((n_o, n_i, *k)).astype(dtype)
@@ -267,8 +266,7 @@ def test_generated_backward_data_is_the_flipped_forward(batch, n_i, n_o, r_i, c_
     > 1 runs on dy dilated."""
     from swsim.hostlib.dnn import conv
     pr, pc = pad.draw(st.integers(0, k[0] - 1)), pad.draw(st.integers(0, k[1] - 1))
-    if r_i + 2 * pr < k[0] or c_i + 2 * pc < k[1]:
-        return
+    assume(r_i + 2 * pr >= k[0] and c_i + 2 * pc >= k[1])
     rng = np.random.default_rng(batch + n_i + n_o + r_i)
     w = rng.standard_normal((n_o, n_i, *k))
     (sr, sc) = stride
@@ -449,8 +447,7 @@ def test_resident_input_is_fetched_once_and_engines_agree():
 def test_generated_backward_filter_against_numpy(batch, n_i, n_o, r_i, c_i, k, stride, pad):
     """dW of odd shapes (zero-padded channels and batch, padding, strides) against numpy."""
     from swsim.hostlib.dnn import conv
-    if r_i + 2 * pad < k[0] or c_i + 2 * pad < k[1]:
-        return
+    assume(r_i + 2 * pad >= k[0] and c_i + 2 * pad >= k[1])
     rng = np.random.default_rng(batch + n_i + n_o + r_i + c_i)
     r_o, c_o = ((size + 2 * pad - kk) // stride + 1 for size, kk in zip((r_i, c_i), k))
     x, dy = rng.standard_normal((r_i, c_i, n_i, batch)), rng.standard_normal((r_o, c_o, n_o,

@@ -16,7 +16,7 @@ from swsim.hostlib import dnn
 from swsim.hostlib.blas.swgemm import gemm
 from swsim.vm import Machine, VMFault
 
-resource = pytest.importorskip("resource")
+import resource  # noqa: E402
 BROADCAST = np.broadcast_to(np.ones(1), (50_000, 50_000))   # 20 GB from one element
 
 CPU_SECONDS = 60

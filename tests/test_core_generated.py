@@ -1,6 +1,7 @@
 """The C core and the Python side agree by construction: its enums, sizes and configuration
 struct are generated from the Python definitions, it reads every engine parameter and no
 host-only one, and its semantic dispatch has an explicit case for every instruction."""
+import importlib.util
 import os
 import re
 
@@ -12,7 +13,7 @@ from swsim.vm import VMConfig, engine_defs
 from swsim.vm.config import ENGINE_PARAMETERS, PARAMETERS
 from swsim.vm.engine_api import EngineJob
 
-cengine = pytest.importorskip("swsim.vm.cengine")
+from swsim.vm import cengine  # noqa: E402  (the suite needs the built C core)
 ffi, lib = cengine.ffi, cengine.lib
 
 VM_DIR = os.path.join(os.path.dirname(isa.__file__), os.pardir, "vm")
@@ -20,7 +21,24 @@ CORE_DIR = os.path.join(VM_DIR, "core")
 
 
 def source(*names):
-    return "\n".join(open(os.path.join(CORE_DIR, n)).read() for n in names)
+    """The C core's files `names`, after the header vm/build_core.py generates from the ISA
+    table (isa_tables.h)."""
+    spec = importlib.util.spec_from_file_location("build_core", os.path.join(VM_DIR,
+                                                                             "build_core.py"))
+    build_core = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(build_core)
+    generated = build_core.generate_header(build_core.load_isa_table())
+    return "\n".join([generated] + [open(os.path.join(CORE_DIR, n)).read() for n in names])
+
+
+def id_list(text, name):
+    """The I_ names of the X-macro list `name` (`#define NAME(X) X(A) OTHER(X) ...`), lists it
+    names expanded."""
+    body = re.search(rf"#define {name}\(X\)((?:[^\n]*\\\n)*[^\n]*)", text).group(1)
+    names = []
+    for macro, item in re.findall(r"(\w+)\(X\)|X\((\w+)\)", body):
+        names += id_list(text, macro) if macro else [item]
+    return names
 
 
 def function_body(text, name):
@@ -131,9 +149,8 @@ def _dispatch_cases():
                          " ".join(f"case {i}:" for i in re.findall(r"X\((I_\w+)", macro)), body)
     assert uses == 1
     for name in set(re.findall(r"\b(\w+_IDS)\(CASE_OF\)", body)):
-        ids = re.search(rf"#define {name}\(X\)((?:[^\n]*\\\n)*[^\n]*)", text).group(1)
         body = body.replace(f"{name}(CASE_OF)",
-                            " ".join(f"case I_{i}:" for i in re.findall(r"X\((\w+)\)", ids)))
+                            " ".join(f"case I_{i}:" for i in id_list(text, name)))
     return re.findall(r"case (I_\w+):", body)
 
 
@@ -145,13 +162,17 @@ def test_every_instruction_has_its_own_case_in_the_dispatch():
 
 
 def test_the_id_lists_are_their_classes():
-    """The C core dispatches classes fp and fdiv by FLOAT_ARITH_LIST and alu and imul by
-    INTEGER_IDS (CPEs in step, engine.c execute_for_all): each list is its classes' ids."""
+    """The C core dispatches by lists of ids: INTEGER_IDS (CPEs in step, engine.c
+    execute_for_all), LOAD_IDS, STORE_IDS and BRANCH_IDS are generated from the ISA table's
+    classes; FLOAT_ARITH_LIST, which also says each one's operation, precision and lanes, is
+    written by hand and must be exactly classes fp and fdiv."""
     text = source("semantics.h")
     floats = re.search(r"#define FLOAT_ARITH_LIST\(X\)(.*?)\n\n", text, re.S).group(1)
-    integers = re.search(r"#define INTEGER_IDS\(X\)((?:[^\n]*\\\n)*[^\n]*)", text).group(1)
     for found, classes in ((re.findall(r"X\(I_(\w+)", floats), ("fp", "fdiv")),
-                           (re.findall(r"X\((\w+)\)", integers), ("alu", "imul"))):
+                           (id_list(text, "INTEGER_IDS"), ("alu", "imul")),
+                           (id_list(text, "LOAD_IDS"), ("load",)),
+                           (id_list(text, "STORE_IDS"), ("store",)),
+                           (id_list(text, "BRANCH_IDS"), ("branch",))):
         assert sorted(found) == sorted(i.name.upper() for i in isa.INSTRUCTIONS
                                        if i.cls in classes), classes
 

@@ -12,7 +12,6 @@ from swsim.vm import Machine, VMFault
 from swsim.vm.engine_api import DMA_FIELDS, DMA_MODES, DMA_OPS
 from vm_helpers import dma_descriptor, fill_ldm_asm
 
-pytest.importorskip("swsim.vm.cengine")
 ENGINES = ["python", "c"]
 BUFFER, REPLY, BARRIER_REPLY = 0x100, 0x40, 0x44
 ISSUER = 10                        # row 1, column 2 of the 8 x 8 mesh

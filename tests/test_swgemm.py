@@ -226,7 +226,6 @@ def test_a_huge_call_is_refused_before_allocating_in_bounded_time_and_memory():
     # untouched (np.empty), so the 1.6 GB are only address space.
     import subprocess
     import sys
-    resource = pytest.importorskip("resource")
     script = (
         "import resource, numpy as np\n"
         "resource.setrlimit(resource.RLIMIT_CPU, (60, 60))\n"

@@ -1,13 +1,8 @@
 """Convolution, max pooling, sigmoid, Eltwise with coefficients and a blob read by two layers,
 trained on the VM, against a float64 numpy reference of the same net, weights and data order."""
 import numpy as np
-import pytest
 
 from swsim.hostlib import train
-from swsim.hostlib.train import layers
-
-pytestmark = pytest.mark.skipif(bool(layers.missing_operators(layers.Convolution)),
-                                reason="needs the convolution operators")
 
 NET = """
 name: "branches"

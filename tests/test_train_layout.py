@@ -14,9 +14,6 @@ from swsim.hostlib.train.net import Run
 from swsim.hostlib.train.reference import Reference
 from test_train_reference import RESIDUAL, _matches_reference, _with_random_set
 
-pytestmark = pytest.mark.skipif(bool(layers.missing_operators(layers.Convolution)),
-                                reason="needs the convolution operators")
-
 # conv1 -> relu1 -> conv2, and relu1's blob also added to conv2's (a shortcut): ReLU and
 # Eltwise are layout-free, pooling takes NCHW or CNHW (planes innermost), InnerProduct NCHW,
 # so the shortcut's gradient meets conv2's.

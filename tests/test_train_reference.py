@@ -7,11 +7,7 @@ import pytest
 
 from swsim.cli import main
 from swsim.hostlib import train
-from swsim.hostlib.train import layers
 from swsim.hostlib.train.reference import Reference
-
-pytestmark = pytest.mark.skipif(bool(layers.missing_operators(layers.Convolution)),
-                                reason="needs the convolution operators")
 
 NET = """
 name: "padded"

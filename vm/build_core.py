@@ -85,6 +85,12 @@ def generate_header(table):
     out.append("enum InstrId { I_INVALID = 0, "
                + ", ".join(f"I_{c_name(i.name)} = {k + 1}" for k, i in enumerate(instrs))
                + f" }};\nenum {{ NUM_INSTRUCTIONS = {len(instrs) + 1} }};\n\n")
+    out.append("/* Each semantic class's instructions, as X(name) for each I_name: the C core's\n"
+               " * dispatch lists (INTEGER_IDS, LOAD_IDS, ... in semantics.h). */\n")
+    for cls in classes:
+        out.append(f"#define CLS_{c_name(cls)}_IDS(X) "
+                   + " ".join(f"X({c_name(i.name)})" for i in instrs if i.cls == cls) + "\n")
+    out.append("\n")
     out.append(f"#define ISA_ZERO_REG {table.ZERO_REG}\n")
     out.append(f"#define ISA_CSR_CYCLE_COUNTER {table.CSR_CYCLE_COUNTER}\n")
     out.append(f"#define ISA_CSR_FLOAT_OPS {table.CSR_FLOAT_OPS}\n")

@@ -243,10 +243,6 @@ static int execute_communication(Sim *s, Cpe *c, const Instr *in, int64_t t, Fau
     }
 }
 
-/* The branches (class branch), as X(name) for each I_name. */
-#define BRANCH_IDS(X) X(BR) X(BSR) X(BEQ) X(BNE) X(BLT) X(BLE) X(BGT) X(BGE) X(BLBC) X(BLBS) \
-    X(FBEQ) X(FBNE) X(FBLT) X(FBLE) X(FBGT) X(FBGE)
-
 /* Whether branch `id` is taken on ra's lane 0 `v` (`id` a constant: one case). */
 __attribute__((always_inline))
 static inline int branch_condition(int id, uint64_t v)

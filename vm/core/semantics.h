@@ -139,21 +139,13 @@ static inline uint64_t signed_overflow(__int128 exact)
     return exact < INT64_MIN || exact > INT64_MAX;
 }
 
-/* The scalar integer instructions (classes alu and imul), as X(name) for each I_name. */
-#define INTEGER_IDS(X) \
-    X(ADDW) X(SUBW) X(S4ADDW) X(S4SUBW) X(S8ADDW) X(S8SUBW) \
-    X(ADDL) X(SUBL) X(S4ADDL) X(S4SUBL) X(S8ADDL) X(S8SUBL) \
-    X(CMPEQ) X(CMPLT) X(CMPLE) X(CMPULT) X(CMPULE) \
-    X(AND) X(BIC) X(BIS) X(ORNOT) X(XOR) X(EQV) X(SLL) X(SRL) X(SRA) \
-    X(SELEQ) X(SELGE) X(SELGT) X(SELLE) X(SELLT) X(SELNE) \
-    X(LDI) X(LDIH) X(MULW) X(MULL) X(UMULH) \
-    X(ZAP) X(ZAPNOT) X(SEXTB) X(SEXTH) X(SEXTW) X(ANDNOT) \
-    X(ADDO_CARRY) X(UADDO_CARRY) X(SUBO_CARRY) X(USUBO_CARRY) \
-    X(ADDO_TAKE_CARRY) X(UADDO_TAKE_CARRY) X(SUBO_TAKE_CARRY) X(USUBO_TAKE_CARRY) X(UMULQA)
-
-/* The loads and stores (classes load and store): load_value, store_value. */
-#define LOAD_IDS(X) X(LDSE) X(LDDE) X(VLDS) X(VLDD) X(LDBU) X(LDHU) X(LDW) X(LDL) X(FLDS) X(FLDD)
-#define STORE_IDS(X) X(VSTS) X(VSTD) X(STB) X(STH) X(STW) X(STL) X(FSTS) X(FSTD)
+/* The dispatch lists, as X(name) for each I_name, from the ISA table's classes (generated in
+ * isa_tables.h): the scalar integer instructions (integer_value), the loads and stores
+ * (load_value, store_value) and the branches (branch_condition). */
+#define INTEGER_IDS(X) CLS_ALU_IDS(X) CLS_IMUL_IDS(X)
+#define LOAD_IDS(X) CLS_LOAD_IDS(X)
+#define STORE_IDS(X) CLS_STORE_IDS(X)
+#define BRANCH_IDS(X) CLS_BRANCH_IDS(X)
 
 /* "case I_name:", for the lists above. */
 #define CASE_OF(name) case I_##name:
