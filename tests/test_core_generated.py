@@ -93,6 +93,9 @@ def test_every_engine_parameter_reaches_c_with_its_value():
 
     def other_value(name, k):   # a value the parameter may take, other than its default
         p = by_name[name]
+        if p.power_of_two:   # twice or half (the caches' sizes, ways and line stay consistent)
+            double = getattr(config, name) * 2
+            return double if p.maximum is None or double <= p.maximum else double // 4
         value = getattr(config, name) + p.multiple * (1 + k)
         if p.maximum is None or value <= p.maximum:
             return value
@@ -111,7 +114,7 @@ def test_every_engine_parameter_reaches_c_with_its_value():
 
 
 def _read_by_c(name):
-    text = source("core.h", "engine.c", "comm.c", "dma.c", "barrier.c", "decode.c")
+    text = source("core.h", "engine.c", "comm.c", "dma.c", "barrier.c", "decode.c", "icache.c")
     if name.startswith("lat_"):   # read through SWSIM_CONFIG_LATENCIES
         return name[4:] in isa.LATENCY_CLASSES and "SWSIM_CONFIG_LATENCIES" in text
     return re.search(rf"cfg(\.|->){name}\b", text) is not None
@@ -119,7 +122,7 @@ def _read_by_c(name):
 
 def _read_by_python_engine(name):
     text = "".join(open(os.path.join(VM_DIR, f)).read()
-                   for f in ("pyengine.py", "semantics.py", "issue.py"))
+                   for f in ("pyengine.py", "semantics.py", "issue.py", "icache.py"))
     if name.startswith("lat_"):   # read through config.latency(class)
         return name[4:] in isa.LATENCY_CLASSES and "config.latency(" in text
     return re.search(rf"config\.{name}\b", text) is not None

@@ -295,3 +295,23 @@ def test_persistent_kernel_engines_agree():
     assert c_cycles == py_cycles
     assert all(np.array_equal(a, b) and np.array_equal(a, -3.0 * x)
                for a, b, x in zip(c_ys, py_ys, xs))
+
+
+def test_a_warm_persistent_kernel_does_not_fetch_its_code_again():
+    """With the instruction caches on (config icache), each launch starts cold and fills them;
+    within the persistent kernel's one launch, more samples fetch no more lines."""
+    device = Device(machine=Machine(icache=1))
+    kernel = PersistentScale(0.5, 256, device)
+    misses = {}
+    for count in (2, 4):
+        ins = [device.malloc(2048) for _ in range(count)]
+        outs = [device.malloc(2048) for _ in range(count)]
+        for block in ins:
+            device.copy_in(block, np.ones(256))
+        stats = kernel.compute(ins, outs)
+        misses[count] = sum(s.icache_l1_misses for s in stats.run.cpe.values())
+        assert all(np.array_equal(device.copy_out(b, (256,), np.float64), np.full(256, 0.5))
+                   for b in outs)
+        for block in ins + outs:
+            device.free(block)
+    assert misses[2] == misses[4] > 0

@@ -28,7 +28,7 @@ from cffi import FFI
 HERE = os.path.dirname(os.path.abspath(__file__))
 CORE_DIR = os.path.join(HERE, "core")
 ROOT = os.path.join(HERE, os.pardir)
-C_SOURCES = ["decode.c", "comm.c", "dma.c", "barrier.c", "engine.c"]
+C_SOURCES = ["decode.c", "comm.c", "dma.c", "barrier.c", "icache.c", "engine.c"]
 # -Werror=switch: the C core's dispatch over the instruction ids must have every case.
 COMPILE_ARGS = ["-O2", "-std=c11", "-Wall", "-Wextra", "-Wno-unused-parameter", "-Werror=switch",
                 "-ffp-contract=off", "-fno-math-errno"]
@@ -157,7 +157,8 @@ RUN_FIELDS = (("uint64_t", "mem_bytes", "bytes of main memory from mem_base"),
 
 
 def _counter_macros(defs):
-    """COUNTER_VALID(pipe), COUNTER_IDLE(pipe, reason), COUNTER_ACTIVE, COUNTER_FLOAT_OPS: the columns of
+    """COUNTER_VALID(pipe), COUNTER_IDLE(pipe, reason), COUNTER_ACTIVE, COUNTER_FLOAT_OPS and the
+    instruction-cache counters: the columns of
     CPE_COUNTERS, checked to be the linear layout the macros compute."""
     index, reasons = defs.CPE_COUNTER_INDEX, defs.STALL_REASONS
     valid, idle = index["p0_valid"], index[f"p0_idle_{reasons[0]}"]
@@ -168,7 +169,9 @@ def _counter_macros(defs):
     return (f"#define COUNTER_VALID(pipe) ({valid} + (pipe))\n"
             f"#define COUNTER_IDLE(pipe, reason) ({idle} + (pipe) * SWSIM_NUM_REASONS + (reason))\n"
             f"#define COUNTER_ACTIVE {index['active_cycles']}\n"
-            f"#define COUNTER_FLOAT_OPS {index['float_ops']}\n")
+            f"#define COUNTER_FLOAT_OPS {index['float_ops']}\n"
+            f"#define COUNTER_ICACHE_L1_MISSES {index['icache_l1_misses']}\n"
+            f"#define COUNTER_ICACHE_L2_MISSES {index['icache_l2_misses']}\n")
 
 
 def generate_engine_public(table, defs, config):

@@ -175,6 +175,29 @@ PARAMETERS: tuple[Param, ...] = (
           "(4 buses of 16 CPEs)", "pub: §3.1", minimum=1, maximum=MAX_CPES),
     Param("dma_channel_depth", 3, "", "requests a CPE's channel holds before dma stalls",
           "pub: §3.1", minimum=1, maximum=1024),
+    # CPE instruction caches (vm/icache.py, vm/core/icache.c; docs/timing.md "Instruction cache")
+    Param("icache", 0, "", "1: model instruction fetch through the CPE instruction caches (a "
+          "fetch that misses stalls the CPE); 0: every fetch hits, as before issue 25",
+          "choice: off by default until the published figures are re-checked with it",
+          maximum=1),
+    Param("icache_line_bytes", 64, "B", "instruction-cache line", "choice: the sources give "
+          "no line size", minimum=16, maximum=4096, power_of_two=True),
+    Param("icache_l1_bytes", 16 * 1024, "B", "L1 instruction cache of each CPE",
+          "pub: thesis (reference/thesis-fang-ch7-8 and parax-swflowpro-qinglong.md)",
+          minimum=32, maximum=1 << 20, power_of_two=True),
+    Param("icache_l1_ways", 4, "", "L1 associativity (FIFO replacement: hits change nothing)",
+          "choice", minimum=2, maximum=64, power_of_two=True),
+    Param("icache_l2_bytes", 64 * 1024, "B", "L2 instruction cache shared by the core group's "
+          "CPEs", "pub: thesis (as icache_l1_bytes)", minimum=32, maximum=1 << 22,
+          power_of_two=True),
+    Param("icache_l2_ways", 8, "", "L2 associativity (FIFO replacement)", "choice",
+          minimum=1, maximum=64, power_of_two=True),
+    Param("icache_l2_cycles", 12, "cycle", "an L1 miss that hits L2: cycles until the line is "
+          "in L1", "choice: between the LDM (3-4) and main memory (177) latencies",
+          minimum=1, maximum=MAX_LATENCY),
+    Param("icache_memory_cycles", 177, "cycle", "an L1 miss that misses L2 too: cycles until "
+          "the line is in both", "choice: gld_latency's published figure", minimum=1,
+          maximum=MAX_LATENCY),
     # register communication
     _latency("rc_latency", 11, "put -> data in the target receive queue", "pub: §3.1"),
     Param("rc_queue_depth", 4, "", "row / column receive queue depth per CPE", "choice",
@@ -279,6 +302,12 @@ class VMConfig:
             raise ConfigError(f"configuration parameter static_data_bytes="
                               f"{values['static_data_bytes']}: must not exceed mem_limit="
                               f"{values['mem_limit']}")
+        for level in ("l1", "l2"):   # at least one set of the cache's ways
+            size, ways = values[f"icache_{level}_bytes"], values[f"icache_{level}_ways"]
+            if size < ways * values["icache_line_bytes"]:
+                raise ConfigError(f"configuration parameter icache_{level}_bytes={size}: must "
+                                  f"be at least icache_{level}_ways x icache_line_bytes = "
+                                  f"{ways * values['icache_line_bytes']}")
         return cls(tuple(values.items()))
 
     def __getattr__(self, name: str) -> Any:

@@ -9,7 +9,7 @@ nothing, so the C build can load it by file path.
 
 # Why a pipe was idle in a cycle (docs/timing.md "Counters"); the order is the counter order.
 STALL_REASONS = ("raw", "waw", "get_empty", "put_full", "dma_full", "global", "barrier",
-                 "divide", "pairing", "finished")
+                 "divide", "icache", "pairing", "finished")
 
 # Per-CPE counters, columns of EngineResult.cpe_counters.
 CPE_COUNTERS = (
@@ -18,6 +18,8 @@ CPE_COUNTERS = (
     *(f"p1_idle_{r}" for r in STALL_REASONS),
     "active_cycles",   # cycles up to and including the CPE's halt
     "float_ops",       # floating-point operations issued (isa/table.py Instr.flops)
+    "icache_l1_misses",   # instruction-cache lines fetched into the CPE's L1 (config icache)
+    "icache_l2_misses",   # ... of which the shared L2 did not hold either
 )
 CPE_COUNTER_INDEX = {name: i for i, name in enumerate(CPE_COUNTERS)}
 

@@ -388,16 +388,30 @@ CONFIG_STRATEGIES = {
 }
 
 
+# The instruction caches of `programs(icache=True)`: small enough that the cases' code misses
+# and evicts (every L1 and L2 at least one set of its ways).
+ICACHE_STRATEGIES = {
+    "icache_line_bytes": st.sampled_from([16, 32, 64]),
+    "icache_l1_bytes": st.sampled_from([256, 512, 16384]), "icache_l1_ways": st.sampled_from([2, 4]),
+    "icache_l2_bytes": st.sampled_from([512, 2048, 65536]),
+    "icache_l2_ways": st.sampled_from([1, 2, 8]),
+    "icache_l2_cycles": st.integers(1, 20), "icache_memory_cycles": st.integers(1, 200),
+}
+
+
 @st.composite
-def programs(draw, max_cpes=64, faults=False, configs=False, spmd=None) -> Case:
+def programs(draw, max_cpes=64, faults=False, configs=False, spmd=None, icache=False) -> Case:
     """A random case; spmd: every CPE runs the same code (the C core's in-step path), with
-    its own data (None: drawn, one case in three)."""
+    its own data (None: drawn, one case in three); icache: with the instruction caches on."""
     # The console register's wait drawn short in every case: the default (~270 k cycles, a
     # printf on hardware) outlasts a case's cycle limit.
     overrides = {"console_call_cycles": draw(st.integers(1, 300))}
     if configs:
         overrides.update({name: draw(strategy) for name, strategy in CONFIG_STRATEGIES.items()
                           if draw(st.booleans())})
+    if icache:
+        overrides.update({name: draw(strategy) for name, strategy in ICACHE_STRATEGIES.items()},
+                         icache=1)
     config = VMConfig.preset(**overrides)
     num = min(config.num_cpes, max_cpes)
     cpes = draw(st.sampled_from(sorted({n for n in (1, 2, 3, 8, 9, 16, 64, num) if n <= num})))

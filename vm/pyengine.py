@@ -23,6 +23,7 @@ from .engine_api import (BARRIER_PROBLEMS, CG_COUNTER_INDEX, CG_COUNTERS, CPE_CO
                          CPE_COUNTERS, DMA_FIELDS, DMA_MODES, DMA_OPS, DMA_PROBLEMS,
                          STALL_REASONS, STOP_CYCLE_LIMIT, STOP_DEADLOCK, STOP_KINDS, EngineJob,
                          EngineResult, Stop)
+from .icache import InstructionCaches
 from .issue import IssueState, Op, decode_program, plan_issue
 from .semantics import BROADCAST, MASK64, effective_address
 
@@ -439,6 +440,7 @@ class Engine:
         self.interface_free = 0              # the CG memory interface (global accesses)
         self.spans: Optional[list] = [] if job.trace else None
         self.releases: list[tuple[int, list]] = []   # scheduled barrier releases
+        self.icache = InstructionCaches(config, len(job.code)) if config.icache else None
         self._counter_index()
 
     def _counter_index(self) -> None:
@@ -652,6 +654,8 @@ class Engine:
         if cpe.barrier_wait:
             return ("barrier", *self.idle_index["barrier"])
         leader = self.fetch(cpe)
+        if self.icache is not None and self.icache.fetch(cpe, leader.pc, t) is not None:
+            return ("icache", *self.idle_index["icache"])
         group = plan_issue(leader, self.follower(leader),
                            lambda op: self.stall_reason(cpe, op, t))
         if group.stall:
@@ -754,6 +758,7 @@ class Engine:
             "waw": lambda: cpe.ready[op.dest],
             "divide": lambda: cpe.p0_busy_until,
             "global": lambda: cpe.global_free_at,
+            "icache": lambda: self.icache.cpes[cpe.id].until,
         }.get(cpe.state, lambda: NEVER)()
 
     def blocked(self) -> list:

@@ -24,6 +24,8 @@ class CpeStats:
     p0_idle: dict = field(default_factory=dict)   # reason -> cycles
     p1_idle: dict = field(default_factory=dict)
     float_ops: int = 0
+    icache_l1_misses: int = 0   # lines fetched into its L1 instruction cache (config icache)
+    icache_l2_misses: int = 0   # ... of which the shared L2 did not hold either
 
     @classmethod
     def from_counters(cls, cpe: int, mesh_cols: int, pc: int, row) -> "CpeStats":
@@ -32,7 +34,8 @@ class CpeStats:
         return cls(cpe, cpe // mesh_cols, cpe % mesh_cols, pc, value["p0_valid"],
                    value["p1_valid"], value["active_cycles"],
                    {r: value[f"p0_idle_{r}"] for r in STALL_REASONS},
-                   {r: value[f"p1_idle_{r}"] for r in STALL_REASONS}, value["float_ops"])
+                   {r: value[f"p1_idle_{r}"] for r in STALL_REASONS}, value["float_ops"],
+                   value["icache_l1_misses"], value["icache_l2_misses"])
 
     @property
     def ee(self) -> float:
@@ -52,7 +55,8 @@ class CpeStats:
                 "p0_valid": self.p0_valid, "p1_valid": self.p1_valid,
                 "active_cycles": self.active_cycles, "ee": self.ee,
                 "p0_idle": dict(self.p0_idle), "p1_idle": dict(self.p1_idle),
-                "float_ops": self.float_ops}
+                "float_ops": self.float_ops, "icache_l1_misses": self.icache_l1_misses,
+                "icache_l2_misses": self.icache_l2_misses}
 
 
 class CpeStatsMap(Mapping):

@@ -171,6 +171,13 @@ typedef struct {
     uint8_t store_old[MAX_BATCH_STORES][SWSIM_LANES * 8];
 } BatchUndo;
 
+/* A CPE's last instruction-cache fill (icache.c). */
+typedef struct {
+    int64_t until;             /* it ends at this cycle, */
+    int count;                 /* ... and brings these lines (present from then on) */
+    int64_t line[2];
+} IcacheFill;
+
 /* A register-communication transfer waiting in its sender's FIFO. */
 typedef struct {
     int64_t due;
@@ -221,6 +228,8 @@ typedef struct {
     /* batches (engine.c), off the lines the cycle loop reads every cycle */
     int64_t ahead_until;       /* a batch simulated the cycles before this one, */
     int64_t batch_start;       /* ... from this one */
+    uint64_t *icache_lines;    /* icache.c: a bit per line of the code, set if in its L1 */
+    IcacheFill icache_fill;    /* ... and its last fill, read only when a fetch misses */
 } __attribute__((aligned(64))) Cpe;
 /* A power of two (2048 bytes: one more line) would put the same field of the 64 CPEs in 2 of
  * the 64 sets of a 48 KiB 12-way L1, where the hot first lines evict each other: measured
@@ -270,6 +279,18 @@ typedef struct {
     uint64_t current_mem, current_offset, current_bytes;   /* offset: in the request's bytes */
     uint8_t *put_buffer;       /* bytes a put transaction read at its start */
 } DmaEngine;
+
+/* The instruction caches (icache.c): per CPE, a bit per line of the code (present in its
+ * L1) and the FIFO ways of each L1 set; the shared L2's ways with the cycle each line is (or
+ * will be) in. Lines are absolute addresses >> shift. */
+typedef struct {
+    int shift;                 /* log2 of the line size */
+    int64_t base_line, words;  /* the code's first line; bitmap words per CPE */
+    uint64_t *present;
+    int64_t l1_sets, l1_ways, l2_sets, l2_ways;
+    int64_t *l1_tag, *l2_tag, *l2_ready;   /* -1: an empty way */
+    int32_t *l1_next, *l2_next;            /* each set's next way to replace */
+} Icache;
 
 /* Why an instruction faulted: filled by the unit that detected it. */
 typedef struct {
@@ -346,6 +367,7 @@ typedef struct {
     int group_size;
     Cpe *group[SWSIM_MAX_CPES];   /* the group's CPEs in run order */
     int group_position[SWSIM_MAX_CPES];   /* ... and their positions in it */
+    Icache icache;             /* used if cfg.icache */
 } Sim;
 
 
@@ -438,6 +460,40 @@ static inline void note_ldm_write(Cpe *c, uint64_t addr, uint64_t bytes, int64_t
 {
     if (ldm_write_is_watched(c, addr, bytes))
         c->ldm_changed = t;
+}
+
+/* icache.c */
+int icache_init(Sim *s);
+void icache_free(Sim *s);
+int64_t icache_fetch(Sim *s, Cpe *c, const Instr *leader, int64_t t);
+
+/* The lines a CPE fetches to issue `leader`, a word of the code: its own and the next word's. */
+static inline void icache_window(const Sim *s, const Instr *leader, int64_t *first, int64_t *last)
+{
+    const int64_t index = leader - s->code;
+    const uint64_t pc = s->cfg.code_base + 4 * (uint64_t)index;
+    *first = (int64_t)(pc >> s->icache.shift);
+    *last = index + 1 < s->code_words ? (int64_t)((pc + 4) >> s->icache.shift) : *first;
+}
+
+/* Whether lines first..last are all in CPE c's L1. */
+static inline int icache_present(const Sim *s, const Cpe *c, int64_t first, int64_t last)
+{
+    const int64_t base = s->icache.base_line;
+    for (int64_t k = first - base; k <= last - base; k++)
+        if (!(c->icache_lines[k >> 6] >> (k & 63) & 1))
+            return 0;
+    return 1;
+}
+
+/* Whether the fetch of `leader` by c hits (always, without the cache model). */
+static inline int icache_hits(const Sim *s, const Cpe *c, const Instr *leader)
+{
+    if (!s->cfg.icache)
+        return 1;
+    int64_t first, last;
+    icache_window(s, leader, &first, &last);
+    return icache_present(s, c, first, last);
 }
 
 /* engine.c */

@@ -897,6 +897,19 @@ static int64_t replay_batch(Sim *s, Cpe *c, const Block *b, int64_t start, int64
     return replay_steps(s, c, b, entry, first_step, end, last, issued);
 }
 
+/* Whether every fetch of the block's words hits in c's L1 (always, without the cache model):
+ * then a batch of it fetches nothing, as issue() would not (hits change no cache state). */
+static int block_lines_present(const Sim *s, const Cpe *c, const Instr *head, const Block *b)
+{
+    if (!s->cfg.icache)
+        return 1;
+    const Step *last = &s->steps[b->first_step + b->num_steps - 1];
+    int64_t first, unused, last_line;
+    icache_window(s, head, &first, &unused);
+    icache_window(s, last->leader, &unused, &last_line);
+    return icache_present(s, c, first, last_line);
+}
+
 /* In cycle t, CPE c at `head`, a block's first word: a batch from cycle `start` (t + 1 after a
  * jump to head in cycle t, or t when a batch of the block's loop stopped at its entry) if the
  * block's inputs are ready for it; returns whether it ran. A later CPE's fault in cycle t
@@ -907,7 +920,7 @@ static int run_batch(Sim *s, Cpe *c, const Instr *head, int64_t t, int64_t start
 {
     const Block *b = &s->blocks[head->block];
     const int64_t end = batch_bound(s, t);
-    if (end - start < 2 || !block_inputs_ready(c, b, start))
+    if (end - start < 2 || !block_inputs_ready(c, b, start) || !block_lines_present(s, c, head, b))
         return 0;
     BatchUndo *u = &s->undo[c->id];
     u->block = b;
@@ -1046,6 +1059,17 @@ static inline int issue(Sim *s, Cpe *c, int64_t t)
     }
     Fault *fault = &s->fault;
     const Instr *leader = c->at;
+    if (__builtin_expect(s->cfg.icache, 0) && !(leader->flags & (F_BAD_PC | F_INVALID))
+        && !icache_hits(s, c, leader)) {
+        const int64_t ready = icache_fetch(s, c, leader, t);
+        if (ready > t) {   /* the fetch stalls (a miss is a change: no spin fixed point) */
+            charge(c, COUNTER_IDLE(0, REASON_ICACHE), COUNTER_IDLE(1, REASON_ICACHE),
+                   REASON_ICACHE);
+            c->sleep_until = ready;
+            c->dirty = 1;
+            return ISSUED_NOTHING;
+        }
+    }
     /* the leader's reason, then that of the word after it (docs/timing.md "Issue rules");
      * pairing and pipes precomputed per word. A word with F_GROUP_CHECKS is a valid one. */
     const Instr *next = leader + 1;
@@ -1321,6 +1345,10 @@ static inline int issue_in_step(Sim *s, Cpe *const *cpe, int n, int64_t t, int *
     const Instr *leader = first->at, *next = leader + 1;
     if (leader->flags & (F_BAD_PC | F_INVALID))
         return NOT_ALIKE;
+    if (s->cfg.icache)   /* a fetch that misses is issue()'s */
+        for (int k = 0; k < n; k++)
+            if (!icache_hits(s, cpe[k], leader))
+                return NOT_ALIKE;
     int grouped = (leader->flags & F_GROUP_CHECKS) && group_ready(first, leader, t);
     int reason = grouped ? NO_STALL : timing_reason(first->ready, leader, t);
     if (reason == NO_STALL)
@@ -2118,6 +2146,8 @@ static int init_sim(Sim *s)
         status = dma_init(s);
     if (!status)
         status = barrier_init(s);
+    if (!status)
+        status = icache_init(s);
     return status;
 }
 
@@ -2136,6 +2166,7 @@ static void free_sim(Sim *s)
     free(s->dma.active);
     free(s->dma.put_buffer);
     free(s->barrier_arrived);
+    icache_free(s);
 }
 
 /* Results: counters (finished cycles of halted CPEs), pcs, registers, open trace spans. */
