@@ -1,6 +1,7 @@
 """The C core and the Python side agree by construction: its enums, sizes and configuration
 struct are generated from the Python definitions, it reads every engine parameter and no
 host-only one, and its semantic dispatch has an explicit case for every instruction."""
+import functools
 import importlib.util
 import os
 import re
@@ -20,15 +21,20 @@ VM_DIR = os.path.join(os.path.dirname(isa.__file__), os.pardir, "vm")
 CORE_DIR = os.path.join(VM_DIR, "core")
 
 
-def source(*names):
-    """The C core's files `names`, after the header vm/build_core.py generates from the ISA
-    table (isa_tables.h)."""
+@functools.cache
+def generated_header():
+    """isa_tables.h as vm/build_core.py generates it from the ISA table (built once)."""
     spec = importlib.util.spec_from_file_location("build_core", os.path.join(VM_DIR,
                                                                              "build_core.py"))
     build_core = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(build_core)
-    generated = build_core.generate_header(build_core.load_isa_table())
-    return "\n".join([generated] + [open(os.path.join(CORE_DIR, n)).read() for n in names])
+    return build_core.generate_header(build_core.load_isa_table())
+
+
+def source(*names):
+    """The C core's files `names`, after the generated isa_tables.h."""
+    return "\n".join([generated_header()] + [open(os.path.join(CORE_DIR, n)).read()
+                                              for n in names])
 
 
 def id_list(text, name):
