@@ -86,6 +86,16 @@ def test_the_data_order_is_a_function_of_the_seed_and_the_batch_index():
     assert feed.position == 6 and np.array_equal(y, data.label[a.indices(5)])
 
 
+def test_the_digits_loader_is_the_sources_split():
+    images, labels = train.load_digits("TRAIN")
+    test_images, test_labels = train.load_digits("TEST")
+    assert images.shape == (1437, 1, 8, 8) and test_images.shape == (360, 1, 8, 8)
+    data = Dataset("sklearn:digits", "TRAIN")
+    assert np.array_equal(data.data, images.astype(np.float32))
+    assert np.array_equal(data.label, labels.astype(np.float32))
+    assert sorted(set(labels)) == sorted(set(test_labels)) == list(range(10))
+
+
 def test_npz_sources(tmp_path):
     path = tmp_path / "set.npz"
     np.savez(path, data=np.ones((10, 3)), label=np.arange(10))

@@ -22,7 +22,9 @@ DIGITS_TRAIN_FRACTION = 0.8
 DIGITS_SPLIT_SEED = 0
 
 
-def _digits(phase: str):
+def load_digits(phase: str) -> tuple:
+    """The ``sklearn:digits`` source's split: ((N, 1, 8, 8) float64 pixels 0..16, labels) of
+    `phase` ("TRAIN": a fixed random 80 % of the 1797 images, else the other 20 %)."""
     try:
         from sklearn.datasets import load_digits
     except ImportError:
@@ -64,7 +66,7 @@ class Dataset:
     def __init__(self, source: str, phase: str, scale: float = 1.0, where: str = "data_param"):
         cont = None
         if source == "sklearn:digits":
-            data, label = _digits(phase)
+            data, label = load_digits(phase)
         elif source.endswith(".npz"):
             data, label, cont = _npz(Path(source), f"{where}.source")
         else:

@@ -15,10 +15,10 @@ import numpy as np
 from ...errors import ArgumentError
 from ...vm import Machine
 from ..parax import mlp, synchronise
-from .data import Order, _digits
+from .data import Order, load_digits
 from .model import parse_net
 from .net import Net, Run
-from .solver import _accuracy
+from .solver import batch_accuracy
 
 
 @dataclass
@@ -75,7 +75,7 @@ def evaluate(trained: Net, machine, seed) -> float:
     batch_size = data.layer.param.data_param.batch_size
     dataset = net.datasets[data.layer.name]
     order = Order(dataset, batch_size, seed, shuffle=False)
-    return float(np.mean([_accuracy(net, net.forward(Run(machine), order.batch(k)))
+    return float(np.mean([batch_accuracy(net, net.forward(Run(machine), order.batch(k)))
                           for k in range(len(dataset) // batch_size)]))
 
 
@@ -99,7 +99,7 @@ layer {{ name: "loss" type: "SoftmaxWithLoss" bottom: "ip2" bottom: "label" top:
 def digits_256(phase: str) -> tuple:
     """The training stack's digits split, each 8 x 8 image upsampled (every pixel 2 x 2) to
     16 x 16 = 256 inputs and scaled to [0, 1]: ((N, 1, 16, 16) float32, labels)."""
-    images, labels = _digits(phase)
+    images, labels = load_digits(phase)
     big = images.repeat(2, axis=2).repeat(2, axis=3) / 16
     return big.astype(np.float32), labels
 

@@ -274,7 +274,7 @@ class Solver:
             raise TrainError(f"step {self.step_count + 1}: loss is {loss}; first "
                              f"non-finite blob in layer {net.nan_layer(blobs)!r}")
         net.backward(run, blobs)
-        return run, loss, _accuracy(net, blobs)
+        return run, loss, batch_accuracy(net, blobs)
 
     def _average_gradients(self, seconds) -> np.ndarray:
         """(1/N) sum of the replicas' packed gradient buffers, on the CPEs of N CGs."""
@@ -320,7 +320,7 @@ class Solver:
         for k in range(iterations):
             with self._scratch():
                 blobs = net.forward(Run(self.chip), order.batch(k))
-            accuracies.append(_accuracy(net, blobs))
+            accuracies.append(batch_accuracy(net, blobs))
         return float(np.mean(accuracies))
 
     # Checkpoints: one .npz per step, written to a temporary file and renamed into place.
@@ -420,6 +420,7 @@ def _accuracy_node(net: Net):
     return next((n for n in net.nodes if n.layer.param.type == "Accuracy"), None)
 
 
-def _accuracy(net: Net, blobs) -> Optional[float]:
+def batch_accuracy(net: Net, blobs) -> Optional[float]:
+    """The value of `net`'s Accuracy layer in the blobs of a forward pass (None without one)."""
     node = _accuracy_node(net)
     return None if node is None else float(blobs[node.tops[0]])
