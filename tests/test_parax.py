@@ -172,6 +172,29 @@ def test_overlap_bound_and_the_floor_hold_on_the_block():
         overlap_bound([1.0], [], 64)
 
 
+def test_the_signature_appears_only_on_a_bytes_only_dma_engine():
+    """ParaX's signature (BN/ReLU per call far cheaper with delayed instances, conv about
+    flat) needs free bandwidth while BN runs: on a DMA engine costing bytes only it appears;
+    with the hardware-fitted per-request and put costs, BN and ReLU fall no more than the
+    conv does (docs/parax.md "The per-operator signature")."""
+    from swsim.hostlib.parax.model import bandwidth_only, dma_engine_cycles
+    from swsim.vm import Machine
+    x, w, scale, shift = params(1, rows=2)
+    fitted = Machine().config
+    assert dma_engine_cycles(4096, 4096, 1, bandwidth_only(fitted), gets=1) == 2 * 32 * 6
+    ratios = {}
+    for name, config in (("fitted", fitted), ("bytes", bandwidth_only(fitted))):
+        barrier = run_block(x, w, scale, shift, mode="per_cg", machine=Machine(config))
+        delayed = run_block(x, w, scale, shift, launch_groups=4, interval=4500,
+                            machine=Machine(config))
+        ratios[name] = {k: delayed.cycles_per_call(k) / barrier.cycles_per_call(k)
+                        for k in ("conv", "bn", "relu")}
+    bytes_only, hw = ratios["bytes"], ratios["fitted"]
+    assert max(bytes_only["bn"], bytes_only["relu"]) < 0.5 * bytes_only["conv"]
+    assert bytes_only["conv"] > 0.75
+    assert hw["bn"] > 0.9 * hw["conv"] and hw["relu"] > 0.9 * hw["conv"]
+
+
 def sync_case(instances, n=2500, seed=1):
     rng = np.random.default_rng(seed)
     g = rng.standard_normal((instances, n)).astype(np.float32)

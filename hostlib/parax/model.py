@@ -83,6 +83,15 @@ def dma_engine_cycles(get_bytes: int, put_bytes: int, puts: int, config,
             + put_bytes / line * config.dma_put_write_cycles + puts * config.dma_put_ack_cycles)
 
 
+def bandwidth_only(config):
+    """`config` with a DMA engine that costs bytes only (every 128-byte line of a get or a put
+    dma_transaction_cycles; no per-request, write or acknowledgement terms): the digest's
+    b / beta model of §1.8, to separate what the per-request costs do (docs/parax.md "The
+    per-operator signature")."""
+    return config.replace(dma_get_request_cycles=0, dma_put_ack_cycles=0,
+                          dma_put_write_cycles=config.dma_transaction_cycles)
+
+
 def makespan_floor(engine_total: float, first_gets: float, first_compute: float,
                    chain: float) -> float:
     """The makespan no schedule of the instances can beat: one instance's uncontended `chain`

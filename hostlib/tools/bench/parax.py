@@ -5,7 +5,8 @@ with delayed start (n launch groups, interval t: one BN + ReLU, and k/2n of a la
 period for k = 1..4, n in {2, 4, 8, 64}; --quick: n = 4, k = 2, 3) and with seeded jitter,
 D per_group(8); makespan, samples per megacycle, DMA utilisation, P0 busy fraction;
 per-operator cycles per call at 1/4/16/64 instances on the whole array (per_cg,
-per_group(16), per_group(4), per_cpe); the overlap bound and the makespan floor; formulas 1-3
+per_group(16), per_group(4), per_cpe), in lock-step and delayed, on the default DMA model and on one costing
+bytes only (the signature); the overlap bound and the makespan floor; formulas 1-3
 beside the measured intensity; the gradient synchronisation of the MLP 256 -> 64 -> 10
 (17098 f32) by PS, RAR and GS at 1/4/16/64 instances; and the MLP's training step on
 single-CPE instances (kernels/parax/mlp.s) followed by each synchronisation. Every block
@@ -19,8 +20,9 @@ from ....vm import Machine
 from ...parax import block_ops, mlp, run_block
 from ...parax.block import OP_KINDS
 from ...parax.sync import synchronise
-from ...parax.model import (conv_intensity, conv_terms, dma_engine_cycles, elementwise_intensity,
-                            machine_balance, makespan_floor, measured_intensity, overlap_bound)
+from ...parax.model import (bandwidth_only, conv_intensity, conv_terms, dma_engine_cycles,
+                            elementwise_intensity, machine_balance, makespan_floor,
+                            measured_intensity, overlap_bound)
 
 LAYERS = 4
 SAMPLES = 64
@@ -32,6 +34,8 @@ TOLERANCE = 1e-5
 MLP_PARAMETERS = 256 * 64 + 64 + 64 * 10 + 10
 SYNC_INSTANCES = (1, 4, 16, 64)
 MLP_BATCH = 8                  # samples per instance in the training step
+SIGNATURE_GROUPS = 4           # the signature's delayed start: 4 launch groups, 3/8 of a
+SIGNATURE_INTERVAL = 3 / 8     # layer's uncontended period apart (the best quick schedule)
 
 
 def workload(samples=SAMPLES, rows=ROWS, layers=LAYERS, seed=0):
@@ -119,7 +123,11 @@ def run(quick: bool = False, engine: str = "c", progress=None) -> dict:
             r = block(f"{n} instances", **kwargs)
             outputs.append(r.y)
             row = _row(f"{n} instances", r)
-        table[n] = row["per_call"]
+        table[n] = dict(row["per_call"], cycles=row["cycles"])
+    signature = {name: _signature(x, w, scale, shift, config, engine, step, outputs,
+                                  lockstep=table if name == "sw26010" else None, quick=quick)
+                 for name, config in (("sw26010", Machine().config),
+                                      ("bandwidth-only", bandwidth_only(Machine().config)))}
     same = all(np.array_equal(y.view(np.int32), mode_a.y.view(np.int32)) for y in outputs)
     if not same:
         raise RuntimeError("a mode's output differs from mode A's")
@@ -145,11 +153,74 @@ def run(quick: bool = False, engine: str = "c", progress=None) -> dict:
     speedup = mode_a.cycles / best["cycles"]
     return dict(quick=quick, engine=engine, runs=runs, per_call_by_instances=table,
                 single_instance_per_call=per_call, bound=bound, engine_bound=engine_bound,
-                floor_cycles=floor, floor_bound=mode_a.cycles / floor, best=best["name"],
+                signature=signature, floor_cycles=floor, floor_bound=mode_a.cycles / floor,
+                best=best["name"],
                 speedup=speedup,
                 bit_identical=same, reference_error=err,
                 intensity=_intensity(w, scale, shift, engine, config),
                 sync=_sync(engine, step), training=_training(engine, step))
+
+
+def _signature(x, w, scale, shift, config, engine, step, outputs, lockstep=None,
+               quick=False):
+    """ParaX's per-operator signature on the DMA model `config`: the aggregate cycles per
+    call (a CPE's cycles in a call / 64) of conv, BN and ReLU at 1/4/16/64 instances of the
+    whole array (INSTANCES), in lock-step and with delayed start (SIGNATURE_GROUPS launch
+    groups SIGNATURE_INTERVAL of a layer's uncontended period apart); beside them one call
+    alone and the DMA engine's time per call. `lockstep`: the lock-step rows already measured
+    on this model (--quick measures only 1 and 64 instances in lock-step otherwise). Every
+    run's output goes to `outputs` (checked against mode A's)."""
+    def block(name, **kwargs):
+        step(f"signature {name}")
+        r = run_block(x, w, scale, shift, engine=engine, machine=Machine(config), **kwargs)
+        outputs.append(r.y)
+        return dict({k: r.cycles_per_call(k) for k in OP_KINDS}, cycles=r.cycles)
+
+    single = run_block(x[:1], w, scale, shift, instances=1, engine=engine,
+                       machine=Machine(config))
+    alone = {k: single.cycles_per_call(k) for k in OP_KINDS}
+    interval = int(SIGNATURE_INTERVAL * sum(alone.values()))
+    sample_bytes = x[0].nbytes
+    engine_call = {k: dma_engine_cycles(sample_bytes, sample_bytes, 1, config,
+                                        gets=x.shape[1] if k == "conv" else 1) for k in OP_KINDS}
+    rows = {}
+    for n, kwargs in INSTANCES.items():
+        if lockstep is not None:
+            locked = lockstep[n]
+        elif quick and n not in (1, 64):
+            locked = None
+        else:
+            locked = block(f"{n} lock-step", **kwargs)
+        delayed = locked if n == 1 else block(f"{n} delayed", launch_groups=SIGNATURE_GROUPS,
+                                              interval=interval, **kwargs)
+        rows[n] = dict(lockstep=locked, delayed=delayed)
+    return dict(alone=alone, engine_call=engine_call, interval=interval, rows=rows)
+
+
+def _signature_lines(name, sig) -> list:
+    cpes = 64
+    lines = [f"{name} DMA model: one call alone: "
+             + ", ".join(f"{k} {sig['alone'][k]:.0f}" for k in OP_KINDS)
+             + " cycles; DMA engine time per call: "
+             + ", ".join(f"{k} {sig['engine_call'][k]:.0f}" for k in OP_KINDS),
+             f"{'instances':>10}{'lock-step conv':>16}{'bn':>7}{'relu':>7}{'cycles':>9}"
+             f"{'delayed conv':>15}{'bn':>7}{'relu':>7}{'cycles':>9}"]
+    for n, row in sig["rows"].items():
+        cells = []
+        for key in ("lockstep", "delayed"):
+            pc = row[key]
+            cells.append(" " * 39 if pc is None else
+                         f"{pc['conv'] / cpes:>{16 if key == 'lockstep' else 15}.0f}"
+                         f"{pc['bn'] / cpes:>7.0f}{pc['relu'] / cpes:>7.0f}{pc['cycles']:>9}")
+        lines.append(f"{n:>10}" + "".join(cells))
+    first = sig["rows"][1]["delayed"]
+    for key, label in (("lockstep", "lock-step"),
+                       ("delayed", f"delayed (n={SIGNATURE_GROUPS}, t={sig['interval']})")):
+        last = sig["rows"][64][key]
+        lines.append(f"  64 {label} vs 1: "
+                     + ", ".join(f"{k} x{last[k] / first[k]:.2f}" for k in OP_KINDS)
+                     + "   (paper, ResNet50 1->56: conv x0.95, BN x0.27, act x0.26)")
+    return lines
 
 
 def _sync(engine, step):
@@ -245,15 +316,11 @@ def format_report(result: dict, explain: bool = False) -> str:
         lines.append(f"{r['name']:<28}{r['cycles']:>10}{r['samples_per_megacycle']:>12.1f}"
                      f"{r['dma_utilisation']:>10.1%}{r['p0_busy']:>9.1%}{pc['conv']:>11.0f}"
                      f"{pc['bn']:>9.0f}{pc['relu']:>10.0f}")
-    lines += ["", "aggregate cycles per call (a CPE's cycles in a call / 64 CPEs, all busy):",
-              f"{'instances':>10}{'conv':>10}{'bn':>10}{'relu':>10}"]
-    cpes = 64
-    for n, pc in result["per_call_by_instances"].items():
-        lines.append(f"{n:>10}{pc['conv'] / cpes:>10.0f}{pc['bn'] / cpes:>10.0f}"
-                     f"{pc['relu'] / cpes:>10.0f}   {INSTANCES[n]}")
-    first, last = result["per_call_by_instances"][1], result["per_call_by_instances"][64]
-    lines.append("64 vs 1: " + ", ".join(f"{k} x{last[k] / first[k]:.2f}" for k in OP_KINDS)
-                 + "   (paper, ResNet50 1->56: conv x0.95, BN x0.27, act x0.26)")
+    lines += ["", "per-operator signature: aggregate cycles per call (a CPE's cycles in a call "
+              "/ 64, all 64 CPEs busy) and the makespan; 1/4/16/64 instances = "
+              + ", ".join(" ".join(f"{v}" for v in kw.values()) for kw in INSTANCES.values())]
+    for name, sig in result["signature"].items():
+        lines += _signature_lines(name, sig)
     b, e = result["bound"], result["engine_bound"]
     lines += ["", f"best: {result['best']}: {result['speedup']:.3f}x per_cg",
               f"§1.8 formula, c_l = uncontended cycles per call: with b_l / 21.3 B/cycle: "
