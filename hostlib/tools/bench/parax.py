@@ -5,9 +5,9 @@ with delayed start (n launch groups, interval t: one BN + ReLU, and k/2n of a la
 period for k = 1..4, n in {2, 4, 8, 64}; --quick: n = 4, k = 2, 3) and with seeded jitter,
 D per_group(8); makespan, samples per megacycle, DMA utilisation, P0 busy fraction;
 per-operator cycles per call at 1/4/16/64 instances on the whole array (per_cg,
-per_group(16), per_group(4), per_cpe), in lock-step and delayed, on the default DMA model and on one costing
-bytes only (the signature); the overlap bound and the makespan floor; formulas 1-3
-beside the measured intensity; the gradient synchronisation of the MLP 256 -> 64 -> 10
+per_group(16), per_group(4), per_cpe), in lock-step and delayed, on the default DMA model
+and on one costing bytes only (the signature); the overlap bound and the makespan floor;
+formulas 1-3 beside the measured intensity; the gradient synchronisation of the MLP 256 -> 64 -> 10
 (17098 f32) by PS, RAR and GS at 1/4/16/64 instances; and the MLP's training step on
 single-CPE instances (kernels/parax/mlp.s) followed by each synchronisation. Every block
 run's output is checked bit for bit against mode A's, and A's against numpy (float64, 1e-5).
