@@ -243,3 +243,63 @@ def run_block(x, weights, bn_scale, bn_shift, *, ops=None, mode: str = "per_cpe"
                     flops=sum(res.cpe[k].float_ops for k in range(used)),
                     bytes_per_cycle=config.dma_transaction_bytes / config.dma_transaction_cycles,
                     run=res)
+
+
+GRAD_KERNEL = Kernel(("parax/block.s",), "parax_conv_grad", "parax_ldm_end")
+
+
+@dataclass
+class ConvGrad:
+    """The conv's backward on single-CPE instances: dx per sample, dw per instance (the sum
+    over its samples, in order), the kernel's cycles."""
+    dx: np.ndarray
+    dw: np.ndarray
+    cycles: int
+    run: object
+
+
+def conv_backward(x, dy, weight, *, instances: int = 1, machine=None,
+                  engine: str = "c") -> ConvGrad:
+    """The backward of the 3x3 conv (16 -> 16, pad 1) of ``run_block``: `x` and `dy` (N, H, 8,
+    16) float32, `weight` (3, 3, 16, 16). Instance k (CPE k) takes samples k N/instances ..
+    and gives dx = dy convolved with the flipped, transposed weight, and dw[k] = sum over
+    its samples of the correlation of x and dy (kernels/parax/block.s parax_conv_grad)."""
+    x = _float32("x", x, SAMPLE_SHAPE)
+    dy = _float32("dy", dy, SAMPLE_SHAPE)
+    weight = _float32("weight", weight, WEIGHT_SHAPE)
+    if x.ndim != 4 or dy.shape != x.shape or weight.ndim != 4 \
+            or not 1 <= x.shape[1] <= GRAD_KERNEL.symbol("MAX_ROWS"):
+        raise ArgumentError(f"x and dy (N, H, 8, 16) with H 1..{GRAD_KERNEL.symbol('MAX_ROWS')}"
+                            f" and weight (3, 3, 16, 16) expected, got {x.shape}, {dy.shape}, "
+                            f"{weight.shape}")
+    machine = machine or Machine()
+    cpes = machine.config.num_cpes
+    if not isinstance(instances, (int, np.integer)) or isinstance(instances, bool):
+        raise ArgumentTypeError(f"instances must be an int, got {type(instances).__name__}")
+    if not 1 <= instances <= cpes or x.shape[0] == 0 or x.shape[0] % instances:
+        raise ArgumentError(f"instances must be 1..{cpes} and divide the {x.shape[0]} samples, "
+                            f"got {instances}")
+    per = x.shape[0] // instances
+    sample_bytes = x[0].nbytes
+    mem = machine.mem
+    mark = mem.mark()
+    try:
+        xin, dyin, wmem = mem.put(x), mem.put(dy), mem.put(weight)
+        dxout = mem.alloc(x.nbytes)
+        dwout = mem.alloc(instances * weight.nbytes)
+        stats_bytes = GRAD_KERNEL.symbol("STATS_BYTES")
+        stats = mem.alloc(stats_bytes * instances)
+        job = GRAD_KERNEL.record("J_", "JOB_BYTES")
+        words = np.zeros(instances * job.nbytes // 8, np.int64)
+        for k in range(instances):
+            at, first = k * job.nbytes, k * per * sample_bytes
+            job.write(words, at, nsamp=per, **{"in": xin + first}, out=dxout + first,
+                      dy=dyin + first, dw=dwout + k * weight.nbytes, w=wmem, rows=x.shape[1],
+                      stats=stats + k * stats_bytes)
+        res = machine.run(GRAD_KERNEL.program, entry=GRAD_KERNEL.entry,
+                          args=[mem.put(words)], engine=engine, cpes=range(instances))
+        dx = mem.get(dxout, x.shape, np.float32)
+        dw = mem.get(dwout, (instances,) + WEIGHT_SHAPE, np.float32)
+    finally:
+        mem.release(mark)
+    return ConvGrad(dx=dx, dw=dw, cycles=res.kernel_cycles, run=res)

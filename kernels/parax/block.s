@@ -405,3 +405,209 @@ relu_f32:
 	bgt	$18, 1b
 	ret
 	.end	relu_f32
+
+# The conv's backward on one CPE per instance. The block's parameter area (WEIGHTS, four
+# layers' room) holds this entry's W, its flipped transpose, dW and the padded dY.
+	J_DY = J_TMP          # the output gradients of the job's samples (consecutive)
+	J_DW = J_TMP + 8      # where dW (summed over the job's samples) goes
+	GRAD_W = 0            # offsets in WEIGHTS
+	GRAD_WT = CONV_W_BYTES
+	GRAD_DW = 2 * CONV_W_BYTES
+	GRAD_PADDED_DY = 3 * CONV_W_BYTES
+	GRAD_ZEROED = CONV_W_BYTES + PAD_ROW_BYTES * (MAX_ROWS + 2)    # dW and the padded dY
+
+# parax_conv_grad(jobs $16): CPE id takes the job record at jobs + id JOB_BYTES: J_NSAMP
+# samples x from J_IN and their dY from J_DY, one layer's weights at J_W, J_ROWS rows. Per
+# sample (in order): dX = the convolution of the zero-bordered dY with W flipped and
+# transposed (WT[2-kh][2-kw][co][ci] = W[kh][kw][ci][co]; conv3x3_f32), put to J_OUT; dW +=
+# the correlation of x and dY (conv3x3_dw_f32). Then dW goes to J_DW, the statistics to J_STATS.
+	.globl	parax_conv_grad
+	.ent	parax_conv_grad
+parax_conv_grad:
+	ENTER_WITH_JOB JOB, JOB_BYTES
+	ldl	$1, JOB + J_ROWS($31)
+	sll	$1, 9, $1             # ROW_BYTES per row
+	stl	$1, SIZE($31)
+	MAKE_DESC $1, DMA_GET, CONV_W_BYTES, RPLY
+	ldl	$2, JOB + J_W($31)
+	ldi	$3, WEIGHTS + GRAD_W
+	DMA_WAIT $1, $2, $3, RPLY
+	ldi	$1, WEIGHTS + GRAD_DW # zero dW and the padded dY (whose border stays zero)
+	ldi	$2, GRAD_ZEROED / 16
+1:	vsts	$31, 0($1)
+	ldi	$1, 16($1)
+	subl	$2, 1, $2
+	bgt	$2, 1b
+	bsr	$26, flip_transpose
+	rtc	$2
+	stl	$2, STATS + S_BEGIN($31)
+	ldl	$9, JOB + J_NSAMP($31)
+	ldl	$10, JOB + J_IN($31)
+	ldl	$11, JOB + J_OUT($31)
+	ldl	$12, JOB + J_DY($31)
+	ble	$9, 9f
+5:	MAKE_DESC $4, DMA_GET, ROW_BYTES, RPLY   # x and dY row by row into the padded buffers
+	ldl	$7, JOB + J_ROWS($31)
+	ldi	$5, PADDED + PAD_ROW_BYTES + PIXEL_BYTES
+	ldi	$6, WEIGHTS + GRAD_PADDED_DY + PAD_ROW_BYTES + PIXEL_BYTES
+	mov	$10, $13
+	mov	$12, $14
+	mov	$7, $8
+	stw	$31, RPLY($31)
+3:	dma	$4, $13, $5
+	dma	$4, $14, $6
+	ldi	$13, ROW_BYTES($13)
+	ldi	$14, ROW_BYTES($14)
+	ldi	$5, PAD_ROW_BYTES($5)
+	ldi	$6, PAD_ROW_BYTES($6)
+	subl	$8, 1, $8
+	bgt	$8, 3b
+	addl	$7, $7, $7
+	WAIT_REPLY $7
+	SAVE_LOOP_REGS stl
+	ldi	$16, PADDED
+	ldi	$17, WEIGHTS + GRAD_PADDED_DY + PAD_ROW_BYTES + PIXEL_BYTES
+	ldl	$18, JOB + J_ROWS($31)
+	ldi	$19, WEIGHTS + GRAD_DW
+	bsr	$26, conv3x3_dw_f32
+	ldi	$16, WEIGHTS + GRAD_PADDED_DY
+	ldi	$17, WEIGHTS + GRAD_WT
+	ldl	$18, JOB + J_ROWS($31)
+	bsr	$26, conv3x3_f32
+	SAVE_LOOP_REGS ldl
+	MAKE_DESC $1, DMA_PUT, 0, RPLY
+	ldl	$8, SIZE($31)
+	DESC_SET_SIZE $1, $8
+	ldi	$3, BUF
+	DMA_WAIT $1, $11, $3, RPLY
+	addl	$10, $8, $10
+	addl	$11, $8, $11
+	addl	$12, $8, $12
+	subl	$9, 1, $9
+	bgt	$9, 5b
+9:	rtc	$2
+	stl	$2, STATS + S_END($31)
+	MAKE_DESC $1, DMA_PUT, CONV_W_BYTES, RPLY
+	ldl	$2, JOB + J_DW($31)
+	ldi	$3, WEIGHTS + GRAD_DW
+	DMA_WAIT $1, $2, $3, RPLY
+	ldl	$2, JOB + J_STATS($31)
+	MAKE_DESC $1, DMA_PUT, STATS_BYTES, RPLY
+	ldi	$3, STATS
+	DMA_WAIT $1, $2, $3, RPLY
+	ldl	$26, SAVE_RA($31)
+	ret
+	.end	parax_conv_grad
+
+# flip_transpose: WT[8 - k][co][ci] = W[k][ci][co] for the 9 (kh, kw) = k, exact f32 copies,
+# four loads ahead of their stores.
+	.ent	flip_transpose
+flip_transpose:
+	ldi	$1, WEIGHTS + GRAD_W
+	ldi	$2, WEIGHTS + GRAD_WT + 8 * 1024
+	ldi	$3, 9
+1:	ldi	$4, 16                # ci left
+	mov	$2, $5                # WT's column ci
+2:	.irp	co, 0, 4, 8, 12
+	flds	$6, 4 * \co($1)
+	flds	$7, 4 * \co + 4($1)
+	flds	$8, 4 * \co + 8($1)
+	flds	$9, 4 * \co + 12($1)
+	fsts	$6, 64 * \co($5)
+	fsts	$7, 64 * \co + 64($5)
+	fsts	$8, 64 * \co + 128($5)
+	fsts	$9, 64 * \co + 192($5)
+	.endr
+	ldi	$1, 64($1)
+	ldi	$5, 4($5)
+	subl	$4, 1, $4
+	bgt	$4, 2b
+	ldi	$2, -1024($2)
+	subl	$3, 1, $3
+	bgt	$3, 1b
+	ret
+	.end	flip_transpose
+
+# DW_LOAD c, x0, x1, d0-d3: pixel c of the row: x[ci], x[ci + 1] (broadcast) and dY's 16
+# channels (4 vectors).
+	.macro	DW_LOAD c, x0, x1, d0, d1, d2, d3
+	ldse	\x0, 64 * (\c) + 0($20)
+	ldse	\x1, 64 * (\c) + 4($20)
+	vlds	\d0, 64 * (\c) + 0($21)
+	vlds	\d1, 64 * (\c) + 16($21)
+	vlds	\d2, 64 * (\c) + 32($21)
+	vlds	\d3, 64 * (\c) + 48($21)
+	.endm
+
+# DW_PIXEL c, pixel c's registers, pixel c + 1's: the 8 multiply-adds of pixel c (dW rows ci
+# and ci + 1 in $0-$7) issue beside the loads of pixel c + 1 (after the last pixel: the
+# border's, unused).
+	.macro	DW_PIXEL c, x0, x1, d0, d1, d2, d3, n0, n1, e0, e1, e2, e3
+	vmas	\x0, \d0, $0, $0
+	ldse	\n0, 64 * (\c) + 64($20)
+	vmas	\x0, \d1, $1, $1
+	ldse	\n1, 64 * (\c) + 68($20)
+	vmas	\x0, \d2, $2, $2
+	vlds	\e0, 64 * (\c) + 64($21)
+	vmas	\x0, \d3, $3, $3
+	vlds	\e1, 64 * (\c) + 80($21)
+	vmas	\x1, \d0, $4, $4
+	vlds	\e2, 64 * (\c) + 96($21)
+	vmas	\x1, \d1, $5, $5
+	vlds	\e3, 64 * (\c) + 112($21)
+	vmas	\x1, \d2, $6, $6
+	vmas	\x1, \d3, $7, $7
+	.endm
+
+# conv3x3_dw_f32(padded x $16, dY $17 (rows PAD_ROW_BYTES apart), rows $18, dW $19):
+# dW[kh][kw][ci][co] += sum over the pixels p, row by row, of x[p + (kh-1, kw-1)][ci] dY[p][co].
+# Per (kh, kw) and pair of input channels: 8 accumulators (2 dW rows of 16), a row of 8
+# pixels unrolled, each pixel's 8 vmas beside the next pixel's 6 loads.
+	.globl	conv3x3_dw_f32
+	.ent	conv3x3_dw_f32
+conv3x3_dw_f32:
+	stl	$26, SAVE_CONV_RA($31)
+	mov	$16, $30              # x at (kh, kw, ci)
+	ldi	$29, 3                # kh left
+1:	ldi	$28, 3                # kw left
+2:	ldi	$27, 8                # ci pairs left
+3:	vlds	$0, 0($19)
+	vlds	$1, 16($19)
+	vlds	$2, 32($19)
+	vlds	$3, 48($19)
+	vlds	$4, 64($19)
+	vlds	$5, 80($19)
+	vlds	$6, 96($19)
+	vlds	$7, 112($19)
+	mov	$30, $20
+	mov	$17, $21
+	mov	$18, $26
+4:	DW_LOAD 0, $8, $9, $10, $11, $12, $13
+	.irp	c, 0, 2, 4, 6
+	DW_PIXEL \c, $8, $9, $10, $11, $12, $13, $14, $15, $22, $23, $24, $25
+	DW_PIXEL \c + 1, $14, $15, $22, $23, $24, $25, $8, $9, $10, $11, $12, $13
+	.endr
+	ldi	$20, PAD_ROW_BYTES($20)
+	ldi	$21, PAD_ROW_BYTES($21)
+	subl	$26, 1, $26
+	bgt	$26, 4b
+	vsts	$0, 0($19)
+	vsts	$1, 16($19)
+	vsts	$2, 32($19)
+	vsts	$3, 48($19)
+	vsts	$4, 64($19)
+	vsts	$5, 80($19)
+	vsts	$6, 96($19)
+	vsts	$7, 112($19)
+	ldi	$19, 128($19)
+	ldi	$30, 8($30)
+	subl	$27, 1, $27
+	bgt	$27, 3b
+	subl	$28, 1, $28           # 8 pairs moved $30 a pixel on: the next kw's
+	bgt	$28, 2b
+	ldi	$30, PAD_ROW_BYTES - 3 * PIXEL_BYTES($30)
+	subl	$29, 1, $29
+	bgt	$29, 1b
+	ldl	$26, SAVE_CONV_RA($31)
+	ret
+	.end	conv3x3_dw_f32

@@ -1,0 +1,64 @@
+"""The single-CPE backward of ParaX's conv 3x3 (kernels/parax/block.s parax_conv_grad) against
+float64 numpy, both engines, bad input."""
+import numpy as np
+import pytest
+
+from swsim.errors import ArgumentError, ArgumentTypeError
+from swsim.hostlib.parax.block import conv_backward
+
+
+def case(samples, rows, seed=0):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((samples, rows, 8, 16)).astype(np.float32)
+    dy = rng.standard_normal((samples, rows, 8, 16)).astype(np.float32)
+    w = (rng.standard_normal((3, 3, 16, 16)) / 12).astype(np.float32)
+    return x, dy, w
+
+
+def numpy_backward(x, dy, w):
+    """float64: dx[p] = sum over taps of dy[p - d] W^T, dw per sample = sum_p x[p + d]^T dy[p]."""
+    samples, rows = x.shape[:2]
+    xp = np.zeros((samples, rows + 2, 10, 16))
+    dyp = np.zeros_like(xp)
+    xp[:, 1:rows + 1, 1:9], dyp[:, 1:rows + 1, 1:9] = x, dy
+    dx = np.zeros(x.shape)
+    dw = np.zeros((samples, 3, 3, 16, 16))
+    for kh in range(3):
+        for kw in range(3):
+            dw[:, kh, kw] = np.einsum("nhwc,nhwo->nco", xp[:, kh:kh + rows, kw:kw + 8], dy)
+            dx += dyp[:, 2 - kh:2 - kh + rows, 2 - kw:2 - kw + 8] @ w[kh, kw].T.astype(float)
+    return dx, dw
+
+
+def test_conv_backward_matches_float64_numpy():
+    x, dy, w = case(samples=6, rows=3)
+    run = conv_backward(x, dy, w, instances=3)
+    dx, dw = numpy_backward(x, dy, w)
+    np.testing.assert_allclose(run.dx, dx, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(run.dw, dw.reshape(3, 2, 3, 3, 16, 16).sum(axis=1),
+                               rtol=1e-5, atol=1e-4)
+    alone = conv_backward(x[2:4], dy[2:4], w)            # instances are independent
+    np.testing.assert_array_equal(alone.dw[0].view(np.int32), run.dw[1].view(np.int32))
+    np.testing.assert_array_equal(alone.dx.view(np.int32), run.dx[2:4].view(np.int32))
+
+
+@pytest.mark.slow              # the Python engine: ~25 s on the loaded 2-core host
+def test_conv_backward_engines_agree():
+    x, dy, w = case(samples=1, rows=1)
+    c = conv_backward(x, dy, w, engine="c")
+    py = conv_backward(x, dy, w, engine="python")
+    np.testing.assert_array_equal(c.dx.view(np.int32), py.dx.view(np.int32))
+    np.testing.assert_array_equal(c.dw.view(np.int32), py.dw.view(np.int32))
+    assert c.cycles == py.cycles
+
+
+def test_conv_backward_refuses_bad_input():
+    x, dy, w = case(samples=4, rows=2)
+    with pytest.raises(ArgumentError, match="divide the 4 samples, got 3"):
+        conv_backward(x, dy, w, instances=3)
+    with pytest.raises(ArgumentError, match="x and dy"):
+        conv_backward(x, dy[:, :1], w)
+    with pytest.raises(ArgumentError, match="weight must be float32"):
+        conv_backward(x, dy, w[:2])
+    with pytest.raises(ArgumentTypeError, match="instances must be an int"):
+        conv_backward(x, dy, w, instances=2.0)
