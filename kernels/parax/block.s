@@ -131,14 +131,31 @@ parax_ldm_end:
 	.endr
 	.endm
 
-	.globl	parax_run
-	.ent	parax_run
-parax_run:
+# ENTER: take the job record (the reply word left clear), SIZE = the bytes of a sample.
+	.macro	ENTER
 	ENTER_WITH_JOB JOB, JOB_BYTES
 	stw	$31, RPLY($31)
 	ldl	$1, JOB + J_ROWS($31)
 	sll	$1, 9, $1             # ROW_BYTES per row
 	stl	$1, SIZE($31)
+	.endm
+
+# LEAVE: the last cycle into the statistics, put them to J_STATS, return.
+	.macro	LEAVE
+	rtc	$2
+	stl	$2, STATS + S_END($31)
+	ldl	$2, JOB + J_STATS($31)
+	MAKE_DESC $1, DMA_PUT, STATS_BYTES, RPLY
+	ldi	$3, STATS
+	DMA_WAIT $1, $2, $3, RPLY
+	ldl	$26, SAVE_RA($31)
+	ret
+	.endm
+
+	.globl	parax_run
+	.ent	parax_run
+parax_run:
+	ENTER
 	ldl	$1, JOB + J_BCAST($31)
 	bne	$1, 11f
 	MAKE_DESC $8, DMA_GET, CONV_W_BYTES, RPLY
@@ -206,14 +223,7 @@ parax_run:
 	addl	$11, $1, $11
 	subl	$9, 1, $9
 	bgt	$9, 3b
-9:	rtc	$2
-	stl	$2, STATS + S_END($31)
-	ldl	$2, JOB + J_STATS($31)
-	MAKE_DESC $1, DMA_PUT, STATS_BYTES, RPLY
-	ldi	$3, STATS
-	DMA_WAIT $1, $2, $3, RPLY
-	ldl	$26, SAVE_RA($31)
-	ret
+9:	LEAVE
 	.end	parax_run
 
 # run_op(source $16, code $3): get the input, compute into BUF, put BUF to SAVE_DST.
@@ -424,10 +434,7 @@ relu_f32:
 	.globl	parax_conv_grad
 	.ent	parax_conv_grad
 parax_conv_grad:
-	ENTER_WITH_JOB JOB, JOB_BYTES
-	ldl	$1, JOB + J_ROWS($31)
-	sll	$1, 9, $1             # ROW_BYTES per row
-	stl	$1, SIZE($31)
+	ENTER
 	MAKE_DESC $1, DMA_GET, CONV_W_BYTES, RPLY
 	ldl	$2, JOB + J_W($31)
 	ldi	$3, WEIGHTS + GRAD_W
@@ -485,18 +492,11 @@ parax_conv_grad:
 	addl	$12, $8, $12
 	subl	$9, 1, $9
 	bgt	$9, 5b
-9:	rtc	$2
-	stl	$2, STATS + S_END($31)
 	MAKE_DESC $1, DMA_PUT, CONV_W_BYTES, RPLY
 	ldl	$2, JOB + J_DW($31)
 	ldi	$3, WEIGHTS + GRAD_DW
 	DMA_WAIT $1, $2, $3, RPLY
-	ldl	$2, JOB + J_STATS($31)
-	MAKE_DESC $1, DMA_PUT, STATS_BYTES, RPLY
-	ldi	$3, STATS
-	DMA_WAIT $1, $2, $3, RPLY
-	ldl	$26, SAVE_RA($31)
-	ret
+9:	LEAVE
 	.end	parax_conv_grad
 
 # flip_transpose: WT[8 - k][co][ci] = W[k][ci][co] for the 9 (kh, kw) = k, exact f32 copies,
@@ -571,14 +571,9 @@ conv3x3_dw_f32:
 	ldi	$29, 3                # kh left
 1:	ldi	$28, 3                # kw left
 2:	ldi	$27, 8                # ci pairs left
-3:	vlds	$0, 0($19)
-	vlds	$1, 16($19)
-	vlds	$2, 32($19)
-	vlds	$3, 48($19)
-	vlds	$4, 64($19)
-	vlds	$5, 80($19)
-	vlds	$6, 96($19)
-	vlds	$7, 112($19)
+3:	.irp	r, 0, 1, 2, 3, 4, 5, 6, 7
+	vlds	$\r, 16 * \r($19)
+	.endr
 	mov	$30, $20
 	mov	$17, $21
 	mov	$18, $26
@@ -591,14 +586,9 @@ conv3x3_dw_f32:
 	ldi	$21, PAD_ROW_BYTES($21)
 	subl	$26, 1, $26
 	bgt	$26, 4b
-	vsts	$0, 0($19)
-	vsts	$1, 16($19)
-	vsts	$2, 32($19)
-	vsts	$3, 48($19)
-	vsts	$4, 64($19)
-	vsts	$5, 80($19)
-	vsts	$6, 96($19)
-	vsts	$7, 112($19)
+	.irp	r, 0, 1, 2, 3, 4, 5, 6, 7
+	vsts	$\r, 16 * \r($19)
+	.endr
 	ldi	$19, 128($19)
 	ldi	$30, 8($30)
 	subl	$27, 1, $27
