@@ -1,10 +1,10 @@
-"""The single-CPE backward of ParaX's conv 3x3 (kernels/parax/block.s parax_conv_grad) against
-float64 numpy, both engines, bad input."""
+"""The single-CPE backward of ParaX's conv 3x3 and [BN, ReLU] pair (kernels/parax/block.s
+parax_conv_grad, parax_bn_relu_grad) against float64 numpy, both engines, bad input."""
 import numpy as np
 import pytest
 
 from swsim.errors import ArgumentError, ArgumentTypeError
-from swsim.hostlib.parax.block import conv_backward
+from swsim.hostlib.parax.block import bn_relu_backward, conv_backward
 
 
 def case(samples, rows, seed=0):
@@ -35,10 +35,10 @@ def test_conv_backward_matches_float64_numpy():
     run = conv_backward(x, dy, w, instances=3)
     dx, dw = numpy_backward(x, dy, w)
     np.testing.assert_allclose(run.dx, dx, rtol=1e-5, atol=1e-5)
-    np.testing.assert_allclose(run.dw, dw.reshape(3, 2, 3, 3, 16, 16).sum(axis=1),
+    np.testing.assert_allclose(run.grads, dw.reshape(3, 2, 3, 3, 16, 16).sum(axis=1),
                                rtol=1e-5, atol=1e-4)
     alone = conv_backward(x[2:4], dy[2:4], w)            # instances are independent
-    np.testing.assert_array_equal(alone.dw[0].view(np.int32), run.dw[1].view(np.int32))
+    np.testing.assert_array_equal(alone.grads[0].view(np.int32), run.grads[1].view(np.int32))
     np.testing.assert_array_equal(alone.dx.view(np.int32), run.dx[2:4].view(np.int32))
 
 
@@ -48,7 +48,7 @@ def test_conv_backward_engines_agree():
     c = conv_backward(x, dy, w, engine="c")
     py = conv_backward(x, dy, w, engine="python")
     np.testing.assert_array_equal(c.dx.view(np.int32), py.dx.view(np.int32))
-    np.testing.assert_array_equal(c.dw.view(np.int32), py.dw.view(np.int32))
+    np.testing.assert_array_equal(c.grads.view(np.int32), py.grads.view(np.int32))
     assert c.cycles == py.cycles
 
 
@@ -56,9 +56,37 @@ def test_conv_backward_refuses_bad_input():
     x, dy, w = case(samples=4, rows=2)
     with pytest.raises(ArgumentError, match="divide the 4 samples, got 3"):
         conv_backward(x, dy, w, instances=3)
-    with pytest.raises(ArgumentError, match="x and dy"):
+    with pytest.raises(ArgumentError, match="x and dy must be"):
         conv_backward(x, dy[:, :1], w)
     with pytest.raises(ArgumentError, match="weight must be float32"):
         conv_backward(x, dy, w[:2])
     with pytest.raises(ArgumentTypeError, match="instances must be an int"):
         conv_backward(x, dy, w, instances=2.0)
+
+
+def test_bn_relu_backward_matches_float64_numpy():
+    x, dy, _ = case(samples=4, rows=2)
+    rng = np.random.default_rng(3)
+    scale = (1 + rng.standard_normal(16) / 4).astype(np.float32)
+    shift = (rng.standard_normal(16) / 4).astype(np.float32)
+    run = bn_relu_backward(x, dy, scale, shift, instances=2)
+    y = (x.astype(float) * scale + shift).astype(np.float32)
+    g = np.where(np.signbit(y), 0.0, dy.astype(float))
+    assert 0.2 < np.mean(g == 0) < 0.8                    # the mask is exercised
+    np.testing.assert_array_equal(run.dx, (g * scale).astype(np.float32))
+    sums = [(g[k:k + 2] * x[k:k + 2]).sum(axis=(0, 1, 2)) for k in (0, 2)]
+    np.testing.assert_allclose(run.grads[:, 0], sums, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(run.grads[:, 1], [g[k:k + 2].sum(axis=(0, 1, 2)) for k in (0, 2)],
+                               rtol=1e-5, atol=1e-5)
+    with pytest.raises(ArgumentError, match="scale must be float32"):
+        bn_relu_backward(x, dy, scale[:8], shift)
+
+
+def test_bn_relu_backward_engines_agree():
+    x, dy, _ = case(samples=1, rows=1)
+    scale, shift = np.linspace(-1, 1, 16, dtype=np.float32), np.full(16, 0.1, np.float32)
+    c = bn_relu_backward(x, dy, scale, shift, engine="c")
+    py = bn_relu_backward(x, dy, scale, shift, engine="python")
+    np.testing.assert_array_equal(c.dx.view(np.int32), py.dx.view(np.int32))
+    np.testing.assert_array_equal(c.grads.view(np.int32), py.grads.view(np.int32))
+    assert c.cycles == py.cycles

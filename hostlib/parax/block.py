@@ -246,32 +246,28 @@ def run_block(x, weights, bn_scale, bn_shift, *, ops=None, mode: str = "per_cpe"
 
 
 GRAD_KERNEL = Kernel(("parax/block.s",), "parax_conv_grad", "parax_ldm_end")
+BN_RELU_GRAD_KERNEL = Kernel(("parax/block.s",), "parax_bn_relu_grad", "parax_ldm_end")
 
 
 @dataclass
-class ConvGrad:
-    """The conv's backward on single-CPE instances: dx per sample, dw per instance (the sum
-    over its samples, in order), the kernel's cycles."""
+class Backward:
+    """A backward on single-CPE instances: dx per sample; ``grads[k]`` instance k's parameter
+    gradient (the sum over its samples, in order); the kernel's cycles."""
     dx: np.ndarray
-    dw: np.ndarray
+    grads: np.ndarray
     cycles: int
     run: object
 
 
-def conv_backward(x, dy, weight, *, instances: int = 1, machine=None,
-                  engine: str = "c") -> ConvGrad:
-    """The backward of the 3x3 conv (16 -> 16, pad 1) of ``run_block``: `x` and `dy` (N, H, 8,
-    16) float32, `weight` (3, 3, 16, 16). Instance k (CPE k) takes samples k N/instances ..
-    and gives dx = dy convolved with the flipped, transposed weight, and dw[k] = sum over
-    its samples of the correlation of x and dy (kernels/parax/block.s parax_conv_grad)."""
+def _backward(kernel, x, dy, params, field, grad_shape, instances, machine, engine) -> Backward:
+    """Run a backward entry of block.s: instance k (CPE k) takes samples k N/instances ..
+    of `x` and `dy`, the parameters `params` at job field `field`."""
     x = _float32("x", x, SAMPLE_SHAPE)
     dy = _float32("dy", dy, SAMPLE_SHAPE)
-    weight = _float32("weight", weight, WEIGHT_SHAPE)
-    if x.ndim != 4 or dy.shape != x.shape or weight.ndim != 4 \
-            or not 1 <= x.shape[1] <= GRAD_KERNEL.symbol("MAX_ROWS"):
-        raise ArgumentError(f"x and dy (N, H, 8, 16) with H 1..{GRAD_KERNEL.symbol('MAX_ROWS')}"
-                            f" and weight (3, 3, 16, 16) expected, got {x.shape}, {dy.shape}, "
-                            f"{weight.shape}")
+    rows_max = kernel.symbol("MAX_ROWS")
+    if x.ndim != 4 or dy.shape != x.shape or not 1 <= x.shape[1] <= rows_max:
+        raise ArgumentError(f"x and dy must be (N, H, 8, 16) with H 1..{rows_max}, got "
+                            f"{x.shape} and {dy.shape}")
     machine = machine or Machine()
     cpes = machine.config.num_cpes
     if not isinstance(instances, (int, np.integer)) or isinstance(instances, bool):
@@ -281,25 +277,55 @@ def conv_backward(x, dy, weight, *, instances: int = 1, machine=None,
                             f"got {instances}")
     per = x.shape[0] // instances
     sample_bytes = x[0].nbytes
+    grad_bytes = int(np.prod(grad_shape)) * 4
     mem = machine.mem
     mark = mem.mark()
     try:
-        xin, dyin, wmem = mem.put(x), mem.put(dy), mem.put(weight)
+        xin, dyin, pmem = mem.put(x), mem.put(dy), mem.put(params)
         dxout = mem.alloc(x.nbytes)
-        dwout = mem.alloc(instances * weight.nbytes)
-        stats_bytes = GRAD_KERNEL.symbol("STATS_BYTES")
+        gout = mem.alloc(instances * grad_bytes)
+        stats_bytes = kernel.symbol("STATS_BYTES")
         stats = mem.alloc(stats_bytes * instances)
-        job = GRAD_KERNEL.record("J_", "JOB_BYTES")
+        job = kernel.record("J_", "JOB_BYTES")
         words = np.zeros(instances * job.nbytes // 8, np.int64)
         for k in range(instances):
-            at, first = k * job.nbytes, k * per * sample_bytes
-            job.write(words, at, nsamp=per, **{"in": xin + first}, out=dxout + first,
-                      dy=dyin + first, dw=dwout + k * weight.nbytes, w=wmem, rows=x.shape[1],
-                      stats=stats + k * stats_bytes)
-        res = machine.run(GRAD_KERNEL.program, entry=GRAD_KERNEL.entry,
-                          args=[mem.put(words)], engine=engine, cpes=range(instances))
+            first = k * per * sample_bytes
+            job.write(words, k * job.nbytes, nsamp=per, **{"in": xin + first, field: pmem},
+                      out=dxout + first, dy=dyin + first, dw=gout + k * grad_bytes,
+                      rows=x.shape[1], stats=stats + k * stats_bytes)
+        res = machine.run(kernel.program, entry=kernel.entry, args=[mem.put(words)],
+                          engine=engine, cpes=range(instances))
         dx = mem.get(dxout, x.shape, np.float32)
-        dw = mem.get(dwout, (instances,) + WEIGHT_SHAPE, np.float32)
+        grads = mem.get(gout, (instances,) + tuple(grad_shape), np.float32)
     finally:
         mem.release(mark)
-    return ConvGrad(dx=dx, dw=dw, cycles=res.kernel_cycles, run=res)
+    return Backward(dx=dx, grads=grads, cycles=res.kernel_cycles, run=res)
+
+
+def conv_backward(x, dy, weight, *, instances: int = 1, machine=None,
+                  engine: str = "c") -> Backward:
+    """The backward of the 3x3 conv (16 -> 16, pad 1) of ``run_block``: `x` and `dy` (N, H, 8,
+    16) float32, `weight` (3, 3, 16, 16). Instance k (CPE k) takes samples k N/instances ..
+    and gives dx = dy convolved with the flipped, transposed weight, and grads[k] = dW, the
+    sum over its samples of the correlation of x and dy (block.s parax_conv_grad)."""
+    weight = _float32("weight", weight, WEIGHT_SHAPE)
+    if weight.ndim != 4:
+        raise ArgumentError(f"weight must be (3, 3, 16, 16), got {weight.shape}")
+    return _backward(GRAD_KERNEL, x, dy, weight, "w", WEIGHT_SHAPE, instances, machine,
+                     engine)
+
+
+def bn_relu_backward(x, dy, scale, shift, *, instances: int = 1, machine=None,
+                     engine: str = "c") -> Backward:
+    """The backward of ``run_block``'s [BN, ReLU] pair (y = relu(x scale + shift) per channel):
+    `x` BN's input and `dy` the gradient at ReLU's output, (N, H, 8, 16) float32; `scale`,
+    `shift` (16,). g = dy where x scale + shift (rounded as the forward) has its sign bit
+    clear; dx = g scale; grads[k] = (dscale, dshift) = the sums of g x and g over instance k's
+    samples (block.s parax_bn_relu_grad)."""
+    scale = _float32("scale", scale, (16,))
+    shift = _float32("shift", shift, (16,))
+    if scale.ndim != 1 or shift.ndim != 1:
+        raise ArgumentError(f"scale and shift must be (16,), got {scale.shape} and "
+                            f"{shift.shape}")
+    return _backward(BN_RELU_GRAD_KERNEL, x, dy, np.concatenate([scale, shift]), "bn", (2, 16),
+                     instances, machine, engine)

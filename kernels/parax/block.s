@@ -601,3 +601,104 @@ conv3x3_dw_f32:
 	ldl	$26, SAVE_CONV_RA($31)
 	ret
 	.end	conv3x3_dw_f32
+
+# The backward of a [BN, ReLU] pair on one CPE per instance.
+	GRAD_DPARAMS = BN_P_BYTES     # offset in BN_PARAMS: dscale[16], dshift[16] (layer 1's room)
+
+# parax_bn_relu_grad(jobs $16): CPE id takes the job record at jobs + id JOB_BYTES: J_NSAMP
+# samples x (BN's input) from J_IN and dY (the gradient at ReLU's output) from J_DY, BN's
+# scale and shift at J_BN, J_ROWS rows. Per sample (in order), bn_relu_grad_f32 gives dX, put
+# to J_OUT, and adds to dscale and dshift; at the end these go to J_DW (dscale[16], dshift[16]).
+	.globl	parax_bn_relu_grad
+	.ent	parax_bn_relu_grad
+parax_bn_relu_grad:
+	ENTER
+	MAKE_DESC $1, DMA_GET, BN_P_BYTES, RPLY
+	ldl	$2, JOB + J_BN($31)
+	ldi	$3, BN_PARAMS
+	DMA_WAIT $1, $2, $3, RPLY
+	ldi	$1, BN_PARAMS + GRAD_DPARAMS
+	.irp	r, 0, 1, 2, 3, 4, 5, 6, 7
+	vsts	$31, 16 * \r($1)
+	.endr
+	rtc	$2
+	stl	$2, STATS + S_BEGIN($31)
+	ldl	$9, JOB + J_NSAMP($31)
+	ldl	$10, JOB + J_IN($31)
+	ldl	$11, JOB + J_OUT($31)
+	ldl	$12, JOB + J_DY($31)
+	ble	$9, 9f
+5:	ldl	$8, SIZE($31)         # x into BUF, dY into the (unused) weights' room
+	MAKE_DESC $4, DMA_GET, 0, RPLY
+	DESC_SET_SIZE $4, $8
+	stw	$31, RPLY($31)
+	ldi	$5, BUF
+	dma	$4, $10, $5
+	ldi	$5, WEIGHTS
+	dma	$4, $12, $5
+	WAIT_REPLY 2
+	SAVE_LOOP_REGS stl
+	ldi	$16, BUF
+	ldi	$17, WEIGHTS
+	ldl	$18, JOB + J_ROWS($31)
+	bsr	$26, bn_relu_grad_f32
+	SAVE_LOOP_REGS ldl
+	MAKE_DESC $1, DMA_PUT, 0, RPLY
+	ldl	$8, SIZE($31)
+	DESC_SET_SIZE $1, $8
+	ldi	$3, WEIGHTS
+	DMA_WAIT $1, $11, $3, RPLY
+	addl	$10, $8, $10
+	addl	$11, $8, $11
+	addl	$12, $8, $12
+	subl	$9, 1, $9
+	bgt	$9, 5b
+	MAKE_DESC $1, DMA_PUT, BN_P_BYTES, RPLY
+	ldl	$2, JOB + J_DW($31)
+	ldi	$3, BN_PARAMS + GRAD_DPARAMS
+	DMA_WAIT $1, $2, $3, RPLY
+9:	LEAVE
+	.end	parax_bn_relu_grad
+
+# BNG_VECTOR v, scale, shift, dscale, dshift, x, d, t: one vector (4 channels) of a pixel:
+# y = x scale + shift as the forward rounds it; g = dY where y's sign bit is clear (ReLU's
+# derivative, as relu_f32 keeps: +0 passes, like every other non-negative y); dscale += g x,
+# dshift += g, dX = g scale over dY.
+	.macro	BNG_VECTOR v, scale, shift, dscale, dshift, x, d, t
+	vlds	\x, 16 * \v($16)
+	vlds	\d, 16 * \v($17)
+	vmas	\x, \scale, \shift, \t
+	vsraw	\t, 31, \t
+	vshfw	\t, \t, $28, \t
+	vbicw	\d, \t, \d
+	vmas	\d, \x, \dscale, \dscale
+	vadds	\d, \dshift, \dshift
+	vmuls	\d, \scale, \d
+	vsts	\d, 16 * \v($17)
+	.endm
+
+# bn_relu_grad_f32(x $16, dY $17 (dX written over it), rows $18): scale, shift from
+# BN_PARAMS; dscale, dshift accumulated in BN_PARAMS + GRAD_DPARAMS, pixel by pixel.
+	.globl	bn_relu_grad_f32
+	.ent	bn_relu_grad_f32
+bn_relu_grad_f32:
+	ldi	$25, BN_PARAMS
+	.irp	r, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15
+	vlds	$\r, 16 * \r($25)        # scale, shift; then dscale, dshift
+	.endr
+	ldih	$28, 0x7755($31)      # word lanes 1,1,3,3,5,5,7,7 (as relu_f32)
+	ldi	$28, 0x3311($28)
+	sll	$18, 3, $18           # pixels
+1:	BNG_VECTOR 0, $0, $4, $8, $12, $19, $20, $21
+	BNG_VECTOR 1, $1, $5, $9, $13, $22, $23, $24
+	BNG_VECTOR 2, $2, $6, $10, $14, $19, $20, $21
+	BNG_VECTOR 3, $3, $7, $11, $15, $22, $23, $24
+	ldi	$16, PIXEL_BYTES($16)
+	ldi	$17, PIXEL_BYTES($17)
+	subl	$18, 1, $18
+	bgt	$18, 1b
+	.irp	r, 8, 9, 10, 11, 12, 13, 14, 15
+	vsts	$\r, 16 * \r($25)
+	.endr
+	ret
+	.end	bn_relu_grad_f32
