@@ -426,6 +426,39 @@ relu_f32:
 	GRAD_PADDED_DY = 3 * CONV_W_BYTES
 	GRAD_ZEROED = CONV_W_BYTES + PAD_ROW_BYTES * (MAX_ROWS + 2)    # dW and the padded dY
 
+# SAMPLES_BEGIN: a backward entry's sample loop: the first cycle into the statistics; $9
+# samples, $10 x, $11 dX, $12 dY (the job's); none: to 9f.
+	.macro	SAMPLES_BEGIN
+	rtc	$2
+	stl	$2, STATS + S_BEGIN($31)
+	ldl	$9, JOB + J_NSAMP($31)
+	ldl	$10, JOB + J_IN($31)
+	ldl	$11, JOB + J_OUT($31)
+	ldl	$12, JOB + J_DY($31)
+	ble	$9, 9f
+	.endm
+
+# SAMPLES_END dx, grad, bytes: after a sample's compute (its $9-$15 saved): put dX (LDM `dx`),
+# step to the next sample (loop at 5b); after the last, put the parameter gradient (LDM
+# `grad`, `bytes`) to J_DW.
+	.macro	SAMPLES_END dx, grad, bytes
+	SAVE_LOOP_REGS ldl
+	MAKE_DESC $1, DMA_PUT, 0, RPLY
+	ldl	$8, SIZE($31)
+	DESC_SET_SIZE $1, $8
+	ldi	$3, \dx
+	DMA_WAIT $1, $11, $3, RPLY
+	addl	$10, $8, $10
+	addl	$11, $8, $11
+	addl	$12, $8, $12
+	subl	$9, 1, $9
+	bgt	$9, 5b
+	MAKE_DESC $1, DMA_PUT, \bytes, RPLY
+	ldl	$2, JOB + J_DW($31)
+	ldi	$3, \grad
+	DMA_WAIT $1, $2, $3, RPLY
+	.endm
+
 # parax_conv_grad(jobs $16): CPE id takes the job record at jobs + id JOB_BYTES: J_NSAMP
 # samples x from J_IN and their dY from J_DY, one layer's weights at J_W, J_ROWS rows. Per
 # sample (in order): dX = the convolution of the zero-bordered dY with W flipped and
@@ -446,13 +479,7 @@ parax_conv_grad:
 	subl	$2, 1, $2
 	bgt	$2, 1b
 	bsr	$26, flip_transpose
-	rtc	$2
-	stl	$2, STATS + S_BEGIN($31)
-	ldl	$9, JOB + J_NSAMP($31)
-	ldl	$10, JOB + J_IN($31)
-	ldl	$11, JOB + J_OUT($31)
-	ldl	$12, JOB + J_DY($31)
-	ble	$9, 9f
+	SAMPLES_BEGIN
 5:	MAKE_DESC $4, DMA_GET, ROW_BYTES, RPLY   # x and dY row by row into the padded buffers
 	ldl	$7, JOB + J_ROWS($31)
 	ldi	$5, PADDED + PAD_ROW_BYTES + PIXEL_BYTES
@@ -481,21 +508,7 @@ parax_conv_grad:
 	ldi	$17, WEIGHTS + GRAD_WT
 	ldl	$18, JOB + J_ROWS($31)
 	bsr	$26, conv3x3_f32
-	SAVE_LOOP_REGS ldl
-	MAKE_DESC $1, DMA_PUT, 0, RPLY
-	ldl	$8, SIZE($31)
-	DESC_SET_SIZE $1, $8
-	ldi	$3, BUF
-	DMA_WAIT $1, $11, $3, RPLY
-	addl	$10, $8, $10
-	addl	$11, $8, $11
-	addl	$12, $8, $12
-	subl	$9, 1, $9
-	bgt	$9, 5b
-	MAKE_DESC $1, DMA_PUT, CONV_W_BYTES, RPLY
-	ldl	$2, JOB + J_DW($31)
-	ldi	$3, WEIGHTS + GRAD_DW
-	DMA_WAIT $1, $2, $3, RPLY
+	SAMPLES_END BUF, WEIGHTS + GRAD_DW, CONV_W_BYTES
 9:	LEAVE
 	.end	parax_conv_grad
 
@@ -621,13 +634,7 @@ parax_bn_relu_grad:
 	.irp	r, 0, 1, 2, 3, 4, 5, 6, 7
 	vsts	$31, 16 * \r($1)
 	.endr
-	rtc	$2
-	stl	$2, STATS + S_BEGIN($31)
-	ldl	$9, JOB + J_NSAMP($31)
-	ldl	$10, JOB + J_IN($31)
-	ldl	$11, JOB + J_OUT($31)
-	ldl	$12, JOB + J_DY($31)
-	ble	$9, 9f
+	SAMPLES_BEGIN
 5:	ldl	$8, SIZE($31)         # x into BUF, dY into the (unused) weights' room
 	MAKE_DESC $4, DMA_GET, 0, RPLY
 	DESC_SET_SIZE $4, $8
@@ -642,21 +649,7 @@ parax_bn_relu_grad:
 	ldi	$17, WEIGHTS
 	ldl	$18, JOB + J_ROWS($31)
 	bsr	$26, bn_relu_grad_f32
-	SAVE_LOOP_REGS ldl
-	MAKE_DESC $1, DMA_PUT, 0, RPLY
-	ldl	$8, SIZE($31)
-	DESC_SET_SIZE $1, $8
-	ldi	$3, WEIGHTS
-	DMA_WAIT $1, $11, $3, RPLY
-	addl	$10, $8, $10
-	addl	$11, $8, $11
-	addl	$12, $8, $12
-	subl	$9, 1, $9
-	bgt	$9, 5b
-	MAKE_DESC $1, DMA_PUT, BN_P_BYTES, RPLY
-	ldl	$2, JOB + J_DW($31)
-	ldi	$3, BN_PARAMS + GRAD_DPARAMS
-	DMA_WAIT $1, $2, $3, RPLY
+	SAMPLES_END WEIGHTS, BN_PARAMS + GRAD_DPARAMS, BN_P_BYTES
 9:	LEAVE
 	.end	parax_bn_relu_grad
 
