@@ -9,15 +9,16 @@ per_group(16), per_group(4), per_cpe), in lock-step and delayed, on the default 
 and on one costing bytes only (the signature); the overlap bound and the makespan floor;
 formulas 1-3 beside the measured intensity; the gradient synchronisation of the MLP 256 -> 64 -> 10
 (17098 f32) by PS, RAR and GS at 1/4/16/64 instances; and the MLP's training step on
-single-CPE instances (kernels/parax/mlp.s) followed by each synchronisation. Every block
-run's output is checked bit for bit against mode A's, and A's against numpy (float64, 1e-5).
+single-CPE instances (kernels/parax/mlp.s) followed by each synchronisation; the conv's and
+[BN, ReLU]'s backward on single-CPE instances. Every block run's output is checked bit for
+bit against mode A's, and A's against numpy (float64, 1e-5).
 """
 from __future__ import annotations
 
 import numpy as np
 
 from ....vm import Machine
-from ...parax import block_ops, mlp, run_block
+from ...parax import block_ops, bn_relu_backward, conv_backward, mlp, run_block
 from ...parax.block import OP_KINDS
 from ...parax.sync import synchronise
 from ...parax.model import (bandwidth_only, conv_intensity, conv_terms, dma_engine_cycles,
@@ -158,6 +159,7 @@ def run(quick: bool = False, engine: str = "c", progress=None) -> dict:
                 speedup=speedup,
                 bit_identical=same, reference_error=err,
                 intensity=_intensity(w, scale, shift, engine, config),
+                backward=_backward(x, w, scale, shift, engine, step),
                 sync=_sync(engine, step), training=_training(engine, step))
 
 
@@ -221,6 +223,24 @@ def _signature_lines(name, sig) -> list:
                      + ", ".join(f"{k} x{last[k] / first[k]:.2f}" for k in OP_KINDS)
                      + "   (paper, ResNet50 1->56: conv x0.95, BN x0.27, act x0.26)")
     return lines
+
+
+def _backward(x, w, scale, shift, engine, step):
+    """The single-CPE backward operators (conv, [BN, ReLU]) at 1 and 64 instances of one
+    sample each: cycles, P0 busy, DMA bytes."""
+    dy = np.random.default_rng(3).standard_normal(x.shape).astype(np.float32)
+    rows = []
+    for n in (1, 64):
+        step(f"backward {n}")
+        for name, run in (("conv", conv_backward(x[:n], dy[:n], w[0], instances=n,
+                                                 engine=engine)),
+                          ("bn+relu", bn_relu_backward(x[:n], dy[:n], scale[0], shift[0],
+                                                       instances=n, engine=engine))):
+            res = run.run
+            rows.append(dict(op=name, instances=n, cycles=run.cycles,
+                             p0_busy=sum(res.cpe[k].p0_valid for k in range(n)) / (n * run.cycles),
+                             dma_bytes=int(res.counters["dma_bytes_moved"])))
+    return rows
 
 
 def _sync(engine, step):
@@ -353,6 +373,10 @@ def format_report(result: dict, explain: bool = False) -> str:
                   "  BN, ReLU: psi = 2 n elements for n operations, I = 2; measured = the CPEs' "
                   "float_ops / dma_bytes_moved of the operator run alone (ReLU's bit "
                   "operations are not flops)"]
+    lines += ["", "backward on single-CPE instances, one sample each:",
+              f"{'op':<9}{'instances':>10}{'cycles':>10}{'P0 busy':>9}{'DMA bytes':>11}"]
+    lines += [f"{r['op']:<9}{r['instances']:>10}{r['cycles']:>10}{r['p0_busy']:>9.1%}"
+              f"{r['dma_bytes']:>11}" for r in result["backward"]]
     lines += ["", f"gradient synchronisation, MLP 256-64-10 ({MLP_PARAMETERS} f32), "
               f"W -= lr mean(G):",
               *_table(result["sync"], (("cycles", "cycles", "d"), ("DMA bytes", "dma_bytes", "d"),
