@@ -32,12 +32,12 @@ def numpy_backward(x, dy, w):
 
 def test_conv_backward_matches_float64_numpy():
     x, dy, w = case(samples=6, rows=3)
-    run = conv_backward(x, dy, w, instances=3)
+    run = conv_backward(dy, x, w, instances=3)
     dx, dw = numpy_backward(x, dy, w)
     np.testing.assert_allclose(run.dx, dx, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(run.grads, dw.reshape(3, 2, 3, 3, 16, 16).sum(axis=1),
                                rtol=1e-5, atol=1e-4)
-    alone = conv_backward(x[2:4], dy[2:4], w)            # instances are independent
+    alone = conv_backward(dy[2:4], x[2:4], w)            # instances are independent
     np.testing.assert_array_equal(alone.grads[0].view(np.int32), run.grads[1].view(np.int32))
     np.testing.assert_array_equal(alone.dx.view(np.int32), run.dx[2:4].view(np.int32))
 
@@ -45,8 +45,8 @@ def test_conv_backward_matches_float64_numpy():
 @pytest.mark.slow              # the Python engine: ~25 s on the loaded 2-core host
 def test_conv_backward_engines_agree():
     x, dy, w = case(samples=1, rows=1)
-    c = conv_backward(x, dy, w, engine="c")
-    py = conv_backward(x, dy, w, engine="python")
+    c = conv_backward(dy, x, w, engine="c")
+    py = conv_backward(dy, x, w, engine="python")
     np.testing.assert_array_equal(c.dx.view(np.int32), py.dx.view(np.int32))
     np.testing.assert_array_equal(c.grads.view(np.int32), py.grads.view(np.int32))
     assert c.cycles == py.cycles
@@ -55,13 +55,13 @@ def test_conv_backward_engines_agree():
 def test_conv_backward_refuses_bad_input():
     x, dy, w = case(samples=4, rows=2)
     with pytest.raises(ArgumentError, match="divide the 4 samples, got 3"):
-        conv_backward(x, dy, w, instances=3)
+        conv_backward(dy, x, w, instances=3)
     with pytest.raises(ArgumentError, match="x and dy must be"):
-        conv_backward(x, dy[:, :1], w)
+        conv_backward(dy[:, :1], x, w)
     with pytest.raises(ArgumentError, match="weight must be float32"):
-        conv_backward(x, dy, w[:2])
+        conv_backward(dy, x, w[:2])
     with pytest.raises(ArgumentTypeError, match="instances must be an int"):
-        conv_backward(x, dy, w, instances=2.0)
+        conv_backward(dy, x, w, instances=2.0)
 
 
 def test_bn_relu_backward_matches_float64_numpy():
@@ -69,7 +69,7 @@ def test_bn_relu_backward_matches_float64_numpy():
     rng = np.random.default_rng(3)
     scale = (1 + rng.standard_normal(16) / 4).astype(np.float32)
     shift = (rng.standard_normal(16) / 4).astype(np.float32)
-    run = bn_relu_backward(x, dy, scale, shift, instances=2)
+    run = bn_relu_backward(dy, x, scale, shift, instances=2)
     y = (x.astype(float) * scale + shift).astype(np.float32)
     g = np.where(np.signbit(y), 0.0, dy.astype(float))
     assert 0.2 < np.mean(g == 0) < 0.8                    # the mask is exercised
@@ -79,14 +79,14 @@ def test_bn_relu_backward_matches_float64_numpy():
     np.testing.assert_allclose(run.grads[:, 1], [g[k:k + 2].sum(axis=(0, 1, 2)) for k in (0, 2)],
                                rtol=1e-5, atol=1e-5)
     with pytest.raises(ArgumentError, match="scale must be float32"):
-        bn_relu_backward(x, dy, scale[:8], shift)
+        bn_relu_backward(dy, x, scale[:8], shift)
 
 
 def test_bn_relu_backward_engines_agree():
     x, dy, _ = case(samples=1, rows=1)
     scale, shift = np.linspace(-1, 1, 16, dtype=np.float32), np.full(16, 0.1, np.float32)
-    c = bn_relu_backward(x, dy, scale, shift, engine="c")
-    py = bn_relu_backward(x, dy, scale, shift, engine="python")
+    c = bn_relu_backward(dy, x, scale, shift, engine="c")
+    py = bn_relu_backward(dy, x, scale, shift, engine="python")
     np.testing.assert_array_equal(c.dx.view(np.int32), py.dx.view(np.int32))
     np.testing.assert_array_equal(c.grads.view(np.int32), py.grads.view(np.int32))
     assert c.cycles == py.cycles

@@ -259,9 +259,9 @@ class Backward:
     run: object
 
 
-def _backward(kernel, x, dy, params, field, grad_shape, instances, machine, engine) -> Backward:
+def _backward(kernel, dy, x, params, field, grad_shape, instances, machine, engine) -> Backward:
     """Run a backward entry of block.s: instance k (CPE k) takes samples k N/instances ..
-    of `x` and `dy`, the parameters `params` at job field `field`."""
+    of `dy` and `x`, the parameters `params` at job field `field`."""
     x = _float32("x", x, SAMPLE_SHAPE)
     dy = _float32("dy", dy, SAMPLE_SHAPE)
     rows_max = kernel.symbol("MAX_ROWS")
@@ -302,23 +302,23 @@ def _backward(kernel, x, dy, params, field, grad_shape, instances, machine, engi
     return Backward(dx=dx, grads=grads, cycles=res.kernel_cycles, run=res)
 
 
-def conv_backward(x, dy, weight, *, instances: int = 1, machine=None,
+def conv_backward(dy, x, weight, *, instances: int = 1, machine=None,
                   engine: str = "c") -> Backward:
-    """The backward of the 3x3 conv (16 -> 16, pad 1) of ``run_block``: `x` and `dy` (N, H, 8,
+    """The backward of the 3x3 conv (16 -> 16, pad 1) of ``run_block``: `dy` and `x` (N, H, 8,
     16) float32, `weight` (3, 3, 16, 16). Instance k (CPE k) takes samples k N/instances ..
     and gives dx = dy convolved with the flipped, transposed weight, and grads[k] = dW, the
     sum over its samples of the correlation of x and dy (block.s parax_conv_grad)."""
     weight = _float32("weight", weight, WEIGHT_SHAPE)
     if weight.ndim != 4:
         raise ArgumentError(f"weight must be (3, 3, 16, 16), got {weight.shape}")
-    return _backward(GRAD_KERNEL, x, dy, weight, "w", WEIGHT_SHAPE, instances, machine,
+    return _backward(GRAD_KERNEL, dy, x, weight, "w", WEIGHT_SHAPE, instances, machine,
                      engine)
 
 
-def bn_relu_backward(x, dy, scale, shift, *, instances: int = 1, machine=None,
+def bn_relu_backward(dy, x, scale, shift, *, instances: int = 1, machine=None,
                      engine: str = "c") -> Backward:
     """The backward of ``run_block``'s [BN, ReLU] pair (y = relu(x scale + shift) per channel):
-    `x` BN's input and `dy` the gradient at ReLU's output, (N, H, 8, 16) float32; `scale`,
+    `dy` the gradient at ReLU's output and `x` BN's input, (N, H, 8, 16) float32; `scale`,
     `shift` (16,). g = dy where x scale + shift (rounded as the forward) has its sign bit
     clear; dx = g scale; grads[k] = (dscale, dshift) = the sums of g x and g over instance k's
     samples (block.s parax_bn_relu_grad)."""
@@ -327,5 +327,5 @@ def bn_relu_backward(x, dy, scale, shift, *, instances: int = 1, machine=None,
     if scale.ndim != 1 or shift.ndim != 1:
         raise ArgumentError(f"scale and shift must be (16,), got {scale.shape} and "
                             f"{shift.shape}")
-    return _backward(BN_RELU_GRAD_KERNEL, x, dy, np.concatenate([scale, shift]), "bn", (2, 16),
+    return _backward(BN_RELU_GRAD_KERNEL, dy, x, np.concatenate([scale, shift]), "bn", (2, 16),
                      instances, machine, engine)

@@ -159,7 +159,7 @@ def run(quick: bool = False, engine: str = "c", progress=None) -> dict:
                 speedup=speedup,
                 bit_identical=same, reference_error=err,
                 intensity=_intensity(w, scale, shift, engine, config),
-                backward=_backward(x, w, scale, shift, engine, step),
+                backward=_backward_ops(x, w, scale, shift, engine, step),
                 sync=_sync(engine, step), training=_training(engine, step))
 
 
@@ -225,16 +225,16 @@ def _signature_lines(name, sig) -> list:
     return lines
 
 
-def _backward(x, w, scale, shift, engine, step):
+def _backward_ops(x, w, scale, shift, engine, step):
     """The single-CPE backward operators (conv, [BN, ReLU]) at 1 and 64 instances of one
     sample each: cycles, P0 busy, DMA bytes."""
     dy = np.random.default_rng(3).standard_normal(x.shape).astype(np.float32)
     rows = []
     for n in (1, 64):
         step(f"backward {n}")
-        for name, run in (("conv", conv_backward(x[:n], dy[:n], w[0], instances=n,
+        for name, run in (("conv", conv_backward(dy[:n], x[:n], w[0], instances=n,
                                                  engine=engine)),
-                          ("bn+relu", bn_relu_backward(x[:n], dy[:n], scale[0], shift[0],
+                          ("bn+relu", bn_relu_backward(dy[:n], x[:n], scale[0], shift[0],
                                                        instances=n, engine=engine))):
             res = run.run
             rows.append(dict(op=name, instances=n, cycles=run.cycles,
