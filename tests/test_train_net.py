@@ -94,6 +94,8 @@ def test_the_digits_loader_is_the_sources_split():
     assert np.array_equal(data.data, images.astype(np.float32))
     assert np.array_equal(data.label, labels.astype(np.float32))
     assert sorted(set(labels)) == sorted(set(test_labels)) == list(range(10))
+    with pytest.raises(train.TrainError, match="phase must be 'TRAIN' or 'TEST', got 'test'"):
+        train.load_digits("test")
 
 
 def test_npz_sources(tmp_path):

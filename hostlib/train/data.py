@@ -24,13 +24,15 @@ DIGITS_SPLIT_SEED = 0
 
 def load_digits(phase: str) -> tuple:
     """The ``sklearn:digits`` source's split: ((N, 1, 8, 8) float64 pixels 0..16, labels) of
-    `phase` ("TRAIN": a fixed random 80 % of the 1797 images, else the other 20 %)."""
+    `phase` ("TRAIN": a fixed random 80 % of the 1797 images; "TEST": the other 20 %)."""
+    if phase not in ("TRAIN", "TEST"):
+        raise TrainError(f"phase must be 'TRAIN' or 'TEST', got {phase!r}")
     try:
-        from sklearn.datasets import load_digits
+        from sklearn.datasets import load_digits as sklearn_digits
     except ImportError:
         raise TrainError("source 'sklearn:digits' needs scikit-learn: "
                          "pip install 'swsim[digits]'") from None
-    digits = load_digits()
+    digits = sklearn_digits()
     images, labels = digits.images[:, None, :, :], digits.target
     order = np.random.default_rng(DIGITS_SPLIT_SEED).permutation(len(labels))
     split = int(len(labels) * DIGITS_TRAIN_FRACTION)
