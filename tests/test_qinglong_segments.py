@@ -180,7 +180,8 @@ def bias_add():
     return op, device, bias, x
 
 
-@settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=5, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(pad_in=st.integers(1, 8192), pad_out=st.integers(1, 8192))
 def test_moving_the_inputs_and_outputs_never_needs_reassembly(bias_add, pad_in, pad_out,
                                                               monkeypatch):
