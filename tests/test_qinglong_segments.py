@@ -110,7 +110,7 @@ def test_bad_relocations_are_refused_with_the_reason_and_the_place(line, message
     source = FIRST.replace("\tret\n", f"\t{line}\n\tret\n")
     with pytest.raises(AsmError) as info:
         build_package([(source, "a.s"), (SECOND, "b.s")])
-    assert f"a.s:14:" in str(info.value) and message in str(info.value)
+    assert "a.s:14:" in str(info.value) and message in str(info.value)
 
 
 def test_segments_need_a_package_link_and_a_package_keeps_its_data_in_them():

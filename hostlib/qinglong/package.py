@@ -14,7 +14,7 @@ from ...asm.program import IO_SLOT_BYTES
 from ...errors import ArgumentTypeError
 from ...kernels import source_path
 from ..runtime import timed_run
-from .device import Block, Device
+from .device import Block, Device, check_device, float64_array
 from .net import QingLongError
 
 SEGMENT_ORDER = ("constants", "scratch", "io")    # the launch's $16, $17, $18
@@ -28,9 +28,7 @@ class PackageKernel:
         if not isinstance(package, LinkedPackage):
             raise ArgumentTypeError(f"PackageKernel: package must be a LinkedPackage "
                                     f"(asm.build_package), got {type(package).__name__}")
-        if not isinstance(device, Device):
-            raise ArgumentTypeError(f"PackageKernel: device must be a Device, got "
-                                    f"{type(device).__name__}")
+        check_device(device, "PackageKernel")
         if entry not in package.program.symbols:
             raise QingLongError(f"PackageKernel: the package has no entry {entry!r}")
         self.package, self.entry, self.device = package, entry, device
@@ -84,12 +82,18 @@ class PackageKernel:
                          engine=engine, details=dict(copy_cycles=copy))
 
 
+def kernel_package(name: str, **symbols) -> LinkedPackage:
+    """The package of kernel source `name` (under kernels/) with the absolute `symbols` the
+    host defines before it (its sizes)."""
+    path = source_path(name)
+    header = "".join(f"\t{symbol} = {value}\n" for symbol, value in symbols.items())
+    return build_package([(header + path.read_text(encoding="utf-8"), str(path))])
+
+
 @functools.lru_cache(maxsize=None)
 def bias_add_package(n: int) -> LinkedPackage:
     """kernels/qinglong/bias_add.s for vectors of `n` float64, assembled and linked once."""
-    path = source_path("qinglong/bias_add.s")
-    return build_package([(f"\tBIAS_BYTES = {n * 8}\n" + path.read_text(encoding="utf-8"),
-                           str(path))])
+    return kernel_package("qinglong/bias_add.s", BIAS_BYTES=n * 8)
 
 
 class BiasAdd:
@@ -97,13 +101,8 @@ class BiasAdd:
     per CPE) on `device`, as a package: the bias a constant, x and y I/O slots."""
 
     def __init__(self, bias, device: Device):
-        bias = np.asarray(bias)
-        if bias.ndim != 1 or bias.dtype != np.float64:
-            raise ArgumentTypeError(f"BiasAdd: bias must be a 1-D float64 array, got "
-                                    f"{bias.dtype} of shape {bias.shape}")
-        if not isinstance(device, Device):
-            raise ArgumentTypeError(f"BiasAdd: device must be a Device, got "
-                                    f"{type(device).__name__}")
+        bias = float64_array(bias, 1, "BiasAdd: bias")
+        check_device(device, "BiasAdd")
         config = device.machine.config
         quantum = config.num_cpes * config.vector_bytes // 8
         share = bias.nbytes // config.num_cpes

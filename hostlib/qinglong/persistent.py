@@ -9,14 +9,12 @@ import numbers
 
 import numpy as np
 
-from ...asm import build_package
 from ...errors import ArgumentTypeError
-from ...kernels import source_path
 from ..dnn.common import machine_and_cgs
 from ..runtime import Kernel
-from .device import Block, Device
+from .device import Block, Device, check_device, float64_array
 from .net import QingLongError
-from .package import PackageKernel
+from .package import PackageKernel, kernel_package
 
 KERNEL = Kernel(("qinglong/persistent_scale.s",), "persistent_scale", "ring_ldm_end")
 FC_SOURCE = "qinglong/persistent_fc.s"
@@ -30,9 +28,7 @@ class PersistentScale:
     def __init__(self, alpha, n: int, device: Device):
         if isinstance(alpha, bool) or not isinstance(alpha, numbers.Real):
             raise ArgumentTypeError(f"PersistentScale: alpha must be a real number, got {alpha!r}")
-        if not isinstance(device, Device):
-            raise ArgumentTypeError(f"PersistentScale: device must be a Device, got "
-                                    f"{type(device).__name__}")
+        check_device(device, "PersistentScale")
         machine_and_cgs(device.machine, 1)
         config = device.machine.config
         quantum = config.num_cpes * VECTOR_BYTES // 8
@@ -92,9 +88,7 @@ def transfer_cycles(config, nbytes: int, requests: int) -> float:
 def fc_package(inputs: int, rows: int, stages: int = 3):
     """kernels/qinglong/persistent_fc.s for `inputs` columns and `rows` rows per CPE, assembled
     and linked once (`stages`: 3 the kernel, 1 its compute alone, 2 its transfers alone)."""
-    path = source_path(FC_SOURCE)
-    return build_package([(f"\tFC_IN = {inputs}\n\tFC_ROWS = {rows}\n\tFC_STAGES = {stages}\n"
-                           + path.read_text(encoding="utf-8"), str(path))])
+    return kernel_package(FC_SOURCE, FC_IN=inputs, FC_ROWS=rows, FC_STAGES=stages)
 
 
 class PersistentFC:
@@ -104,13 +98,8 @@ class PersistentFC:
     fit is refused with the bytes: w over the aggregate LDM, or a CPE's rows with the x ring."""
 
     def __init__(self, w, device: Device, stages: int = 3):
-        w = np.asarray(w)
-        if w.ndim != 2 or w.dtype != np.float64:
-            raise ArgumentTypeError(f"PersistentFC: w must be a 2-D float64 array, got "
-                                    f"{w.dtype} of shape {w.shape}")
-        if not isinstance(device, Device):
-            raise ArgumentTypeError(f"PersistentFC: device must be a Device, got "
-                                    f"{type(device).__name__}")
+        w = float64_array(w, 2, "PersistentFC: w")
+        check_device(device, "PersistentFC")
         machine_and_cgs(device.machine, 1)
         config = device.machine.config
         outputs, inputs = w.shape

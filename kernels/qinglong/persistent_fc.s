@@ -12,6 +12,7 @@
 # input addresses, then their output addresses.
 
 	.include "../include/dma.inc"
+	.include "../include/vector.inc"
 
 	MAX_SAMPLES = 64
 	X_BYTES = FC_IN * 8
@@ -174,18 +175,8 @@ persistent_fc:                # $16 the constants, $18 the I/O table
 	addl	$2, 128, $2
 	subl	$3, 1, $3
 	bne	$3, 4b
-	vaddd	$0, $6, $0
-	vaddd	$10, $13, $10
-	vaddd	$0, $10, $0
-	vstd	$0, ACC($31)
-	fldd	$16, ACC($31)
-	fldd	$17, ACC + 8($31)
-	fldd	$18, ACC + 16($31)
-	fldd	$27, ACC + 24($31)
-	faddd	$16, $17, $16
-	faddd	$18, $27, $18
-	faddd	$16, $18, $16
-	fstd	$16, 0($8)
+	SUM_LANES $0, $6, $10, $13, ACC
+	fstd	$0, 0($8)
 	addl	$8, 8, $8
 	subl	$7, 1, $7
 	bne	$7, 3b

@@ -226,17 +226,19 @@ def run_persistent_fc(quick: bool = False, engine: str = "c") -> dict:
                              "persistent": first + (n_ - 1) * per[3]} for n_ in COUNTS})
 
 
+def _persistent_totals(totals) -> list:
+    return [f"  N = {n:>5}: {total['launch_per_sample']:>13,} vs {total['persistent']:>13,.0f} "
+            f"cycles ({total['launch_per_sample'] / total['persistent']:.2f}x)"
+            for n, total in totals.items()]
+
+
 def format_persistent_fc(row) -> str:
     lines = [f"{row['layer']} (w {row['weight_bytes']:,} B resident in the LDMs): a launch per "
              f"sample {row['t_launch']:,} cycles; persistent {row['per_sample']:,.1f} per sample "
              f"= {row['bound_ratio']:.3f} x max(T_c {row['t_c']:,.1f}, T_in + T_out "
              f"{row['t_transfer']:,.1f}); first sample {row['first']:,.0f} (the weights' DMA); "
              f"N totals checked against a whole run: {row['check_error']:.2%}"]
-    for n, total in row["totals"].items():
-        lines.append(f"  N = {n:>5}: {total['launch_per_sample']:>13,} vs "
-                     f"{total['persistent']:>13,.0f} cycles "
-                     f"({total['launch_per_sample'] / total['persistent']:.2f}x)")
-    return "\n".join(lines)
+    return "\n".join(lines + _persistent_totals(row["totals"]))
 
 
 def format_persistent(row) -> str:
@@ -244,11 +246,7 @@ def format_persistent(row) -> str:
              f"{row['per_sample']:,.0f} per sample = {row['bound_ratio']:.3f} x T_in + T_out "
              f"({row['transfer_bound']:,.0f}); N totals checked against a whole run: "
              f"{row['check_error']:.2%}"]
-    for n, total in row["totals"].items():
-        lines.append(f"  N = {n:>5}: {total['launch_per_sample']:>13,} vs "
-                     f"{total['persistent']:>13,.0f} cycles "
-                     f"({total['launch_per_sample'] / total['persistent']:.2f}x)")
-    return "\n".join(lines)
+    return "\n".join(lines + _persistent_totals(row["totals"]))
 
 
 def format_table(rows) -> str:
