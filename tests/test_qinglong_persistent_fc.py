@@ -65,6 +65,10 @@ def test_what_does_not_fit_is_refused_with_the_numbers():
         PersistentFC(np.zeros((64, 4096)), device)
     with pytest.raises(QingLongError, match="O a multiple of the 64 CPEs and I of 16"):
         PersistentFC(np.zeros((100, 64)), device)
+    with pytest.raises(QingLongError, match="needs mesh_cols = 8; this machine has 4"):
+        PersistentFC(np.zeros((32, 64)), Device(machine=Machine(mesh_cols=4)))
+    with pytest.raises(QingLongError, match="stages must be 3"):
+        PersistentFC(np.zeros((64, 64)), device, stages=0)
     with pytest.raises(ArgumentError, match="2-D float64"):
         PersistentFC(np.zeros((64, 64), np.float32), device)
     kernel = PersistentFC(np.zeros((64, 64)), device)

@@ -100,6 +100,9 @@ class PersistentFC:
     def __init__(self, w, device: Device, stages: int = 3):
         w = float64_array(w, 2, "PersistentFC: w")
         check_device(device, "PersistentFC")
+        if stages not in (1, 2, 3) or isinstance(stages, bool):
+            raise QingLongError(f"PersistentFC: stages must be 3 (the kernel), 1 (its compute "
+                                f"alone) or 2 (its transfers alone), got {stages!r}")
         machine_and_cgs(device.machine, 1)
         config = device.machine.config
         outputs, inputs = w.shape
@@ -112,6 +115,11 @@ class PersistentFC:
                                 f"B, more than the aggregate LDM ({cpes} x {ldm} B = "
                                 f"{cpes * ldm} B): it cannot stay resident")
         package = fc_package(inputs, outputs // cpes, stages)
+        for parameter in ("mesh_rows", "mesh_cols"):
+            needed = package.program.address_of(f"REQ_{parameter.upper()}")
+            if getattr(config, parameter) != needed:
+                raise QingLongError(f"PersistentFC: the kernel needs {parameter} = {needed}; "
+                                    f"this machine has {getattr(config, parameter)}")
         used = package.program.address_of("fc_ldm_end")
         if used > ldm:
             rows = outputs // cpes

@@ -15,6 +15,8 @@
 	.include "../include/vector.inc"
 
 	MAX_SAMPLES = 64
+	REQ_MESH_ROWS = 8     # the broadcast's mask 0xff: 8 rows; a row leader puts 8 CPEs' rows
+	REQ_MESH_COLS = 8
 	X_BYTES = FC_IN * 8
 	Y_BYTES = FC_ROWS * 8
 	Y_SLOT = (Y_BYTES + 31) / 32 * 32
