@@ -19,6 +19,7 @@ from .files import MAX_PROGRAM_BYTES, MAX_SOURCE_BYTES, read_bounded, regular_fi
 from .linker import Library, link, undefined_symbols
 from .objfile import OBJECT_MAGIC, load_objects, save_objects
 from .program import ObjectFile, Program
+from .package import LinkedPackage, package_of
 from .swo import MAGIC, SwoError, load_program, save_program
 
 
@@ -72,14 +73,14 @@ def _kind(path) -> str:
 
 
 def build(sources: list, include_dirs: tuple[str, ...] = (),
-          libraries: tuple[Library, ...] = (), symbols=None) -> Program:
+          libraries: tuple[Library, ...] = (), symbols=None, package: bool = False) -> Program:
     """Assemble ``(text, filename)`` sources and link them, with the ObjectFiles among
     ``sources`` in their place, each of ``libraries`` they use and the host's ``symbols``
-    (``link``). AsmError lists the errors of all of them, link errors such as undefined
-    symbols included, in statement order."""
+    (``link``; ``package``: a package link, see ``build_package``). AsmError lists the errors
+    of all of them, link errors such as undefined symbols included, in statement order."""
     objects, assemblers, diagnostics = _assemble_all(sources, include_dirs)
     try:
-        program = link(objects, libraries, symbols)
+        program = link(objects, libraries, symbols, package)
     except AsmError as exc:  # a line with an assembly error gets no link errors on top
         lines = {(d.file, d.line) for d in diagnostics}
         diagnostics += [_placed(d, assemblers) for d in exc.diagnostics
@@ -87,6 +88,12 @@ def build(sources: list, include_dirs: tuple[str, ...] = (),
     if diagnostics:
         raise AsmError(diagnostics)
     return program
+
+
+def build_package(sources: list, include_dirs: tuple[str, ...] = ()) -> LinkedPackage:
+    """QingLong's data package of ``(text, filename)`` sources (asm/package.py): linked with
+    their segments apart; AsmError as ``build``."""
+    return package_of(build(sources, include_dirs, package=True))
 
 
 def assemble_objects(sources: list, include_dirs: tuple[str, ...] = ()) -> list[ObjectFile]:
@@ -154,4 +161,5 @@ def _read(path: str) -> str:
 __all__ = ["assemble", "assemble_file", "assemble_object", "build", "build_files", "link",
            "disassemble", "disassemble_word", "AsmError", "Diagnostic", "Program", "ObjectFile",
            "save_program", "load_program", "SwoError", "Library", "undefined_symbols",
-           "assemble_objects", "save_objects", "load_objects", "file_kind", "read_inputs"]
+           "assemble_objects", "save_objects", "load_objects", "file_kind", "read_inputs",
+           "build_package", "LinkedPackage"]

@@ -20,8 +20,8 @@ from ..isa import (BY_NAME, FIELDS, IMMEDIATE_RANGES, PSEUDO_INSTRUCTIONS, ZERO_
                    encode, register_or_immediate, split_immediate)
 from .diagnostics import DiagnosticLog, Origin, StatementError
 from .preprocess import LEADING_LABELS, Preprocessor, split_arguments
-from .program import (BSS, DATA, LDM, NOLOAD, TEXT, ObjectFile, Relocation, Section, SourceLine,
-                      Symbol)
+from .program import (BSS, DATA, LDM, NOLOAD, SEGMENT_SECTIONS, TEXT, ObjectFile, Relocation,
+                      Section, SourceLine, Symbol)
 from .syntax import (REGISTER_HELP, Binary, Float, LocalRef, Num, Operand, Paren, Reg, Statement,
                      Sym, Unary, parse_register, parse_statement)
 from .words import DISP16, GP_SYMBOL, NOP_WORD, split_hi_lo
@@ -52,7 +52,9 @@ _ANNOTATION = re.compile(r"!([a-z_]+)(?:!(\d+))?$")
 # Annotations that make a displacement relative to _gp or to the thread pointer (TLS):
 # annotation -> relocation kind.
 _RELATIVE_KINDS = {"gprelhigh": "gprel_hi16", "gprellow": "gprel_lo16", "gprel": "gprel16",
-                   "tprelhi": "tprel_hi16", "tprello": "tprel_lo16", "tprel": "tprel16"}
+                   "tprelhi": "tprel_hi16", "tprello": "tprel_lo16", "tprel": "tprel16",
+                   # QingLong's package (linker.SEGMENT_SECTIONS): from a segment's base
+                   "seg": "seg16", "io": "io16"}
 
 # Statements whose arguments are informational and not in the expression syntax.
 RAW_DIRECTIVES = {".file", ".loc", ".ident"}
@@ -63,7 +65,7 @@ FLOAT32_MAX = 3.4028234663852886e38
 MAX_VALUE_BITS = 128          # an expression's integer values (64-bit words, room to compute)
 STRING_DIRECTIVES = {".ascii": False, ".asciz": True, ".string": True}
 SECTION_DIRECTIVES = {".text": TEXT, ".data": DATA, ".rodata": DATA, ".bss": BSS, ".ldm": LDM,
-                      ".tdata": LDM, ".tbss": BSS}
+                      ".tdata": LDM, ".tbss": BSS, **dict.fromkeys(SEGMENT_SECTIONS, DATA)}
 IGNORED_DIRECTIVES = {".mask", ".fmask", ".prologue", ".arch", ".eflag", ".end"}
 ALIGN_DIRECTIVES = {".align", ".p2align", ".balign"}   # may leave operands empty: .p2align 4,,15
 # Directives that put bytes into a section (skipped, with instructions and directives swsim
@@ -791,20 +793,25 @@ class Assembler:
         elif kind.startswith("lituse_"):
             if number not in self.literal_numbers:
                 raise StatementError(f"{text} has no earlier !literal!{number}", col)
+        elif kind == "io":
+            if instr.name != "ldl":
+                raise StatementError(f"{text} must be on an ldl (it loads the address an I/O "
+                                     "slot holds: ldl $r, slot($io_base) !io)", col)
         elif kind in _RELATIVE_KINDS:
             if instr.fmt != "mem":
                 raise StatementError(f"{text} must be on a memory-format instruction", col)
         else:
             raise StatementError(f"unsupported relocation annotation {text} (supported: "
                                  "!gpdisp, !literal, !lituse_*, !samegp, !gprel, "
-                                 "!gprelhigh, !gprellow, !tprel, !tprelhi, !tprello)", col)
+                                 "!gprelhigh, !gprellow, !tprel, !tprelhi, !tprello, !seg, "
+                                 "!io)", col)
         return text
 
     def _needs_pair(self, instr: Instr, operands, annotation: str) -> bool:
         """``ldi`` of a value beyond 16 bits or of an address, and ``!literal`` loads,
         become an ldih+ldi pair (decided now: sizes are fixed in pass 1)."""
-        if annotation.startswith("!literal"):
-            return True
+        if annotation.startswith("!literal") or (instr.name == "ldi" and annotation == "!seg"):
+            return True     # a segment's size is known at link time only: any 32-bit offset
         if instr.name != "ldi" or annotation:
             return False
         disp, _ = self._memory(operands[1])
@@ -916,6 +923,9 @@ class Assembler:
             part = "hi16" if instr.name == "ldih" else "lo16"
             self._relocate(offset, part, Value(0, symbol=GP_SYMBOL), op.col, annotation)
             return 0
+        if kind in ("seg", "io") and value.absolute:
+            raise StatementError(f"{annotation} needs a symbol of a segment, got the number "
+                                 f"{value.offset}", op.col)
         if kind in _RELATIVE_KINDS or not value.absolute:
             self._relocate(offset, _RELATIVE_KINDS.get(kind, "disp16"), value, op.col,
                            annotation)
@@ -933,18 +943,25 @@ class Assembler:
         self._write(offset, encode(instr, values, literal).to_bytes(4, "little"))
 
     def _emit_pair(self, operands, offset: int, annotation: str) -> None:
-        """ldih rc, hi(value)(rb); ldi rc, lo(value)(rc)."""
+        """ldih rc, hi(value)(rb); ldi rc, lo(value)(rc) (!seg: value is the offset from the
+        segment's base rb)."""
         ldi, ldih = BY_NAME["ldi"], BY_NAME["ldih"]
         rc = self._register(operands[0], "ra", ldi)
         disp, base = self._memory(operands[1])
-        rb = ZERO_REG if base is None or annotation else self._register(base, "rb", ldi)
+        segment = annotation == "!seg"
+        rb = self._register(base, "rb", ldi) if base is not None and (segment or not annotation) \
+            else ZERO_REG
         value = self._value(disp, operands[1].col, False)
+        if segment and value.absolute:
+            raise StatementError(f"{annotation} needs a symbol of a segment, got the number "
+                                 f"{value.offset}", operands[1].col)
         if value.absolute:
             hi, lo = split_hi_lo(self._integer(value.offset, operands[1].col), operands[1].col)
         else:
             hi = lo = 0
-            self._relocate(offset, "hi16", value, operands[1].col, annotation)
-            self._relocate(offset + 4, "lo16", value, operands[1].col, annotation)
+            prefix = "seg_" if segment else ""
+            self._relocate(offset, prefix + "hi16", value, operands[1].col, annotation)
+            self._relocate(offset + 4, prefix + "lo16", value, operands[1].col, annotation)
         self._write(offset, encode(ldih, {"ra": rc, "rb": rb, "disp16": hi}).to_bytes(4, "little"))
         self._write(offset + 4, encode(ldi, {"ra": rc, "rb": rc, "disp16": lo})
                     .to_bytes(4, "little"))

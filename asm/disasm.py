@@ -10,7 +10,7 @@ from typing import Optional
 
 from ..errors import ArgumentTypeError
 from ..isa.disasm import disassemble_word, format_instruction
-from .program import BSS, LDM, TEXT, Program, Section
+from .program import BSS, LDM, SEGMENT_SECTIONS, TEXT, Program, Section
 
 __all__ = ["disassemble", "disassemble_word", "format_instruction"]
 
@@ -53,6 +53,8 @@ def _data_lines(section: Section, labels: dict, program: Program) -> list[str]:
     in_ldm = section.kind in (LDM, BSS)
     image, image_base = (program.ldm_image, 0) if in_ldm else (program.data_image,
                                                               program.data_base)
+    if section.name in SEGMENT_SECTIONS and section.base < program.data_base:
+        image, image_base = section.data, section.base   # a package's segment (asm/package.py)
     end = section.base + section.size
     stops = sorted({end} | {address for name, address in labels
                             if name == section.name and section.base < address < end})

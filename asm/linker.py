@@ -6,6 +6,12 @@ Sections of the same name from several objects are merged, each piece at its own
 Non-loaded sections (debug information, notes) and their symbols are dropped.
 Thread-local sections (.tdata, .tbss) are LDM sections: every CPE has its own LDM, so its TLS
 block is simply its LDM, and the thread pointer is TLS_THREAD_POINTER.
+
+A package link (``link(..., package=True)``, QingLong's data package, asm/package.py) places
+the segment sections (SEGMENT_SECTIONS) each in a segment of its own from offset 0, prefix
+summing the objects' pieces, and fills the ``!seg`` / ``!io`` relocations with offsets from the
+segment's base: the segments' addresses are known only when the package is loaded, so no other
+relocation may name them.
 """
 from __future__ import annotations
 
@@ -19,8 +25,8 @@ from ..isa import CODE_BASE, LDM_BASE, MEM_BASE
 from ..isa.encoding import FIELDS, put_field
 from .words import DISP16, GP_OFFSET, GP_SYMBOL, NOP_WORD, split_hi_lo
 from .diagnostics import DiagnosticLog, Origin, StatementError
-from .program import (BSS, DATA, LDM, NOLOAD, TEXT, ObjectFile, Program, Relocation, Section,
-                      SourceLine, Symbol)
+from .program import (BSS, DATA, IO_SLOT_BYTES, LDM, NOLOAD, SEGMENT_SECTIONS, TEXT, ObjectFile,
+                      Program, Relocation, Section, SourceLine, Symbol)
 
 # Output regions: the section kinds placed one after another, and where they start.
 REGIONS = ((CODE_BASE, (TEXT,)), (LDM_BASE, (LDM, BSS)), (MEM_BASE, (DATA,)))
@@ -28,6 +34,8 @@ REGIONS = ((CODE_BASE, (TEXT,)), (LDM_BASE, (LDM, BSS)), (MEM_BASE, (DATA,)))
 RELOCATION_BYTES = {**dict.fromkeys(("branch21", "hint16", "hi16", "lo16", "disp16",
                                      "gprel_hi16", "gprel_lo16", "gprel16", "tprel_hi16",
                                      "tprel_lo16", "tprel16"), 4), "abs32": 4, "abs64": 8}
+SEGMENT_KINDS = ("seg16", "seg_hi16", "seg_lo16", "io16")
+RELOCATION_BYTES.update(dict.fromkeys(SEGMENT_KINDS, 4))
 # [choice] !tprel* offsets are LDM addresses: a CPE's thread pointer is LDM address 0.
 TLS_THREAD_POINTER = LDM_BASE
 
@@ -43,10 +51,12 @@ class Library:
 
 
 def link(objects: list[ObjectFile], libraries: tuple[Library, ...] = (),
-         symbols: Optional[Mapping[str, int]] = None) -> Program:
+         symbols: Optional[Mapping[str, int]] = None, package: bool = False) -> Program:
     """One Program from ``objects`` and, after them, each library they use (in order).
     ``symbols``: addresses of symbols the objects use and the host defines (C's ``extern
-    double A[]`` of a host array), as ``ld --defsym``; an object may not define one too."""
+    double A[]`` of a host array), as ``ld --defsym``; an object may not define one too.
+    ``package``: segment sections in segments of their own (module docstring); their bytes are
+    the Program's ``sections``, not its ``data_image``."""
     objects = list(objects)
     for obj in objects:
         if not isinstance(obj, ObjectFile):
@@ -65,7 +75,7 @@ def link(objects: list[ObjectFile], libraries: tuple[Library, ...] = (),
                     if sym.binding != "local"}
         if provided & (set(undefined_symbols(objects)) - set(symbols)):
             objects += library.objects
-    return _Linker(objects, libraries, symbols).link()
+    return _Linker(objects, libraries, symbols, package).link()
 
 
 def undefined_symbols(objects: list[ObjectFile]) -> dict[str, Relocation]:
@@ -93,8 +103,9 @@ def _origin(source: Optional[SourceLine]) -> Optional[Origin]:
 
 class _Linker:
     def __init__(self, objects: list[ObjectFile], libraries: tuple[Library, ...],
-                 symbols: dict[str, int]):
+                 symbols: dict[str, int], package: bool = False):
         self.objects = objects
+        self.package = package
         self.libraries = libraries
         self.defined = symbols
         self.log = DiagnosticLog()
@@ -105,6 +116,9 @@ class _Linker:
     def link(self) -> Program:
         for base, kinds in REGIONS:
             self._place(base, kinds)
+        if self.package:
+            for name in SEGMENT_SECTIONS:   # each segment from its own offset 0
+                self._place(0, (DATA,), segment=name)
         symbols = self._symbols()
         for index, obj in enumerate(self.objects):
             for reloc in obj.relocations:
@@ -115,12 +129,19 @@ class _Linker:
         self.log.raise_if_errors()
         return self._program(symbols)
 
-    def _place(self, base: int, kinds: tuple[str, ...]) -> None:
+    def segment(self, name: Optional[str]) -> Optional[str]:
+        """The segment section ``name`` is placed in (a package link only), else None."""
+        return SEGMENT_SECTIONS.get(name) if self.package else None
+
+    def _place(self, base: int, kinds: tuple[str, ...], segment: Optional[str] = None) -> None:
+        """Place the sections of ``kinds`` from ``base``: the segment section ``segment`` only,
+        or (None) every section that is not a segment's."""
         address = base
         for kind in kinds:
             names = dict.fromkeys(name for obj in self.objects
                                   for name, section in obj.sections.items()
-                                  if section.kind == kind and section.size)
+                                  if section.kind == kind and section.size and
+                                  (name == segment if segment else not self.segment(name)))
             for name in names:
                 out = self.output[name] = Section(name, kind)
                 for index, obj in enumerate(self.objects):
@@ -144,7 +165,8 @@ class _Linker:
                         address += -address % 4
         for index, obj in enumerate(self.objects):  # empty sections start where the region ends
             for name, section in obj.sections.items():
-                if section.kind in kinds:
+                if section.kind in kinds and (name == segment if segment
+                                              else not self.segment(name)):
                     self.bases.setdefault((index, name), address)
 
     @staticmethod
@@ -188,7 +210,8 @@ class _Linker:
                 self.log.error(_origin(first.source), f"symbol {name} is defined by the host "
                                                       "(symbols=) and by an object")
             self.globals[name] = Symbol(name, None, value, "global", "object")
-        data = [s.base for s in self.output.values() if s.kind == DATA]
+        data = [s.base for s in self.output.values() if s.kind == DATA and
+                not self.segment(s.name)]
         self.globals.setdefault(GP_SYMBOL, Symbol(GP_SYMBOL, None, min(data, default=MEM_BASE)
                                                   + GP_OFFSET, "global"))
         return {**{k: v for k, v in locals_.items() if k not in self.globals}, **self.globals}
@@ -214,11 +237,31 @@ class _Linker:
                                      f"not provide it ({library.refused[reloc.symbol]})")
         raise StatementError(f"undefined symbol {reloc.symbol}")
 
+    def _target_section(self, index: int, reloc: Relocation) -> Optional[str]:
+        """The section the target of ``reloc`` is in (None: absolute or undefined)."""
+        if reloc.target_section is not None:
+            return reloc.target_section
+        own = self.objects[index].symbols.get(reloc.symbol)
+        if own is not None and own.binding == "local":
+            return own.section
+        if reloc.symbol in self.globals:
+            return self.globals[reloc.symbol].section
+        return reloc.symbol if reloc.symbol in self.output else None
+
     def _apply(self, index: int, reloc: Relocation) -> None:
         target = self._target(index, reloc)
         where = self._address(index, reloc.section, reloc.offset)
         out = self.output[reloc.section]
         at = where - out.base
+        segment = self.segment(self._target_section(index, reloc))
+        if reloc.kind in SEGMENT_KINDS:
+            self._patch_segment(out, at, reloc, target, segment)
+            return
+        if segment:
+            raise StatementError(f"{reloc.symbol if reloc.target_section is None else 'the target'}"
+                                 f" is in the {segment} segment, whose address "
+                                 "is known only when the package is loaded: reach it from "
+                                 "the segment's base register with !seg (an I/O slot: !io)")
         if reloc.kind.startswith("gprel"):
             target -= self.globals[GP_SYMBOL].value
         elif reloc.kind.startswith("tprel"):
@@ -242,6 +285,37 @@ class _Linker:
             if target >= 1 << (8 * size):
                 raise StatementError(f"address {target:#x} does not fit {size} bytes")
             out.data[at:at + size] = target.to_bytes(size, "little")
+
+    def _patch_segment(self, out: Section, at: int, reloc: Relocation, offset: int,
+                       segment: Optional[str]) -> None:
+        """Fill a !seg / !io relocation with the target's ``offset`` in its ``segment``."""
+        name = reloc.symbol if reloc.target_section is None else "the target"
+        if not self.package:
+            raise StatementError(f"{reloc.annotation} needs a package link (link_package): "
+                                 "only a package has segments")
+        if segment is None:
+            raise StatementError(f"{reloc.annotation}: {name} is not in a segment (sections "
+                                 f"{', '.join(SEGMENT_SECTIONS)})")
+        if (segment == "io") != (reloc.kind == "io16"):
+            raise StatementError(
+                f"!io: {name} is in the {segment} segment, not an I/O slot (.qio)"
+                if reloc.kind == "io16" else
+                f"{reloc.annotation}: {name} is an I/O slot: load the address it holds with "
+                "!io (ldl $r, slot($io_base) !io)")
+        if segment == "io" and offset % IO_SLOT_BYTES:
+            raise StatementError(f"!io: {name} is at byte {offset} of the I/O table, not at "
+                                 f"the start of an {IO_SLOT_BYTES}-byte slot")
+        if reloc.kind in ("seg_hi16", "seg_lo16"):
+            self._patch(out, at, "disp16", split_hi_lo(offset)[reloc.kind == "seg_lo16"])
+            return
+        if offset > DISP16[1]:
+            raise StatementError(
+                f"{name} is at offset {offset} of the {segment} segment, beyond a 16-bit "
+                f"displacement (at most {DISP16[1]}): "
+                + ("the I/O table has too many slots" if segment == "io" else
+                   "take its address with ldi $r, sym($base) !seg (an ldih/ldi pair) and load "
+                   "through it"))
+        self._patch(out, at, "disp16", offset)
 
     def _thread_offset(self, target: int, reloc: Relocation) -> int:
         """A !tprel* target's offset from the thread pointer; it must be in LDM."""
@@ -300,7 +374,8 @@ class _Linker:
     def _image(self, base: int, kinds: tuple[str, ...]) -> bytes:
         """The bytes of the sections of ``kinds`` from address ``base`` on (gaps zeroed)."""
         out = bytearray()
-        for section in sorted((s for s in self.output.values() if s.kind in kinds),
+        for section in sorted((s for s in self.output.values()
+                               if s.kind in kinds and not self.segment(s.name)),
                               key=lambda s: s.base):
             out += bytes(section.base - base - len(out))
             out += section.data if section.kind != BSS else bytes(section.size)

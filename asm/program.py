@@ -23,6 +23,11 @@ from ..errors import ArgumentTypeError
 # Section kinds: where a section's bytes live (NOLOAD: nowhere; debug information and notes
 # are assembled but not linked into the Program).
 TEXT, LDM, DATA, BSS, NOLOAD = "text", "ldm", "data", "bss", "noload"
+# QingLong's segments (main-memory sections a package link places apart, asm/package.py), in
+# the data package's order: constants (copied once), scratch (allocated, never copied) and the
+# I/O table (8-byte slots, each the address of an input or an output, written at every compute).
+SEGMENT_SECTIONS = {".qconst": "constants", ".qscratch": "scratch", ".qio": "io"}
+IO_SLOT_BYTES = 8
 
 
 @dataclass

@@ -226,6 +226,10 @@ def test_bench_quick_json(tmp_path, capsys):
     fc = result["layers"][0]
     assert abs(result["persistent"]["bound_ratio"] - 1) < 0.05
     assert result["persistent"]["check_error"] < 0.01
+    resident = result["persistent_fc"]          # weights in the LDMs: the bound, and a gain
+    assert abs(resident["bound_ratio"] - 1) < 0.05 and resident["check_error"] < 0.01
+    big = resident["totals"]["1000"]
+    assert big["persistent"] < big["launch_per_sample"]
     assert fc["layer"].startswith("FC") and fc["whole_error"] < 1e-9
     big = fc["totals"]["1000"]
     assert big["constants_once"] < big["compile_once"]     # FC: constants dominate

@@ -23,6 +23,20 @@ class Block:
     nbytes: int
 
 
+def float64_array(value, ndim: int, what: str) -> np.ndarray:
+    """`value` as an `ndim`-D float64 array; ArgumentTypeError naming `what` otherwise."""
+    array = np.asarray(value)
+    if array.ndim != ndim or array.dtype != np.float64:
+        raise ArgumentTypeError(f"{what} must be a {ndim}-D float64 array, got {array.dtype} "
+                                f"of shape {array.shape}")
+    return array
+
+
+def check_device(device, who: str) -> None:
+    if not isinstance(device, Device):
+        raise ArgumentTypeError(f"{who}: device must be a Device, got {type(device).__name__}")
+
+
 def copy_cycles(config, nbytes: int) -> int:
     """Simulated cycles of one host <-> device copy of `nbytes`."""
     return config.host_copy_latency_cycles + math.ceil(nbytes / config.host_copy_bytes_per_cycle)

@@ -4,6 +4,7 @@ so a sample costs max(T_in + T_out, T_c) once the ring is full instead of a laun
 first cut: y = alpha x in float64, every sample split evenly over the 64 CPEs."""
 from __future__ import annotations
 
+import functools
 import numbers
 
 import numpy as np
@@ -11,10 +12,12 @@ import numpy as np
 from ...errors import ArgumentTypeError
 from ..dnn.common import machine_and_cgs
 from ..runtime import Kernel
-from .device import Block, Device
+from .device import Block, Device, check_device, float64_array
 from .net import QingLongError
+from .package import PackageKernel, kernel_package
 
 KERNEL = Kernel(("qinglong/persistent_scale.s",), "persistent_scale", "ring_ldm_end")
+FC_SOURCE = "qinglong/persistent_fc.s"
 SLOTS = 3
 VECTOR_BYTES = 32
 
@@ -25,9 +28,7 @@ class PersistentScale:
     def __init__(self, alpha, n: int, device: Device):
         if isinstance(alpha, bool) or not isinstance(alpha, numbers.Real):
             raise ArgumentTypeError(f"PersistentScale: alpha must be a real number, got {alpha!r}")
-        if not isinstance(device, Device):
-            raise ArgumentTypeError(f"PersistentScale: device must be a Device, got "
-                                    f"{type(device).__name__}")
+        check_device(device, "PersistentScale")
         machine_and_cgs(device.machine, 1)
         config = device.machine.config
         quantum = config.num_cpes * VECTOR_BYTES // 8
@@ -81,3 +82,80 @@ def transfer_cycles(config, nbytes: int, requests: int) -> float:
     lines = nbytes / config.dma_transaction_bytes
     return (lines * (config.dma_transaction_cycles + config.dma_put_write_cycles)
             + requests * config.dma_put_ack_cycles)
+
+
+@functools.lru_cache(maxsize=None)
+def fc_package(inputs: int, rows: int, stages: int = 3):
+    """kernels/qinglong/persistent_fc.s for `inputs` columns and `rows` rows per CPE, assembled
+    and linked once (`stages`: 3 the kernel, 1 its compute alone, 2 its transfers alone)."""
+    return kernel_package(FC_SOURCE, FC_IN=inputs, FC_ROWS=rows, FC_STAGES=stages)
+
+
+class PersistentFC:
+    """y = w x for samples x of w.shape[1] float64 on `device` (its machine's one core group):
+    w (O, I) float64 with O a multiple of the CPEs (64) and I of 16, resident in the LDMs (each
+    CPE holds O / 64 rows, DMA'd once per launch from the package's constants). What does not
+    fit is refused with the bytes: w over the aggregate LDM, or a CPE's rows with the x ring."""
+
+    def __init__(self, w, device: Device, stages: int = 3):
+        w = float64_array(w, 2, "PersistentFC: w")
+        check_device(device, "PersistentFC")
+        if stages not in (1, 2, 3) or isinstance(stages, bool):
+            raise QingLongError(f"PersistentFC: stages must be 3 (the kernel), 1 (its compute "
+                                f"alone) or 2 (its transfers alone), got {stages!r}")
+        machine_and_cgs(device.machine, 1)
+        config = device.machine.config
+        outputs, inputs = w.shape
+        cpes, ldm = config.num_cpes, config.ldm_bytes
+        if not outputs or outputs % cpes or not inputs or inputs % 16:
+            raise QingLongError(f"PersistentFC: w must be (O, I) with O a multiple of the "
+                                f"{cpes} CPEs and I of 16, got {w.shape}")
+        if w.nbytes > cpes * ldm:
+            raise QingLongError(f"PersistentFC: w of {outputs} x {inputs} float64 is {w.nbytes} "
+                                f"B, more than the aggregate LDM ({cpes} x {ldm} B = "
+                                f"{cpes * ldm} B): it cannot stay resident")
+        package = fc_package(inputs, outputs // cpes, stages)
+        for parameter in ("mesh_rows", "mesh_cols"):
+            needed = package.program.address_of(f"REQ_{parameter.upper()}")
+            if getattr(config, parameter) != needed:
+                raise QingLongError(f"PersistentFC: the kernel needs {parameter} = {needed}; "
+                                    f"this machine has {getattr(config, parameter)}")
+        used = package.program.address_of("fc_ldm_end")
+        if used > ldm:
+            rows = outputs // cpes
+            raise QingLongError(
+                f"PersistentFC: each CPE needs {used} B of LDM ({rows} rows of w: "
+                f"{w.nbytes // cpes} B, the 3-slot x ring: {3 * inputs * 8} B, and the rest) but "
+                f"has {ldm} B; w of {w.nbytes} B fits the aggregate {cpes * ldm} B only without "
+                "its ring")
+        self.w, self.device = w, device
+        self.kernel = PackageKernel(package.with_constant("weights", w.tobytes()),
+                                    "persistent_fc", device)
+        self.max_samples = package.program.address_of("MAX_SAMPLES")
+
+    def copy_constant(self) -> int:
+        return self.kernel.copy_constant()
+
+    def compute(self, inputs, outputs, engine: str = "c"):
+        """One launch over the stream: sample k from block inputs[k] to block outputs[k];
+        returns its Stats (details: samples, the table's and I/O table's copy cycles)."""
+        if not isinstance(inputs, (list, tuple)) or not isinstance(outputs, (list, tuple)) \
+                or len(inputs) != len(outputs) or not 1 <= len(inputs) <= self.max_samples:
+            raise QingLongError(f"PersistentFC.compute: inputs and outputs must be lists of "
+                                f"1..{self.max_samples} Blocks, one each per sample")
+        outputs_n, inputs_n = self.w.shape
+        for name, blocks, nbytes in (("inputs", inputs, inputs_n * 8),
+                                     ("outputs", outputs, outputs_n * 8)):
+            for index, block in enumerate(blocks):
+                self.device.check(block, nbytes, f"compute: {name}[{index}]")
+        table = np.array([len(inputs)] + [b.address for b in list(inputs) + list(outputs)],
+                         np.int64)
+        block = self.device.malloc(table.nbytes)
+        try:
+            copy = self.device.copy_in(block, table)
+            stats = self.kernel.compute({"samples": block}, engine=engine,
+                                        flops=2 * self.w.size * len(inputs))
+        finally:
+            self.device.free(block)
+        stats.details.update(samples=len(inputs), copy_cycles=copy + stats.details["copy_cycles"])
+        return stats

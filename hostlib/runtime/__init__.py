@@ -6,8 +6,8 @@ declares it runs on), ``LdmArena`` (LDM planning between a kernel's data and its
 ``host_operator`` (the checks and the memory release every public operator shares) and
 ``numeric_array`` (an array argument, a wrong type refused by name)."""
 from .contract import host_operator, numeric_array
-from .kernel import Kernel, LdmArena, Record, RequirementError
+from .kernel import Kernel, LdmArena, Record, RequirementError, timed_run
 from .stats import LaunchStats, Stats
 
 __all__ = ["Kernel", "LdmArena", "Record", "LaunchStats", "RequirementError", "Stats",
-           "host_operator", "numeric_array"]
+           "host_operator", "numeric_array", "timed_run"]

@@ -183,16 +183,8 @@ class Kernel:
         timed region when the kernel times itself (default: the whole kernel);
         `progress(cycle)` is Machine.run's."""
         self.check(machine.config, len(args))
-        start = time.perf_counter()
-        res = machine.run(self.program, entry=self.entry, args=list(args), engine=engine,
-                          progress=progress)
-        host_seconds = time.perf_counter() - start
-        config = machine.config
-        return LaunchStats(flops=flops,
-                           cycles=res.kernel_cycles if cycles is None else int(cycles(res)),
-                           kernel_cycles=res.kernel_cycles, clock_hz=config.clock_hz,
-                           peak_gflops=config.peak_gflops_cg, host_seconds=host_seconds, run=res,
-                           details=dict(details or {}))
+        return timed_run(machine, self.program, self.entry, args, flops=flops, engine=engine,
+                         details=details, cycles=cycles, progress=progress)
 
 
     def launch_cgs(self, machine, args_per_cg, *, flops: int, engine: str = "c",
@@ -229,6 +221,21 @@ class Kernel:
                            peak_gflops=config.peak_gflops_cg * len(results),
                            host_seconds=host_seconds, run=results[0],
                            details=dict(details or {}, runs=results))
+
+
+def timed_run(machine, program, entry: str, args, *, flops: int, engine: str = "c",
+              details=None, cycles=None, progress=None) -> LaunchStats:
+    """Run `entry` of `program` on every CPE of `machine` and time it (``Kernel.launch``
+    without the kernel's checks: also for programs not among the kernel sources)."""
+    start = time.perf_counter()
+    res = machine.run(program, entry=entry, args=list(args), engine=engine, progress=progress)
+    host_seconds = time.perf_counter() - start
+    config = machine.config
+    return LaunchStats(flops=flops,
+                       cycles=res.kernel_cycles if cycles is None else int(cycles(res)),
+                       kernel_cycles=res.kernel_cycles, clock_hz=config.clock_hz,
+                       peak_gflops=config.peak_gflops_cg, host_seconds=host_seconds, run=res,
+                       details=dict(details or {}))
 
 
 @functools.lru_cache(maxsize=None)

@@ -343,11 +343,14 @@ def _qinglong(args) -> int:
     from .bench import qinglong
     rows = qinglong.run(quick=args.quick, engine=args.engine)
     persistent = qinglong.run_persistent(quick=args.quick, engine=args.engine)
+    persistent_fc = qinglong.run_persistent_fc(quick=args.quick, engine=args.engine)
     print(qinglong.format_table(rows))
     print()
     print(qinglong.format_persistent(persistent))
+    print(qinglong.format_persistent_fc(persistent_fc))
     if args.json:
-        as_json.dump(args.json, dict(layers=rows, persistent=persistent))
+        as_json.dump(args.json, dict(layers=rows, persistent=persistent,
+                                     persistent_fc=persistent_fc))
     return 0
 
 

@@ -130,6 +130,7 @@ SV_PUT:	.quad	0
 	.include "vmath.inc"
 	.include "stream.inc"
 	.include "../include/dma.inc"
+	.include "../include/vector.inc"
 
 	X_N = 0               # J_X words of reduce: values, values per unit
 	X_K = 8
@@ -551,17 +552,7 @@ sx_rows_\sfx:
 	ldi	$7, 128($7)
 	subl	$8, 1, $8
 	bgt	$8, 6b
-9:	vaddd	$20, $21, $20         # (p0 + p1) + (p2 + p3)
-	vaddd	$22, $23, $22
-	vaddd	$20, $22, $20
-	vstd	$20, SM_VEC($31)
-	fldd	$20, SM_VEC($31)
-	fldd	$21, SM_VEC + 8($31)
-	fldd	$22, SM_VEC + 16($31)
-	fldd	$23, SM_VEC + 24($31)
-	faddd	$20, $21, $20
-	faddd	$22, $23, $22
-	faddd	$20, $22, $20         # the part's sum
+9:	SUM_LANES $20, $21, $22, $23, SM_VEC   # the part's sum: (p0 + p1) + (p2 + p3)
 	fstd	$20, SX_MSG($31)
 	stl	$31, SX_MSG + 8($31)  # z_label: 0 unless the label is here
 	ldl	$5, SV_LB($31)

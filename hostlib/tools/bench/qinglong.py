@@ -29,8 +29,8 @@ import numpy as np
 from ....vm import Machine
 from ...dnn import (activation_forward, batchnorm_forward, conv2d_forward, linear_forward,
                     scale)
-from ...qinglong import BN, FC, Conv, Net, ReLU, Scale, copy_cycles
-from ...qinglong.persistent import PersistentScale, transfer_cycles
+from ...qinglong import BN, FC, Conv, Device, Net, ReLU, Scale, copy_cycles
+from ...qinglong.persistent import PersistentFC, PersistentScale, transfer_cycles
 
 COUNTS = (1, 10, 100, 1000)
 WHOLE, WHOLE_QUICK = 10, 2
@@ -187,16 +187,66 @@ def run_persistent(quick: bool = False, engine: str = "c") -> dict:
                         for n_ in COUNTS})
 
 
+def run_persistent_fc(quick: bool = False, engine: str = "c") -> dict:
+    """FC 1024->256 (``--quick``: 256->128) float64 with its weights resident in the LDMs
+    (QingLong3, device side only): the persistent kernel's per sample from whole runs of 2 and
+    4 samples, its compute alone T_c and its transfers alone T_in + T_out (the same kernel,
+    FC_STAGES 1 and 2), against a launch of the compiled net per sample (which reads the
+    weights from memory each time). N totals: first run + (N - 1) per sample, checked against a
+    whole run of 6."""
+    inputs, outputs = (256, 128) if quick else (1024, 256)
+    rng = np.random.default_rng(0)
+    w, x = rng.standard_normal((outputs, inputs)), rng.standard_normal((1, inputs))
+    net = Net([FC(w)], x.shape, np.float64, engine=engine)
+    net.compile()
+    net.copy_constant()
+    y, stats = net.run(x)
+    runs = {}
+    for stages in (3, 1, 2):
+        device = Device(machine=Machine())
+        kernel = PersistentFC(w, device, stages=stages)
+        kernel.copy_constant()
+        ins, outs = [device.malloc(x.nbytes) for _ in range(6)], \
+            [device.malloc(y.nbytes) for _ in range(6)]
+        for block in ins:
+            device.copy_in(block, x)
+        runs[stages] = {count: kernel.compute(ins[:count], outs[:count], engine=engine).cycles
+                        for count in ((2, 4, 6) if stages == 3 else (2, 4))}
+        if stages == 3 and not all(np.allclose(device.copy_out(b, y.shape, np.float64), y,
+                                               rtol=1e-12, atol=1e-12) for b in outs):
+            raise RuntimeError("the persistent FC and the compiled net differ")
+    per = {stages: (cycles[4] - cycles[2]) / 2 for stages, cycles in runs.items()}
+    bound = max(per[1], per[2])
+    first = runs[3][2] - per[3]
+    return dict(layer=f"FC {inputs}->{outputs} f64", t_launch=stats.cycles,
+                per_sample=per[3], t_c=per[1], t_transfer=per[2], bound_ratio=per[3] / bound,
+                first=first, weight_bytes=w.nbytes,
+                check_error=abs(first + 5 * per[3] - runs[3][6]) / runs[3][6],
+                totals={n_: {"launch_per_sample": n_ * stats.cycles,
+                             "persistent": first + (n_ - 1) * per[3]} for n_ in COUNTS})
+
+
+def _persistent_totals(totals) -> list:
+    return [f"  N = {n:>5}: {total['launch_per_sample']:>13,} vs {total['persistent']:>13,.0f} "
+            f"cycles ({total['launch_per_sample'] / total['persistent']:.2f}x)"
+            for n, total in totals.items()]
+
+
+def format_persistent_fc(row) -> str:
+    lines = [f"{row['layer']} (w {row['weight_bytes']:,} B resident in the LDMs): a launch per "
+             f"sample {row['t_launch']:,} cycles; persistent {row['per_sample']:,.1f} per sample "
+             f"= {row['bound_ratio']:.3f} x max(T_c {row['t_c']:,.1f}, T_in + T_out "
+             f"{row['t_transfer']:,.1f}); first sample {row['first']:,.0f} (the weights' DMA); "
+             f"N totals checked against a whole run: {row['check_error']:.2%}"]
+    return "\n".join(lines + _persistent_totals(row["totals"]))
+
+
 def format_persistent(row) -> str:
     lines = [f"{row['layer']}: a launch per sample T_c = {row['t_c']:,} cycles; persistent "
              f"{row['per_sample']:,.0f} per sample = {row['bound_ratio']:.3f} x T_in + T_out "
              f"({row['transfer_bound']:,.0f}); N totals checked against a whole run: "
              f"{row['check_error']:.2%}"]
-    for n, total in row["totals"].items():
-        lines.append(f"  N = {n:>5}: {total['launch_per_sample']:>13,} vs "
-                     f"{total['persistent']:>13,.0f} cycles "
-                     f"({total['launch_per_sample'] / total['persistent']:.2f}x)")
-    return "\n".join(lines)
+    return "\n".join(lines + _persistent_totals(row["totals"]))
 
 
 def format_table(rows) -> str:
