@@ -218,3 +218,21 @@ def test_lstm_in_one_launch_fetches_its_weights_fewer_times():
     assert 3 * weight_bytes(fused, launches) < 2 * weight_bytes(fused, apart)
     outputs, _ = codegen.run(fused, launches, machine, feeds)
     np.testing.assert_allclose(outputs[graph.outputs[0]], want, rtol=1e-12, atol=1e-12)
+    # the cell recurrence stays in LDM: every c_t+1 reads c_t from the same CPE's tile
+    steps = {s.tensor.name: s for s in launches[0].steps}
+    for layer in range(2):          # (the last step's c is inlined into its one reader)
+        cell = steps[f"l{layer}t1c"].reads
+        assert [p.local for p in cell if p.read.tensor.name == f"l{layer}t0c"] == [True]
+
+
+def test_vertical_does_not_inline_the_cell_recurrence():
+    """c_t has two readers (tanh(c_t) and c_t+1): it stays a TE with its reason, so no TE's
+    reads grow with the steps (inlined, c_t's chain back to c_0 was recomputed by every step:
+    the full bench LSTM's last tanh read 25 tensors and needed a second launch)."""
+    def widest(steps):
+        program = souffle.vertical(souffle.lower(import_onnx(lstm_model(8, steps, 2, 1))))
+        return program, max(len({r.tensor.name for r in te.reads(t)}) for t in program.tensors)
+    (_, two), (program, four) = widest(2), widest(4)
+    assert four == two
+    why = {name: reason for stage, name, applied, reason in program.notes if not applied}
+    assert why["l0t1c"].startswith("2 TEs read it (l0t1tc.exp, l0t2c)")
