@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -72,14 +73,16 @@ def tile(t: te.Tensor, grid: tuple, cpe: int, first: int = 0):
     """(lo, hi) per output axis of CPE ``cpe``'s tile, or None when it is idle; the grid's
     CPEs are ``first`` and the ones after it."""
     cpe -= first
-    if cpe < 0 or cpe >= int(np.prod(grid)):
+    if cpe < 0 or cpe >= math.prod(grid):
         return None
-    coords = dict(zip(grid_axes(t), np.unravel_index(cpe, grid) if grid else ()))
+    cuts = {}                   # axis -> (coordinate, parts): the CPE's place in the grid
+    for k, parts in reversed(list(zip(grid_axes(t), grid))):
+        cpe, cuts[k] = cpe // parts, (cpe % parts, parts)
     box = []
     for k, extent in enumerate(t.shape):
-        if k in coords:
-            step = extent // grid[list(coords).index(k)]
-            box.append((int(coords[k]) * step, (int(coords[k]) + 1) * step))
+        if k in cuts:
+            step = extent // cuts[k][1]
+            box.append((cuts[k][0] * step, (cuts[k][0] + 1) * step))
         else:
             box.append((0, extent))
     return box
@@ -111,7 +114,7 @@ def read_box(t: te.Tensor, r: te.Read, box) -> list:
 
 
 def strides(shape) -> list:
-    return [int(np.prod(shape[k + 1:], dtype=np.int64)) for k in range(len(shape))]
+    return [int(math.prod(shape[k + 1:])) for k in range(len(shape))]
 
 
 def dma_pieces(box, shape, base: int, ldm: int) -> list:
@@ -204,14 +207,16 @@ class Launch:
 
 
 def _tile_elements(t, grid) -> int:
-    return int(np.prod([hi - lo for lo, hi in tile(t, grid, 0)], dtype=np.int64))
+    return int(math.prod([hi - lo for lo, hi in tile(t, grid, 0)]))
 
 
 def _grids(t: te.Tensor, cpes: int):
+    """The grids of at most ``cpes`` CPEs; the parts divide the axes, so every CPE's tile, and
+    each of its read boxes, has the same extents (one code for all)."""
     options = [[g for g in range(1, t.shape[k] + 1) if t.shape[k] % g == 0]
                for k in grid_axes(t)]
     for grid in itertools.product(*options):
-        if int(np.prod(grid)) <= cpes:
+        if math.prod(grid) <= cpes:
             yield tuple(grid)
 
 
@@ -232,7 +237,7 @@ def _local_base(step_t, r, grid, held: Resident, first: int):
     if tuple(r.shape) != tuple(held.shape):
         return None
     base = None
-    for cpe in range(first, first + int(np.prod(grid))):
+    for cpe in range(first, first + math.prod(grid)):
         own = tile(step_t, grid, cpe, first)
         box, have = read_box(step_t, r, own), held.boxes[cpe]
         if have is None or any(lo < hlo or hi > hhi for (lo, hi), (hlo, hhi) in zip(box, have)):
@@ -263,10 +268,13 @@ def _read_key(r: te.Read):
 
 
 def _shared(t, r, grid) -> bool:
-    """Every active CPE (more than one) reads the same box, inside the buffer."""
-    boxes = {tuple(read_box(t, r, tile(t, grid, cpe))) for cpe in range(int(np.prod(grid)))}
-    return len(boxes) == 1 and int(np.prod(grid)) > 1 and _clip(list(*boxes), r.shape) == \
-        list(*boxes)
+    """Every active CPE (more than one) reads the same box, inside the buffer: no axis the
+    grid cuts appears in the read's index."""
+    cut = {t.axes[k] for k, parts in zip(grid_axes(t), grid) if parts > 1}
+    if not cut or any(c and a in cut for i in r.index for a, c in i.coefs.items()):
+        return False
+    box = read_box(t, r, tile(t, grid, 0))
+    return _clip(box, r.shape) == box
 
 
 def _place(t, grid, resident: dict, top: int, config, broadcast: bool, first: int):
@@ -274,7 +282,7 @@ def _place(t, grid, resident: dict, top: int, config, broadcast: bool, first: in
     of TE t on ``grid`` with its tile at ``top`` and the DMA boxes above; reads of one element
     pattern share one ReadPlan; ``broadcast``: a box every CPE reads is one BCAST get."""
     plans, address = {}, top + align(ES * _tile_elements(t, grid))
-    box0, cpes = tile(t, grid, first, first), int(np.prod(grid))
+    box0, cpes = tile(t, grid, first, first), math.prod(grid)
     put = dma_pieces(*_into(t, box0), 0, 0)
     engine, words = cpes * _engine_cycles(put, config, put=True), 4 + ENTRY_WORDS * len(put)
     for r in te.reads(t):
@@ -289,7 +297,7 @@ def _place(t, grid, resident: dict, top: int, config, broadcast: bool, first: in
             continue
         box = read_box(t, r, box0)
         ext = [hi - lo for lo, hi in box]
-        elements = int(np.prod(ext, dtype=np.int64))
+        elements = int(math.prod(ext))
         fill = r.fill is not None and any(
             _clip(b, r.shape) != b for cpe in range(first, first + cpes)
             for b in [read_box(t, r, tile(t, grid, cpe, first))])
@@ -331,16 +339,7 @@ def estimate(t, grid, engine: int, config) -> float:
     """Cycles of a step, roughly: the DMA engine's time for every active CPE's requests (the
     engine is shared: ``engine``, from _place) plus one CPE's loop nest at
     COMPUTE_CYCLES_PER_POINT."""
-    return engine + te.points(t) / int(np.prod(grid)) * COMPUTE_CYCLES_PER_POINT
-
-
-def _uniform(t, grid) -> bool:
-    """Every active CPE's boxes have CPE 0's extents (one code for all)."""
-    shapes = set()
-    for cpe in range(int(np.prod(grid))):
-        box = tile(t, grid, cpe)
-        shapes.add(tuple(tuple(hi - lo for lo, hi in read_box(t, r, box)) for r in te.reads(t)))
-    return len(shapes) == 1
+    return engine + te.points(t) / math.prod(grid) * COMPUTE_CYCLES_PER_POINT
 
 
 def _fit(t, grid, resident: dict, start: int, config, broadcast: bool, first: int):
@@ -425,7 +424,7 @@ class _Planner:
                 # the launch's buffers and its table area (the largest step's part)
                 room = config.ldm_bytes - LDM_RESERVE - 8 * max(words, 0 if new else self.table)
                 high = end if new else max(end, self.launches[-1].buffer_bytes)
-                if high > room or not _uniform(t, grid):
+                if high > room:
                     continue
                 key = (estimate(t, grid, engine, config), end)
                 if best is None or key < best[0]:
@@ -440,7 +439,7 @@ class _Planner:
             self.launches.append(Launch([]))
             self.resident, self.table = {}, 0
         launch = self.launches[-1]
-        rows = -(-int(np.prod(grid)) // config.mesh_cols)
+        rows = -(-math.prod(grid) // config.mesh_cols)
         launch.steps.append(Step(t, grid, reads, out=start, bcast_rows=(
             (1 << rows) - 1 if any(p.bcast for p in reads) else 0), first=first, group=group))
         launch.buffer_bytes = max(launch.buffer_bytes, end)
