@@ -236,3 +236,25 @@ def test_vertical_does_not_inline_the_cell_recurrence():
     assert four == two
     why = {name: reason for stage, name, applied, reason in program.notes if not applied}
     assert why["l0t1c"].startswith("2 TEs read it (l0t1tc.exp, l0t2c)")
+
+
+def test_overlap_gets_the_next_steps_boxes_while_computing():
+    """plan(overlap=True): the second of two MatMuls on x (no barrier, no broadcast) gets its
+    weight's boxes while the first computes; same bits as without, and on both engines the
+    same bits and cycles."""
+    rng = np.random.default_rng(9)
+    inits = {n: rng.standard_normal((8, 8)).astype(np.float32) for n in ("w1", "w2")}
+    nodes = [Node("m1", "MatMul", ["x", "w1"], ["a"]), Node("m2", "MatMul", ["x", "w2"], ["b"]),
+             Node("add", "Add", ["a", "b"], ["y"])]
+    graph = Graph("pair", nodes, {"x": TensorInfo(np.dtype(np.float32), (8, 8))}, ["y"], inits)
+    program, x = souffle.lower(graph), rng.standard_normal((8, 8))
+    config = Machine().config
+    plain = codegen.plan(program, config, broadcast=False)
+    launches = codegen.plan(program, config, broadcast=False, overlap=True)
+    assert [s.prefetched for s in launches[0].steps] == [False, True, False]
+    runs = [codegen.run(program, launches, Machine(), {"x": x}, engine=engine)
+            for engine in ("c", "python")]
+    (out_c, stats_c), (out_py, stats_py) = runs
+    assert out_c["y"].tobytes() == out_py["y"].tobytes()
+    assert [s.cycles for s in stats_c] == [s.cycles for s in stats_py]
+    assert out_c["y"].tobytes() == codegen.run(program, plain, Machine(), {"x": x})[0]["y"].tobytes()

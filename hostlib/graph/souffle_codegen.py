@@ -25,7 +25,8 @@ part of its row of the host-made table (active flag, the get list and the put li
 reduce axes with scalar double arithmetic (``fmad`` for a sum of products, 8, 4 or 2 outputs
 of a reduction at once; the addresses are sums of per-axis scaled counters), a body
 ``exp(...)`` through vmath.inc's ``vexp_d`` over the tile, and the puts. Every request is
-waited for (no load/compute overlap).
+waited for, except with ``plan(overlap=True)``: a step then issues the next step's gets before
+its own loop nest and the next step waits for them (``_prefetches`` says which steps may).
 """
 from __future__ import annotations
 
@@ -198,6 +199,7 @@ class Step:
     bcast_rows: int = 0         # the mask of the mesh rows a broadcast get writes (0: none)
     first: int = 0              # the grid's first CPE (a sub-mesh: CPEs first, first + 1, ...)
     group: int = None           # steps of one group run at once on disjoint sub-meshes
+    prefetched: bool = False    # the step before issued its gets before its own loop nest
 
 
 @dataclass
@@ -359,14 +361,15 @@ def _fit(t, grid, resident: dict, start: int, config, broadcast: bool, first: in
 
 
 def plan(program, config, fused: bool = True, broadcast: bool = True,
-         submeshes: str = None) -> list:
+         submeshes: str = None, overlap: bool = False) -> list:
     """Launches: grids, LDM layout, local reads, puts and barriers (see the module doc);
     ``broadcast``: a box that every CPE of a step reads is fetched once (a BCAST get);
     ``submeshes`` ("even" or "work"): consecutive TEs that read none of each other run at
-    once, each on its part of the mesh (equal parts, or parts by their points)."""
+    once, each on its part of the mesh (equal parts, or parts by their points);
+    ``overlap``: a step gets the next step's boxes while it computes (``_prefetches``)."""
     if submeshes not in (None, "even", "work"):
         raise GeneratorError(f"submeshes must be None, 'even' or 'work', not {submeshes!r}")
-    state = _Planner(config, fused, broadcast)
+    state = _Planner(config, fused, broadcast, tables=2 if overlap else 1)
     pending = list(program.tensors)
     while pending:
         run = _independent(pending, config.num_cpes) if fused and submeshes else pending[:1]
@@ -378,6 +381,8 @@ def plan(program, config, fused: bool = True, broadcast: bool = True,
         state.groups += len(run) > 1
         pending = pending[len(run):]
     _puts_and_barriers(state.launches, program.outputs)
+    if overlap:
+        _prefetches(state.launches)
     return state.launches
 
 
@@ -406,8 +411,8 @@ def _shares(run, cpes: int, how: str) -> list:
 class _Planner:
     """The state of ``plan``: the launches so far, what the current one holds in LDM."""
 
-    def __init__(self, config, fused, broadcast):
-        self.config, self.fused, self.broadcast = config, fused, broadcast
+    def __init__(self, config, fused, broadcast, tables: int):
+        self.config, self.fused, self.broadcast, self.tables = config, fused, broadcast, tables
         self.launches, self.resident, self.top, self.table, self.groups = [], {}, 0, 0, 0
 
     def add(self, t, first: int, cpes: int, group):
@@ -422,7 +427,8 @@ class _Planner:
                 reads, end, engine, words, keep = _fit(t, grid, res, start, config, broadcast,
                                                        first)
                 # the launch's buffers and its table area (the largest step's part)
-                room = config.ldm_bytes - LDM_RESERVE - 8 * max(words, 0 if new else self.table)
+                room = config.ldm_bytes - LDM_RESERVE - 8 * self.tables * max(
+                    words, 0 if new else self.table)
                 high = end if new else max(end, self.launches[-1].buffer_bytes)
                 if high > room:
                     continue
@@ -475,6 +481,29 @@ def _puts_and_barriers(launches, outputs):
                 head.barrier, step.barrier = head.barrier or step.barrier, False
 
 
+def _regions(step: Step) -> list:
+    """The LDM ranges (from SF_BUF) the step writes or reads: its tile and its boxes."""
+    tile_end = step.out + align(ES * _tile_elements(step.tensor, step.grid))
+    return [(step.out, tile_end)] + [
+        (p.held.out, p.held.end) if p.local else (p.base, p.base + align(ES * p.box_elements))
+        for p in step.reads]
+
+
+def _prefetches(launches):
+    """Mark the steps whose gets the step before issues before its own loop nest, so they
+    land while it computes (get k+1 while computing k): a step without a barrier (it reads
+    nothing this launch wrote), broadcast, padding or sub-mesh group, whose boxes lie outside
+    every LDM range the step before uses."""
+    for launch in launches:
+        for before, step in zip(launch.steps, launch.steps[1:]):
+            boxes = [r for p, r in zip(step.reads, _regions(step)[1:]) if not p.local]
+            busy = _regions(before)
+            step.prefetched = bool(boxes) and not (
+                step.barrier or step.bcast_rows or any(p.fill for p in step.reads) or
+                step.group is not None or before.group is not None or
+                any(lo < hi2 and lo2 < hi for lo, hi in boxes for lo2, hi2 in busy))
+
+
 # ---- code -------------------------------------------------------------------------------
 
 class _Code:
@@ -484,6 +513,9 @@ class _Code:
         self.launch, self.offsets, self.row_bytes, self.buf = launch, table_offsets, \
             row_bytes, buf
         self.lines, self.consts, self.labels = [], {}, 0
+        self.step_bytes = max(size for _, size, _, _ in table_offsets)
+        # a prefetching launch alternates two table buffers: step k's part in buffer k % 2
+        self.tables = 2 if any(s.prefetched for s in launch.steps) else 1
 
     def emit(self, line):
         self.lines.append("\t" + line if not line.endswith(":") else line)
@@ -502,8 +534,10 @@ class _Code:
                 "SF_REPLY:\t.skip\t32", "SF_RA:\t.skip\t8"]
         head += [f"{label}:\t.quad\t{np.float64(v).view(np.int64)}"
                  for v, label in self.consts.items()]
-        step_bytes = max(size for _, size, _, _ in self.offsets)
-        head += ["SF_TBASE:\t.quad\t0", "\t.align\t5", f"SF_TABLE:\t.skip\t{step_bytes}",
+        if self.tables == 2:
+            head.append("SF_PREPLY:\t.skip\t32")
+        head += ["SF_TBASE:\t.quad\t0", "\t.align\t5",
+                 f"SF_TABLE:\t.skip\t{self.tables * self.step_bytes}",
                  DMA_LIST_MACRO, "\t.text", f"\t.globl\t{ENTRY}", f"\t.ent\t{ENTRY}",
                  f"{ENTRY}:", "\tstl\t$26, SF_RA($31)", "\trcid\t$1",
                  f"\tldi\t$2, {self.row_bytes}", "\tmull\t$1, $2, $1", "\taddl\t$16, $1, $1",
@@ -513,31 +547,36 @@ class _Code:
         return "\n".join(head + body + tail) + "\n"
 
     # ---- one step ----
+    def table(self, k: int) -> str:
+        return f"SF_TABLE+{(k % self.tables) * self.step_bytes}"
+
     def step(self, k: int, step: Step):
         t = step.tensor
         self.emit(f"# step {k}: {t.name} on a {'x'.join(map(str, step.grid)) or '1'} grid")
         if step.barrier or step.bcast_rows:     # also: no CPE still reads what a broadcast
             self.barrier()                     # overwrites
         skip = self.label()
-        start, size, puts, bcasts = self.offsets[k]
+        table, (_, _, puts, bcasts) = self.table(k), self.offsets[k]
         gets, active = 8, 0
-        self.emit("ldl\t$1, SF_TBASE($31)       # the step's part of the table row")
-        self.emit(f"ldi\t$2, {start}")
-        self.emit("addl\t$1, $2, $1")
-        self.emit(f"MAKE_DESC $10, DMA_GET, {size}, SF_REPLY")
-        self.emit("ldi\t$2, SF_TABLE")
-        self.emit("DMA_WAIT $10, $1, $2, SF_REPLY")
+        if not step.prefetched:
+            self.fetch_table(k)
         if step.bcast_rows:                    # CPE 0's list; the others' is empty
             mask = ((step.bcast_rows << 24) ^ 1 << 31) - (1 << 31)
-            self.emit(f"SF_DMA_LIST SF_TABLE+{bcasts}, {DMA_GET_BCAST}, {mask}")
+            self.emit(f"SF_DMA_LIST {table}+{bcasts}, {DMA_GET_BCAST}, {mask}")
             self.barrier()                     # the broadcast has arrived everywhere
-        self.emit(f"ldl\t$2, SF_TABLE+{active}($31)")
+        self.emit(f"ldl\t$2, {table}+{active}($31)")
         self.emit(f"beq\t$2, {skip}")
         for p in step.reads:
             if p.fill:
                 self.fill(p)
-        if any(not p.local for p in step.reads):
-            self.emit(f"SF_DMA_LIST SF_TABLE+{gets}, DMA_GET")
+        if step.prefetched:
+            self.emit(f"ldl\t$2, {table}+{gets}($31)   # the gets the step before issued")
+            self.emit("WAIT_COUNT SF_PREPLY, $2, $12")
+        elif any(not p.local for p in step.reads):
+            self.emit(f"SF_DMA_LIST {table}+{gets}, DMA_GET")
+        following = self.launch.steps[k + 1] if k + 1 < len(self.launch.steps) else None
+        if following is not None and following.prefetched:
+            self.prefetch(k + 1)
         mark = len(self.lines)
         for self.width in UNROLL + (1,):
             try:
@@ -554,8 +593,30 @@ class _Code:
             self.emit(f"ldi\t$18, {vectors}")
             self.emit("bsr\t$26, vexp_d")
         if step.put:
-            self.emit(f"SF_DMA_LIST SF_TABLE+{puts}, DMA_PUT")
-        self.emit(f"{skip}:")
+            self.emit(f"SF_DMA_LIST {table}+{puts}, DMA_PUT")
+        if following is not None and following.prefetched:
+            done = self.label()                # a CPE idle in this step prefetches too
+            self.emit(f"br\t{done}")
+            self.emit(f"{skip}:")
+            self.prefetch(k + 1)
+            self.emit(f"{done}:")
+        else:
+            self.emit(f"{skip}:")
+
+    def fetch_table(self, k: int):
+        """Step k's part of this CPE's table row into its table buffer (waited for)."""
+        start, size, _, _ = self.offsets[k]
+        self.emit("ldl\t$1, SF_TBASE($31)       # the step's part of the table row")
+        self.emit(f"ldi\t$2, {start}")
+        self.emit("addl\t$1, $2, $1")
+        self.emit(f"MAKE_DESC $10, DMA_GET, {size}, SF_REPLY")
+        self.emit(f"ldi\t$2, {self.table(k)}")
+        self.emit("DMA_WAIT $10, $1, $2, SF_REPLY")
+
+    def prefetch(self, k: int):
+        """Step k's table part, then its gets issued without waiting (reply SF_PREPLY)."""
+        self.fetch_table(k)
+        self.emit(f"SF_DMA_LIST {self.table(k)}+8, DMA_GET, 0, SF_PREPLY, 0")
 
     def barrier(self):
         self.emit("synr\t0xff")
@@ -756,17 +817,18 @@ class _Code:
 
 
 DMA_LIST_MACRO = """
-# SF_DMA_LIST list, op, mask: issue the count entries (memory, size, block, stride, LDM) at the
-# LDM address list + 8 and wait for all of them; op: the descriptor's op | mode << 4, mask: the
-# broadcast mask << 24 as a signed 32-bit number (the reply lane's high byte)
-	.macro	SF_DMA_LIST list, op, mask=0
+# SF_DMA_LIST list, op, mask, reply, wait: issue the count entries (memory, size, block, stride,
+# LDM) at the LDM address list + 8 and (wait = 1) wait for all of them; op: the descriptor's
+# op | mode << 4, mask: the broadcast mask << 24 as a signed 32-bit number (the reply lane's
+# high byte); reply: the word that counts their completions
+	.macro	SF_DMA_LIST list, op, mask=0, reply=SF_REPLY, wait=1
 	ldi	$1, \\list
 	ldl	$2, 0($1)
 	beq	$2, 3f
-	stw	$31, SF_REPLY($31)
+	stw	$31, \\reply($31)
 	mov	$2, $3
 	ldi	$9, \\op
-	ldi	$11, SF_REPLY + \\mask
+	ldi	$11, \\reply + \\mask
 4:	ldl	$4, 8($1)
 	ldl	$5, 16($1)
 	ldl	$6, 24($1)
@@ -777,7 +839,9 @@ DMA_LIST_MACRO = """
 	addl	$1, 40, $1
 	subl	$3, 1, $3
 	bne	$3, 4b
-	WAIT_COUNT SF_REPLY, $2, $12
+	.if	\\wait
+	WAIT_COUNT \\reply, $2, $12
+	.endif
 3:
 	.endm
 """
