@@ -239,19 +239,21 @@ def test_vertical_does_not_inline_the_cell_recurrence():
 
 
 def test_overlap_gets_the_next_steps_boxes_while_computing():
-    """plan(overlap=True): the second of two MatMuls on x (no barrier, no broadcast) gets its
-    weight's boxes while the first computes; same bits as without, and on both engines the
-    same bits and cycles."""
+    """plan(overlap=True): the weights of the second and the last MatMul (the last behind a
+    barrier: it reads the sum) are got while the step before computes; same bits as without,
+    and on both engines the same bits and cycles."""
     rng = np.random.default_rng(9)
-    inits = {n: rng.standard_normal((8, 8)).astype(np.float32) for n in ("w1", "w2")}
+    inits = {n: rng.standard_normal((4, 4)).astype(np.float32) for n in ("w1", "w2", "w3")}
     nodes = [Node("m1", "MatMul", ["x", "w1"], ["a"]), Node("m2", "MatMul", ["x", "w2"], ["b"]),
-             Node("add", "Add", ["a", "b"], ["y"])]
-    graph = Graph("pair", nodes, {"x": TensorInfo(np.dtype(np.float32), (8, 8))}, ["y"], inits)
-    program, x = souffle.lower(graph), rng.standard_normal((8, 8))
+             Node("add", "Add", ["a", "b"], ["s"]), Node("m3", "MatMul", ["w3", "s"], ["y"])]
+    graph = Graph("pair", nodes, {"x": TensorInfo(np.dtype(np.float32), (4, 4))}, ["y"], inits)
+    program, x = souffle.lower(graph), rng.standard_normal((4, 4))
     config = Machine().config
     plain = codegen.plan(program, config, broadcast=False)
     launches = codegen.plan(program, config, broadcast=False, overlap=True)
-    assert [s.prefetched for s in launches[0].steps] == [False, True, False]
+    steps = launches[0].steps
+    assert [bool(s.prefetched) for s in steps] == [False, True, False, True] and steps[3].barrier
+    assert [p.read.tensor.name for p in steps[3].reads if p.early] == ["w3"]
     runs = [codegen.run(program, launches, Machine(), {"x": x}, engine=engine)
             for engine in ("c", "python")]
     (out_c, stats_c), (out_py, stats_py) = runs

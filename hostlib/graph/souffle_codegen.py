@@ -186,6 +186,7 @@ class ReadPlan:
                                 # with the read's fill before the gets
     bcast: bool = False         # every active CPE reads the same box: CPE 0 fetches it once
                                 # with a BCAST get into every CPE of the active rows
+    early: bool = False         # got while the step before computes (plan(overlap=True))
 
 
 @dataclass
@@ -199,7 +200,8 @@ class Step:
     bcast_rows: int = 0         # the mask of the mesh rows a broadcast get writes (0: none)
     first: int = 0              # the grid's first CPE (a sub-mesh: CPEs first, first + 1, ...)
     group: int = None           # steps of one group run at once on disjoint sub-meshes
-    prefetched: bool = False    # the step before issued its gets before its own loop nest
+    prefetched: int = 0         # get list entries (the first ones) the step before issued
+                                # before its own loop nest (the same on every active CPE)
 
 
 @dataclass
@@ -490,18 +492,24 @@ def _regions(step: Step) -> list:
 
 
 def _prefetches(launches):
-    """Mark the steps whose gets the step before issues before its own loop nest, so they
-    land while it computes (get k+1 while computing k): a step without a barrier (it reads
-    nothing this launch wrote), broadcast, padding or sub-mesh group, whose boxes lie outside
-    every LDM range the step before uses."""
+    """Mark the reads the step before gets before its own loop nest, so they land while it
+    computes (get k+1 while computing k): a DMA read of a tensor this launch has not written
+    (a weight, an input: the step's barrier is not for it), without broadcast or padding,
+    outside sub-mesh groups, whose box misses every LDM range the step before uses."""
     for launch in launches:
+        written = set()
         for before, step in zip(launch.steps, launch.steps[1:]):
-            boxes = [r for p, r in zip(step.reads, _regions(step)[1:]) if not p.local]
+            if before.put:
+                written.add(before.tensor.storage)
             busy = _regions(before)
-            step.prefetched = bool(boxes) and not (
-                step.barrier or step.bcast_rows or any(p.fill for p in step.reads) or
-                step.group is not None or before.group is not None or
-                any(lo < hi2 and lo2 < hi for lo, hi in boxes for lo2, hi2 in busy))
+            for p, (lo, hi) in zip(step.reads, _regions(step)[1:]):
+                p.early = not (p.local or p.bcast or p.fill or p.read.tensor.name in written or
+                               step.group is not None or before.group is not None or
+                               any(lo < end and start < hi for start, end in busy))
+            early = [p for p in step.reads if p.early]
+            box = tile(step.tensor, step.grid, step.first, step.first)
+            step.prefetched = sum(len(read_pieces(read_box(step.tensor, p.read, box),
+                                                  p.read.shape, 0, 0)) for p in early)
 
 
 # ---- code -------------------------------------------------------------------------------
@@ -570,7 +578,10 @@ class _Code:
             if p.fill:
                 self.fill(p)
         if step.prefetched:
-            self.emit(f"ldl\t$2, {table}+{gets}($31)   # the gets the step before issued")
+            if any(not (p.local or p.bcast or p.early) for p in step.reads):
+                self.emit(f"SF_DMA_LIST {table}+{gets}, DMA_GET, 0, SF_REPLY, 1, "
+                          f"{step.prefetched}")
+            self.emit(f"ldi\t$2, {step.prefetched}     # the gets the step before issued")
             self.emit("WAIT_COUNT SF_PREPLY, $2, $12")
         elif any(not p.local for p in step.reads):
             self.emit(f"SF_DMA_LIST {table}+{gets}, DMA_GET")
@@ -616,7 +627,8 @@ class _Code:
     def prefetch(self, k: int):
         """Step k's table part, then its gets issued without waiting (reply SF_PREPLY)."""
         self.fetch_table(k)
-        self.emit(f"SF_DMA_LIST {self.table(k)}+8, DMA_GET, 0, SF_PREPLY, 0")
+        self.emit(f"SF_DMA_LIST {self.table(k)}+8, DMA_GET, 0, SF_PREPLY, 0, 0, "
+                  f"{self.launch.steps[k].prefetched}")
 
     def barrier(self):
         self.emit("synr\t0xff")
@@ -817,14 +829,24 @@ class _Code:
 
 
 DMA_LIST_MACRO = """
-# SF_DMA_LIST list, op, mask, reply, wait: issue the count entries (memory, size, block, stride,
-# LDM) at the LDM address list + 8 and (wait = 1) wait for all of them; op: the descriptor's
-# op | mode << 4, mask: the broadcast mask << 24 as a signed 32-bit number (the reply lane's
-# high byte); reply: the word that counts their completions
-	.macro	SF_DMA_LIST list, op, mask=0, reply=SF_REPLY, wait=1
+# SF_DMA_LIST list, op, mask, reply, wait, skip, take: issue the count entries (memory, size,
+# block, stride, LDM) at the LDM address list + 8 and (wait = 1) wait for all of them; op: the
+# descriptor's op | mode << 4, mask: the broadcast mask << 24 as a signed 32-bit number (the
+# reply lane's high byte); reply: the word that counts their completions; skip: leave out the
+# first entries; take (not 0): only the first entries, of a list not empty
+	.macro	SF_DMA_LIST list, op, mask=0, reply=SF_REPLY, wait=1, skip=0, take=0
 	ldi	$1, \\list
 	ldl	$2, 0($1)
 	beq	$2, 3f
+	.if	\\take
+	ldi	$2, \\take
+	.endif
+	.if	\\skip
+	ldi	$3, \\skip
+	subl	$2, $3, $2
+	beq	$2, 3f
+	ldi	$1, 40 * \\skip($1)
+	.endif
 	stw	$31, \\reply($31)
 	mov	$2, $3
 	ldi	$9, \\op
@@ -885,13 +907,16 @@ def _tables(launch: Launch, addresses: dict, cpes: int, buf: int):
             box = tile(t, step.grid, cpe, step.first)
             gets, puts, bcasts = [], [], []
             if box is not None:
-                for p in step.reads:
+                for p in sorted(step.reads, key=lambda p: not p.early):   # early ones first
                     if not p.local and (cpe == 0 or not p.bcast):
                         pieces = read_pieces(read_box(t, p.read, box), p.read.shape,
                                              addresses[p.read.tensor.name], buf + p.base)
                         (bcasts if p.bcast else gets).extend(pieces)
                 if step.put:
                     puts = dma_pieces(*_into(t, box), addresses[t.storage], buf + step.out)
+            if box is not None and len(gets) < step.prefetched:
+                raise GeneratorError(f"{t.name}: CPE {cpe} has fewer gets than the prefetched "
+                                     f"{step.prefetched}")
             lists.append((box is not None, gets, puts, bcasts))
             dma_bytes += sum(piece[1] for piece in gets + puts + bcasts)
         counts = [max(len(entry[k]) for entry in lists) for k in (1, 2, 3)]
