@@ -107,14 +107,14 @@ def _chain(rows, k, n, tail):
 @given(rows=st.sampled_from([4, 8, 16]), k=st.sampled_from([4, 8, 16]),
        n=st.sampled_from([8, 16, 32]),
        tail=st.sampled_from(["Softmax", "LayerNormalization", "Gelu", "Transpose"]),
-       seed=st.integers(0, 2 ** 16))
-def test_fused_kernel_equals_unfused_program(rows, k, n, tail, seed):
+       seed=st.integers(0, 2 ** 16), overlap=st.booleans())
+def test_fused_kernel_equals_unfused_program(rows, k, n, tail, seed, overlap):
     program = souffle.lower(_chain(rows, k, n, tail))
     x = np.random.default_rng(seed).standard_normal((rows, k))
     unfused = program.evaluate({"x": x})["y"]
     fused = souffle.horizontal(souffle.vertical(program))
     machine = Machine()
-    launches = codegen.plan(fused, machine.config, fused=True)
+    launches = codegen.plan(fused, machine.config, fused=True, overlap=overlap)
     assert len(launches) == 1
     outputs, stats = codegen.run(fused, launches, machine, {"x": x})
     np.testing.assert_allclose(outputs["y"], unfused, rtol=1e-12, atol=1e-12)
