@@ -107,14 +107,14 @@ def _chain(rows, k, n, tail):
 @given(rows=st.sampled_from([4, 8, 16]), k=st.sampled_from([4, 8, 16]),
        n=st.sampled_from([8, 16, 32]),
        tail=st.sampled_from(["Softmax", "LayerNormalization", "Gelu", "Transpose"]),
-       seed=st.integers(0, 2 ** 16))
-def test_fused_kernel_equals_unfused_program(rows, k, n, tail, seed):
+       seed=st.integers(0, 2 ** 16), overlap=st.booleans())
+def test_fused_kernel_equals_unfused_program(rows, k, n, tail, seed, overlap):
     program = souffle.lower(_chain(rows, k, n, tail))
     x = np.random.default_rng(seed).standard_normal((rows, k))
     unfused = program.evaluate({"x": x})["y"]
     fused = souffle.horizontal(souffle.vertical(program))
     machine = Machine()
-    launches = codegen.plan(fused, machine.config, fused=True)
+    launches = codegen.plan(fused, machine.config, fused=True, overlap=overlap)
     assert len(launches) == 1
     outputs, stats = codegen.run(fused, launches, machine, {"x": x})
     np.testing.assert_allclose(outputs["y"], unfused, rtol=1e-12, atol=1e-12)
@@ -218,3 +218,45 @@ def test_lstm_in_one_launch_fetches_its_weights_fewer_times():
     assert 3 * weight_bytes(fused, launches) < 2 * weight_bytes(fused, apart)
     outputs, _ = codegen.run(fused, launches, machine, feeds)
     np.testing.assert_allclose(outputs[graph.outputs[0]], want, rtol=1e-12, atol=1e-12)
+    # the cell recurrence stays in LDM: every c_t+1 reads c_t from the same CPE's tile
+    steps = {s.tensor.name: s for s in launches[0].steps}
+    for layer in range(2):          # (the last step's c is inlined into its one reader)
+        cell = steps[f"l{layer}t1c"].reads
+        assert [p.local for p in cell if p.read.tensor.name == f"l{layer}t0c"] == [True]
+
+
+def test_vertical_does_not_inline_the_cell_recurrence():
+    """c_t has two readers (tanh(c_t) and c_t+1): it stays a TE with its reason, so no TE's
+    reads grow with the steps (inlined, c_t's chain back to c_0 was recomputed by every step:
+    the full bench LSTM's last tanh read 25 tensors and needed a second launch)."""
+    def widest(steps):
+        program = souffle.vertical(souffle.lower(import_onnx(lstm_model(8, steps, 2, 1))))
+        return program, max(len({r.tensor.name for r in te.reads(t)}) for t in program.tensors)
+    (_, two), (program, four) = widest(2), widest(4)
+    assert four == two
+    why = {name: reason for stage, name, applied, reason in program.notes if not applied}
+    assert why["l0t1c"].startswith("2 TEs read it (l0t1tc.exp, l0t2c)")
+
+
+def test_overlap_gets_the_next_steps_boxes_while_computing():
+    """plan(overlap=True): the weights of the second and the last MatMul (the last behind a
+    barrier: it reads the sum) are got while the step before computes; same bits as without,
+    and on both engines the same bits and cycles."""
+    rng = np.random.default_rng(9)
+    inits = {n: rng.standard_normal((4, 4)).astype(np.float32) for n in ("w1", "w2", "w3")}
+    nodes = [Node("m1", "MatMul", ["x", "w1"], ["a"]), Node("m2", "MatMul", ["x", "w2"], ["b"]),
+             Node("add", "Add", ["a", "b"], ["s"]), Node("m3", "MatMul", ["w3", "s"], ["y"])]
+    graph = Graph("pair", nodes, {"x": TensorInfo(np.dtype(np.float32), (4, 4))}, ["y"], inits)
+    program, x = souffle.lower(graph), rng.standard_normal((4, 4))
+    config = Machine().config
+    plain = codegen.plan(program, config, broadcast=False)
+    launches = codegen.plan(program, config, broadcast=False, overlap=True)
+    steps = launches[0].steps
+    assert [bool(s.prefetched) for s in steps] == [False, True, False, True] and steps[3].barrier
+    assert [p.read.tensor.name for p in steps[3].reads if p.early] == ["w3"]
+    runs = [codegen.run(program, launches, Machine(), {"x": x}, engine=engine)
+            for engine in ("c", "python")]
+    (out_c, stats_c), (out_py, stats_py) = runs
+    assert out_c["y"].tobytes() == out_py["y"].tobytes()
+    assert [s.cycles for s in stats_c] == [s.cycles for s in stats_py]
+    assert out_c["y"].tobytes() == codegen.run(program, plain, Machine(), {"x": x})[0]["y"].tobytes()

@@ -361,6 +361,11 @@ def _inline_reason(p: te.Tensor, readers, outputs) -> str | None:
     if not readers:
         return "no reader"
     copy = isinstance(p.expr, te.Read)
+    names = sorted({t.name for t, _ in readers})
+    if not copy and len(names) > 1:
+        return (f"{len(names)} TEs read it ({', '.join(names)}): each would recompute it, and "
+                "along a recurrence (an LSTM's c_t, read by tanh(c_t) and c_t+1) the "
+                "recomputed chain would grow with every step")
     for t, r in readers:
         if r.fill is not None:
             return (f"{t.name} reads it with padding: inlined, the padded indices would read "

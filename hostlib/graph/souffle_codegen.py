@@ -25,12 +25,14 @@ part of its row of the host-made table (active flag, the get list and the put li
 reduce axes with scalar double arithmetic (``fmad`` for a sum of products, 8, 4 or 2 outputs
 of a reduction at once; the addresses are sums of per-axis scaled counters), a body
 ``exp(...)`` through vmath.inc's ``vexp_d`` over the tile, and the puts. Every request is
-waited for (no load/compute overlap).
+waited for, except with ``plan(overlap=True)``: a step then issues the next step's gets before
+its own loop nest and the next step waits for them (``_prefetches`` says which steps may).
 """
 from __future__ import annotations
 
 import functools
 import itertools
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -72,14 +74,16 @@ def tile(t: te.Tensor, grid: tuple, cpe: int, first: int = 0):
     """(lo, hi) per output axis of CPE ``cpe``'s tile, or None when it is idle; the grid's
     CPEs are ``first`` and the ones after it."""
     cpe -= first
-    if cpe < 0 or cpe >= int(np.prod(grid)):
+    if cpe < 0 or cpe >= math.prod(grid):
         return None
-    coords = dict(zip(grid_axes(t), np.unravel_index(cpe, grid) if grid else ()))
+    cuts = {}                   # axis -> (coordinate, parts): the CPE's place in the grid
+    for k, parts in reversed(list(zip(grid_axes(t), grid))):
+        cpe, cuts[k] = cpe // parts, (cpe % parts, parts)
     box = []
     for k, extent in enumerate(t.shape):
-        if k in coords:
-            step = extent // grid[list(coords).index(k)]
-            box.append((int(coords[k]) * step, (int(coords[k]) + 1) * step))
+        if k in cuts:
+            step = extent // cuts[k][1]
+            box.append((cuts[k][0] * step, (cuts[k][0] + 1) * step))
         else:
             box.append((0, extent))
     return box
@@ -111,7 +115,7 @@ def read_box(t: te.Tensor, r: te.Read, box) -> list:
 
 
 def strides(shape) -> list:
-    return [int(np.prod(shape[k + 1:], dtype=np.int64)) for k in range(len(shape))]
+    return [int(math.prod(shape[k + 1:])) for k in range(len(shape))]
 
 
 def dma_pieces(box, shape, base: int, ldm: int) -> list:
@@ -182,6 +186,7 @@ class ReadPlan:
                                 # with the read's fill before the gets
     bcast: bool = False         # every active CPE reads the same box: CPE 0 fetches it once
                                 # with a BCAST get into every CPE of the active rows
+    early: bool = False         # got while the step before computes (plan(overlap=True))
 
 
 @dataclass
@@ -195,6 +200,8 @@ class Step:
     bcast_rows: int = 0         # the mask of the mesh rows a broadcast get writes (0: none)
     first: int = 0              # the grid's first CPE (a sub-mesh: CPEs first, first + 1, ...)
     group: int = None           # steps of one group run at once on disjoint sub-meshes
+    prefetched: int = 0         # get list entries (the first ones) the step before issued
+                                # before its own loop nest (the same on every active CPE)
 
 
 @dataclass
@@ -204,14 +211,16 @@ class Launch:
 
 
 def _tile_elements(t, grid) -> int:
-    return int(np.prod([hi - lo for lo, hi in tile(t, grid, 0)], dtype=np.int64))
+    return int(math.prod([hi - lo for lo, hi in tile(t, grid, 0)]))
 
 
 def _grids(t: te.Tensor, cpes: int):
+    """The grids of at most ``cpes`` CPEs; the parts divide the axes, so every CPE's tile, and
+    each of its read boxes, has the same extents (one code for all)."""
     options = [[g for g in range(1, t.shape[k] + 1) if t.shape[k] % g == 0]
                for k in grid_axes(t)]
     for grid in itertools.product(*options):
-        if int(np.prod(grid)) <= cpes:
+        if math.prod(grid) <= cpes:
             yield tuple(grid)
 
 
@@ -232,7 +241,7 @@ def _local_base(step_t, r, grid, held: Resident, first: int):
     if tuple(r.shape) != tuple(held.shape):
         return None
     base = None
-    for cpe in range(first, first + int(np.prod(grid))):
+    for cpe in range(first, first + math.prod(grid)):
         own = tile(step_t, grid, cpe, first)
         box, have = read_box(step_t, r, own), held.boxes[cpe]
         if have is None or any(lo < hlo or hi > hhi for (lo, hi), (hlo, hhi) in zip(box, have)):
@@ -263,10 +272,13 @@ def _read_key(r: te.Read):
 
 
 def _shared(t, r, grid) -> bool:
-    """Every active CPE (more than one) reads the same box, inside the buffer."""
-    boxes = {tuple(read_box(t, r, tile(t, grid, cpe))) for cpe in range(int(np.prod(grid)))}
-    return len(boxes) == 1 and int(np.prod(grid)) > 1 and _clip(list(*boxes), r.shape) == \
-        list(*boxes)
+    """Every active CPE (more than one) reads the same box, inside the buffer: no axis the
+    grid cuts appears in the read's index."""
+    cut = {t.axes[k] for k, parts in zip(grid_axes(t), grid) if parts > 1}
+    if not cut or any(c and a in cut for i in r.index for a, c in i.coefs.items()):
+        return False
+    box = read_box(t, r, tile(t, grid, 0))
+    return _clip(box, r.shape) == box
 
 
 def _place(t, grid, resident: dict, top: int, config, broadcast: bool, first: int):
@@ -274,7 +286,7 @@ def _place(t, grid, resident: dict, top: int, config, broadcast: bool, first: in
     of TE t on ``grid`` with its tile at ``top`` and the DMA boxes above; reads of one element
     pattern share one ReadPlan; ``broadcast``: a box every CPE reads is one BCAST get."""
     plans, address = {}, top + align(ES * _tile_elements(t, grid))
-    box0, cpes = tile(t, grid, first, first), int(np.prod(grid))
+    box0, cpes = tile(t, grid, first, first), math.prod(grid)
     put = dma_pieces(*_into(t, box0), 0, 0)
     engine, words = cpes * _engine_cycles(put, config, put=True), 4 + ENTRY_WORDS * len(put)
     for r in te.reads(t):
@@ -289,7 +301,7 @@ def _place(t, grid, resident: dict, top: int, config, broadcast: bool, first: in
             continue
         box = read_box(t, r, box0)
         ext = [hi - lo for lo, hi in box]
-        elements = int(np.prod(ext, dtype=np.int64))
+        elements = int(math.prod(ext))
         fill = r.fill is not None and any(
             _clip(b, r.shape) != b for cpe in range(first, first + cpes)
             for b in [read_box(t, r, tile(t, grid, cpe, first))])
@@ -331,16 +343,7 @@ def estimate(t, grid, engine: int, config) -> float:
     """Cycles of a step, roughly: the DMA engine's time for every active CPE's requests (the
     engine is shared: ``engine``, from _place) plus one CPE's loop nest at
     COMPUTE_CYCLES_PER_POINT."""
-    return engine + te.points(t) / int(np.prod(grid)) * COMPUTE_CYCLES_PER_POINT
-
-
-def _uniform(t, grid) -> bool:
-    """Every active CPE's boxes have CPE 0's extents (one code for all)."""
-    shapes = set()
-    for cpe in range(int(np.prod(grid))):
-        box = tile(t, grid, cpe)
-        shapes.add(tuple(tuple(hi - lo for lo, hi in read_box(t, r, box)) for r in te.reads(t)))
-    return len(shapes) == 1
+    return engine + te.points(t) / math.prod(grid) * COMPUTE_CYCLES_PER_POINT
 
 
 def _fit(t, grid, resident: dict, start: int, config, broadcast: bool, first: int):
@@ -360,14 +363,15 @@ def _fit(t, grid, resident: dict, start: int, config, broadcast: bool, first: in
 
 
 def plan(program, config, fused: bool = True, broadcast: bool = True,
-         submeshes: str = None) -> list:
+         submeshes: str = None, overlap: bool = False) -> list:
     """Launches: grids, LDM layout, local reads, puts and barriers (see the module doc);
     ``broadcast``: a box that every CPE of a step reads is fetched once (a BCAST get);
     ``submeshes`` ("even" or "work"): consecutive TEs that read none of each other run at
-    once, each on its part of the mesh (equal parts, or parts by their points)."""
+    once, each on its part of the mesh (equal parts, or parts by their points);
+    ``overlap``: a step gets the next step's boxes while it computes (``_prefetches``)."""
     if submeshes not in (None, "even", "work"):
         raise GeneratorError(f"submeshes must be None, 'even' or 'work', not {submeshes!r}")
-    state = _Planner(config, fused, broadcast)
+    state = _Planner(config, fused, broadcast, tables=2 if overlap else 1)
     pending = list(program.tensors)
     while pending:
         run = _independent(pending, config.num_cpes) if fused and submeshes else pending[:1]
@@ -379,6 +383,8 @@ def plan(program, config, fused: bool = True, broadcast: bool = True,
         state.groups += len(run) > 1
         pending = pending[len(run):]
     _puts_and_barriers(state.launches, program.outputs)
+    if overlap:
+        _prefetches(state.launches)
     return state.launches
 
 
@@ -407,8 +413,8 @@ def _shares(run, cpes: int, how: str) -> list:
 class _Planner:
     """The state of ``plan``: the launches so far, what the current one holds in LDM."""
 
-    def __init__(self, config, fused, broadcast):
-        self.config, self.fused, self.broadcast = config, fused, broadcast
+    def __init__(self, config, fused, broadcast, tables: int):
+        self.config, self.fused, self.broadcast, self.tables = config, fused, broadcast, tables
         self.launches, self.resident, self.top, self.table, self.groups = [], {}, 0, 0, 0
 
     def add(self, t, first: int, cpes: int, group):
@@ -423,9 +429,10 @@ class _Planner:
                 reads, end, engine, words, keep = _fit(t, grid, res, start, config, broadcast,
                                                        first)
                 # the launch's buffers and its table area (the largest step's part)
-                room = config.ldm_bytes - LDM_RESERVE - 8 * max(words, 0 if new else self.table)
+                room = config.ldm_bytes - LDM_RESERVE - 8 * self.tables * max(
+                    words, 0 if new else self.table)
                 high = end if new else max(end, self.launches[-1].buffer_bytes)
-                if high > room or not _uniform(t, grid):
+                if high > room:
                     continue
                 key = (estimate(t, grid, engine, config), end)
                 if best is None or key < best[0]:
@@ -440,7 +447,7 @@ class _Planner:
             self.launches.append(Launch([]))
             self.resident, self.table = {}, 0
         launch = self.launches[-1]
-        rows = -(-int(np.prod(grid)) // config.mesh_cols)
+        rows = -(-math.prod(grid) // config.mesh_cols)
         launch.steps.append(Step(t, grid, reads, out=start, bcast_rows=(
             (1 << rows) - 1 if any(p.bcast for p in reads) else 0), first=first, group=group))
         launch.buffer_bytes = max(launch.buffer_bytes, end)
@@ -476,6 +483,35 @@ def _puts_and_barriers(launches, outputs):
                 head.barrier, step.barrier = head.barrier or step.barrier, False
 
 
+def _regions(step: Step) -> list:
+    """The LDM ranges (from SF_BUF) the step writes or reads: its tile and its boxes."""
+    tile_end = step.out + align(ES * _tile_elements(step.tensor, step.grid))
+    return [(step.out, tile_end)] + [
+        (p.held.out, p.held.end) if p.local else (p.base, p.base + align(ES * p.box_elements))
+        for p in step.reads]
+
+
+def _prefetches(launches):
+    """Mark the reads the step before gets before its own loop nest, so they land while it
+    computes (get k+1 while computing k): a DMA read of a tensor this launch has not written
+    (a weight, an input: the step's barrier is not for it), without broadcast or padding,
+    outside sub-mesh groups, whose box misses every LDM range the step before uses."""
+    for launch in launches:
+        written = set()
+        for before, step in zip(launch.steps, launch.steps[1:]):
+            if before.put:
+                written.add(before.tensor.storage)
+            busy = _regions(before)
+            for p, (lo, hi) in zip(step.reads, _regions(step)[1:]):
+                p.early = not (p.local or p.bcast or p.fill or p.read.tensor.name in written or
+                               step.group is not None or before.group is not None or
+                               any(lo < end and start < hi for start, end in busy))
+            early = [p for p in step.reads if p.early]
+            box = tile(step.tensor, step.grid, step.first, step.first)
+            step.prefetched = sum(len(read_pieces(read_box(step.tensor, p.read, box),
+                                                  p.read.shape, 0, 0)) for p in early)
+
+
 # ---- code -------------------------------------------------------------------------------
 
 class _Code:
@@ -485,6 +521,9 @@ class _Code:
         self.launch, self.offsets, self.row_bytes, self.buf = launch, table_offsets, \
             row_bytes, buf
         self.lines, self.consts, self.labels = [], {}, 0
+        self.step_bytes = max(size for _, size, _, _ in table_offsets)
+        # a prefetching launch alternates two table buffers: step k's part in buffer k % 2
+        self.tables = 2 if any(s.prefetched for s in launch.steps) else 1
 
     def emit(self, line):
         self.lines.append("\t" + line if not line.endswith(":") else line)
@@ -503,8 +542,10 @@ class _Code:
                 "SF_REPLY:\t.skip\t32", "SF_RA:\t.skip\t8"]
         head += [f"{label}:\t.quad\t{np.float64(v).view(np.int64)}"
                  for v, label in self.consts.items()]
-        step_bytes = max(size for _, size, _, _ in self.offsets)
-        head += ["SF_TBASE:\t.quad\t0", "\t.align\t5", f"SF_TABLE:\t.skip\t{step_bytes}",
+        if self.tables == 2:
+            head.append("SF_PREPLY:\t.skip\t32")
+        head += ["SF_TBASE:\t.quad\t0", "\t.align\t5",
+                 f"SF_TABLE:\t.skip\t{self.tables * self.step_bytes}",
                  DMA_LIST_MACRO, "\t.text", f"\t.globl\t{ENTRY}", f"\t.ent\t{ENTRY}",
                  f"{ENTRY}:", "\tstl\t$26, SF_RA($31)", "\trcid\t$1",
                  f"\tldi\t$2, {self.row_bytes}", "\tmull\t$1, $2, $1", "\taddl\t$16, $1, $1",
@@ -514,31 +555,39 @@ class _Code:
         return "\n".join(head + body + tail) + "\n"
 
     # ---- one step ----
+    def table(self, k: int) -> str:
+        return f"SF_TABLE+{(k % self.tables) * self.step_bytes}"
+
     def step(self, k: int, step: Step):
         t = step.tensor
         self.emit(f"# step {k}: {t.name} on a {'x'.join(map(str, step.grid)) or '1'} grid")
         if step.barrier or step.bcast_rows:     # also: no CPE still reads what a broadcast
             self.barrier()                     # overwrites
         skip = self.label()
-        start, size, puts, bcasts = self.offsets[k]
+        table, (_, _, puts, bcasts) = self.table(k), self.offsets[k]
         gets, active = 8, 0
-        self.emit("ldl\t$1, SF_TBASE($31)       # the step's part of the table row")
-        self.emit(f"ldi\t$2, {start}")
-        self.emit("addl\t$1, $2, $1")
-        self.emit(f"MAKE_DESC $10, DMA_GET, {size}, SF_REPLY")
-        self.emit("ldi\t$2, SF_TABLE")
-        self.emit("DMA_WAIT $10, $1, $2, SF_REPLY")
+        if not step.prefetched:
+            self.fetch_table(k)
         if step.bcast_rows:                    # CPE 0's list; the others' is empty
             mask = ((step.bcast_rows << 24) ^ 1 << 31) - (1 << 31)
-            self.emit(f"SF_DMA_LIST SF_TABLE+{bcasts}, {DMA_GET_BCAST}, {mask}")
+            self.emit(f"SF_DMA_LIST {table}+{bcasts}, {DMA_GET_BCAST}, {mask}")
             self.barrier()                     # the broadcast has arrived everywhere
-        self.emit(f"ldl\t$2, SF_TABLE+{active}($31)")
+        self.emit(f"ldl\t$2, {table}+{active}($31)")
         self.emit(f"beq\t$2, {skip}")
         for p in step.reads:
             if p.fill:
                 self.fill(p)
-        if any(not p.local for p in step.reads):
-            self.emit(f"SF_DMA_LIST SF_TABLE+{gets}, DMA_GET")
+        if step.prefetched:
+            if any(not (p.local or p.bcast or p.early) for p in step.reads):
+                self.emit(f"SF_DMA_LIST {table}+{gets}, DMA_GET, 0, SF_REPLY, 1, "
+                          f"{step.prefetched}")
+            self.emit(f"ldi\t$2, {step.prefetched}     # the gets the step before issued")
+            self.emit("WAIT_COUNT SF_PREPLY, $2, $12")
+        elif any(not p.local for p in step.reads):
+            self.emit(f"SF_DMA_LIST {table}+{gets}, DMA_GET")
+        following = self.launch.steps[k + 1] if k + 1 < len(self.launch.steps) else None
+        if following is not None and following.prefetched:
+            self.prefetch(k + 1)
         mark = len(self.lines)
         for self.width in UNROLL + (1,):
             try:
@@ -555,8 +604,31 @@ class _Code:
             self.emit(f"ldi\t$18, {vectors}")
             self.emit("bsr\t$26, vexp_d")
         if step.put:
-            self.emit(f"SF_DMA_LIST SF_TABLE+{puts}, DMA_PUT")
-        self.emit(f"{skip}:")
+            self.emit(f"SF_DMA_LIST {table}+{puts}, DMA_PUT")
+        if following is not None and following.prefetched:
+            done = self.label()                # a CPE idle in this step prefetches too
+            self.emit(f"br\t{done}")
+            self.emit(f"{skip}:")
+            self.prefetch(k + 1)
+            self.emit(f"{done}:")
+        else:
+            self.emit(f"{skip}:")
+
+    def fetch_table(self, k: int):
+        """Step k's part of this CPE's table row into its table buffer (waited for)."""
+        start, size, _, _ = self.offsets[k]
+        self.emit("ldl\t$1, SF_TBASE($31)       # the step's part of the table row")
+        self.emit(f"ldi\t$2, {start}")
+        self.emit("addl\t$1, $2, $1")
+        self.emit(f"MAKE_DESC $10, DMA_GET, {size}, SF_REPLY")
+        self.emit(f"ldi\t$2, {self.table(k)}")
+        self.emit("DMA_WAIT $10, $1, $2, SF_REPLY")
+
+    def prefetch(self, k: int):
+        """Step k's table part, then its gets issued without waiting (reply SF_PREPLY)."""
+        self.fetch_table(k)
+        self.emit(f"SF_DMA_LIST {self.table(k)}+8, DMA_GET, 0, SF_PREPLY, 0, 0, "
+                  f"{self.launch.steps[k].prefetched}")
 
     def barrier(self):
         self.emit("synr\t0xff")
@@ -757,17 +829,28 @@ class _Code:
 
 
 DMA_LIST_MACRO = """
-# SF_DMA_LIST list, op, mask: issue the count entries (memory, size, block, stride, LDM) at the
-# LDM address list + 8 and wait for all of them; op: the descriptor's op | mode << 4, mask: the
-# broadcast mask << 24 as a signed 32-bit number (the reply lane's high byte)
-	.macro	SF_DMA_LIST list, op, mask=0
+# SF_DMA_LIST list, op, mask, reply, wait, skip, take: issue the count entries (memory, size,
+# block, stride, LDM) at the LDM address list + 8 and (wait = 1) wait for all of them; op: the
+# descriptor's op | mode << 4, mask: the broadcast mask << 24 as a signed 32-bit number (the
+# reply lane's high byte); reply: the word that counts their completions; skip: leave out the
+# first entries; take (not 0): only the first entries, of a list not empty
+	.macro	SF_DMA_LIST list, op, mask=0, reply=SF_REPLY, wait=1, skip=0, take=0
 	ldi	$1, \\list
 	ldl	$2, 0($1)
 	beq	$2, 3f
-	stw	$31, SF_REPLY($31)
+	.if	\\take
+	ldi	$2, \\take
+	.endif
+	.if	\\skip
+	ldi	$3, \\skip
+	subl	$2, $3, $2
+	beq	$2, 3f
+	ldi	$1, 40 * \\skip($1)
+	.endif
+	stw	$31, \\reply($31)
 	mov	$2, $3
 	ldi	$9, \\op
-	ldi	$11, SF_REPLY + \\mask
+	ldi	$11, \\reply + \\mask
 4:	ldl	$4, 8($1)
 	ldl	$5, 16($1)
 	ldl	$6, 24($1)
@@ -778,7 +861,9 @@ DMA_LIST_MACRO = """
 	addl	$1, 40, $1
 	subl	$3, 1, $3
 	bne	$3, 4b
-	WAIT_COUNT SF_REPLY, $2, $12
+	.if	\\wait
+	WAIT_COUNT \\reply, $2, $12
+	.endif
 3:
 	.endm
 """
@@ -822,13 +907,16 @@ def _tables(launch: Launch, addresses: dict, cpes: int, buf: int):
             box = tile(t, step.grid, cpe, step.first)
             gets, puts, bcasts = [], [], []
             if box is not None:
-                for p in step.reads:
+                for p in sorted(step.reads, key=lambda p: not p.early):   # early ones first
                     if not p.local and (cpe == 0 or not p.bcast):
                         pieces = read_pieces(read_box(t, p.read, box), p.read.shape,
                                              addresses[p.read.tensor.name], buf + p.base)
                         (bcasts if p.bcast else gets).extend(pieces)
                 if step.put:
                     puts = dma_pieces(*_into(t, box), addresses[t.storage], buf + step.out)
+            if box is not None and len(gets) < step.prefetched:
+                raise GeneratorError(f"{t.name}: CPE {cpe} has fewer gets than the prefetched "
+                                     f"{step.prefetched}")
             lists.append((box is not None, gets, puts, bcasts))
             dma_bytes += sum(piece[1] for piece in gets + puts + bcasts)
         counts = [max(len(entry[k]) for entry in lists) for k in (1, 2, 3)]
