@@ -151,7 +151,7 @@ def register(subparsers) -> None:
     redsync.add_argument("--accuracy", action="store_true",
                          help="instead: train on the digits under mpiexec, dense against RGC "
                               "(Table 8.1's shape; minutes per run)")
-    redsync.add_argument("--net", choices=redsync_accuracy.NETS, default="lenet",
+    redsync.add_argument("--net", choices=list(redsync_accuracy.NETS), default="lenet",
                          help="--accuracy's net")
     redsync.add_argument("--steps", type=count_argument(1), help="--accuracy's steps "
                          f"(default {redsync_accuracy.STEPS})")
