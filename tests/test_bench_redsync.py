@@ -74,6 +74,7 @@ def test_the_thesis_lstm_is_204_mb_and_asq_never_quantises_its_decoder():
 def test_every_accuracy_run_is_a_configuration_four_ranks_accept():
     from swsim.hostlib.tools.bench import redsync_accuracy as accuracy
     assert accuracy.compression("sgd") is None
+    assert accuracy.compression("rgc-1", warmup=50).warmup_iter == 50
     for run in accuracy.RUNS:
         if run != "sgd":
             config = accuracy.compression(run).check(accuracy.RANKS)

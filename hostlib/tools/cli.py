@@ -159,6 +159,10 @@ def register(subparsers) -> None:
                          help="--accuracy: test every N steps too (default: at the end)")
     redsync.add_argument("--ranks", type=count_argument(2), default=redsync_accuracy.RANKS,
                          help="--accuracy's MPI ranks")
+    redsync.add_argument("--seed", type=count_argument(0),
+                         help="--accuracy: the solver's random_seed instead of its prototxt's")
+    redsync.add_argument("--warmup", type=count_argument(0), default=redsync_accuracy.WARMUP,
+                         help="--accuracy: the RGC runs' dense warm-up steps")
     redsync.add_argument("--runs", nargs="+", choices=list(redsync_accuracy.RUNS),
                          metavar="RUN", help="--accuracy's runs, of: "
                          f"{', '.join(redsync_accuracy.RUNS)} (default: "
@@ -508,7 +512,8 @@ def _redsync_accuracy(args) -> int:
         if row["run"] == "sgd":
             dense.append(accuracy.mean_bytes(row))
         print(accuracy.format_row(row, dense[0] if dense else None), flush=True)
-    rows = accuracy.run(args.net, steps, runs, args.ranks, args.test_every, progress=report)
+    rows = accuracy.run(args.net, steps, runs, args.ranks, args.test_every, args.seed,
+                        args.warmup, progress=report)
     if args.json:
         as_json.dump(args.json, dict(quick=quick, rows=rows))
     return 0

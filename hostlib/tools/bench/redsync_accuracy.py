@@ -35,20 +35,23 @@ TABLE_RUNS = ("sgd", "rgc-1", "asq-1", "rgc-0.1", "asq-0.1")
 QUICK_RUNS = ("sgd", "rgc-1")
 
 
-def compression(run: str):
-    """The run's ``redsync.Compression`` (None: dense SGD)."""
+def compression(run: str, warmup: int = WARMUP):
+    """The run's ``redsync.Compression`` (None: dense SGD) with `warmup` dense steps."""
     from ...train.redsync import Compression
     options = RUNS[run][1]
-    return None if options is None else Compression("RGC", warmup_iter=WARMUP, layers="sparse",
+    return None if options is None else Compression("RGC", warmup_iter=warmup, layers="sparse",
                                                     **options)
 
 
-def train(comm, net: str, compression, steps: int, test_every: int) -> dict:
+def train(comm, net: str, compression, steps: int, test_every: int, seed=None) -> dict:
     """One run on every rank: {"accuracy": {step: test accuracy}, ...} (the same on every
     rank: the weights are)."""
     from ...train import Solver, example, parse_net, parse_solver
     from ...train.allreduce import GradientAllreduce
-    trainer = Solver(parse_net(example(net)), parse_solver(example(NETS[net])),
+    solver = parse_solver(example(NETS[net]))
+    if seed is not None:
+        solver.random_seed = seed
+    trainer = Solver(parse_net(example(net)), solver,
                      shard=(comm.Get_rank(), comm.Get_size()),
                      gradient_reducer=GradientAllreduce(comm), compression=compression)
     sent, accuracy = 0, {}
@@ -71,26 +74,30 @@ def main(argv=None) -> int:
     parser.add_argument("--steps", type=int, default=STEPS)
     parser.add_argument("--test-every", type=int, default=STEPS)
     parser.add_argument("--runs", nargs="+", choices=list(RUNS), default=list(TABLE_RUNS))
+    parser.add_argument("--seed", type=int, help="the solver's random_seed instead")
+    parser.add_argument("--warmup", type=int, default=WARMUP)
     args = parser.parse_args(argv)
     from ...train.allreduce import world
     comm = world()
     for run_id in args.runs:
-        row = train(comm, args.net, compression(run_id), args.steps, args.test_every)
+        row = train(comm, args.net, compression(run_id, args.warmup), args.steps,
+                    args.test_every, args.seed)
         if comm.Get_rank() == 0:
-            print(json.dumps(dict(run=run_id, name=RUNS[run_id][0], net=args.net, **row)),
-                  flush=True)
+            print(json.dumps(dict(run=run_id, name=RUNS[run_id][0], net=args.net,
+                                  seed=args.seed, warmup=args.warmup, **row)), flush=True)
     return 0
 
 
 def run(net: str = "lenet", steps: int = STEPS, runs=TABLE_RUNS, ranks: int = RANKS,
-        test_every: int = None, progress=None) -> list:
+        test_every: int = None, seed: int = None, warmup: int = WARMUP, progress=None) -> list:
     """Rows of ``main``'s runs, launched as `mpiexec -n ranks` on this module; `progress(row)`
     as each run ends (the runs are long: minutes each)."""
     mpiexec = Path(sys.executable).parent / "mpiexec"
     if not mpiexec.exists():
         raise RuntimeError("no mpiexec beside this python: pip install -e '.[mpi]'")
     command = [str(mpiexec), "-n", str(ranks), sys.executable, "-m", __name__, "--net", net,
-               "--steps", str(steps), "--test-every", str(test_every or steps), "--runs",
+               "--steps", str(steps), "--test-every", str(test_every or steps), "--warmup",
+               str(warmup), *(["--seed", str(seed)] if seed is not None else []), "--runs",
                *runs]
     rows = []
     with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
