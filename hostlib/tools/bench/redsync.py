@@ -28,6 +28,7 @@ import functools
 import json
 import math
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -115,8 +116,7 @@ def selection_table(quick: bool = False, engine: str = "c", cgs: int = 1) -> dic
 
 # ---- the scaling model ----------------------------------------------------------------------
 
-@dataclass(frozen=True)
-class Blob:
+class Blob(NamedTuple):
     """A parameter blob of the language model (not a convolution: binary search, §8.3)."""
     name: str
     params: int
