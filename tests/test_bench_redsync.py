@@ -55,3 +55,31 @@ def test_slow_selection_falls_back_to_dense_per_layer():
 def test_selector_per_layer_follows_the_thesis():
     chosen = {name: selector for name, _, selector in redsync._layers(ALEXNET)}
     assert chosen["conv2"] == "trimmed" and chosen["fc6"] == "binary"
+
+
+def test_the_thesis_lstm_is_204_mb_and_asq_never_quantises_its_decoder():
+    assert 4 * sum(b.params for b in redsync.LSTM_LM.layers) == pytest.approx(204e6, rel=1e-3)
+    small = redsync.LanguageModel(vocabulary=100, hidden=32, steps=2)
+    select = {"binary": _free}
+    rgc = redsync.iteration(small, 16, "rgc", select, NET, NO_REDUCTION, _free)
+    asq = redsync.iteration(small, 16, "rgc+asq", select, NET, NO_REDUCTION, _free)
+    assert rgc["sparse_layers"] == asq["sparse_layers"] == 4 and rgc["compute"] > 0
+    # only the two LSTM blobs' values shrink to one mean: (k - 1) words each, to 15 nodes
+    saved = sum(max(1, round(redsync.DENSITY * b.params)) - 1 for b in small.layers[:2])
+    assert rgc["communicate"] - asq["communicate"] == pytest.approx(15 * 4 * saved * NET.beta1)
+    longer = redsync.LanguageModel(vocabulary=100, hidden=32, steps=4)
+    assert redsync._compute_seconds(longer) > rgc["compute"]
+
+
+def test_every_accuracy_run_is_a_configuration_four_ranks_accept():
+    from swsim.hostlib.tools.bench import redsync_accuracy as accuracy
+    assert accuracy.compression("sgd") is None
+    assert accuracy.compression("rgc-1", warmup=50).warmup_iter == 50
+    for run in accuracy.RUNS:
+        if run != "sgd":
+            config = accuracy.compression(run).check(accuracy.RANKS)
+            assert config.layers == "sparse" and config.warmup_iter == accuracy.WARMUP
+    row = dict(name="RGC 1%", accuracy={"150": 0.9}, final_loss=0.5, bytes_sent=[10, 30],
+               replan="table")
+    assert accuracy.format_row(row, 40.0).startswith(
+        "RGC 1%                  90.00 % @150  loss 0.5000  bytes per rank 10..30 (50.00 % of")

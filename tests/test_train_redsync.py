@@ -199,3 +199,65 @@ def test_a_residual_selects_on_the_core_groups_a_part_each():
     expected = select(grad, 40, method="trimmed", cgs=4)
     assert np.array_equal(indices, expected.indices) and len(indices) == 40
     assert np.all(layer.residual[indices] == 0) and np.count_nonzero(layer.residual) == 3960
+
+
+class FourEqualRanks(FourRanks):
+    """Four ranks sending the same message: what sparse_allgather asks of a communicator."""
+    def allgather(self, value):
+        return [value] * 4
+
+    def Allgatherv(self, message, spec):
+        spec[0][...] = np.tile(message, 4)
+
+
+@pytest.mark.parametrize("options, masked, corrected", [
+    ({}, True, True),
+    (dict(momentum_masking=False), False, True),
+    (dict(momentum_correction=False, momentum_masking=False), False, False)])
+def test_dgc_momentum_correction_and_masking_are_configurable(options, masked, corrected):
+    params = Arena()
+    params.add("w/0", (1000,))
+    params.build()
+    reducer = RedSync(GradientAllreduce(FourEqualRanks()),
+                      Compression("RGC", 0.01, layers="sparse", **options), params, momentum=0.9)
+    assert reducer.applies_momentum == corrected
+    gradient = np.zeros(reducer.total, np.float32)            # the arena's padding: 0
+    gradient[:1000] = np.random.default_rng(5).standard_normal(1000)
+    update, _ = reducer(gradient)
+    sent = np.flatnonzero(update)
+    assert 10 <= len(sent) <= 20
+    assert np.array_equal(update[sent], gradient[sent])        # 4 equal sets, scaled by 1/4
+    unsent = np.setdiff1d(np.arange(1000), sent)
+    if corrected:                                             # u = 0.9 * 0 + G, masked or not
+        assert np.array_equal(reducer.velocity[unsent], gradient[unsent])
+        assert np.all(reducer.velocity[sent] == 0) == masked
+    else:                                                     # the Solver's momentum instead
+        assert not reducer.velocity.any()
+
+
+def test_refused_masking_without_correction():
+    with pytest.raises(TrainError, match="momentum_correction"):
+        Compression("RGC", 0.01, momentum_correction=False).check(2)
+    with pytest.raises(TrainError, match="True or False"):
+        Compression("RGC", 0.01, momentum_masking=1).check(2)
+
+
+def test_the_plan_is_re_predicted_from_the_measured_selections():
+    params = Arena()
+    params.add("w/0", (1000,))
+    params.add("b/0", (10,))
+    params.build()
+    reducer = RedSync(GradientAllreduce(FourEqualRanks()),
+                      Compression("RGC", 0.01, layers="sparse"), params)
+    plan = reducer.plan[0]
+    again = plan.remeasured(plan.select_seconds + 1.0)
+    assert again.sparse_seconds == pytest.approx(plan.sparse_seconds + 1.0)
+    assert plan.sparse_seconds < plan.dense_seconds + 1.0 <= again.sparse_seconds
+    assert reducer.replan() == [(p, p) for p in reducer.plan]          # nothing measured yet
+    reducer(np.random.default_rng(6).standard_normal(reducer.total).astype(np.float32))
+    for before, after in reducer.replan():
+        measured = reducer.measured_select[before.name]
+        assert len(measured) == 1 and after.select_seconds == measured[0] > 0
+        assert after.dense_seconds == before.dense_seconds
+    table = reducer.format_replan().splitlines()
+    assert len(table) == 3 and table[1].startswith("w/0") and "dense" in table[1]

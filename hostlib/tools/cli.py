@@ -18,6 +18,7 @@ from ...vm.machine import Machine
 from . import autodnn, graph, train
 from .analyze import DEFAULT_ITERATIONS, MAX_ITERATIONS, analyze_loop
 from .bench import as_json
+from .bench import redsync_accuracy
 from .bench import speed as speed_bench
 
 
@@ -142,9 +143,30 @@ def register(subparsers) -> None:
                                "against layer size (Fig. 8.3) and the sparse/dense scaling "
                                "model (Figs. 8.7-8.10)")
     redsync.add_argument("--quick", action="store_true",
-                         help="sizes up to 1 MB simulated, AlexNet only")
+                         help="sizes up to 1 MB simulated, AlexNet only; with --accuracy: "
+                              f"{redsync_accuracy.QUICK_STEPS} steps, runs "
+                              f"{', '.join(redsync_accuracy.QUICK_RUNS)}")
     _json_argument(redsync)
     redsync.add_argument("--engine", choices=("c", "python"), default="c")
+    redsync.add_argument("--accuracy", action="store_true",
+                         help="instead: train on the digits under mpiexec, dense against RGC "
+                              "(Table 8.1's shape; minutes per run)")
+    redsync.add_argument("--net", choices=list(redsync_accuracy.NETS), default="lenet",
+                         help="--accuracy's net")
+    redsync.add_argument("--steps", type=count_argument(1), help="--accuracy's steps "
+                         f"(default {redsync_accuracy.STEPS})")
+    redsync.add_argument("--test-every", type=count_argument(1),
+                         help="--accuracy: test every N steps too (default: at the end)")
+    redsync.add_argument("--ranks", type=count_argument(2), default=redsync_accuracy.RANKS,
+                         help="--accuracy's MPI ranks")
+    redsync.add_argument("--seed", type=count_argument(0),
+                         help="--accuracy: the solver's random_seed instead of its prototxt's")
+    redsync.add_argument("--warmup", type=count_argument(0), default=redsync_accuracy.WARMUP,
+                         help="--accuracy: the RGC runs' dense warm-up steps")
+    redsync.add_argument("--runs", nargs="+", choices=list(redsync_accuracy.RUNS),
+                         metavar="RUN", help="--accuracy's runs, of: "
+                         f"{', '.join(redsync_accuracy.RUNS)} (default: "
+                         f"{', '.join(redsync_accuracy.TABLE_RUNS)})")
     redsync.set_defaults(func=_redsync)
 
     parax = which.add_parser("parax", help="ParaX's §1.8 block in modes per_cg / per_cpe / "
@@ -472,11 +494,31 @@ def _allreduce(args) -> int:
 
 
 def _redsync(args) -> int:
+    if args.accuracy:
+        return _redsync_accuracy(args)
     from .bench import redsync
     result = redsync.run(quick=args.quick, engine=args.engine)
     print(redsync.format_report(result))
     if args.json:
         redsync.write_json(result, args.json)
+    return 0
+
+
+def _redsync_accuracy(args) -> int:
+    from .bench import redsync_accuracy as accuracy
+    quick = args.quick and not (args.steps or args.runs)
+    steps = args.steps or (accuracy.QUICK_STEPS if args.quick else accuracy.STEPS)
+    runs = args.runs or (accuracy.QUICK_RUNS if args.quick else accuracy.TABLE_RUNS)
+    dense = []
+
+    def report(row):
+        if row["run"] == "sgd":
+            dense.append(accuracy.mean_bytes(row))
+        print(accuracy.format_row(row, dense[0] if dense else None), flush=True)
+    rows = accuracy.run(args.net, steps, runs, args.ranks, args.test_every, args.seed,
+                        args.warmup, progress=report)
+    if args.json:
+        as_json.dump(args.json, dict(quick=quick, rows=rows))
     return 0
 
 

@@ -39,6 +39,12 @@ class Compression:
     warmup_iter: int = 0
     layers: str = "model"     # Python API only: "model" (eq. 8-1 vs 8-2) or "sparse" (all)
     clip_norm: float = 0.0    # Python API only: local gradient clipping (0: none), see RedSync
+    # Python API only, DGC's two momentum tricks (with the solver's momentum > 0): correction
+    # (u = m u + G accumulated into V, the update returned already carrying the momentum) and,
+    # with it, masking (u zeroed where V is sent); without correction V += G and the Solver
+    # applies its momentum to the synchronised update
+    momentum_correction: bool = True
+    momentum_masking: bool = True
 
     @classmethod
     def from_proto(cls, parameter) -> "Compression":
@@ -70,6 +76,13 @@ class Compression:
                 or not math.isfinite(self.clip_norm) or self.clip_norm < 0:
             raise TrainError(f"compression clip_norm must be a finite real >= 0 (0: no "
                              f"clipping), got {self.clip_norm!r}")
+        for name in ("momentum_correction", "momentum_masking"):
+            if not isinstance(getattr(self, name), bool):
+                raise TrainError(f"compression {name} must be True or False, got "
+                                 f"{getattr(self, name)!r}")
+        if self.momentum_masking and not self.momentum_correction:
+            raise TrainError("compression: momentum_masking masks the corrected momentum u, "
+                             "so it needs momentum_correction (or momentum_masking=False)")
         if self.quantize == "ASQ" and self.select == "SAMPLED":
             raise TrainError("compression: ASQ cannot be combined with the sampled search "
                              "(the reused threshold is for |x|, ASQ alternates the sign)")
@@ -122,6 +135,7 @@ class LayerResidual:
         self.engine = engine
         self.cgs = cgs                          # core groups selecting, a part each
         self.seconds = 0.0                      # simulated seconds of the last compress
+        self.select_seconds = 0.0               # of which the selection's
 
     def state(self) -> tuple:
         """(residual, the sampled search's threshold or NaN) for a checkpoint."""
@@ -151,6 +165,7 @@ class LayerResidual:
         sel = select(self.residual, self.k, method=method, sign=sign, threshold=threshold,
                      cgs=self.cgs, **run)
         self.seconds += sel.stats.seconds
+        self.select_seconds = sel.stats.seconds
         if method == "binary":
             self.threshold = sel.threshold
         if sel.nnz:                              # v + (-1) v = 0 exactly: sent, so cleared
@@ -221,6 +236,12 @@ class LayerPlan:
     sparse_seconds: float     # eq. 8-1: select + allgather (log p α + (p-1) bytes β1) + p γ1
     dense_seconds: float      # eq. 8-2: this blob's own allreduce (the dense reducer's schedule)
     forced: bool = False      # Compression.layers "sparse"
+    select_seconds: float = 0.0   # eq. 8-1's selection: on the synthetic blob, or measured
+
+    def remeasured(self, select_seconds: float) -> "LayerPlan":
+        """The plan with eq. 8-1's selection time replaced by `select_seconds`."""
+        return replace(self, select_seconds=select_seconds, sparse_seconds=(
+            self.sparse_seconds - self.select_seconds + select_seconds))
 
     @property
     def sparse(self) -> bool:
@@ -245,7 +266,7 @@ class RedSync:
             raise TrainError(f"RedSync needs compression method RGC, got {config.method!r}")
         self.machine, self.engine = Machine(config_name), engine
         self.momentum = float(momentum)
-        self.applies_momentum = self.momentum > 0
+        self.applies_momentum = self.momentum > 0 and config.momentum_correction
         # `params`: the packed parameter arena (hostlib/train/memory.py), byte offsets
         blobs = sorted(((name, (offset // params.buffer.itemsize, shape))
                         for name, (offset, shape) in params.layout.items()),
@@ -268,6 +289,7 @@ class RedSync:
         self.step_bytes = 0           # what this rank sent in the last step
         self.blob_seconds = []        # the last step's sparse blobs: (layer, select, allgather,
                                       # decompress) seconds
+        self.measured_select = {plan.name: [] for plan in self.plan}   # every sparse step's
 
     def _predict(self, name, offset, residual, reduction) -> LayerPlan:
         """Eq. 8-1 and 8-2 for one blob, the same on every rank: selection and decompression
@@ -286,7 +308,8 @@ class RedSync:
                   + (p - 1) * 4 * words * network.beta1 + p * decompress_seconds)
         dense = ar.simulate(ar.schedule(self.dense.algorithm, p, n, network.nodes_per_supernode),
                             network, 4, reduction).total
-        return LayerPlan(name, offset, n, k, sparse, dense, self.config.layers == "sparse")
+        return LayerPlan(name, offset, n, k, sparse, dense, self.config.layers == "sparse",
+                         sel.stats.seconds)
 
     def __call__(self, gradient: np.ndarray) -> tuple:
         iteration, self.iteration = self.iteration, self.iteration + 1
@@ -359,9 +382,10 @@ class RedSync:
                 grad = velocity
             message = residual.compress(grad, iteration)
             seconds["(redsync select)"] += residual.seconds
+            self.measured_select[plan.name].append(residual.select_seconds)
             if self.applies_momentum:                     # momentum-factor masking: u = 0
                 indices, _ = unpack(message)              # where sent
-                if len(indices):
+                if len(indices) and self.config.momentum_masking:
                     velocity, stats = scatter_add(velocity, [(indices, velocity[indices])],
                                                   -1.0, **run)
                     seconds["(redsync select)"] += stats.seconds
@@ -390,6 +414,28 @@ class RedSync:
         seconds["(redsync momentum)"] = seconds.get("(redsync momentum)", 0.0) + stats.seconds
         self.velocity[part] = velocity
         return velocity
+
+    def replan(self) -> list:
+        """(plan at construction, plan re-predicted) per blob: eq. 8-1 again with the median
+        of the selections measured on this rank's residuals so far (blobs never sent sparse
+        keep the synthetic blob's)."""
+        return [(plan, plan.remeasured(float(np.median(self.measured_select[plan.name])))
+                 if self.measured_select[plan.name] else plan) for plan in self.plan]
+
+    def format_replan(self) -> str:
+        """The table of ``replan``: both selection times, eq. 8-1 with each, eq. 8-2 and both
+        choices ("!" where they differ)."""
+        lines = ["blob          elements     k  select us: synthetic measured  eq. 8-1 us: "
+                 "synthetic measured  eq. 8-2 us  choice: synthetic measured"]
+        for before, after in self.replan():
+            choice = ("sparse" if before.sparse_seconds < before.dense_seconds else "dense",
+                      "sparse" if after.sparse_seconds < after.dense_seconds else "dense")
+            lines.append(
+                f"{before.name:12} {before.size:9} {before.k:5} {before.select_seconds * 1e6:20.1f}"
+                f" {after.select_seconds * 1e6:8.1f} {before.sparse_seconds * 1e6:21.1f}"
+                f" {after.sparse_seconds * 1e6:8.1f} {before.dense_seconds * 1e6:11.1f}"
+                f" {choice[0]:>17} {choice[1]:>8}{' !' if choice[0] != choice[1] else ''}")
+        return "\n".join(lines)
 
     def global_result(self, result):
         return self.dense.global_result(result)

@@ -24,12 +24,16 @@ DECOMPRESS_ELEMENTS and fitted with a line (one launch per set: p launches per l
 """
 from __future__ import annotations
 
+import functools
 import json
 import math
+from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
 from ....vm import Machine
+from ...blas import gemm_model
 from ...dnn.select import scatter_add, select
 from ...train import allreduce as ar
 from . import train_nets
@@ -112,6 +116,72 @@ def selection_table(quick: bool = False, engine: str = "c", cgs: int = 1) -> dic
 
 # ---- the scaling model ----------------------------------------------------------------------
 
+class Blob(NamedTuple):
+    """A parameter blob of the language model (not a convolution: binary search, §8.3)."""
+    name: str
+    params: int
+
+
+@dataclass(frozen=True)
+class LanguageModel:
+    """The thesis' LSTM (§8.3: a two-layer LSTM LM, 1500 hidden units, tied encoder/decoder;
+    PTB's 10 000 words; Table 8.1: 204 MB, batch 4 per node). Its compute per iteration is
+    not a thesis figure: ``compute_seconds`` predicts it from swGEMM's model."""
+    name: str = "LSTM"
+    vocabulary: int = 10_000
+    hidden: int = 1500
+    lstm_layers: int = 2
+    batch: int = 4            # Table 8.1's LSTM runs: 4 nodes x 4
+    steps: int = 35           # the BPTT length (PyTorch's word-language-model default; the
+                              # thesis gives none)
+
+    @property
+    def layers(self):
+        """The LSTMs' (W, R, both biases) in one blob each, then the tied embedding/decoder
+        and the decoder's bias: the output layer, last."""
+        h = self.hidden
+        return tuple([Blob(f"lstm{i + 1}", 4 * h * (h + h) + 2 * 4 * h)
+                      for i in range(self.lstm_layers)]
+                     + [Blob("decoder", self.vocabulary * h),
+                        Blob("decoder_bias", self.vocabulary)])
+
+    def compute_seconds(self, config) -> float:
+        """One iteration's GEMMs (forward, then both gradients of each product) on the
+        chip's CHIP_CGS core groups, split evenly, from ``gemm_model.predict`` (swGEMM's
+        validated model); the element-wise cell work (O(B H) per step against the products'
+        O(B H^2)) and the embedding lookup are not counted."""
+        h, rows = self.hidden, self.steps * self.batch
+        products = []
+        for _ in range(self.lstm_layers):
+            products += [(rows, 4 * h, h), (4 * h, h, rows), (rows, h, 4 * h)]  # input W
+            products += [(4 * h, h, rows)]                                       # dR
+            products += self.steps * [(self.batch, 4 * h, h), (self.batch, h, 4 * h)]
+        products += [(rows, self.vocabulary, h), (self.vocabulary, h, rows),
+                     (rows, h, self.vocabulary)]
+        cycles = 0.0
+        for m, n, k in products:
+            problem = gemm_model.Problem(m=m, n=n, k=k, itemsize=4)
+            cycles += gemm_model.predict(problem, gemm_model.choose(problem, config), config) \
+                + config.spawn_cycles
+        return cycles / config.clock_hz / CHIP_CGS
+
+
+LSTM_LM = LanguageModel()
+
+
+@functools.lru_cache(maxsize=None)
+def _language_model_seconds(model: LanguageModel) -> float:
+    return model.compute_seconds(Machine().config)      # seconds of swGEMM's model: once
+
+
+def _compute_seconds(network) -> float:
+    """Per iteration on one node: the CNNs' from Table 7.2's img/s at IMAGES_PER_NODE, the
+    language model's predicted."""
+    if isinstance(network, LanguageModel):
+        return _language_model_seconds(network)
+    return IMAGES_PER_NODE / network.thesis_img_s
+
+
 def _layers(network):
     """(name, elements, selector) of every layer with parameters."""
     out = []
@@ -123,6 +193,14 @@ def _layers(network):
             selector = "trimmed" if conv and 4 * params > TRIMMED_ABOVE_BYTES else "binary"
             out.append((layer.name, params, selector))
     return out
+
+
+def _output_layer(network) -> tuple:
+    """The output layer's blobs (never quantised with ASQ): the language model's decoder
+    and its bias, a CNN's last layer with parameters."""
+    if isinstance(network, LanguageModel):
+        return ("decoder", "decoder_bias")
+    return (_layers(network)[-1][0],)
 
 
 def decompress_fit(engine: str = "c"):
@@ -144,9 +222,9 @@ def iteration(network, p: int, scheme: str, select_seconds, net: ar.Network,
               reduction: ar.ReductionCost, decompress) -> dict:
     """Seconds per iteration by part for `scheme` "dense", "rgc" or "rgc+asq";
     `decompress(k)` the seconds of adding one received set of k elements."""
-    compute = IMAGES_PER_NODE / network.thesis_img_s
-    parts = {"compute": compute, "select": 0.0, "communicate": 0.0, "decompress": 0.0}
+    parts = {"compute": _compute_seconds(network), "select": 0.0, "communicate": 0.0, "decompress": 0.0}
     layers = _layers(network)
+    output = _output_layer(network)
     if scheme == "dense":
         total = 4 * sum(elements for _, elements, _ in layers)
         parts["communicate"] = ar.closed_form("rabenseifner", p, total, net, reduction).total \
@@ -155,7 +233,7 @@ def iteration(network, p: int, scheme: str, select_seconds, net: ar.Network,
     sparse_layers = 0
     for name, elements, selector in layers:
         k = max(1, round(DENSITY * elements))
-        asq = scheme == "rgc+asq" and name not in ("fc8", "fc1000")   # never the output layer
+        asq = scheme == "rgc+asq" and name not in output        # never the output layer
         message = 4 + 4 * k + (4 if asq else 4 * k)      # length, indices, values or one mean
         select_s = select_seconds[selector](4 * elements)
         log_p = math.log2(p) if p > 1 else 0.0
@@ -179,8 +257,8 @@ def scaling_table(select_seconds, engine: str = "c") -> dict:
     reduction = ar.reduction_cost(cgs=1)
     decompress = decompress_fit(engine)
     table = {}
-    for key in ("alexnet", "vgg16", "resnet50"):
-        network = train_nets.NETWORKS[key]
+    for network in [train_nets.NETWORKS[key] for key in ("alexnet", "vgg16", "resnet50")] + [
+            LSTM_LM]:
         table[network.name] = {p: {scheme: iteration(network, p, scheme, select_seconds, net,
                                                        reduction, decompress)
                                    for scheme in ("dense", "rgc", "rgc+asq")}
@@ -219,8 +297,9 @@ def format_report(result) -> str:
     for sel in (result["selection"], result["chip"]):
         lines += _selection_report(sel)
     lines.append(f"Scaling model (Figs. 8.7-8.10): ms per iteration, {IMAGES_PER_NODE} images "
-                 f"per node, compute from Table 7.2, selection on {CHIP_CGS} CGs; density "
-                 f"{100 * DENSITY:g} %")
+                 f"per node, compute from Table 7.2 (the LSTM's: {LSTM_LM.batch} sequences of "
+                 f"{LSTM_LM.steps} words per node, swGEMM's model), selection on {CHIP_CGS} "
+                 f"CGs; density {100 * DENSITY:g} %")
     for name, rows in result["scaling"].items():
         lines.append(f"{name}: {'nodes':>5} {'dense':>9} {'RGC':>9} {'RGC+ASQ':>9} "
                      f"{'ASQ/RGC':>8} {'dense/ASQ':>9}  RGC+ASQ: select comm decomp (sparse "
