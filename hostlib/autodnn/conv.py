@@ -97,10 +97,6 @@ ORDERS = ("cRo, cB, cCo_out, cNo, ", "cNo, cRo, cB, cCo_out, ")
 # cRo + cKr is then the same at (cRo, cKr) as at (cRo + 1, cKr - 1), and the optimiser keeps
 # X in a sliding window over the rows (optimize._window: one new input row a row, not K_r)
 WINDOW_ORDER = "cB, cCo_out, cRo, cNo, "
-# offered for an unblocked batch of at most this: there the model was checked against whole
-# runs (64 -> 64, 16^2, B = 32: 5% optimistic, tuning loss 0%); at B = 128 it ranked windowed
-# schedules up to 32% too well (bench autodnn --quick's tuning, docs/autodnn.md)
-WINDOW_MAX_BATCH = 32
 MAX_SCO = 8
 CHANNEL_BLOCKS = (32, 64, 128, 256)
 # batch blocks: a loop over the outer part, so that Sco columns x the inner part make a
@@ -225,8 +221,7 @@ def _variants(batch, n_i, n_o, c_o, scos, padded, r_o, k_r, k_c, flip, stride,
                                              _divisors(n_i, CHANNEL_BLOCKS),
                                              _divisors(n_o, CHANNEL_BLOCKS)):
         orders = ORDERS if n_o > no_i else ORDERS[:1]
-        windowed = (WINDOW_ORDER,) if k_r > 1 and stride[0] == dilation[0] == 1 and \
-            b_i == batch <= WINDOW_MAX_BATCH else ()
+        windowed = (WINDOW_ORDER,) if k_r > 1 and stride[0] == dilation[0] == 1 else ()
         for taps, outer in [(taps, outer) for taps in (taps_in_k if ni_i == n_i else ("",))
                             for outer in orders + (windowed if taps else ())]:
             text = SEED.format(outer=outer, r_o=r_o, c_o=c_o, k_r=k_r, k_c=k_c, ni_o=n_i // ni_i,
