@@ -562,3 +562,17 @@ def test_swapped_filter_kernel_runs_bit_identically_on_both_engines():
     assert out_c["Y"].tobytes() == out_py["Y"].tobytes() and run_c.cycles == run_py.cycles
     np.testing.assert_allclose(out_c["Y"], ad.reference(program, arrays), rtol=1e-12,
                                atol=1e-12)
+
+
+def test_estimate_runs_whole_when_a_sample_would_keep_an_input_resident():
+    """dy's blocks of 1 or 2 output rows fit the resident budget, those of 10 rows do not:
+    extrapolating from such samples would time another kernel, so the layer runs whole."""
+    from swsim.hostlib.autodnn import conv, tuner
+    from swsim.vm import Machine
+    machine = Machine()
+    program = conv.filter_programs(32, 32, 128, 10, 8, 1, 2)[0]
+    cand = tuner.Candidate(program, {"Sco": 8}, ad.build(program, {"Sco": 8}))
+    sample = ad.build(tuner.with_consts(program, Ro=2), {"Sco": 8})
+    assert sample.plan.operands["b"].spans and not cand.generated.plan.operands["b"].spans
+    cycles, details = conv.estimate(cand, machine)
+    assert not details["sampled"] and cycles == tuner.measure(cand, machine, None)

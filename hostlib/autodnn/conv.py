@@ -249,7 +249,9 @@ def estimate(candidate, machine, engine: str = "c") -> tuple:
     kernel on 1 and 2 row tiles (Sro output rows each; 1 in RCNB) of at most SAMPLE_TILES
     column tiles (Sco columns each; the whole row in NCHW, whose M holds it); the
     difference is a row tile's cycles, scaled to the layer's columns and counted for every
-    row tile, plus the rest of the first run (start-up, the priming DMA, the last put)."""
+    row tile, plus the rest of the first run (start-up, the priming DMA, the last put).
+    A layer whose samples would fetch an operand otherwise (resident or windowed in a few
+    rows, not in the whole layer) runs whole."""
     from . import build
     from .tuner import measure, with_consts
     consts = candidate.program.seed.registry.const_values()
@@ -257,11 +259,33 @@ def estimate(candidate, machine, engine: str = "c") -> tuple:
     sro = candidate.binding.get("Sro", 1)
     cols = c_o if layout(candidate.program) == "NCHW" else \
         min(c_o, SAMPLE_TILES * candidate.binding.get("Sco", 1))
+    whole = _structure(candidate.generated)
+
     def sample(**shape):
         program = with_consts(candidate.program, **shape)
-        return type(candidate)(program, candidate.binding,
-                               build(program, candidate.binding, dtype=candidate.generated.dtype))
+        gen = build(program, candidate.binding, dtype=candidate.generated.dtype)
+        if _structure(gen) != whole:
+            raise _Unlike
+        return type(candidate)(program, candidate.binding, gen)
 
+    try:
+        return _estimate_sampled(candidate, sample, machine, engine, r_o, c_o, sro, cols)
+    except _Unlike:       # a sample would keep resident what the layer cannot: run it whole
+        return measure(candidate, machine, None, engine), {"sampled": False, "rows": r_o,
+                                                           "cols": c_o}
+
+
+class _Unlike(Exception):
+    """A sample's kernel is not the layer's (another input is resident or windowed)."""
+
+
+def _structure(gen) -> tuple:
+    """Where a kernel's operands are fetched: (depth, resident loops, window) of each."""
+    return tuple((op.depth, op.spans, op.window) for op in gen.plan.operands.values())
+
+
+def _estimate_sampled(candidate, sample, machine, engine, r_o, c_o, sro, cols) -> tuple:
+    from .tuner import measure
     if candidate.generated.plan.operands["a"].window[:1] == ("cRo",):
         return _estimate_window(candidate, sample, machine, engine)
     if r_o == sro:
