@@ -8,7 +8,8 @@ its accumulating form and y starts as the bias. Backward-data is the forward con
 with the weights read as (K_r, K_c, N_o, N_i) and their taps rotated by 180 degrees (the
 schedule indexes them backwards). Backward-filter runs ``autodnn.conv.filter_programs`` on x
 and dy rearranged on the VM with the batch before the channels (phase "operands") and
-rearranges dW back (phase "weights"). At B = 1 the forward programs may be NCHW ones
+rearranges dW back (phase "weights"); its programs are SEED_FILTER's and the swapped
+convolution's (``autodnn.conv.swapped_filter``: dW written as (K_r, K_c, N_o, N_i)). At B = 1 the forward programs may be NCHW ones
 (``autodnn.conv.layout``): the host places x and y in that layout.
 
 Padding and boundaries are zero padding (thesis section 4.2.4): the kernel runs on x placed in
