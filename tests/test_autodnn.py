@@ -502,3 +502,77 @@ def test_input_window_runs_bit_identically_on_both_engines():
     assert out_c["C"].tobytes() == out_py["C"].tobytes() and run_c.cycles == run_py.cycles
     np.testing.assert_allclose(out_c["C"], ad.reference(program, arrays), rtol=1e-12,
                                atol=1e-12)
+
+
+def _filter_reference(x, dy, k, stride):
+    """dW (N_o, N_i, K_r, K_c) of x (R_i, C_i, N_i, B) and dy (R_o, C_o, N_o, B), numpy."""
+    r_o, c_o = dy.shape[:2]
+    want = np.zeros((dy.shape[2], x.shape[2], *k))
+    for kr in range(k[0]):
+        for kc in range(k[1]):
+            taps = x[kr:kr + stride * (r_o - 1) + 1:stride, kc:kc + stride * (c_o - 1) + 1:stride]
+            want[:, :, kr, kc] = np.einsum("rcib,rcob->oi", taps, dy)
+    return want
+
+
+@pytest.mark.parametrize("stride, size", [(1, (4, 4)), (2, (5, 6))])
+def test_generated_backward_filter_as_the_swapped_convolution(stride, size):
+    """64 -> 32 channels: SEED_FILTER would pad N_o to 128; the tuner picks the swapped
+    convolution (x as N_i images of B channels, dy its kernel, dilated by the stride), which
+    equals numpy."""
+    from swsim.hostlib.autodnn import conv as ad_conv
+    from swsim.hostlib.dnn import conv, conv_generated
+    from swsim.hostlib.dnn.conv_common import make_geometry
+    from swsim.vm import Machine
+    batch, n_i, n_o, k = 8, 64, 32, (3, 3)
+    geo = make_geometry((batch, n_i, *size), (n_o, n_i, *k), stride, 0, "w")
+    best = conv_generated._tuned_pass(geo, "backward_filter", np.float64,
+                                      Machine().config).best
+    assert ad_conv.swapped_filter(best.program)
+    rng = np.random.default_rng(stride)
+    x = rng.standard_normal((*size, n_i, batch))
+    dy = rng.standard_normal((geo.r_o, geo.c_o, n_o, batch))
+    dw, stats = conv.conv2d_backward_filter(dy, x, (n_o, n_i, *k), stride=stride,
+                                            algo="generated", layout="RCNB")
+    np.testing.assert_allclose(dw, _filter_reference(x, dy, k, stride), rtol=1e-10, atol=1e-10)
+
+
+def test_model_charges_the_blocks_of_strided_gets():
+    """The swapped backward-filter's pick on 64 -> 64, B = 32, 4 x 4 is DMA-bound with short
+    strided rows (dy's 64-byte N chunks): the model charges each block as the engine does;
+    counting only 128-byte lines it predicted 212 544 cycles against 371 279 run."""
+    from swsim.hostlib.autodnn import conv, tuner
+    from swsim.vm import Machine
+    machine = Machine()
+    best = tuner.tune(conv.filter_programs(32, 64, 64, 4, 4, 3, 3), "model",
+                      config=machine.config).best
+    assert conv.swapped_filter(best.program)
+    assert abs(tuner.measure(best, machine, None) / best.predicted - 1) < 0.05
+
+
+def test_swapped_filter_kernel_runs_bit_identically_on_both_engines():
+    """The swapped convolution's smallest kernel (one primitive call per tap row)."""
+    from swsim.hostlib.autodnn import conv as ad_conv
+    program = next(p for p in ad_conv.filter_programs(8, 64, 32, 1, 1, 2, 2)
+                   if p.name == "filter as conv[Ni/8, No/32]")
+    assert ad_conv.swapped_filter(program)
+    gen = ad.build(program, {"Sco": 2})
+    arrays = operands(program, 3)
+    (out_c, run_c), (out_py, run_py) = (ad.run(gen, arrays, engine=e) for e in ("c", "python"))
+    assert out_c["Y"].tobytes() == out_py["Y"].tobytes() and run_c.cycles == run_py.cycles
+    np.testing.assert_allclose(out_c["Y"], ad.reference(program, arrays), rtol=1e-12,
+                               atol=1e-12)
+
+
+def test_estimate_runs_whole_when_a_sample_would_keep_an_input_resident():
+    """dy's blocks of 1 or 2 output rows fit the resident budget, those of 10 rows do not:
+    extrapolating from such samples would time another kernel, so the layer runs whole."""
+    from swsim.hostlib.autodnn import conv, tuner
+    from swsim.vm import Machine
+    machine = Machine()
+    program = conv.filter_programs(32, 32, 128, 10, 8, 1, 2)[0]
+    cand = tuner.Candidate(program, {"Sco": 8}, ad.build(program, {"Sco": 8}))
+    sample = ad.build(tuner.with_consts(program, Ro=2), {"Sco": 8})
+    assert sample.plan.operands["b"].spans and not cand.generated.plan.operands["b"].spans
+    cycles, details = conv.estimate(cand, machine)
+    assert not details["sampled"] and cycles == tuner.measure(cand, machine, None)

@@ -22,12 +22,12 @@ from .dsl import parse
 
 SEED = """Schedule Seed
 ConstVar Ro({r_o}), Co({c_o}), Kr({k_r}), Kc({k_c}), NiO({ni_o}), NiI({ni_i}), NoO({no_o}), NoI({no_i}), BO({b_o}), BI({b_i});
-ConstVar Ri({sr}*Ro-{sr}+Kr), Ci({sc}*Co-{sc}+Kc);
+ConstVar Ri({sr}*Ro-{sr}+{dr}*Kr-{dr}+1), Ci({sc}*Co-{sc}+{dc}*Kc-{dc}+1);
 Tensor X(Ri, Ci, NiO, NiI, BO, BI), W(Kr, Kc, NiO, NiI, NoO, NoI), Y(Ro, Co, NoO, NoI, BO, BI);
 For(cRo, 0, 1, Ro){{ For(cB, 0, 1, BO){{ For(cCo, 0, 1, Co){{ For(cNo, 0, 1, NoO){{
   For(cKr, 0, 1, Kr){{ For(cKc, 0, 1, Kc){{ For(cNi, 0, 1, NiO){{
     gemm_op("conv", BI, NoI, NiI,
-      X({{Ri, {sr}*cRo+cKr}}, {{Ci, {sc}*cCo+cKc}}, {{NiO, cNi}}, {{BO, cB}}),
+      X({{Ri, {sr}*cRo+{dr}*cKr}}, {{Ci, {sc}*cCo+{dc}*cKc}}, {{NiO, cNi}}, {{BO, cB}}),
       W({{Kr, {kr_tap}}}, {{Kc, {kc_tap}}}, {{NiO, cNi}}, {{NoO, cNo}}),
       Y({{Ro, cRo}}, {{Co, cCo}}, {{NoO, cNo}}, {{BO, cB}}));
 }}}}}}}}}}}}}}
@@ -97,10 +97,6 @@ ORDERS = ("cRo, cB, cCo_out, cNo, ", "cNo, cRo, cB, cCo_out, ")
 # cRo + cKr is then the same at (cRo, cKr) as at (cRo + 1, cKr - 1), and the optimiser keeps
 # X in a sliding window over the rows (optimize._window: one new input row a row, not K_r)
 WINDOW_ORDER = "cB, cCo_out, cRo, cNo, "
-# offered for an unblocked batch of at most this: there the model was checked against whole
-# runs (64 -> 64, 16^2, B = 32: 5% optimistic, tuning loss 0%); at B = 128 it ranked windowed
-# schedules up to 32% too well (bench autodnn --quick's tuning, docs/autodnn.md)
-WINDOW_MAX_BATCH = 32
 MAX_SCO = 8
 CHANNEL_BLOCKS = (32, 64, 128, 256)
 # batch blocks: a loop over the outer part, so that Sco columns x the inner part make a
@@ -156,20 +152,21 @@ def padded_shape(program) -> dict:
 
 
 def programs(batch, n_i, n_o, r_o, c_o, k_r, k_c, flip: bool = False,
-             stride: tuple = (1, 1)) -> list:
+             stride: tuple = (1, 1), dilation: tuple = (1, 1)) -> list:
     """The schedule variants (Programs) of a forward convolution of this shape, the zero-padded
     ones (``padded_shapes``) included; `flip`: the kernel's taps read rotated by 180 degrees
     (backward-data's convolution), so the taps stay loops (a fused K cannot run backwards);
-    `stride`: (rows, columns) of the input between output pixels."""
+    `stride`: (rows, columns) of the input between output pixels; `dilation`: between taps."""
     image = _image_variants(n_i, n_o, r_o, c_o, k_r, k_c, flip, stride) if batch == 1 else []
     return image + [program for shape in padded_shapes(batch, n_i, n_o, c_o)
-                    for program in _variants(*shape, r_o, k_r, k_c, flip, stride)]
+                    for program in _variants(*shape, r_o, k_r, k_c, flip, stride, dilation)]
 
 
 def filter_programs(batch, n_i, n_o, r_o, c_o, k_r, k_c, stride: tuple = (1, 1)) -> list:
-    """The backward-filter program (SEED_FILTER) of this convolution, N_i zero-padded to a
-    multiple of 32, N_o to 128 and the batch to 8 where they do not fit (zeros add nothing to
-    dW; ``padded_shape`` gives the sizes); Sco the parameter set."""
+    """The backward-filter programs of this convolution: SEED_FILTER's (N_i zero-padded to a
+    multiple of 32, N_o to 128 and the batch to 8 where they do not fit: zeros add nothing to
+    dW), and the swapped convolution's (``swapped_filter``). ``filter_shape`` gives a
+    program's padded sizes."""
     n_i_p, n_o_p = _round_up(n_i, FILTER_M_MULTIPLE), _round_up(n_o, FILTER_N_MULTIPLE)
     b_p = _round_up(batch, K_MULTIPLE)
     scos = [s for s in range(1, min(c_o, MAX_SCO) + 1) if c_o % s == 0]
@@ -178,7 +175,27 @@ def filter_programs(batch, n_i, n_o, r_o, c_o, k_r, k_c, stride: tuple = (1, 1))
                                        sr=stride[0], sc=stride[1]))
     padded = (b_p, n_i_p, n_o_p) != (batch, n_i, n_o)
     program.name = "filter" + (f"[padded to B={b_p} Ni={n_i_p} No={n_o_p}]" if padded else "")
-    return [program]
+    swapped = programs(n_i, batch, n_o, k_r, k_c, r_o, c_o, dilation=stride)
+    for each in swapped:
+        each.name = "filter as " + each.name
+    return [program] + swapped
+
+
+def swapped_filter(program) -> bool:
+    """Whether a program of ``filter_programs`` is the swapped convolution (the hand-written
+    implicit backward-filter's, here generated with every forward variant: x (R_i, C_i, B,
+    N_i) read as N_i images of B channels, dy (R_o, C_o, B, N_o) as an R_o x C_o kernel of
+    B -> N_o channels, dilated by the stride, dW written as a K_r x K_c output (K_r, K_c, N_o,
+    N_i)) rather than SEED_FILTER's (dW (K_r, K_c, N_i, N_o))."""
+    return "Y" in program.seed.registry.tensors
+
+
+def filter_shape(program) -> dict:
+    """The padded sizes {"B", "Ni", "No", "Kc"} a program of ``filter_programs`` runs on."""
+    if not swapped_filter(program):
+        return dict(padded_shape(program), Kc=program.seed.registry.const_values()["Kc"])
+    sizes = padded_shape(program)
+    return {"B": sizes["Ni"], "Ni": sizes["B"], "No": sizes["No"], "Kc": sizes["Co"]}
 
 
 def _image_variants(n_i, n_o, r_o, c_o, k_r, k_c, flip, stride) -> list:
@@ -196,22 +213,22 @@ def _image_variants(n_i, n_o, r_o, c_o, k_r, k_c, flip, stride) -> list:
     return out
 
 
-def _variants(batch, n_i, n_o, c_o, scos, padded, r_o, k_r, k_c, flip, stride) -> list:
+def _variants(batch, n_i, n_o, c_o, scos, padded, r_o, k_r, k_c, flip, stride,
+              dilation) -> list:
     out = []
     taps_in_k = ("", FUSE_TAPS) if k_c > 1 and not flip else ("",)
     for b_i, ni_i, no_i in itertools.product(_divisors(batch, BATCH_BLOCKS),
                                              _divisors(n_i, CHANNEL_BLOCKS),
                                              _divisors(n_o, CHANNEL_BLOCKS)):
         orders = ORDERS if n_o > no_i else ORDERS[:1]
-        windowed = (WINDOW_ORDER,) if k_r > 1 and stride[0] == 1 and \
-            b_i == batch <= WINDOW_MAX_BATCH else ()
+        windowed = (WINDOW_ORDER,) if k_r > 1 and stride[0] == dilation[0] == 1 else ()
         for taps, outer in [(taps, outer) for taps in (taps_in_k if ni_i == n_i else ("",))
                             for outer in orders + (windowed if taps else ())]:
             text = SEED.format(outer=outer, r_o=r_o, c_o=c_o, k_r=k_r, k_c=k_c, ni_o=n_i // ni_i,
                                ni_i=ni_i, no_o=n_o // no_i, no_i=no_i, b_o=batch // b_i,
                                b_i=b_i, scos=", ".join(map(str, scos)),
                                taps=taps.format(outer=outer),
-                               sr=stride[0], sc=stride[1],
+                               sr=stride[0], sc=stride[1], dr=dilation[0], dc=dilation[1],
                                kr_tap="Kr-1-cKr" if flip else "cKr",
                                kc_tap="Kc-1-cKc" if flip else "cKc")
             program = parse(text)
@@ -232,7 +249,9 @@ def estimate(candidate, machine, engine: str = "c") -> tuple:
     kernel on 1 and 2 row tiles (Sro output rows each; 1 in RCNB) of at most SAMPLE_TILES
     column tiles (Sco columns each; the whole row in NCHW, whose M holds it); the
     difference is a row tile's cycles, scaled to the layer's columns and counted for every
-    row tile, plus the rest of the first run (start-up, the priming DMA, the last put)."""
+    row tile, plus the rest of the first run (start-up, the priming DMA, the last put).
+    A layer whose samples would fetch an operand otherwise (resident or windowed in a few
+    rows, not in the whole layer) runs whole."""
     from . import build
     from .tuner import measure, with_consts
     consts = candidate.program.seed.registry.const_values()
@@ -240,11 +259,33 @@ def estimate(candidate, machine, engine: str = "c") -> tuple:
     sro = candidate.binding.get("Sro", 1)
     cols = c_o if layout(candidate.program) == "NCHW" else \
         min(c_o, SAMPLE_TILES * candidate.binding.get("Sco", 1))
+    whole = _structure(candidate.generated)
+
     def sample(**shape):
         program = with_consts(candidate.program, **shape)
-        return type(candidate)(program, candidate.binding,
-                               build(program, candidate.binding, dtype=candidate.generated.dtype))
+        gen = build(program, candidate.binding, dtype=candidate.generated.dtype)
+        if _structure(gen) != whole:
+            raise _Unlike
+        return type(candidate)(program, candidate.binding, gen)
 
+    try:
+        return _estimate_sampled(candidate, sample, machine, engine, r_o, c_o, sro, cols)
+    except _Unlike:       # a sample would keep resident what the layer cannot: run it whole
+        return measure(candidate, machine, None, engine), {"sampled": False, "rows": r_o,
+                                                           "cols": c_o}
+
+
+class _Unlike(Exception):
+    """A sample's kernel is not the layer's (another input is resident or windowed)."""
+
+
+def _structure(gen) -> tuple:
+    """Where a kernel's operands are fetched: (depth, resident loops, window) of each."""
+    return tuple((op.depth, op.spans, op.window) for op in gen.plan.operands.values())
+
+
+def _estimate_sampled(candidate, sample, machine, engine, r_o, c_o, sro, cols) -> tuple:
+    from .tuner import measure
     if candidate.generated.plan.operands["a"].window[:1] == ("cRo",):
         return _estimate_window(candidate, sample, machine, engine)
     if r_o == sro:

@@ -31,6 +31,9 @@ class Expr:
         self.terms = {name: coef for name, coef in (terms or {}).items() if coef}
         self.const = int(const)
 
+    def __deepcopy__(self, memo):
+        return self           # immutable: a copied seed shares it (the tuner copies thousands)
+
     @staticmethod
     def of(value) -> "Expr":
         if isinstance(value, Expr):
@@ -194,8 +197,7 @@ class Registry:
         tuner ask thousands of times per space."""
         items = tuple(self.consts.items())
         cached = self.__dict__.get("_values")
-        if cached is not None and len(cached[0]) == len(items) and all(
-                a[0] == b[0] and a[1] is b[1] for a, b in zip(cached[0], items)):
+        if cached is not None and cached[0] == items:     # identical Exprs compare at C speed
             return dict(cached[1])
         values = {}
         for name, expr in items:

@@ -94,20 +94,21 @@ def predict(gen: Generated, config: VMConfig) -> float:
     for key in "ab":
         op = plan.operands[key]
         fetches = int(np.prod(trips[:op.depth + 1])) if op.depth >= 0 else 1
-        lines = gemm_model.transactions(*_block_rows(op, gen.es, first), config)
+        # the engine's time for the 64 CPEs' requests: lines, and a strided block's own cost
+        block = gemm_model.get_engine_cycles(*_block_rows(op, gen.es, first), config)
         if op.spans:
             blocks = int(np.prod([trips[n] for n, l in enumerate(plan.loops)
                                   if l.iter in op.spans]))
-            exposed += lines * config.dma_transaction_cycles * fetches * blocks
+            exposed += block * fetches * blocks
             continue
         if op.window:         # p's first iteration fills the ring, each later one adds a block
             fills = int(np.prod(trips[:op.depth]))
             q_trips = trips[[l.iter for l in plan.loops].index(op.window[1])]
             exposed += fills * gemm_model.dma_cycles(
-                lines * config.dma_transaction_cycles * q_trips, config)
-            engine += lines * config.dma_transaction_cycles * (fetches - fills) / calls
+                block * q_trips, config)
+            engine += block * (fetches - fills) / calls
             continue
-        engine += lines * config.dma_transaction_cycles * fetches / calls
+        engine += block * fetches / calls
     c = plan.operands["c"]
     depth = c.depth
     tiles = int(np.prod(trips[:depth + 1])) if depth >= 0 else 1

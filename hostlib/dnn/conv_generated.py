@@ -8,7 +8,8 @@ its accumulating form and y starts as the bias. Backward-data is the forward con
 with the weights read as (K_r, K_c, N_o, N_i) and their taps rotated by 180 degrees (the
 schedule indexes them backwards). Backward-filter runs ``autodnn.conv.filter_programs`` on x
 and dy rearranged on the VM with the batch before the channels (phase "operands") and
-rearranges dW back (phase "weights"). At B = 1 the forward programs may be NCHW ones
+rearranges dW back (phase "weights"); its programs are SEED_FILTER's and the swapped
+convolution's (``autodnn.conv.swapped_filter``: dW written as (K_r, K_c, N_o, N_i)). At B = 1 the forward programs may be NCHW ones
 (``autodnn.conv.layout``): the host places x and y in that layout.
 
 Padding and boundaries are zero padding (thesis section 4.2.4): the kernel runs on x placed in
@@ -129,15 +130,18 @@ def _to_kernel(a, kernel_layout):
     return a.transpose(TO_KERNEL[kernel_layout])
 
 
-def _filter_rearrangements(geo: ConvGeometry, sizes: dict) -> list:
+def _filter_rearrangements(geo: ConvGeometry, program) -> list:
     """Backward-filter's dnn.transform launches as (shape, source, target): x and dy (placed,
-    padded) with the batch before the channels, dW (K_r, K_c, N_i, N_o) back to (N_o, N_i,
-    K_r, K_c)."""
+    padded) with the batch before the channels, the kernel's dW back to (N_o, N_i, K_r, K_c)
+    (from (K_r, K_c, N_i, N_o), or the swapped convolution's (K_r, K_c, N_o, N_i))."""
+    sizes = autodnn_conv.filter_shape(program)
     (sr, sc), (ni, no, b) = geo.stride, (sizes["Ni"], sizes["No"], sizes["B"])
-    r_i, c_i = sr * (geo.r_o - 1) + geo.k_r, sc * (geo.c_o - 1) + geo.k_c
+    r_i, c_i = sr * (geo.r_o - 1) + geo.k_r, sc * (geo.c_o - 1) + sizes["Kc"]
+    dw = ((geo.k_r, geo.k_c, geo.n_o, geo.n_i), "RCNB", "CNHW") \
+        if autodnn_conv.swapped_filter(program) else \
+        ((geo.k_r, geo.k_c, geo.n_i, geo.n_o), "RCNB", "NCHW")
     return [((r_i * c_i, ni, b, 1), "NCHW", "NHWC"), ((geo.r_o * geo.c_o, no, b, 1), "NCHW",
-                                                      "NHWC"),
-            ((geo.k_r, geo.k_c, geo.n_i, geo.n_o), "RCNB", "NCHW")]
+                                                      "NHWC"), dw]
 
 
 def predict(geo: ConvGeometry, direction, dtype, config) -> float:
@@ -146,7 +150,7 @@ def predict(geo: ConvGeometry, direction, dtype, config) -> float:
     if direction == "backward_filter":
         return best.predicted + sum(
             conv_model.transform_cycles(*t, es, config)
-            for t in _filter_rearrangements(geo, autodnn_conv.padded_shape(best.program)))
+            for t in _filter_rearrangements(geo, best.program))
     return best.predicted + _weights_cycles(geo, direction, es, config) + \
         _padding_cycles(pass_geometry(geo, direction), best.program, es, config)
 
@@ -210,21 +214,31 @@ def backward_data(geo: ConvGeometry, dy, w, machine, stats, engine) -> np.ndarra
 def backward_filter(geo: ConvGeometry, x, dy, machine, stats, engine) -> np.ndarray:
     """dW (N_o, N_i, K_r, K_c) of x and dy (RCNB): both placed (padding, the schedule's zero
     padding) and rearranged on the VM with the batch before the channels (phase operands), the
-    kernel writes dW as (K_r, K_c, N_i, N_o), rearranged back on the VM (phase weights)."""
+    kernel writes dW as (K_r, K_c, N_i, N_o) or, the swapped convolution, (K_r, K_c, N_o,
+    N_i), rearranged back on the VM (phase weights)."""
     _unsupported(geo, "backward_filter", x.dtype, machine.config)
     best = _tuned_pass(geo, "backward_filter", x.dtype, machine.config).best
-    consts = best.program.seed.registry.const_values()
-    sizes = autodnn_conv.padded_shape(best.program)
+    registry = best.program.seed.registry
+    consts = registry.const_values()
+    sizes = autodnn_conv.filter_shape(best.program)
     dyp = np.zeros((geo.r_o, geo.c_o, sizes["No"], sizes["B"]), x.dtype)
     dyp[:, :, :geo.n_o, :geo.batch] = dy
+    swapped = autodnn_conv.swapped_filter(best.program)
+    names = ("X", "W", "Y") if swapped else ("X", "D", "W")
     inputs = {}
-    for name, array in (("X", _placed(geo, x, consts, sizes)), ("D", dyp)):
+    for name, array in zip(names, (_placed(geo, x, consts, sizes), dyp)):
         inputs[name] = batch_inside(array, machine, stats, engine)
-    inputs["W"] = np.zeros((geo.k_r, geo.k_c, sizes["Ni"], sizes["No"]), x.dtype)
+    dw_dims = (sizes["No"], sizes["Ni"]) if swapped else (sizes["Ni"], sizes["No"])
+    inputs[names[2]] = np.zeros((geo.k_r, sizes["Kc"], *dw_dims), x.dtype)
+    for name, array in inputs.items():
+        inputs[name] = array.reshape([consts[d] for d in registry.tensors[name].dims])
     out, run = autodnn.run(best.generated, inputs, machine=machine, engine=engine)
     stats.phases["conv"].append(run)
-    dw, run = transform(np.ascontiguousarray(out["W"][:, :, :geo.n_i, :geo.n_o]), "RCNB",
-                        "NCHW", machine=machine, engine=engine)
+    dw = out[names[2]].reshape(geo.k_r, sizes["Kc"], *dw_dims)[:, :geo.k_c]
+    dw, source = (dw[:, :, :geo.n_o, :geo.n_i], "CNHW") if swapped else \
+        (dw[:, :, :geo.n_i, :geo.n_o], "NCHW")
+    dw, run = transform(np.ascontiguousarray(dw), "RCNB", source, machine=machine,
+                        engine=engine)
     stats.phases["weights"].append(run)
     return dw
 
@@ -240,7 +254,7 @@ def estimate(geo: ConvGeometry, direction, dtype, machine, engine="c"):
     if direction == "backward_filter":       # the rearrangements, run whole
         runs = [transform(rng.standard_normal(shape).astype(dtype), src, dst, machine=machine,
                           engine=engine)[1].cycles for shape, src, dst in
-                _filter_rearrangements(geo, autodnn_conv.padded_shape(best.program))]
+                _filter_rearrangements(geo, best.program)]
         return kernel + sum(runs), dict(details, conv=kernel, operands=sum(runs[:2]),
                                         weights=runs[2], schedule=best.label)
     w = rng.standard_normal(geo.w_shape).astype(dtype)
