@@ -124,11 +124,11 @@ parax_ldm_end:
 	ldi	$5, PADDED + PAD_ROW_BYTES + PIXEL_BYTES
 	mov	\src, $13
 	mov	$7, $6
-3:	dma	$4, $13, $5
+8:	dma	$4, $13, $5           # (label 8: free where it expands)
 	ldi	$13, ROW_BYTES($13)
 	ldi	$5, PAD_ROW_BYTES($5)
 	subl	$6, 1, $6
-	bgt	$6, 3b
+	bgt	$6, 8b
 	.endm
 
 # ZERO_VECTORS addr, count: store +0 to `count` vectors from LDM `addr`. Clobbers $1, $2.
