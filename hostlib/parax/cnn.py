@@ -10,14 +10,13 @@ The parameters are one f32 vector: W (3, 3, 16, 16) | scale (16) | shift (16) | 
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
 from ...errors import ArgumentError, ArgumentTypeError
 from ...vm import Machine
 from ..runtime import Kernel
 from .block import SAMPLE_SHAPE, _float32
+from .mlp import StepRun, unpack_shapes
 
 KERNEL = Kernel(("parax/cnn.s",), "parax_cnn_step", "cnn_ldm_end")
 CHANNELS, OUT, OUT_PAD = 16, 10, 12
@@ -37,21 +36,10 @@ def init_params(seed: int = 1) -> np.ndarray:
 
 def unpack(params: np.ndarray) -> tuple:
     """(W, scale, shift, Wfc, bfc) views of a parameter (or gradient) vector."""
-    at = np.cumsum([0] + [int(np.prod(s)) for s in SHAPES])
-    return tuple(params[a:b].reshape(s) for a, b, s in zip(at, at[1:], SHAPES))
+    return unpack_shapes(params, SHAPES)
 
 
-@dataclass
-class CnnStep:
-    """One step of P instances: their gradients and probabilities, and the step's cycles."""
-    gradients: np.ndarray        # (P, PARAMETERS)
-    probabilities: np.ndarray    # (P, b, 10)
-    cycles: int                  # the instances' makespan (spawn excluded)
-    dma_bytes: int
-    run: object
-
-
-def cnn_step(params, x, labels, *, machine=None, engine: str = "c") -> CnnStep:
+def cnn_step(params, x, labels, *, machine=None, engine: str = "c") -> StepRun:
     """Every instance k (CPE k) computes the gradient of the mean softmax cross-entropy over
     its batch x[k] ((P, b, H, 8, 16) float32, H 1..8) with labels[k] ((P, b) ints 0..9)."""
     if not all(isinstance(a, np.ndarray) for a in (params, x, labels)):
@@ -98,4 +86,4 @@ def cnn_step(params, x, labels, *, machine=None, engine: str = "c") -> CnnStep:
         probs = mem.get(pmem, onehot.shape, np.float32)[..., :OUT]
     finally:
         mem.release(mark)
-    return CnnStep(grads, probs, res.kernel_cycles, int(res.counters["dma_bytes_moved"]), res)
+    return StepRun(grads, probs, res.kernel_cycles, int(res.counters["dma_bytes_moved"]), res)

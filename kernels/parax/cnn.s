@@ -89,6 +89,29 @@ cnn_ldm_end:
 	bne	$6, 2b
 	.endm
 
+# FC_ROWS w, update: over c < FEATURES in order, f[c] (CNN_F) times row c of the FC-shaped
+# LDM `w`: update 0: $0-$2 += f[c] w[c]; update 1: w[c] += f[c] ($0-$2), in LDM. Leaves $21
+# past the last row.
+	.macro	FC_ROWS w, update
+	ldi	$20, CNN_F
+	ldi	$21, \w
+	ldi	$22, FEATURES
+1:	ldse	$16, 0($20)
+	.irp	k, 0, 1, 2
+	vlds	$1\k, 16 * \k($21)
+	.if	\update
+	vmas	$16, $\k, $1\k, $1\k
+	vsts	$1\k, 16 * \k($21)
+	.else
+	vmas	$16, $1\k, $\k, $\k
+	.endif
+	.endr
+	ldi	$20, 4($20)
+	ldi	$21, Z_BYTES($21)
+	subl	$22, 1, $22
+	bgt	$22, 1b
+	.endm
+
 	.globl	parax_cnn_step
 	.ent	parax_cnn_step
 parax_cnn_step:
@@ -150,18 +173,7 @@ parax_cnn_step:
 	.irp	k, 0, 1, 2            # z = bfc + sum_c f[c] Wfc[c]
 	vlds	$\k, CNN_FC + FC_W_BYTES + 16 * \k($31)
 	.endr
-	ldi	$20, CNN_F
-	ldi	$21, CNN_FC
-	ldi	$22, FEATURES
-1:	ldse	$16, 0($20)
-	.irp	k, 0, 1, 2
-	vlds	$1\k, 16 * \k($21)
-	vmas	$16, $1\k, $\k, $\k
-	.endr
-	ldi	$20, 4($20)
-	ldi	$21, Z_BYTES($21)
-	subl	$22, 1, $22
-	bgt	$22, 1b
+	FC_ROWS	CNN_FC, 0
 	ldi	$21, CNN_Z
 	.irp	k, 0, 1, 2
 	vsts	$\k, 16 * \k($21)
@@ -211,19 +223,7 @@ parax_cnn_step:
 	.irp	k, 0, 1, 2            # backward: dWfc[c] += f[c] dz, dbfc += dz
 	vlds	$\k, CNN_Z + 16 * \k($31)
 	.endr
-	ldi	$20, CNN_F
-	ldi	$21, CNN_DFC
-	ldi	$22, FEATURES
-1:	ldse	$16, 0($20)
-	.irp	k, 0, 1, 2
-	vlds	$1\k, 16 * \k($21)
-	vmas	$16, $\k, $1\k, $1\k
-	vsts	$1\k, 16 * \k($21)
-	.endr
-	ldi	$20, 4($20)
-	ldi	$21, Z_BYTES($21)
-	subl	$22, 1, $22
-	bgt	$22, 1b
+	FC_ROWS	CNN_DFC, 1
 	.irp	k, 0, 1, 2
 	vlds	$1\k, 16 * \k($21)
 	vadds	$1\k, $\k, $1\k
