@@ -59,7 +59,7 @@ def test_cnn_step_instances_independent(step):
     alone = cnn.cnn_step(params, x[1:2], labels[1:2])
     np.testing.assert_array_equal(alone.gradients[0].view(np.int32),
                                   run.gradients[1].view(np.int32))
-    assert run.cycles >= alone.cycles
+    assert alone.cycles <= run.cycles < 1.1 * alone.cycles     # no barrier, compute-bound
 
 
 @pytest.mark.slow              # the Python engine
