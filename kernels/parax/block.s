@@ -116,16 +116,15 @@ parax_ldm_end:
 2:
 	.endm
 
-# GET_PADDED_ROWS src: issue (no wait) the gets of a sample's J_ROWS rows from `src` into
-# PADDED's interior; $7 = the rows. Clobbers $4-$6, $13.
+# GET_PADDED_ROWS src: clear RPLY, issue (no wait) the gets of a sample's $7 rows from `src`
+# (advanced past them) into PADDED's interior. Clobbers $4-$6.
 	.macro	GET_PADDED_ROWS src
 	MAKE_DESC $4, DMA_GET, ROW_BYTES, RPLY
-	ldl	$7, JOB + J_ROWS($31)
 	ldi	$5, PADDED + PAD_ROW_BYTES + PIXEL_BYTES
-	mov	\src, $13
 	mov	$7, $6
-8:	dma	$4, $13, $5           # (label 8: free where it expands)
-	ldi	$13, ROW_BYTES($13)
+	stw	$31, RPLY($31)
+8:	dma	$4, \src, $5          # (label 8: free where it expands)
+	ldi	\src, ROW_BYTES(\src)
 	ldi	$5, PAD_ROW_BYTES($5)
 	subl	$6, 1, $6
 	bgt	$6, 8b
@@ -275,8 +274,7 @@ run_op:
 	br	3f
 2:	bsr	$26, relu_f32
 	br	3f
-1:	stw	$31, RPLY($31)
-	GET_PADDED_ROWS $16
+1:	GET_PADDED_ROWS $16      # the rows into the padded buffer's interior
 	WAIT_REPLY $7
 	ldi	$5, CONV_W_BYTES
 	mull	$2, $5, $17

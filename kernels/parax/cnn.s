@@ -121,11 +121,12 @@ parax_cnn_step:
 	ZERO_VECTORS BN_PARAMS + GRAD_DPARAMS, BN_P_BYTES / 16
 	ZERO_VECTORS CNN_DFC, FC_BYTES / 16
 	SAMPLES_BEGIN                 # $10 x, $11 probabilities out, $12 labels
-5:	stw	$31, RPLY($31)
+5:	ldl	$7, JOB + J_ROWS($31) # the sample, its one-hot label
+	mov	$10, $13
+	GET_PADDED_ROWS $13
 	MAKE_DESC $4, DMA_GET, Z_BYTES, RPLY
 	ldi	$5, CNN_Y
 	dma	$4, $12, $5
-	GET_PADDED_ROWS $10
 	addl	$7, 1, $7
 	WAIT_REPLY $7
 	SAVE_LOOP_REGS stl
