@@ -36,16 +36,21 @@ def init_params(seed: int = 1) -> np.ndarray:
                            np.zeros(OUT_PAD)]).astype(np.float32)
 
 
+def unpack_shapes(params: np.ndarray, shapes) -> tuple:
+    """Views of consecutive pieces of `params` with the given shapes."""
+    at = np.cumsum([0] + [int(np.prod(s)) for s in shapes])
+    return tuple(params[a:b].reshape(s) for a, b, s in zip(at, at[1:], shapes))
+
+
 def unpack(params: np.ndarray) -> tuple:
     """(W1, b1, W2, b2) views of a parameter (or gradient) vector, W2 and b2 padded to 12."""
-    at = np.cumsum([0, IN * HIDDEN, HIDDEN, HIDDEN * OUT_PAD, OUT_PAD])
-    shapes = ((IN, HIDDEN), (HIDDEN,), (HIDDEN, OUT_PAD), (OUT_PAD,))
-    return tuple(params[a:b].reshape(s) for a, b, s in zip(at, at[1:], shapes))
+    return unpack_shapes(params, ((IN, HIDDEN), (HIDDEN,), (HIDDEN, OUT_PAD), (OUT_PAD,)))
 
 
 @dataclass
 class StepRun:
-    """One step of P instances: their gradients and probabilities, and the step's cycles."""
+    """One step of P instances (this MLP's or parax.cnn's): their gradients and probabilities,
+    and the step's cycles."""
     gradients: np.ndarray        # (P, PARAMETERS)
     probabilities: np.ndarray    # (P, b, 10)
     cycles: int                  # the instances' makespan (spawn excluded)

@@ -116,6 +116,30 @@ parax_ldm_end:
 2:
 	.endm
 
+# GET_PADDED_ROWS src: clear RPLY, issue (no wait) the gets of a sample's $7 rows from `src`
+# (advanced past them) into PADDED's interior. Clobbers $4-$6.
+	.macro	GET_PADDED_ROWS src
+	MAKE_DESC $4, DMA_GET, ROW_BYTES, RPLY
+	ldi	$5, PADDED + PAD_ROW_BYTES + PIXEL_BYTES
+	mov	$7, $6
+	stw	$31, RPLY($31)
+8:	dma	$4, \src, $5          # (label 8: free where it expands)
+	ldi	\src, ROW_BYTES(\src)
+	ldi	$5, PAD_ROW_BYTES($5)
+	subl	$6, 1, $6
+	bgt	$6, 8b
+	.endm
+
+# ZERO_VECTORS addr, count: store +0 to `count` vectors from LDM `addr`. Clobbers $1, $2.
+	.macro	ZERO_VECTORS addr, count
+	ldi	$1, \addr
+	ldi	$2, \count
+1:	vsts	$31, 0($1)
+	ldi	$1, 16($1)
+	subl	$2, 1, $2
+	bgt	$2, 1b
+	.endm
+
 # MEET row, column: a barrier (synr, then sync) with the masks of the job's fields.
 	.macro	MEET row, column
 	ldl	$1, JOB + \row($31)
@@ -250,15 +274,7 @@ run_op:
 	br	3f
 2:	bsr	$26, relu_f32
 	br	3f
-1:	MAKE_DESC $4, DMA_GET, ROW_BYTES, RPLY   # the rows into the padded buffer's interior
-	ldi	$5, PADDED + PAD_ROW_BYTES + PIXEL_BYTES
-	mov	$7, $6
-	stw	$31, RPLY($31)
-4:	dma	$4, $16, $5
-	ldi	$16, ROW_BYTES($16)
-	ldi	$5, PAD_ROW_BYTES($5)
-	subl	$6, 1, $6
-	bgt	$6, 4b
+1:	GET_PADDED_ROWS $16      # the rows into the padded buffer's interior
 	WAIT_REPLY $7
 	ldi	$5, CONV_W_BYTES
 	mull	$2, $5, $17
@@ -472,12 +488,7 @@ parax_conv_grad:
 	ldl	$2, JOB + J_W($31)
 	ldi	$3, WEIGHTS + GRAD_W
 	DMA_WAIT $1, $2, $3, RPLY
-	ldi	$1, WEIGHTS + GRAD_DW # zero dW and the padded dY (whose border stays zero)
-	ldi	$2, GRAD_ZEROED / 16
-1:	vsts	$31, 0($1)
-	ldi	$1, 16($1)
-	subl	$2, 1, $2
-	bgt	$2, 1b
+	ZERO_VECTORS WEIGHTS + GRAD_DW, GRAD_ZEROED / 16   # dW, the padded dY (its border stays 0)
 	bsr	$26, flip_transpose
 	SAMPLES_BEGIN
 5:	MAKE_DESC $4, DMA_GET, ROW_BYTES, RPLY   # x and dY row by row into the padded buffers

@@ -9,7 +9,8 @@ per_group(16), per_group(4), per_cpe), in lock-step and delayed, on the default 
 and on one costing bytes only (the signature); the overlap bound and the makespan floor;
 formulas 1-3 beside the measured intensity; the gradient synchronisation of the MLP 256 -> 64 -> 10
 (17098 f32) by PS, RAR and GS at 1/4/16/64 instances; and the MLP's training step on
-single-CPE instances (kernels/parax/mlp.s) followed by each synchronisation; the conv's and
+single-CPE instances (kernels/parax/mlp.s) followed by each synchronisation, and the same for
+a small CNN (kernels/parax/cnn.s: conv, [BN, ReLU], pool, FC, softmax); the conv's and
 [BN, ReLU]'s backward on single-CPE instances. Every block run's output is checked bit for
 bit against mode A's, and A's against numpy (float64, 1e-5).
 """
@@ -18,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from ....vm import Machine
-from ...parax import block_ops, bn_relu_backward, conv_backward, mlp, run_block
+from ...parax import block_ops, bn_relu_backward, cnn, conv_backward, mlp, run_block
 from ...parax.block import OP_KINDS
 from ...parax.sync import synchronise
 from ...parax.model import (bandwidth_only, conv_intensity, conv_terms, dma_engine_cycles,
@@ -35,6 +36,7 @@ TOLERANCE = 1e-5
 MLP_PARAMETERS = 256 * 64 + 64 + 64 * 10 + 10
 SYNC_INSTANCES = (1, 4, 16, 64)
 MLP_BATCH = 8                  # samples per instance in the training step
+CNN_BATCH = 4                  # the CNN's (kernels/parax/cnn.s)
 SIGNATURE_GROUPS = 4           # the signature's delayed start: 4 launch groups, 3/8 of a
 SIGNATURE_INTERVAL = 3 / 8     # layer's uncontended period apart (the best quick schedule)
 
@@ -160,7 +162,8 @@ def run(quick: bool = False, engine: str = "c", progress=None) -> dict:
                 bit_identical=same, reference_error=err,
                 intensity=_intensity(w, scale, shift, engine, config),
                 backward=_backward_ops(x, w, scale, shift, engine, step),
-                sync=_sync(engine, step), training=_training(engine, step))
+                sync=_sync(engine, step), training=_training(engine, step),
+                cnn_training=_training(engine, step, "cnn"))
 
 
 def _signature(x, w, scale, shift, config, engine, step, outputs, lockstep=None,
@@ -266,22 +269,37 @@ def _sync(engine, step):
     return rows
 
 
-def _training(engine, step):
-    """One training step of the MLP 256 -> 64 -> 10 (kernels/parax/mlp.s) at 1/4/16/64
-    instances of MLP_BATCH samples each, then PS, RAR and GS synchronising their gradients:
-    compute and synchronisation cycles, the samples per megacycle of the two together (the
-    step's cycles do not depend on the data)."""
+def _mlp_batch(rng, n):
+    return (rng.random((n, MLP_BATCH, mlp.IN)).astype(np.float32),
+            rng.integers(0, mlp.OUT, (n, MLP_BATCH)))
+
+
+def _cnn_batch(rng, n):
+    return (rng.standard_normal((n, CNN_BATCH, ROWS, 8, 16)).astype(np.float32),
+            rng.integers(0, cnn.OUT, (n, CNN_BATCH)))
+
+
+# the networks trained one instance per CPE: (its step, its parameters, a batch per instance)
+TRAINED = {"mlp": (mlp.instance_step, mlp.init_params, _mlp_batch),
+           "cnn": (cnn.cnn_step, cnn.init_params, _cnn_batch)}
+
+
+def _training(engine, step, net="mlp"):
+    """One training step of `net` (TRAINED: the MLP 256 -> 64 -> 10 of kernels/parax/mlp.s,
+    the CNN of kernels/parax/cnn.s) at 1/4/16/64 instances, each on its own batch, then PS,
+    RAR and GS synchronising their gradients: compute and synchronisation cycles, the samples
+    per megacycle of the two together (the step's cycles do not depend on the data)."""
+    instance_step, init_params, batch = TRAINED[net]
     rng = np.random.default_rng(2)
-    params = mlp.init_params(1)
+    params = init_params(1)
     rows = []
     for n in SYNC_INSTANCES:
-        step(f"training {n}")
-        x = rng.random((n, MLP_BATCH, mlp.IN)).astype(np.float32)
-        labels = rng.integers(0, mlp.OUT, (n, MLP_BATCH))
-        computed = {n: mlp.instance_step(params, x, labels, machine=Machine(), engine=engine)}
+        step(f"training {net} {n}")
+        x, labels = batch(rng, n)
+        computed = {n: instance_step(params, x, labels, machine=Machine(), engine=engine)}
         if n == 64:                # PS: the server takes a CPE, 63 instances compute
-            computed[63] = mlp.instance_step(params, x[:63], labels[:63], machine=Machine(),
-                                             engine=engine)
+            computed[63] = instance_step(params, x[:63], labels[:63], machine=Machine(),
+                                         engine=engine)
         for strategy in ("PS", "RAR", "GS"):
             run = computed[min(n, 63) if strategy == "PS" else n]
             sync = synchronise(run.gradients, params, 0.1, strategy=strategy, engine=engine)
@@ -290,7 +308,7 @@ def _training(engine, step):
                              compute_p0_busy=sum(run.run.cpe[k].p0_valid for k in range(p))
                              / (p * run.cycles),
                              sync_cycles=sync.cycles, sync_bytes=sync.dma_bytes,
-                             samples_per_megacycle=p * MLP_BATCH / (run.cycles + sync.cycles)
+                             samples_per_megacycle=p * x.shape[1] / (run.cycles + sync.cycles)
                              * 1e6))
     return rows
 
@@ -388,19 +406,25 @@ def format_report(result: dict, explain: bool = False) -> str:
                  f"(paper ~2), GS sync-only throughput "
                  f"{gs['instances_per_megacycle'] / ps['instances_per_megacycle']:.1f}x PS "
                  f"(target >= 2x; inst/Mc = instances per megacycle of synchronisation alone)")
-    lines += ["", f"training step of the MLP 256-64-10 (kernels/parax/mlp.s), {MLP_BATCH} "
-              f"samples per instance, then the synchronisation:",
-              *_table(result["training"], (("compute", "compute_cycles", "d"),
-                                           ("P0 busy", "compute_p0_busy", ".1%"),
-                                           ("sync", "sync_cycles", "d"),
-                                           ("sync bytes", "sync_bytes", "d"),
-                                           ("samples/Mc", "samples_per_megacycle", ".1f")))]
-    best = {s: max((r for r in result["training"] if r["strategy"] == s),
+    lines += _training_lines(result["training"], f"the MLP 256-64-10 (kernels/parax/mlp.s), "
+                             f"{MLP_BATCH} samples")
+    lines += _training_lines(result["cnn_training"], f"the CNN conv3x3-BN-ReLU-pool-FC "
+                             f"(kernels/parax/cnn.s), {CNN_BATCH} samples of {ROWS}x8x16")
+    return "\n".join(lines)
+
+
+def _training_lines(rows, net) -> list:
+    """A training table: compute and synchronisation per strategy and instances, the peaks."""
+    lines = ["", f"training step of {net} per instance, then the synchronisation:",
+             *_table(rows, (("compute", "compute_cycles", "d"),
+                            ("P0 busy", "compute_p0_busy", ".1%"), ("sync", "sync_cycles", "d"),
+                            ("sync bytes", "sync_bytes", "d"),
+                            ("samples/Mc", "samples_per_megacycle", ".1f")))]
+    best = {s: max((r for r in rows if r["strategy"] == s),
                    key=lambda r: r["samples_per_megacycle"]) for s in ("PS", "RAR", "GS")}
-    at = {(r["strategy"], r["instances"]): r for r in result["training"]}
+    throughput = {(r["strategy"], r["instances"]): r["samples_per_megacycle"] for r in rows}
     lines.append("peak throughput at " + ", ".join(f"{s} {r['instances']} instances"
                                                    for s, r in best.items())
                  + f" (paper: PS and RAR near 4, GS rising); GS / PS at 64: "
-                 f"{at[('GS', 64)]['samples_per_megacycle'] / at[('PS', 63)]['samples_per_megacycle']:.1f}x"
-                 f" (target >= 2x)")
-    return "\n".join(lines)
+                 f"{throughput[('GS', 64)] / throughput[('PS', 63)]:.1f}x (target >= 2x)")
+    return lines
