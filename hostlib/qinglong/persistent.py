@@ -131,25 +131,29 @@ class PersistentFC:
         self.w, self.device = w, device
         self.kernel = PackageKernel(package.with_constant("weights", w.tobytes()),
                                     "persistent_fc", device)
-        self.max_samples = package.program.address_of("MAX_SAMPLES")
+        self.chunk = package.program.address_of("CHUNK")
 
     def copy_constant(self) -> int:
         return self.kernel.copy_constant()
 
     def compute(self, inputs, outputs, engine: str = "c"):
-        """One launch over the stream: sample k from block inputs[k] to block outputs[k];
-        returns its Stats (details: samples, the table's and I/O table's copy cycles)."""
+        """One launch over the stream of any length: sample k from block inputs[k] to block
+        outputs[k]; returns its Stats (details: samples, the table's and I/O table's copy
+        cycles). The table: the count word, then (input, output) address pairs, zero-padded to
+        whole chunks of the kernel's CHUNK samples (the kernel gets a chunk at a time)."""
         if not isinstance(inputs, (list, tuple)) or not isinstance(outputs, (list, tuple)) \
-                or len(inputs) != len(outputs) or not 1 <= len(inputs) <= self.max_samples:
-            raise QingLongError(f"PersistentFC.compute: inputs and outputs must be lists of "
-                                f"1..{self.max_samples} Blocks, one each per sample")
+                or len(inputs) != len(outputs) or not inputs:
+            raise QingLongError("PersistentFC.compute: inputs and outputs must be non-empty "
+                                "lists of Blocks, one each per sample")
         outputs_n, inputs_n = self.w.shape
         for name, blocks, nbytes in (("inputs", inputs, inputs_n * 8),
                                      ("outputs", outputs, outputs_n * 8)):
             for index, block in enumerate(blocks):
                 self.device.check(block, nbytes, f"compute: {name}[{index}]")
-        table = np.array([len(inputs)] + [b.address for b in list(inputs) + list(outputs)],
-                         np.int64)
+        count = len(inputs)
+        pairs = np.zeros((-(-count // self.chunk) * self.chunk, 2), np.int64)
+        pairs[:count] = [(i.address, o.address) for i, o in zip(inputs, outputs)]
+        table = np.concatenate(([count], pairs.ravel()))
         block = self.device.malloc(table.nbytes)
         try:
             copy = self.device.copy_in(block, table)
