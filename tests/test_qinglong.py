@@ -228,6 +228,7 @@ def test_bench_quick_json(tmp_path, capsys):
     assert result["persistent"]["check_error"] < 0.01
     resident = result["persistent_fc"]          # weights in the LDMs: the bound, and a gain
     assert abs(resident["bound_ratio"] - 1) < 0.05 and resident["check_error"] < 0.01
+    assert set(resident["whole_errors"]) == {"100"}        # a whole stream of 100 samples
     big = resident["totals"]["1000"]
     assert big["persistent"] < big["launch_per_sample"]
     assert fc["layer"].startswith("FC") and fc["whole_error"] < 1e-9
