@@ -21,7 +21,7 @@ from ..isa import (BY_NAME, FIELDS, IMMEDIATE_RANGES, PSEUDO_INSTRUCTIONS, ZERO_
 from .diagnostics import DiagnosticLog, Origin, StatementError
 from .preprocess import LEADING_LABELS, Preprocessor, split_arguments
 from .program import (BSS, DATA, LDM, NOLOAD, SEGMENT_SECTIONS, TEXT, ObjectFile, Relocation,
-                      Section, SourceLine, Symbol)
+                      Section, SegmentLayout, SourceLine, Symbol)
 from .syntax import (REGISTER_HELP, Binary, Float, LocalRef, Num, Operand, Paren, Reg, Statement,
                      Sym, Unary, parse_register, parse_statement)
 from .words import DISP16, GP_SYMBOL, NOP_WORD, split_hi_lo
@@ -147,8 +147,10 @@ MNEMONICS = sorted(set(BY_NAME) | set(PSEUDO_INSTRUCTIONS))
 
 
 class Assembler:
-    def __init__(self, filename: str = "<input>", include_dirs: tuple[str, ...] = ()):
+    def __init__(self, filename: str = "<input>", include_dirs: tuple[str, ...] = (),
+                 segment_layout: Optional[SegmentLayout] = None):
         self.filename = filename
+        self.segment_layout = segment_layout
         self.log = DiagnosticLog()
         self.preprocessor = Preprocessor(self.log, self._evaluate_text, self._is_defined,
                                          tuple(include_dirs))
@@ -810,8 +812,10 @@ class Assembler:
     def _needs_pair(self, instr: Instr, operands, annotation: str) -> bool:
         """``ldi`` of a value beyond 16 bits or of an address, and ``!literal`` loads,
         become an ldih+ldi pair (decided now: sizes are fixed in pass 1)."""
-        if annotation.startswith("!literal") or (instr.name == "ldi" and annotation == "!seg"):
-            return True     # a segment's size is known at link time only: any 32-bit offset
+        if annotation.startswith("!literal"):
+            return True
+        if instr.name == "ldi" and annotation == "!seg":    # any 32-bit offset, unless a first
+            return not self._seg_offset_fits(operands[1])  # link showed 16 bits are enough
         if instr.name != "ldi" or annotation:
             return False
         disp, _ = self._memory(operands[1])
@@ -820,6 +824,24 @@ class Assembler:
         except StatementError:
             return True  # defined later: an address
         return not (value.absolute and DISP16[0] <= value.offset <= DISP16[1])
+
+    def _seg_offset_fits(self, operand: Operand) -> bool:
+        """Whether the layout of a first link (build_package) bounds the final segment offset
+        of ``operand``'s displacement within 16 bits (a target of this object: the whole
+        segment's size plus its offset in this object's piece bound it)."""
+        if self.segment_layout is None:
+            return False
+        try:    # a symbol not defined yet is another object's (or a later one of this)
+            value = self._value(self._memory(operand)[0], operand.col, False)
+        except StatementError:
+            return False
+        if value.symbol is not None:
+            bound = self.segment_layout.offsets.get(value.symbol)
+            final = None if bound is None else bound + value.offset
+        else:
+            size = self.segment_layout.sizes.get(value.section)
+            final = None if size is None or value.offset < 0 else size + value.offset
+        return final is not None and DISP16[0] <= final <= DISP16[1]
 
     def _is_register(self, op: Operand) -> bool:
         return self._register_number(op) is not None
