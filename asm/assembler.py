@@ -117,6 +117,17 @@ class Value:
         return self.section is None and self.symbol is None
 
 
+def _symbol_names(expr):
+    """The names of the symbols an expression refers to."""
+    if isinstance(expr, Sym):
+        yield expr.name
+    elif isinstance(expr, (Unary, Paren)):
+        yield from _symbol_names(expr.arg if isinstance(expr, Unary) else expr.inner)
+    elif isinstance(expr, Binary):
+        yield from _symbol_names(expr.left)
+        yield from _symbol_names(expr.right)
+
+
 @dataclass
 class _Emitter:
     section: Section
@@ -827,17 +838,24 @@ class Assembler:
 
     def _seg_offset_fits(self, operand: Operand) -> bool:
         """Whether the layout of a first link (build_package) bounds the final segment offset
-        of ``operand``'s displacement within 16 bits (a target of this object: the whole
-        segment's size plus its offset in this object's piece bound it)."""
+        of ``operand``'s displacement within 16 bits: a global symbol's offset plus the addend;
+        for a local target of this object, the whole segment's size plus its offset in this
+        object's piece bound it."""
         if self.segment_layout is None:
             return False
+        disp = self._memory(operand)[0]
         try:    # a symbol not defined yet is another object's (or a later one of this)
-            value = self._value(self._memory(operand)[0], operand.col, False)
+            value = self._value(disp, operand.col, False)
         except StatementError:
             return False
+        names = set(_symbol_names(disp))
+        name = names.pop() if len(names) == 1 else None
+        offsets = self.segment_layout.offsets
         if value.symbol is not None:
-            bound = self.segment_layout.offsets.get(value.symbol)
-            final = None if bound is None else bound + value.offset
+            final = offsets[value.symbol] + value.offset if value.symbol in offsets else None
+        elif name in self.globals and name in offsets \
+                and self.symbols[name].section == value.section:
+            final = offsets[name] + value.offset - self.symbols[name].value
         else:
             size = self.segment_layout.sizes.get(value.section)
             final = None if size is None or value.offset < 0 else size + value.offset

@@ -101,7 +101,7 @@ main:	ldi	$3, far($16) !seg
 
 def test_relaxation_keeps_the_pair_where_16_bits_may_not_reach():
     """An ldi !seg is one word only when the first link bounds its offset within 16 bits: a
-    symbol of another object at its offset, one of this object by its whole segment's size."""
+    global symbol by its offset plus the addend, a local one by its whole segment's size."""
     source = """
 	.qconst
 near:	.skip	32760
@@ -123,9 +123,9 @@ f:	ldi	$5, edge($16) !seg
 """
     package = build_package([(source, "a.s"), (other, "b.s")])
     names = [disassemble_word(int(word)).split()[0] for word in package.program.code]
-    # a.s: 32768 bytes of segment bound its own symbols past 32767: both pairs; b.s: edge at
-    # 32760 is one word, edge + 8 = 32768 is not
-    assert names == ["ldih", "ldi", "ldih", "ldi", "ret", "ldi", "ldih", "ldi", "ret"]
+    # a.s: near (local) is bounded by the segment's 32768 bytes: the pair; edge (global, at
+    # 32760) one word, in b.s too; edge + 8 = 32768 is not
+    assert names == ["ldih", "ldi", "ldi", "ret", "ldi", "ldih", "ldi", "ret"]
     assert package.program.symbols["edge"].value == 32760
 
 
