@@ -44,20 +44,21 @@ class PersistentScale:
                                 f"per CPE ({ring} B; {ring * config.num_cpes} B over the "
                                 f"{config.num_cpes} LDMs) does not fit the {arena.free} B free "
                                 f"of each LDM")
-        self.max_samples = KERNEL.symbol("MAX_SAMPLES")
+        self.chunk = KERNEL.symbol("CHUNK")
 
     def compute(self, inputs, outputs, engine: str = "c"):
-        """Run the stream: sample k from block inputs[k] to block outputs[k]; returns Stats of
-        the one launch (details: samples, the descriptor table's copy cycles)."""
+        """Run the stream (any length): sample k from block inputs[k] to block outputs[k];
+        returns Stats of the one launch (details: samples, the descriptor table's copy
+        cycles)."""
         if not isinstance(inputs, (list, tuple)) or not isinstance(outputs, (list, tuple)) \
-                or len(inputs) != len(outputs) or not 1 <= len(inputs) <= self.max_samples:
-            raise QingLongError(f"PersistentScale.compute: inputs and outputs must be lists of "
-                                f"1..{self.max_samples} Blocks, one each per sample")
+                or len(inputs) != len(outputs) or not inputs:
+            raise QingLongError("PersistentScale.compute: inputs and outputs must be non-empty "
+                                "lists of Blocks, one each per sample")
         for name, blocks in (("inputs", inputs), ("outputs", outputs)):
             for index, block in enumerate(blocks):
                 self.device.check(block, self.n * 8, f"compute: {name}[{index}]")
         count = len(inputs)
-        table = np.array([b.address for b in list(inputs) + list(outputs)], np.int64)
+        table = address_pairs(inputs, outputs, self.chunk)
         table_block = self.device.malloc(table.nbytes)
         record = KERNEL.record("Q_", "JOB_BYTES")
         job_block = self.device.malloc(record.nbytes)
@@ -72,6 +73,14 @@ class PersistentScale:
             self.device.free(table_block)
             self.device.free(job_block)
         return stats
+
+
+def address_pairs(inputs, outputs, chunk: int):
+    """The stream's (input, output) block address pairs, flat, zero-padded to whole chunks of
+    `chunk` samples (the persistent kernels get their table a chunk at a time)."""
+    pairs = np.zeros((-(-len(inputs) // chunk) * chunk, 2), np.int64)
+    pairs[:len(inputs)] = [(i.address, o.address) for i, o in zip(inputs, outputs)]
+    return pairs.ravel()
 
 
 def transfer_cycles(config, nbytes: int, requests: int) -> float:
@@ -150,10 +159,7 @@ class PersistentFC:
                                      ("outputs", outputs, outputs_n * 8)):
             for index, block in enumerate(blocks):
                 self.device.check(block, nbytes, f"compute: {name}[{index}]")
-        count = len(inputs)
-        pairs = np.zeros((-(-count // self.chunk) * self.chunk, 2), np.int64)
-        pairs[:count] = [(i.address, o.address) for i, o in zip(inputs, outputs)]
-        table = np.concatenate(([count], pairs.ravel()))
+        table = np.concatenate(([len(inputs)], address_pairs(inputs, outputs, self.chunk)))
         block = self.device.malloc(table.nbytes)
         try:
             copy = self.device.copy_in(block, table)
