@@ -19,7 +19,7 @@ from .files import MAX_PROGRAM_BYTES, MAX_SOURCE_BYTES, read_bounded, regular_fi
 from .linker import Library, link, undefined_symbols
 from .objfile import OBJECT_MAGIC, load_objects, save_objects
 from .program import ObjectFile, Program
-from .package import LinkedPackage, package_of
+from .package import LinkedPackage, package_of, segment_layout
 from .swo import MAGIC, SwoError, load_program, save_program
 
 
@@ -73,12 +73,13 @@ def _kind(path) -> str:
 
 
 def build(sources: list, include_dirs: tuple[str, ...] = (),
-          libraries: tuple[Library, ...] = (), symbols=None, package: bool = False) -> Program:
+          libraries: tuple[Library, ...] = (), symbols=None, package: bool = False,
+          segment_layout=None) -> Program:
     """Assemble ``(text, filename)`` sources and link them, with the ObjectFiles among
     ``sources`` in their place, each of ``libraries`` they use and the host's ``symbols``
     (``link``; ``package``: a package link, see ``build_package``). AsmError lists the errors
     of all of them, link errors such as undefined symbols included, in statement order."""
-    objects, assemblers, diagnostics = _assemble_all(sources, include_dirs)
+    objects, assemblers, diagnostics = _assemble_all(sources, include_dirs, segment_layout)
     try:
         program = link(objects, libraries, symbols, package)
     except AsmError as exc:  # a line with an assembly error gets no link errors on top
@@ -92,8 +93,18 @@ def build(sources: list, include_dirs: tuple[str, ...] = (),
 
 def build_package(sources: list, include_dirs: tuple[str, ...] = ()) -> LinkedPackage:
     """QingLong's data package of ``(text, filename)`` sources (asm/package.py): linked with
-    their segments apart; AsmError as ``build``."""
-    return package_of(build(sources, include_dirs, package=True))
+    their segments apart; AsmError as ``build``. Relaxed: the sources are assembled again with
+    the first link's segment layout, so an ``ldi !seg`` whose offset fits 16 bits is one word
+    (segment offsets do not depend on the code's size; if the second build fails or its
+    segments change, e.g. constants holding code addresses, the first link stands)."""
+    first = package_of(build(sources, include_dirs, package=True))
+    try:
+        relaxed = package_of(build(sources, include_dirs, package=True,
+                                   segment_layout=segment_layout(first.program)))
+    except AsmError:    # e.g. a later local symbol named as another object's global
+        return first
+    same = relaxed.constants == first.constants and relaxed.sizes == first.sizes
+    return relaxed if same else first
 
 
 def assemble_objects(sources: list, include_dirs: tuple[str, ...] = ()) -> list[ObjectFile]:
@@ -106,7 +117,7 @@ def assemble_objects(sources: list, include_dirs: tuple[str, ...] = ()) -> list[
     return objects
 
 
-def _assemble_all(sources: list, include_dirs: tuple[str, ...]):
+def _assemble_all(sources: list, include_dirs: tuple[str, ...], segment_layout=None):
     """(objects, assemblers, diagnostics in statement order) of sources and ObjectFiles."""
     for source in sources:
         if isinstance(source, ObjectFile):
@@ -119,7 +130,8 @@ def _assemble_all(sources: list, include_dirs: tuple[str, ...]):
                                        f"text (a str), got {type(text).__name__}{hint}")])
     from .assembler import Assembler
     assemblers = [None if isinstance(source, ObjectFile) else
-                  Assembler(source[1], tuple(include_dirs)) for source in sources]
+                  Assembler(source[1], tuple(include_dirs), segment_layout)
+                  for source in sources]
     objects = [source if assembler is None else assembler.run(source[0])
                for assembler, source in zip(assemblers, sources)]
     diagnostics = [replace(d, position=(index, *d.position))

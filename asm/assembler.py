@@ -21,7 +21,7 @@ from ..isa import (BY_NAME, FIELDS, IMMEDIATE_RANGES, PSEUDO_INSTRUCTIONS, ZERO_
 from .diagnostics import DiagnosticLog, Origin, StatementError
 from .preprocess import LEADING_LABELS, Preprocessor, split_arguments
 from .program import (BSS, DATA, LDM, NOLOAD, SEGMENT_SECTIONS, TEXT, ObjectFile, Relocation,
-                      Section, SourceLine, Symbol)
+                      Section, SegmentLayout, SourceLine, Symbol)
 from .syntax import (REGISTER_HELP, Binary, Float, LocalRef, Num, Operand, Paren, Reg, Statement,
                      Sym, Unary, parse_register, parse_statement)
 from .words import DISP16, GP_SYMBOL, NOP_WORD, split_hi_lo
@@ -117,6 +117,17 @@ class Value:
         return self.section is None and self.symbol is None
 
 
+def _symbol_names(expr):
+    """The names of the symbols an expression refers to."""
+    if isinstance(expr, Sym):
+        yield expr.name
+    elif isinstance(expr, (Unary, Paren)):
+        yield from _symbol_names(expr.arg if isinstance(expr, Unary) else expr.inner)
+    elif isinstance(expr, Binary):
+        yield from _symbol_names(expr.left)
+        yield from _symbol_names(expr.right)
+
+
 @dataclass
 class _Emitter:
     section: Section
@@ -147,8 +158,10 @@ MNEMONICS = sorted(set(BY_NAME) | set(PSEUDO_INSTRUCTIONS))
 
 
 class Assembler:
-    def __init__(self, filename: str = "<input>", include_dirs: tuple[str, ...] = ()):
+    def __init__(self, filename: str = "<input>", include_dirs: tuple[str, ...] = (),
+                 segment_layout: Optional[SegmentLayout] = None):
         self.filename = filename
+        self.segment_layout = segment_layout
         self.log = DiagnosticLog()
         self.preprocessor = Preprocessor(self.log, self._evaluate_text, self._is_defined,
                                          tuple(include_dirs))
@@ -810,8 +823,10 @@ class Assembler:
     def _needs_pair(self, instr: Instr, operands, annotation: str) -> bool:
         """``ldi`` of a value beyond 16 bits or of an address, and ``!literal`` loads,
         become an ldih+ldi pair (decided now: sizes are fixed in pass 1)."""
-        if annotation.startswith("!literal") or (instr.name == "ldi" and annotation == "!seg"):
-            return True     # a segment's size is known at link time only: any 32-bit offset
+        if annotation.startswith("!literal"):
+            return True
+        if instr.name == "ldi" and annotation == "!seg":    # any 32-bit offset, unless a first
+            return not self._seg_offset_fits(operands[1])  # link showed 16 bits are enough
         if instr.name != "ldi" or annotation:
             return False
         disp, _ = self._memory(operands[1])
@@ -820,6 +835,31 @@ class Assembler:
         except StatementError:
             return True  # defined later: an address
         return not (value.absolute and DISP16[0] <= value.offset <= DISP16[1])
+
+    def _seg_offset_fits(self, operand: Operand) -> bool:
+        """Whether the layout of a first link (build_package) bounds the final segment offset
+        of ``operand``'s displacement within 16 bits: a global symbol's offset plus the addend;
+        for a local target of this object, the whole segment's size plus its offset in this
+        object's piece bound it."""
+        if self.segment_layout is None:
+            return False
+        disp = self._memory(operand)[0]
+        try:    # a symbol not defined yet is another object's (or a later one of this)
+            value = self._value(disp, operand.col, False)
+        except StatementError:
+            return False
+        names = set(_symbol_names(disp))
+        name = names.pop() if len(names) == 1 else None
+        offsets = self.segment_layout.offsets
+        if value.symbol is not None:
+            final = offsets[value.symbol] + value.offset if value.symbol in offsets else None
+        elif name in self.globals and name in offsets \
+                and self.symbols[name].section == value.section:
+            final = offsets[name] + value.offset - self.symbols[name].value
+        else:
+            size = self.segment_layout.sizes.get(value.section)
+            final = None if size is None or value.offset < 0 else size + value.offset
+        return final is not None and DISP16[0] <= final <= DISP16[1]
 
     def _is_register(self, op: Operand) -> bool:
         return self._register_number(op) is not None

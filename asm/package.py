@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 
 from ..errors import ArgumentError
 from .diagnostics import AsmError, Diagnostic
-from .program import DATA, IO_SLOT_BYTES, SEGMENT_SECTIONS, Program
+from .program import DATA, IO_SLOT_BYTES, SEGMENT_SECTIONS, Program, SegmentLayout
 
 SEGMENT_BASE_REGISTERS = {"constants": 16, "scratch": 17, "io": 18}   # the launch's a0..a2
 
@@ -79,6 +79,14 @@ def package_of(program: Program) -> LinkedPackage:
              if sym.section == ".qio" and sym.type != "equ"}
     return LinkedPackage(program, bytes(constants.base) + bytes(constants.data)
                          if constants else b"", sizes, alignment, slots)
+
+
+def segment_layout(program: Program) -> SegmentLayout:
+    """The segments' sizes and their global symbols' offsets in a package-linked program."""
+    return SegmentLayout(
+        {s.name: s.base + s.size for s in program.sections if s.name in SEGMENT_SECTIONS},
+        {sym.name: sym.value for sym in program.symbols.values()
+         if sym.section in SEGMENT_SECTIONS and sym.type != "equ"})
 
 
 def _diagnostic(program: Program, section, message: str) -> Diagnostic:

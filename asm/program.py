@@ -30,6 +30,14 @@ SEGMENT_SECTIONS = {".qconst": "constants", ".qscratch": "scratch", ".qio": "io"
 IO_SLOT_BYTES = 8
 
 
+@dataclass(frozen=True)
+class SegmentLayout:
+    """What a first package link learnt for the second assembly (asm.build_package's
+    relaxation): each segment section's linked size and each global segment symbol's offset."""
+    sizes: dict
+    offsets: dict
+
+
 @dataclass
 class Section:
     name: str                 # e.g. ".text1", ".ldm", ".data"

@@ -50,8 +50,8 @@ def test_per_sample_time_is_within_5_percent_of_the_bound(w):
 
 def test_engines_agree_bit_for_bit():
     w = np.random.default_rng(1).standard_normal((64, 64))
-    _, y_c, c = stream(w, 3, engine="c")
-    _, y_py, py = stream(w, 3, engine="python")
+    _, y_c, c = stream(w, 34, engine="c")   # two chunks of the table
+    _, y_py, py = stream(w, 34, engine="python")
     assert np.array_equal(y_c, y_py) and c.cycles == py.cycles
 
 
@@ -73,5 +73,15 @@ def test_what_does_not_fit_is_refused_with_the_numbers():
         PersistentFC(np.zeros((64, 64), np.float32), device)
     kernel = PersistentFC(np.zeros((64, 64)), device)
     kernel.copy_constant()
-    with pytest.raises(QingLongError, match="lists of 1..64 Blocks"):
+    with pytest.raises(QingLongError, match="non-empty lists of Blocks"):
         kernel.compute([], [])
+
+
+def test_a_stream_longer_than_the_tables_chunks_runs_whole():
+    """100 samples in one launch: the table reaches the LDMs a 32-sample chunk at a time (four
+    chunks, the last padded); every sample is w x and a longer stream costs more."""
+    w = np.random.default_rng(2).standard_normal((64, 64))
+    xs, ys, stats = stream(w, 100)
+    assert np.allclose(ys, xs @ w.T, rtol=1e-12, atol=1e-12)
+    assert stats.details["samples"] == 100
+    assert stats.cycles > stream(w, 33)[2].cycles > stream(w, 32)[2].cycles

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from swsim.asm import AsmError, assemble_objects, build, build_package, link, load_objects, \
-    save_objects
+from swsim.asm import AsmError, assemble_objects, build, build_package, disassemble_word, link, \
+    load_objects, save_objects
 from swsim.asm.package import package_of
 from swsim.asm import assembler as assembler_module
 from swsim.asm.words import split_hi_lo
@@ -58,19 +58,22 @@ def test_segments_are_prefix_summed_and_the_package_orders_code_then_constants()
     assert package.constants[200:208] == (7).to_bytes(8, "little")
     code = package.program.code.astype("<u4").tobytes()
     assert package.image == code + package.constants
-    ldl_x, ldl_w, ldih_w2, ldi_w2, ldih_tmp, ldi_tmp = words_of(package)[:6]
-    disp = [w & 0xFFFF for w in words_of(package)[:6]]
-    rb = [(w >> 16) & 31 for w in words_of(package)[:6]]
+    disp = [w & 0xFFFF for w in words_of(package)[:4]]
+    rb = [(w >> 16) & 31 for w in words_of(package)[:4]]
     assert (disp[0], rb[0]) == (0, 18)        # slot 0 of the table in $18
     assert (disp[1], rb[1]) == (8, 16)        # w1 + 8 from the constants' base
-    assert (disp[2], rb[2], disp[3]) == (0, 16, 200)    # the pair: $3 = $16 + 200
-    assert (disp[4], rb[4], disp[5]) == (0, 17, 24)
+    assert (disp[2], rb[2]) == (200, 16)      # ldi !seg relaxed to one word: $3 = $16 + 200
+    assert (disp[3], rb[3]) == (24, 17)
+    unrelaxed = package_of(build([(FIRST, "a.s"), (SECOND, "b.s")], package=True))
+    disp = [w & 0xFFFF for w in words_of(unrelaxed)[:6]]
+    assert (disp[2], disp[3], disp[4], disp[5]) == (0, 200, 0, 24)   # one link: the pairs
+    assert unrelaxed.constants == package.constants and unrelaxed.sizes == package.sizes
 
 
 def test_segment_relocations_survive_an_object_file(tmp_path):
     save_objects(assemble_objects([(FIRST, "a.s"), (SECOND, "b.s")]), tmp_path / "ab.swo")
     package = package_of(link(load_objects(tmp_path / "ab.swo"), package=True))
-    direct = build_package([(FIRST, "a.s"), (SECOND, "b.s")])
+    direct = package_of(build([(FIRST, "a.s"), (SECOND, "b.s")], package=True))
     assert package.image == direct.image and package.sizes == direct.sizes
 
 
@@ -94,6 +97,36 @@ main:	ldi	$3, far($16) !seg
     assert "far.s:6:15: error: the target is at offset 70000 of the constants segment, " \
         "beyond a 16-bit displacement (at most 32767): take its address with ldi" in text
     assert "main:\tldl\t$3, far($16) !seg\n     \t   \t    ^" in text   # caret: the operand
+
+
+def test_relaxation_keeps_the_pair_where_16_bits_may_not_reach():
+    """An ldi !seg is one word only when the first link bounds its offset within 16 bits: a
+    global symbol by its offset plus the addend, a local one by its whole segment's size."""
+    source = """
+	.qconst
+near:	.skip	32760
+	.size	near, 32760
+	.globl	edge
+edge:	.quad	1
+	.text
+	.globl	main
+main:	ldi	$3, near($16) !seg
+	ldi	$4, edge($16) !seg
+	ret
+"""
+    other = """
+	.text
+	.globl	f
+f:	ldi	$5, edge($16) !seg
+	ldi	$6, edge+8($16) !seg
+	ret
+"""
+    package = build_package([(source, "a.s"), (other, "b.s")])
+    names = [disassemble_word(int(word)).split()[0] for word in package.program.code]
+    # a.s: near (local) is bounded by the segment's 32768 bytes: the pair; edge (global, at
+    # 32760) one word, in b.s too; edge + 8 = 32768 is not
+    assert names == ["ldih", "ldi", "ldi", "ret", "ldi", "ldih", "ldi", "ret"]
+    assert package.program.symbols["edge"].value == 32760
 
 
 @pytest.mark.parametrize("line, message", [

@@ -44,20 +44,21 @@ class PersistentScale:
                                 f"per CPE ({ring} B; {ring * config.num_cpes} B over the "
                                 f"{config.num_cpes} LDMs) does not fit the {arena.free} B free "
                                 f"of each LDM")
-        self.max_samples = KERNEL.symbol("MAX_SAMPLES")
+        self.chunk = KERNEL.symbol("CHUNK")
 
     def compute(self, inputs, outputs, engine: str = "c"):
-        """Run the stream: sample k from block inputs[k] to block outputs[k]; returns Stats of
-        the one launch (details: samples, the descriptor table's copy cycles)."""
+        """Run the stream (any length): sample k from block inputs[k] to block outputs[k];
+        returns Stats of the one launch (details: samples, the descriptor table's copy
+        cycles)."""
         if not isinstance(inputs, (list, tuple)) or not isinstance(outputs, (list, tuple)) \
-                or len(inputs) != len(outputs) or not 1 <= len(inputs) <= self.max_samples:
-            raise QingLongError(f"PersistentScale.compute: inputs and outputs must be lists of "
-                                f"1..{self.max_samples} Blocks, one each per sample")
+                or len(inputs) != len(outputs) or not inputs:
+            raise QingLongError("PersistentScale.compute: inputs and outputs must be non-empty "
+                                "lists of Blocks, one each per sample")
         for name, blocks in (("inputs", inputs), ("outputs", outputs)):
             for index, block in enumerate(blocks):
                 self.device.check(block, self.n * 8, f"compute: {name}[{index}]")
         count = len(inputs)
-        table = np.array([b.address for b in list(inputs) + list(outputs)], np.int64)
+        table = address_pairs(inputs, outputs, self.chunk)
         table_block = self.device.malloc(table.nbytes)
         record = KERNEL.record("Q_", "JOB_BYTES")
         job_block = self.device.malloc(record.nbytes)
@@ -72,6 +73,14 @@ class PersistentScale:
             self.device.free(table_block)
             self.device.free(job_block)
         return stats
+
+
+def address_pairs(inputs, outputs, chunk: int):
+    """The stream's (input, output) block address pairs, flat, zero-padded to whole chunks of
+    `chunk` samples (the persistent kernels get their table a chunk at a time)."""
+    pairs = np.zeros((-(-len(inputs) // chunk) * chunk, 2), np.int64)
+    pairs[:len(inputs)] = [(i.address, o.address) for i, o in zip(inputs, outputs)]
+    return pairs.ravel()
 
 
 def transfer_cycles(config, nbytes: int, requests: int) -> float:
@@ -131,25 +140,26 @@ class PersistentFC:
         self.w, self.device = w, device
         self.kernel = PackageKernel(package.with_constant("weights", w.tobytes()),
                                     "persistent_fc", device)
-        self.max_samples = package.program.address_of("MAX_SAMPLES")
+        self.chunk = package.program.address_of("CHUNK")
 
     def copy_constant(self) -> int:
         return self.kernel.copy_constant()
 
     def compute(self, inputs, outputs, engine: str = "c"):
-        """One launch over the stream: sample k from block inputs[k] to block outputs[k];
-        returns its Stats (details: samples, the table's and I/O table's copy cycles)."""
+        """One launch over the stream of any length: sample k from block inputs[k] to block
+        outputs[k]; returns its Stats (details: samples, the table's and I/O table's copy
+        cycles). The table: the count word, then (input, output) address pairs, zero-padded to
+        whole chunks of the kernel's CHUNK samples (the kernel gets a chunk at a time)."""
         if not isinstance(inputs, (list, tuple)) or not isinstance(outputs, (list, tuple)) \
-                or len(inputs) != len(outputs) or not 1 <= len(inputs) <= self.max_samples:
-            raise QingLongError(f"PersistentFC.compute: inputs and outputs must be lists of "
-                                f"1..{self.max_samples} Blocks, one each per sample")
+                or len(inputs) != len(outputs) or not inputs:
+            raise QingLongError("PersistentFC.compute: inputs and outputs must be non-empty "
+                                "lists of Blocks, one each per sample")
         outputs_n, inputs_n = self.w.shape
         for name, blocks, nbytes in (("inputs", inputs, inputs_n * 8),
                                      ("outputs", outputs, outputs_n * 8)):
             for index, block in enumerate(blocks):
                 self.device.check(block, nbytes, f"compute: {name}[{index}]")
-        table = np.array([len(inputs)] + [b.address for b in list(inputs) + list(outputs)],
-                         np.int64)
+        table = np.concatenate(([len(inputs)], address_pairs(inputs, outputs, self.chunk)))
         block = self.device.malloc(table.nbytes)
         try:
             copy = self.device.copy_in(block, table)

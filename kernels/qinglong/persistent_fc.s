@@ -8,13 +8,20 @@
 # The host defines before this file FC_IN (a multiple of 16), FC_ROWS and FC_STAGES: 3 the
 # kernel, 1 its compute alone (no per-sample DMA: T_c) and 2 its transfers alone (T_in + T_out),
 # so the bench and the tests measure each term with the same code.
-# The I/O slot `samples` holds the address of the stream's table: the count, then the samples'
-# input addresses, then their output addresses.
+# The I/O slot `samples` holds the address of the stream's table: the count word, then each
+# sample's (input, output) address pair, padded to whole chunks of CHUNK samples. The stream has
+# no length limit: CPE 0 broadcasts the table a chunk at a time into a 2-chunk ring of every LDM,
+# chunk c+1 at step 32c+1 (after the meeting that follows every leader's last use of chunk c-1,
+# whose half it takes), and waits for it only at step 32c+30, when it first needs it; the
+# meeting of that step tells the row leaders it is in.
 
 	.include "../include/dma.inc"
 	.include "../include/vector.inc"
 
-	MAX_SAMPLES = 64
+	LOG_CHUNK = 5
+	CHUNK = 1 << LOG_CHUNK   # samples per chunk of the table
+	PAIR_BYTES = 16
+	CHUNK_BYTES = CHUNK * PAIR_BYTES
 	REQ_MESH_ROWS = 8     # the broadcast's mask 0xff: 8 rows; a row leader puts 8 CPEs' rows
 	REQ_MESH_COLS = 8
 	X_BYTES = FC_IN * 8
@@ -42,8 +49,10 @@ ACC:	.skip	32                # a row's four partial sums
 TREPLY:	.skip	4
 GETS:	.skip	4
 PUTS:	.skip	4
+CHUNKS:	.skip	4                 # the table's chunks 1, 2, ... landed
 	.align	3
-TABLE:	.skip	8 + 16 * MAX_SAMPLES
+TBASE:	.skip	8                 # the table's main-memory address
+TABLE:	.skip	2 * CHUNK_BYTES
 	.align	5
 YRING:	.skip	3 * Y_SLOT
 	.align	7
@@ -71,15 +80,16 @@ fc_ldm_end:
 	.ent	persistent_fc
 persistent_fc:                # $16 the constants, $18 the I/O table
 	rcid	$9
-	ldl	$1, samples($18) !io  # the table: its count first (a global load), then all of it
+	ldl	$1, samples($18) !io  # the table: its count (a global load), then chunk 0
 	ldl	$4, 0($1)
-	addl	$4, $4, $2
-	addl	$2, 1, $2
-	sll	$2, 3, $2
-	MAKE_DESC $13, DMA_GET, 0, TREPLY
-	DESC_SET_SIZE $13, $2
-	ldi	$3, TABLE
-	DMA_WAIT $13, $1, $3, TREPLY
+	stl	$1, TBASE($31)
+	stw	$31, CHUNKS($31)
+	bne	$9, 3f
+	clr	$1
+	bsr	$3, get_chunk
+	ldi	$2, 1
+	WAIT_COUNT CHUNKS, $2, $3
+3:	MAKE_DESC $13, DMA_GET, 0, TREPLY
 	ldi	$1, weights($16) !seg # this CPE's rows of W, once
 	ldi	$10, W_BYTES
 	mull	$9, $10, $2
@@ -108,11 +118,11 @@ persistent_fc:                # $16 the constants, $18 the I/O table
 	clr	$25
 	.if	TRANSFER
 	bne	$9, .Lstep            # CPE 0 gets x of samples 0 and 1
-	ldl	$1, TABLE + 8($31)
+	ldl	$1, TABLE($31)
 	dma	$14, $1, $21
 	cmplt	$4, 2, $2
 	bne	$2, .Lstep
-	ldl	$1, TABLE + 16($31)
+	ldl	$1, TABLE + PAIR_BYTES($31)
 	mov	$21, $6
 	ADVANCE $6, $23, $22, $12
 	dma	$14, $1, $6
@@ -122,6 +132,14 @@ persistent_fc:                # $16 the constants, $18 the I/O table
 	bne	$9, 5f                # CPE 0 waits for x of k (WAIT_COUNT takes the label 1)
 	addl	$25, 1, $2
 	WAIT_COUNT GETS, $2, $3
+	addl	$25, 2, $1            # and, when k+2 starts chunk c of the stream, for that chunk
+	and	$1, CHUNK - 1, $2
+	bne	$2, 5f
+	cmplt	$1, $4, $2
+	beq	$2, 5f
+	srl	$1, LOG_CHUNK, $2
+	addl	$2, 1, $2
+	WAIT_COUNT CHUNKS, $2, $3
 5:	and	$9, 7, $1             # a leader waits for its puts of 0..k-3: y's slot of k is
 	bne	$1, 8f                # free for its row after the meeting
 	subl	$25, 2, $2
@@ -138,8 +156,9 @@ persistent_fc:                # $16 the constants, $18 the I/O table
 	mov	$21, $6
 	ADVANCE $6, $23, $22, $12
 	ADVANCE $6, $23, $22, $12
-	s8addl	$1, $31, $2
-	ldl	$3, TABLE + 8($2)
+	and	$1, 2 * CHUNK - 1, $2
+	sll	$2, 4, $2
+	ldl	$3, TABLE($2)
 	dma	$14, $3, $6
 2:
 	.endif
@@ -149,6 +168,16 @@ persistent_fc:                # $16 the constants, $18 the I/O table
 	beq	$25, 6f
 	subl	$25, 1, $1
 	bsr	$3, put_y
+	bne	$9, 6f                # step 32c+1: CPE 0 gets chunk c+1 if the stream has it
+	and	$25, CHUNK - 1, $1
+	cmpeq	$1, 1, $1
+	beq	$1, 6f
+	srl	$25, LOG_CHUNK, $1
+	addl	$1, 1, $1
+	sll	$1, LOG_CHUNK, $2
+	cmplt	$2, $4, $2
+	beq	$2, 6f
+	bsr	$3, get_chunk
 6:
 	.endif
 	.if	COMPUTE
@@ -206,10 +235,26 @@ persistent_fc:                # $16 the constants, $18 the I/O table
 # Y_BYTES from the same slot of each LDM); takes $2, $6.
 	.ent	put_y
 put_y:
-	addl	$1, $4, $2
-	s8addl	$2, $31, $2
+	and	$1, 2 * CHUNK - 1, $2
+	sll	$2, 4, $2
 	ldl	$6, TABLE + 8($2)
 	addl	$6, $11, $6
 	dma	$15, $6, $28
 	ret	$31, ($3)
 	.end	put_y
+
+# get_chunk (bsr $3): broadcast chunk $1 of the table into its half of every LDM's ring (counted
+# in CPE 0's CHUNKS); takes $2, $6, $8, $29.
+	.ent	get_chunk
+get_chunk:
+	sll	$1, LOG_CHUNK + 4, $2
+	ldl	$6, TBASE($31)
+	addl	$6, $2, $6
+	addl	$6, 8, $6
+	and	$1, 1, $2
+	sll	$2, LOG_CHUNK + 4, $2
+	ldi	$2, TABLE($2)
+	MAKE_DESC $8, DMA_GET, CHUNK_BYTES, CHUNKS, DMA_BCAST, $31, 0xff
+	dma	$8, $6, $2
+	ret	$31, ($3)
+	.end	get_chunk

@@ -2,26 +2,32 @@
 # float64: one launch serves a stream of Q_COUNT samples. Each CPE owns Q_SHARE bytes of every
 # sample and moves them through a 3-slot ring in its LDM: at step k it gets sample k+1, computes
 # sample k in place and puts it while sample k-1's put may still be in flight. The descriptor
-# table (Q_TABLE: the samples' input addresses, then their output addresses) is fetched once.
-# Reply words count completions (GETS, PUTS), so a step waits for a count, not a flag.
+# table (Q_TABLE: each sample's (input, output) address pair, padded to whole chunks of CHUNK
+# samples) reaches a 2-chunk ring in the LDM a chunk at a time: chunk c+1 at step 32c (sample
+# 32c-1, the last of chunk c-1, was put at the step before), waited for at step 32c+31, whose
+# get is its first use; so the stream has no length limit. Reply words count completions
+# (GETS, PUTS, CHUNKS), so a step waits for a count, not a flag.
 
 	.include "../include/dma.inc"
 
-	Q_COUNT = 0           # samples, 1..MAX_SAMPLES
+	Q_COUNT = 0           # samples
 	Q_SHARE = 8           # bytes of a sample per CPE (a multiple of 32)
 	Q_ALPHA = 16          # alpha, the bits of an IEEE double
-	Q_TABLE = 24          # main-memory address of the descriptor table (2 Q_COUNT words)
+	Q_TABLE = 24          # main-memory address of the descriptor table
 	JOB_BYTES = 32
-	MAX_SAMPLES = 512
+	LOG_CHUNK = 5
+	CHUNK = 1 << LOG_CHUNK   # samples per chunk of the table
+	CHUNK_BYTES = CHUNK * 16
 
 	.ldm
 	.align	5
 JOB:	.skip	JOB_BYTES
-TABLE:	.skip	16 * MAX_SAMPLES
+TABLE:	.skip	2 * CHUNK_BYTES
 JOB_REPLY:
 	.skip	4
 GETS:	.skip	4
 PUTS:	.skip	4
+CHUNKS:	.skip	4
 	.align	5
 	.globl	ring_ldm_end
 ring_ldm_end:                 # the 3 slots of Q_SHARE bytes start here
@@ -45,10 +51,8 @@ ring_ldm_end:                 # the 3 slots of Q_SHARE bytes start here
 persistent_scale:
 	FETCH_JOB $2, $3, JOB_REPLY
 	ldl	$4, JOB + Q_COUNT($31)
-	sll	$4, 4, $5
-	MAKE_DESC $2, DMA_GET, 0, JOB_REPLY
-	DESC_SET_SIZE $2, $5
-	ldl	$6, JOB + Q_TABLE($31)
+	MAKE_DESC $2, DMA_GET, CHUNK_BYTES, JOB_REPLY
+	ldl	$6, JOB + Q_TABLE($31)    # chunk 0 of the table
 	ldi	$7, TABLE
 	DMA_WAIT $2, $6, $7, JOB_REPLY
 	rcid	$9
@@ -62,6 +66,7 @@ persistent_scale:
 	DESC_SET_SIZE $14, $10
 	stw	$31, GETS($31)
 	stw	$31, PUTS($31)
+	stw	$31, CHUNKS($31)
 	ldi	$23, ring_ldm_end
 	mov	$23, $21
 	addl	$10, $10, $22
@@ -72,14 +77,33 @@ persistent_scale:
 	dma	$13, $3, $21
 	clr	$15
 .Lstep:
-	addl	$15, 1, $1            # get k+1 into the slot sample k-2 was put from
+	and	$15, CHUNK - 1, $1    # step 32c: get chunk c+1 if the stream has it
+	bne	$1, 4f
+	addl	$15, CHUNK, $1
+	cmplt	$1, $4, $2
+	beq	$2, 4f
+	srl	$1, LOG_CHUNK, $1
+	sll	$1, LOG_CHUNK + 4, $2
+	ldl	$5, JOB + Q_TABLE($31)
+	addl	$5, $2, $5
+	and	$1, 1, $2
+	sll	$2, LOG_CHUNK + 4, $2
+	ldi	$2, TABLE($2)
+	MAKE_DESC $8, DMA_GET, CHUNK_BYTES, CHUNKS
+	dma	$8, $5, $2
+4:	addl	$15, 1, $1            # get k+1 into the slot sample k-2 was put from
 	cmplt	$1, $4, $2
 	beq	$2, 2f
 	subl	$15, 1, $2            # puts 0..k-2 done
 	WAIT_COUNT PUTS, $2, $3
-	mov	$21, $5               # (NEXT_SLOT takes $3)
+	and	$1, CHUNK - 1, $2     # k+1 starts chunk c: it is in
+	bne	$2, 5f
+	srl	$1, LOG_CHUNK, $2
+	WAIT_COUNT CHUNKS, $2, $3
+5:	mov	$21, $5               # (NEXT_SLOT takes $3)
 	NEXT_SLOT $5
-	s8addl	$1, $31, $2
+	and	$1, 2 * CHUNK - 1, $2
+	sll	$2, 4, $2
 	ldl	$3, TABLE($2)
 	addl	$3, $11, $3
 	dma	$13, $3, $5
@@ -93,9 +117,9 @@ persistent_scale:
 	addl	$6, 32, $6
 	subl	$7, 1, $7
 	bne	$7, 3b
-	addl	$15, $4, $2           # put k
-	s8addl	$2, $31, $2
-	ldl	$3, TABLE($2)
+	and	$15, 2 * CHUNK - 1, $2    # put k
+	sll	$2, 4, $2
+	ldl	$3, TABLE + 8($2)
 	addl	$3, $11, $3
 	dma	$14, $3, $21
 	NEXT_SLOT $21
