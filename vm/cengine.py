@@ -169,6 +169,7 @@ class PathCycles:
     batch: int     # CPE cycles simulated in batches: several cycles of a CPE in one visit
     in_step: int   # cycles whose issue decision was made once for every running CPE
     group: int     # CPE cycles issued in step in a group (some running CPEs, not all)
+    ahead: int     # CPE cycles spinning CPEs ran ahead (a loop at a fixed point, in one step)
 
 
 def path_cycles(job: EngineJob) -> PathCycles:
@@ -180,7 +181,7 @@ def path_cycles(job: EngineJob) -> PathCycles:
         if status != 0:
             raise (MemoryError if status == -2 else ValueError)(_ERRORS.get(status, status))
         return PathCycles(int(result.batch_cycles), int(result.step_cycles),
-                          int(result.group_cycles))
+                          int(result.group_cycles), int(result.ahead_cycles))
     finally:
         lib.swsim_free_result(result)
 

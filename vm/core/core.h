@@ -243,6 +243,9 @@ typedef struct {
     int64_t snap_ready[NUM_SLOTS + 2];
     uint64_t snap_counters[SWSIM_NUM_CPE_COUNTERS];
     uint64_t period_delta[SWSIM_NUM_CPE_COUNTERS];
+    int64_t ahead_from;        /* running ahead (engine.c): from the loop head of this cycle, */
+    int64_t ahead_cycles;      /* ... by these cycles (0: not running ahead), */
+    int64_t saved_wait, saved_ahead;   /* ... with these wait_until and ahead_until before */
     int span_kind;             /* open span kind, -1 if none */
     int64_t span_start;
     int64_t halt_cycle;
@@ -368,6 +371,7 @@ typedef struct {
     Cpe *group[SWSIM_MAX_CPES];   /* the group's CPEs in run order */
     int group_position[SWSIM_MAX_CPES];   /* ... and their positions in it */
     Icache icache;             /* used if cfg.icache */
+    int may_run_ahead;         /* a CPE at a spin fixed point may run ahead (engine.c) */
 } Sim;
 
 
@@ -454,6 +458,17 @@ static inline int ldm_write_is_watched(const Cpe *c, uint64_t addr, uint64_t byt
         if (addr < c->read_end[k] && c->read_start[k] < addr + bytes)
             return 1;
     return 0;
+}
+
+/* engine.c: takes a CPE that runs ahead back to its state before cycle `keep`. */
+void return_from_ahead(Sim *s, Cpe *c, int64_t keep);
+
+/* Before an event of cycle t writes LDM bytes of c: a CPE running ahead on a loop that loads
+ * them comes back to cycle t first, its loop having seen the bytes before the write. */
+static inline void before_ldm_write(Sim *s, Cpe *c, uint64_t addr, uint64_t bytes, int64_t t)
+{
+    if (c->ahead_until > t && s->cold[c->id].ahead_cycles && ldm_write_is_watched(c, addr, bytes))
+        return_from_ahead(s, c, t);
 }
 
 static inline void note_ldm_write(Cpe *c, uint64_t addr, uint64_t bytes, int64_t t)

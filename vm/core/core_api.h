@@ -45,6 +45,7 @@ typedef struct {
     int64_t batch_cycles;        /* CPE cycles simulated in batches (engine.c), for tests */
     int64_t step_cycles;         /* cycles simulated in step (engine.c), for tests */
     int64_t group_cycles;        /* CPE cycles simulated in step in a group (engine.c) */
+    int64_t ahead_cycles;        /* CPE cycles spinning CPEs ran ahead (engine.c) */
 } SwResult;
 
 /* Static facts about one instruction word, for tests of the generated decoder. */

@@ -191,6 +191,7 @@ static void complete_request(Sim *s, int64_t index, int64_t t)
     DmaEngine *e = &s->dma;
     DmaRequest *r = &e->pool[index];
     Cpe *issuer = &s->cpes[r->cpe];
+    before_ldm_write(s, issuer, r->reply, 4, t);
     uint8_t *reply = issuer->ldm + r->reply;   /* little-endian 32-bit add, mod 2^32 */
     uint32_t value = (uint32_t)reply[0] | (uint32_t)reply[1] << 8 | (uint32_t)reply[2] << 16
                      | (uint32_t)reply[3] << 24;
@@ -281,6 +282,7 @@ static void finish_transaction(Sim *s, int64_t t)
             bytes = ldm_run(r, e->current_offset + done, e->current_bytes - done, &cpes, &ldm);
             for (uint64_t m = cpes; m; m &= m - 1) {
                 Cpe *target = &s->cpes[__builtin_ctzll(m)];
+                before_ldm_write(s, target, ldm, bytes, t);
                 memcpy(target->ldm + ldm, s->job->mem + e->current_mem + done, bytes);
                 note_ldm_write(target, ldm, bytes, t);
             }

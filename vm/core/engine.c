@@ -567,6 +567,52 @@ static inline int at_fixed_point(const Cpe *c)
     return c->confirmed && !c->dirty && c->ldm_changed <= c->window_start;
 }
 
+/* Advances a CPE at a fixed point after cycle t by `cycles`, a multiple of its period (or takes
+ * it back, if negative, from an advance after cycle t - cycles: the times it moved are those
+ * after t). */
+static void repeat_period(CpeCold *cold, Cpe *c, int64_t t, int64_t cycles)
+{
+    uint64_t periods = (uint64_t)(cycles / c->period);   /* mod 2^64: also a step back */
+    for (int k = 0; k < SWSIM_NUM_CPE_COUNTERS; k++) {
+        c->counters[k] += periods * cold->period_delta[k];
+        cold->snap_counters[k] += periods * cold->period_delta[k];
+    }
+    for (int r = 0; r < NUM_SLOTS; r++)   /* BUSY_SLOT included */
+        if (c->ready[r] > t)
+            c->ready[r] += cycles;
+    if (c->global_free > t)
+        c->global_free += cycles;
+    c->mark_cycle += cycles;
+    c->window_start += cycles;
+}
+
+/* ---- running ahead -------------------------------------------------------------------------
+ * A CPE at a spin fixed point (a loop that waits for a DMA reply, say) repeats its loop until
+ * an event writes LDM bytes the loop loads: nothing else changes what it does (its words touch
+ * only its own registers and LDM, without side effects), and nothing outside it reads what it
+ * changes (a spin loop stores nothing). So at its loop head it runs ahead by whole periods
+ * (repeat_period) up to the pause horizon or the cycle limit while the other CPEs are stepped;
+ * it is then `ahead` like a batch, and the cycle loop passes over it. An event that writes
+ * bytes its loop loads (dma.c, before_ldm_write) or a fault of another CPE in a cycle it ran
+ * ahead takes it back (return_from_ahead): by whole periods, then issue() steps it through the
+ * rest up to that cycle, with the LDM bytes its loop saw. */
+
+static void run_ahead(Sim *s, Cpe *c, int64_t t)
+{
+    int64_t bound = s->horizon < s->cfg.max_cycles ? s->horizon : s->cfg.max_cycles;
+    int64_t cycles = (bound - 1 - t) / c->period * c->period;
+    if (cycles <= 0)
+        return;
+    CpeCold *cold = &s->cold[c->id];
+    cold->ahead_from = t;
+    cold->ahead_cycles = cycles;
+    cold->saved_wait = c->wait_until;
+    cold->saved_ahead = c->ahead_until;
+    repeat_period(cold, c, t, cycles);
+    c->ahead_until = c->wait_until = t + cycles + 1;
+    s->result->ahead_cycles += cycles;
+}
+
 /* ---- batches -------------------------------------------------------------------------------
  * A CPE whose leader starts a private block (core.h) and whose registers are ready when the
  * block's schedule needs them runs the schedule's cycles in one visit, and the further
@@ -970,7 +1016,11 @@ static void rewind_batches(Sim *s, Cpe *const *cpe, int num_running, int faulted
 {
     for (int k = 0; k < num_running; k++) {
         int64_t keep = k < faulted ? t + 1 : t;
-        if (cpe[k]->ahead_until > keep)
+        if (cpe[k]->ahead_until <= keep)
+            continue;
+        if (s->cold[cpe[k]->id].ahead_cycles)
+            return_from_ahead(s, cpe[k], keep);
+        else
             rewind_batch(s, cpe[k], keep);
     }
 }
@@ -1020,6 +1070,8 @@ static inline int perform(Sim *s, Cpe *c, const Instr *leader, const Instr *foll
          * (a spin loop: skip_ahead's case) */
         if (__builtin_expect((c->at->flags & F_BLOCK) && !c->armed, 0))
             run_batch(s, c, c->at, t, t + 1);
+        else if (s->may_run_ahead && at_fixed_point(c))
+            run_ahead(s, c, t);
     }
     return ISSUED;
 }
@@ -1097,6 +1149,24 @@ static inline int issue(Sim *s, Cpe *c, int64_t t)
     int follower_reason;
     const Instr *follower = choose_follower(leader, next_reason, &follower_reason);
     return perform(s, c, leader, follower, follower_reason, t);
+}
+
+void return_from_ahead(Sim *s, Cpe *c, int64_t keep)
+{
+    CpeCold *cold = &s->cold[c->id];
+    const int64_t from = cold->ahead_from, kept = (keep - 1 - from) / c->period * c->period;
+    const int64_t back = cold->ahead_cycles - kept;
+    repeat_period(cold, c, from + cold->ahead_cycles, -back);
+    c->wait_until = cold->saved_wait;
+    c->ahead_until = cold->saved_ahead;
+    cold->ahead_cycles = 0;
+    s->result->ahead_cycles -= back;
+    const int may_run_ahead = s->may_run_ahead;
+    s->may_run_ahead = 0;   /* the last cycles of its loop, stepped: it stays there */
+    for (int64_t t = from + kept + 1; t < keep; t++)
+        if (issue(s, c, t) == FAULTED)   /* its loop ran these words before without a fault */
+            s->error = SWSIM_ERROR_INTERNAL;
+    s->may_run_ahead = may_run_ahead;
 }
 
 /* ---- in step ----------------------------------------------------------------------------- */
@@ -1490,23 +1560,6 @@ static void repeat_stall(Cpe *c, int64_t cycles)
 {
     c->counters[COUNTER_IDLE(0, c->last_state)] += (uint64_t)cycles;
     c->counters[COUNTER_IDLE(1, c->last_state)] += (uint64_t)cycles;
-}
-
-/* Advances a CPE at a fixed point by `cycles`, a multiple of its period. */
-static void repeat_period(CpeCold *cold, Cpe *c, int64_t t, int64_t cycles)
-{
-    uint64_t periods = (uint64_t)(cycles / c->period);
-    for (int k = 0; k < SWSIM_NUM_CPE_COUNTERS; k++) {
-        c->counters[k] += periods * cold->period_delta[k];
-        cold->snap_counters[k] += periods * cold->period_delta[k];
-    }
-    for (int r = 0; r < NUM_SLOTS; r++)   /* BUSY_SLOT included */
-        if (c->ready[r] > t)
-            c->ready[r] += cycles;
-    if (c->global_free > t)
-        c->global_free += cycles;
-    c->mark_cycle += cycles;
-    c->window_start += cycles;
 }
 
 static int64_t gcd(int64_t a, int64_t b)
@@ -2104,6 +2157,7 @@ static int init_sim(Sim *s)
         decode_word(s->job->code[i], s->latency, &s->code[i]);
     s->code[s->code_words].flags = F_BAD_PC;
     s->step_backoff = s->step_retry = 1;
+    s->may_run_ahead = s->cfg.skip && !s->cfg.trace;   /* stepping, or spans per cycle */
     /* Without a divide or sqrt in the code, P0 is never busy: the divide check can go. */
     int has_divide = 0;
     for (int64_t i = 0; i < s->code_words; i++)
