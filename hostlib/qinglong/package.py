@@ -77,9 +77,10 @@ class PackageKernel:
             raise QingLongError(f"compute: I/O slot(s) {[names.get(i, i) for i in unbound]} of "
                                 "the package are unbound")
         copy = self.device.copy_in(self.segments["io"], table) if len(table) else 0
-        return timed_run(self.device.machine, self.package.program, self.entry,
-                         [self.segments[name].address for name in SEGMENT_ORDER], flops=flops,
-                         engine=engine, details=dict(copy_cycles=copy))
+        return timed_run(self.package.program, self.entry,
+                         [self.segments[name].address for name in SEGMENT_ORDER],
+                         machine=self.device.machine, flops=flops, engine=engine,
+                         details=dict(copy_cycles=copy))
 
 
 def kernel_package(name: str, **symbols) -> LinkedPackage:

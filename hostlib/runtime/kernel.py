@@ -183,8 +183,8 @@ class Kernel:
         timed region when the kernel times itself (default: the whole kernel);
         `progress(cycle)` is Machine.run's."""
         self.check(machine.config, len(args))
-        return timed_run(machine, self.program, self.entry, args, flops=flops, engine=engine,
-                         details=details, cycles=cycles, progress=progress)
+        return timed_run(self.program, self.entry, args, machine=machine, flops=flops,
+                         engine=engine, details=details, cycles=cycles, progress=progress)
 
 
     def launch_cgs(self, machine, args_per_cg, *, flops: int, engine: str = "c",
@@ -223,7 +223,7 @@ class Kernel:
                            details=dict(details or {}, runs=results))
 
 
-def timed_run(machine, program, entry: str, args, *, flops: int, engine: str = "c",
+def timed_run(program, entry: str, args, *, machine, flops: int, engine: str = "c",
               details=None, cycles=None, progress=None) -> LaunchStats:
     """Run `entry` of `program` on every CPE of `machine` and time it (``Kernel.launch``
     without the kernel's checks: also for programs not among the kernel sources)."""
