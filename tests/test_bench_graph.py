@@ -66,3 +66,18 @@ def test_training_step_table(monkeypatch):
     assert one.step_ms > 0 and one.speedup == 1.0
     text = "\n".join(graph_train.format_table(table))
     assert "batch 4, training step" in text and "2 CGs split" in text
+
+
+def test_leakyrelu_is_estimated_as_its_cpe_path(costs):
+    """cpe.leakyrelu runs ReLU then an axpby: the estimate streams both, on the CPEs."""
+    from onnx import helper
+
+    from graph_models import model
+    shape = [4, 8, 16, 16]
+    g = import_onnx(model([helper.make_node("LeakyRelu", ["x"], ["y"], name="leaky")],
+                          [("x", shape)], [("y", shape)]))
+    cycles, device, source = costs.cpe(g, g.nodes[0])
+    relu = import_onnx(model([helper.make_node("Relu", ["x"], ["y"], name="relu")],
+                             [("x", shape)], [("y", shape)]))
+    assert (device, source) == ("CPE", "model")
+    assert cycles > costs.cpe(relu, relu.nodes[0])[0]

@@ -159,6 +159,8 @@ class NodeCosts:
         name = node.name
         if op in ("Relu", "Sigmoid", "Tanh"):
             return ops.Case(name, op.lower(), elements)
+        if op == "LeakyRelu":          # cpe.leakyrelu: ReLU, then an axpby
+            return [ops.Case(name, "relu", elements), ops.Case(name, "axpby", elements)]
         if op in ("Add", "Sub", "Sum"):
             return [ops.Case(name, "axpby", elements)] * max(1, len(shapes) - 1)
         if op in ("Mul", "Div") and min(int(np.prod(s)) for s in shapes) == 1:
