@@ -248,6 +248,28 @@ def test_the_solver_trains_a_split_graph_on_the_dataflow_runtime():
     assert {"sum grad/w", "sum loss"} <= {r.node for r in net.records}
     with pytest.raises(train.TrainError, match="split: an integer >= 1 dividing batch_size 4"):
         GraphModel(convnet(batch=4), source="sklearn:digits", batch_size=4, split=3)
-    with pytest.raises(train.TrainError, match="split: BatchNormalization's running"):
-        GraphModel(batchnormed(batch=8, channels=1, size=8, classes=10),
-                   source="sklearn:digits", batch_size=8, split=2)
+
+
+def test_split_batchnorm_uses_the_whole_batch_s_statistics():
+    """split=2 on 2 CGs with BatchNormalization: each copy's per-channel sums of x and x^2
+    summed across the copies, the statistics computed once, each copy normalised by the
+    batch's; in the backward the copies' dscale and dbias summed before dx. Two steps give
+    the unsplit run's losses, running statistics and parameters."""
+    spec = train.SolverSpec(base_lr=0.5, momentum=0.9, random_seed=1)
+
+    def run(**options):
+        solver = train.Solver(GraphModel(batchnormed(batch=8, channels=1, size=8, classes=10),
+                                         source="sklearn:digits", batch_size=8, scale=1 / 16,
+                                         split=options.pop("split", None)), spec, **options)
+        losses = [solver.step().loss for _ in range(2)]
+        return losses, solver.net
+    plain, whole = run()
+    parted, net = run(split=2, cgs=2)
+    np.testing.assert_allclose(parted, plain, rtol=1e-5)
+    for name in ("mean", "var"):
+        np.testing.assert_allclose(net.state[name], whole.state[name], rtol=1e-5, atol=1e-6)
+    for name in ("gamma", "beta", "w"):
+        np.testing.assert_allclose(net.params[name], whole.params[name], rtol=1e-4, atol=1e-6)
+    names = [r.node for r in net.records]
+    assert names.count("bn/statistics") == 1 and {"bn@0", "bn@1"} <= set(names)
+    assert {"sum bn/moments", "sum grad/gamma", "sum grad/beta"} <= set(names)
