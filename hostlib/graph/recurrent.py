@@ -214,18 +214,19 @@ def lstm_grad(node, *inputs):
     h_first, c_first = (np.zeros((batch, hidden)) if s is None else
                         _time_major(node, s)[0].astype(np.float64) for s in (h0, c0))
     dh, dc = dh.astype(np.float64), dc.astype(np.float64)
+    # each gate's derivative by its pre-activation, from its activated value
+    a = gates.astype(np.float64)
+    slopes = a * (1 - a)
+    slopes[..., 2 * hidden:3 * hidden] = 1 - a[..., 2 * hidden:3 * hidden] ** 2
     d_pre = np.zeros(gates.shape)
     for t in reversed(range(steps)):
-        i, f, g, o = (gates[t][:, k * hidden:(k + 1) * hidden].astype(np.float64)
-                      for k in range(4))
-        c_prev = c_first if t == 0 else cells[t - 1].astype(np.float64)
+        i, f, g, o = np.split(a[t], 4, axis=1)
         dh = dh + dy[t]
         tc = np.tanh(cells[t].astype(np.float64))
         dc = dc + dh * o * (1 - tc ** 2)
-        d_pre[t] = np.concatenate([dc * g * i * (1 - i), dc * c_prev * f * (1 - f),
-                                   dc * i * (1 - g ** 2), dh * tc * o * (1 - o)], axis=1)
-        dc = dc * f
-        dh = d_pre[t] @ r64
+        c_prev = c_first if t == 0 else cells[t - 1].astype(np.float64)
+        d_pre[t] = slopes[t] * np.concatenate([dc * g, dc * c_prev, dc * i, dh * tc], axis=1)
+        dc, dh = dc * f, d_pre[t] @ r64
     flat = d_pre.reshape(-1, 4 * hidden)
     h_prev = np.concatenate([h_first[None], _sequence(node, y)[:-1].astype(np.float64)])
     h_prev = h_prev.reshape(-1, hidden)
