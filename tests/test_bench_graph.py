@@ -81,3 +81,24 @@ def test_leakyrelu_is_estimated_as_its_cpe_path(costs):
                              [("x", shape)], [("y", shape)]))
     assert (device, source) == ("CPE", "model")
     assert cycles > costs.cpe(relu, relu.nodes[0])[0]
+
+
+def test_sampled_estimate_of_a_small_resnet_matches_its_full_run():
+    """bench graph's sampled-simulation check at its smallest: a ResNet of one basic block
+    per stage at batch 1, 8x8, simulated whole and estimated node by node by sampled
+    simulation (after the layout pass, with the minimum-work rule): within 10 %."""
+    import numpy as np
+
+    from swsim.hostlib.graph import Session
+    from swsim.hostlib.tools.bench import graph_sampled
+    machine = Machine()
+    small = graph_sampled.small_resnet(size=8, width=8, blocks=1)
+    session = Session(small, machine=machine)
+    session.run({"x": np.random.default_rng(0).standard_normal((1, 3, 8, 8))
+                 .astype(np.float32)})
+    costs = bench.NodeCosts(machine, sampled=True, minimum_work=True)
+    found = graph_sampled.estimate(small, costs, machine)
+    assert found.nodes == len(session.records)
+    assert found.sources.get("sampled", 0) > 0
+    assert {r.device for r in session.records} >= {"CPE", "MPE"}     # both kinds costed
+    assert abs(found.cycles / session.cycles - 1) < 0.10
