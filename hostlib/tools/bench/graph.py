@@ -32,7 +32,7 @@ from ...graph.cpe import CPE
 from ...graph.dataflow import schedule, split
 from ...graph.dispatch import mpe_cycles
 from ...dnn.layout import LAYOUTS
-from ...graph.ops import OPS, permute, window_geometry
+from ...graph.ops import OPS, conv_layout, permute, window_geometry
 from . import graph_sampled, graph_train, ops
 from .light import path
 from .train_nets import Estimator
@@ -146,7 +146,8 @@ class NodeCosts:
         return None
 
     def _conv(self, node, shapes):
-        (b, c, h, w), (o, _, kh, kw) = shapes[0], shapes[1]
+        # x as the layout pass stores it (its ``layout`` attribute), read in NCHW
+        (b, c, h, w), (o, _, kh, kw) = permute(shapes[0], conv_layout(node), "NCHW"), shapes[1]
         begin, end, strides, dilations, _ = window_geometry(node, (h, w), [kh, kw])
         if dilations != [1, 1]:
             return None
