@@ -66,3 +66,53 @@ def test_training_step_table(monkeypatch):
     assert one.step_ms > 0 and one.speedup == 1.0
     text = "\n".join(graph_train.format_table(table))
     assert "batch 4, training step" in text and "2 CGs split" in text
+
+
+def test_leakyrelu_is_estimated_as_its_cpe_path(costs):
+    """cpe.leakyrelu runs ReLU then an axpby: the estimate streams both, on the CPEs."""
+    from onnx import helper
+
+    from graph_models import model
+    shape = [4, 8, 16, 16]
+    g = import_onnx(model([helper.make_node("LeakyRelu", ["x"], ["y"], name="leaky")],
+                          [("x", shape)], [("y", shape)]))
+    cycles, device, source = costs.cpe(g, g.nodes[0])
+    relu = import_onnx(model([helper.make_node("Relu", ["x"], ["y"], name="relu")],
+                             [("x", shape)], [("y", shape)]))
+    assert (device, source) == ("CPE", "model")
+    assert cycles > costs.cpe(relu, relu.nodes[0])[0]
+
+
+def test_sampled_estimate_of_a_small_resnet_matches_its_full_run():
+    """bench graph's sampled-simulation check at its smallest: a ResNet of one basic block
+    per stage at batch 1, 8x8, simulated whole and estimated node by node by sampled
+    simulation (after the layout pass, with the minimum-work rule): within 2 %."""
+    import numpy as np
+
+    from swsim.hostlib.graph import Session
+    from swsim.hostlib.tools.bench import graph_sampled
+    machine = Machine()
+    small = graph_sampled.small_resnet(size=8, width=8, blocks=1)
+    session = Session(small, machine=machine)
+    session.run({"x": np.random.default_rng(0).standard_normal((1, 3, 8, 8))
+                 .astype(np.float32)})
+    costs = bench.NodeCosts(machine, sampled=True, minimum_work=True)
+    found = graph_sampled.estimate(small, costs, machine)
+    assert found.nodes == len(session.records)
+    assert found.sources.get("sampled", 0) > 0
+    assert {r.device for r in session.records} >= {"CPE", "MPE"}     # both kinds costed
+    assert abs(found.cycles / session.cycles - 1) < 0.02
+
+
+def test_a_planned_convolution_costs_as_in_nchw(costs):
+    """The layout pass stores a Conv's x in its algorithm's layout: the estimate reads the
+    geometry through the node's ``layout`` (it took CNHW's C for the batch before)."""
+    from graph_models import convstack
+    from swsim.hostlib.graph import Session
+    g = import_onnx(convstack())
+    planned = Session(g, minimum_work=False).graph
+    convs = [n for n in planned.nodes if n.op_type == "Conv" and n.attr("layout")]
+    assert convs
+    for node in convs:
+        original = next(n for n in g.nodes if n.name == node.name)
+        assert costs.cpe(planned, node)[0] == costs.cpe(g, original)[0]

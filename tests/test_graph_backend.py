@@ -22,12 +22,15 @@ CORE = ("test_conv_with_strides_padding", "test_conv_with_strides_and_asymmetric
         "test_add_bcast", "test_sum_example", "test_flatten_negative_axis1",
         "test_reshape_negative_dim", "test_transpose_all_permutations_3",
         "test_dropout_default_mask", "test_unsqueeze_negative_axes", "test_leakyrelu",
-        "test_sigmoid", "test_tanh", "test_sce_mean")
+        "test_sigmoid", "test_tanh", "test_sce_mean", "test_lstm_defaults",
+        "test_lstm_with_initial_bias", "test_lstm_with_peepholes", "test_lstm_batchwise",
+        "test_lstm_reverse", "test_lstm_bidirectional")
 # run with every suitable node on the CPEs (check=True): one or more per CPE operator
 ON_CPES = ("test_conv_with_strides_and_asymmetric_padding", "test_gemm_all_attributes",
            "test_gemm_default_vector_bias", "test_matmul_2d", "test_globalmaxpool",
            "test_batchnorm_epsilon", "test_relu", "test_sigmoid", "test_sum_two_inputs",
-           "test_sub_bcast")
+           "test_sub_bcast", "test_leakyrelu", "test_lstm_with_initial_bias",
+           "test_lstm_batchwise", "test_lstm_bidirectional")
 
 
 SLOW_MODULES = {"MaxPool", "AveragePool"}

@@ -70,7 +70,7 @@ def test_bad_arguments():
         split(g, 0)
     with pytest.raises(GraphError, match="5 slices of a batch of 4"):
         split(g, 5)
-    with pytest.raises(GraphError, match="sums names 'nothing'"):
+    with pytest.raises(GraphError, match="sums or reduce names .nothing."):
         split(g, 2, sums=["nothing"])
     with pytest.raises(GraphError, match="cgs must be an integer in 1..4"):
         DataflowSession(g, cgs=5)

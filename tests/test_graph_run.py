@@ -100,7 +100,7 @@ def test_operators_mapped_with_broadcasts_transposes_and_padding():
 def test_mpe_fallbacks_are_timed_by_the_cost_model():
     h = helper
     nodes = [h.make_node("LRN", ["x"], ["l"], size=3, name="lrn"),
-             h.make_node("LeakyRelu", ["l"], ["k"], alpha=0.2, name="leaky"),
+             h.make_node("Softmax", ["l"], ["k"], axis=1, name="softmax"),
              h.make_node("MaxPool", ["k"], ["p"], kernel_shape=[3, 3], strides=[2, 2],
                          ceil_mode=1, name="ceil"),
              h.make_node("Conv", ["p", "w"], ["c"], dilations=[2, 2], name="dilated"),

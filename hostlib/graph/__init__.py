@@ -2,7 +2,7 @@
 operators' shape functions and MPE implementations (``ops``), passes (``passes``), the ONNX
 importer (``onnx_import``), swHMAE's dispatch of each node to a CPE operator or the timed MPE
 path (``cpe``, ``dispatch``) and the runtime (``runtime.Session``)."""
-from . import gradients, tensor_gradients  # noqa: F401 (register the training operators)
+from . import batch_statistics, gradients, recurrent, tensor_gradients  # noqa: F401 (register the training operators)
 from .ir import Graph, GraphError, Node, TensorInfo
 from .onnx_import import import_onnx, load_model
 from .passes import PassManager

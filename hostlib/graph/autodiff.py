@@ -29,6 +29,8 @@ class TrainingGraph:
     seed: str = "grad/seed"   # the initializer d loss / d loss (1) the backward starts from
 
 
+# LSTM's X, W, R, B, initial_h, initial_c (not sequence_lens)
+LSTM_INPUTS = (0, 1, 2, 3, 5, 6)
 # op -> the input positions a gradient flows to (the others: labels, shapes)
 DIFFERENTIABLE = {
     "Conv": (0, 1, 2), "Gemm": (0, 1, 2), "MaxPool": (0,), "AveragePool": (0,),
@@ -38,7 +40,8 @@ DIFFERENTIABLE = {
     "Flatten": (0,), "Reshape": (0,), "Identity": (0,), "Add": (0, 1), "Sum": None,
     "Sub": (0, 1), "Mul": (0, 1), "Div": (0, 1), "MatMul": (0, 1), "Concat": None,
     "Transpose": (0,), "Softmax": (0,), "LogSoftmax": (0,), "LRN": (0,),
-    "SoftmaxCrossEntropyLoss": (0,),
+    "SoftmaxCrossEntropyLoss": (0,), "LeakyRelu": (0,), "Gelu": (0,),
+    "LayerNormalization": (0, 1, 2), "LSTM": LSTM_INPUTS, "LSTMTraining": LSTM_INPUTS,
 }
 
 
@@ -132,6 +135,9 @@ def _training_mode(order, graph, info):
                               [node.outputs[0], f"{node.name}/argmax"], dict(node.attrs),
                               node.opset))
             continue
+        if node.op_type == "LSTM":
+            nodes.append(_lstm_training(node))
+            continue
         if node.op_type != "BatchNormalization":
             nodes.append(node)
             continue
@@ -152,6 +158,24 @@ def _training_mode(order, graph, info):
         nodes.append(Node(node.name, "BatchNormalizationTraining", list(node.inputs),
                           node.outputs[:1] + names, dict(node.attrs), node.opset))
     return nodes, state
+
+
+def _lstm_training(node):
+    """An LSTM as training runs it: ``LSTMTraining``, whose extra outputs are the backward's
+    reserve (the activated gates and the cells); its Y is named even where nobody read it
+    (the backward reads it)."""
+    direction = node.attr("direction", "forward")
+    if (direction.decode() if isinstance(direction, bytes) else direction) != "forward":
+        raise GraphError(f"{node}: training supports the forward direction only, got "
+                         f"{direction!r}")
+    if len(node.inputs) > 7 and node.inputs[7] or node.attr("clip") is not None:
+        raise GraphError(f"{node}: no gradient with peepholes or clip (the DNN library's "
+                         "LSTM has neither)")
+    outputs = (list(node.outputs) + ["", ""])[:3]
+    outputs[0] = outputs[0] or f"{node.name}/Y"
+    return Node(node.name, "LSTMTraining", list(node.inputs),
+                outputs + [f"{node.name}/gates", f"{node.name}/cells"], dict(node.attrs),
+                node.opset)
 
 
 def _read_differentiably(order, name) -> bool:
@@ -325,6 +349,20 @@ def _batchnorm(builder, node, dys, needs):
                        _grad_names(node, needs)[:3], node) + [None, None]
 
 
+def _lstm(builder, node, dys, needs):
+    """LSTMGrad(dY, dY_h, dY_c, X, W, R, B, initial_h, initial_c, Y, gates, cells): the
+    gradients of the inputs (sequence_lens gets none)."""
+    x, w, r, b, _, h0, c0 = (list(node.inputs) + [""] * 7)[:7]
+    inputs = [dy or "" for dy in dys[:3]] + [x, w, r, b, h0, c0] + [node.outputs[0]] + \
+        node.outputs[3:5]
+    return builder.add("LSTMGrad", inputs, _grad_names(node, needs), node)
+
+
+def _layernorm(builder, node, dys, needs):
+    return builder.add("LayerNormalizationGrad", [dys[0]] + node.inputs,
+                       _grad_names(node, needs), node)
+
+
 def _loss(builder, node, dys, needs):
     return builder.add("SoftmaxCrossEntropyLossGrad", [dys[0]] + node.inputs[:2],
                        _grad_names(node, needs)[:1], node) + [None]
@@ -341,5 +379,6 @@ RULES = {
     "Sub": _sum, "Mul": _product, "Div": _product, "MatMul": _matmul, "Transpose": _transpose,
     "Concat": _concat, "Softmax": _unary("SoftmaxGrad", reads_output=True),
     "LogSoftmax": _unary("LogSoftmaxGrad", reads_output=True), "LRN": _unary("LRNGrad"),
-    "SoftmaxCrossEntropyLoss": _loss,
+    "SoftmaxCrossEntropyLoss": _loss, "LeakyRelu": _unary("LeakyReluGrad"),
+    "Gelu": _unary("GeluGrad"), "LayerNormalization": _layernorm, "LSTMTraining": _lstm,
 }

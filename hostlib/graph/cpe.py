@@ -155,6 +155,16 @@ def activation(node, inputs, on):
     return (y,), [stats], node.op_type.lower()
 
 
+def leakyrelu(node, inputs, on):
+    """(1 - alpha) relu(x) + alpha x: ReLU, then the CPEs' axpby."""
+    (x,) = inputs
+    _floats(node, x)
+    alpha = float(node.attr("alpha", 0.01))
+    rectified, first = _launch(dnn.activation_forward, x, mode="relu", **on)
+    y, second = _launch(dnn.add, rectified, x, alpha=1.0 - alpha, beta=alpha, **on)
+    return (y,), [first, second], "relu + axpby"
+
+
 def batchnorm(node, inputs, on):
     x, scale, bias, mean, var = inputs
     _floats(node, x, scale, bias, mean, var)
@@ -245,7 +255,7 @@ CPE = {
     "Conv": conv, "Gemm": gemm, "MatMul": matmul,
     "MaxPool": pool, "AveragePool": pool,
     "GlobalAveragePool": global_pool, "GlobalMaxPool": global_pool,
-    "Relu": activation, "Sigmoid": activation, "Tanh": activation,
+    "Relu": activation, "Sigmoid": activation, "Tanh": activation, "LeakyRelu": leakyrelu,
     "BatchNormalization": batchnorm,
     "Add": add_sub, "Sub": add_sub, "Sum": add_sub, "Mul": mul_div, "Div": mul_div,
     "Transpose": transpose, "Concat": concat,

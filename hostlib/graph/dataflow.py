@@ -157,14 +157,18 @@ class Split:
         return split
 
 
-def split(graph: Graph, slices: int, *, sums=()) -> Split:
+def split(graph: Graph, slices: int, *, sums=(), reduce=()) -> Split:
     """swFLOWpro's split pass: `slices` copies of `graph`, copy i running on the i-th piece of
     the batch (``np.array_split`` sizes; the batch is the first dimension of the first graph
     input, and every graph input of that first dimension is sliced). Tensors of copy i are
     named ``name@i``; initializers and unsliced inputs are shared. Each graph output is merged
     by a Concat on axis 0 named as the output; a tensor in ``sums`` (a training graph's
     gradients) is merged by a Sum instead, and the nodes that read it (the update) run once,
-    after the merge, on the summed value. Reshape targets fixed at the batch take the slice's.
+    after the merge, on the summed value. A tensor in ``reduce`` (a statistic of the batch:
+    batch_statistics.global_batchnorm's sums) is summed likewise, but the graph goes on in
+    copies: each copy reads the sum, and a node reading only sums, their successors of that
+    kind, initializers and unsliced inputs runs once. Reshape targets fixed at the batch
+    take the slice's.
     Shape inference then checks that every tensor that carried the batch on axis 0 carries the
     slice's, and that the others are unchanged (else GraphError naming the node)."""
     slices = _check_count("slices", slices)
@@ -182,12 +186,14 @@ def split(graph: Graph, slices: int, *, sums=()) -> Split:
     bounds = np.concatenate([[0], np.cumsum(sizes)]).tolist()
     sliced = {name for name, info in graph.inputs.items() if info.shape[:1] == (batch,)}
     producers = graph.producers()
-    sums = list(sums)
-    for name in sums:
+    sums, reduce = list(sums), list(reduce)
+    for name in sums + reduce:
         if name not in producers:
-            raise GraphError(f"split: sums names {name!r}, which no node produces")
+            raise GraphError(f"split: sums or reduce names {name!r}, which no node produces")
     tail = _downstream(graph, set(sums))
     shared = set(graph.initializers) | (set(graph.inputs) - sliced)
+
+    once = set(reduce)          # tensors every copy reads whole: sums and what runs once
 
     def rename(name, i):
         return name if not name or name in shared else f"{name}@{i}"
@@ -196,26 +202,32 @@ def split(graph: Graph, slices: int, *, sums=()) -> Split:
         for node in graph.order():
             if node.name in tail:
                 continue
-            inputs = [rename(n, i) for n in node.inputs]
+            if any(n in once for n in node.inputs) and \
+                    all(not n or n in once or n in shared for n in node.inputs):
+                if i == 0:
+                    nodes.append(node)
+                    once.update(node.outputs)
+                continue
+            inputs = [n if n in once else rename(n, i) for n in node.inputs]
             if node.op_type == "Reshape" and size != batch:
                 inputs[1] = _slice_target(graph, node, batch, size, i, initializers) or \
                     inputs[1]
             nodes.append(Node(f"{node.name}@{i}", node.op_type, inputs,
                               [rename(n, i) for n in node.outputs], node.attrs, node.opset))
-    for name in sums:
+    for name in sums + reduce:
         nodes.append(Node(f"sum {name}", "Sum", [f"{name}@{i}" for i in range(slices)], [name],
                           opset=13))
     for node in graph.order():
         if node.name in tail:
             for name in node.inputs:
-                if name and name not in shared and name not in sums and \
+                if name and name not in shared and name not in sums and name not in once and \
                         producers.get(name) and producers[name].name not in tail:
                     raise GraphError(f"split: {node} runs after the gradient sum but reads "
                                      f"{name!r}, a tensor of each slice that is not summed")
             nodes.append(node)
     tail_outputs = {out for node in graph.nodes if node.name in tail for out in node.outputs}
     for name in graph.outputs:
-        if name in tail_outputs or name in sums:
+        if name in tail_outputs or name in sums or name in once:
             continue
         if name in shared:
             raise GraphError(f"split: graph output {name!r} is an input or initializer")
@@ -239,7 +251,7 @@ def split(graph: Graph, slices: int, *, sums=()) -> Split:
     except GraphError as error:
         raise GraphError(f"split: {error} (the graph does not keep the batch on axis 0 "
                          "there, so it cannot be split)") from None
-    _check_slices(graph, result, batch, sizes, set(sums))
+    _check_slices(graph, result, batch, sizes, set(sums) | once)
     pieces = {name: [(f"{name}@{i}", bounds[i], bounds[i + 1]) for i in range(slices)]
               for name in sliced}
     return Split(result, pieces)

@@ -158,6 +158,57 @@ def lrn_grad(node, dy, x):
     return ((dy64 * s ** -beta - 2 * alpha * beta / size * x64 * back).astype(x.dtype),)
 
 
+# ---- LeakyRelu, Gelu, LayerNormalization ------------------------------------------------
+
+def leakyrelu_grad(node, dy, x):
+    """dy where x > 0, alpha dy elsewhere (the CPE path's mask: ReLU's backward)."""
+    slope = np.where(x > 0, 1.0, node.attr("alpha", 0.01))
+    return ((dy.astype(np.float64) * slope).astype(dy.dtype),)
+
+
+def cpe_leakyrelu_grad(node, inputs, on):
+    """(1 - alpha) relu'(x) dy + alpha dy: ReLU's backward, then the CPEs' axpby."""
+    dy, x = inputs
+    _floats(node, dy, x)
+    alpha = float(node.attr("alpha", 0.01))
+    masked, first = _launch(dnn.activation_backward, dy, x=x, mode="relu", **on)
+    dx, second = _launch(dnn.add, masked, dy, alpha=1.0 - alpha, beta=alpha, **on)
+    return (dx,), [first, second], "relu backward + axpby"
+
+
+def gelu_grad(node, dy, x):
+    """d/dx of x Phi(x) = Phi(x) + x phi(x); of the tanh form with u = k (x + 0.044715 x^3):
+    (1 + tanh u) / 2 + x (1 - tanh^2 u) k (1 + 3 0.044715 x^2) / 2."""
+    a = x.astype(np.float64)
+    if node.attr("approximate", "none") in ("tanh", b"tanh"):
+        k = np.sqrt(2 / np.pi)
+        t = np.tanh(k * (a + 0.044715 * a ** 3))
+        slope = 0.5 * (1 + t) + 0.5 * a * (1 - t * t) * k * (1 + 3 * 0.044715 * a * a)
+    else:
+        from math import erf
+        slope = 0.5 * (1 + np.vectorize(erf)(a / np.sqrt(2))) + \
+            a * np.exp(-0.5 * a * a) / np.sqrt(2 * np.pi)
+    return ((dy.astype(np.float64) * slope).astype(dy.dtype),)
+
+
+def layernorm_grad(node, dy, x, scale, bias=None):
+    """(dx, dscale, dbias) of y = (x - mean) / sqrt(var + eps) scale + bias over the axes from
+    ``axis`` on (the statistics recomputed from x: the forward outputs only y)."""
+    axes = tuple(range(node.attr("axis", -1) % x.ndim, x.ndim))
+    a, g = x.astype(np.float64), dy.astype(np.float64)
+    centred = a - a.mean(axis=axes, keepdims=True)
+    invstd = 1.0 / np.sqrt((centred * centred).mean(axis=axes, keepdims=True)
+                           + node.attr("epsilon", 1e-5))
+    xhat = centred * invstd
+    dxhat = g * scale
+    dx = invstd * (dxhat - dxhat.mean(axis=axes, keepdims=True)
+                   - xhat * (dxhat * xhat).mean(axis=axes, keepdims=True))
+    grads = [dx.astype(x.dtype), _sum_to(g * xhat, scale.shape).astype(scale.dtype)]
+    if bias is not None:
+        grads.append(_sum_to(g, bias.shape).astype(bias.dtype))
+    return tuple(grads)
+
+
 def _register():
     grads = dict(
         SumTo=(Op(sum_to, "stream", shape=_sum_to_shape), cpe_sum_to),
@@ -167,6 +218,10 @@ def _register():
         SoftmaxGrad=(Op(softmax_grad, "stream", shape=_like_input), None),
         LogSoftmaxGrad=(Op(logsoftmax_grad, "stream", shape=_like_input), None),
         LRNGrad=(Op(lrn_grad, "stream", shape=_like_input), None),
+        LeakyReluGrad=(Op(leakyrelu_grad, "stream", shape=_like_input), cpe_leakyrelu_grad),
+        GeluGrad=(Op(gelu_grad, "stream", shape=_like_input), None),
+        LayerNormalizationGrad=(Op(layernorm_grad, "stream", shape=_like_forward_inputs(1)),
+                                None),
     )
     for name, (op, cpe) in grads.items():
         TRAINING[name] = op

@@ -190,10 +190,12 @@ def register(subparsers) -> None:
     graph_bench = which.add_parser("graph", help="swFLOWpro's Tables 3-5 (per-op MPE vs CPE time, "
                              "whole-pass ratio, conv share) and the speed-up of 4 (6) core "
                              "groups without and with split, estimated; a simulated "
-                             "training-step table (docs/graph.md)")
+                             "training-step table; ResNet-50 at batch 1 by sampled simulation, "
+                             "checked against a smaller ResNet run whole (docs/graph.md)")
     graph_bench.add_argument("--quick", action="store_true",
                        help="ResNet-50 only, from the models (nothing simulated); the "
-                            "training step at batch 16, one step per row")
+                            "training step at batch 16, one step per row; the sampled "
+                            "check at 16x16, no ResNet-50 at batch 1")
     graph_bench.add_argument("--model", action="append", choices=_graph_models(),
                        help="this model only (repeatable)")
     graph_bench.add_argument("--batch", type=int, default=32, metavar="N",

@@ -13,6 +13,7 @@ import numpy as np
 
 from ..graph import DataflowSession, Graph, GraphError, import_onnx
 from ..graph.autodiff import derive_training, with_loss
+from ..graph.batch_statistics import global_batchnorm
 from ..graph.dataflow import split as split_pass
 from ..graph.dispatch import run_node
 from .common import DTYPE, TrainError
@@ -80,20 +81,18 @@ class GraphModel:
                 self.batch_size % slices:
             raise TrainError(f"split: an integer >= 1 dividing batch_size {self.batch_size} "
                              f"(equal slices), got {slices!r}")
-        if self.training.state:
-            raise TrainError(f"split: BatchNormalization's running statistics "
-                             f"({', '.join(self.training.state)}) are not carried by the "
-                             "dataflow runtime (nor summable over copies)")
         if slices == 1:
             return None
-        graph = self.training.graph
+        # BatchNormalization's statistics over the whole batch: sums reduced across copies
+        graph, reduce = global_batchnorm(self.training)
         seeded = Graph(graph.name, graph.nodes, graph.inputs, graph.outputs, {
             **graph.initializers,
             self.training.seed: np.full((), 1 / slices, graph.initializers[self.training.seed]
                                         .dtype)})
-        sums = [self.training.loss] + list(self.training.gradients.values())
+        sums = [self.training.loss] + [g for g in self.training.gradients.values()
+                                       if g not in reduce]
         try:
-            return split_pass(seeded, slices, sums=sums)
+            return split_pass(seeded, slices, sums=sums, reduce=reduce)
         except GraphError as error:
             raise TrainError(f"graph {self.name!r}: {error}") from None
 
@@ -170,7 +169,8 @@ class GraphNet:
             # the parameters read in place from the arena the update writes
             graph = Graph(graph.name, graph.nodes, graph.inputs, graph.outputs, {
                 **graph.initializers,
-                **{name: self.params[name] for name in self.training.parameters}})
+                **{name: self.params[name] for name in self.training.parameters},
+                **{name: self.state[name] for name in self.training.state}})
             graph.infer()
             # the training graph's gradient operators read NCHW: no layout pass
             self.session = DataflowSession(graph, machine=run.machine, cgs=self.cgs,
@@ -180,6 +180,8 @@ class GraphNet:
         except GraphError as error:
             raise TrainError(f"graph {self.spec.name!r}: {error}") from None
         self.records = self.session.records
+        for name, updated in self.training.state.items():
+            self.state[name][...] = values[updated]
         run.seconds["(dataflow)"] += self.session.cycles / run.machine.config.clock_hz
         return values
 

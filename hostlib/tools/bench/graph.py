@@ -31,8 +31,9 @@ from ...graph import import_onnx
 from ...graph.cpe import CPE
 from ...graph.dataflow import schedule, split
 from ...graph.dispatch import mpe_cycles
-from ...graph.ops import OPS, window_geometry
-from . import graph_train, ops
+from ...dnn.layout import LAYOUTS
+from ...graph.ops import OPS, conv_layout, permute, window_geometry
+from . import graph_sampled, graph_train, ops
 from .light import path
 from .train_nets import Estimator
 
@@ -67,12 +68,15 @@ def rebatched(name: str, batch: int):
 
 class NodeCosts:
     """Cycles of a graph's nodes on one CG, memoised by operator, attributes and shapes:
-    ``cpe(graph, node)`` -> (cycles, device, source), ``mpe(graph, node)`` -> cycles."""
+    ``cpe(graph, node)`` -> (cycles, device, source), ``mpe(graph, node)`` -> cycles.
+    ``minimum_work``: swHMAE's rule -- a node whose MPE time is below a CPE launch's is costed
+    on the MPE, as dispatch runs it."""
 
-    def __init__(self, machine, sampled: bool, progress=None):
+    def __init__(self, machine, sampled: bool, progress=None, minimum_work=False):
         self.est = Estimator(machine=machine)
         self.config = machine.config
         self.sampled = sampled
+        self.minimum_work = minimum_work
         self.progress = progress
         self.memo = {}
 
@@ -94,13 +98,18 @@ class NodeCosts:
                                         self.config)
         return self.memo[key]
 
-    def cpe(self, graph, node):
+    def cpe(self, graph, node, minimum_work=None):
+        """``minimum_work``: this node's rule (None: the costs' own)."""
         key = self._key(graph, node)
         if key not in self.memo:
             if self.progress:
                 self.progress(f"{node.op_type} {graph.info[node.inputs[0]].shape}")
             self.memo[key] = self._cpe(graph, node)
-        return self.memo[key]
+        found = self.memo[key]
+        rule = self.minimum_work if minimum_work is None else minimum_work
+        if rule and found[1] == "CPE" and self.mpe(graph, node) < self.config.spawn_cycles:
+            return self.mpe(graph, node), "MPE", "MPE model (minimum work)"
+        return found
 
     def _cpe(self, graph, node):
         if OPS[node.op_type].cost == "view":
@@ -137,7 +146,8 @@ class NodeCosts:
         return None
 
     def _conv(self, node, shapes):
-        (b, c, h, w), (o, _, kh, kw) = shapes[0], shapes[1]
+        # x as the layout pass stores it (its ``layout`` attribute), read in NCHW
+        (b, c, h, w), (o, _, kh, kw) = permute(shapes[0], conv_layout(node), "NCHW"), shapes[1]
         begin, end, strides, dilations, _ = window_geometry(node, (h, w), [kh, kw])
         if dilations != [1, 1]:
             return None
@@ -159,6 +169,10 @@ class NodeCosts:
         name = node.name
         if op in ("Relu", "Sigmoid", "Tanh"):
             return ops.Case(name, op.lower(), elements)
+        if op == "Transpose" and len(shapes[0]) == 4:
+            return _transform_case(node, shapes[0])
+        if op == "LeakyRelu":          # cpe.leakyrelu: ReLU, then an axpby
+            return [ops.Case(name, "relu", elements), ops.Case(name, "axpby", elements)]
         if op in ("Add", "Sub", "Sum"):
             return [ops.Case(name, "axpby", elements)] * max(1, len(shapes) - 1)
         if op in ("Mul", "Div") and min(int(np.prod(s)) for s in shapes) == 1:
@@ -185,6 +199,20 @@ class NodeCosts:
             if len(set(begin + end)) == 1:
                 return ops.PoolCase(name, b * c, h, w, k, stride, begin[0], "avg")
         return None
+
+
+def _transform_case(node, shape):
+    """A 4-D Transpose between two of the CPE transform's layouts as ``bench ops``' case:
+    NCHW to the other layout (a transform into NCHW costed as the one out of it), None for
+    other permutations."""
+    perm = [int(p) for p in node.attr("perm", [3, 2, 1, 0])]
+    for source, order in LAYOUTS.items():
+        target = next((name for name, o in LAYOUTS.items()
+                       if o == "".join(order[p] for p in perm)), None)
+        if target is not None and "NCHW" in (source, target) and source != target:
+            other = target if source == "NCHW" else source
+            return ops.TransformCase(node.name, other, permute(shape, order, "NCHW"))
+    return None
 
 
 @dataclass
@@ -250,12 +278,13 @@ def _speedups(graph, costs, cgs, label) -> dict:
 class Report:
     forward: list                   # Result per model
     training: graph_train.TrainTable = None
+    sampled: graph_sampled.SampledTable = None
 
 
 def run(quick=False, models=None, batch=BATCH, pro=True, progress=None,
-        training=True) -> Report:
+        training=True, sampled=True) -> Report:
     """Per model a Result; ``pro``: also 6 CGs of the sw26010pro preset; ``training``: the
-    training-step table too."""
+    training-step table too; ``sampled``: the batch-1 sampled-simulation table too."""
     names = models or (QUICK_MODELS if quick else tuple(MODELS))
     chip = Machine()
     costs = NodeCosts(chip, sampled=not quick, progress=progress)
@@ -268,7 +297,8 @@ def run(quick=False, models=None, batch=BATCH, pro=True, progress=None,
         if pro:
             result.speedup.update(_speedups(graph, pro_costs, PRO_CGS, "pro "))
         results.append(result)
-    return Report(results, graph_train.run(quick, progress) if training else None)
+    return Report(results, graph_train.run(quick, progress) if training else None,
+                  graph_sampled.run(quick, progress) if sampled else None)
 
 
 def format_report(report: Report) -> str:
@@ -290,4 +320,6 @@ def format_report(report: Report) -> str:
                  "6 CGs of SW26010pro)")
     if report.training:
         lines += graph_train.format_table(report.training)
+    if report.sampled:
+        lines += graph_sampled.format_table(report.sampled, Machine().config.clock_hz)
     return "\n".join(lines)
