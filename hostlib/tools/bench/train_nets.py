@@ -576,12 +576,13 @@ def with_launches(result: Result, config) -> Result:
         result.quick)
 
 
-def gap(network: Network, engine="c", progress=None, quick=False) -> Gap:
+def gap(network: Network, engine="c", progress=None, quick=False, cache=None) -> Gap:
     """The steps from swsim's img/s to Table 7.2's; `quick`: swsim's conv passes as the
-    Estimator's quick mode samples them (the thesis' steps have analytic convolutions)."""
+    Estimator's quick mode samples them (the thesis' steps have analytic convolutions);
+    `cache`: an Estimator's cache on the default Machine's configuration, to reuse."""
     base = Machine().config
     hw = VMConfig.preset(HW_PRESET)
-    cache = {}        # swsim's and the thesis' kernels on `base`: the other layers alike
+    cache = {} if cache is None else cache    # swsim's and the thesis' kernels on `base`
     swsim = estimate(network, Estimator(engine, Machine(base), progress, cache, quick))
     thesis = estimate(network, ThesisEstimator(engine, Machine(base), progress, cache))
     launched = with_launches(thesis, hw)
