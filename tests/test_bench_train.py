@@ -3,6 +3,7 @@ against full simulations of the same layers."""
 import numpy as np
 import pytest
 
+from swsim.hostlib.dnn import conv
 from swsim.hostlib.dnn.conv_common import ConvStats
 from swsim.hostlib.tools.bench import ops
 from swsim.hostlib.tools.bench import train_nets as tn
@@ -65,6 +66,30 @@ def test_sampled_layer_matches_a_full_simulation(estimated):
     assert seconds == pytest.approx(stats.cycles / config.clock_hz, rel=0.03)
 
 
+def test_quick_samples_only_the_auto_pick(estimated):
+    """--quick: every conv pass samples the algorithm algo="auto" runs, so it costs at least
+    what the full mode's fastest sampled algorithm does, and the same where that is the pick;
+    the FC layers, the reduction and the update are the full mode's."""
+    est, full = estimated
+    quick = tn.estimate(TINY, tn.Estimator(machine=est.machine, cache=est.cache, quick=True))
+    assert quick.quick and not full.quick
+    conv_passes = {(c.layer, c.what): c for c in full.costs if c.klass == "conv"}
+    for c in quick.costs:
+        if c.klass != "conv":
+            continue
+        layer = next(layer for layer in TINY.layers if layer.name == c.layer)
+        pick = conv.choose(layer.geometry(quick.batch), c.what, np.float32, est.config).NAME
+        assert c.note == pick and c.source == "sampled"
+        best = conv_passes[c.layer, c.what]
+        assert c.seconds >= best.seconds
+        if best.note == pick:       # (on this network every pass: the models pick right)
+            assert c.seconds == best.seconds
+    for klass in ("FC", "reduce + update"):
+        assert [c.seconds for c in quick.costs if c.klass == klass] == [
+            c.seconds for c in full.costs if c.klass == klass]
+    assert tn.QUICK_NOTE in tn.format_report([quick])
+
+
 class LayoutsOnly(tn.Estimator):
     """Every cost 1 s, the conv algorithms' layouts given per (n_i, n_o): the layout chain
     alone, nothing simulated."""
@@ -108,8 +133,10 @@ def test_bn_and_pooling_take_their_bottoms_layout_where_their_operators_do():
     assert layouts == {"b1": "CNHW", "b2": "CNHW", "b3": "RCNB", "b4": "NCHW"}
 
 
-def test_the_gap_to_table_7_2_switches_one_factor_per_step():
-    gap = tn.gap(TINY)
+def test_the_gap_to_table_7_2_switches_one_factor_per_step(estimated):
+    est, full = estimated
+    gap = tn.gap(TINY, cache=est.cache)     # swsim's step: the fixture's costs, reused
+    assert gap.steps[0].img_s == full.img_s
     names = [s.step for s in gap.steps]
     assert names == ["swsim's kernels", "the thesis' convolutions",
                      "+ the hardware's launch cost", "+ the hardware's DMA model"]

@@ -406,3 +406,19 @@ def test_layout_errors():
         dnn.batchnorm_backward(x[0], x[0], c, c, c, layout="CNHW")
     with pytest.raises(dnn.DnnError, match=r"gamma must have shape \(4,\)"):
         dnn.batchnorm_forward(x, c, c, c, c, layout="NHWC")      # C is NHWC's last axis
+
+
+@pytest.mark.parametrize("shape, es", [((3136, 256, 1, 16), 4), ((3136, 512, 1, 16), 4),
+                                       ((784, 1024, 1, 16), 8), ((64, 256, 4, 4), 4)])
+@pytest.mark.parametrize("streams", [2, 3])
+def test_many_channels_per_piece_leave_room_for_their_apply_records(shape, es, streams):
+    """The apply launch holds `streams` piece buffers and APPLY_BYTES per channel of a piece,
+    double-buffered (ResNet-50's res2a_bn1 in RCNB, the first shape, overflowed the LDM by
+    1 KiB with 128 channels per piece)."""
+    config = Machine().config
+    pieces = batchnorm.pieces(config, shape, es, streams)
+    assert pieces.channels > 2
+    vector = batchnorm.VECTOR
+    frame = streams * -(-pieces.elements * es // vector) * vector + -(
+        -batchnorm.APPLY_BYTES * pieces.channels // vector) * vector
+    assert 2 * frame <= batchnorm.stream.arena(config, batchnorm.KERNEL).free

@@ -167,13 +167,16 @@ def pieces(config, shape, es, streams, workers=None) -> Pieces:
     batch, channels, h, w = shape
     plane = h * w
     line = config.dma_transaction_bytes
-    free = stream.arena(config, KERNEL).free // 2 - 2 * APPLY_BYTES
+    frame = stream.arena(config, KERNEL).free // 2
+    free = frame - 2 * APPLY_BYTES
     budget = min(MAX_PIECE_BYTES, free // streams // VECTOR * VECTOR)
     if plane * es <= budget and plane % 4 == 0:
         # consecutive channels' planes (whole vectors each): one contiguous DMA, whole lines
         # when the piece is a multiple of a line and that costs at most half the channels;
-        # no fewer pieces than CPEs when the planes allow it
-        most = min(channels, budget // (plane * es), max(1, batch * channels // workers))
+        # no fewer pieces than CPEs when the planes allow it; the apply launch holds a
+        # channel's APPLY_BYTES beside the pieces for each of the M channels
+        most = min(channels, budget // (plane * es), max(1, batch * channels // workers),
+                   frame // (streams * plane * es + APPLY_BYTES))
         m = next((m for m in range(most, most // 2, -1) if m * plane * es % line == 0), most)
         return Pieces(batch, 0, 0, 0, m * plane, channels=m, blocks=-(-channels // m))
     if plane * es <= budget:

@@ -126,7 +126,9 @@ def register(subparsers) -> None:
     train_bench = which.add_parser("train", help="img/s of AlexNet, VGG-16 and ResNet-50 on "
                                    "the chip (Table 7.2, Fig. 7.6) from per-layer sampled "
                                    "simulation")
-    train_bench.add_argument("--quick", action="store_true", help="AlexNet only")
+    train_bench.add_argument("--quick", action="store_true",
+                             help="AlexNet unless --network; each conv pass samples only the "
+                                  "algorithm algo=\"auto\" picks (not every supported one)")
     train_bench.add_argument("--network", action="append", choices=("alexnet", "vgg16",
                                                                      "resnet50"),
                              help="estimate only this network (repeatable)")
@@ -385,9 +387,10 @@ def _train_bench(args) -> int:
     bar = StepBar(runs * sum(len(train_nets.NETWORKS[name].layers) for name in names))
     try:
         if args.thesis_kernels:
-            results = train_nets.run_gap(tuple(names), args.engine, bar)
+            results = train_nets.run_gap(tuple(names), args.engine, bar, args.quick)
         else:
-            results = train_nets.run(engine=args.engine, progress=bar, networks=tuple(names))
+            results = train_nets.run(engine=args.engine, progress=bar, networks=tuple(names),
+                                     quick=args.quick)
     finally:
         bar.close()
     print(train_nets.format_gap(results) if args.thesis_kernels

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from ....vm import Machine
+from ....vm import HostError, Machine
 from ....vm.config import PRESETS, VMConfig
 from ...blas import gemm_model
 from ...dnn import conv
@@ -202,13 +202,16 @@ class Cost:
 
 
 class Estimator:
-    """Layer costs on one CG, cached by shape (ResNet repeats its blocks)."""
+    """Layer costs on one CG, cached by shape (ResNet repeats its blocks). `quick`: a conv
+    pass samples only the algorithm ``algo="auto"`` runs (``conv.choose``: the smallest
+    ``predict``) instead of every supported one, so its time is at least the full mode's."""
 
-    def __init__(self, engine="c", machine=None, progress=None, cache=None):
+    def __init__(self, engine="c", machine=None, progress=None, cache=None, quick=False):
         self.machine = machine or Machine()
         self.config = self.machine.config
         self.engine = engine
         self.progress = progress
+        self.quick = quick
         self.cache = {} if cache is None else cache    # shared: estimators of one machine
 
     def _cached(self, key, compute):
@@ -237,13 +240,21 @@ class Estimator:
 
     def conv(self, geo: ConvGeometry, direction):
         """(seconds, algorithm, layout, source) of the best supported algorithm's estimate."""
-        return self._cached((geo, direction), lambda: self._conv(geo, direction))
+        return self._cached((geo, direction, self.quick), lambda: self._conv(geo, direction))
+
+    def _candidates(self, geo, direction):
+        """The algorithm modules whose estimate is sampled for the pass."""
+        if self.quick:
+            try:
+                return [conv.choose(geo, direction, DTYPE, self.config)]
+            except HostError:
+                return []
+        return [module for module in conv_modules()
+                if module.supports(geo, direction, DTYPE, self.config) is None]
 
     def _conv(self, geo, direction):
         best = None
-        for module in conv_modules():
-            if module.supports(geo, direction, DTYPE, self.config) is not None:
-                continue
+        for module in self._candidates(geo, direction):
             cycles, _ = module.estimate(geo, direction, DTYPE, self.machine, self.engine)
             if best is None or cycles < best[0]:
                 best = (cycles, module.NAME, module.LAYOUT, "sampled")
@@ -448,6 +459,7 @@ class Result:
     network: Network
     batch: int                  # per CG
     costs: list = field(default_factory=list)
+    quick: bool = False         # the Estimator's quick mode (conv: the auto pick alone)
 
     @property
     def seconds(self):
@@ -465,14 +477,16 @@ def estimate(network: Network, est: Estimator) -> Result:
     if network.batch % CGS:
         raise ValueError(f"{network.name}: batch {network.batch} does not divide over {CGS} CGs")
     batch = network.batch // CGS
-    return Result(network, batch, layer_costs(network, batch, est) + chip_costs(network, est))
+    return Result(network, batch, layer_costs(network, batch, est) + chip_costs(network, est),
+                  est.quick)
 
 
 QUICK_NETWORKS = ("alexnet",)
+QUICK_NOTE = "; quick: each conv pass samples only algo=\"auto\"'s pick"
 
 
-def run(networks=tuple(NETWORKS), engine="c", progress=None):
-    est = Estimator(engine, progress=progress)
+def run(networks=tuple(NETWORKS), engine="c", progress=None, quick=False):
+    est = Estimator(engine, progress=progress, quick=quick)
     return [estimate(NETWORKS[name], est) for name in networks]
 
 
@@ -481,7 +495,7 @@ def format_report(results, detail=False) -> str:
     for r in results:
         net = r.network
         lines.append(f"{net.name}: batch {net.batch} = {CGS} CGs x {r.batch}, "
-                     f"{net.params / 1e6:.1f} M parameters")
+                     f"{net.params / 1e6:.1f} M parameters" + QUICK_NOTE * r.quick)
         if detail:
             for c in r.costs:
                 lines.append(f"  {c.layer:22s} {c.what:34s} {c.klass:18s} "
@@ -539,6 +553,7 @@ class Gap:
     thesis_img_s: float
     preset: str            # the preset the first steps ran on (the default Machine's)
     steps: list
+    quick: bool = False    # swsim's conv passes: the auto pick's estimate alone
 
     @property
     def remaining(self):
@@ -557,14 +572,18 @@ def with_launches(result: Result, config) -> Result:
     kernels alone (a launch's Stats exclude the spawn), so this is the whole launch cost."""
     seconds = config.spawn_cycles / config.clock_hz
     return Result(result.network, result.batch, result.costs + [
-        Cost(c.layer, f"launch: {c.what}", LAUNCH, seconds, "model") for c in result.costs])
+        Cost(c.layer, f"launch: {c.what}", LAUNCH, seconds, "model") for c in result.costs],
+        result.quick)
 
 
-def gap(network: Network, engine="c", progress=None) -> Gap:
+def gap(network: Network, engine="c", progress=None, quick=False, cache=None) -> Gap:
+    """The steps from swsim's img/s to Table 7.2's; `quick`: swsim's conv passes as the
+    Estimator's quick mode samples them (the thesis' steps have analytic convolutions);
+    `cache`: an Estimator's cache on the default Machine's configuration, to reuse."""
     base = Machine().config
     hw = VMConfig.preset(HW_PRESET)
-    cache = {}        # swsim's and the thesis' kernels on `base`: the other layers alike
-    swsim = estimate(network, Estimator(engine, Machine(base), progress, cache))
+    cache = {} if cache is None else cache    # swsim's and the thesis' kernels on `base`
+    swsim = estimate(network, Estimator(engine, Machine(base), progress, cache, quick))
     thesis = estimate(network, ThesisEstimator(engine, Machine(base), progress, cache))
     launched = with_launches(thesis, hw)
     on_hw = launched if base == hw else with_launches(
@@ -582,11 +601,11 @@ def gap(network: Network, engine="c", progress=None) -> Gap:
         steps.append(GapStep(step, setting, result.img_s,
                              1.0 if before is None else before / result.img_s, ms))
         before = result.img_s
-    return Gap(network.name, network.thesis_img_s, preset_name(base), steps)
+    return Gap(network.name, network.thesis_img_s, preset_name(base), steps, quick)
 
 
-def run_gap(networks=QUICK_NETWORKS, engine="c", progress=None):
-    return [gap(NETWORKS[name], engine, progress) for name in networks]
+def run_gap(networks=QUICK_NETWORKS, engine="c", progress=None, quick=False):
+    return [gap(NETWORKS[name], engine, progress, quick) for name in networks]
 
 
 def format_gap(gaps) -> str:
@@ -594,7 +613,8 @@ def format_gap(gaps) -> str:
     for g in gaps:
         total = g.steps[0].img_s / g.thesis_img_s
         lines += [f"{g.network}: swsim {g.steps[0].img_s:.2f} img/s against Table 7.2's "
-                  f"{g.thesis_img_s} ({total:.2f}x), the default preset {g.preset}",
+                  f"{g.thesis_img_s} ({total:.2f}x), the default preset {g.preset}"
+                  + QUICK_NOTE * g.quick,
                   f"  {'step':30s} {'setting':52s} {'img/s':>8s} {'factor':>7s}  "
                   + " ".join(f"{k[:10]:>10s}" for k in GAP_CLASSES) + "  (ms per iteration)"]
         for s in g.steps:
