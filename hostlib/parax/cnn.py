@@ -16,7 +16,7 @@ from ...errors import ArgumentError, ArgumentTypeError
 from ...vm import Machine
 from ..runtime import Kernel
 from .block import SAMPLE_SHAPE, _float32
-from .mlp import StepRun, unpack_shapes
+from .mlp import StepRun, one_hot, unpack_shapes
 
 KERNEL = Kernel(("parax/cnn.s",), "parax_cnn_step", "cnn_ldm_end")
 CHANNELS, OUT, OUT_PAD = 16, 10, 12
@@ -58,11 +58,7 @@ def cnn_step(params, x, labels, *, machine=None, engine: str = "c") -> StepRun:
     if instances > cpes:
         raise ArgumentError(f"{instances} instances need as many CPEs, the core group has "
                             f"{cpes}")
-    if labels.shape != (instances, batch) or not np.issubdtype(labels.dtype, np.integer) \
-            or labels.min() < 0 or labels.max() >= OUT:
-        raise ArgumentError(f"labels must be ints 0..{OUT - 1} of shape {(instances, batch)}")
-    onehot = np.zeros((instances, batch, OUT_PAD), np.float32)
-    np.put_along_axis(onehot, labels[..., None], 1.0, axis=2)
+    onehot = one_hot(labels, instances, batch, OUT, OUT_PAD)
     sample_bytes, label_bytes = x[0, 0].nbytes, onehot[0, 0].nbytes
     mem = machine.mem
     mark = mem.mark()

@@ -47,6 +47,18 @@ def unpack(params: np.ndarray) -> tuple:
     return unpack_shapes(params, ((IN, HIDDEN), (HIDDEN,), (HIDDEN, OUT_PAD), (OUT_PAD,)))
 
 
+def one_hot(labels, instances: int, batch: int, classes: int, padded: int) -> np.ndarray:
+    """The (instances, batch, padded) float32 one-hot targets of `labels`, which must be
+    (instances, batch) ints 0..classes-1 (shared with parax.cnn)."""
+    if labels.shape != (instances, batch) or not np.issubdtype(labels.dtype, np.integer) \
+            or labels.min() < 0 or labels.max() >= classes:
+        raise ArgumentError(f"labels must be ints 0..{classes - 1} of shape "
+                            f"{(instances, batch)}")
+    onehot = np.zeros((instances, batch, padded), np.float32)
+    np.put_along_axis(onehot, labels[..., None], 1.0, axis=2)
+    return onehot
+
+
 @dataclass
 class StepRun:
     """One step of P instances (this MLP's or parax.cnn's): their gradients and probabilities,
@@ -79,11 +91,7 @@ def instance_step(params, x, labels, *, machine=None, engine: str = "c") -> Step
         raise ArgumentError(f"an instance's batch must be even, 2..{B_MAX}: its LDM holds "
                             f"{B_MAX} samples of {IN * 4} bytes ({_symbol('mlp_ldm_end')} of "
                             f"{machine.config.ldm_bytes} LDM bytes used); got {batch}")
-    if labels.shape != (instances, batch) or not np.issubdtype(labels.dtype, np.integer) \
-            or labels.min() < 0 or labels.max() >= OUT:
-        raise ArgumentError(f"labels must be ints 0..{OUT - 1} of shape {(instances, batch)}")
-    onehot = np.zeros((instances, batch, OUT_PAD), np.float32)
-    np.put_along_axis(onehot, labels[..., None], 1.0, axis=2)
+    onehot = one_hot(labels, instances, batch, OUT, OUT_PAD)
     mem = machine.mem
     mark = mem.mark()
     try:
