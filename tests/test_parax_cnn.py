@@ -8,30 +8,41 @@ from swsim.errors import ArgumentError, ArgumentTypeError
 from swsim.hostlib.parax import cnn
 
 
-def numpy_step(params, x, labels):
-    """float64: probabilities (b, 10) and the mean cross-entropy's gradient of one instance."""
+def numpy_step(params, x, labels, moments=None):
+    """float64: probabilities (b, 10), the mean cross-entropy's gradient of one instance and
+    its batch's mean and variance; with `moments` BN uses them (inference), no gradient."""
     w, scale, shift, wfc, bfc = (a.astype(float) for a in cnn.unpack(params))
     b, rows = x.shape[:2]
     xp = np.zeros((b, rows + 2, 10, 16))
     xp[:, 1:rows + 1, 1:9] = x
     conv = sum(xp[:, kh:kh + rows, kw:kw + 8] @ w[kh, kw] for kh in range(3) for kw in range(3))
-    y = conv * scale + shift
+    mean, var = (conv.mean(axis=(0, 1, 2)), conv.var(axis=(0, 1, 2))) if moments is None \
+        else moments.astype(float)
+    rstd = 1 / np.sqrt(var + cnn.BN_EPS)
+    xhat = (conv - mean) * rstd
+    y = xhat * scale + shift
     act = np.maximum(y, 0)
-    f = act.mean(axis=(1, 2))
+    quadrants = act.reshape(b, 2, rows // 2, 2, 4, 16)
+    f = quadrants.mean(axis=(2, 4)).reshape(b, 64)
     z = f @ wfc[:, :10] + bfc[:10]
     e = np.exp(z - z.max(axis=1, keepdims=True))
     p = e / e.sum(axis=1, keepdims=True)
+    if moments is not None:
+        return p
     dz = (p - np.eye(10)[labels]) / b
     g = [np.zeros(a.shape) for a in (w, scale, shift, wfc, bfc)]
     g[3][:, :10], g[4][:10] = f.T @ dz, dz.sum(axis=0)
-    da = np.broadcast_to((dz @ wfc[:, :10].T)[:, None, None, :] / (rows * 8), act.shape)
+    df = (dz @ wfc[:, :10].T).reshape(b, 2, 1, 2, 1, 16) / (2 * rows)
+    da = np.broadcast_to(df, quadrants.shape).reshape(act.shape)
     dy = np.where(y > 0, da, 0)
-    g[1], g[2] = (dy * conv).sum(axis=(0, 1, 2)), dy.sum(axis=(0, 1, 2))
-    dconv = dy * scale
+    g[1], g[2] = (dy * xhat).sum(axis=(0, 1, 2)), dy.sum(axis=(0, 1, 2))
+    dxhat = dy * scale
+    dconv = (dxhat - dxhat.mean(axis=(0, 1, 2))
+             - xhat * (dxhat * xhat).mean(axis=(0, 1, 2))) * rstd
     for kh in range(3):
         for kw in range(3):
             g[0][kh, kw] = np.einsum("nhwc,nhwo->co", xp[:, kh:kh + rows, kw:kw + 8], dconv)
-    return p, np.concatenate([a.ravel() for a in g])
+    return p, np.concatenate([a.ravel() for a in g]), np.stack([mean, var])
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +57,8 @@ def step():
 def test_cnn_step_matches_float64_numpy(step):
     params, x, labels, run = step
     for k in range(3):
-        p, g = numpy_step(params, x[k], labels[k])
+        p, g, moments = numpy_step(params, x[k], labels[k])
+        np.testing.assert_allclose(run.moments[k], moments, rtol=1e-5, atol=1e-6)
         np.testing.assert_allclose(run.probabilities[k], p, rtol=1e-5, atol=1e-6)
         np.testing.assert_allclose(run.gradients[k], g, rtol=1e-4, atol=2e-6)
         assert np.abs(g).max() > 1e-3                 # the gradient is not trivially 0
@@ -84,3 +96,23 @@ def test_cnn_step_refuses_bad_input(step):
         cnn.cnn_step(params, x, labels + 10)
     with pytest.raises(ArgumentTypeError, match="numpy arrays"):
         cnn.cnn_step(params, x.tolist(), labels)
+    with pytest.raises(ArgumentError, match="H even"):
+        cnn.cnn_step(params, x[:, :, :1], labels)
+    with pytest.raises(ArgumentError, match="at most 8 samples"):
+        cnn.cnn_step(params, np.zeros((1, 9, 2, 8, 16), np.float32), np.zeros((1, 9), int))
+    with pytest.raises(ArgumentError, match="moments must be"):
+        cnn.cnn_predict(params, np.zeros(16, np.float32), x)
+
+
+def test_cnn_predict_uses_the_given_statistics(step):
+    params, x, labels, run = step
+    moments = np.stack([np.linspace(-0.5, 0.5, 16), np.linspace(0.5, 2, 16)]).astype(np.float32)
+    pred = cnn.cnn_predict(params, moments, x)
+    assert pred.gradients is None
+    for k in range(3):
+        np.testing.assert_allclose(pred.probabilities[k], numpy_step(params, x[k], None, moments),
+                                   rtol=1e-5, atol=1e-6)
+    batch = cnn.cnn_predict(params, run.moments[1], x[1:2])     # the batch's own statistics
+    np.testing.assert_allclose(batch.probabilities[0], run.probabilities[1], rtol=1e-5,
+                               atol=1e-6)
+    assert pred.cycles < run.cycles / 2                         # no backward, no conv's dW

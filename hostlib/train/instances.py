@@ -14,7 +14,7 @@ import numpy as np
 
 from ...errors import ArgumentError
 from ...vm import Machine
-from ..parax import mlp, synchronise
+from ..parax import cnn, mlp, synchronise
 from .data import Order, load_digits
 from .model import parse_net
 from .net import Net, Run
@@ -135,11 +135,22 @@ class MlpTraining:
     sync_bytes: list = field(default_factory=list)
     test_accuracy: float = float("nan")
     params: np.ndarray = None
+    moments: np.ndarray = None   # the CNN's BN running mean and variance (train_cnn)
 
     @property
     def samples_per_megacycle(self) -> float:
         cycles = sum(self.compute_cycles) + sum(self.sync_cycles)
         return self.instances * self.batch * len(self.losses) / cycles * 1e6
+
+    def record(self, run, labels, sync) -> np.ndarray:
+        """Log a step (the loss read from the kernel's probabilities); the updated W."""
+        picked = np.take_along_axis(run.probabilities.reshape(-1, run.probabilities.shape[-1]),
+                                    labels.reshape(-1, 1).astype(np.int64), axis=1)
+        self.losses.append(float(-np.mean(np.log(picked.astype(np.float64)))))
+        self.compute_cycles.append(run.cycles)
+        self.sync_cycles.append(sync.cycles)
+        self.sync_bytes.append(sync.dma_bytes)
+        return sync.w
 
 
 def train_mlp(spec, *, instances: int = 4, batch: int = 8, strategy: str = "GS",
@@ -164,15 +175,8 @@ def train_mlp(spec, *, instances: int = 4, batch: int = 8, strategy: str = "GS",
         run = mlp.instance_step(params, data.reshape(instances, batch, mlp.IN),
                                 label.reshape(instances, batch).astype(np.int64),
                                 machine=machine, engine=engine)
-        picked = np.take_along_axis(run.probabilities.reshape(-1, mlp.OUT),
-                                    label.reshape(-1, 1).astype(np.int64), axis=1)
-        result.losses.append(float(-np.mean(np.log(picked.astype(np.float64)))))
-        sync = synchronise(run.gradients, params, lr, strategy=strategy, machine=machine,
-                           engine=engine)
-        params = sync.w
-        result.compute_cycles.append(run.cycles)
-        result.sync_cycles.append(sync.cycles)
-        result.sync_bytes.append(sync.dma_bytes)
+        params = result.record(run, label, synchronise(
+            run.gradients, params, lr, strategy=strategy, machine=machine, engine=engine))
     result.params = params
     if test:
         result.test_accuracy = mlp_accuracy(params, machine, engine)
@@ -191,4 +195,67 @@ def mlp_accuracy(params, machine, engine: str = "c") -> float:
         y = label[start:start + len(x) * per].reshape(-1, per)
         run = mlp.instance_step(params, x, y.astype(np.int64), machine=machine, engine=engine)
         hits += int((run.probabilities.argmax(axis=2) == y).sum())
+    return hits / usable
+
+
+BN_MOMENTUM = 0.1                # running = (1 - m) running + m (the instances' mean batch stats)
+
+
+def digits_hwc(phase: str) -> tuple:
+    """The training stack's digits split as parax.cnn samples: every 8 x 8 image in channel 0
+    of 16 (the others 0), pixels / 16: ((N, 8, 8, 16) float32, labels)."""
+    images, labels = load_digits(phase)
+    x = np.zeros((len(labels), 8, 8, cnn.CHANNELS), np.float32)
+    x[..., 0] = images[:, 0] / 16
+    return x, labels
+
+
+def train_cnn(*, instances: int = 4, batch: int = 4, strategy: str = "GS", steps: int = 50,
+              lr: float = 0.5, seed: int = 1, engine: str = "c",
+              test: bool = True) -> MlpTraining:
+    """Train parax.cnn on digits with `instances` single-CPE instances of `batch` samples each
+    (kernels/parax/cnn.s: BN on each instance's batch statistics), synchronised by `strategy`
+    every step; the samples drawn epoch by epoch in a seeded random order. BN's running
+    statistics (``result.moments``) follow the instances' mean batch statistics with momentum
+    BN_MOMENTUM (an update of 32 numbers, on the host); the test accuracy uses them."""
+    if not isinstance(steps, int) or steps < 1:
+        raise ArgumentError(f"steps must be a positive int, got {steps!r}")
+    if strategy == "PS" and instances >= 64:
+        raise ArgumentError(f"PS keeps one CPE as its server: at most 63 instances, got "
+                            f"{instances}")
+    machine = Machine()
+    data, labels = digits_hwc("TRAIN")
+    rng = np.random.default_rng(seed)
+    order = np.concatenate([rng.permutation(len(labels))
+                            for _ in range(-(-steps * instances * batch // len(labels)))])
+    params, moments = cnn.init_params(seed), cnn.initial_moments()
+    result = MlpTraining(strategy, instances, batch)
+    for step in range(steps):
+        pick = order[step * instances * batch:(step + 1) * instances * batch]
+        label = labels[pick].reshape(instances, batch)
+        run = cnn.cnn_step(params, data[pick].reshape(instances, batch, 8, 8, cnn.CHANNELS),
+                           label, machine=machine, engine=engine)
+        params = result.record(run, label, synchronise(
+            run.gradients, params, lr, strategy=strategy, machine=machine, engine=engine))
+        moments = ((1 - BN_MOMENTUM) * moments
+                   + BN_MOMENTUM * run.moments.mean(axis=0)).astype(np.float32)
+    result.params, result.moments = params, moments
+    if test:
+        result.test_accuracy = cnn_accuracy(params, moments, machine, engine)
+    return result
+
+
+def cnn_accuracy(params, moments, machine, engine: str = "c") -> float:
+    """Accuracy over the digits test set, the forward passes run by the CNN kernel with BN's
+    running statistics (instances of 8 samples; the remainder under 8 left out)."""
+    data, label = digits_hwc("TEST")
+    per = cnn.KERNEL.symbol("MAX_BATCH")
+    usable = len(label) // per * per
+    hits = 0
+    for start in range(0, usable, per * 64):
+        x = data[start:start + min(per * 64, usable - start)]
+        run = cnn.cnn_predict(params, moments, x.reshape(-1, per, 8, 8, cnn.CHANNELS),
+                              machine=machine, engine=engine)
+        hits += int((run.probabilities.reshape(-1, cnn.OUT).argmax(axis=1)
+                     == label[start:start + len(x)]).sum())
     return hits / usable
