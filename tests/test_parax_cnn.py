@@ -1,11 +1,16 @@
 """The small CNN's whole SGD step on one CPE per ParaX instance (kernels/parax/cnn.s,
-hostlib/parax/cnn.py) against float64 numpy: loss-head probabilities, every parameter's
-gradient, instances independent, both engines, bad input."""
+hostlib/parax/cnn.py) against float64 numpy: BN's batch statistics, loss-head probabilities,
+every parameter's gradient, the inference forward, instances independent, both engines, bad
+input; training it on digits (hostlib.train.instances.train_cnn, `swsim parax train`)."""
+import json
+
 import numpy as np
 import pytest
 
+from swsim.cli import main
 from swsim.errors import ArgumentError, ArgumentTypeError
 from swsim.hostlib.parax import cnn
+from swsim.hostlib.train.instances import train_cnn
 
 
 def numpy_step(params, x, labels, moments=None):
@@ -116,3 +121,24 @@ def test_cnn_predict_uses_the_given_statistics(step):
     np.testing.assert_allclose(batch.probabilities[0], run.probabilities[1], rtol=1e-5,
                                atol=1e-6)
     assert pred.cycles < run.cycles / 2                         # no backward, no conv's dW
+
+
+@pytest.mark.slow              # 40 steps and the test set's forward: about 25 s of CPU
+def test_kernel_trained_cnn_learns_digits():
+    run = train_cnn(instances=4, batch=4, strategy="GS", steps=40, lr=0.5)
+    assert np.mean(run.losses[-10:]) < np.mean(run.losses[:10]) - 0.3
+    assert run.test_accuracy > 0.3                              # chance: 0.1
+    assert run.moments.shape == (2, 16) and (run.moments[1] > 0).all()
+
+
+def test_parax_train_command(tmp_path, capsys):
+    out = tmp_path / "train.json"
+    assert main(["parax", "train", "--instances", "2", "--batch", "2", "--steps", "2",
+                 "--strategy", "RAR", "--json", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "test accuracy" in text and "samples / Mcycle" in text
+    report = json.loads(out.read_text())
+    assert report["steps"] == 2 and 0 <= report["test_accuracy"] <= 1
+    assert report["compute_cycles"] > 0 and report["sync_bytes"] > 0
+    assert main(["parax", "train", "--instances", "64", "--strategy", "PS"]) == 1
+    assert "at most 63 instances" in capsys.readouterr().err

@@ -1,6 +1,6 @@
 """Host-library commands: `swsim bench ...`, `swsim analyze` (steady-state loop analysis),
-`swsim report` (run a kernel as `swsim run` does, then report on the run), `swsim train` and
-`swsim onnx`."""
+`swsim report` (run a kernel as `swsim run` does, then report on the run), `swsim train`,
+`swsim parax train` and `swsim onnx`."""
 from __future__ import annotations
 
 import argparse
@@ -16,6 +16,7 @@ from ...vm.cli import add_run_arguments, count_argument, run_from_args
 from ...vm.config import PRESETS, VMConfig
 from ...vm.machine import Machine
 from . import autodnn, graph, train
+from . import parax as parax_cli
 from .analyze import DEFAULT_ITERATIONS, MAX_ITERATIONS, analyze_loop
 from .bench import as_json
 from .bench import redsync_accuracy
@@ -24,6 +25,7 @@ from .bench import speed as speed_bench
 
 def register(subparsers) -> None:
     train.register(subparsers)
+    parax_cli.register(subparsers)
     autodnn.register(subparsers)
     graph.register(subparsers)
     bench = subparsers.add_parser("bench", help="run a benchmark and print its table")
