@@ -82,7 +82,7 @@ def test_cnn_step_instances_independent(step):
 @pytest.mark.slow              # the Python engine
 def test_cnn_step_engines_agree():
     rng = np.random.default_rng(1)
-    x = rng.standard_normal((1, 2, 1, 8, 16)).astype(np.float32)
+    x = rng.standard_normal((1, 2, 2, 8, 16)).astype(np.float32)
     labels = np.array([[3, 7]])
     params = cnn.init_params(3)
     c = cnn.cnn_step(params, x, labels, engine="c")

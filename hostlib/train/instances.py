@@ -153,6 +153,14 @@ class MlpTraining:
         return sync.w
 
 
+def _check_training(steps, strategy: str, instances: int) -> None:
+    if not isinstance(steps, int) or steps < 1:
+        raise ArgumentError(f"steps must be a positive int, got {steps!r}")
+    if strategy == "PS" and instances >= 64:
+        raise ArgumentError(f"PS keeps one CPE as its server: at most 63 instances, got "
+                            f"{instances}")
+
+
 def train_mlp(spec, *, instances: int = 4, batch: int = 8, strategy: str = "GS",
               steps: int = 50, lr: float = 0.1, seed: int = 1, engine: str = "c",
               test: bool = True) -> MlpTraining:
@@ -160,11 +168,7 @@ def train_mlp(spec, *, instances: int = 4, batch: int = 8, strategy: str = "GS",
     samples each (kernels/parax/mlp.s), synchronised by `strategy` every step: SGD on
     minibatches of instances x batch samples in the order the Solver of the same seed takes
     them. The loss is read from the kernel's probabilities."""
-    if not isinstance(steps, int) or steps < 1:
-        raise ArgumentError(f"steps must be a positive int, got {steps!r}")
-    if strategy == "PS" and instances >= 64:
-        raise ArgumentError(f"PS keeps one CPE as its server: at most 63 instances, got "
-                            f"{instances}")
+    _check_training(steps, strategy, instances)
     machine = Machine()
     net = Net(spec, "TRAIN", seed=seed)
     order = Order(net.datasets[net.data_layer.layer.name], instances * batch, seed)
@@ -218,11 +222,7 @@ def train_cnn(*, instances: int = 4, batch: int = 4, strategy: str = "GS", steps
     every step; the samples drawn epoch by epoch in a seeded random order. BN's running
     statistics (``result.moments``) follow the instances' mean batch statistics with momentum
     BN_MOMENTUM (an update of 32 numbers, on the host); the test accuracy uses them."""
-    if not isinstance(steps, int) or steps < 1:
-        raise ArgumentError(f"steps must be a positive int, got {steps!r}")
-    if strategy == "PS" and instances >= 64:
-        raise ArgumentError(f"PS keeps one CPE as its server: at most 63 instances, got "
-                            f"{instances}")
+    _check_training(steps, strategy, instances)
     machine = Machine()
     data, labels = digits_hwc("TRAIN")
     rng = np.random.default_rng(seed)

@@ -10,7 +10,8 @@ and on one costing bytes only (the signature); the overlap bound and the makespa
 formulas 1-3 beside the measured intensity; the gradient synchronisation of the MLP 256 -> 64 -> 10
 (17098 f32) by PS, RAR and GS at 1/4/16/64 instances; and the MLP's training step on
 single-CPE instances (kernels/parax/mlp.s) followed by each synchronisation, and the same for
-a small CNN (kernels/parax/cnn.s: conv, [BN, ReLU], pool, FC, softmax); the conv's and
+a small CNN (kernels/parax/cnn.s: conv, BN on the batch statistics, ReLU, quadrant pool, FC,
+softmax); the conv's and
 [BN, ReLU]'s backward on single-CPE instances. Every block run's output is checked bit for
 bit against mode A's, and A's against numpy (float64, 1e-5).
 """
@@ -408,7 +409,7 @@ def format_report(result: dict, explain: bool = False) -> str:
                  f"(target >= 2x; inst/Mc = instances per megacycle of synchronisation alone)")
     lines += _training_lines(result["training"], f"the MLP 256-64-10 (kernels/parax/mlp.s), "
                              f"{MLP_BATCH} samples")
-    lines += _training_lines(result["cnn_training"], f"the CNN conv3x3-BN-ReLU-pool-FC "
+    lines += _training_lines(result["cnn_training"], f"the CNN conv3x3-BN(batch)-ReLU-pool-FC "
                              f"(kernels/parax/cnn.s), {CNN_BATCH} samples of {ROWS}x8x16")
     return "\n".join(lines)
 
