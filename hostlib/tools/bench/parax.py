@@ -11,8 +11,7 @@ formulas 1-3 beside the measured intensity; the gradient synchronisation of the 
 (17098 f32) by PS, RAR and GS at 1/4/16/64 instances; and the MLP's training step on
 single-CPE instances (kernels/parax/mlp.s) followed by each synchronisation, and the same for
 a small CNN (kernels/parax/cnn.s: conv, BN on the batch statistics, ReLU, quadrant pool, FC,
-softmax); the conv's and
-[BN, ReLU]'s backward on single-CPE instances. Every block run's output is checked bit for
+softmax); the conv's and [BN, ReLU]'s backward on single-CPE instances. Every block run's output is checked bit for
 bit against mode A's, and A's against numpy (float64, 1e-5).
 """
 from __future__ import annotations
