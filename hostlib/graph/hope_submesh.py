@@ -61,13 +61,8 @@ def _writers(program: Program) -> dict:
 
 def _launch(steps, outputs: list, config) -> list:
     """Launches of ``steps`` ((TE, device)) in that order, each TE on its block's CPEs."""
-    state = codegen._Planner(config, fused=True, broadcast=False, tables=1)
-    for t, device in steps:
-        first, cpes, rows = span(device, config)
-        state.add(t, first, cpes, None)
-        state.launches[-1].steps[-1].rows = rows
-    codegen._puts_and_barriers(state.launches, outputs)
-    return state.launches
+    return codegen.plan_ranges([(t, *span(device, config)) for t, device in steps], config,
+                               outputs)
 
 
 def _alone(t: te.Tensor, program: Program, device: str, machine, seed: int) -> int:
@@ -87,14 +82,14 @@ def profile(program: Program, machine, device_names: list, cache=None) -> Proble
     """Units: the program's TEs; preds from their reads; latency per sub-mesh from ``_alone``
     (``cache`` memoises it by the TE's structure and its block)."""
     cache = {} if cache is None else cache
-    writers = _writers(program)
+    writers, by_name = _writers(program), {t.name: t for t in program.tensors}
     units, preds, latency, edge_bytes = [], {}, {}, {}
     for t in program.tensors:
         units.append(t.name)
         preds[t.name] = list(dict.fromkeys(w for r in te.reads(t)
                                            for w in writers.get(r.tensor.name, ())))
         for p in preds[t.name]:
-            edge_bytes[(p, t.name)] = 8 * t.size
+            edge_bytes[(p, t.name)] = codegen.ES * by_name[p].size
         latency[t.name] = {}
         for d in device_names:
             key = (_signature(t, program.constants),

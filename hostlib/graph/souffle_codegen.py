@@ -392,6 +392,18 @@ def plan(program, config, fused: bool = True, broadcast: bool = True,
     return state.launches
 
 
+def plan_ranges(placed, config, outputs: list) -> list:
+    """Launches of ``placed`` ((TE, first CPE, CPEs, row mask) in order, the TEs fused): each
+    TE on its range of CPEs, confined to the rows of the mask (its barriers join only those
+    rows and its writers'); no broadcast gets. HOPE's sub-mesh executor (hope_submesh)."""
+    state = _Planner(config, fused=True, broadcast=False, tables=1)
+    for t, first, cpes, rows in placed:
+        state.add(t, first, cpes, None)
+        state.launches[-1].steps[-1].rows = rows
+    _puts_and_barriers(state.launches, outputs)
+    return state.launches
+
+
 def _independent(pending, cpes: int) -> list:
     """The longest run at the head of ``pending`` (at most 8 TEs, and at most one per CPE)
     whose TEs read none of each other's outputs."""
