@@ -61,6 +61,8 @@ POOL = [f"${k}" for k in list(range(0, 26)) + [27, 28]]
 UNROLL = (8, 4, 2)          # outputs a reduction's loop nest computes at once (the first that
                             # divides the axis and whose registers fit)
 FP_OP = {"add": "faddd", "sub": "fsubd", "mul": "fmuld", "div": "fdivd"}
+FULL_MESH = 0xff            # a barrier's row mask: every row
+MESH_COLS_LOG2 = 3          # a CPE id's row is id >> 3 (8 columns; _launch checks the config)
 DMA_GET_BCAST = 1 | 1 << 4  # a descriptor's op GET and mode BCAST (kernels/include/dma.inc)
 
 
@@ -196,7 +198,9 @@ class Step:
     reads: list
     out: int = 0                # LDM offset of the tile (from SF_BUF)
     put: bool = False
-    barrier: bool = False       # a whole-mesh barrier before the step
+    barrier: int = 0            # the mesh rows (a mask) that meet at a barrier before the
+                                # step: FULL_MESH, or fewer for HOPE's sub-meshes (hope_submesh)
+    rows: int = 0xff            # the mesh rows the step's CPEs are confined to (its barriers')
     bcast_rows: int = 0         # the mask of the mesh rows a broadcast get writes (0: none)
     first: int = 0              # the grid's first CPE (a sub-mesh: CPEs first, first + 1, ...)
     group: int = None           # steps of one group run at once on disjoint sub-meshes
@@ -297,7 +301,7 @@ def _place(t, grid, resident: dict, top: int, config, broadcast: bool, first: in
                      for b in [_local_base(t, r, grid, h, first)] if b is not None), None)
         if held is not None:
             plans[key] = ReadPlan(r, True, held[1], _coefs(t, r, strides(
-                [hi - lo for lo, hi in held[0].boxes[0]])), held=held[0])
+                [hi - lo for lo, hi in held[0].boxes[first]])), held=held[0])
             continue
         box = read_box(t, r, box0)
         ext = [hi - lo for lo, hi in box]
@@ -388,6 +392,18 @@ def plan(program, config, fused: bool = True, broadcast: bool = True,
     return state.launches
 
 
+def plan_ranges(placed, config, outputs: list) -> list:
+    """Launches of ``placed`` ((TE, first CPE, CPEs, row mask) in order, the TEs fused): each
+    TE on its range of CPEs, confined to the rows of the mask (its barriers join only those
+    rows and its writers'); no broadcast gets. HOPE's sub-mesh executor (hope_submesh)."""
+    state = _Planner(config, fused=True, broadcast=False, tables=1)
+    for t, first, cpes, rows in placed:
+        state.add(t, first, cpes, None)
+        state.launches[-1].steps[-1].rows = rows
+    _puts_and_barriers(state.launches, outputs)
+    return state.launches
+
+
 def _independent(pending, cpes: int) -> list:
     """The longest run at the head of ``pending`` (at most 8 TEs, and at most one per CPE)
     whose TEs read none of each other's outputs."""
@@ -468,19 +484,22 @@ def _puts_and_barriers(launches, outputs):
     dma_read = {p.read.tensor.name for launch in launches for s in launch.steps
                 for p in s.reads if not p.local}
     for launch in launches:
-        written = set()
+        written = {}                    # buffer -> the rows of the steps that put it
         for step in launch.steps:
             storage = step.tensor.storage
             step.put = storage in outputs or storage in dma_read
-            step.barrier = any(not p.local and p.read.tensor.name in written for p in step.reads)
+            # the rows of the step and of the steps that wrote what it fetches meet
+            writers = [written[p.read.tensor.name] for p in step.reads
+                       if not p.local and p.read.tensor.name in written]
+            step.barrier = functools.reduce(int.__or__, writers, step.rows) if writers else 0
             if step.put:
-                written.add(storage)
+                written[storage] = written.get(storage, 0) | step.rows
         # a group's barrier goes before its first step (its steps read none of each other,
         # and a barrier between them would run them one after the other)
         for k, step in enumerate(launch.steps):
             if step.group is not None and k and launch.steps[k - 1].group == step.group:
                 head = next(s for s in launch.steps if s.group == step.group)
-                head.barrier, step.barrier = head.barrier or step.barrier, False
+                head.barrier, step.barrier = head.barrier | step.barrier, 0
 
 
 def _regions(step: Step) -> list:
@@ -562,7 +581,7 @@ class _Code:
         t = step.tensor
         self.emit(f"# step {k}: {t.name} on a {'x'.join(map(str, step.grid)) or '1'} grid")
         if step.barrier or step.bcast_rows:     # also: no CPE still reads what a broadcast
-            self.barrier()                     # overwrites
+            self.barrier(step.barrier or FULL_MESH)    # overwrites
         skip = self.label()
         table, (_, _, puts, bcasts) = self.table(k), self.offsets[k]
         gets, active = 8, 0
@@ -630,9 +649,22 @@ class _Code:
         self.emit(f"SF_DMA_LIST {self.table(k)}+8, DMA_GET, 0, SF_PREPLY, 0, 0, "
                   f"{self.launch.steps[k].prefetched}")
 
-    def barrier(self):
+    def barrier(self, rows: int = FULL_MESH):
+        """The CPEs of the mesh rows in ``rows`` meet (whole rows: ``synr 0xff``, then ``sync``
+        down the columns of those rows); a CPE of another row skips it."""
+        if rows == FULL_MESH:
+            self.emit("synr\t0xff")
+            self.emit("sync\t0xff")
+            return
+        skip = self.label()
+        self.emit("rcid\t$1")
+        self.emit(f"srl\t$1, {MESH_COLS_LOG2}, $1      # this CPE's row")
+        self.emit(f"ldi\t$2, {rows}")
+        self.emit("srl\t$2, $1, $2")
+        self.emit(f"blbc\t$2, {skip}")
         self.emit("synr\t0xff")
-        self.emit("sync\t0xff")
+        self.emit(f"sync\t{rows:#x}")
+        self.emit(f"{skip}:")
 
     def fill(self, plan: ReadPlan):
         """Stores of the read's fill over its LDM box, four elements an iteration (the box is

@@ -213,6 +213,9 @@ def register(subparsers) -> None:
     hope.add_argument("--quick", action="store_true", help="smaller graphs")
     hope.add_argument("--graph", action="append", choices=("inception", "lstm"),
                       help="run only this graph (repeatable)")
+    hope.add_argument("--submeshes", action="store_true",
+                      help="devices: row blocks of CG 0's mesh, the graphs as Souffle TEs, "
+                      "each plan one generated launch")
     _json_argument(hope)
     hope.set_defaults(func=_hope)
 
@@ -451,8 +454,9 @@ def _graph(args) -> int:
 def _hope(args) -> int:
     from .bench import hope
     graphs = tuple(args.graph or hope.GRAPHS)
-    with contextlib.closing(StepBar(hope.steps(graphs))) as bar:
-        results = hope.run(quick=args.quick, graphs=graphs, progress=bar)
+    run = hope.run_submeshes if args.submeshes else hope.run
+    with contextlib.closing(StepBar(hope.steps(graphs, args.submeshes))) as bar:
+        results = run(quick=args.quick, graphs=graphs, progress=bar)
     print(hope.format_report(results))
     if args.json:
         as_json.dump(args.json, hope.as_json(results))

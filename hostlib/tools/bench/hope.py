@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from ...graph import Session, import_onnx, hope
+from ...graph import Session, hope, hope_submesh, import_onnx, souffle
 from ....vm.machine import Machine
 
 RTOL = 1e-4
@@ -89,6 +89,10 @@ GRAPHS = {"inception": inception, "lstm": lstm}
 QUICK = {"inception": dict(channels=8, size=8), "lstm": dict(hidden=16, steps=2)}
 FULL = {"inception": dict(channels=16, size=16), "lstm": dict(hidden=64, steps=4)}
 DEVICE_SETS = {"CG0+MPE": 1, "all CGs+MPE": None}     # name -> core groups (None: all)
+# --submeshes: CG 0's mesh as blocks of rows (name -> rows per block); on the whole mesh
+# every scheduler gives the one order, so only the first two run there
+SUBMESH_SETS = {"8x8": (8,), "4x8+4x8": (4, 4), "6x8+2x8": (6, 2), "4 x 2x8": (2, 2, 2, 2)}
+WHOLE_MESH_SCHEDULERS = ("sequential", "StarPU-like greedy")
 
 
 @dataclass
@@ -135,12 +139,43 @@ def _schedule_all(name, label, graph, machine, feeds, base, want, progress):
                 progress(f"{name}, {label}: {scheduler}")
             plan = schedule(problem)
             got, simulated = hope.execute(graph, problem, plan, machine, feeds)
-            error = max(float(np.max(np.abs(got[k] - want[k])) /
-                              max(float(np.max(np.abs(want[k]))), 1e-30)) for k in want)
             results.append(Result(name, label, super_ops, scheduler, len(problem.units),
                                   plan.makespan, simulated.makespan, plan.solve_seconds,
-                                  len(set(plan.device.values())), error))
+                                  len(set(plan.device.values())), _error(got, want)))
     return results
+
+
+def run_submeshes(quick=False, graphs=tuple(GRAPHS), progress=None) -> list:
+    """The graphs lowered to Souffle TEs, scheduled on CPE sub-meshes of CG 0 and run as one
+    generated launch per plan (hope_submesh); errors against the TE program in numpy."""
+    results = []
+    sizes = QUICK if quick else FULL
+    for name in graphs:
+        graph = GRAPHS[name](**sizes[name])
+        program = souffle.lower(graph)
+        feeds = {k: v.astype(np.float64) for k, v in feeds_for(graph).items()}
+        want = program.evaluate(feeds)
+        machine, cache = Machine(), {}
+        for label, rows in SUBMESH_SETS.items():
+            problem = hope_submesh.profile(program, machine,
+                                           hope_submesh.submeshes(machine.config, rows), cache)
+            for scheduler, schedule in hope.SCHEDULERS.items():
+                if len(rows) == 1 and scheduler not in WHOLE_MESH_SCHEDULERS:
+                    continue
+                if progress:
+                    progress(f"{name}, {label}: {scheduler}")
+                plan = schedule(problem)
+                got, stats = hope_submesh.execute(program, plan, machine, feeds)
+                results.append(Result(name, label, False, scheduler, len(problem.units),
+                                      plan.makespan, sum(s.cycles for s in stats),
+                                      plan.solve_seconds, len(set(plan.device.values())),
+                                      _error(got, want)))
+    return results
+
+
+def _error(got, want) -> float:
+    return max(float(np.max(np.abs(got[k] - want[k])) /
+                     max(float(np.max(np.abs(want[k]))), 1e-30)) for k in want)
 
 
 def format_report(results) -> str:
@@ -159,8 +194,11 @@ def format_report(results) -> str:
                      for row in rows)
 
 
-def steps(graphs=tuple(GRAPHS)) -> int:
-    """Plans ``run`` executes (for a progress bar)."""
+def steps(graphs=tuple(GRAPHS), submeshes=False) -> int:
+    """Plans ``run`` (or ``run_submeshes``) executes (for a progress bar)."""
+    if submeshes:
+        return len(graphs) * (len(WHOLE_MESH_SCHEDULERS) +
+                              (len(SUBMESH_SETS) - 1) * len(hope.SCHEDULERS))
     return len(graphs) * len(DEVICE_SETS) * 2 * len(hope.SCHEDULERS)
 
 
