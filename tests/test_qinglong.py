@@ -272,29 +272,31 @@ def test_bench_quick_json(tmp_path, capsys):
     assert rows["Conv"]["t_c"] < rows["Conv"]["t_op"]         # the weights rearranged once
 
 
-def test_persistent_kernel_streams_samples_at_the_dma_bound():
-    """One launch serves K samples through the 3-slot ring: bit-identical to ``scale`` (and to
-    the one IEEE multiply numpy does), and a
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_persistent_kernel_streams_samples_at_the_dma_bound(dtype):
+    """One launch serves K samples through the 3-slot ring: bit-identical to ``scale`` (float64:
+    and to the one IEEE multiply numpy does; float32: widened, multiplied, rounded once), and a
     sample costs T_in + T_out (the engine's time for its lines and acknowledgements) within
     5% once the ring is full (the compute, 64 vectors per CPE, is far below it)."""
     device = Device(machine=Machine())
-    n = 64 * 4 * 64                             # 2 KiB per CPE per sample
-    kernel = PersistentScale(0.75, n, device)
+    n = 64 * 4 * 64 * 8 // np.dtype(dtype).itemsize        # 2 KiB per CPE per sample
+    kernel = PersistentScale(0.75, n, device, dtype)
     cycles = {}
     for count in (4, 8):
-        xs = [RNG.standard_normal(n) for _ in range(count)]
-        ins = [device.malloc(n * 8) for _ in range(count)]
-        outs = [device.malloc(n * 8) for _ in range(count)]
+        xs = [RNG.standard_normal(n).astype(dtype) for _ in range(count)]
+        ins = [device.malloc(x.nbytes) for x in xs]
+        outs = [device.malloc(x.nbytes) for x in xs]
         for block, x in zip(ins, xs):
             device.copy_in(block, x)
         cycles[count] = kernel.compute(ins, outs).cycles
-        ys = [device.copy_out(block, (n,), np.float64) for block in outs]
-        assert all(np.array_equal(y, x * 0.75) for x, y in zip(xs, ys))
-        assert np.array_equal(ys[-1], scale(xs[-1], 0.75)[0])
+        ys = [device.copy_out(block, (n,), dtype) for block in outs]
+        if dtype == np.float64:
+            assert all(np.array_equal(y, x * 0.75) for x, y in zip(xs, ys))
+        assert all(np.array_equal(y, scale(x, 0.75)[0]) for x, y in zip(xs[-2:], ys[-2:]))
         for block in ins + outs:
             device.free(block)
     per_sample = (cycles[8] - cycles[4]) / 4
-    bound = transfer_cycles(device.machine.config, n * 8, requests=64)
+    bound = transfer_cycles(device.machine.config, n * np.dtype(dtype).itemsize, requests=64)
     assert abs(per_sample / bound - 1) < 0.05
 
 
@@ -314,6 +316,8 @@ def test_persistent_kernel_refuses_what_does_not_fit():
     device = Device(machine=Machine())
     with pytest.raises(QingLongError, match="multiple of 256"):
         PersistentScale(1.0, 100, device)
+    with pytest.raises(QingLongError, match="dtype must be float64 or float32"):
+        PersistentScale(1.0, 256, device, np.int32)
     with pytest.raises(QingLongError, match=r"ring of 3 x 32768 bytes per CPE \(98304 B"):
         PersistentScale(1.0, 64 * 4096, device)
     kernel = PersistentScale(1.0, 256, device)
