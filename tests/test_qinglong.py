@@ -1,6 +1,7 @@
 """hostlib.qinglong: a compiled net computes bit-identically to the DNN operators it plans,
-its constants go to the device once, and compute only binds I/O (moving the I/O blocks never
-re-plans: property test); device memory and its copy model; the errors."""
+its constants go to the device once, and compute only writes the I/O table, which the kernels
+read their I/O addresses through (moving the I/O blocks never re-plans nor patches: property
+test); device memory and its copy model; the errors."""
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
@@ -57,23 +58,27 @@ def test_constants_are_copied_once(net):
 
 @settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(pad_in=st.integers(1, 4096), pad_out=st.integers(1, 4096))
-def test_moving_the_io_blocks_changes_only_the_io_words(net, pad_in, pad_out):
-    """Wherever the blocks lie, compute writes nothing of the constants but the words that name
-    an I/O slot, and the result does not move."""
+def test_moving_the_io_blocks_writes_only_the_io_table(net, pad_in, pad_out, monkeypatch):
+    """Wherever the blocks lie, compute writes nothing of the constants (the job records' I/O
+    words stay 0: every CPE reads them through the I/O table), assembles nothing, and the
+    result does not move."""
+    from swsim.asm.assembler import Assembler
     device, mem = net.device, net.machine.mem
     constants = net.segments["constants"]
     before = mem.get(constants.address, constants.nbytes // 8, np.int64)
+    io_words = [at // 8 for at, ref in net.package.relocations if ref.segment == "io"]
+    assert len(io_words) == 2 and not before[io_words].any()
     pads = [device.malloc(pad_in)]
     x_block = device.malloc(X.nbytes)
     pads.append(device.malloc(pad_out))
     y_block = device.malloc(4 * 32 * 4)
     device.copy_in(x_block, X)
+    monkeypatch.setattr(Assembler, "run", lambda *a, **k: pytest.fail("assembled again"))
     net.compute([x_block], [y_block])
     after = mem.get(constants.address, constants.nbytes // 8, np.int64)
-    io_words = {at // 8 for at, ref in net.package.relocations if ref.segment == "io"}
-    changed = set(np.flatnonzero(before != after).tolist())
-    assert changed <= io_words
-    assert {after[w] for w in io_words} == {x_block.address, y_block.address}
+    assert np.array_equal(before, after)
+    table = mem.get(net.segments["io"].address, 2, np.int64)
+    assert table.tolist() == [x_block.address, y_block.address]
     expected = net.run(X)[0]
     assert np.array_equal(device.copy_out(y_block, (4, 32), np.float32), expected)
     for block in pads + [x_block, y_block]:
@@ -130,7 +135,8 @@ def test_conv_net_is_bit_identical_to_the_operators():
     alone.copy_constant()
     y, stats = alone.run(x)
     assert np.array_equal(y, conv2d_forward(x, w1, b1, padding=1, algo="implicit")[0])
-    assert stats.cycles == first.cycles - first.phase_cycles["weights"]
+    operator = first.cycles - first.phase_cycles["weights"]   # minus the binding (a few cycles)
+    assert abs(stats.cycles - operator) <= 0.01 * operator
     with pytest.raises(QingLongError, match="Conv: the input must be NCHW"):
         Net([Conv(w1)], (8, 8, 8))
     with pytest.raises(QingLongError, match="Conv: w has 8 input channels but x has 4"):
@@ -193,6 +199,26 @@ def test_device_memory_and_copy_model():
         device.malloc(0)
 
 
+class _FiveSlotWords(Scale):
+    """A node whose one launch would read five words through the I/O slots."""
+
+    def jobs(self, machine, dtype, shape, x, y, constants):
+        kernel, words, refs, flops = super().jobs(machine, dtype, shape, x, y, constants)[0]
+        return [(kernel, words, {**refs, **{word: x for word in range(3)}}, flops)]
+
+
+def test_a_launch_binds_at_most_four_io_words():
+    with pytest.raises(QingLongError, match="reads 5 I/O slots; a launch binds at most 4"):
+        Net([_FiveSlotWords(2.0)], (1024,)).compile()
+
+
+def test_bench_whole_flag():
+    from swsim.cli import build_parser
+    assert build_parser().parse_args(["bench", "qinglong", "--whole", "100"]).whole == 100
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["bench", "qinglong", "--whole", "0"])
+
+
 def test_errors(net):
     with pytest.raises(QingLongError, match="input must be"):
         Net([FC(W1)], (4, 100))
@@ -234,7 +260,7 @@ def test_bench_quick_json(tmp_path, capsys):
     assert fc["layer"].startswith("FC") and fc["whole_error"] < 1e-9
     big = fc["totals"]["1000"]
     assert big["constants_once"] < big["compile_once"]     # FC: constants dominate
-    assert fc["t_c"] == fc["t_op"]                          # the same launches, same cycles
+    assert abs(fc["t_c"] - fc["t_op"]) <= 0.01 * fc["t_op"]  # the same launches but the binding
     rows = {row["layer"].split()[0]: row for row in result["layers"]}
     assert set(rows) == {"FC", "Scale", "BN", "Conv", "AlexNet-like"}
     for row in rows.values():       # the paper's shape: the gain grows with N
@@ -246,29 +272,31 @@ def test_bench_quick_json(tmp_path, capsys):
     assert rows["Conv"]["t_c"] < rows["Conv"]["t_op"]         # the weights rearranged once
 
 
-def test_persistent_kernel_streams_samples_at_the_dma_bound():
-    """One launch serves K samples through the 3-slot ring: bit-identical to ``scale`` (and to
-    the one IEEE multiply numpy does), and a
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_persistent_kernel_streams_samples_at_the_dma_bound(dtype):
+    """One launch serves K samples through the 3-slot ring: bit-identical to ``scale`` (float64:
+    and to the one IEEE multiply numpy does; float32: widened, multiplied, rounded once), and a
     sample costs T_in + T_out (the engine's time for its lines and acknowledgements) within
     5% once the ring is full (the compute, 64 vectors per CPE, is far below it)."""
     device = Device(machine=Machine())
-    n = 64 * 4 * 64                             # 2 KiB per CPE per sample
-    kernel = PersistentScale(0.75, n, device)
+    n = 64 * 4 * 64 * 8 // np.dtype(dtype).itemsize        # 2 KiB per CPE per sample
+    kernel = PersistentScale(0.75, n, device, dtype)
     cycles = {}
     for count in (4, 8):
-        xs = [RNG.standard_normal(n) for _ in range(count)]
-        ins = [device.malloc(n * 8) for _ in range(count)]
-        outs = [device.malloc(n * 8) for _ in range(count)]
+        xs = [RNG.standard_normal(n).astype(dtype) for _ in range(count)]
+        ins = [device.malloc(x.nbytes) for x in xs]
+        outs = [device.malloc(x.nbytes) for x in xs]
         for block, x in zip(ins, xs):
             device.copy_in(block, x)
         cycles[count] = kernel.compute(ins, outs).cycles
-        ys = [device.copy_out(block, (n,), np.float64) for block in outs]
-        assert all(np.array_equal(y, x * 0.75) for x, y in zip(xs, ys))
-        assert np.array_equal(ys[-1], scale(xs[-1], 0.75)[0])
+        ys = [device.copy_out(block, (n,), dtype) for block in outs]
+        if dtype == np.float64:
+            assert all(np.array_equal(y, x * 0.75) for x, y in zip(xs, ys))
+        assert all(np.array_equal(y, scale(x, 0.75)[0]) for x, y in zip(xs[-2:], ys[-2:]))
         for block in ins + outs:
             device.free(block)
     per_sample = (cycles[8] - cycles[4]) / 4
-    bound = transfer_cycles(device.machine.config, n * 8, requests=64)
+    bound = transfer_cycles(device.machine.config, n * np.dtype(dtype).itemsize, requests=64)
     assert abs(per_sample / bound - 1) < 0.05
 
 
@@ -288,6 +316,8 @@ def test_persistent_kernel_refuses_what_does_not_fit():
     device = Device(machine=Machine())
     with pytest.raises(QingLongError, match="multiple of 256"):
         PersistentScale(1.0, 100, device)
+    with pytest.raises(QingLongError, match="dtype must be float64 or float32"):
+        PersistentScale(1.0, 256, device, np.int32)
     with pytest.raises(QingLongError, match=r"ring of 3 x 32768 bytes per CPE \(98304 B"):
         PersistentScale(1.0, 64 * 4096, device)
     kernel = PersistentScale(1.0, 256, device)

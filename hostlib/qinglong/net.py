@@ -6,14 +6,16 @@ copies the constants in one transfer, and ``compute`` only binds the I/O blocks 
 
 Addressing (§3.4): a relocation is a word of the constants image that holds an address. A
 segment-direct one (a weight, a hidden tensor) is resolved by ``copy_constant``: segment base +
-offset. An I/O one names a slot of the I/O-address table; ``compute`` writes the blocks'
-addresses into the table and into the words that name each slot: nothing is re-planned,
-re-assembled or re-copied. The kernels are the DNN library's (stream.s, activation.s,
-swgemm.s), whose job records hold stream addresses directly, so the indirection through the
-slot is resolved by the host writing those words (``Stats.details["io_words"]`` counts them).
+offset. An I/O one names a slot of the I/O-address table and is read through it on the
+device: the kernels are the DNN library's (stream.s, activation.s, swgemm.s, conv_implicit.s)
+built with ``QIO_BIND`` (kernels/include/dma.inc ``BIND_IO``), and each launch passes the
+table and its bindings (record word, slot), so every CPE loads the slot's address into its copy
+of the job record. ``compute`` writes the I/O table and nothing else: nothing is re-planned,
+re-assembled, re-copied or patched (``Stats.details["io_words"]`` counts the bindings).
 """
 from __future__ import annotations
 
+import functools
 import numbers
 from dataclasses import dataclass, field
 
@@ -21,7 +23,10 @@ import numpy as np
 
 from ...errors import ArgumentError, ArgumentTypeError
 from ...vm import Machine
+from ...kernels import source_path
+from ...kernels.cache import cached_program
 from ..blas.swgemm import InMemory, gemm_job, KERNEL as GEMM_KERNEL
+from ..runtime import Kernel
 from ...vm import HostError
 from ..dnn import activation, batchnorm, conv_implicit, stream
 from ..dnn.common import combined
@@ -32,6 +37,8 @@ from .device import Block, Device
 SEGMENTS = ("constants", "hidden", "io")
 IO_SLOT_BYTES = 8
 ALIGN = 128                   # every block of a segment starts on a DMA line
+BINDING_REGISTERS = 4         # a launch's bindings: $17, $19, $20, $21 (BIND_IO)
+QIO_HEADER = "\tQIO_BIND = 1\n"
 
 
 class QingLongError(ArgumentError):
@@ -50,11 +57,42 @@ class Ref:
     offset: int
 
 
+@functools.lru_cache(maxsize=None)
+def _bound_program(sources: tuple):
+    """The program of kernel `sources` each assembled with QIO_BIND defined (BIND_IO)."""
+    from ...asm import assemble_object
+    from ...kernels.runtime import link_with_runtime
+
+    def build():
+        objects = []
+        for name in sources:
+            path = source_path(name)
+            objects.append(assemble_object(QIO_HEADER + path.read_text(encoding="utf-8"),
+                                           str(path)))
+        return link_with_runtime(objects)
+    return cached_program((QIO_HEADER, *sources), build)
+
+
+@dataclass(frozen=True)
+class BoundKernel(Kernel):
+    """A DNN-library kernel whose launches read the I/O words of their job record through the
+    I/O table (its sources built with QIO_BIND)."""
+
+    @property
+    def program(self):
+        return _bound_program(self.sources)
+
+
+def bound(kernel: Kernel) -> BoundKernel:
+    return BoundKernel(kernel.sources, kernel.entry, kernel.ldm_end, kernel.stack)
+
+
 @dataclass
 class _Launch:
     kernel: object
     record: int               # byte offset of its job record in the constants image
     flops: int
+    bindings: list            # BIND_IO words: (slot byte offset + 8) << 16 | record byte offset
 
 
 @dataclass
@@ -115,8 +153,8 @@ class Node:
 def _stream_job(config, plan: dict, inputs: list, outputs: list):
     """The launch of a streaming-driver job (``stream.job_records`` arguments `plan`, one core
     group) whose streams are the Refs `inputs` / `outputs` (None: a stream it does not move)."""
-    kernel = plan["kernel"]
-    (words,) = stream.job_records(config, 1, **plan)
+    kernel = bound(plan["kernel"])       # the records name its routines' code addresses
+    (words,) = stream.job_records(config, 1, **dict(plan, kernel=kernel))
     refs = {stream.stream_field(kernel, direction, index): ref
             for direction, refs in (("in", inputs), ("out", outputs))
             for index, ref in enumerate(refs) if ref is not None}
@@ -382,7 +420,12 @@ class Net:
         launches, relocations = [], []
         for (kernel, words, refs, flops), at in zip(planned, record_offsets):
             image[at:at + words.nbytes] = words.view(np.uint8)
-            launches.append(_Launch(kernel, at, flops))
+            bindings = [(ref.offset * IO_SLOT_BYTES + 8) << 16 | 8 * word
+                        for word, ref in sorted(refs.items()) if ref.segment == "io"]
+            if len(bindings) > BINDING_REGISTERS:
+                raise QingLongError(f"compile: a launch of {kernel.entry} reads {len(bindings)} "
+                                    f"I/O slots; a launch binds at most {BINDING_REGISTERS}")
+            launches.append(_Launch(bound(kernel), at, flops, bindings))
             for word, ref in refs.items():
                 if ref.segment == "weights":
                     ref = Ref("constants", weight_offsets[ref.offset])
@@ -417,8 +460,8 @@ class Net:
 
     def compute(self, inputs, outputs):
         """Run the net on device blocks: `inputs` = [the input's Block], `outputs` = [the
-        output's Block]. Writes the I/O table and the words naming its slots, then launches
-        the planned kernels; returns Stats (details: io_words written, copy_cycles)."""
+        output's Block]. Writes the I/O table, then launches the planned kernels, which read
+        their I/O words through it; returns Stats (details: io_words bound, copy_cycles)."""
         if self.segments is None:
             raise QingLongError("compute: compile and copy_constant first")
         blocks = []
@@ -436,19 +479,16 @@ class Net:
         if unbound:
             raise QingLongError(f"compute: I/O slot(s) {unbound} of the package are unbound "
                                 f"(compute binds slots 0..{len(table) - 1}: the input, the output)")
-        copy_before = self.device.copy_cycles
-        self.device.copy_in(self.segments["io"], table)
-        mem, base = self.machine.mem, self.segments["constants"].address
-        io_words = 0
-        for at, ref in self.package.relocations:
-            if ref.segment == "io":
-                mem.write(base + at, table[ref.offset:ref.offset + 1])
-                io_words += 1
-        parts = [launch.kernel.launch_cgs(self.machine, [[base + launch.record]],
-                                          flops=launch.flops, engine=self.engine)
-                 for launch in self.package.launches]
-        return combined(parts, op="qinglong_compute", io_words=io_words,
-                        copy_cycles=self.device.copy_cycles - copy_before)
+        copy = self.device.copy_in(self.segments["io"], table)
+        base, io_table = self.segments["constants"].address, self.segments["io"].address
+        parts = []
+        for launch in self.package.launches:
+            first, *rest = launch.bindings + [0] * (BINDING_REGISTERS - len(launch.bindings))
+            args = [base + launch.record, first, io_table, *rest]      # $16 .. $21
+            parts.append(launch.kernel.launch_cgs(self.machine, [args], flops=launch.flops,
+                                                  engine=self.engine))
+        return combined(parts, op="qinglong_compute", copy_cycles=copy,
+                        io_words=sum(len(launch.bindings) for launch in self.package.launches))
 
     def run(self, x):
         """One sample end to end: allocate the I/O blocks, copy x in, compute, copy out, free.

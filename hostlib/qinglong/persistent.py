@@ -1,7 +1,7 @@
 """QingLong's persistent kernel (``kernels/qinglong/persistent_scale.s``): one launch serves a
 stream of samples through a 3-slot DMA ring in every CPE's LDM (get k+1, compute k, put k-1),
 so a sample costs max(T_in + T_out, T_c) once the ring is full instead of a launch each. The
-first cut: y = alpha x in float64, every sample split evenly over the 64 CPEs."""
+first cut: y = alpha x in float64 or float32, every sample split evenly over the 64 CPEs."""
 from __future__ import annotations
 
 import functools
@@ -17,27 +17,37 @@ from .net import QingLongError
 from .package import PackageKernel, kernel_package
 
 KERNEL = Kernel(("qinglong/persistent_scale.s",), "persistent_scale", "ring_ldm_end")
+KERNELS = {np.dtype(np.float64): KERNEL,
+           np.dtype(np.float32): Kernel(KERNEL.sources, "persistent_scale_s", KERNEL.ldm_end)}
 FC_SOURCE = "qinglong/persistent_fc.s"
 SLOTS = 3
-VECTOR_BYTES = 32
+VECTOR_ELEMENTS = 4
 
 
 class PersistentScale:
-    """y = alpha x for samples of `n` float64 on `device` (its machine's one core group)."""
+    """y = alpha x for samples of `n` elements of `dtype` (float64 or float32; float32 computed
+    as ``scale`` does: widened, multiplied by the double alpha, rounded once) on `device` (its
+    machine's one core group)."""
 
-    def __init__(self, alpha, n: int, device: Device):
+    def __init__(self, alpha, n: int, device: Device, dtype=np.float64):
         if isinstance(alpha, bool) or not isinstance(alpha, numbers.Real):
             raise ArgumentTypeError(f"PersistentScale: alpha must be a real number, got {alpha!r}")
         check_device(device, "PersistentScale")
         machine_and_cgs(device.machine, 1)
+        try:
+            self.kernel = KERNELS[np.dtype(dtype)]
+        except (TypeError, KeyError):
+            raise QingLongError(f"PersistentScale: dtype must be float64 or float32, got "
+                                f"{dtype!r}") from None
         config = device.machine.config
-        quantum = config.num_cpes * VECTOR_BYTES // 8
+        quantum = config.num_cpes * VECTOR_ELEMENTS
         if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 1 or n % quantum:
             raise QingLongError(f"PersistentScale: n must be a positive multiple of {quantum} "
-                                f"(a 32-byte vector per CPE), got {n!r}")
+                                f"(a vector of {VECTOR_ELEMENTS} elements per CPE), got {n!r}")
         self.alpha, self.n, self.device = float(alpha), int(n), device
-        self.share = self.n * 8 // config.num_cpes
-        arena = KERNEL.arena(config.ldm_bytes, nargs=1)
+        self.nbytes = self.n * np.dtype(dtype).itemsize
+        self.share = self.nbytes // config.num_cpes
+        arena = self.kernel.arena(config.ldm_bytes, nargs=1)
         ring = SLOTS * self.share
         if ring > arena.free:
             raise QingLongError(f"PersistentScale: the ring of {SLOTS} x {self.share} bytes "
@@ -56,7 +66,7 @@ class PersistentScale:
                                 "lists of Blocks, one each per sample")
         for name, blocks in (("inputs", inputs), ("outputs", outputs)):
             for index, block in enumerate(blocks):
-                self.device.check(block, self.n * 8, f"compute: {name}[{index}]")
+                self.device.check(block, self.nbytes, f"compute: {name}[{index}]")
         count = len(inputs)
         table = address_pairs(inputs, outputs, self.chunk)
         table_block = self.device.malloc(table.nbytes)
@@ -66,7 +76,7 @@ class PersistentScale:
             copy = self.device.copy_in(table_block, table)
             copy += self.device.copy_in(job_block, record.new(
                 count=count, share=self.share, alpha=self.alpha, table=table_block.address))
-            stats = KERNEL.launch(self.device.machine, [job_block.address],
+            stats = self.kernel.launch(self.device.machine, [job_block.address],
                                   flops=count * self.n, engine=engine,
                                   details=dict(samples=count, copy_cycles=copy))
         finally:

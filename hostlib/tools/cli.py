@@ -72,6 +72,9 @@ def register(subparsers) -> None:
                           help="FC 1024->256, Conv on 16x16, the net on 8x8, fewer whole runs")
     _json_argument(qinglong)
     qinglong.add_argument("--engine", choices=("c", "python"), default="c")
+    qinglong.add_argument("--whole", type=count_argument(1), default=0, metavar="N",
+                          help="check the totals against whole runs of N samples (default 10, "
+                               "--quick 2)")
     qinglong.set_defaults(func=_qinglong)
 
     ops = which.add_parser("ops", help="memory bandwidth of the DNN memory-bound operators at "
@@ -372,7 +375,7 @@ def _ops(args) -> int:
 
 def _qinglong(args) -> int:
     from .bench import qinglong
-    rows = qinglong.run(quick=args.quick, engine=args.engine)
+    rows = qinglong.run(quick=args.quick, engine=args.engine, whole=args.whole)
     persistent = qinglong.run_persistent(quick=args.quick, engine=args.engine)
     persistent_fc = qinglong.run_persistent_fc(quick=args.quick, engine=args.engine)
     print(qinglong.format_table(rows))

@@ -609,6 +609,7 @@ swgemm:
 	dma	$2, $16, $3
 1:	ldw	$1, JOB_REPLY($31)
 	beq	$1, 1b
+	BIND_IO
 	# This CPE's offsets inside a CG block: rows follow i (or j if O_SWAP), columns the other.
 	rcid	$1
 	srl	$1, 3, $2             # i

@@ -1,5 +1,6 @@
 # QingLong's persistent kernel (docs/qinglong.md "Persistent kernel"), for y = alpha x in
-# float64: one launch serves a stream of Q_COUNT samples. Each CPE owns Q_SHARE bytes of every
+# float64 (persistent_scale) or float32 (persistent_scale_s: widened by vlds, rounded once by
+# vsts, as stream.s's scale_s): one launch serves a stream of Q_COUNT samples. Each CPE owns Q_SHARE bytes of every
 # sample and moves them through a 3-slot ring in its LDM: at step k it gets sample k+1, computes
 # sample k in place and puts it while sample k-1's put may still be in flight. The descriptor
 # table (Q_TABLE: each sample's (input, output) address pair, padded to whole chunks of CHUNK
@@ -11,7 +12,7 @@
 	.include "../include/dma.inc"
 
 	Q_COUNT = 0           # samples
-	Q_SHARE = 8           # bytes of a sample per CPE (a multiple of 32)
+	Q_SHARE = 8           # bytes of a sample per CPE (a multiple of a vector's elements)
 	Q_ALPHA = 16          # alpha, the bits of an IEEE double
 	Q_TABLE = 24          # main-memory address of the descriptor table
 	JOB_BYTES = 32
@@ -44,11 +45,14 @@ ring_ldm_end:                 # the 3 slots of Q_SHARE bytes start here
 1:
 	.endm
 
+# PERSISTENT_SCALE name, load, store, log_step: the kernel `name` for elements loaded by `load`
+# and stored by `store`, 1 << log_step bytes a vector.
 # $4 samples, $10 share, $11 this CPE's offset in a sample, $12 alpha, $13 / $14 the get / put
 # descriptors, $15 k, $21 slot of k, $23 / $22 the ring's start / end.
-	.globl	persistent_scale
-	.ent	persistent_scale
-persistent_scale:
+	.macro	PERSISTENT_SCALE name, load, store, log_step
+	.globl	\name
+	.ent	\name
+\name:
 	FETCH_JOB $2, $3, JOB_REPLY
 	ldl	$4, JOB + Q_COUNT($31)
 	MAKE_DESC $2, DMA_GET, CHUNK_BYTES, JOB_REPLY
@@ -76,7 +80,7 @@ persistent_scale:
 	addl	$3, $11, $3
 	dma	$13, $3, $21
 	clr	$15
-.Lstep:
+.Lstep\@:
 	and	$15, CHUNK - 1, $1    # step 32c: get chunk c+1 if the stream has it
 	bne	$1, 4f
 	addl	$15, CHUNK, $1
@@ -110,11 +114,11 @@ persistent_scale:
 2:	addl	$15, 1, $2            # sample k is in
 	WAIT_COUNT GETS, $2, $3
 	mov	$21, $6
-	srl	$10, 5, $7
-3:	vldd	$8, 0($6)
+	srl	$10, \log_step, $7
+3:	\load	$8, 0($6)
 	vmuld	$8, $12, $8
-	vstd	$8, 0($6)
-	addl	$6, 32, $6
+	\store	$8, 0($6)
+	addl	$6, 1 << \log_step, $6
 	subl	$7, 1, $7
 	bne	$7, 3b
 	and	$15, 2 * CHUNK - 1, $2    # put k
@@ -125,7 +129,11 @@ persistent_scale:
 	NEXT_SLOT $21
 	addl	$15, 1, $15
 	cmplt	$15, $4, $1
-	bne	$1, .Lstep
+	bne	$1, .Lstep\@
 	WAIT_COUNT PUTS, $4, $3
 	ret
-	.end	persistent_scale
+	.end	\name
+	.endm
+
+	PERSISTENT_SCALE persistent_scale, vldd, vstd, 5
+	PERSISTENT_SCALE persistent_scale_s, vlds, vsts, 4

@@ -12,8 +12,9 @@
 
 copy() is the configuration's copy model (``hostlib.qinglong.copy_cycles``), T_op the
 operators' measured cycles (a chain's added up) and T_c the compiled net's. The constants-once
-total is checked against whole runs of 1 and WHOLE samples (``Net.run`` each, cycles and copies
-added up); larger N are the formula. The pipelined total is a model only (``Net.run`` charges
+total is checked against whole runs of 1, WHOLE samples (``--whole N``) and every N of COUNTS
+below it (``Net.run`` each, cycles and copies added up), the per-sample total against WHOLE
+operator calls (their cycles added up, the copies the model's); larger N are the formula. The pipelined total is a model only (``Net.run`` charges
 the host's copies, it does not overlap them). Host seconds (median per sample, this machine)
 show what compiling once saves the host: the operators plan and place everything per call,
 ``compute`` only binds I/O. ``run_persistent``: the persistent kernel (QingLong3, device side)
@@ -100,9 +101,10 @@ def _layers(quick: bool):
     ]
 
 
-def run(quick: bool = False, engine: str = "c") -> list:
-    """One row per layer: the measured terms, the three totals per N and the check."""
-    whole = WHOLE_QUICK if quick else WHOLE
+def run(quick: bool = False, engine: str = "c", whole: int = 0) -> list:
+    """One row per layer: the measured terms, the totals per N and the checks against whole
+    runs of `whole` samples (0: WHOLE, or WHOLE_QUICK with `quick`)."""
+    whole = whole or (WHOLE_QUICK if quick else WHOLE)
     rows = []
     for name, nodes, x, operator in _layers(quick):
         net = Net(nodes, x.shape, x.dtype, engine=engine)
@@ -119,11 +121,12 @@ def run(quick: bool = False, engine: str = "c") -> list:
             compute_seconds.append(time.perf_counter() - start)
             compute_cycles.append(stats.cycles)
             whole_totals[count] = device.copy_cycles + sum(compute_cycles)
-        machine, op_seconds = Machine(), []
-        for _ in range(WHOLE_QUICK):
+        machine, op_seconds, op_cycles = Machine(), [], []
+        for _ in range(whole):
             start = time.perf_counter()
             expected, t_op = operator(x, machine)
             op_seconds.append(time.perf_counter() - start)
+            op_cycles.append(t_op)
         if not np.array_equal(y, expected):
             raise RuntimeError(f"{name}: the compiled net and the operators differ")
         constants = copy_cycles(config, package.sizes["constants"])
@@ -138,13 +141,16 @@ def run(quick: bool = False, engine: str = "c") -> list:
                       "constants_once": constants + n * sample,
                       "pipelined": constants + sample + (n - 1) * stage} for n in COUNTS}
         whole_errors = {n: abs(total - constants - n * sample) / total
-                        for n, total in whole_totals.items() if n in (1, whole)}
+                        for n, total in whole_totals.items()
+                        if n in (1, whole) or n in COUNTS}
+        per_sample_whole = whole * (constants + x_in + y_out) + sum(op_cycles)
         rows.append(dict(
             layer=name, constants_bytes=package.sizes["constants"], code_bytes=package.code_bytes,
             copy_constants=constants, copy_io=io, copy_x=x_in, copy_y=y_out, t_op=t_op,
             t_c=t_c, pipeline_stage=stage, totals=totals, whole_samples=whole,
             whole_cycles=whole_totals[whole], whole_errors=whole_errors,
             whole_error=max(whole_errors.values()),
+            per_sample_whole_error=abs(per_sample_whole - whole * per_sample) / per_sample_whole,
             compile_seconds=compile_seconds,
             op_seconds=statistics.median(op_seconds),
             compute_seconds=statistics.median(compute_seconds)))
@@ -270,10 +276,12 @@ def format_table(rows) -> str:
                          f"{total['per_sample'] / total['pipelined']:>5.2f}x")
     lines.append("")
     lines.append(f"{'layer':<24} {'constants B':>11} {'copy(C)':>9} {'T_op':>9} {'T_c':>9} "
-                 f"{'whole-run err':>13} {'host s/op':>9} {'s/compute':>9} {'compile s':>9}")
+                 f"{'whole N':>7} {'err c.once':>10} {'per-sample':>10} {'host s/op':>9} "
+                 f"{'s/compute':>9} {'compile s':>9}")
     for row in rows:
         lines.append(f"{row['layer']:<24} {row['constants_bytes']:>11,} "
                      f"{row['copy_constants']:>9,} {row['t_op']:>9,} {row['t_c']:>9,} "
-                     f"{row['whole_error']:>12.2%} {row['op_seconds']:>9.3f} "
+                     f"{row['whole_samples']:>7,} {row['whole_error']:>10.2%} "
+                     f"{row['per_sample_whole_error']:>10.2%} {row['op_seconds']:>9.3f} "
                      f"{row['compute_seconds']:>9.3f} {row['compile_seconds']:>9.3f}")
     return "\n".join(lines)
