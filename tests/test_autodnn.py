@@ -52,10 +52,11 @@ def test_fig63_listing_parses_verbatim_and_its_out_of_bounds_read_is_refused():
 def test_fig63_strategies_as_rewrites():
     seed = ad.schedule.apply(ad.load(FIG63.replace("cCo+Kc", "cCo+cKc")))
     text = ir.format_seed(seed)
-    # split + reorder + fuse of cCo_out into M: the loop is gone, M = (cCo_out, B)
-    assert "For(cCo_in, 0, 1, 32){\n      For(cKr" not in text
+    # split + reorder + fuse of cCo_out into M: the loop is gone, M = (cCo_out, B); the
+    # inner loop's extent is the split factor (Sco = 32)
+    assert "For(cCo_in, 0, 1, Sco){\n      For(cKr" not in text
     assert re.search(r"For\(cRo, 0, 1, Ro\)\{\n  For\(cKr.*\n    For\(cKc.*\n      "
-                     r"For\(cCo_in, 0, 1, 32\)", text)
+                     r"For\(cCo_in, 0, 1, Sco\)", text)
     assert 'gemm_op("op1", (cCo_out,B), No, Ni' in text
     assert "{Ci, 32*cCo_out+cCo_in+cKc}" in text
 
@@ -576,3 +577,33 @@ def test_estimate_runs_whole_when_a_sample_would_keep_an_input_resident():
     assert sample.plan.operands["b"].spans and not cand.generated.plan.operands["b"].spans
     cycles, details = conv.estimate(cand, machine)
     assert not details["sampled"] and cycles == tuner.measure(cand, machine, None)
+
+
+def test_tuner_prechecks_refuse_as_building_does():
+    # the space checks most candidates' primitive constraints on a gemm_op scheduled once
+    # per loop nest (other bindings, other shapes); its verdicts are the full build's
+    from swsim.hostlib.autodnn import conv, tuner
+    programs = conv.programs(1, 64, 64, 4, 4, 3, 3)
+    candidates = tuner.space(programs)
+    assert sum(c.refused is not None for c in candidates) > 50
+    for cand in candidates:
+        try:
+            built, refused = ad.build(cand.program, cand.binding), None
+        except ad.ScheduleError as exc:
+            built, refused = None, str(exc)
+        assert cand.refused == refused, cand.label
+        if built is not None:
+            assert cand.generated.ldm_bytes == built.ldm_bytes
+            assert cand.generated.text == built.text
+
+
+def test_large_kernels_are_estimated_from_two_smaller_ones():
+    # more than MAX_TAPS taps: the same schedule at kernel sizes 2 and 4, extrapolated
+    # linearly in the taps' count, against the whole run
+    from swsim.hostlib.autodnn import conv, tuner
+    from swsim.vm import Machine
+    best = tuner.tune(conv.programs(128, 8, 32, 2, 2, 5, 5), "model").best
+    cycles, details = conv.estimate(best, Machine())
+    assert details["taps"] == (4, 16)
+    whole = tuner.measure(best, Machine(), None)
+    assert abs(cycles / whole - 1) < 0.01, (cycles, whole)

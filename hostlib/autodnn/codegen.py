@@ -69,13 +69,20 @@ def _include_constant(name: str) -> int:
 
 @dataclass
 class Generated:
-    """What ``build`` made: the kernel, its plan and the tensors its arguments point to."""
-    kernel: GeneratedKernel
+    """What ``build`` made: its plan, the tensors its arguments point to, its LDM, and the
+    kernel -- its assembly written on first use (the model tuner ranks hundreds of
+    candidates from their plans and LDM and runs one)."""
     plan: Plan
     tensors: list               # argument order: a0, a1, ... = these tensors' addresses
     ldm_bytes: int              # LDM the kernel uses (data, buffers, stack)
     accumulate: bool
-    dtype: str = "float64"
+    dtype: str
+    emitter: "_Emitter" = field(repr=False, compare=False)
+
+    @functools.cached_property
+    def kernel(self) -> GeneratedKernel:
+        return GeneratedKernel(sources=(), entry=ENTRY, ldm_end=LDM_END, stack=STACK,
+                               text=self.emitter.kernel())
 
     @property
     def es(self) -> int:
@@ -605,8 +612,6 @@ def generate(plan: Plan, *, accumulate: bool = False, ldm_bytes: int = 64 * 1024
     emitter = _Emitter(plan, accumulate, ldm_bytes, dtype)
     if len(emitter.tensors) > 6:
         raise ScheduleError("arguments", "a generated kernel takes at most 6 tensors")
-    text = emitter.kernel()
-    kernel = GeneratedKernel(sources=(), entry=ENTRY, ldm_end=LDM_END, stack=STACK, text=text)
     # the kernel's .ldm data is the only one of its program (the primitive has none): it
     # starts at LDM 0; the stack is the frame and the primitive's (tests check the symbols)
     primitive_stack = _include_constant("GEMM_PRIM_FRAME") + (
@@ -616,4 +621,4 @@ def generate(plan: Plan, *, accumulate: bool = False, ldm_bytes: int = 64 * 1024
         raise ScheduleError("LDM budget", f"the kernel needs {used} bytes of LDM (buffers "
                             f"{emitter.ldm_end}, frame and primitive stack), more than "
                             f"{ldm_bytes}", plan.gemm.line)
-    return Generated(kernel, plan, emitter.tensors, used, accumulate, dtype)
+    return Generated(plan, emitter.tensors, used, accumulate, dtype, emitter)

@@ -251,7 +251,16 @@ def estimate(candidate, machine, engine: str = "c") -> tuple:
     difference is a row tile's cycles, scaled to the layer's columns and counted for every
     row tile, plus the rest of the first run (start-up, the priming DMA, the last put).
     A layer whose samples would fetch an operand otherwise (resident or windowed in a few
-    rows, not in the whole layer) runs whole."""
+    rows, not in the whole layer) runs whole. A kernel of more than MAX_TAPS taps is
+    estimated from two smaller ones (``_estimate_taps``)."""
+    consts = candidate.program.seed.registry.const_values()
+    if consts.get("Kr", 1) * consts.get("Kc", 1) > MAX_TAPS:
+        return _estimate_taps(candidate, machine, engine)
+    return _estimate_pixels(candidate, machine, engine)
+
+
+def _estimate_pixels(candidate, machine, engine) -> tuple:
+    """``estimate`` sampling output rows and columns (every tap simulated)."""
     from . import build
     from .tuner import measure, with_consts
     consts = candidate.program.seed.registry.const_values()
@@ -273,6 +282,51 @@ def estimate(candidate, machine, engine: str = "c") -> tuple:
     except _Unlike:       # a sample would keep resident what the layer cannot: run it whole
         return measure(candidate, machine, None, engine), {"sampled": False, "rows": r_o,
                                                            "cols": c_o}
+
+
+# A kernel of more taps than this (Listing 6.1's K = 32..256: up to 65 536 a pixel) is
+# estimated from two smaller kernels of the same schedule (``_estimate_taps``)
+MAX_TAPS = 16
+TAP_SAMPLE_SIZES = (2, 4, 8, 12, 16, 24)
+
+
+def _estimate_taps(candidate, machine, engine) -> tuple:
+    """``estimate`` of a large kernel: the same schedule on two smaller kernels (the first
+    two of TAP_SAMPLE_SIZES, smaller than the kernel, that keep every operand fetched as in
+    the whole layer: resident or not), each sampled over rows and columns, extrapolated
+    linearly in the taps' count (the taps are a reduction inside each output tile: a tap
+    costs the same primitive calls and DMAs at any kernel size). Raises ScheduleError when
+    no two sizes keep the structure."""
+    from . import build
+    from .ir import ScheduleError
+    from .tuner import with_consts
+    consts = candidate.program.seed.registry.const_values()
+    k_r, k_c = consts["Kr"], consts["Kc"]
+    whole = _structure(candidate.generated)
+    runs = []
+    for size in TAP_SAMPLE_SIZES:
+        shape = {"Kr": min(size, k_r), "Kc": min(size, k_c)}
+        if shape["Kr"] * shape["Kc"] in (k_r * k_c, *(taps for taps, _ in runs)):
+            continue
+        program = with_consts(candidate.program, **shape)
+        try:
+            gen = build(program, candidate.binding, dtype=candidate.generated.dtype)
+        except ScheduleError:
+            continue
+        if _structure(gen) != whole:
+            continue
+        cycles, _ = _estimate_pixels(type(candidate)(program, candidate.binding, gen), machine,
+                                     engine)
+        runs.append((shape["Kr"] * shape["Kc"], cycles))
+        if len(runs) == 2:
+            break
+    if len(runs) < 2:
+        raise ScheduleError("tap sample", f"{candidate.label}: no two kernel sizes of "
+                            f"{TAP_SAMPLE_SIZES} fetch the operands as the {k_r} x {k_c} "
+                            "kernel does; it is not estimated")
+    (taps1, cycles1), (taps2, cycles2) = runs
+    per_tap = (cycles2 - cycles1) / (taps2 - taps1)
+    return cycles1 + (k_r * k_c - taps1) * per_tap, {"sampled": True, "taps": (taps1, taps2)}
 
 
 class _Unlike(Exception):

@@ -6,8 +6,7 @@ Children execute left to right. A ``Seed`` is the registry plus the root's child
 """
 from __future__ import annotations
 
-import copy
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, is_dataclass
 from typing import Optional
 
 from ...errors import ArgumentError
@@ -30,9 +29,6 @@ class Expr:
     def __init__(self, terms=None, const: int = 0):
         self.terms = {name: coef for name, coef in (terms or {}).items() if coef}
         self.const = int(const)
-
-    def __deepcopy__(self, memo):
-        return self           # immutable: a copied seed shares it (the tuner copies thousands)
 
     @staticmethod
     def of(value) -> "Expr":
@@ -84,16 +80,25 @@ class Expr:
 
     def subs(self, values: dict) -> "Expr":
         """Replace symbols by expressions (or ints)."""
-        out = Expr(const=self.const)
+        if values.keys().isdisjoint(self.terms):
+            return self       # immutable: nothing to replace
+        terms, const = {}, self.const
         for name, coef in self.terms.items():
-            out = out + (Expr.of(values[name]) * coef if name in values else Expr({name: coef}))
-        return out
+            if name not in values:
+                terms[name] = terms.get(name, 0) + coef
+                continue
+            value = Expr.of(values[name])
+            for inner, inner_coef in value.terms.items():
+                terms[inner] = terms.get(inner, 0) + coef * inner_coef
+            const += coef * value.const
+        return Expr(terms, const)
 
     def value(self, env: dict) -> int:
-        missing = self.names - set(env)
-        if missing:
-            raise ArgumentError(f"expression {self} has unbound symbols {sorted(missing)}")
-        return self.const + sum(coef * env[name] for name, coef in self.terms.items())
+        try:
+            return self.const + sum(coef * env[name] for name, coef in self.terms.items())
+        except KeyError:
+            missing = sorted(self.names - set(env))
+            raise ArgumentError(f"expression {self} has unbound symbols {missing}") from None
 
     def constant(self) -> Optional[int]:
         return None if self.terms else self.const
@@ -212,7 +217,26 @@ class Seed:
     body: list
 
     def copy(self) -> "Seed":
-        return copy.deepcopy(self)
+        return _clone(self)
+
+
+def _clone(value):
+    """A deep copy of IR values: nodes (dataclasses), lists and dicts copied; Exprs (immutable),
+    strings, numbers and tuples of them shared. The tuner copies a seed per candidate, and
+    copy.deepcopy's generic walk was most of its time."""
+    kind = type(value)
+    if kind is list:
+        return [_clone(v) for v in value]
+    if kind is dict:
+        return {k: _clone(v) for k, v in value.items()}
+    if kind in _SHARED or not is_dataclass(value):
+        return value
+    out = kind.__new__(kind)
+    out.__dict__.update({k: _clone(v) for k, v in value.__dict__.items()})
+    return out
+
+
+_SHARED = {Expr, str, int, bool, tuple, type(None)}
 
 
 def walk(nodes, loops=()):

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ...errors import ArgumentError
 from .ir import Dma, Expr, For, GemmOp, ScheduleError, Seed, walk
 
 MESH = 8
@@ -184,7 +185,7 @@ def plan(seed: Seed) -> Plan:
                             f"found {len(found)}")
     gemm, loops = found[0]
     for node, _ in walk(seed.body):
-        if isinstance(node, For) and node not in loops:
+        if isinstance(node, For) and all(node is not loop for loop in loops):
             raise ScheduleError("perfect nest", f"loop {node.iter} does not enclose the "
                                 "gemm_op", node.line)
     for loop in loops:
@@ -197,26 +198,11 @@ def plan(seed: Seed) -> Plan:
     if gemm.layout[2] != ("notrans" if gemm.vector == "M" else "trans"):
         raise ScheduleError("layout", f"vectorising {gemm.vector} needs C "
                             f"{'notrans' if gemm.vector == 'M' else 'trans'}", gemm.line)
+    extents = primitive_extents(gemm, seed.registry.const_values())
+    blocks = {key: extents[key] // MESH for key in "mnk"}
     ranges = _ranges(seed, loops, gemm)
     for acc in (gemm.a, gemm.b, gemm.c):
         _check_bounds(seed, acc, ranges)
-    extents = {}
-    for key in "mnk":
-        extent = 1
-        for part in getattr(gemm, key):
-            extent *= (_const(seed, gemm.fused[part], "a fused extent", gemm.line)
-                       if part in gemm.fused else seed.registry.const_values()[part])
-        if extent % MESH:
-            raise ScheduleError("primitive constraint", f"{key.upper()} = {extent} is not a "
-                                f"multiple of {MESH}", gemm.line)
-        extents[key] = extent
-    blocks = {key: extents[key] // MESH for key in "mnk"}
-    vector, splat = ("m", "n") if gemm.vector == "M" else ("n", "m")
-    if blocks[vector] % VECTOR_TILE or blocks[splat] % SPLAT_TILE:
-        raise ScheduleError("primitive constraint", f"vectorising {gemm.vector} needs "
-                            f"{vector.upper()}/8 a multiple of {VECTOR_TILE} and "
-                            f"{splat.upper()}/8 of {SPLAT_TILE}; got M={extents['m']}, "
-                            f"N={extents['n']}", gemm.line)
     strides = tensor_strides(seed)
     dims = dict(OPERAND_DIMS, c=C_DIMS[gemm.vector])
     operands = {key: _operand(seed, gemm, key, getattr(gemm, key), dims[key], blocks, strides,
@@ -231,6 +217,32 @@ def plan(seed: Seed) -> Plan:
                 op.depth = [l.iter for l in loops].index(op.window[0])
     return Plan(seed, gemm, tuple(loops), extents, blocks, operands,
                 place_dmas(seed, gemm, loops, operands), strides)
+
+
+def primitive_extents(gemm: GemmOp, consts: dict) -> dict:
+    """The gemm_op's M, N, K at these ConstVar values; raises the primitive's constraints
+    (multiples of the mesh and of its register tile) as rule `primitive constraint`."""
+    extents = {}
+    for key in "mnk":
+        extent = 1
+        for part in getattr(gemm, key):
+            try:
+                extent *= gemm.fused[part].value(consts) if part in gemm.fused else consts[part]
+            except (ArgumentError, KeyError):
+                raise ScheduleError("constant bounds", f"the extent of {part} is not a "
+                                    "constant", gemm.line) from None
+        if extent % MESH:
+            raise ScheduleError("primitive constraint", f"{key.upper()} = {extent} is not a "
+                                f"multiple of {MESH}", gemm.line)
+        extents[key] = extent
+    blocks = {key: extents[key] // MESH for key in "mnk"}
+    vector, splat = ("m", "n") if gemm.vector == "M" else ("n", "m")
+    if blocks[vector] % VECTOR_TILE or blocks[splat] % SPLAT_TILE:
+        raise ScheduleError("primitive constraint", f"vectorising {gemm.vector} needs "
+                            f"{vector.upper()}/8 a multiple of {VECTOR_TILE} and "
+                            f"{splat.upper()}/8 of {SPLAT_TILE}; got M={extents['m']}, "
+                            f"N={extents['n']}", gemm.line)
+    return extents
 
 
 def placement(loops, deps) -> int:

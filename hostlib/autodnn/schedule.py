@@ -35,6 +35,15 @@ def bind(seed: Seed, binding: dict) -> Seed:
     return seed
 
 
+def bound_values(registry, binding: dict) -> dict:
+    """The ConstVars' values with the parameters set to `binding` (``bind``'s, without
+    copying the seed)."""
+    values = {}
+    for name, expr in registry.consts.items():
+        values[name] = int(binding[name]) if name in binding else expr.value(values)
+    return values
+
+
 def apply(program: Program, binding: dict | None = None) -> Seed:
     """The seed with the parameters bound and every strategy applied, in order."""
     seed = bind(program.seed, binding or {})
@@ -55,7 +64,7 @@ def _find_loop(nodes, it, line):
     for node, loops in walk(nodes):
         if isinstance(node, For) and node.iter == it:
             parent = loops[-1].body if loops else nodes
-            return parent, parent.index(node)
+            return parent, _index(parent, node)
     raise ScheduleError("unknown variable", f"no loop over {it}", line)
 
 
@@ -67,6 +76,11 @@ def _substitute(nodes, values: dict) -> None:
         elif isinstance(node, GemmOp):
             for acc in (node.a, node.b, node.c):
                 acc.index = {dim: e.subs(values) for dim, e in acc.index.items()}
+
+
+def _index(nodes, node) -> int:
+    """The position of `node` itself in `nodes` (list.index compares whole subtrees)."""
+    return next(n for n, each in enumerate(nodes) if each is node)
 
 
 def _unit_loop(seed, loop, line):
@@ -86,7 +100,9 @@ def split(seed: Seed, s: Strategy) -> None:
                             f"extent {extent} of {it} (no boundary rule applies to a split)",
                             s.line)
     _substitute(loop.body, {it: Expr({outer: f, inner: 1})})
-    inner_loop = For(inner, Expr(), Expr(const=1), Expr(const=f), loop.body, line=s.line)
+    # the inner extent stays the factor's expression (a parameter's name): the tuner checks
+    # the primitive's constraints of other parameter values on it (tuner.space)
+    inner_loop = For(inner, Expr(), Expr(const=1), Expr.of(factor), loop.body, line=s.line)
     parent[index] = For(outer, Expr(), Expr(const=1), Expr(const=extent // f), [inner_loop],
                         line=s.line)
 
@@ -162,12 +178,12 @@ def fuse(seed: Seed, s: Strategy) -> None:
                                 f"{' and '.join(operands)} (operand {key} "
                                 f"{'does' if uses else 'does not'})", s.line)
     loop = loops[start]
-    extent = _unit_loop(seed, loop, s.line)
+    _unit_loop(seed, loop, s.line)
     parent = loops[start - 1].body if start else seed.body
-    parent[parent.index(loop)] = loop.body[0]
+    parent[_index(parent, loop)] = loop.body[0]
     parts = getattr(gemm, FUSE_TARGETS[dim])
     parts.insert(0, it)
-    gemm.fused[it] = Expr(const=extent)
+    gemm.fused[it] = loop.max
     gemm.line = gemm.line or s.line
 
 

@@ -125,19 +125,40 @@ def predict(gen: Generated, config: VMConfig) -> float:
 
 def space(programs, dtype: str = "float64") -> list:
     """Every candidate of the programs' schedule spaces, built for `dtype` (or refused, with
-    the reason: the pruning)."""
-    from . import build
-    from .schedule import bindings
+    the reason: the pruning). The strategies give a seed's gemm_op the same parts at any
+    constant values, so once one program of a loop nest and strategies is scheduled, the
+    primitive constraints of the others (other bindings, other shapes of the same text) are
+    checked on its gemm_op before anything is built: most refusals, the same error, no build."""
+    from .codegen import generate
+    from .ir import gemms
+    from .optimize import plan, primitive_extents
+    from .schedule import apply, bindings, bound_values
+    scheduled_gemms = {}      # structure -> the gemm_op of one scheduled seed
     out = []
     for program in programs:
+        structure = _structure(program)
         for binding in bindings(program):
             cand = Candidate(program, binding)
             try:
-                cand.generated = build(program, binding, dtype=dtype)
+                if structure in scheduled_gemms:
+                    primitive_extents(scheduled_gemms[structure],
+                                      bound_values(program.seed.registry, binding))
+                seed = apply(program, binding)
+                found = gemms(seed)
+                if len(found) == 1:
+                    scheduled_gemms[structure] = found[0][0]
+                cand.generated = generate(plan(seed), dtype=np.dtype(dtype).name)
             except ScheduleError as exc:
                 cand.refused, cand.error = str(exc), exc
             out.append(cand)
     return out
+
+
+def _structure(program: Program) -> tuple:
+    """What scheduling a program does, constants aside: its loop nest and strategies."""
+    from .ir import format_nodes
+    return (tuple(format_nodes(program.seed.body)),
+            tuple((s.op, tuple(map(str, s.args))) for s in program.strategies))
 
 
 def _sampled(program: Program, sample: int) -> tuple:
