@@ -132,7 +132,10 @@ def register(subparsers) -> None:
     train_bench.add_argument("--network", action="append", choices=("alexnet", "vgg16",
                                                                      "resnet50"),
                              help="estimate only this network (repeatable)")
-    train_bench.add_argument("--detail", action="store_true", help="print every layer's passes")
+    train_bench.add_argument("--detail", action="store_true",
+                             help="print every layer's passes (with --thesis-kernels: the "
+                                  "dearest passes of the last step and Table 7.2 split by "
+                                  "Fig. 7.6's conv share)")
     train_bench.add_argument("--thesis-kernels", action="store_true",
                              help="the gap to Table 7.2: re-estimate with the thesis' "
                                   "convolutions, then the hardware's launch cost and DMA model, "
@@ -393,7 +396,7 @@ def _train_bench(args) -> int:
                                      quick=args.quick)
     finally:
         bar.close()
-    print(train_nets.format_gap(results) if args.thesis_kernels
+    print(train_nets.format_gap(results, detail=args.detail) if args.thesis_kernels
           else train_nets.format_report(results, detail=args.detail))
     if args.json:
         as_json.dump(args.json, results)
