@@ -201,3 +201,18 @@ def test_memory_bound_cases_of_one_shape_are_simulated_once():
     first = est.stream(ops.Case("relu_a", "relu", 4096))
     assert est.stream(ops.Case("relu_b", "relu", 4096)) == first and len(est.cache) == 1
     assert est.stream(ops.Case("relu_c", "relu", 8192)) != first and len(est.cache) == 2
+
+
+def test_a_cache_file_resumes_an_estimate_and_is_not_read_for_other_sources(tmp_path,
+                                                                           monkeypatch):
+    path = tmp_path / "estimates.pkl"
+    case = ops.Case("relu", "relu", 4096)
+    first = tn.Estimator(cache=tn.EstimateCache(path)).stream(case)
+
+    def simulate(*args, **kwargs):
+        raise AssertionError("simulated again")
+    monkeypatch.setattr(ops.Case, "run", simulate)
+    monkeypatch.setattr(ops, "sampled", simulate)
+    assert tn.Estimator(cache=tn.EstimateCache(path)).stream(case) == first
+    monkeypatch.setattr(tn, "fingerprint", lambda: "other sources")
+    assert len(tn.EstimateCache(path)) == 0

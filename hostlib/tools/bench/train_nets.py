@@ -23,7 +23,12 @@ Where each number comes from (printed with the table, docs/train.md "Benchmark: 
 """
 from __future__ import annotations
 
+import functools
+import hashlib
+import os
+import pickle
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 import numpy as np
 
@@ -200,6 +205,41 @@ class Cost:
     seconds: float
     source: str            # "sampled" or "model"
     note: str = ""
+
+
+@functools.cache
+def fingerprint() -> str:
+    """A digest of this package's sources (Python, assembly, the C core) and the default
+    preset: what an estimate depends on."""
+    digest = hashlib.sha256(repr(Machine().config).encode())
+    root = Path(__file__).resolve().parents[3]
+    for path in sorted(p for p in root.rglob("*") if p.suffix in (".py", ".s", ".c", ".h")
+                       and not any(part.startswith(".") or part == "tests"
+                                   for part in p.relative_to(root).parts)):
+        digest.update(str(path.relative_to(root)).encode() + path.read_bytes())
+    return digest.hexdigest()
+
+
+class EstimateCache(dict):
+    """An Estimator's cache kept in the file `path` (a pickle) after every new estimate, so an
+    interrupted run resumes where it stopped. The file carries fingerprint(): a file of other
+    sources or another default preset is not read (and is overwritten)."""
+
+    def __init__(self, path):
+        super().__init__()
+        self.path = Path(path)
+        if self.path.exists():
+            with open(self.path, "rb") as handle:
+                stored = pickle.load(handle)
+            if stored.get("fingerprint") == fingerprint():
+                self.update(stored["estimates"])
+
+    def __setitem__(self, key, value):
+        super().__setitem__(key, value)
+        partial = self.path.with_name(self.path.name + f".{os.getpid()}.tmp")
+        with open(partial, "wb") as handle:
+            pickle.dump({"fingerprint": fingerprint(), "estimates": dict(self)}, handle)
+        os.replace(partial, self.path)
 
 
 class Estimator:
@@ -487,8 +527,8 @@ QUICK_NETWORKS = ("alexnet",)
 QUICK_NOTE = "; quick: each conv pass samples only algo=\"auto\"'s pick"
 
 
-def run(networks=tuple(NETWORKS), engine="c", progress=None, quick=False):
-    est = Estimator(engine, progress=progress, quick=quick)
+def run(networks=tuple(NETWORKS), engine="c", progress=None, quick=False, cache=None):
+    est = Estimator(engine, progress=progress, quick=quick, cache=cache)
     return [estimate(NETWORKS[name], est) for name in networks]
 
 
@@ -648,8 +688,8 @@ def gap(network: Network, engine="c", progress=None, quick=False, cache=None) ->
                network.batch, network.thesis_conv_fraction, gap_rows(swsim, on_hw))
 
 
-def run_gap(networks=QUICK_NETWORKS, engine="c", progress=None, quick=False):
-    return [gap(NETWORKS[name], engine, progress, quick) for name in networks]
+def run_gap(networks=QUICK_NETWORKS, engine="c", progress=None, quick=False, cache=None):
+    return [gap(NETWORKS[name], engine, progress, quick, cache) for name in networks]
 
 
 DETAIL_ROWS = 15      # format_gap(detail=True): the passes printed, the dearest last ones
