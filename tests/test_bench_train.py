@@ -133,9 +133,14 @@ def test_bn_and_pooling_take_their_bottoms_layout_where_their_operators_do():
     assert layouts == {"b1": "CNHW", "b2": "CNHW", "b3": "RCNB", "b4": "NCHW"}
 
 
-def test_the_gap_to_table_7_2_switches_one_factor_per_step(estimated):
+@pytest.fixture(scope="module")
+def tiny_gap(estimated):
+    return tn.gap(TINY, cache=estimated[0].cache)     # swsim's step: the fixture's costs, reused
+
+
+def test_the_gap_to_table_7_2_switches_one_factor_per_step(estimated, tiny_gap):
     est, full = estimated
-    gap = tn.gap(TINY, cache=est.cache)     # swsim's step: the fixture's costs, reused
+    gap = tiny_gap
     assert gap.steps[0].img_s == full.img_s
     names = [s.step for s in gap.steps]
     assert names == ["swsim's kernels", "the thesis' convolutions",
@@ -167,3 +172,47 @@ def test_the_gap_to_table_7_2_switches_one_factor_per_step(estimated):
     assert (gap.steps[3].factor == 1) == (config == hw)
     text = tn.format_gap([gap])
     assert f"the default preset {gap.preset}" in text and "remaining" in text
+
+
+def test_the_gap_rows_are_the_steps_passes_and_table_7_2_is_split_by_fig_7_6(tiny_gap):
+    """Per pass, swsim's and the last step's ms (launch included) add up to the steps'
+    classes; Table 7.2's iteration splits by the conv share into parts the last step misses."""
+    first, last = tiny_gap.steps[0], tiny_gap.steps[-1]
+    assert sum(r.swsim_ms for r in tiny_gap.rows) == pytest.approx(sum(first.ms_by_class.values()))
+    assert sum(r.last_ms for r in tiny_gap.rows) == pytest.approx(sum(last.ms_by_class.values()))
+    for klass in tn.CLASSES:
+        assert sum(r.last_ms for r in tiny_gap.rows if r.klass == klass) > last.ms_by_class[klass]
+    conv2 = {r.what: r for r in tiny_gap.rows if r.layer == "conv2" and r.klass == "conv"}
+    assert set(conv2) == set(tn.PASSES) and all(r.swsim_ms > 0 for r in conv2.values())
+    assert tiny_gap.attribution() is None and tiny_gap.table_ms == 1e3 * BATCH / 1.0
+    shared = tn.replace(tiny_gap, thesis_conv_fraction=0.75)
+    split = shared.attribution()
+    assert split["conv"][0] == pytest.approx(0.75 * shared.table_ms)
+    assert split["conv"][1] == last.ms_by_class["conv"]
+    assert split["conv"][1] + split["other"][1] == pytest.approx(sum(last.ms_by_class.values()))
+    text = tn.format_gap([shared], detail=True)
+    assert "Table 7.2: 32000.0 ms per iteration" in text and "% of the" in text
+    assert f"{len(tiny_gap.rows) - tn.DETAIL_ROWS} other passes" in text
+
+
+def test_memory_bound_cases_of_one_shape_are_simulated_once():
+    """ResNet-50's repeated blocks: a case's name labels it, its shape decides its time."""
+    est = tn.Estimator()
+    first = est.stream(ops.Case("relu_a", "relu", 4096))
+    assert est.stream(ops.Case("relu_b", "relu", 4096)) == first and len(est.cache) == 1
+    assert est.stream(ops.Case("relu_c", "relu", 8192)) != first and len(est.cache) == 2
+
+
+def test_a_cache_file_resumes_an_estimate_and_is_not_read_for_other_sources(tmp_path,
+                                                                           monkeypatch):
+    path = tmp_path / "estimates.pkl"
+    case = ops.Case("relu", "relu", 4096)
+    first = tn.Estimator(cache=tn.EstimateCache(path)).stream(case)
+
+    def simulate(*args, **kwargs):
+        raise AssertionError("simulated again")
+    monkeypatch.setattr(ops.Case, "run", simulate)
+    monkeypatch.setattr(ops, "sampled", simulate)
+    assert tn.Estimator(cache=tn.EstimateCache(path)).stream(case) == first
+    monkeypatch.setattr(tn, "fingerprint", lambda: "other sources")
+    assert len(tn.EstimateCache(path)) == 0

@@ -137,11 +137,18 @@ def register(subparsers) -> None:
     train_bench.add_argument("--network", action="append", choices=("alexnet", "vgg16",
                                                                      "resnet50"),
                              help="estimate only this network (repeatable)")
-    train_bench.add_argument("--detail", action="store_true", help="print every layer's passes")
+    train_bench.add_argument("--detail", action="store_true",
+                             help="print every layer's passes (with --thesis-kernels: the "
+                                  "dearest passes of the last step and Table 7.2 split by "
+                                  "Fig. 7.6's conv share)")
     train_bench.add_argument("--thesis-kernels", action="store_true",
                              help="the gap to Table 7.2: re-estimate with the thesis' "
                                   "convolutions, then the hardware's launch cost and DMA model, "
                                   "and print each step's factor")
+    train_bench.add_argument("--cache", metavar="FILE",
+                             help="keep the estimates in FILE after each one, so an "
+                                  "interrupted run resumes (a FILE of other sources or another "
+                                  "default preset is not read)")
     train_bench.add_argument("--engine", choices=("c", "python"), default="c")
     _json_argument(train_bench)
     train_bench.set_defaults(func=_train_bench)
@@ -393,15 +400,16 @@ def _train_bench(args) -> int:
     names = args.network or (train_nets.QUICK_NETWORKS if args.quick else train_nets.NETWORKS)
     runs = train_nets.gap_runs() if args.thesis_kernels else 1
     bar = StepBar(runs * sum(len(train_nets.NETWORKS[name].layers) for name in names))
+    cache = train_nets.EstimateCache(args.cache) if args.cache else None
     try:
         if args.thesis_kernels:
-            results = train_nets.run_gap(tuple(names), args.engine, bar, args.quick)
+            results = train_nets.run_gap(tuple(names), args.engine, bar, args.quick, cache)
         else:
             results = train_nets.run(engine=args.engine, progress=bar, networks=tuple(names),
-                                     quick=args.quick)
+                                     quick=args.quick, cache=cache)
     finally:
         bar.close()
-    print(train_nets.format_gap(results) if args.thesis_kernels
+    print(train_nets.format_gap(results, detail=args.detail) if args.thesis_kernels
           else train_nets.format_report(results, detail=args.detail))
     if args.json:
         as_json.dump(args.json, results)

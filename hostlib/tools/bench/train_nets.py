@@ -23,7 +23,12 @@ Where each number comes from (printed with the table, docs/train.md "Benchmark: 
 """
 from __future__ import annotations
 
+import functools
+import hashlib
+import os
+import pickle
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 import numpy as np
 
@@ -173,6 +178,7 @@ class Network:
     thesis_img_s: float     # Table 7.2, SW26010
     thesis_conv_share: str  # Fig. 7.6 as the text gives it (§7.3)
     layers: tuple
+    thesis_conv_fraction: float = None    # that share as a number ("< 60 %": its bound)
 
     @property
     def params(self):
@@ -181,9 +187,9 @@ class Network:
 
 
 NETWORKS = {
-    "alexnet": Network("AlexNet", 256, 94.17, "~75 %", tuple(_alexnet())),
-    "vgg16": Network("VGG-16", 64, 9.93, "~75 %", tuple(_vgg16())),
-    "resnet50": Network("ResNet-50", 64, 14.28, "< 60 %", tuple(_resnet50())),
+    "alexnet": Network("AlexNet", 256, 94.17, "~75 %", tuple(_alexnet()), 0.75),
+    "vgg16": Network("VGG-16", 64, 9.93, "~75 %", tuple(_vgg16()), 0.75),
+    "resnet50": Network("ResNet-50", 64, 14.28, "< 60 %", tuple(_resnet50()), 0.60),
 }
 THESIS_TRANS_SHARE = "< 10 %"     # Fig. 7.6: "Trans" below 10 % for all three
 
@@ -199,6 +205,41 @@ class Cost:
     seconds: float
     source: str            # "sampled" or "model"
     note: str = ""
+
+
+@functools.cache
+def fingerprint() -> str:
+    """A digest of this package's sources (Python, assembly, the C core) and the default
+    preset: what an estimate depends on."""
+    digest = hashlib.sha256(repr(Machine().config).encode())
+    root = Path(__file__).resolve().parents[3]
+    for path in sorted(p for p in root.rglob("*") if p.suffix in (".py", ".s", ".c", ".h")
+                       and not any(part.startswith(".") or part == "tests"
+                                   for part in p.relative_to(root).parts)):
+        digest.update(str(path.relative_to(root)).encode() + path.read_bytes())
+    return digest.hexdigest()
+
+
+class EstimateCache(dict):
+    """An Estimator's cache kept in the file `path` (a pickle) after every new estimate, so an
+    interrupted run resumes where it stopped. The file carries fingerprint(): a file of other
+    sources or another default preset is not read (and is overwritten)."""
+
+    def __init__(self, path):
+        super().__init__()
+        self.path = Path(path)
+        if self.path.exists():
+            with open(self.path, "rb") as handle:
+                stored = pickle.load(handle)
+            if stored.get("fingerprint") == fingerprint():
+                self.update(stored["estimates"])
+
+    def __setitem__(self, key, value):
+        super().__setitem__(key, value)
+        partial = self.path.with_name(self.path.name + f".{os.getpid()}.tmp")
+        with open(partial, "wb") as handle:
+            pickle.dump({"fingerprint": fingerprint(), "estimates": dict(self)}, handle)
+        os.replace(partial, self.path)
 
 
 class Estimator:
@@ -222,7 +263,8 @@ class Estimator:
     def _seconds(self, cycles):
         return cycles / self.config.clock_hz
 
-    # memory-bound: bench ops' cases, sampled and extrapolated
+    # memory-bound: bench ops' cases, sampled and extrapolated; cached by shape, not by name
+    # (a case's name only labels its messages): ResNet-50's blocks repeat a few shapes
     def stream(self, case):
         def compute():
             rng = np.random.default_rng(0)
@@ -231,7 +273,7 @@ class Estimator:
                 return self._seconds(case.run(case.full, self.engine, rng, self.machine).cycles)
             predict, stats = ops.sampled(case, self.engine, rng, self.config, self.machine)
             return self._seconds(stats.cycles if predict is None else predict(case.full))
-        return self._cached(case, compute)
+        return self._cached(replace(case, name=""), compute)
 
     def gemm(self, m, n, k, **layout):
         problem = gemm_model.Problem(m=m, n=n, k=k, itemsize=np.dtype(DTYPE).itemsize, **layout)
@@ -485,8 +527,8 @@ QUICK_NETWORKS = ("alexnet",)
 QUICK_NOTE = "; quick: each conv pass samples only algo=\"auto\"'s pick"
 
 
-def run(networks=tuple(NETWORKS), engine="c", progress=None, quick=False):
-    est = Estimator(engine, progress=progress, quick=quick)
+def run(networks=tuple(NETWORKS), engine="c", progress=None, quick=False, cache=None):
+    est = Estimator(engine, progress=progress, quick=quick, cache=cache)
     return [estimate(NETWORKS[name], est) for name in networks]
 
 
@@ -548,17 +590,58 @@ class GapStep:
 
 
 @dataclass
+class GapRow:
+    """One pass of one layer (its launch included in the last step): ms per iteration on one
+    CG with swsim's kernels and at the last step (the thesis' convolutions on the hardware's
+    launch and DMA)."""
+    layer: str
+    what: str
+    klass: str
+    swsim_ms: float
+    last_ms: float
+
+
+@dataclass
 class Gap:
     network: str
     thesis_img_s: float
     preset: str            # the preset the first steps ran on (the default Machine's)
     steps: list
     quick: bool = False    # swsim's conv passes: the auto pick's estimate alone
+    batch: int = 0         # the network's minibatch (Table 7.2's)
+    thesis_conv_fraction: float = None    # Fig. 7.6's conv share of Table 7.2's iteration
+    rows: list = field(default_factory=list)
 
     @property
     def remaining(self):
         """The last step's img/s over Table 7.2's: what no modelled factor explains."""
         return self.steps[-1].img_s / self.thesis_img_s
+
+    @property
+    def table_ms(self):
+        """Table 7.2's iteration in ms (the minibatch over its img/s)."""
+        return 1e3 * self.batch / self.thesis_img_s
+
+    def attribution(self):
+        """{"conv", "other"}: (Table 7.2's ms by Fig. 7.6's conv share, the last step's ms),
+        or None without the share."""
+        if self.thesis_conv_fraction is None:
+            return None
+        last = self.steps[-1].ms_by_class
+        conv = self.table_ms * self.thesis_conv_fraction
+        return {"conv": (conv, last["conv"]),
+                "other": (self.table_ms - conv, sum(last.values()) - last["conv"])}
+
+
+def gap_rows(swsim: Result, last: Result) -> list:
+    """GapRows joining the two estimates' costs by (layer, pass); a launch is its pass's."""
+    rows = {}
+    for index, result in enumerate((swsim, last)):
+        for c in result.costs:
+            what = c.what.removeprefix(f"{LAUNCH}: ")      # a launch follows its pass
+            entry = rows.setdefault((c.layer, what), [c.klass, 0.0, 0.0])
+            entry[1 + index] += 1e3 * c.seconds
+    return [GapRow(layer, what, *entry) for (layer, what), entry in rows.items()]
 
 
 def preset_name(config) -> str:
@@ -601,14 +684,49 @@ def gap(network: Network, engine="c", progress=None, quick=False, cache=None) ->
         steps.append(GapStep(step, setting, result.img_s,
                              1.0 if before is None else before / result.img_s, ms))
         before = result.img_s
-    return Gap(network.name, network.thesis_img_s, preset_name(base), steps, quick)
+    return Gap(network.name, network.thesis_img_s, preset_name(base), steps, quick,
+               network.batch, network.thesis_conv_fraction, gap_rows(swsim, on_hw))
 
 
-def run_gap(networks=QUICK_NETWORKS, engine="c", progress=None, quick=False):
-    return [gap(NETWORKS[name], engine, progress, quick) for name in networks]
+def run_gap(networks=QUICK_NETWORKS, engine="c", progress=None, quick=False, cache=None):
+    return [gap(NETWORKS[name], engine, progress, quick, cache) for name in networks]
 
 
-def format_gap(gaps) -> str:
+DETAIL_ROWS = 15      # format_gap(detail=True): the passes printed, the dearest last ones
+
+
+def format_attribution(g: Gap) -> list:
+    """Table 7.2's iteration split by Fig. 7.6's conv share against the last step's classes."""
+    split = g.attribution()
+    if split is None:
+        return []
+    missing = g.table_ms - sum(g.steps[-1].ms_by_class.values())
+    lines = [f"  Table 7.2: {g.table_ms:.1f} ms per iteration; by Fig. 7.6's conv share "
+             f"({100 * g.thesis_conv_fraction:.0f} %) against the last step:"]
+    for part, (table, last) in split.items():
+        lines.append(f"    {part:5s} {table:9.1f} ms against {last:8.1f} ({table / last:.2f}x): "
+                     f"{100 * (table - last) / missing:5.1f} % of the {missing:.1f} ms missing")
+    return lines
+
+
+def format_gap_rows(g: Gap, top=DETAIL_ROWS) -> list:
+    last_total = sum(r.last_ms for r in g.rows)
+    rows = sorted(g.rows, key=lambda r: -r.last_ms)
+    lines = [f"  {'layer':22s} {'pass':34s} {'class':18s} {'swsim ms':>9s} {'last ms':>9s} "
+             f"{'last/swsim':>10s} {'% of last':>9s}"]
+    for r in rows[:top]:
+        ratio = f"{r.last_ms / r.swsim_ms:10.2f}" if r.swsim_ms else f"{'-':>10s}"
+        lines.append(f"  {r.layer:22s} {r.what:34s} {r.klass:18s} {r.swsim_ms:9.1f} "
+                     f"{r.last_ms:9.1f} {ratio} {100 * r.last_ms / last_total:9.1f}")
+    rest = rows[top:]
+    if rest:
+        lines.append(f"  {f'{len(rest)} other passes':75s} {sum(r.swsim_ms for r in rest):9.1f} "
+                     f"{sum(r.last_ms for r in rest):9.1f} {'':10s} "
+                     f"{100 * sum(r.last_ms for r in rest) / last_total:9.1f}")
+    return lines
+
+
+def format_gap(gaps, detail=False) -> str:
     lines = []
     for g in gaps:
         total = g.steps[0].img_s / g.thesis_img_s
@@ -621,11 +739,15 @@ def format_gap(gaps) -> str:
             lines.append(f"  {s.step:30s} {s.setting:52s} {s.img_s:8.2f} {s.factor:6.2f}x  "
                          + " ".join(f"{s.ms_by_class[k]:10.1f}" for k in GAP_CLASSES))
         lines += [f"  {'remaining (Table 7.2)':30s} {'not modelled, not counted (below)':52s} "
-                  f"{g.thesis_img_s:8.2f} {g.remaining:6.2f}x", ""]
+                  f"{g.thesis_img_s:8.2f} {g.remaining:6.2f}x"]
+        if detail:
+            lines += format_attribution(g) + format_gap_rows(g)
+        lines.append("")
     lines += ["factor: the step before's img/s over this step's (their product is swsim's "
               "img/s over Table 7.2's); remaining: " + NOT_MODELLED + ".",
               "the thesis' convolutions: per layer the best of explicit (30 %), implicit "
               "(57 %, >= 64 channels) and Winograd (60 %, 3x3 stride 1) of the CG's peak, "
               "every pass; their layouts' transforms, FC and the memory-bound layers as "
-              "swsim simulates them."]
+              "swsim simulates them."] + (["last: the last step's pass with its launch."]
+                                          if detail else [])
     return "\n".join(lines)
