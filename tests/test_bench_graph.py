@@ -116,3 +116,40 @@ def test_a_planned_convolution_costs_as_in_nchw(costs):
     for node in convs:
         original = next(n for n in g.nodes if n.name == node.name)
         assert costs.cpe(planned, node)[0] == costs.cpe(g, original)[0]
+
+
+def test_a_convolution_is_estimated_as_the_algorithm_dispatch_runs(monkeypatch):
+    """A Conv's sampled estimate is conv.choose's pick (dispatch's algo="auto"), never the
+    MPE model because another algorithm's sample failed: a refusal of any one candidate's
+    estimate sent a whole ResNet-50 convolution to the MPE model (docs/graph.md)."""
+    import numpy as np
+    from onnx import helper
+
+    from graph_models import model, tensor
+    from swsim.errors import ArgumentError
+    from swsim.hostlib.dnn import conv as conv_ops
+    from swsim.hostlib.dnn.conv_common import ConvGeometry
+    from swsim.hostlib.graph.dispatch import run_node
+    rng = np.random.default_rng(0)
+    g = import_onnx(model([helper.make_node("Conv", ["x", "w"], ["y"], pads=[1] * 4,
+                                            name="conv")],
+                          [("x", [1, 4, 8, 8])], [("y", [1, 4, 8, 8])],
+                          [tensor(rng, "w", 4, 4, 3, 3)]))
+    machine = Machine()
+    geo = ConvGeometry(1, 4, 4, 8, 8, 3, 3, (1, 1), (1, 1))
+    chosen = conv_ops.choose(geo, "forward", np.float32, machine.config)
+
+    def refuse(*args, **kwargs):
+        raise ArgumentError("this sample does not fit the LDM")
+    for module in conv_ops.ALGORITHMS.values():
+        if module is not chosen:
+            monkeypatch.setattr(module, "estimate", refuse)
+    cycles, device, source = bench.NodeCosts(machine, sampled=True).cpe(g, g.nodes[0])
+    assert (device, source) == ("CPE", "sampled")
+    assert cycles == pytest.approx(chosen.estimate(geo, "forward", np.float32, machine)[0], abs=1)
+    _, record = run_node(g.nodes[0], [rng.standard_normal((1, 4, 8, 8)).astype(np.float32),
+                                      g.initializers["w"]], machine=machine)
+    assert record.algorithm == chosen.NAME
+    monkeypatch.setattr(chosen, "estimate", refuse)          # the pick's own: a bug, raised
+    with pytest.raises(ArgumentError, match="does not fit"):
+        bench.NodeCosts(machine, sampled=True).cpe(g, g.nodes[0])

@@ -4,8 +4,9 @@ no VGG-16), ResNet-50 and Inception v1 at batch 32, forward only, from node time
 without running the whole graphs (the training-step table, simulated whole on a small net, is
 ``graph_train``'s):
 
-- a node with a CPE operator: convolutions the fastest algorithm's ``estimate()`` (a simulated
-  sample, extrapolated), Gemm/MatMul the swGEMM model, memory-bound operators (activations,
+- a node with a CPE operator: convolutions the ``estimate()`` (a simulated sample,
+  extrapolated) of the algorithm dispatch's ``algo="auto"`` runs (``conv.choose``; the node
+  on the MPE when no algorithm takes it, as dispatch runs it), Gemm/MatMul the swGEMM model, memory-bound operators (activations,
   pooling, batch normalisation, Add/Sum, scaling, Concat's copy passes) ``bench ops``' cases at
   the node's shape, sampled and extrapolated -- memoised by operator and shape (``bench
   train``'s ``Estimator``). ``--quick`` simulates nothing: convolutions are the swGEMM model of
@@ -73,7 +74,8 @@ class NodeCosts:
     on the MPE, as dispatch runs it."""
 
     def __init__(self, machine, sampled: bool, progress=None, minimum_work=False):
-        self.est = Estimator(machine=machine)
+        # quick: a convolution's estimate is conv.choose's pick, the algorithm the run runs
+        self.est = Estimator(machine=machine, quick=True)
         self.config = machine.config
         self.sampled = sampled
         self.minimum_work = minimum_work
@@ -117,6 +119,8 @@ class NodeCosts:
         try:
             found = self._on_cpes(graph, node)
         except ArgumentError:     # the CPE operator refuses the shape: dispatch falls back too
+            if node.op_type == "Conv":     # conv.choose decided it runs: its estimate must too
+                raise
             found = None
         return found or (self.mpe(graph, node), "MPE", "MPE model")
 
@@ -158,6 +162,8 @@ class NodeCosts:
                            tuple(strides), tuple(low))
         if self.sampled:
             seconds, algorithm, _, source = self.est.conv(geo, "forward")
+            if source == "model":          # no algorithm takes it: dispatch runs it on the MPE
+                return None
         else:
             seconds, source = self.est.explicit_gemm(geo, "forward"), "model"
         return self._cycles(group * seconds), "CPE", source
