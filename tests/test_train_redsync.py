@@ -2,6 +2,7 @@
 process, against a float32 numpy replay."""
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -209,6 +210,9 @@ class FourEqualRanks(FourRanks):
     def Allgatherv(self, message, spec):
         spec[0][...] = np.tile(message, 4)
 
+    def gather(self, value, root=0):
+        return [value] * 4
+
 
 @pytest.mark.parametrize("options, masked, corrected", [
     ({}, True, True),
@@ -261,3 +265,93 @@ def test_the_plan_is_re_predicted_from_the_measured_selections():
         assert after.dense_seconds == before.dense_seconds
     table = reducer.format_replan().splitlines()
     assert len(table) == 3 and table[1].startswith("w/0") and "dense" in table[1]
+
+
+class FourEqualRanksReduced(GradientAllreduce):
+    """The dense allreduce of four ranks holding the same gradient: its mean is it."""
+    def __init__(self):
+        super().__init__(FourEqualRanks())
+
+    def __call__(self, gradient):
+        return gradient.copy(), {"(allreduce network)": 0.0}
+
+
+@pytest.fixture(scope="module")
+def replanned():
+    """Two blobs at 0.1 %, re-planned at every step: "heavy" (64 K elements) is sparse by the
+    plan (eq. 8-1 on normal data), but its heavy-tailed (Cauchy) residual takes the binary
+    search more passes (7 against ~3); "few" (40 000) is dense by the plan, but its gradient
+    (60 elements standing out, the rest 0, as an embedding's rows) takes one. Both selections, measured, flip eq. 8-1 against eq. 8-2
+    at the replan of step 1."""
+    params = Arena()
+    params.add("heavy/0", (1 << 16,))
+    params.add("few/0", (40000,))
+    params.build()
+    reducer = RedSync(FourEqualRanksReduced(), Compression("RGC", 0.001, replan_every=1),
+                      params)
+    heavy, few = (slice(plan.offset, plan.offset + plan.size) for plan in reducer.plan)
+    rng = np.random.default_rng(7)
+    gradients = []
+    for _ in range(3):
+        gradient = np.zeros(reducer.total, np.float32)
+        gradient[heavy] = rng.standard_cauchy(heavy.stop - heavy.start)
+        rows = few.start + rng.choice(few.stop - few.start, 60, replace=False)
+        gradient[rows] = rng.choice([-1, 1], 60) * (1 + 0.1 * np.abs(rng.standard_normal(60)))
+        gradients.append(gradient)
+    planned = list(reducer.plan)
+    first, _ = reducer(gradients[0])
+    kept = reducer.residuals[0].residual.copy()
+    second, seconds = reducer(gradients[1])
+    return dict(reducer=reducer, planned=planned, first=first, kept=kept, gradients=gradients,
+                second=second, seconds=seconds, params=params, parts=(heavy, few))
+
+
+def test_measured_selections_flip_the_plan_both_ways(replanned):
+    run = replanned
+    reducer, (heavy, few) = run["reducer"], run["parts"]
+    assert run["planned"][0].sparse and not run["planned"][1].sparse
+    assert 66 <= np.count_nonzero(run["first"][heavy]) <= 132      # step 0: heavy sparse,
+    assert np.array_equal(run["first"][few], run["gradients"][0][few])    # few dense
+    switched = dict((plan.name, (step, plan)) for step, plan in reducer.switches)
+    assert switched.keys() == {"heavy/0", "few/0"}
+    for name, sparse in (("heavy/0", False), ("few/0", True)):
+        step, plan = switched[name]
+        before = next(p for p in run["planned"] if p.name == name)
+        assert step == 1 and plan.sparse == sparse and plan.dense_seconds == before.dense_seconds
+        # the measured selection alone moved eq. 8-1 across eq. 8-2
+        assert plan.select_seconds != before.select_seconds
+    assert [plan.sparse for plan in reducer.plan] == [False, True]
+    # step 1: heavy dense, the mean gradient plus the residual kept so far, now empty
+    assert np.array_equal(run["second"][heavy], run["gradients"][1][heavy] + run["kept"])
+    assert not reducer.residuals[0].residual.any() and run["seconds"]["(redsync flush)"] > 0
+    assert run["seconds"]["(redsync probe)"] > 0             # few's selection, measured
+    sent = np.flatnonzero(run["second"][few])                # few sparse: k..2k sent, the
+    assert 40 <= len(sent) <= 80                             # rest kept in its residual
+    assert np.array_equal(run["second"][few][sent], run["gradients"][1][few][sent])
+    assert np.array_equal(reducer.residuals[1].residual + run["second"][few],
+                          run["gradients"][1][few])
+    third, seconds = reducer(run["gradients"][2])            # the same choices again
+    assert np.array_equal(third[heavy], run["gradients"][2][heavy])
+    assert len(reducer.switches) == 2
+
+
+def test_the_plan_in_use_and_its_measurements_are_in_the_checkpoint(replanned):
+    reducer = replanned["reducer"]                           # both blobs flipped at step 1
+    restored = RedSync(FourEqualRanksReduced(), reducer.config, replanned["params"])
+    assert [plan.sparse for plan in restored.plan] == [True, False]
+    restored.load_state(reducer.state(), "memory")
+    assert restored.plan == reducer.plan and [p.sparse for p in restored.plan] == [False, True]
+    config = replace(reducer.config, replan_every=3)       # a step measured, not replanned
+    measuring, restored = (RedSync(FourEqualRanksReduced(), config, replanned["params"])
+                           for _ in range(2))
+    measuring(replanned["gradients"][0])
+    restored.load_state(measuring.state(), "memory")
+    assert restored.measured_select == measuring.measured_select
+    assert [len(times) for times in restored.measured_select.values()] == [1, 0]
+
+
+def test_refused_replanning_a_forced_plan():
+    with pytest.raises(TrainError, match="replan_every"):
+        Compression("RGC", 0.01, layers="sparse", replan_every=5).check(2)
+    with pytest.raises(TrainError, match="replan_every must be an integer >= 0"):
+        Compression("RGC", 0.01, replan_every=-1).check(2)

@@ -45,6 +45,9 @@ class Compression:
     # applies its momentum to the synchronised update
     momentum_correction: bool = True
     momentum_masking: bool = True
+    # Python API only: every replan_every compressed steps the plan is re-predicted from the
+    # selections measured since it was made and applied (RedSync._apply_replan); 0: never
+    replan_every: int = 0
 
     @classmethod
     def from_proto(cls, parameter) -> "Compression":
@@ -67,11 +70,13 @@ class Compression:
         if isinstance(self.density, bool) or not isinstance(self.density, numbers.Real) or \
                 not 0 < self.density <= 1:
             raise TrainError(f"compression density must be in (0, 1], got {self.density!r}")
-        if isinstance(self.warmup_iter, bool) or not isinstance(self.warmup_iter,
-                                                                 numbers.Integral) \
-                or self.warmup_iter < 0:
-            raise TrainError(f"compression warmup_iter must be an integer >= 0, got "
-                             f"{self.warmup_iter!r}")
+        for name in ("warmup_iter", "replan_every"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
+                raise TrainError(f"compression {name} must be an integer >= 0, got {value!r}")
+        if self.replan_every and self.layers == "sparse":
+            raise TrainError("compression: replan_every re-chooses sparse or dense per blob, "
+                             "layers=\"sparse\" fixes every blob sparse: give one of them")
         if isinstance(self.clip_norm, bool) or not isinstance(self.clip_norm, numbers.Real) \
                 or not math.isfinite(self.clip_norm) or self.clip_norm < 0:
             raise TrainError(f"compression clip_norm must be a finite real >= 0 (0: no "
@@ -233,15 +238,19 @@ class LayerPlan:
     offset: int
     size: int
     k: int
-    sparse_seconds: float     # eq. 8-1: select + allgather (log p α + (p-1) bytes β1) + p γ1
+    select_seconds: float     # eq. 8-1's selection: on the synthetic blob, or measured
+    transfer_seconds: float   # eq. 8-1's rest: allgather (log p α + (p-1) bytes β1) + p γ1
     dense_seconds: float      # eq. 8-2: this blob's own allreduce (the dense reducer's schedule)
     forced: bool = False      # Compression.layers "sparse"
-    select_seconds: float = 0.0   # eq. 8-1's selection: on the synthetic blob, or measured
+
+    @property
+    def sparse_seconds(self) -> float:
+        """Eq. 8-1."""
+        return self.select_seconds + self.transfer_seconds
 
     def remeasured(self, select_seconds: float) -> "LayerPlan":
         """The plan with eq. 8-1's selection time replaced by `select_seconds`."""
-        return replace(self, select_seconds=select_seconds, sparse_seconds=(
-            self.sparse_seconds - self.select_seconds + select_seconds))
+        return replace(self, select_seconds=select_seconds)
 
     @property
     def sparse(self) -> bool:
@@ -289,7 +298,9 @@ class RedSync:
         self.step_bytes = 0           # what this rank sent in the last step
         self.blob_seconds = []        # the last step's sparse blobs: (layer, select, allgather,
                                       # decompress) seconds
-        self.measured_select = {plan.name: [] for plan in self.plan}   # every sparse step's
+        # every sparse step's since the plan was made (at construction or the last replan)
+        self.measured_select = {plan.name: [] for plan in self.plan}
+        self.switches = []            # (step, the blob's new LayerPlan) where a replan changed it
 
     def _predict(self, name, offset, residual, reduction) -> LayerPlan:
         """Eq. 8-1 and 8-2 for one blob, the same on every rank: selection and decompression
@@ -304,12 +315,12 @@ class RedSync:
                                            [pack(sel.indices, sel.values)], 1.0,
                                            machine=self.machine, engine=self.engine)
         words = 1 + k + (1 if residual.quantize else k)
-        sparse = (sel.stats.seconds + math.log2(p) * network.alpha
-                  + (p - 1) * 4 * words * network.beta1 + p * decompress_seconds)
+        transfer = (math.log2(p) * network.alpha + (p - 1) * 4 * words * network.beta1
+                    + p * decompress_seconds)
         dense = ar.simulate(ar.schedule(self.dense.algorithm, p, n, network.nodes_per_supernode),
                             network, 4, reduction).total
-        return LayerPlan(name, offset, n, k, sparse, dense, self.config.layers == "sparse",
-                         sel.stats.seconds)
+        return LayerPlan(name, offset, n, k, sel.stats.seconds, transfer, dense,
+                         self.config.layers == "sparse")
 
     def __call__(self, gradient: np.ndarray) -> tuple:
         iteration, self.iteration = self.iteration, self.iteration + 1
@@ -357,16 +368,28 @@ class RedSync:
         update = np.zeros(self.total, np.float32)        # the padding stays 0
         seconds = {"(redsync select)": 0.0, "(redsync allgather)": 0.0,
                    "(redsync decompress)": 0.0}
+        flushed = self._replan_if_due(iteration, gradient, seconds)   # blobs turned dense
         dense = [plan for plan in self.plan if not plan.sparse]
         if dense:
             parts = [slice(plan.offset, plan.offset + plan.size) for plan in dense]
-            mean, dense_seconds = self.dense(np.concatenate([gradient[s] for s in parts]))
+            # a blob turned dense sends its residual once, in the same allreduce: what was
+            # kept is applied, not lost (added to the update as it is: it already carries
+            # the momentum correction)
+            mean, dense_seconds = self.dense(np.concatenate(
+                [gradient[s] for s in parts] + [self.residuals[i].residual for i in flushed]))
             seconds.update(dense_seconds)
             start = 0
             for part in parts:
                 update[part] = self._with_momentum(mean[start:start + part.stop - part.start],
                                                    part, seconds)
                 start += part.stop - part.start
+            for i in flushed:
+                plan, residual = self.plan[i], self.residuals[i]
+                part = slice(plan.offset, plan.offset + plan.size)
+                update[part], stats = dnn.add(update[part], mean[start:start + plan.size], **run)
+                seconds["(redsync flush)"] = seconds.get("(redsync flush)", 0.0) + stats.seconds
+                residual.residual = np.zeros_like(residual.residual)
+                start += plan.size
         sent = 0
         network = self.dense.network
         for plan, residual in zip(self.plan, self.residuals):
@@ -415,18 +438,66 @@ class RedSync:
         self.velocity[part] = velocity
         return velocity
 
-    def replan(self) -> list:
-        """(plan at construction, plan re-predicted) per blob: eq. 8-1 again with the median
-        of the selections measured on this rank's residuals so far (blobs never sent sparse
-        keep the synthetic blob's)."""
-        return [(plan, plan.remeasured(float(np.median(self.measured_select[plan.name])))
-                 if self.measured_select[plan.name] else plan) for plan in self.plan]
+    def _medians(self) -> dict:
+        """Each blob's median selection seconds on this rank since the plan was made (None:
+        not sent sparse since)."""
+        return {name: float(np.median(times)) if times else None
+                for name, times in self.measured_select.items()}
+
+    def replan(self, measured: dict = None) -> list:
+        """(plan in use, plan re-predicted) per blob: eq. 8-1 again with `measured` (blob
+        name: selection seconds; by default the median of the selections measured on this
+        rank's residuals since the plan was made); blobs without one keep theirs."""
+        measured = self._medians() if measured is None else measured
+        return [(plan, plan if measured[plan.name] is None
+                 else plan.remeasured(measured[plan.name])) for plan in self.plan]
+
+    def _apply_replan(self) -> list:
+        """A collective call: the plan re-predicted (``replan``) from every blob's slowest
+        rank's median selection (the allgather waits for it; and so every rank makes the
+        same choices) becomes the plan of the following steps, its measurements restarted.
+        Returns the indices of the blobs whose choice changed. A blob turned sparse starts
+        the sampled search afresh; the residual of one turned dense is the caller's to send
+        (``_synchronise``: in the same step's dense allreduce)."""
+        gathered = self.comm.allgather(self._medians())
+        slowest = {name: None if gathered[0][name] is None else max(m[name] for m in gathered)
+                   for name in self.measured_select}
+        changed = []
+        for i, (before, after) in enumerate(self.replan(slowest)):
+            self.plan[i] = after
+            self.measured_select[after.name] = []
+            if after.sparse != before.sparse:
+                changed.append(i)
+                self.residuals[i].threshold = None
+        return changed
+
+    def _replan_if_due(self, iteration: int, gradient: np.ndarray, seconds: dict) -> list:
+        """``_apply_replan`` every ``replan_every`` steps after the warm-up, the changes
+        recorded in ``switches``; returns the indices of the blobs turned dense. A dense blob
+        is never selected, so first its selection is measured once on this step's gradient
+        (a probe, its time in `seconds` "(redsync probe)"): without it a blob could never
+        turn sparse."""
+        since = iteration - self.config.warmup_iter
+        if not self.config.replan_every or not since or since % self.config.replan_every:
+            return []
+        method = "binary" if self.config.select == "SAMPLED" else SELECTS[self.config.select]
+        for plan, residual in zip(self.plan, self.residuals):
+            if not plan.sparse:
+                sel = select(gradient[plan.offset:plan.offset + plan.size], plan.k,
+                             method=method, cgs=residual.cgs, machine=self.machine,
+                             engine=self.engine)
+                self.measured_select[plan.name].append(sel.stats.seconds)
+                seconds["(redsync probe)"] = (seconds.get("(redsync probe)", 0.0)
+                                              + sel.stats.seconds)
+        changed = self._apply_replan()
+        self.switches += [(iteration, self.plan[i]) for i in changed]
+        return [i for i in changed if not self.plan[i].sparse]
 
     def format_replan(self) -> str:
         """The table of ``replan``: both selection times, eq. 8-1 with each, eq. 8-2 and both
         choices ("!" where they differ)."""
-        lines = ["blob          elements     k  select us: synthetic measured  eq. 8-1 us: "
-                 "synthetic measured  eq. 8-2 us  choice: synthetic measured"]
+        lines = ["blob          elements     k  select us: in plan measured  eq. 8-1 us: "
+                 "in plan measured  eq. 8-2 us  choice: in plan measured"]
         for before, after in self.replan():
             choice = ("sparse" if before.sparse_seconds < before.dense_seconds else "dense",
                       "sparse" if after.sparse_seconds < after.dense_seconds else "dense")
@@ -440,14 +511,15 @@ class RedSync:
     def global_result(self, result):
         return self.dense.global_result(result)
 
-    def format_plan(self) -> str:
-        """One line per blob: its choice and both predictions."""
+    def format_plan(self, plans=None) -> str:
+        """One line per blob of `plans` (the plan in use by default): its choice and both
+        predictions."""
         return "\n".join(
             f"redsync {plan.name}: {plan.size} elements, k={plan.k}, "
             f"{'sparse' if plan.sparse else 'dense'}{' (forced)' if plan.forced else ''} "
             f"(eq. 8-1 sparse "
             f"{plan.sparse_seconds * 1e6:.1f} us, eq. 8-2 dense {plan.dense_seconds * 1e6:.1f} us)"
-            for plan in self.plan)
+            for plan in (self.plan if plans is None else plans))
 
     # Checkpoints: every rank's residuals (they differ), gathered to rank 0, which writes.
 
@@ -455,14 +527,21 @@ class RedSync:
         """A collective call: on rank 0 a dict of every rank's residuals, thresholds and u
         (one row per rank) and the step count; None on the other ranks."""
         rows = [residual.state() for residual in self.residuals]
+        longest = max(map(len, self.measured_select.values()))
+        measured = np.full((len(self.plan), longest), np.nan)     # NaN-padded per blob
+        for row, times in zip(measured, self.measured_select.values()):
+            row[:len(times)] = times
         mine = (np.concatenate([r for r, _ in rows]), np.array([t for _, t in rows]),
-                self.velocity.copy())
+                self.velocity.copy(), measured)
         gathered = self.comm.gather(mine, root=0)
         if self.comm.Get_rank():
             return None
         return dict(redsync_residuals=np.stack([g[0] for g in gathered]),
                     redsync_thresholds=np.stack([g[1] for g in gathered]),
                     redsync_velocity=np.stack([g[2] for g in gathered]),
+                    redsync_measured=np.stack([g[3] for g in gathered]),
+                    # the plan in use (the same on every rank): its selection times
+                    redsync_plan_select=np.array([plan.select_seconds for plan in self.plan]),
                     redsync_iteration=np.array(self.iteration))
 
     def load_state(self, saved: dict, origin: str) -> None:
@@ -479,3 +558,8 @@ class RedSync:
             start += size
         self.velocity[...] = saved["redsync_velocity"][rank]
         self.iteration = int(saved["redsync_iteration"])
+        if "redsync_plan_select" in saved:         # absent from checkpoints before replanning
+            self.plan = [plan.remeasured(float(seconds))
+                         for plan, seconds in zip(self.plan, saved["redsync_plan_select"])]
+            for plan, row in zip(self.plan, saved["redsync_measured"][rank]):
+                self.measured_select[plan.name] = row[~np.isnan(row)].tolist()
