@@ -20,7 +20,7 @@ _EXPORTS = {
 
 # Imported before the export: the athread runtime registers itself with Machine.program, so
 # swsim.Machine().run links it to a program that calls it, as `swsim run` does.
-_PREPARE = {"Machine": "swsim.kernels.runtime"}
+_PREPARE = {"Machine": "swsim.kernels.athread"}
 
 
 def __getattr__(name):

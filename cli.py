@@ -1,7 +1,7 @@
 """The ``swsim`` command. Each layer registers its own subcommands (``register(subparsers)`` in
-``asm/cli.py``, ``vm/cli.py``, ``kernels/cli.py``, ``hostlib/tools/cli.py``; a layer may extend
-a lower one's command); this module only dispatches and turns swsim errors into messages with
-exit status 1, never a traceback."""
+``asm/asm_commands.py``, ``vm/vm_commands.py``, ``kernels/kernel_commands.py``,
+``hostlib/tools/tool_commands.py``; a layer may extend a lower one's command); this module only
+dispatches and turns swsim errors into messages with exit status 1, never a traceback."""
 from __future__ import annotations
 
 import argparse
@@ -12,7 +12,8 @@ import sys
 from . import __version__
 from .errors import SwsimError
 
-LAYERS = ("swsim.asm.cli", "swsim.vm.cli", "swsim.kernels.cli", "swsim.hostlib.tools.cli")
+LAYERS = ("swsim.asm.asm_commands", "swsim.vm.vm_commands", "swsim.kernels.kernel_commands",
+          "swsim.hostlib.tools.tool_commands")
 BROKEN_PIPE_STATUS = 128 + 13   # as a shell reports a process ended by SIGPIPE
 
 

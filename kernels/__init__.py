@@ -48,6 +48,6 @@ def program(*names: str):
         source_path(name)                   # an unknown name fails here, cache or not
 
     def build():
-        from .runtime import link_with_runtime
+        from .athread import link_with_runtime
         return link_with_runtime([object_file(name) for name in names])
     return cached_program(names, build)

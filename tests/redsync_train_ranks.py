@@ -10,7 +10,7 @@ from mpi4py import MPI
 
 from swsim.hostlib.train import Solver, example, parse_net
 from swsim.hostlib.train.allreduce import GradientAllreduce
-from swsim.hostlib.train.model import SolverParameter
+from swsim.hostlib.train.prototxt import SolverParameter
 from swsim.hostlib.train.redsync import Compression
 
 comm = MPI.COMM_WORLD

@@ -11,7 +11,7 @@ import pytest
 
 from swsim.hostlib.train import allreduce as ar
 from swsim.hostlib.train import Solver, example, parse_net
-from swsim.hostlib.train.model import SolverParameter
+from swsim.hostlib.train.prototxt import SolverParameter
 
 HERE = Path(__file__).parent
 # The mpiexec installed beside this python (the venv's, from the mpich wheel), else the PATH's.

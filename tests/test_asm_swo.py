@@ -8,7 +8,7 @@ import zlib
 import pytest
 
 from swsim.asm import assemble, disassemble, file_kind
-from swsim.asm.cli import listing
+from swsim.asm.asm_commands import listing
 from swsim.asm.swo import (FORMAT_VERSION, SwoError, program_bytes,
                            program_from_bytes)
 from swsim.cli import main

@@ -1,4 +1,4 @@
-"""The athread CPE runtime (kernels/runtime, docs/runtime.md): compiled-style CPE code that reads
+"""The athread CPE runtime (kernels/athread, docs/runtime.md): compiled-style CPE code that reads
 _MYID/_ROW/_COL through TLS relocations, calls printf, penv_slave_cycle_count and the athread_*
 helpers through the gp, runs unmodified on both engines, from Python and from `swsim run`."""
 import ctypes
@@ -9,8 +9,8 @@ import pytest
 
 import swsim
 from swsim.asm import assemble_object, link
-from swsim.kernels.runtime import console_text, link_with_runtime, read_console
-from swsim.kernels.runtime.console import format_record
+from swsim.kernels.athread import console_text, link_with_runtime, read_console
+from swsim.kernels.athread.console import format_record
 from swsim.vm import Machine
 from swsim.vm.config import PUBLISHED
 

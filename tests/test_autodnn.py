@@ -212,8 +212,8 @@ def test_dnn_conv_runs_the_generated_algorithm(with_bias, dtype):
 
 
 def test_dnn_conv_generated_refuses_what_it_does_not_do():
-    from swsim.hostlib.dnn import conv_generated
-    from swsim.hostlib.dnn.conv_common import make_geometry
+    from swsim.hostlib.dnn.conv import generated as conv_generated
+    from swsim.hostlib.dnn.conv.common import make_geometry
     from swsim.vm import Machine
     config = Machine().config
     geo = make_geometry((128, 16, 4, 4), (32, 16, 3, 3), 1, 0, "w")
@@ -297,8 +297,8 @@ def test_zero_padded_generated_conv_is_bit_identical_on_both_engines():
 
 def test_zero_padded_schedules_are_offered_only_where_needed_and_charged():
     from swsim.hostlib.autodnn import conv as ad_conv
-    from swsim.hostlib.dnn import conv_generated
-    from swsim.hostlib.dnn.conv_common import make_geometry
+    from swsim.hostlib.dnn.conv import generated as conv_generated
+    from swsim.hostlib.dnn.conv.common import make_geometry
     from swsim.vm import Machine
     assert [s[:4] for s in ad_conv.padded_shapes(128, 64, 64, 13)] == [(128, 64, 64, 13)]
     shapes = ad_conv.padded_shapes(1, 3, 40, 13)
@@ -407,8 +407,9 @@ def test_batch_one_vectorises_the_image_in_nchw_forward_and_backward_data():
     """B = 1: the tuner switches to the NCHW programs (M = output rows x columns); dnn.conv
     places RCNB data in that layout and back."""
     from swsim.hostlib.autodnn import conv as ad_conv
-    from swsim.hostlib.dnn import conv, conv_generated
-    from swsim.hostlib.dnn.conv_common import make_geometry
+    from swsim.hostlib.dnn import conv
+    from swsim.hostlib.dnn.conv import generated as conv_generated
+    from swsim.hostlib.dnn.conv.common import make_geometry
     from swsim.vm import Machine
     config = Machine().config
     geo = make_geometry((1, 16, 18, 18), (32, 16, 3, 3), 1, 0, "w")
@@ -522,8 +523,9 @@ def test_generated_backward_filter_as_the_swapped_convolution(stride, size):
     convolution (x as N_i images of B channels, dy its kernel, dilated by the stride), which
     equals numpy."""
     from swsim.hostlib.autodnn import conv as ad_conv
-    from swsim.hostlib.dnn import conv, conv_generated
-    from swsim.hostlib.dnn.conv_common import make_geometry
+    from swsim.hostlib.dnn import conv
+    from swsim.hostlib.dnn.conv import generated as conv_generated
+    from swsim.hostlib.dnn.conv.common import make_geometry
     from swsim.vm import Machine
     batch, n_i, n_o, k = 8, 64, 32, (3, 3)
     geo = make_geometry((batch, n_i, *size), (n_o, n_i, *k), stride, 0, "w")

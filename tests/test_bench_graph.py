@@ -49,7 +49,7 @@ def test_rebatched_light_model():
     assert g.info[g.outputs[0]].shape == (3, 1000)
     with pytest.raises(GraphError, match="--batch must be at least 1"):
         from swsim.cli import build_parser
-        from swsim.hostlib.tools.cli import _graph
+        from swsim.hostlib.tools.tool_commands import _graph
         _graph(build_parser().parse_args(["bench", "graph", "--batch", "0"]))
 
 
@@ -128,7 +128,7 @@ def test_a_convolution_is_estimated_as_the_algorithm_dispatch_runs(monkeypatch):
     from graph_models import model, tensor
     from swsim.errors import ArgumentError
     from swsim.hostlib.dnn import conv as conv_ops
-    from swsim.hostlib.dnn.conv_common import ConvGeometry
+    from swsim.hostlib.dnn.conv.common import ConvGeometry
     from swsim.hostlib.graph.dispatch import run_node
     rng = np.random.default_rng(0)
     g = import_onnx(model([helper.make_node("Conv", ["x", "w"], ["y"], pads=[1] * 4,

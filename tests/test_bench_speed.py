@@ -6,7 +6,7 @@ import json
 import pytest
 
 from swsim.hostlib.tools.bench import speed
-from swsim.hostlib.tools.cli import register
+from swsim.hostlib.tools.tool_commands import register
 from swsim.kernels import program
 from swsim.vm import Machine
 

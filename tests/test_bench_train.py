@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from swsim.hostlib.dnn import conv
-from swsim.hostlib.dnn.conv_common import ConvStats
+from swsim.hostlib.dnn.conv.common import ConvStats
 from swsim.hostlib.tools.bench import ops
 from swsim.hostlib.tools.bench import train_nets as tn
 from swsim.vm import Machine

@@ -12,7 +12,7 @@ import swsim
 from swsim.asm import AsmError, assemble_objects, undefined_symbols
 from swsim.asm.objfile import objects_bytes, objects_from_bytes
 from swsim.cli import main
-from swsim.kernels.runtime import console_text
+from swsim.kernels.athread import console_text
 from vm_helpers import freg, reg
 
 CORPUS = Path(__file__).resolve().parent / "data" / "compiled"

@@ -1,4 +1,4 @@
-"""Implicit GEMM convolution (hostlib/dnn/conv_implicit.py, kernels/dnn/conv_implicit.s)
+"""Implicit GEMM convolution (hostlib/dnn/conv/implicit.py, kernels/dnn/conv_implicit.s)
 against the float64 reference of tests/test_dnn_conv.py, its blocking rules, the two engines,
 the model and the sampled estimate."""
 import numpy as np
@@ -7,8 +7,8 @@ from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
 from swsim.hostlib import dnn
-from swsim.hostlib.dnn import conv_implicit as implicit
-from swsim.hostlib.dnn.conv_common import ConvStats, make_geometry
+from swsim.hostlib.dnn.conv import implicit
+from swsim.hostlib.dnn.conv.common import ConvStats, make_geometry
 from swsim.vm import HostError, Machine
 from test_dnn_conv import _close, ref_backward_data, ref_backward_filter, ref_forward
 

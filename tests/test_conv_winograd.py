@@ -1,4 +1,4 @@
-"""Winograd F(2x2, 3x3) convolution (hostlib/dnn/conv_winograd.py, kernels/dnn/winograd.s)
+"""Winograd F(2x2, 3x3) convolution (hostlib/dnn/conv/winograd.py, kernels/dnn/winograd.s)
 against the float64 reference of tests/test_dnn_conv.py, with an error bound derived from
 where the algorithm rounds; the transforms against numpy's; the model and the sampled
 estimate against full runs."""
@@ -7,8 +7,8 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from swsim.hostlib.dnn import conv_winograd as wino
-from swsim.hostlib.dnn.conv_common import ConvGeometry, ConvStats
+from swsim.hostlib.dnn.conv import winograd as wino
+from swsim.hostlib.dnn.conv.common import ConvGeometry, ConvStats
 from swsim.vm import HostError, Machine
 
 from test_dnn_conv import ref_backward_data, ref_backward_filter, ref_forward

@@ -1,4 +1,4 @@
-"""Convolution on the VM (hostlib/dnn/conv.py, kernels/dnn/im2col.s) against a numpy float64
+"""Convolution on the VM (hostlib/dnn/conv/, kernels/dnn/im2col.s) against a numpy float64
 reference of the forward pass and both gradients; the reference's gradients are checked by
 finite differences of its forward pass."""
 import numpy as np
@@ -171,7 +171,7 @@ def test_auto_runs_a_supporting_algorithm_and_matches_the_reference(pb):
 @pytest.mark.parametrize("stride, padding, k", [(1, 1, 3), (2, 2, 5), ((2, 1), (1, 0), 3)])
 def test_row_groups(monkeypatch, group, dtype, stride, padding, k):
     """Tasks of several input rows (7 rows: groups of 2 and 3 leave a shorter last group)."""
-    from swsim.hostlib.dnn import conv_explicit as explicit
+    from swsim.hostlib.dnn.conv import explicit
     monkeypatch.setattr(explicit, "_row_group", lambda geo, es, op, config: min(group, geo.r_i))
     rng = np.random.default_rng(group)
     x = rng.standard_normal((2, 3, 7, 6)).astype(dtype)
@@ -189,8 +189,8 @@ def test_rows_per_task_fill_ldm_and_spread_over_the_cpes():
     y, stats = dnn.conv2d_forward(x, np.ones((1, 64, 3, 3), np.float32), padding=1)
     assert stats.phases["im2col"][0].rows_per_task == 9       # a whole plane per CPE
     assert y[0, 0, 4, 2] == 64 * 9
-    from swsim.hostlib.dnn import conv_explicit as explicit
-    from swsim.hostlib.dnn.conv_common import make_geometry
+    from swsim.hostlib.dnn.conv import explicit
+    from swsim.hostlib.dnn.conv.common import make_geometry
     from swsim.vm import Machine
     config = Machine().config
     geo = make_geometry((1, 64, 9, 300), (1, 64, 3, 3), 1, 1, "w")
@@ -216,8 +216,8 @@ def test_same_inputs_same_bits_and_cycles():
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_python_engine_gives_the_same_bits_and_cycles(monkeypatch, dtype, group):
     """im2col and col2im (swGEMM's engine agreement is tested with swGEMM)."""
-    from swsim.hostlib.dnn import conv_explicit as explicit
-    from swsim.hostlib.dnn.conv_common import make_geometry
+    from swsim.hostlib.dnn.conv import explicit
+    from swsim.hostlib.dnn.conv.common import make_geometry
     from swsim.vm import Machine
     rng = np.random.default_rng(2)
     x = rng.standard_normal((2, 1, 5, 4)).astype(dtype)       # CNHW
@@ -377,7 +377,7 @@ def test_core_groups_give_the_same_results(stride, padding, k):
 
 
 def test_batches_too_large_for_col_run_in_chunks(monkeypatch):
-    from swsim.hostlib.dnn import conv_explicit as explicit
+    from swsim.hostlib.dnn.conv import explicit
     x, w = _data((6, 2, 5, 4), (3, 2, 3, 3), np.float64, seed=6)
     per_image = 2 * 9 * 5 * 4 * 8
     monkeypatch.setattr(explicit, "COL_BYTES", 2 * per_image)     # chunks of 2 images
@@ -402,7 +402,7 @@ def test_batches_too_large_for_col_run_in_chunks(monkeypatch):
     ((196, 128, 32, 1), "NCHW", "NHWC", np.float32),    # and its operands
 ])
 def test_transform_model_is_within_a_quarter_of_the_run(shape, src, dst, dtype):
-    from swsim.hostlib.dnn import conv_model
+    from swsim.hostlib.dnn.conv import model as conv_model
     from swsim.vm import Machine
     x = np.random.default_rng(0).standard_normal(shape).astype(dtype)
     _, stats = dnn.transform(x, src, dst, machine=Machine())
@@ -418,8 +418,8 @@ def test_estimate_from_samples_is_within_three_percent_of_the_whole_run(directio
     """B = 8, 64 -> 64 channels, 16 x 16: im2col / col2im have 8 rounds of tasks, sampled (2
     and 4 rounds) and extrapolated, and so is the GEMM along an axis of many blocks; backward
     data's GEMM (blocks 24 x 128 x 8: 3 x 2 x 1 of them) runs whole."""
-    from swsim.hostlib.dnn import conv_explicit as explicit
-    from swsim.hostlib.dnn.conv_common import make_geometry
+    from swsim.hostlib.dnn.conv import explicit
+    from swsim.hostlib.dnn.conv.common import make_geometry
     from swsim.vm import Machine
     geo = make_geometry((8, 64, 16, 16), (64, 64, 3, 3), 1, 0, "w")
     estimate, details = explicit.estimate(geo, direction, np.float32, Machine())
@@ -440,8 +440,8 @@ def test_estimate_from_samples_is_within_three_percent_of_the_whole_run(directio
 
 
 def test_explicit_supports_everything_that_fits_in_ldm():
-    from swsim.hostlib.dnn import conv_explicit as explicit
-    from swsim.hostlib.dnn.conv_common import make_geometry
+    from swsim.hostlib.dnn.conv import explicit
+    from swsim.hostlib.dnn.conv.common import make_geometry
     from swsim.vm import Machine
     config = Machine().config
     for direction in ("forward", "backward_data", "backward_filter"):

@@ -1,4 +1,4 @@
-"""Layout transforms (hostlib/dnn/layout.py, kernels/dnn/transform.inc): every pair of
+"""Layout transforms (hostlib/dnn/layout_transform.py, kernels/dnn/transform.inc): every pair of
 registered layouts against numpy's transpose, bit exact, with tiles cut at odd sizes."""
 import itertools
 
@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from swsim.hostlib import dnn
-from swsim.hostlib.dnn.layout import group_swaps
+from swsim.hostlib.dnn.layout_transform import group_swaps
 
 PAIRS = list(itertools.product(dnn.LAYOUTS, repeat=2))
 

@@ -1,12 +1,12 @@
-"""The layout pass (hostlib/graph/layouts.py, docs/graph.md "Layouts"): tensors stay in their
-producer's layout, a Transform only where a consumer takes another; against a Conv that
-transforms at every node, fewer transforms and fewer simulated cycles, the same bits."""
+"""The layout pass (hostlib/graph/layout_selection.py, docs/graph.md "Layouts"): tensors stay
+in their producer's layout, a Transform only where a consumer takes another; against a
+Conv that transforms at every node, fewer transforms and fewer simulated cycles, the same bits."""
 import numpy as np
 import pytest
 
 from graph_models import convnet, convstack, resblock
 from swsim.hostlib.graph import GraphError, Session, import_onnx
-from swsim.hostlib.graph.layouts import plan_layouts
+from swsim.hostlib.graph.layout_selection import plan_layouts
 from swsim.hostlib.train.data import Order
 from swsim.hostlib.train.lower import lower_net
 from swsim.hostlib.train.net import Net

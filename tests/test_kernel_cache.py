@@ -12,7 +12,7 @@ import pytest
 from swsim.asm.objfile import objects_bytes
 from swsim.asm.swo import program_bytes
 from swsim.kernels import cache, object_file, program
-from swsim.kernels.runtime import link_with_runtime
+from swsim.kernels.athread import link_with_runtime
 
 NAMES = ("gemm/gemm_prim.s",)
 # the subprocess imports this checkout's swsim, as pytest does

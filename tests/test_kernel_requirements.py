@@ -10,7 +10,9 @@ import swsim
 from swsim.errors import ArgumentError
 from swsim.hostlib import dnn
 from swsim.hostlib.blas import baseline, gemm, primitive
-from swsim.hostlib.dnn import conv_explicit, conv_implicit, conv_winograd, lstm, softmax, stream
+from swsim.hostlib.dnn.conv import (explicit as conv_explicit, implicit as conv_implicit,
+                                    winograd as conv_winograd)
+from swsim.hostlib.dnn import lstm, softmax, stream
 from swsim.hostlib.runtime import Kernel, RequirementError
 
 rng = np.random.default_rng(0)

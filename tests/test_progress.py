@@ -6,7 +6,7 @@ import pytest
 from swsim import Machine
 from swsim.hostlib.blas.swgemm import gemm
 from swsim.hostlib.tools.bench import fidelity
-from swsim.hostlib.tools.cli import StepBar
+from swsim.hostlib.tools.tool_commands import StepBar
 
 
 def test_gemm_reports_the_simulated_cycles():

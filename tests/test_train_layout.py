@@ -9,7 +9,7 @@ from swsim.vm.config import VMConfig
 from swsim.cli import main
 from swsim.hostlib import dnn, train
 from swsim.hostlib.train import layers
-from swsim.hostlib.train.layout import physical
+from swsim.hostlib.train.layout_plan import physical
 from swsim.hostlib.train.net import Run
 from swsim.hostlib.train.reference import Reference
 from test_train_reference import RESIDUAL, _matches_reference, _with_random_set
@@ -145,7 +145,7 @@ def test_the_cli_explains_layouts_and_transforms_per_core_group(spec, tmp_path, 
 
 def test_a_small_transform_is_predicted_by_simulating_it_a_large_one_by_the_stream():
     from swsim.hostlib.train.common import stream_seconds
-    from swsim.hostlib.train.layout import SIMULATED_BYTES, Transform
+    from swsim.hostlib.train.layout_plan import SIMULATED_BYTES, Transform
     config = Machine().config
     small = Transform("x", "NCHW", "RCNB", (16, 16, 4, 4), "forward")
     ran = dnn.transform(np.zeros((16, 16, 4, 4), np.float32), "NCHW", "RCNB")[1]

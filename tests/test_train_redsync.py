@@ -13,7 +13,7 @@ from swsim.hostlib.train import Solver, example, parse_net, parse_solver
 from swsim.hostlib.train.allreduce import GradientAllreduce
 from swsim.hostlib.train.common import TrainError
 from swsim.hostlib.train.memory import Arena
-from swsim.hostlib.train.model import SolverParameter
+from swsim.hostlib.train.prototxt import SolverParameter
 from swsim.hostlib.train.redsync import (Compression, LayerResidual, RedSync, decompress,
                                          overlap_saving, pack, unpack)
 from swsim.vm import Machine

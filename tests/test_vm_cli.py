@@ -5,7 +5,7 @@ import os
 import numpy as np
 
 from swsim.cli import main
-from swsim.vm.cli import config_doc
+from swsim.vm.vm_commands import config_doc
 
 KERNEL = """
 .text

@@ -35,7 +35,7 @@ NUM_REGISTERS, LANES = 32, 4
 EMULATED_VECTOR_BYTES = LANES * 8   # both engines model 256-bit registers of 4 64-bit lanes
 
 # Libraries (asm.Library) linked to what Machine.program builds from sources or objects when
-# they use them: a higher layer registers the one it provides (kernels/runtime: the athread
+# they use them: a higher layer registers the one it provides (kernels/athread: the athread
 # runtime), so that Machine.run links it exactly as `swsim run` does.
 _LIBRARY_PROVIDERS: list[Callable[[], object]] = []
 

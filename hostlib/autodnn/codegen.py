@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 from ...asm import assemble_object
 from ...kernels import KERNEL_DIR, object_file
-from ...kernels.runtime import link_with_runtime
+from ...kernels.athread import link_with_runtime
 from ..runtime import Kernel
 from ..runtime.kernel import align
 from .ir import Dma, For, GemmOp, ScheduleError, format_nodes

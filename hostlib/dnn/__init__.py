@@ -24,7 +24,7 @@ from .batchnorm import batchnorm_backward, batchnorm_forward
 from .common import DnnError
 from .conv import ConvStats, conv2d_backward_data, conv2d_backward_filter, conv2d_forward
 from .elementwise import adam_update, add, scale, sgd_update
-from .layout import LAYOUTS, transform
+from .layout_transform import LAYOUTS, transform
 from .linear import linear_backward, linear_forward
 from .lstm import lstm_backward, lstm_forward
 from .pool import pool2d_backward, pool2d_forward

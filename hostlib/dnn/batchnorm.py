@@ -28,7 +28,7 @@ import numpy as np
 from ..runtime import Kernel, host_operator
 from ..runtime.kernel import align
 from . import stream
-from .layout import axes
+from .layout_transform import axes
 from .common import DnnError, combined, float_arrays, machine_and_cgs, scalar, split
 
 KERNEL = Kernel(("dnn/batchnorm.s", "dnn/stream.s"), "stream_run", "stream_ldm_end",

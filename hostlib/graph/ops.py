@@ -14,7 +14,7 @@ from typing import Callable, Optional
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from ..dnn.layout import LAYOUTS
+from ..dnn.layout_transform import LAYOUTS
 from .ir import GraphError, Node, TensorInfo
 
 FLOATS = (np.dtype(np.float32), np.dtype(np.float64))

@@ -15,7 +15,7 @@ from ...vm import Machine
 from .dataflow import Schedule, place
 from .dispatch import run_node
 from .ir import Graph, GraphError
-from .layouts import plan_layouts
+from .layout_selection import plan_layouts
 
 # Main memory reserved for the operands of the nodes running at once (the CGs' threads
 # allocate while the others run; docs/vm.md "Chip"); only the pages written take RAM. Grown

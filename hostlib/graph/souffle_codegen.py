@@ -39,7 +39,7 @@ import numpy as np
 
 from ...asm import assemble_object
 from ...kernels import KERNEL_DIR, object_file
-from ...kernels.runtime import link_with_runtime
+from ...kernels.athread import link_with_runtime
 from ..runtime.kernel import align
 from . import te
 from .ir import GraphError

@@ -28,10 +28,11 @@ from ...kernels.cache import cached_program
 from ..blas.swgemm import InMemory, gemm_job, KERNEL as GEMM_KERNEL
 from ..runtime import Kernel
 from ...vm import HostError
-from ..dnn import activation, batchnorm, conv_implicit, stream
+from ..dnn import activation, batchnorm, stream
+from ..dnn.conv import implicit as conv_implicit
 from ..dnn.common import combined
-from ..dnn.conv_common import as_pair, make_geometry
-from ..dnn.layout import swap_passes, swap_plan, transform
+from ..dnn.conv.common import as_pair, make_geometry
+from ..dnn.layout_transform import swap_passes, swap_plan, transform
 from .device import Block, Device
 
 SEGMENTS = ("constants", "hidden", "io")
@@ -61,7 +62,7 @@ class Ref:
 def _bound_program(sources: tuple):
     """The program of kernel `sources` each assembled with QIO_BIND defined (BIND_IO)."""
     from ...asm import assemble_object
-    from ...kernels.runtime import link_with_runtime
+    from ...kernels.athread import link_with_runtime
 
     def build():
         objects = []

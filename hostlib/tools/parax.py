@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from ...vm.cli import count_argument
+from ...vm.vm_commands import count_argument
 from ..parax.sync import STRATEGIES
 from ..train.instances import train_cnn
 

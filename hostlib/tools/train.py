@@ -11,10 +11,10 @@ from typing import Optional
 
 from tqdm import tqdm
 
-from ...vm.cli import count_argument
+from ...vm.vm_commands import count_argument
 from ..train import Net, Solver, TrainError, parse_net, parse_solver
 from ..train import allreduce
-from ..train.model import SolverParameter, example
+from ..train.prototxt import SolverParameter, example
 from ..train.reference import Reference
 
 DEFAULT_STEPS = 100

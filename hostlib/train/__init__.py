@@ -4,11 +4,10 @@ the ``Net`` (static graph, shape inference, operator selection, packed aligned b
 ``Solver`` (learning-rate policies, SGD on the CPEs, checkpoints) and the data pipeline."""
 from .common import TrainError
 from .data import load_digits
-from .model import (LSTM, Accuracy, BatchNorm, Convolution, Data, Eltwise, EuclideanLoss,
-                    InnerProduct, NetParameter, NetSpec, Pooling, ReLU, SequenceTranspose, Scale,
-                    Sigmoid,
-                    SolverParameter, SolverSpec, SoftmaxWithLoss, TanH, example, parse_net,
-                    parse_solver)
+from .prototxt import (LSTM, Accuracy, BatchNorm, Convolution, Data, Eltwise, EuclideanLoss,
+                       InnerProduct, NetParameter, NetSpec, Pooling, ReLU, SequenceTranspose,
+                       Scale, Sigmoid, SolverParameter, SolverSpec, SoftmaxWithLoss, TanH, example,
+                       parse_net, parse_solver)
 from .net import Net
 from .solver import Solver, batch_accuracy, learning_rate
 

@@ -16,7 +16,7 @@ from ...errors import ArgumentError
 from ...vm import Machine
 from ..parax import cnn, mlp, synchronise
 from .data import Order, load_digits
-from .model import parse_net
+from .prototxt import parse_net
 from .net import Net, Run
 from .solver import batch_accuracy
 

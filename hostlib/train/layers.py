@@ -19,10 +19,10 @@ from ..blas import gemm_model
 from ..dnn import conv as conv_ops
 from ..dnn import lstm_model
 from ..dnn.batchnorm import NATIVE_LAYOUTS
-from ..dnn.conv_common import make_geometry
-from ..dnn.layout import LAYOUTS
+from ..dnn.conv.common import make_geometry
+from ..dnn.layout_transform import LAYOUTS
 from .common import DTYPE, TrainError, stream_seconds
-from .layout import CANONICAL, physical, transform_if_needed
+from .layout_plan import CANONICAL, physical, transform_if_needed
 
 
 class Choice(NamedTuple):

@@ -20,9 +20,9 @@ from ..blas import gemm
 from .common import DTYPE, TrainError, digest
 from .data import Dataset
 from .layers import KINDS, LOSSES, missing_operators
-from .layout import CANONICAL, physical, transform_if_needed
+from .layout_plan import CANONICAL, physical, transform_if_needed
 from .memory import Arena
-from .model import NetParameter, parse_net
+from .prototxt import NetParameter, parse_net
 
 PHASES = ("TRAIN", "TEST")
 

@@ -24,7 +24,7 @@ from ...vm import Machine
 from .. import dnn
 from .common import TrainError, digest
 from .data import Order, Prefetcher
-from .model import SolverParameter, parse_solver
+from .prototxt import SolverParameter, parse_solver
 from .graph_net import GraphModel, GraphNet
 from .net import Net, Run
 from .redsync import Compression, RedSync

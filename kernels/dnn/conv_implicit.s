@@ -1,7 +1,7 @@
 # Implicit GEMM convolution (Fang 2019 §5.1.2, Algorithms 3 and 4; docs/dnn.md "Implicit
 # convolution"): the convolution as a sequence of LDM GEMM primitive calls (gemm_prim.s,
 # gemm_prim_nm_d, linked beside it) whose operands are DMAed straight out of the activation
-# and the weights; no im2col matrix exists anywhere. hostlib/dnn/conv_implicit.py prepares the
+# and the weights; no im2col matrix exists anywhere. hostlib/dnn/conv/implicit.py prepares the
 # job and chooses the blocking with its model.
 #
 # Layouts in memory (es = 4 or 8 bytes):

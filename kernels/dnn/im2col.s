@@ -1,5 +1,5 @@
 # im2col and col2im of explicit GEMM convolution (thesis §5.1.1, Fig. 5.4; docs/dnn.md
-# "Convolution"). hostlib/dnn/conv.py is the host side.
+# "Convolution"). hostlib/dnn/conv/__init__.py is the host side.
 #
 # Image x: planes of R_i x C_i elements (rows of C_i contiguous), plane q = o INNER + i at
 # x + o X_OUTER + i X_INNER; explicit convolution passes x as CNHW (N_i, B, R_i, C_i): o = c

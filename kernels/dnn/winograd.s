@@ -1,5 +1,5 @@
 # The transforms of Winograd F(2x2, 3x3) convolution (thesis §5.1.3, Algorithm 5; docs/dnn.md
-# "Winograd convolution"); hostlib/dnn/conv_winograd.py is the host side, swGEMM does the 16
+# "Winograd convolution"); hostlib/dnn/conv/winograd.py is the host side, swGEMM does the 16
 # products between the transforms.
 #
 # Activations are NHWC (channels innermost), so a pixel's channels are contiguous and the

@@ -9,7 +9,7 @@
 #     }
 #
 # in the compiler's style, unmodified: run it with `swsim run kernels/examples/hello_athread.s
-# --entry hello --cpes 4 --arg @out.npy`; the athread runtime (kernels/runtime) is linked
+# --entry hello --cpes 4 --arg @out.npy`; the athread runtime (kernels/athread) is linked
 # because it calls printf and reads _MYID (docs/runtime.md).
 	.set noreorder
 	.set volatile

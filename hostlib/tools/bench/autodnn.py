@@ -28,8 +28,8 @@ import numpy as np
 
 from ...autodnn import conv as autodnn_conv, tuner
 from . import conv as conv_bench
-from ...dnn import conv_generated, conv_implicit
-from ...dnn.conv_common import ConvGeometry
+from ...dnn.conv import generated as conv_generated, implicit as conv_implicit
+from ...dnn.conv.common import ConvGeometry
 from ....vm import Machine
 from ....vm.config import VMConfig
 

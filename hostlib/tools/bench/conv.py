@@ -31,7 +31,7 @@ import numpy as np
 from ....vm import Machine
 from ....vm.config import PUBLISHED, VMConfig
 from ...dnn import conv
-from ...dnn.conv_common import ConvGeometry
+from ...dnn.conv.common import ConvGeometry
 
 BATCHES = (1, 32, 128)
 CHANNELS = (64, 128, 256, 384, 512)

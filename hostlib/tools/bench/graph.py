@@ -26,13 +26,13 @@ import numpy as np
 
 from ....errors import ArgumentError
 from ....vm import Machine
-from ...dnn.conv_common import ConvGeometry
+from ...dnn.conv.common import ConvGeometry
 from ...dnn.stream import stream_bound_gbps
 from ...graph import import_onnx
 from ...graph.cpe import CPE
 from ...graph.dataflow import schedule, split
 from ...graph.dispatch import mpe_cycles
-from ...dnn.layout import LAYOUTS
+from ...dnn.layout_transform import LAYOUTS
 from ...graph.ops import OPS, conv_layout, permute, window_geometry
 from . import graph_sampled, graph_train, ops
 from .light import path

@@ -31,7 +31,7 @@ import numpy as np
 from ....vm import Machine
 from ... import dnn
 from ...dnn import activation, batchnorm, stream
-from ...dnn.layout import group_swaps
+from ...dnn.layout_transform import group_swaps
 from . import fidelity
 
 SAMPLE_ROUNDS = (2, 6)

@@ -36,7 +36,7 @@ from ....vm import HostError, Machine
 from ....vm.config import PRESETS, VMConfig
 from ...blas import gemm_model
 from ...dnn import conv
-from ...dnn.conv_common import ConvGeometry
+from ...dnn.conv.common import ConvGeometry
 from ...train import layers as train_layers
 from . import ops
 

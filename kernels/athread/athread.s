@@ -1,5 +1,5 @@
 # The CPE side of the athread runtime (docs/runtime.md): what sw5cc -slave output expects the
-# vendor library to provide. kernels/runtime/__init__.py links this object to a program that
+# vendor library to provide. kernels/athread/__init__.py links this object to a program that
 # refers to one of its global symbols.
 #
 # Written in the compiler's ABI: arguments in $16-$21 (more at 0($sp), 8($sp), ...), result in
@@ -394,7 +394,7 @@ wait_for_one:				# the blocking calls: until their reply word at $2 is 1
 
 # int printf(const char *format, ...): appends a record to this CPE's console region: the
 # format (copied), then per conversion its argument as a quad, except %s, whose string is
-# copied. Formatting is the host's (kernels/runtime/console.py). Returns 0.
+# copied. Formatting is the host's (kernels/athread/console.py). Returns 0.
 #   $1 TLS base   $2 record   $3 record end   $4 write pointer   $5 truncated flag
 #   $22 format scan pointer   $23 argument index   $28 cycle stamp
 	.weak	printf, fprintf, puts, putchar, fputs, fputc, putc, fwrite, fflush

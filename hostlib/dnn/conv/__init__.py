@@ -26,15 +26,14 @@ import numbers
 
 import numpy as np
 
-from ...vm import HostError, Machine
-from ..runtime import host_operator
-from . import conv_explicit, conv_generated, conv_implicit, conv_winograd
-from .conv_common import ConvGeometry, ConvStats, as_array, as_shape, make_geometry, same_dtype
-from .elementwise import add
-from .layout import LAYOUTS, transform
+from ....vm import HostError, Machine
+from ...runtime import host_operator
+from . import explicit, generated, implicit, winograd
+from .common import ConvGeometry, ConvStats, as_array, as_shape, make_geometry, same_dtype
+from ..elementwise import add
+from ..layout_transform import LAYOUTS, transform
 
-ALGORITHMS = {module.NAME: module for module in (conv_explicit, conv_implicit, conv_winograd,
-                                                 conv_generated)}
+ALGORITHMS = {module.NAME: module for module in (explicit, implicit, winograd, generated)}
 DIRECTIONS = ("forward", "backward_data", "backward_filter")
 
 

@@ -36,13 +36,13 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ...vm import HostError, Machine
-from ..blas import gemm_model
-from ..blas.primitive import MESH     # the primitive's mesh side (gemm_prim.inc)
-from ..runtime.kernel import Kernel
-from . import conv_model
-from .conv_common import ConvGeometry
-from .layout import transform
+from ....vm import HostError, Machine
+from ...blas import gemm_model
+from ...blas.primitive import MESH     # the primitive's mesh side (gemm_prim.inc)
+from ...runtime.kernel import Kernel
+from . import model as conv_model
+from .common import ConvGeometry
+from ..layout_transform import transform
 
 NAME = "implicit"
 PHASES = ("weights", "operands", "conv")

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..dnn import conv as conv_ops
-from ..dnn.conv_common import make_geometry
+from ..dnn.conv.common import make_geometry
 from ...errors import SwsimError
 from .dispatch import mpe_cycles
 from .ir import Graph, Node

@@ -22,13 +22,13 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ...vm import HostError, Machine
-from ..blas import gemm
-from ..blas import gemm_model
-from ..blas.gemm_model import Blocking, Problem
-from ..runtime.kernel import Kernel
-from . import conv_model
-from .conv_common import ConvGeometry
+from ....vm import HostError, Machine
+from ...blas import gemm
+from ...blas import gemm_model
+from ...blas.gemm_model import Blocking, Problem
+from ...runtime.kernel import Kernel
+from . import model as conv_model
+from .common import ConvGeometry
 
 NAME = "winograd"
 PHASES = ("filter_transform", "input_transform", "gemm", "output_transform")

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import sys
 
-from ..vm.cli import run_command
-from .runtime import console_text
-from .runtime.console import CONSOLE_SYMBOL
+from ..vm.vm_commands import run_command
+from .athread import console_text
+from .athread.console import CONSOLE_SYMBOL
 
 
 def register(subparsers) -> None:

@@ -11,7 +11,7 @@ import numpy as np
 
 from ...vm import Machine
 from .. import dnn
-from ..dnn.layout import LAYOUTS, group_swaps
+from ..dnn.layout_transform import LAYOUTS, group_swaps
 from .common import DTYPE, stream_seconds
 
 CANONICAL = "NCHW"          # Caffe's: data, pooling, BatchNorm, Scale, InnerProduct's input

@@ -19,11 +19,11 @@ from dataclasses import replace
 
 import numpy as np
 
-from ...vm import HostError, Machine
-from ..blas.swgemm import InMemory, gemm_in_memory
-from ..runtime.kernel import Kernel
-from . import conv_model
-from .conv_common import ConvGeometry
+from ....vm import HostError, Machine
+from ...blas.swgemm import InMemory, gemm_in_memory
+from ...runtime.kernel import Kernel
+from . import model as conv_model
+from .common import ConvGeometry
 
 NAME = "explicit"
 LAYOUT = "CNHW"

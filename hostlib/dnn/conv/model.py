@@ -26,12 +26,12 @@ import itertools
 
 import numpy as np
 
-from ...vm import Machine
-from ..blas import gemm_model
-from ..blas.gemm_model import Blocking
-from ..blas.gemm_model import put_engine_cycles, transactions
-from ..blas.swgemm import InMemory, gemm_in_memory, gemm_plan
-from . import layout
+from ....vm import Machine
+from ...blas import gemm_model
+from ...blas.gemm_model import Blocking
+from ...blas.gemm_model import put_engine_cycles, transactions
+from ...blas.swgemm import InMemory, gemm_in_memory, gemm_plan
+from .. import layout_transform as layout
 
 # CPE cycles per element of the im2col kernel's LDM loops (kernels/dnn/im2col.s ROW_COL:
 # load, store, two address adds, count, branch; the col2im loop also loads and adds), read

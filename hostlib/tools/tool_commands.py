@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Optional
 
 from ...errors import ArgumentError
-from ...vm.cli import add_run_arguments, count_argument, run_from_args
+from ...vm.vm_commands import add_run_arguments, count_argument, run_from_args
 from ...vm.config import PRESETS, VMConfig
 from ...vm.machine import Machine
 from . import autodnn, graph, train

@@ -1,6 +1,6 @@
 """What every convolution algorithm shares (docs/dnn.md "Convolution"): the problem's geometry,
 the stats a pass returns and the checks of the public arguments. The algorithms
-(``conv_explicit``, ...) and the public API (``conv``) build on it."""
+(``explicit``, ...) and the public API (the package ``conv``) build on it."""
 from __future__ import annotations
 
 import numbers
@@ -8,9 +8,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ...errors import ArgumentTypeError
-from ...vm import HostError
-from ..runtime import Stats, numeric_array
+from ....errors import ArgumentTypeError
+from ....vm import HostError
+from ...runtime import Stats, numeric_array
 
 
 @dataclass

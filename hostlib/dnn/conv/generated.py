@@ -24,13 +24,13 @@ import functools
 
 import numpy as np
 
-from ...vm import HostError
-from .. import autodnn
-from ..autodnn import conv as autodnn_conv, tuner
-from . import conv_model
-from .conv_common import ConvGeometry
-from .conv_implicit import batch_inside
-from .layout import transform
+from ....vm import HostError
+from ... import autodnn
+from ...autodnn import conv as autodnn_conv, tuner
+from . import model as conv_model
+from .common import ConvGeometry
+from .implicit import batch_inside
+from ..layout_transform import transform
 
 NAME = "generated"
 PHASES = ("weights", "operands", "conv")
