@@ -19,6 +19,9 @@ ffi, lib = cengine.ffi, cengine.lib
 
 VM_DIR = os.path.join(os.path.dirname(isa.__file__), os.pardir, "vm")
 CORE_DIR = os.path.join(VM_DIR, "core")
+# the cycle loop and its strategies (docs/vm.md "Engines": the C core's files)
+ENGINE = ("engine.h", "execute.h", "engine_step.h", "engine_instep.h", "engine.c",
+          "engine_ahead.c", "engine_batch.c", "engine_blocks.c", "engine_skip.c", "trace.c")
 
 
 @functools.cache
@@ -79,7 +82,7 @@ def test_core_sizes_and_enums_come_from_engine_defs():
 
 
 def test_no_hand_written_copy_of_the_shared_enums_in_the_core():
-    text = source("core.h", "core_api.h", "engine.c", "dma.c", "barrier.c", "comm.c")
+    text = source("core.h", "core_api.h", *ENGINE, "dma.c", "barrier.c", "comm.c")
     for name in ("REASON_RAW", "CG_DMA_REQUESTS", "STOP_ACCESS", "DMA_BAD_OP",
                  "BARRIER_NOT_IN_MASK", "SWSIM_NUM_REASONS", "COUNTER_ACTIVE"):
         assert not re.search(rf"(#define\s+{name}\b|\b{name}\s*=)", text), name
@@ -120,7 +123,7 @@ def test_every_engine_parameter_reaches_c_with_its_value():
 
 
 def _read_by_c(name):
-    text = source("core.h", "engine.c", "comm.c", "dma.c", "barrier.c", "decode.c", "icache.c")
+    text = source("core.h", *ENGINE, "comm.c", "dma.c", "barrier.c", "decode.c", "icache.c")
     if name.startswith("lat_"):   # read through SWSIM_CONFIG_LATENCIES
         return name[4:] in isa.LATENCY_CLASSES and "SWSIM_CONFIG_LATENCIES" in text
     return re.search(rf"cfg(\.|->){name}\b", text) is not None
@@ -151,7 +154,7 @@ def _dispatch_cases():
     """The ids of execute()'s cases, with its lists of ids expanded: FLOAT_ARITH_LIST
     (`X(I_FADDS, FP_ADD, 1, 1) ...`) and the name lists (`#define INTEGER_IDS(X) X(ADDW) ...`)
     used as INTEGER_IDS(CASE_OF)."""
-    text = source("semantics.h", "engine.c")
+    text = source("semantics.h", *ENGINE)
     body = function_body(text, "execute")
     macro = re.search(r"#define FLOAT_ARITH_LIST\(X\)(.*?)\n\n", text, re.S).group(1)
     body, uses = re.subn(r"FLOAT_ARITH_LIST\(\w+\)",
@@ -167,11 +170,11 @@ def test_every_instruction_has_its_own_case_in_the_dispatch():
     cases = _dispatch_cases()
     expected = ["I_INVALID"] + [f"I_{i.name.upper()}" for i in isa.INSTRUCTIONS]
     assert sorted(cases) == sorted(expected)   # each exactly once, no stranger
-    assert "default:" not in function_body(source("engine.c"), "execute")
+    assert "default:" not in function_body(source("execute.h"), "execute")
 
 
 def test_the_id_lists_are_their_classes():
-    """The C core dispatches by lists of ids: INTEGER_IDS (CPEs in step, engine.c
+    """The C core dispatches by lists of ids: INTEGER_IDS (CPEs in step, engine_instep.h
     execute_for_all), LOAD_IDS, STORE_IDS and BRANCH_IDS are generated from the ISA table's
     classes; FLOAT_ARITH_LIST, which also says each one's operation, precision and lanes, is
     written by hand and must be exactly classes fp and fdiv."""
@@ -188,7 +191,7 @@ def test_the_id_lists_are_their_classes():
 
 def test_no_default_arm_gives_an_instruction_a_neighbours_behaviour():
     """Every default arm of a switch over instruction ids is the never-taken one."""
-    text = source("semantics.h", "engine.c")
+    text = source("semantics.h", *ENGINE)
     for match in re.finditer(r"switch \(([^{]*)\) \{", text):
         if "id" not in match.group(1):
             continue

@@ -28,7 +28,8 @@ from cffi import FFI
 HERE = os.path.dirname(os.path.abspath(__file__))
 CORE_DIR = os.path.join(HERE, "core")
 ROOT = os.path.join(HERE, os.pardir)
-C_SOURCES = ["decode.c", "comm.c", "dma.c", "barrier.c", "icache.c", "engine.c"]
+C_SOURCES = ["decode.c", "comm.c", "dma.c", "barrier.c", "icache.c", "trace.c", "engine.c",
+             "engine_ahead.c", "engine_batch.c", "engine_blocks.c", "engine_skip.c"]
 # -Werror=switch: the C core's dispatch over the instruction ids must have every case.
 COMPILE_ARGS = ["-O2", "-std=c11", "-Wall", "-Wextra", "-Wno-unused-parameter", "-Werror=switch",
                 "-ffp-contract=off", "-fno-math-errno"]

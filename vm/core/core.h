@@ -83,7 +83,7 @@ typedef struct {
     int32_t block;         /* index in Sim.blocks of the private block that starts here, or -1 */
 } Instr;
 
-/* ---- private blocks (engine.c "Batches") ----------------------------------------------------
+/* ---- private blocks (engine_batch.c) ----------------------------------------------------
  * A private block is a straight run of code words whose instructions touch only their CPE's
  * registers and LDM (integer, float, vector, shuffle, LDM loads and stores), possibly ended by
  * a branch back to its first word, with its issue schedule computed once by the issue rules
@@ -117,12 +117,12 @@ typedef struct {
 } Step;
 
 /* A whole iteration of a loop's schedule as micro-operations (Uop), run without the per-step
- * bookkeeping of the steps (engine.c batch_iteration): the words in issue order, each with its
+ * bookkeeping of the steps (engine_batch.c batch_iteration): the words in issue order, each with its
  * issue cycle, preceded in its step by the checks the step makes before it issues. */
 typedef struct {
     const Instr *in;
     int16_t offset;            /* its step's issue cycle, from the block's entry */
-    uint8_t kind;              /* the word's id (I_*) or another kind (engine.c U_*) */
+    uint8_t kind;              /* the word's id (I_*) or another kind (engine.h U_*) */
     uint8_t step;              /* its step's index in the block */
     uint8_t word;              /* 0: the step's leader, 1: the word after it */
 } Uop;
@@ -152,7 +152,7 @@ typedef struct {
     X(mark_pc) X(mark_cycle) X(num_reads) X(reads_overflow) X(read_start) X(read_end) X(counters)
 
 /* What a batch changed in its CPE, to take it back (a fault of another CPE at an earlier cycle
- * than the batch's last one, engine.c rewind_batch). */
+ * than the batch's last one, engine_batch.c rewind_batch). */
 typedef struct {
     const Block *block;
     uint64_t pc;
@@ -216,7 +216,7 @@ typedef struct {
     int8_t put_fault[2][9];    /* ... or the fault kind of that put (0: none) */
     int dma_waiting;           /* requests of this CPE not yet accepted by the engine */
 
-    /* spin-loop fixed-point detection (see engine.c; dirty and confirmed above) */
+    /* spin-loop fixed-point detection (see engine_ahead.c; dirty and confirmed above) */
     int armed;                 /* the snapshot (CpeCold) was taken at the last mark */
     uint64_t mark_pc;
     int64_t mark_cycle, window_start, period;
@@ -225,7 +225,7 @@ typedef struct {
     int reads_overflow;        /* ... more than MAX_WATCHED_READS: every write counts */
     uint64_t read_start[MAX_WATCHED_READS], read_end[MAX_WATCHED_READS];
 
-    /* batches (engine.c), off the lines the cycle loop reads every cycle */
+    /* batches (engine_batch.c), off the lines the cycle loop reads every cycle */
     int64_t ahead_until;       /* a batch simulated the cycles before this one, */
     int64_t batch_start;       /* ... from this one */
     uint64_t *icache_lines;    /* icache.c: a bit per line of the code, set if in its L1 */
@@ -243,7 +243,7 @@ typedef struct {
     int64_t snap_ready[NUM_SLOTS + 2];
     uint64_t snap_counters[SWSIM_NUM_CPE_COUNTERS];
     uint64_t period_delta[SWSIM_NUM_CPE_COUNTERS];
-    int64_t ahead_from;        /* running ahead (engine.c): from the loop head of this cycle, */
+    int64_t ahead_from;        /* running ahead (engine_ahead.c): from the loop head of this cycle, */
     int64_t ahead_cycles;      /* ... by these cycles (0: not running ahead), */
     int64_t saved_wait, saved_ahead;   /* ... with these wait_until and ahead_until before */
     int span_kind;             /* open span kind, -1 if none */
@@ -302,7 +302,7 @@ typedef struct {
     int64_t b;
 } Fault;
 
-typedef struct {
+typedef struct Sim {
     SwConfig cfg;
     const SwJob *job;
     SwResult *result;
@@ -343,7 +343,7 @@ typedef struct {
     int running[SWSIM_MAX_CPES]; /* ids of the CPEs still running, between steps of a run */
     int num_running;
     int64_t next_cycle;        /* the first cycle not simulated yet */
-    /* in-step issue (engine.c "In step") */
+    /* in-step issue (engine_instep.h) */
     int in_step;               /* every running CPE (or the group, below) has the same issue
                                   state, */
     uint64_t step_mask;        /* ... these CPEs */
@@ -365,13 +365,16 @@ typedef struct {
     Uop *uops;                 /* the blocks' micro-operations (Block.first_uop) */
     int64_t num_uops;
     int code_has_dma;          /* a word of the code is a dma (else no request can arise) */
-    /* in step as a group (engine.c "In step"): in_step with only some running CPEs alike */
+    /* in step as a group (engine_instep.h): in_step with only some running CPEs alike */
     int grouped;               /* in_step holds for group[] only, not every running CPE */
     int group_size;
     Cpe *group[SWSIM_MAX_CPES];   /* the group's CPEs in run order */
     int group_position[SWSIM_MAX_CPES];   /* ... and their positions in it */
     Icache icache;             /* used if cfg.icache */
-    int may_run_ahead;         /* a CPE at a spin fixed point may run ahead (engine.c) */
+    int may_run_ahead;         /* a CPE at a spin fixed point may run ahead (engine_ahead.c) */
+    /* takes a CPE that runs ahead back to its state before cycle `keep` (engine_ahead.c's
+     * return_from_ahead, for the units: before_ldm_write) */
+    void (*return_from_ahead)(struct Sim *s, Cpe *c, int64_t keep);
 } Sim;
 
 
@@ -410,7 +413,7 @@ int64_t barrier_next_event(const Sim *s, int64_t t);
  * of a type the stores of the queues' counts and heads cannot alias. */
 typedef uint64_t Entry __attribute__((vector_size(32), aligned(8)));
 
-/* Gets for n CPEs (one or every CPE in step, engine.c): pops the oldest entry of each one's row
+/* Gets for n CPEs (one or every CPE in step, engine_step.h and engine_instep.h): pops the oldest entry of each one's row
  * (column = 0) or column receive queue, which the caller checked is not empty, into register
  * slot `dest`, readable at `ready`. A get is a side effect: no test for a changed value. */
 __attribute__((always_inline))
@@ -447,7 +450,7 @@ static inline int comm_queue_empty(const Sim *s, const Cpe *c, int column)
     return !(s->nonempty_queues[column] >> c->id & 1);
 }
 
-/* Spin-loop fixed points (engine.c) depend on the LDM bytes the loop loads: an event that
+/* Spin-loop fixed points (engine_ahead.c) depend on the LDM bytes the loop loads: an event that
  * writes LDM notes the write here, and it counts only if it overlaps a range loaded since the
  * loop head was last reset. */
 static inline int ldm_write_is_watched(const Cpe *c, uint64_t addr, uint64_t bytes)
@@ -460,15 +463,14 @@ static inline int ldm_write_is_watched(const Cpe *c, uint64_t addr, uint64_t byt
     return 0;
 }
 
-/* engine.c: takes a CPE that runs ahead back to its state before cycle `keep`. */
-void return_from_ahead(Sim *s, Cpe *c, int64_t keep);
-
 /* Before an event of cycle t writes LDM bytes of c: a CPE running ahead on a loop that loads
- * them comes back to cycle t first, its loop having seen the bytes before the write. */
+ * them comes back to cycle t first, its loop having seen the bytes before the write (the
+ * engine's return_from_ahead, engine_ahead.c, called through Sim so that the units do not
+ * depend on the engine). */
 static inline void before_ldm_write(Sim *s, Cpe *c, uint64_t addr, uint64_t bytes, int64_t t)
 {
     if (c->ahead_until > t && s->cold[c->id].ahead_cycles && ldm_write_is_watched(c, addr, bytes))
-        return_from_ahead(s, c, t);
+        s->return_from_ahead(s, c, t);
 }
 
 static inline void note_ldm_write(Cpe *c, uint64_t addr, uint64_t bytes, int64_t t)
@@ -511,7 +513,7 @@ static inline int icache_hits(const Sim *s, const Cpe *c, const Instr *leader)
     return icache_present(s, c, first, last);
 }
 
-/* engine.c */
+/* trace.c */
 void emit_span(Sim *s, int cpe, int kind, int64_t start, int64_t end);
 
 #endif

@@ -42,10 +42,10 @@ typedef struct {
     uint64_t cg_counters[SWSIM_NUM_CG_COUNTERS];
     SwSpan *spans;               /* owned by the result: release with swsim_free_result */
     int64_t num_spans;
-    int64_t batch_cycles;        /* CPE cycles simulated in batches (engine.c), for tests */
-    int64_t step_cycles;         /* cycles simulated in step (engine.c), for tests */
-    int64_t group_cycles;        /* CPE cycles simulated in step in a group (engine.c) */
-    int64_t ahead_cycles;        /* CPE cycles spinning CPEs ran ahead (engine.c) */
+    int64_t batch_cycles;        /* CPE cycles simulated in batches (engine_batch.c), for tests */
+    int64_t step_cycles;         /* cycles simulated in step (engine_instep.h), for tests */
+    int64_t group_cycles;        /* CPE cycles simulated in step in a group (engine_instep.h) */
+    int64_t ahead_cycles;        /* CPE cycles spinning CPEs ran ahead (engine_ahead.c) */
 } SwResult;
 
 /* Static facts about one instruction word, for tests of the generated decoder. */

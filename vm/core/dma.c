@@ -411,7 +411,7 @@ void dma_close_spans(Sim *s, int64_t end)
 }
 
 /* ---- running ahead while every CPE waits --------------------------------------------------
- * While skipping (engine.c), the CPEs are stalled until a known time or an event, or repeat a
+ * While skipping (engine_skip.c), the CPEs are stalled until a known time or an event, or repeat a
  * spin loop at a fixed point, which has no side effects and depends only on its registers and
  * on the LDM bytes it loads. dma_step at a cycle x is then invisible to them unless it
  *   - completes a request: the reply word changes and an active slot frees (which activates

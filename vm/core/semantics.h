@@ -1,4 +1,4 @@
-/* Instruction semantics (docs/semantics.md), included by engine.c so that the issue loop can
+/* Instruction semantics (docs/semantics.md), included by the engine (execute.h) so that the issue loop can
  * inline them. Every case computes its result from the decoded operand slots and writes it
  * with the ready time of docs/timing.md. */
 #ifndef SWSIM_SEMANTICS_H
@@ -17,7 +17,7 @@
 
 enum ExecOutcome { EXEC_NEXT, EXEC_JUMP, EXEC_HALT, EXEC_FAULT };
 
-/* The default arm of a helper's switch over instruction ids: execute() (engine.c) calls each
+/* The default arm of a helper's switch over instruction ids: execute() (execute.h) calls each
  * helper only for instructions that have a case in it, so the arm is never taken; every
  * instruction has its own case, none falls into a neighbour's behaviour. */
 #define NOT_DISPATCHED_HERE(...) return __VA_ARGS__
