@@ -1,8 +1,11 @@
 """`swsim bench train`: the machinery on a tiny network, and its sampled per-layer estimates
 against full simulations of the same layers."""
+import pickle
+
 import numpy as np
 import pytest
 
+from swsim.errors import ArgumentError
 from swsim.hostlib.dnn import conv
 from swsim.hostlib.dnn.conv.common import ConvStats
 from swsim.hostlib.tools.bench import ops
@@ -216,3 +219,16 @@ def test_a_cache_file_resumes_an_estimate_and_is_not_read_for_other_sources(tmp_
     assert tn.Estimator(cache=tn.EstimateCache(path)).stream(case) == first
     monkeypatch.setattr(tn, "fingerprint", lambda: "other sources")
     assert len(tn.EstimateCache(path)) == 0
+
+
+@pytest.mark.parametrize("content", [b"", b"not a pickle", pickle.dumps([1, 2]),
+                                     pickle.dumps({"fingerprint": "x"}), None])
+def test_a_file_that_is_not_an_estimate_cache_is_refused_and_left_alone(tmp_path, content):
+    path = tmp_path / "notes.txt"
+    if content is None:
+        path.mkdir()
+    else:
+        path.write_bytes(content)
+    with pytest.raises(ArgumentError, match="not an estimate cache"):
+        tn.EstimateCache(path)
+    assert content is None or path.read_bytes() == content

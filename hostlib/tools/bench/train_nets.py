@@ -32,6 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ....errors import ArgumentError
 from ....vm import HostError, Machine
 from ....vm.config import PRESETS, VMConfig
 from ...blas import gemm_model
@@ -222,23 +223,36 @@ def fingerprint() -> str:
 
 class EstimateCache(dict):
     """An Estimator's cache kept in the file `path` (a pickle) after every new estimate, so an
-    interrupted run resumes where it stopped. The file carries fingerprint(): a file of other
-    sources or another default preset is not read (and is overwritten)."""
+    interrupted run resumes where it stopped. The file carries fingerprint(): a cache of other
+    sources or another default preset is not read (and is overwritten); a file that is not such
+    a cache is refused, never overwritten."""
 
     def __init__(self, path):
         super().__init__()
         self.path = Path(path)
+        self.fingerprint = fingerprint()
         if self.path.exists():
+            stored = self._read()
+            if stored["fingerprint"] == self.fingerprint:
+                self.update(stored["estimates"])
+
+    def _read(self) -> dict:
+        try:
             with open(self.path, "rb") as handle:
                 stored = pickle.load(handle)
-            if stored.get("fingerprint") == fingerprint():
-                self.update(stored["estimates"])
+        except Exception as exc:        # OSError, or any of the many errors of a bad pickle
+            raise ArgumentError(f"cache {self.path}: not an estimate cache this command wrote "
+                                f"({type(exc).__name__}: {exc})") from None
+        if not (isinstance(stored, dict) and isinstance(stored.get("estimates"), dict)
+                and "fingerprint" in stored):
+            raise ArgumentError(f"cache {self.path}: not an estimate cache this command wrote")
+        return stored
 
     def __setitem__(self, key, value):
         super().__setitem__(key, value)
         partial = self.path.with_name(self.path.name + f".{os.getpid()}.tmp")
         with open(partial, "wb") as handle:
-            pickle.dump({"fingerprint": fingerprint(), "estimates": dict(self)}, handle)
+            pickle.dump({"fingerprint": self.fingerprint, "estimates": dict(self)}, handle)
         os.replace(partial, self.path)
 
 
