@@ -15,6 +15,7 @@ from ..errors import SwsimError
 from .config import PARAMETERS, PRESETS, VMConfig, markdown_table
 from .engine_defs import MAX_CPES, MAX_CYCLES
 from .faults import HostError, RunStopped
+from .machine import ENGINES
 from .memory import NUMERIC_KINDS
 
 PROGRESS_AFTER_SECONDS = 2.0
@@ -64,13 +65,18 @@ def add_run_arguments(parser) -> None:
     parser.add_argument("--max-cycles", type=count_argument(0, MAX_CYCLES), default=None,
                         metavar="N", help="stop the kernel after N cycles (0 <= N <= 2**62)")
     parser.add_argument("--trace", metavar="FILE.json", help="write a Perfetto/Chrome trace")
-    parser.add_argument("--engine", choices=("c", "python"), default="c")
+    engine_argument(parser)
     parser.add_argument("--config", default="sw26010", choices=sorted(PRESETS), metavar="PRESET")
     parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                         help="override a configuration parameter")
     parser.add_argument("--progress", action="store_true",
                         help="show a progress bar even when stderr is not a terminal")
     parser.add_argument("-I", dest="include_dirs", action="append", default=[], metavar="DIR")
+
+
+def engine_argument(parser) -> None:
+    """--engine: which of the VM's engines runs every launch (the C core by default)."""
+    parser.add_argument("--engine", choices=tuple(ENGINES), default="c")
 
 
 def count_argument(minimum: int, maximum: int | None = None):

@@ -8,6 +8,7 @@ import sys
 
 from ...errors import ArgumentError
 from ...vm import Machine
+from ...vm.vm_commands import engine_argument
 from .. import autodnn
 from ..autodnn import ir, tuner
 
@@ -33,7 +34,7 @@ def register(subparsers) -> None:
     cmd.add_argument("-o", "--output", metavar="kernel.s", help="write the kernel's assembly")
     cmd.add_argument("--explain", action="store_true",
                      help="print every candidate (refusals too) and the optimised IR")
-    cmd.add_argument("--engine", choices=("c", "python"), default="c")
+    engine_argument(cmd)
     cmd.set_defaults(func=_autodnn)
 
 

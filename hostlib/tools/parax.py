@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from ...vm.vm_commands import count_argument
+from ...vm.vm_commands import count_argument, engine_argument
 from ..parax.sync import STRATEGIES
 from ..train.instances import train_cnn
 
@@ -24,7 +24,7 @@ def register(subparsers) -> None:
     train.add_argument("--steps", type=count_argument(1), default=50, metavar="N")
     train.add_argument("--lr", type=float, default=0.5)
     train.add_argument("--seed", type=int, default=1)
-    train.add_argument("--engine", choices=("c", "python"), default="c")
+    engine_argument(train)
     train.add_argument("--json", metavar="FILE", help="also write the result as JSON")
     train.set_defaults(func=run)
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Optional
 
 from ...errors import ArgumentError
-from ...vm.vm_commands import add_run_arguments, count_argument, run_from_args
+from ...vm.vm_commands import add_run_arguments, count_argument, engine_argument, run_from_args
 from ...vm.config import PRESETS, VMConfig
 from ...vm.machine import Machine
 from . import autodnn, graph, train
@@ -34,7 +34,7 @@ def register(subparsers) -> None:
 
     fidelity = which.add_parser("fidelity", help="measure MACHINE.md §11 quantities on the "
                                 "emulator beside their published values")
-    fidelity.add_argument("--engine", choices=("c", "python"), default="c")
+    engine_argument(fidelity)
     fidelity.add_argument("--quick", action="store_true",
                           help="skip the 4 slowest measurements (about half the time)")
     fidelity.add_argument("--json", nargs="?", const="-", metavar="FILE",
@@ -61,7 +61,7 @@ def register(subparsers) -> None:
     gemm.add_argument("--quick", action="store_true", help="smaller sizes (about a minute)")
     gemm.add_argument("--only", type=int, action="append", metavar="N", choices=range(1, 6),
                       help="run only experiment N (1-5; repeatable)")
-    gemm.add_argument("--engine", choices=("c", "python"), default="c")
+    engine_argument(gemm)
     _json_argument(gemm)
     gemm.set_defaults(func=_gemm)
 
@@ -71,7 +71,7 @@ def register(subparsers) -> None:
     qinglong.add_argument("--quick", action="store_true",
                           help="FC 1024->256, Conv on 16x16, the net on 8x8, fewer whole runs")
     _json_argument(qinglong)
-    qinglong.add_argument("--engine", choices=("c", "python"), default="c")
+    engine_argument(qinglong)
     qinglong.add_argument("--whole", type=count_argument(1), default=0, metavar="N",
                           help="check the totals against whole runs of N samples (default 10, "
                                "--quick 2)")
@@ -80,7 +80,7 @@ def register(subparsers) -> None:
     ops = which.add_parser("ops", help="memory bandwidth of the DNN memory-bound operators at "
                            "realistic sizes (sampled and extrapolated)")
     ops.add_argument("--quick", action="store_true", help="one case of each operator kind")
-    ops.add_argument("--engine", choices=("c", "python"), default="c")
+    engine_argument(ops)
     _json_argument(ops)
     ops.set_defaults(func=_ops)
 
@@ -98,7 +98,7 @@ def register(subparsers) -> None:
     lstm = which.add_parser("lstm", help="tensorized LSTM vs the cuDNN-style baseline: the 72 "
                             "cases of thesis Listing 5.2 (sampled and extrapolated)")
     lstm.add_argument("--quick", action="store_true", help="4 cases and 1 validation run")
-    lstm.add_argument("--engine", choices=("c", "python"), default="c")
+    engine_argument(lstm)
     lstm.add_argument("--reserve", action="store_true",
                       help="the tensorized forward writes the reserve for training (the "
                       "baseline always does)")
@@ -115,7 +115,7 @@ def register(subparsers) -> None:
                       help="processes (default 2)")
     conv.add_argument("--no-validate", dest="validate", action="store_false",
                       help="skip the whole runs of the small cases")
-    conv.add_argument("--engine", choices=("c", "python"), default="c")
+    engine_argument(conv)
     _json_argument(conv)
     conv.set_defaults(func=_conv)
 
@@ -125,7 +125,7 @@ def register(subparsers) -> None:
     generated.add_argument("--quick", action="store_true",
                            help="no network layers, 2 Listing 5.1 cases per B")
     _json_argument(generated)
-    generated.add_argument("--engine", choices=("c", "python"), default="c")
+    engine_argument(generated)
     generated.set_defaults(func=_autodnn_bench)
 
     train_bench = which.add_parser("train", help="img/s of AlexNet, VGG-16 and ResNet-50 on "
@@ -149,7 +149,7 @@ def register(subparsers) -> None:
                              help="keep the estimates in FILE after each one, so an "
                                   "interrupted run resumes (a FILE of other sources or another "
                                   "default preset is not read)")
-    train_bench.add_argument("--engine", choices=("c", "python"), default="c")
+    engine_argument(train_bench)
     _json_argument(train_bench)
     train_bench.set_defaults(func=_train_bench)
 
@@ -161,7 +161,7 @@ def register(subparsers) -> None:
                               f"{redsync_accuracy.QUICK_STEPS} steps, runs "
                               f"{', '.join(redsync_accuracy.QUICK_RUNS)}")
     _json_argument(redsync)
-    redsync.add_argument("--engine", choices=("c", "python"), default="c")
+    engine_argument(redsync)
     redsync.add_argument("--accuracy", action="store_true",
                          help="instead: train on the digits under mpiexec, dense against RGC "
                               "(Table 8.1's shape; minutes per run)")
@@ -189,7 +189,7 @@ def register(subparsers) -> None:
     parax.add_argument("--quick", action="store_true",
                        help="4 launch groups at 3 intervals only, no delayed per_group")
     _json_argument(parax)
-    parax.add_argument("--engine", choices=("c", "python"), default="c")
+    engine_argument(parax)
     parax.add_argument("--explain", action="store_true",
                        help="show the terms of the intensity formulas behind each tag")
     parax.set_defaults(func=_parax)
