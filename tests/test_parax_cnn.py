@@ -50,13 +50,16 @@ def numpy_step(params, x, labels, moments=None):
     return p, np.concatenate([a.ravel() for a in g]), np.stack([mean, var])
 
 
+RUNNING = np.stack([np.linspace(-0.3, 0.4, 16), np.linspace(0.6, 1.9, 16)]).astype(np.float32)
+
+
 @pytest.fixture(scope="module")
 def step():
     rng = np.random.default_rng(0)
     x = rng.standard_normal((3, 2, 2, 8, 16)).astype(np.float32)
     labels = rng.integers(0, 10, (3, 2))
     params = cnn.init_params(2)
-    return params, x, labels, cnn.cnn_step(params, x, labels)
+    return params, x, labels, cnn.cnn_step(params, x, labels, RUNNING)
 
 
 def test_cnn_step_matches_float64_numpy(step):
@@ -77,6 +80,24 @@ def test_cnn_step_instances_independent(step):
     np.testing.assert_array_equal(alone.gradients[0].view(np.int32),
                                   run.gradients[1].view(np.int32))
     assert alone.cycles <= run.cycles < 1.1 * alone.cycles     # no barrier, compute-bound
+
+
+def test_running_statistics_update_on_the_cpes(step):
+    # the kernel's term (running - batch, one f32 subtraction) is exact; the update summed
+    # across the instances by each strategy matches (1 - m) running + m mean(batch)
+    run = step[3]
+    np.testing.assert_array_equal(run.running_deltas.view(np.int32),
+                                  (RUNNING - run.moments).view(np.int32))
+    want = (1 - cnn.BN_MOMENTUM) * RUNNING.astype(float) \
+        + cnn.BN_MOMENTUM * run.moments.astype(float).mean(axis=0)
+    updated = {s: cnn.update_running(RUNNING, run, strategy=s) for s in ("PS", "RAR", "GS")}
+    for sync in updated.values():
+        np.testing.assert_allclose(sync.w, want, rtol=1e-6, atol=1e-7)
+        assert sync.cycles > 0 and sync.dma_bytes > 0
+    np.testing.assert_array_equal(updated["PS"].w.view(np.int32), updated["GS"].w.view(np.int32))
+    assert np.abs(updated["GS"].w - RUNNING).max() > 1e-3      # it moved
+    with pytest.raises(ArgumentError, match="running must be"):
+        cnn.update_running(RUNNING[0], run)
 
 
 @pytest.mark.slow              # the Python engine

@@ -3,9 +3,10 @@
 pool over the 4 quadrants (64 features: where the strokes are survives) -> FC 64 -> 10 ->
 softmax cross-entropy. Each instance runs a whole SGD step (forward and backward over its
 samples) in one kernel call, from its own LDM, with no barrier between operators, and writes
-its gradient and its batch's mean and variance; ``synchronise`` (PS, RAR or GS) then applies
-the gradient. ``cnn_predict`` runs the forward with given (running) statistics. docs/parax.md
-"The CNN's step".
+its gradient, its batch's mean and variance, and its term of BN's running-statistics update;
+``synchronise`` (PS, RAR or GS) then applies the gradient and ``update_running`` the running
+statistics, both on the CPE array. ``cnn_predict`` runs the forward with given (running)
+statistics. docs/parax.md "The CNN's step".
 
 The parameters are one f32 vector: W (3, 3, 16, 16) | scale (16) | shift (16) | Wfc (64, 12)
 | bfc (12), Wfc and bfc padded from 10 to 12 outputs with zeros (their gradient there is 0).
@@ -21,6 +22,7 @@ from ...vm import Machine
 from ..runtime import Kernel
 from .block import SAMPLE_SHAPE, _float32
 from .mlp import StepRun, one_hot, unpack_shapes
+from .sync import SyncRun, synchronise
 
 KERNEL = Kernel(("parax/cnn.s",), "parax_cnn_step", "cnn_ldm_end")
 CHANNELS, QUADRANTS, OUT, OUT_PAD = 16, 4, 10, 12
@@ -29,13 +31,16 @@ SHAPES = ((3, 3, CHANNELS, CHANNELS), (CHANNELS,), (CHANNELS,), (FEATURES, OUT_P
           (OUT_PAD,))
 PARAMETERS = sum(int(np.prod(s)) for s in SHAPES)
 BN_EPS = 1e-5                    # var + eps under BN's square root (as Caffe's default)
+BN_MOMENTUM = 0.1                # running = (1 - m) running + m (the instances' mean batch stats)
 
 
 @dataclass
 class CnnStep(StepRun):
-    """A CNN step: StepRun's fields and each instance's batch mean and (biased) variance of
-    the conv's output per channel, (P, 2, 16) float32."""
+    """A CNN step: StepRun's fields, each instance's batch mean and (biased) variance of
+    the conv's output per channel, (P, 2, 16) float32, and its running statistics minus
+    them, the kernel's term of the running update (``update_running``)."""
     moments: np.ndarray = None
+    running_deltas: np.ndarray = None
 
 
 def init_params(seed: int = 1) -> np.ndarray:
@@ -79,8 +84,16 @@ def _check(params, x, machine):
     return x
 
 
-def _launch(params, x, onehot, moments, *, train: bool, machine, engine):
-    """Run parax_cnn_step: (gradients or None, probabilities, moments, run result)."""
+def _checked_moments(name, moments):
+    if not isinstance(moments, np.ndarray) or moments.dtype != np.float32 \
+            or moments.shape != (2, CHANNELS):
+        raise ArgumentError(f"{name} must be float32 of shape (2, {CHANNELS}) (mean, var)")
+    return moments
+
+
+def _launch(params, x, onehot, running, *, train: bool, machine, engine):
+    """Run parax_cnn_step with BN's running statistics `running`: (gradients or None,
+    probabilities, the batch's moments, running - moments, run result)."""
     instances, batch, rows = x.shape[:3]
     sample_bytes, label_bytes = x[0, 0].nbytes, onehot[0, 0].nbytes
     mem = machine.mem
@@ -90,7 +103,9 @@ def _launch(params, x, onehot, moments, *, train: bool, machine, engine):
         gmem = mem.alloc(instances * PARAMETERS * 4)
         pmem = mem.alloc(onehot.nbytes)
         acts = mem.alloc(x.nbytes)
-        mmem = mem.put(np.ascontiguousarray(np.broadcast_to(moments, (instances, 2, CHANNELS))))
+        moments = np.zeros((instances, 2, 2, CHANNELS), np.float32)   # batch | running
+        moments[:, 1] = running
+        mmem = mem.put(moments)
         stats_bytes = KERNEL.symbol("STATS_BYTES")
         stats = mem.alloc(stats_bytes * instances)
         job = KERNEL.record("J_", "JOB_BYTES")
@@ -101,32 +116,48 @@ def _launch(params, x, onehot, moments, *, train: bool, machine, engine):
                       **{"in": xmem + k * batch * sample_bytes},
                       out=pmem + k * batch * label_bytes, y=ymem + k * batch * label_bytes,
                       g=gmem + k * PARAMETERS * 4, stats=stats + k * stats_bytes,
-                      acts=acts + k * batch * sample_bytes, mom=mmem + k * 2 * CHANNELS * 4,
+                      acts=acts + k * batch * sample_bytes, mom=mmem + k * moments[0].nbytes,
                       train=int(train), invb=1.0 / batch, invpix=QUADRANTS / pixels,
                       invn=1.0 / (batch * pixels), eps=BN_EPS)
         res = machine.run(KERNEL.program, entry=KERNEL.entry, args=[mem.put(words)],
                           engine=engine, cpes=range(instances))
         grads = mem.get(gmem, (instances, PARAMETERS), np.float32) if train else None
         probs = mem.get(pmem, onehot.shape, np.float32)[..., :OUT]
-        stats_out = mem.get(mmem, (instances, 2, CHANNELS), np.float32)
+        moments = mem.get(mmem, moments.shape, np.float32)
     finally:
         mem.release(mark)
-    return grads, probs, stats_out, res
+    return grads, probs, moments[:, 0], moments[:, 1], res
 
 
-def cnn_step(params, x, labels, *, machine=None, engine: str = "c") -> CnnStep:
+def cnn_step(params, x, labels, running=None, *, machine=None, engine: str = "c") -> CnnStep:
     """Every instance k (CPE k) computes the gradient of the mean softmax cross-entropy over
     its batch x[k] ((P, b, H, 8, 16) float32, b 1..8, H even 2..8) with labels[k] ((P, b) ints
-    0..9), BN normalising with the batch's statistics (returned as ``moments``)."""
+    0..9), BN normalising with the batch's statistics (returned as ``moments``), and `running`
+    ((2, 16) float32, default ``initial_moments()``) minus them."""
     machine = machine or Machine()
     if not isinstance(labels, np.ndarray):
         raise ArgumentTypeError("params, x and labels must be numpy arrays")
     x = _check(params, x, machine)
+    running = initial_moments() if running is None else _checked_moments("running", running)
     onehot = one_hot(labels, x.shape[0], x.shape[1], OUT, OUT_PAD)
-    grads, probs, moments, res = _launch(params, x, onehot, initial_moments(), train=True,
-                                         machine=machine, engine=engine)
+    grads, probs, moments, deltas, res = _launch(params, x, onehot, running, train=True,
+                                                 machine=machine, engine=engine)
     return CnnStep(grads, probs, res.kernel_cycles, int(res.counters["dma_bytes_moved"]), res,
-                   moments)
+                   moments, deltas)
+
+
+def update_running(running, run: CnnStep, *, strategy: str = "GS", machine=None,
+                   engine: str = "c") -> SyncRun:
+    """BN's running statistics after the step `run` (taken with these `running`): running -
+    (BN_MOMENTUM / P) sum_k (running - batch_k) = (1 - m) running + m mean_k batch_k, summed
+    across the instances on the CPE array by `strategy`, as the gradient (``SyncRun.w``: the
+    new (2, 16) statistics)."""
+    running = _checked_moments("running", running)
+    deltas = run.running_deltas
+    sync = synchronise(deltas.reshape(len(deltas), -1), running.ravel(), BN_MOMENTUM,
+                       strategy=strategy, machine=machine, engine=engine)
+    sync.w = sync.w.reshape(running.shape)
+    return sync
 
 
 def cnn_predict(params, moments, x, *, machine=None, engine: str = "c") -> StepRun:
@@ -134,10 +165,8 @@ def cnn_predict(params, moments, x, *, machine=None, engine: str = "c") -> StepR
     mean and variance); ``probabilities`` (P, b, 10), ``gradients`` None."""
     machine = machine or Machine()
     x = _check(params, x, machine)
-    if not isinstance(moments, np.ndarray) or moments.dtype != np.float32 \
-            or moments.shape != (2, CHANNELS):
-        raise ArgumentError(f"moments must be float32 of shape (2, {CHANNELS}) (mean, var)")
+    moments = _checked_moments("moments", moments)
     onehot = np.zeros((*x.shape[:2], OUT_PAD), np.float32)
-    _, probs, _, res = _launch(params, x, onehot, moments, train=False, machine=machine,
-                               engine=engine)
+    _, probs, _, _, res = _launch(params, x, onehot, moments, train=False, machine=machine,
+                                  engine=engine)
     return StepRun(None, probs, res.kernel_cycles, int(res.counters["dma_bytes_moved"]), res)

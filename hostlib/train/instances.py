@@ -142,14 +142,16 @@ class MlpTraining:
         cycles = sum(self.compute_cycles) + sum(self.sync_cycles)
         return self.instances * self.batch * len(self.losses) / cycles * 1e6
 
-    def record(self, run, labels, sync) -> np.ndarray:
-        """Log a step (the loss read from the kernel's probabilities); the updated W."""
+    def record(self, run, labels, sync, *more_syncs) -> np.ndarray:
+        """Log a step (the loss read from the kernel's probabilities), its synchronisations'
+        cycles and bytes summed (`sync` the gradient's); the updated W."""
         picked = np.take_along_axis(run.probabilities.reshape(-1, run.probabilities.shape[-1]),
                                     labels.reshape(-1, 1).astype(np.int64), axis=1)
         self.losses.append(float(-np.mean(np.log(picked.astype(np.float64)))))
         self.compute_cycles.append(run.cycles)
-        self.sync_cycles.append(sync.cycles)
-        self.sync_bytes.append(sync.dma_bytes)
+        syncs = (sync, *more_syncs)
+        self.sync_cycles.append(sum(s.cycles for s in syncs))
+        self.sync_bytes.append(sum(s.dma_bytes for s in syncs))
         return sync.w
 
 
@@ -202,9 +204,6 @@ def mlp_accuracy(params, machine, engine: str = "c") -> float:
     return hits / usable
 
 
-BN_MOMENTUM = 0.1                # running = (1 - m) running + m (the instances' mean batch stats)
-
-
 def digits_hwc(phase: str) -> tuple:
     """The training stack's digits split as parax.cnn samples: every 8 x 8 image in channel 0
     of 16 (the others 0), pixels / 16: ((N, 8, 8, 16) float32, labels)."""
@@ -221,7 +220,9 @@ def train_cnn(*, instances: int = 4, batch: int = 4, strategy: str = "GS", steps
     (kernels/parax/cnn.s: BN on each instance's batch statistics), synchronised by `strategy`
     every step; the samples drawn epoch by epoch in a seeded random order. BN's running
     statistics (``result.moments``) follow the instances' mean batch statistics with momentum
-    BN_MOMENTUM (an update of 32 numbers, on the host); the test accuracy uses them."""
+    cnn.BN_MOMENTUM, each instance's term computed in its kernel and summed across them by the
+    same `strategy` (its cycles and bytes counted in the step's synchronisation); the test
+    accuracy uses them."""
     _check_training(steps, strategy, instances)
     machine = Machine()
     data, labels = digits_hwc("TRAIN")
@@ -234,11 +235,13 @@ def train_cnn(*, instances: int = 4, batch: int = 4, strategy: str = "GS", steps
         pick = order[step * instances * batch:(step + 1) * instances * batch]
         label = labels[pick].reshape(instances, batch)
         run = cnn.cnn_step(params, data[pick].reshape(instances, batch, 8, 8, cnn.CHANNELS),
-                           label, machine=machine, engine=engine)
+                           label, moments, machine=machine, engine=engine)
+        running = cnn.update_running(moments, run, strategy=strategy, machine=machine,
+                                     engine=engine)
         params = result.record(run, label, synchronise(
-            run.gradients, params, lr, strategy=strategy, machine=machine, engine=engine))
-        moments = ((1 - BN_MOMENTUM) * moments
-                   + BN_MOMENTUM * run.moments.mean(axis=0)).astype(np.float32)
+            run.gradients, params, lr, strategy=strategy, machine=machine, engine=engine),
+            running)
+        moments = running.w
     result.params, result.moments = params, moments
     if test:
         result.test_accuracy = cnn_accuracy(params, moments, machine, engine)

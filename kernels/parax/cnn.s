@@ -15,9 +15,11 @@
 # = b 8 H: the batch statistics' terms), then conv3x3_dw_f32 gives dW. Three passes over the
 # instance's samples: 1. conv, the sums of c and c^2 (var = E c^2 - mean^2), c put to J_ACTS;
 # 2. c back, the forward, the loss head's backward, S0 and S1; 3. x and c back, dW.
-# With J_TRAIN = 0 (inference) mean and var come from J_MOM (the running statistics) and only
-# the forward runs (passes 1 and 2 to the probabilities); with J_TRAIN = 1 the batch's go to
-# J_MOM.
+# J_MOM is 256 bytes: the batch's mean, var (16 f32 each), then the running mean, var. With
+# J_TRAIN = 0 (inference) BN normalises with the running statistics and only the forward runs
+# (passes 1 and 2 to the probabilities); with J_TRAIN = 1 the batch's statistics go out and the
+# running ones are replaced by running - batch, the instance's term of the running update
+# (hostlib/parax/cnn.py update_running: one synchronisation of them across the instances).
 # The parameters (and the gradient, same layout) are one f32 vector:
 #   W [3][3][16][16] | scale[16], shift[16] | Wfc [64][12] | bfc [12]
 # Every sample's forward and backward stays in the instance's LDM but for its conv output (c),
@@ -63,7 +65,8 @@ CNN_PASS:
 	J_Y = J_TMP           # one-hot labels, Z_BYTES per sample
 	J_G = J_TMP + 8       # this instance's gradient (the parameters' layout)
 	J_ACTS = J_NCONV      # room in memory for its samples' conv outputs
-	J_MOM = J_BN          # mean[16], var[16] f32: the batch's out (training), in (inference)
+	J_MOM = J_BN          # the batch's mean, var (out) | the running ones (in; out: running - batch)
+	MOM_RUNNING = 128
 	J_TRAIN = J_NBN       # 1: a training step, 0: the forward with J_MOM's statistics
 	J_INVB = J_OPS        # doubles: 1 / b, 1 / 2H, 1 / n, eps
 	J_INVPIX = J_OPS + 8
@@ -328,6 +331,7 @@ parax_cnn_step:
 	bne	$1, 20f
 	MAKE_DESC $1, DMA_GET, 128, RPLY      # inference: the running mean and var
 	ldl	$2, JOB + J_MOM($31)
+	ldi	$2, MOM_RUNNING($2)
 	ldi	$3, CNN_MOM
 	DMA_WAIT $1, $2, $3, RPLY
 	br	21f
@@ -344,6 +348,18 @@ parax_cnn_step:
 	MAKE_DESC $1, DMA_PUT, 128, RPLY
 	ldl	$2, JOB + J_MOM($31)
 	ldi	$3, CNN_MOM
+	DMA_WAIT $1, $2, $3, RPLY
+	MAKE_DESC $1, DMA_GET, 128, RPLY      # running - batch, through CNN_K (free until pass 3)
+	ldi	$2, MOM_RUNNING($2)
+	ldi	$3, CNN_K
+	DMA_WAIT $1, $2, $3, RPLY
+	.irp	k, 0, 1, 2, 3, 4, 5, 6, 7
+	vlds	$4, CNN_K + 16 * \k($31)
+	vlds	$5, CNN_MOM + 16 * \k($31)
+	vsubs	$4, $5, $4
+	vsts	$4, CNN_K + 16 * \k($31)
+	.endr
+	MAKE_DESC $1, DMA_PUT, 128, RPLY
 	DMA_WAIT $1, $2, $3, RPLY
 
 21:	ldde	$8, JOB + J_EPS($31)  # rstd = 1 / sqrt(var + eps), A = scale rstd,
