@@ -216,6 +216,9 @@ def test_ps_and_gs_update_w_with_the_same_bits(instances):
     np.testing.assert_allclose(gs.w, expected, rtol=1e-6, atol=1e-7)
     assert (ps.copies == ps.w).all()                      # every worker pulled the new W
     assert ps.idle_cpes == gs.idle_cpes == 64 - instances
+    # GS partitions the reduction over every instance's CPE; PS's server does it all
+    assert all(gs.run.cpe[k].float_ops > 0 for k in range(instances))
+    assert [k for k in range(instances + 1) if ps.run.cpe[k].float_ops] == [0]
     if instances > 1:          # PS moves the gradients, the copies and the pulls: ~3x GS
         assert ps.dma_bytes > 2 * gs.dma_bytes and ps.cycles > gs.cycles
 

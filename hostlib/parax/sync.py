@@ -2,7 +2,8 @@
 PS, a parameter server on CPE 0 that sums, updates and copies W to every worker, who pulls
 it; RAR, a ring all-reduce over register communication (reduce-scatter, update of the owned
 segment, all-gather into every instance's private W); and GS, ParaX's gradient server: one
-shared W, the reduction and the update partitioned over all CPEs by chunks. All compute
+shared W, the reduction and the update partitioned over all CPEs by chunks (about one per
+CPE: whole 128-byte lines, at most the kernel's CHUNK). All compute
 W - (lr / P) sum_k G_k; PS and GS add in instance order and give the same bits, RAR adds in
 ring order (a documented tolerance). docs/parax.md "Gradient synchronisation".
 """
@@ -46,6 +47,17 @@ def _symbol(name: str) -> int:
     return KERNEL.symbol(name)
 
 
+def _chunk(n: int, instances: int, strategy: str) -> int:
+    """f32 per chunk: the kernel's largest for PS (one server does them all); for GS whole
+    128-byte lines, about n / P, so that every instance's CPE takes a share of the reduction
+    (fixed 4 KiB chunks left all but ceil(n / 1024) CPEs idle)."""
+    largest = _symbol("CHUNK")
+    if strategy == "PS":
+        return largest
+    line = 32
+    return min(largest, -(-n // (instances * line)) * line)
+
+
 def synchronise(gradients, w, lr: float, *, strategy: str = "GS", machine=None,
                 engine: str = "c") -> SyncRun:
     """W - (lr / P) sum_k gradients[k] for P = len(gradients) instances, each gradient (n,)
@@ -69,14 +81,14 @@ def synchronise(gradients, w, lr: float, *, strategy: str = "GS", machine=None,
     if not 1 <= needed <= cpes:
         raise ArgumentError(f"{strategy} with {instances} instances needs {needed} CPEs, the "
                             f"core group has {cpes}")
-    chunk = _symbol("CHUNK")
+    chunk = _chunk(n, instances, strategy)
     chunks = -(-n // chunk)
     padded = chunks * chunk
     grads, wpad = _padded(gradients, padded), _padded(w, padded)
     scale = float(np.float32(lr / instances))
     spawned = needed if needed <= config.mesh_cols or needed % config.mesh_cols == 0 else cpes
     rmask, cmask = _line_masks(0, spawned, config)
-    chunk_bytes = _symbol("CHUNK_BYTES")
+    chunk_bytes = chunk * 4
     row_bytes = padded * 4
 
     mem = machine.mem
@@ -87,7 +99,7 @@ def synchronise(gradients, w, lr: float, *, strategy: str = "GS", machine=None,
         job = KERNEL.record("J_", "JOB_BYTES")
         words = np.zeros(spawned * job.nbytes // 8, np.int64)
         common = dict(g=gmem, gstride=row_bytes, ng=instances, w=wmem, scale=scale,
-                      rmask=rmask, cmask=cmask)
+                      rmask=rmask, cmask=cmask, chunk=chunk_bytes)
         if strategy == "GS":
             for k in range(instances):
                 job.write(words, k * job.nbytes, role=_symbol("ROLE_GS"),
@@ -100,7 +112,8 @@ def synchronise(gradients, w, lr: float, *, strategy: str = "GS", machine=None,
                       **common)
             for k in range(instances):
                 job.write(words, (k + 1) * job.nbytes, role=_symbol("ROLE_WORKER"), n=chunks,
-                          wp=private + k * row_bytes, rmask=rmask, cmask=cmask)
+                          wp=private + k * row_bytes, rmask=rmask, cmask=cmask,
+                          chunk=chunk_bytes)
         for k in range(needed, spawned):
             job.write(words, k * job.nbytes, rmask=rmask, cmask=cmask)
         jobs = mem.put(words)

@@ -1,6 +1,6 @@
 # Gradient synchronisation across ParaX instances (docs/parax.md "Gradient synchronisation";
 # hostlib/parax/sync.py is the host side). Each instance k has written its gradient G_k (n f32,
-# n a multiple of CHUNK) to main memory, as the unfused backward operators leave it; the
+# n a multiple of the job's chunk) to main memory, as the unfused backward operators leave it; the
 # update is W = W - s sum_k G_k (s = lr / instances), the sum taken over k = 0, 1, ... in that
 # order for every element, one fused f32 multiply-add per element (vnmas), so both strategies
 # give the same bits:
@@ -9,7 +9,8 @@
 #     the array meets; every worker then gets its W_k (its pull, as ParaX's PS workers copy
 #     the weights before the next iteration).
 #   GS (gradient server): no dedicated CPE, one shared W. CPE j owns the chunks j, j + P, ...
-#     and does the same for them, without copies or pulls.
+#     and does the same for them, without copies or pulls. The host cuts W into about P
+#     chunks (whole 128-byte lines, at most CHUNK f32) so that every CPE takes a share.
 #
 # parax_sync(jobs $16): CPE id takes the job record at jobs + id JOB_BYTES.
 
@@ -31,14 +32,15 @@
 	J_SCALE = 88          # s, a double
 	J_RMASK = 96          # the meeting (PS: after the server's updates)
 	J_CMASK = 104
-	JOB_BYTES = 112
+	J_CHUNK = 112         # bytes per chunk: a multiple of 128, at most CHUNK_BYTES
+	JOB_BYTES = 120
 
 	ROLE_IDLE = 0
 	ROLE_GS = 1
 	ROLE_SERVER = 2
 	ROLE_WORKER = 3
 
-	CHUNK = 1024          # f32 per chunk
+	CHUNK = 1024          # f32 per chunk at most (the LDM buffers)
 	CHUNK_BYTES = CHUNK * 4
 
 	.ldm
@@ -59,7 +61,7 @@ sync_ldm_end:
 
 	.text
 
-# GET_CHUNK mem, ldm: get CHUNK_BYTES from the memory address in `mem` to LDM label `ldm`.
+# GET_CHUNK mem, ldm: get a chunk from the memory address in `mem` to LDM label `ldm`.
 	.macro	GET_CHUNK mem, ldm
 	ldi	$2, \ldm
 	DMA_WAIT $9, \mem, $2, RPLY
@@ -75,8 +77,11 @@ sync_ldm_end:
 	.ent	parax_sync
 parax_sync:
 	ENTER_WITH_JOB JOB, JOB_BYTES
-	MAKE_DESC $9, DMA_GET, CHUNK_BYTES, RPLY
-	MAKE_DESC $10, DMA_PUT, CHUNK_BYTES, RPLY
+	ldl	$1, JOB + J_CHUNK($31)
+	MAKE_DESC $9, DMA_GET, 0, RPLY
+	DESC_SET_SIZE $9, $1
+	MAKE_DESC $10, DMA_PUT, 0, RPLY
+	DESC_SET_SIZE $10, $1
 	ldl	$11, JOB + J_N($31)
 	ldl	$12, JOB + J_FIRST($31)
 	ldl	$1, JOB + J_ROLE($31)
@@ -95,7 +100,8 @@ parax_sync:
 	GET_CHUNK $13, IN
 	ldi	$16, ACC
 	ldi	$17, IN
-	ldi	$18, CHUNK / 4
+	ldl	$18, JOB + J_CHUNK($31)
+	srl	$18, 4, $18
 	bsr	$26, vadd_f32
 	subl	$14, 1, $14
 	bgt	$14, 12b
@@ -105,7 +111,8 @@ parax_sync:
 	ldde	$5, JOB + J_SCALE($31)
 	ldi	$16, ACC
 	ldi	$17, IN
-	ldi	$18, CHUNK / 4
+	ldl	$18, JOB + J_CHUNK($31)
+	srl	$18, 4, $18
 	bsr	$26, vupdate_f32
 	PUT_CHUNK $13
 	ldl	$14, JOB + J_NWP($31)   # PS: the workers' private copies
@@ -131,7 +138,8 @@ parax_sync:
 	ldl	$13, JOB + J_WP($31)  # a PS worker pulls its copy
 	ble	$11, 9f
 7:	GET_CHUNK $13, IN
-	ldi	$13, CHUNK_BYTES($13)
+	ldl	$3, JOB + J_CHUNK($31)
+	addl	$13, $3, $13
 	subl	$11, 1, $11
 	bgt	$11, 7b
 9:	ldl	$26, SAVE_RA($31)
