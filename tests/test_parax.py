@@ -274,3 +274,27 @@ def test_instances_train_like_the_solver():
     np.testing.assert_allclose(ours.losses, losses, rtol=1e-5)
     assert ours.losses[-1] < ours.losses[0]
     assert len(set(ours.sync_cycles)) == 1 and ours.sync_bytes[0] > 0
+
+
+def test_overtakes_finds_where_rar_stays_ahead_of_ps():
+    from swsim.hostlib.tools.bench.parax import overtakes
+
+    def rows(ps, rar):
+        return [dict(strategy=s, instances=n, cycles=c)
+                for s, series in (("PS", ps), ("RAR", rar)) for n, c in series]
+    cycles = lambda r: r["cycles"]           # noqa: E731
+    assert overtakes(rows([(1, 10), (4, 30), (63, 90)], [(1, 12), (4, 20), (64, 25)]),
+                     cycles) == 4
+    # ahead at 1, behind at 4, ahead again from 63/64: the last crossing counts
+    assert overtakes(rows([(1, 10), (4, 30), (63, 90)], [(1, 9), (4, 31), (64, 25)]),
+                     cycles) == 64
+    assert overtakes(rows([(1, 10), (4, 30)], [(1, 12), (4, 31)]), cycles) is None
+
+
+def test_a_short_vector_is_not_padded_to_a_whole_chunk():
+    from swsim.hostlib.parax.sync import synchronise
+    g, w, expected = sync_case(4, n=40)
+    for strategy in ("PS", "GS"):
+        run = synchronise(g, w, 0.25, strategy=strategy)
+        np.testing.assert_allclose(run.w, expected, rtol=1e-6, atol=1e-7)
+        assert run.dma_bytes < 40 * 4 * 4 * 8      # lines, not 4 KiB chunks, per transfer

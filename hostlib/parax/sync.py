@@ -48,14 +48,12 @@ def _symbol(name: str) -> int:
 
 
 def _chunk(n: int, instances: int, strategy: str) -> int:
-    """f32 per chunk: the kernel's largest for PS (one server does them all); for GS whole
-    128-byte lines, about n / P, so that every instance's CPE takes a share of the reduction
-    (fixed 4 KiB chunks left all but ceil(n / 1024) CPEs idle)."""
-    largest = _symbol("CHUNK")
-    if strategy == "PS":
-        return largest
+    """f32 per chunk, whole 128-byte lines, at most the kernel's CHUNK: PS's one server takes
+    all of W; GS cuts it into about P chunks so that every instance's CPE takes a share of
+    the reduction (fixed 4 KiB chunks left all but ceil(n / 1024) CPEs idle)."""
+    shares = instances if strategy == "GS" else 1
     line = 32
-    return min(largest, -(-n // (instances * line)) * line)
+    return min(_symbol("CHUNK"), -(-n // (shares * line)) * line)
 
 
 def synchronise(gradients, w, lr: float, *, strategy: str = "GS", machine=None,

@@ -418,7 +418,7 @@ def _train_bench(args) -> int:
 
 def _parax(args) -> int:
     from .bench import parax
-    bar = StepBar(12 if args.quick else 27)
+    bar = StepBar(12 if args.quick else 33)
     try:
         result = parax.run(quick=args.quick, engine=args.engine, progress=bar)
     finally:

@@ -11,7 +11,8 @@ formulas 1-3 beside the measured intensity; the gradient synchronisation of the 
 (17098 f32) by PS, RAR and GS at 1/4/16/64 instances; and the MLP's training step on
 single-CPE instances (kernels/parax/mlp.s) followed by each synchronisation, and the same for
 a small CNN (kernels/parax/cnn.s: conv, BN on the batch statistics, ReLU, quadrant pool, FC,
-softmax); the conv's and [BN, ReLU]'s backward on single-CPE instances. Every block run's output is checked bit for
+softmax; BN's running statistics synchronised too), at 1/4/16/64 instances (the full run adds
+2, 8 and 32: where RAR overtakes PS, where each peaks); the conv's and [BN, ReLU]'s backward on single-CPE instances. Every block run's output is checked bit for
 bit against mode A's, and A's against numpy (float64, 1e-5).
 """
 from __future__ import annotations
@@ -35,6 +36,7 @@ INSTANCES = {1: dict(mode="per_cg"), 4: dict(mode="per_group", group=16),
 TOLERANCE = 1e-5
 MLP_PARAMETERS = 256 * 64 + 64 + 64 * 10 + 10
 SYNC_INSTANCES = (1, 4, 16, 64)
+KNEE_INSTANCES = (1, 2, 4, 8, 16, 32, 64)     # the full run's training grid
 MLP_BATCH = 8                  # samples per instance in the training step
 CNN_BATCH = 4                  # the CNN's (kernels/parax/cnn.s)
 SIGNATURE_GROUPS = 4           # the signature's delayed start: 4 launch groups, 3/8 of a
@@ -162,8 +164,8 @@ def run(quick: bool = False, engine: str = "c", progress=None) -> dict:
                 bit_identical=same, reference_error=err,
                 intensity=_intensity(w, scale, shift, engine, config),
                 backward=_backward_ops(x, w, scale, shift, engine, step),
-                sync=_sync(engine, step), training=_training(engine, step),
-                cnn_training=_training(engine, step, "cnn"))
+                sync=_sync(engine, step), training=_training(engine, step, "mlp", quick),
+                cnn_training=_training(engine, step, "cnn", quick))
 
 
 def _signature(x, w, scale, shift, config, engine, step, outputs, lockstep=None,
@@ -279,21 +281,31 @@ def _cnn_batch(rng, n):
             rng.integers(0, cnn.OUT, (n, CNN_BATCH)))
 
 
-# the networks trained one instance per CPE: (its step, its parameters, a batch per instance)
-TRAINED = {"mlp": (mlp.instance_step, mlp.init_params, _mlp_batch),
-           "cnn": (cnn.cnn_step, cnn.init_params, _cnn_batch)}
+def _no_state(run, strategy, engine):
+    return None
 
 
-def _training(engine, step, net="mlp"):
+def _cnn_running(run, strategy, engine):
+    return cnn.update_running(cnn.initial_moments(), run, strategy=strategy, engine=engine)
+
+
+# the networks trained one instance per CPE: (its step, its parameters, a batch per instance,
+# the synchronisation of its other state after the step's: a SyncRun or None)
+TRAINED = {"mlp": (mlp.instance_step, mlp.init_params, _mlp_batch, _no_state),
+           "cnn": (cnn.cnn_step, cnn.init_params, _cnn_batch, _cnn_running)}
+
+
+def _training(engine, step, net="mlp", quick=True):
     """One training step of `net` (TRAINED: the MLP 256 -> 64 -> 10 of kernels/parax/mlp.s,
-    the CNN of kernels/parax/cnn.s) at 1/4/16/64 instances, each on its own batch, then PS,
-    RAR and GS synchronising their gradients: compute and synchronisation cycles, the samples
-    per megacycle of the two together (the step's cycles do not depend on the data)."""
-    instance_step, init_params, batch = TRAINED[net]
+    the CNN of kernels/parax/cnn.s) at 1/4/16/64 instances (the full run: KNEE_INSTANCES),
+    each on its own batch, then PS, RAR and GS synchronising their gradients (and the CNN's
+    BN running statistics, `state_cycles`): compute and synchronisation cycles, the samples
+    per megacycle of all together (the step's cycles do not depend on the data)."""
+    instance_step, init_params, batch, state_sync = TRAINED[net]
     rng = np.random.default_rng(2)
     params = init_params(1)
     rows = []
-    for n in SYNC_INSTANCES:
+    for n in SYNC_INSTANCES if quick else KNEE_INSTANCES:
         step(f"training {net} {n}")
         x, labels = batch(rng, n)
         computed = {n: instance_step(params, x, labels, machine=Machine(), engine=engine)}
@@ -303,13 +315,16 @@ def _training(engine, step, net="mlp"):
         for strategy in ("PS", "RAR", "GS"):
             run = computed[min(n, 63) if strategy == "PS" else n]
             sync = synchronise(run.gradients, params, 0.1, strategy=strategy, engine=engine)
+            state = state_sync(run, strategy, engine)
+            state_cycles = state.cycles if state else 0
             p = len(run.gradients)
             rows.append(dict(strategy=strategy, instances=p, compute_cycles=run.cycles,
                              compute_p0_busy=sum(run.run.cpe[k].p0_valid for k in range(p))
                              / (p * run.cycles),
                              sync_cycles=sync.cycles, sync_bytes=sync.dma_bytes,
-                             samples_per_megacycle=p * x.shape[1] / (run.cycles + sync.cycles)
-                             * 1e6))
+                             state_cycles=state_cycles,
+                             samples_per_megacycle=p * x.shape[1]
+                             / (run.cycles + sync.cycles + state_cycles) * 1e6))
     return rows
 
 
@@ -413,13 +428,31 @@ def format_report(result: dict, explain: bool = False) -> str:
     return "\n".join(lines)
 
 
+def overtakes(rows, key, leader="RAR", other="PS"):
+    """The fewest instances from which on `leader`'s `key` stays below `other`'s (the rows'
+    instance counts paired in order: PS's 63 beside the others' 64), or None."""
+    def series(strategy):
+        return [r for r in rows if r["strategy"] == strategy]
+    pairs = list(zip(series(leader), series(other)))
+    since = None
+    for a, b in pairs:
+        since = (since or a["instances"]) if key(a) < key(b) else None
+    return since
+
+
 def _training_lines(rows, net) -> list:
-    """A training table: compute and synchronisation per strategy and instances, the peaks."""
-    lines = ["", f"training step of {net} per instance, then the synchronisation:",
+    """A training table: compute and synchronisation per strategy and instances, the peaks,
+    where RAR overtakes PS."""
+    lines = ["", f"training step of {net} per instance, then the synchronisation "
+                 f"(state: BN's running statistics):",
              *_table(rows, (("compute", "compute_cycles", "d"),
                             ("P0 busy", "compute_p0_busy", ".1%"), ("sync", "sync_cycles", "d"),
-                            ("sync bytes", "sync_bytes", "d"),
+                            ("sync bytes", "sync_bytes", "d"), ("state", "state_cycles", "d"),
                             ("samples/Mc", "samples_per_megacycle", ".1f")))]
+    sync = overtakes(rows, lambda r: r["sync_cycles"] + r["state_cycles"])
+    faster = overtakes(rows, lambda r: -r["samples_per_megacycle"])
+    lines.append(f"RAR's synchronisation shorter than PS's from {sync} instances on, its "
+                 f"throughput higher from {faster} on")
     best = {s: max((r for r in rows if r["strategy"] == s),
                    key=lambda r: r["samples_per_megacycle"]) for s in ("PS", "RAR", "GS")}
     throughput = {(r["strategy"], r["instances"]): r["samples_per_megacycle"] for r in rows}
