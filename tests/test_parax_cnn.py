@@ -106,9 +106,11 @@ def test_cnn_step_engines_agree():
     x = rng.standard_normal((1, 2, 2, 8, 16)).astype(np.float32)
     labels = np.array([[3, 7]])
     params = cnn.init_params(3)
-    c = cnn.cnn_step(params, x, labels, engine="c")
-    py = cnn.cnn_step(params, x, labels, engine="python")
+    c = cnn.cnn_step(params, x, labels, RUNNING, engine="c")
+    py = cnn.cnn_step(params, x, labels, RUNNING, engine="python")
     np.testing.assert_array_equal(c.gradients.view(np.int32), py.gradients.view(np.int32))
+    np.testing.assert_array_equal(c.running_deltas.view(np.int32),
+                                  py.running_deltas.view(np.int32))
     assert c.cycles == py.cycles
 
 
