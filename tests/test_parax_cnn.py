@@ -98,6 +98,8 @@ def test_running_statistics_update_on_the_cpes(step):
     assert np.abs(updated["GS"].w - RUNNING).max() > 1e-3      # it moved
     with pytest.raises(ArgumentError, match="running must be"):
         cnn.update_running(RUNNING[0], run)
+    with pytest.raises(ArgumentTypeError, match="run must be a training step's CnnStep"):
+        cnn.update_running(RUNNING, cnn.cnn_predict(step[0], RUNNING, step[1]))
 
 
 @pytest.mark.slow              # the Python engine

@@ -153,7 +153,10 @@ def update_running(running, run: CnnStep, *, strategy: str = "GS", machine=None,
     across the instances on the CPE array by `strategy`, as the gradient (``SyncRun.w``: the
     new (2, 16) statistics)."""
     running = _checked_moments("running", running)
-    deltas = run.running_deltas
+    deltas = getattr(run, "running_deltas", None)
+    if deltas is None:
+        raise ArgumentTypeError(f"run must be a training step's CnnStep (cnn_step), got "
+                                f"{type(run).__name__}")
     sync = synchronise(deltas.reshape(len(deltas), -1), running.ravel(), BN_MOMENTUM,
                        strategy=strategy, machine=machine, engine=engine)
     sync.w = sync.w.reshape(running.shape)

@@ -47,8 +47,9 @@ def run(args) -> int:
     print(f"  mean loss of the first {window} steps {report['first_loss']:.4f}, of the last "
           f"{window} {report['last_loss']:.4f}")
     print(f"  test accuracy {100 * result.test_accuracy:.1f} % (BN's running statistics)")
-    print(f"  cycles: compute {report['compute_cycles']:,}, synchronisation "
-          f"{report['sync_cycles']:,} ({report['sync_bytes']:,} DMA bytes); "
+    print(f"  cycles: compute {report['compute_cycles']:,}, synchronisation (gradient and "
+          f"BN's running statistics) {report['sync_cycles']:,} ({report['sync_bytes']:,} DMA "
+          f"bytes); "
           f"{report['samples_per_megacycle']:.1f} samples / Mcycle")
     if args.json:
         with open(args.json, "w") as out:
