@@ -145,8 +145,9 @@ def _ring(gradients, w, lr, machine, engine) -> SyncRun:
     config = machine.config
     instances, n = gradients.shape
     ring = ring_order(instances, config)
-    seg_max = RAR_KERNEL.symbol("RAR_SEG_MAX")
-    seg = min(seg_max, -(-n // (4 * instances)) * 4)
+    # segments of whole vectors, a block of P of them within the kernel's LDM block
+    seg = min(RAR_KERNEL.symbol("RAR_SEG_MAX"), -(-n // (4 * instances)) * 4,
+              RAR_KERNEL.symbol("RAR_BLOCK_MAX") // instances // 4 * 4)
     blocks = -(-n // (instances * seg))
     padded = blocks * instances * seg
     grads = _padded(gradients, padded)

@@ -177,7 +177,11 @@ parax_sync:
 # sum of a segment to the next CPE, add the own G_p piece to the one received) leave position p
 # with the sum of segment (p + 1) mod P, taken in ring order from that segment's next position;
 # it updates that segment of its private W_p; P - 1 all-gather steps pass the updated segments
-# round, each written to W_p. A message is one vector (4 f32).
+# round. A message is one vector (4 f32). A block of G_p comes into the LDM (BLOCK) in one get;
+# every step sends a segment of BLOCK and receives into another in place (the partial sums,
+# then the updated W), and the block goes to W_p in one put: per step only register messages,
+# no DMA and no copies (a get or put of one segment per step made 64 rings of short segments
+# request-bound on the shared engine).
 
 	R_POS = 0             # this CPE's ring position p, the instances P
 	R_P = 8
@@ -190,56 +194,52 @@ parax_sync:
 	R_LINKS = 64          # bit 0: send by putc, bit 1: receive by getc
 	RJOB_BYTES = 72
 	RAR_SEG_MAX = 1024
+	RAR_BLOCK_MAX = 4096  # f32 of a block (P segments) at most
 
 	.ldm
 	.align	5
 RJOB:	.skip	RJOB_BYTES
+RING_FN:
+	.quad	0, 0          # this CPE's ring step without and with the add (ring_forms)
 	.align	5
-SEND:	.skip	RAR_SEG_MAX * 4   # the segment being sent, NEXT the one being received
+OWN:	.skip	RAR_SEG_MAX * 4   # this CPE's W_p segment
 	.align	5
-NEXT:	.skip	RAR_SEG_MAX * 4
-	.align	5
-OWN:	.skip	RAR_SEG_MAX * 4   # this CPE's G_p piece, or W_p segment
+BLOCK:	.skip	RAR_BLOCK_MAX * 4 # this block of G_p, then of the updated W
 	.align	5
 	.globl	rar_ldm_end
 rar_ldm_end:
 
 	.text
 
-# RING_STEP put, get, add: one step over R_SEG f32: send SEND by `put` to R_SENDTO, take the
-# same count by `get` into NEXT, adding OWN if `add`. $17 = R_SENDTO, $18 = messages.
+# RING_STEP put, get, add: one step over R_SEG f32: send the segment at $22 by `put` to
+# R_SENDTO, take the same count by `get` into the segment at $23, adding what is there if
+# `add`. $17 = R_SENDTO, $18 = messages.
 	.macro	RING_STEP put, get, add
-	ldi	$1, SEND
-	ldi	$2, NEXT
-	ldi	$3, OWN
+	mov	$22, $1
+	mov	$23, $2
 1:	vlds	$4, 0($1)
 	\put	$4, $17
 	\get	$5
 	.if \add
-	vlds	$6, 0($3)
+	vlds	$6, 0($2)
 	vadds	$5, $6, $5
 	.endif
 	subl	$18, 1, $18
 	vsts	$5, 0($2)
 	ldi	$1, 16($1)
 	ldi	$2, 16($2)
-	ldi	$3, 16($3)
 	bgt	$18, 1b
 	ret
 	.endm
 
-# ring_step(add $16): dispatch on R_LINKS to the four put/get forms. $16 = 0 or 1.
+# ring_step(add $16): this CPE's put/get form (RING_FN, chosen at entry). $16 = 0 or 1.
 	.ent	ring_step
 ring_step:
 	ldl	$17, RJOB + R_SENDTO($31)
 	ldl	$18, RJOB + R_SEG($31)
 	srl	$18, 2, $18
-	ldl	$19, RJOB + R_LINKS($31)
-	sll	$16, 2, $16
-	addl	$19, $16, $19         # links | add << 2
-	ldi	$20, ring_forms
-	s8addl	$19, $20, $20
-	ldl	$20, 0($20)
+	s8addl	$16, $31, $16
+	ldl	$20, RING_FN($16)
 	jmp	$31, ($20)
 	.end	ring_step
 
@@ -264,8 +264,8 @@ ring_forms:                   # by links | add << 2
 	.quad	ring_rr0, ring_cr0, ring_rc0, ring_cc0, ring_rr1, ring_cr1, ring_rc1, ring_cc1
 
 	.text
-# SEG_DMA desc, segment, base_field, ldm: get or put segment `segment` (a register: block
-# index P + segment, not $4-$6) of the array at RJOB field `base_field`, to or from LDM
+# SEG_DMA desc, segment, base_field, ldm: get or put from segment `segment` (a register:
+# block index P + segment, not $4-$6) of the array at RJOB field `base_field`, to or from LDM
 # label `ldm`.
 	.macro	SEG_DMA desc, segment, base_field, ldm
 	ldl	$4, RJOB + R_SEG($31)
@@ -284,84 +284,86 @@ ring_forms:                   # by links | add << 2
 	selne	$2, \x, $3, \r
 	.endm
 
-# parax_rar(jobs $16): position p's blocks (the loop keeps $9-$15 and $27; the routines it
-# calls clobber $1-$6 and $16-$20).
+# PREVIOUS_SEGMENT: $27 = ($27 - 1) mod P ($11 = P).
+	.macro	PREVIOUS_SEGMENT
+	subl	$27, 1, $27
+	addl	$27, $11, $1
+	MOD_RING $1, $11, $27
+	.endm
+
+# SEGMENT_IN_BLOCK index, reg: reg = the LDM address of segment `index` (a register, not
+# $4) of BLOCK.
+	.macro	SEGMENT_IN_BLOCK index, reg
+	ldl	$4, RJOB + R_SEG($31)
+	mull	\index, $4, $4
+	s4addl	$4, $31, $4
+	ldi	\reg, BLOCK($4)
+	.endm
+
+# parax_rar(jobs $16): position p's blocks (the loop keeps $7-$15, $22, $27; the routines it
+# calls clobber $1-$6, $16-$20).
 	.globl	parax_rar
 	.ent	parax_rar
 parax_rar:
 	ENTER_WITH_JOB RJOB, RJOB_BYTES
+	ldl	$19, RJOB + R_LINKS($31)  # this CPE's ring-step forms, once
+	ldi	$20, ring_forms
+	s8addl	$19, $20, $20
+	ldl	$1, 0($20)
+	stl	$1, RING_FN($31)
+	ldl	$1, 32($20)
+	stl	$1, RING_FN + 8($31)
 	ldl	$1, RJOB + R_SEG($31)
 	s4addl	$1, $31, $1
 	MAKE_DESC $9, DMA_GET, 0, RPLY
 	DESC_SET_SIZE $9, $1
-	MAKE_DESC $10, DMA_PUT, 0, RPLY
-	DESC_SET_SIZE $10, $1
 	ldl	$11, RJOB + R_P($31)
 	ldl	$12, RJOB + R_POS($31)
+	mull	$1, $11, $1           # a block's bytes
+	MAKE_DESC $7, DMA_GET, 0, RPLY
+	DESC_SET_SIZE $7, $1
+	MAKE_DESC $8, DMA_PUT, 0, RPLY
+	DESC_SET_SIZE $8, $1
 	clr	$13                   # block
 21:	mull	$13, $11, $14         # this block's first segment
-	addl	$14, $12, $15         # SEND = G_p[segment p]
-	SEG_DMA $9, $15, R_G, SEND
+	SEG_DMA $7, $14, R_G, BLOCK
+	SEGMENT_IN_BLOCK $12, $22     # send G_p[segment p] first
 	subl	$11, 1, $15           # reduce-scatter steps left; $27 = the segment received
 	mov	$12, $27
 22:	ble	$15, 23f
-	subl	$27, 1, $27
-	addl	$27, $11, $1
-	MOD_RING $1, $11, $27
-	addl	$14, $27, $1
-	SEG_DMA $9, $1, R_G, OWN
+	PREVIOUS_SEGMENT
+	SEGMENT_IN_BLOCK $27, $23
 	ldi	$16, 1
 	bsr	$26, ring_step
-	bsr	$26, swap_segments
+	mov	$23, $22
 	subl	$15, 1, $15
 	br	22b
 23:	addl	$12, 1, $27           # the owned segment (p + 1) mod P: W_p - s sum
 	MOD_RING $27, $11, $27
 	addl	$14, $27, $1
 	SEG_DMA $9, $1, R_WP, OWN
-	ldde	$5, RJOB + R_SCALE($31)   # SEND = OWN - s SEND
-	ldi	$16, SEND
+	ldde	$5, RJOB + R_SCALE($31)   # sum = OWN - s sum, in BLOCK
+	SEGMENT_IN_BLOCK $27, $16
+	mov	$16, $22              # sent first in the all-gather
 	ldi	$17, OWN
 	ldl	$18, RJOB + R_SEG($31)
 	srl	$18, 2, $18
 	bsr	$26, vupdate_f32
-	addl	$14, $27, $1
-	SEG_DMA $10, $1, R_WP, SEND
 	subl	$11, 1, $15           # all-gather steps left; $27 = the segment received
 	mov	$12, $27
 24:	ble	$15, 25f
+	SEGMENT_IN_BLOCK $27, $23
 	clr	$16
 	bsr	$26, ring_step
-	addl	$14, $27, $1
-	SEG_DMA $10, $1, R_WP, NEXT
-	bsr	$26, swap_segments
-	subl	$27, 1, $27
-	addl	$27, $11, $27
-	MOD_RING $27, $11, $27
+	mov	$23, $22
+	PREVIOUS_SEGMENT
 	subl	$15, 1, $15
 	br	24b
-25:	addl	$13, 1, $13
+25:	SEG_DMA $8, $14, R_WP, BLOCK
+	addl	$13, 1, $13
 	ldl	$1, RJOB + R_BLOCKS($31)
 	cmplt	$13, $1, $1
 	bne	$1, 21b
 	ldl	$26, SAVE_RA($31)
 	ret
 	.end	parax_rar
-
-
-# swap_segments: NEXT -> SEND (R_SEG f32).
-	.ent	swap_segments
-swap_segments:
-	ldl	$18, RJOB + R_SEG($31)
-	srl	$18, 2, $18
-	ldi	$1, NEXT
-	ldi	$2, SEND
-1:	vlds	$4, 0($1)
-	subl	$18, 1, $18
-	vsts	$4, 0($2)
-	ldi	$1, 16($1)
-	ldi	$2, 16($2)
-	bgt	$18, 1b
-	ret
-	.end	swap_segments
-
