@@ -315,6 +315,11 @@ def test_bench_quick_json(tmp_path, capsys):
     assert set(resident["whole_errors"]) == {"100"}        # a whole stream of 100 samples
     big = resident["totals"]["1000"]
     assert big["persistent"] < big["launch_per_sample"]
+    conv = result["persistent_conv"]           # Conv's weights in the LDMs
+    assert abs(conv["bound_ratio"] - 1) < 0.05 and max(conv["whole_errors"].values()) < 0.01
+    gains = [total["kernel_per_sample"] / total["persistent"]
+             for total in conv["totals"].values()]
+    assert gains == sorted(gains) and gains[-1] > 1
     assert fc["layer"].startswith("FC") and fc["whole_error"] < 1e-9
     big = fc["totals"]["1000"]
     assert big["constants_once"] < big["compile_once"]     # FC: constants dominate

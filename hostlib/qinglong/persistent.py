@@ -119,20 +119,26 @@ def transfer_cycles(config, nbytes: int, requests: int) -> float:
 
 
 @functools.lru_cache(maxsize=None)
-def fc_package(inputs: int, rows: int, stages: int = 3):
-    """kernels/qinglong/persistent_fc.s for `inputs` columns and `rows` rows per CPE, assembled
-    and linked once (`stages`: 3 the kernel, 1 its compute alone, 2 its transfers alone)."""
-    return kernel_package(FC_SOURCE, FC_IN=inputs, FC_ROWS=rows, FC_STAGES=stages)
+def fc_package(inputs: int, rows: int, stages: int = 3, element: int = 8):
+    """kernels/qinglong/persistent_fc.s for `inputs` columns and `rows` rows per CPE, x and y
+    of `element`-byte floats, assembled and linked once (`stages`: 3 the kernel, 1 its compute
+    alone, 2 its transfers alone)."""
+    return kernel_package(FC_SOURCE, FC_IN=inputs, FC_ROWS=rows, FC_ELEM=element,
+                          FC_STAGES=stages)
 
 
 class PersistentFC:
-    """y = w x for samples x of w.shape[1] float64 on `device` (its machine's one core group):
-    w (O, I) float64 with O a multiple of the CPEs (64) and I of 16, resident in the LDMs (each
-    CPE holds O / 64 rows, DMA'd once per launch from the package's constants). What does not
-    fit is refused with the bytes: w over the aggregate LDM, or a CPE's rows with the x ring."""
+    """y = w x for samples x of w.shape[1] elements of `dtype` (float64, or float32: widened,
+    the sums rounded once) on `device` (its machine's one core group): w (O, I), held in
+    float64, with O a multiple of the CPEs (64) and I of 16, resident in the LDMs (each CPE
+    holds O / 64 rows, DMA'd once per launch from the package's constants). What does not fit
+    is refused with the bytes: w over the aggregate LDM, or a CPE's rows with the x ring."""
 
-    def __init__(self, w, device: Device, stages: int = 3):
+    def __init__(self, w, device: Device, stages: int = 3, dtype=np.float64):
         w = float64_array(w, 2, "PersistentFC: w")
+        if dtype not in (np.float64, np.float32):
+            raise QingLongError(f"PersistentFC: dtype must be float64 or float32, got {dtype!r}")
+        self.dtype = np.dtype(dtype)
         check_device(device, "PersistentFC")
         if stages not in (1, 2, 3) or isinstance(stages, bool):
             raise QingLongError(f"PersistentFC: stages must be 3 (the kernel), 1 (its compute "
@@ -148,7 +154,7 @@ class PersistentFC:
             raise QingLongError(f"PersistentFC: w of {outputs} x {inputs} float64 is {w.nbytes} "
                                 f"B, more than the aggregate LDM ({cpes} x {ldm} B = "
                                 f"{cpes * ldm} B): it cannot stay resident")
-        package = fc_package(inputs, outputs // cpes, stages)
+        package = fc_package(inputs, outputs // cpes, stages, self.dtype.itemsize)
         for parameter in ("mesh_rows", "mesh_cols"):
             needed = package.program.address_of(f"REQ_{parameter.upper()}")
             if getattr(config, parameter) != needed:
@@ -159,7 +165,8 @@ class PersistentFC:
             rows = outputs // cpes
             raise QingLongError(
                 f"PersistentFC: each CPE needs {used} B of LDM ({rows} rows of w: "
-                f"{w.nbytes // cpes} B, the 3-slot x ring: {3 * inputs * 8} B, and the rest) but "
+                f"{w.nbytes // cpes} B, the 3-slot x ring: {3 * inputs * self.dtype.itemsize} B, "
+                f"and the rest) but "
                 f"has {ldm} B; w of {w.nbytes} B fits the aggregate {cpes * ldm} B only without "
                 "its ring")
         self.w, self.device = w, device
@@ -176,7 +183,9 @@ class PersistentFC:
         cycles). The table: the count word, then (input, output) address pairs, zero-padded to
         whole chunks of the kernel's CHUNK samples (the kernel gets a chunk at a time)."""
         outputs_n, inputs_n = self.w.shape
-        check_stream("PersistentFC", self.device, inputs, outputs, inputs_n * 8, outputs_n * 8)
+        element = self.dtype.itemsize
+        check_stream("PersistentFC", self.device, inputs, outputs, inputs_n * element,
+                     outputs_n * element)
         table = np.concatenate(([len(inputs)], address_pairs(inputs, outputs, self.chunk)))
         block = self.device.malloc(table.nbytes)
         try:
