@@ -212,6 +212,64 @@ def test_a_launch_binds_at_most_four_io_words():
         Net([_FiveSlotWords(2.0)], (1024,)).compile()
 
 
+# A kernel that fetches its job record (FETCH_JOB, so BIND_IO binds it) and CPE 0 puts the
+# bound record back; the binding's encoding redefined after dma.inc's, as a kernel might.
+BINDING_PROBE = """
+	QIO_BIND = 1
+	.include "../include/dma.inc"
+	QIO_SLOT_SHIFT = {shift}
+	QIO_SLOT_BIAS = {bias}
+	JOB_BYTES = 64
+	.ldm
+	.align	5
+JOB:	.skip	JOB_BYTES
+REPLY:	.skip	4
+	.text
+	.globl	probe
+probe:	FETCH_JOB $1, $2, REPLY
+	rcid	$3
+	bne	$3, 1f
+	MAKE_DESC $1, DMA_PUT, JOB_BYTES, REPLY
+	ldi	$2, JOB
+	DMA_WAIT $1, $16, $2, REPLY
+1:	ret
+"""
+
+
+@pytest.mark.parametrize("shift, bias", [(16, 8), (24, 16)])
+def test_the_host_encodes_bindings_with_the_kernels_symbols(shift, bias):
+    """binding_word reads QIO_SLOT_SHIFT/QIO_SLOT_BIAS from the program, so a kernel that
+    changes them still gets each slot's address into the record word the host names."""
+    from swsim.asm import assemble
+    from swsim.hostlib.qinglong.net import binding_word
+    from swsim.hostlib.runtime.kernel import timed_run
+    from swsim.kernels import source_path
+    program = assemble(BINDING_PROBE.format(shift=shift, bias=bias),
+                       str(source_path("qinglong/bias_add.s").with_name("probe.s")))
+    device = Device(machine=Machine())
+    record, table = device.malloc(64), device.malloc(3 * 8)
+    addresses = np.array([0x1000, 0x2000, 0x3000], np.int64)
+    device.copy_in(table, addresses)
+    device.copy_in(record, np.arange(8, dtype=np.int64))
+    bindings = [binding_word(program, 2, 8), binding_word(program, 0, 40),
+                binding_word(program, 1, 56), 0]
+    timed_run(program, "probe", [record.address, bindings[0], table.address, *bindings[1:]],
+              machine=device.machine, flops=0)
+    assert list(device.copy_out(record, (8,), np.int64)) == [0, 0x3000, 2, 3, 4, 0x1000, 6,
+                                                              0x2000]
+    with pytest.raises(QingLongError, match="past the"):
+        binding_word(program, 0, 1 << shift)
+
+
+def test_bind_io_reads_as_many_registers_as_it_exports():
+    from swsim.asm import AsmError, assemble
+    from swsim.kernels import source_path
+    text = BINDING_PROBE.format(shift=16, bias=8).replace("JOB_BYTES = 64",
+                                                          "JOB_BYTES = 64\n\tQIO_BINDINGS = 3")
+    with pytest.raises(AsmError, match="QIO_BINDINGS"):
+        assemble(text, str(source_path("qinglong/bias_add.s").with_name("probe.s")))
+
+
 def test_bench_whole_flag():
     from swsim.cli import build_parser
     assert build_parser().parse_args(["bench", "qinglong", "--whole", "100"]).whole == 100
@@ -257,6 +315,11 @@ def test_bench_quick_json(tmp_path, capsys):
     assert set(resident["whole_errors"]) == {"100"}        # a whole stream of 100 samples
     big = resident["totals"]["1000"]
     assert big["persistent"] < big["launch_per_sample"]
+    conv = result["persistent_conv"]           # Conv's weights in the LDMs
+    assert abs(conv["bound_ratio"] - 1) < 0.05 and max(conv["whole_errors"].values()) < 0.01
+    gains = [total["kernel_per_sample"] / total["persistent"]
+             for total in conv["totals"].values()]
+    assert gains == sorted(gains) and gains[-1] > 1
     assert fc["layer"].startswith("FC") and fc["whole_error"] < 1e-9
     big = fc["totals"]["1000"]
     assert big["constants_once"] < big["compile_once"]     # FC: constants dominate

@@ -11,18 +11,18 @@ from swsim.hostlib.qinglong.persistent import PersistentFC
 from swsim.vm import Machine
 
 
-def stream(w, count, stages=3, engine="c", seed=0):
-    """(ys, the launch's Stats) of `count` random samples through PersistentFC(w)."""
+def stream(w, count, stages=3, engine="c", seed=0, dtype=np.float64):
+    """(xs, ys, the launch's Stats) of `count` random samples through PersistentFC(w)."""
     device = Device(machine=Machine())
-    kernel = PersistentFC(w, device, stages=stages)
+    kernel = PersistentFC(w, device, stages=stages, dtype=dtype)
     kernel.copy_constant()
-    xs = np.random.default_rng(seed).standard_normal((count, w.shape[1]))
-    ins = [device.malloc(w.shape[1] * 8) for _ in range(count)]
-    outs = [device.malloc(w.shape[0] * 8) for _ in range(count)]
+    xs = np.random.default_rng(seed).standard_normal((count, w.shape[1])).astype(dtype)
+    ins = [device.malloc(x.nbytes) for x in xs]
+    outs = [device.malloc(w.shape[0] * xs.itemsize) for _ in range(count)]
     for block, x in zip(ins, xs):
         device.copy_in(block, x)
     stats = kernel.compute(ins, outs, engine=engine)
-    return xs, np.array([device.copy_out(b, (w.shape[0],), np.float64) for b in outs]), stats
+    return xs, np.array([device.copy_out(b, (w.shape[0],), dtype) for b in outs]), stats
 
 
 @pytest.fixture(scope="module")
@@ -39,6 +39,16 @@ def test_every_sample_is_w_x(w):
     xs, ys, stats = stream(w, 5)
     assert np.allclose(ys, xs @ w.T, rtol=1e-12, atol=1e-12)
     assert stats.details["samples"] == 5 and stats.details["copy_cycles"] > 0
+
+
+def test_float32_samples_are_w_x_rounded_once(w):
+    """x and y in float32 (w in float64): x widened, the float64 sums rounded once."""
+    xs, ys, _ = stream(w, 3, dtype=np.float32)
+    assert ys.dtype == np.float32
+    np.testing.assert_allclose(ys, (xs.astype(np.float64) @ w.T).astype(np.float32),
+                               rtol=1e-6, atol=1e-6)
+    with pytest.raises(QingLongError, match="dtype must be float64 or float32"):
+        PersistentFC(w, Device(machine=Machine()), dtype=np.int32)
 
 
 def test_per_sample_time_is_within_5_percent_of_the_bound(w):

@@ -10,8 +10,9 @@ offset. An I/O one names a slot of the I/O-address table and is read through it 
 device: the kernels are the DNN library's (stream.s, activation.s, swgemm.s, conv_implicit.s)
 built with ``QIO_BIND`` (kernels/include/dma.inc ``BIND_IO``), and each launch passes the
 table and its bindings (record word, slot), so every CPE loads the slot's address into its copy
-of the job record. ``compute`` writes the I/O table and nothing else: nothing is re-planned,
-re-assembled, re-copied or patched (``Stats.details["io_words"]`` counts the bindings).
+of the job record. The bindings' number and encoding are the kernel's symbols (``QIO_*`` of
+dma.inc), read from each bound program (``binding_word``). ``compute`` writes the I/O table
+and nothing else: nothing is re-planned, re-assembled, re-copied or patched (``Stats.details["io_words"]`` counts the bindings).
 """
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ...errors import ArgumentError, ArgumentTypeError
+from ...asm.program import IO_SLOT_BYTES
 from ...vm import Machine
 from ...kernels import source_path
 from ...kernels.cache import cached_program
@@ -36,9 +38,7 @@ from ..dnn.layout_transform import swap_passes, swap_plan, transform
 from .device import Block, Device
 
 SEGMENTS = ("constants", "hidden", "io")
-IO_SLOT_BYTES = 8
 ALIGN = 128                   # every block of a segment starts on a DMA line
-BINDING_REGISTERS = 4         # a launch's bindings: $17, $19, $20, $21 (BIND_IO)
 QIO_HEADER = "\tQIO_BIND = 1\n"
 
 
@@ -88,12 +88,22 @@ def bound(kernel: Kernel) -> BoundKernel:
     return BoundKernel(kernel.sources, kernel.entry, kernel.ldm_end, kernel.stack)
 
 
+def binding_word(program, slot: int, record_byte: int) -> int:
+    """The word by which BIND_IO (kernels/include/dma.inc) stores the address I/O `slot` holds
+    into byte `record_byte` of the job record, encoded with the symbols `program` exports."""
+    shift, bias = (program.address_of(name) for name in ("QIO_SLOT_SHIFT", "QIO_SLOT_BIAS"))
+    if not 0 <= record_byte < 1 << shift:
+        raise QingLongError(f"compile: record byte {record_byte} is past the {1 << shift} bytes "
+                            "a binding can address (QIO_SLOT_SHIFT)")
+    return (slot * IO_SLOT_BYTES + bias) << shift | record_byte
+
+
 @dataclass
 class _Launch:
     kernel: object
     record: int               # byte offset of its job record in the constants image
     flops: int
-    bindings: list            # BIND_IO words: (slot byte offset + 8) << 16 | record byte offset
+    bindings: list            # BIND_IO words (binding_word), at most the kernel's QIO_BINDINGS
 
 
 @dataclass
@@ -421,12 +431,14 @@ class Net:
         launches, relocations = [], []
         for (kernel, words, refs, flops), at in zip(planned, record_offsets):
             image[at:at + words.nbytes] = words.view(np.uint8)
-            bindings = [(ref.offset * IO_SLOT_BYTES + 8) << 16 | 8 * word
+            kernel = bound(kernel)
+            bindings = [binding_word(kernel.program, ref.offset, 8 * word)
                         for word, ref in sorted(refs.items()) if ref.segment == "io"]
-            if len(bindings) > BINDING_REGISTERS:
+            most = kernel.symbol("QIO_BINDINGS")
+            if len(bindings) > most:
                 raise QingLongError(f"compile: a launch of {kernel.entry} reads {len(bindings)} "
-                                    f"I/O slots; a launch binds at most {BINDING_REGISTERS}")
-            launches.append(_Launch(bound(kernel), at, flops, bindings))
+                                    f"I/O slots; a launch binds at most {most} (QIO_BINDINGS)")
+            launches.append(_Launch(kernel, at, flops, bindings))
             for word, ref in refs.items():
                 if ref.segment == "weights":
                     ref = Ref("constants", weight_offsets[ref.offset])
@@ -484,7 +496,8 @@ class Net:
         base, io_table = self.segments["constants"].address, self.segments["io"].address
         parts = []
         for launch in self.package.launches:
-            first, *rest = launch.bindings + [0] * (BINDING_REGISTERS - len(launch.bindings))
+            unbound = [0] * (launch.kernel.symbol("QIO_BINDINGS") - len(launch.bindings))
+            first, *rest = launch.bindings + unbound
             args = [base + launch.record, first, io_table, *rest]      # $16 .. $21
             parts.append(launch.kernel.launch_cgs(self.machine, [args], flops=launch.flops,
                                                   engine=self.engine))

@@ -9,7 +9,7 @@ import functools
 
 import numpy as np
 
-from ...asm import LinkedPackage, build_package
+from ...asm import LinkedPackage, build, build_package
 from ...asm.program import IO_SLOT_BYTES
 from ...errors import ArgumentTypeError
 from ...kernels import source_path
@@ -83,12 +83,22 @@ class PackageKernel:
                          details=dict(copy_cycles=copy))
 
 
-def kernel_package(name: str, **symbols) -> LinkedPackage:
-    """The package of kernel source `name` (under kernels/) with the absolute `symbols` the
-    host defines before it (its sizes)."""
+def _source_with(name: str, symbols: dict) -> tuple:
+    """(text, filename) of kernel source `name` (under kernels/) with the absolute `symbols`
+    the host defines before it (its sizes)."""
     path = source_path(name)
     header = "".join(f"\t{symbol} = {value}\n" for symbol, value in symbols.items())
-    return build_package([(header + path.read_text(encoding="utf-8"), str(path))])
+    return header + path.read_text(encoding="utf-8"), str(path)
+
+
+def kernel_package(name: str, **symbols) -> LinkedPackage:
+    """The package of kernel source `name` with the host's `symbols` (``_source_with``)."""
+    return build_package([_source_with(name, symbols)])
+
+
+def kernel_program(name: str, **symbols):
+    """The program (an ordinary link) of kernel source `name` with the host's `symbols`."""
+    return build([_source_with(name, symbols)])
 
 
 @functools.lru_cache(maxsize=None)

@@ -385,13 +385,16 @@ def _qinglong(args) -> int:
     rows = qinglong.run(quick=args.quick, engine=args.engine, whole=args.whole)
     persistent = qinglong.run_persistent(quick=args.quick, engine=args.engine)
     persistent_fc = qinglong.run_persistent_fc(quick=args.quick, engine=args.engine)
+    persistent_conv = qinglong.run_persistent_conv(quick=args.quick, engine=args.engine)
     print(qinglong.format_table(rows))
     print()
     print(qinglong.format_persistent(persistent))
     print(qinglong.format_persistent_fc(persistent_fc))
+    print(qinglong.format_persistent_conv(persistent_conv))
     if args.json:
         as_json.dump(args.json, dict(layers=rows, persistent=persistent,
-                                     persistent_fc=persistent_fc))
+                                     persistent_fc=persistent_fc,
+                                     persistent_conv=persistent_conv))
     return 0
 
 

@@ -5,7 +5,9 @@
 # 3-slot rings: at step k the group meets once x of k is in, CPE 0 gets x of k+2 (into the slot
 # of k-1, which every CPE is done with), and each CPE computes its rows of y_k and puts them
 # while earlier puts may be in flight.
-# The host defines before this file FC_IN (a multiple of 16), FC_ROWS and FC_STAGES: 3 the
+# x and y are FC_ELEM-byte elements: 8 float64, or 4 float32 (widened by vlds, the sums rounded
+# once by fsts); W is float64 either way.
+# The host defines before this file FC_IN (a multiple of 16), FC_ROWS, FC_ELEM and FC_STAGES: 3 the
 # kernel, 1 its compute alone (no per-sample DMA: T_c) and 2 its transfers alone (T_in + T_out),
 # so the bench and the tests measure each term with the same code.
 # The I/O slot `samples` holds the address of the stream's table: the count word, then each
@@ -24,10 +26,11 @@
 	CHUNK_BYTES = CHUNK * PAIR_BYTES
 	REQ_MESH_ROWS = 8     # the broadcast's mask 0xff: 8 rows; a row leader puts 8 CPEs' rows
 	REQ_MESH_COLS = 8
-	X_BYTES = FC_IN * 8
-	Y_BYTES = FC_ROWS * 8
+	X_BYTES = FC_IN * FC_ELEM
+	X_VECTOR = 4 * FC_ELEM    # bytes of x a vector load reads
+	Y_BYTES = FC_ROWS * FC_ELEM
 	Y_SLOT = (Y_BYTES + 31) / 32 * 32
-	W_BYTES = FC_ROWS * X_BYTES   # this CPE's rows
+	W_BYTES = FC_ROWS * FC_IN * 8   # this CPE's rows
 	COMPUTE = FC_STAGES & 1
 	TRANSFER = FC_STAGES & 2
 
@@ -62,6 +65,15 @@ WBUF:	.skip	W_BYTES
 fc_ldm_end:
 
 	.text
+
+# LOAD_X reg, offset: the 4 elements of x at `offset` bytes from $2, as doubles.
+	.macro	LOAD_X reg, offset
+	.if	FC_ELEM - 4
+	vldd	\reg, \offset($2)
+	.else
+	vlds	\reg, \offset($2)
+	.endif
+	.endm
 
 # ADVANCE slot, start, end, step: the ring's next slot after the register `slot`; takes $3
 # (and the local label 9).
@@ -191,24 +203,28 @@ persistent_fc:                # $16 the constants, $18 the I/O table
 	vcpyf	$31, $13
 	ldi	$3, FC_IN / 16
 4:	vldd	$16, 0($1)
-	vldd	$17, 0($2)
+	LOAD_X	$17, 0
 	vldd	$18, 32($1)
-	vldd	$27, 32($2)
+	LOAD_X	$27, X_VECTOR
 	vmad	$16, $17, $0, $0
 	vldd	$16, 64($1)
-	vldd	$17, 64($2)
+	LOAD_X	$17, 2 * X_VECTOR
 	vmad	$18, $27, $6, $6
 	vldd	$18, 96($1)
-	vldd	$27, 96($2)
+	LOAD_X	$27, 3 * X_VECTOR
 	vmad	$16, $17, $10, $10
 	vmad	$18, $27, $13, $13
 	addl	$1, 128, $1
-	addl	$2, 128, $2
+	addl	$2, 4 * X_VECTOR, $2
 	subl	$3, 1, $3
 	bne	$3, 4b
 	SUM_LANES $0, $6, $10, $13, ACC
+	.if	FC_ELEM - 4
 	fstd	$0, 0($8)
-	addl	$8, 8, $8
+	.else
+	fsts	$0, 0($8)
+	.endif
+	addl	$8, FC_ELEM, $8
 	subl	$7, 1, $7
 	bne	$7, 3b
 	.endif

@@ -18,7 +18,8 @@ operator calls (their cycles added up, the copies the model's); larger N are the
 the host's copies, it does not overlap them). Host seconds (median per sample, this machine)
 show what compiling once saves the host: the operators plan and place everything per call,
 ``compute`` only binds I/O. ``run_persistent``: the persistent kernel (QingLong3, device side)
-on Scale in float64.
+on Scale in float64; ``run_persistent_fc`` and ``run_persistent_conv`` with the weights
+resident in the LDMs.
 """
 from __future__ import annotations
 
@@ -31,11 +32,13 @@ from ....vm import Machine
 from ...dnn import (activation_forward, batchnorm_forward, conv2d_forward, linear_forward,
                     scale)
 from ...qinglong import BN, FC, Conv, Device, Net, ReLU, Scale, copy_cycles
-from ...qinglong.persistent import PersistentFC, PersistentScale, transfer_cycles
+from ...qinglong.persistent import PersistentConv, PersistentFC, PersistentScale, \
+    transfer_cycles
 
 COUNTS = (1, 10, 100, 1000)
 WHOLE, WHOLE_QUICK = 10, 2
 PERSISTENT_WHOLE, PERSISTENT_WHOLE_QUICK = (100, 1000), (100,)   # one launch of the stream each
+PER_SAMPLE = (4, 10)          # the persistent Conv's per sample: streams of these many samples
 
 
 def _one(operator):
@@ -237,6 +240,66 @@ def run_persistent_fc(quick: bool = False, engine: str = "c") -> dict:
                              "persistent_whole": runs[3].get(n_)} for n_ in COUNTS})
 
 
+def _stage_runs(make, x, y_nbytes: int, counts, engine: str) -> tuple:
+    """Whole streams of `counts` samples of `x` through the kernel ``make(device, stages)``
+    builds, for stages 3 (the kernel), 1 (its compute alone) and 2 (its transfers alone; those
+    only at the counts up to PER_SAMPLE's last): {stages: {count: cycles}} and the outputs of
+    the kernel's last stream (device, blocks)."""
+    runs = {}
+    for stages in (3, 1, 2):
+        device = Device(machine=Machine())
+        kernel = make(device, stages)
+        kernel.copy_constant()
+        mine = counts if stages == 3 else tuple(c for c in counts if c <= PER_SAMPLE[-1])
+        ins = [device.malloc(x.nbytes) for _ in range(mine[-1])]
+        outs = [device.malloc(y_nbytes) for _ in range(mine[-1])]
+        for block in ins:
+            device.copy_in(block, x)
+        runs[stages] = {count: kernel.compute(ins[:count], outs[:count], engine=engine).cycles
+                        for count in mine}
+        if stages == 3:
+            result = device, outs
+    return runs, result
+
+
+def run_persistent_conv(quick: bool = False, engine: str = "c") -> dict:
+    """Conv C_i = 16, 32x32 (``--quick`` 16x16), 32 kernels 3x3, pad 1, float32, its weights
+    resident in the LDMs (QingLong3, device side only): the persistent kernel's per sample
+    from whole streams of PER_SAMPLE samples (the ring's first samples overlap the weights'
+    load), its compute alone and its transfers alone (RING_STAGES 1 and 2), against a launch
+    per sample of the compiled net (the library's implicit GEMM, T_c) and of this kernel (a
+    stream of 1: its weights DMA'd each time). N totals: first + (N - 1) per sample, checked
+    against whole streams at N = 30 (``--quick``) or 100."""
+    side = 16 if quick else 32
+    whole = (30,) if quick else (100,)
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((32, 16, 3, 3)).astype(np.float32)
+    x = rng.standard_normal((16, side, side)).astype(np.float32)
+    net = Net([Conv(w, padding=1)], (1, *x.shape), np.float32, engine=engine)
+    net.compile()
+    net.copy_constant()
+    y, stats = net.run(x[None])
+    runs, (device, outs) = _stage_runs(
+        lambda device, stages: PersistentConv(w, x.shape, device, padding=1, stages=stages),
+        x, y.nbytes, (1, *PER_SAMPLE) + whole, engine)
+    scale = np.abs(y).max()
+    if not all(np.allclose(device.copy_out(b, y.shape[1:], np.float32), y[0], rtol=0,
+                           atol=1e-5 * scale) for b in outs):
+        raise RuntimeError("the persistent Conv and the compiled net differ")
+    low, high = PER_SAMPLE
+    per = {stages: (cycles[high] - cycles[low]) / (high - low) for stages, cycles in runs.items()}
+    first = runs[3][low] - (low - 1) * per[3]
+    errors = {n_: abs(first + (n_ - 1) * per[3] - runs[3][n_]) / runs[3][n_] for n_ in whole}
+    return dict(layer=f"Conv 16x{side}x{side}, 32 k 3x3 f32", t_launch=stats.cycles,
+                t_kernel_launch=runs[3][1], per_sample=per[3], t_c=per[1], t_transfer=per[2],
+                bound_ratio=per[3] / max(per[1], per[2]), first=first,
+                weight_bytes=w.size * 8, whole_errors=errors,
+                totals={n_: {"launch_per_sample": n_ * stats.cycles,
+                             "kernel_per_sample": n_ * runs[3][1],
+                             "persistent": first + (n_ - 1) * per[3],
+                             "persistent_whole": runs[3].get(n_)} for n_ in COUNTS})
+
+
 def _persistent_totals(totals) -> list:
     return [f"  N = {n:>5}: {total['launch_per_sample']:>13,} vs {total['persistent']:>13,.0f} "
             f"cycles ({total['launch_per_sample'] / total['persistent']:.2f}x)"
@@ -245,14 +308,25 @@ def _persistent_totals(totals) -> list:
             for n, total in totals.items()]
 
 
+def _resident_row(row, launches: str) -> str:
+    """The line of a kernel with its weights resident: `launches` (a launch per sample's
+    cycles), the per sample against its bound, the whole runs' errors; then the N totals."""
+    line = (f"{row['layer']} (w {row['weight_bytes']:,} B resident in the LDMs): a launch per "
+            f"sample {launches}; persistent {row['per_sample']:,.1f} per sample = "
+            f"{row['bound_ratio']:.3f} x max(T_c {row['t_c']:,.1f}, T_in + T_out "
+            f"{row['t_transfer']:,.1f}); first sample {row['first']:,.0f} (the weights' DMA); "
+            "N totals checked against whole runs: " + ", ".join(
+                f"N = {n:,} {error:.2%}" for n, error in row["whole_errors"].items()))
+    return "\n".join([line] + _persistent_totals(row["totals"]))
+
+
 def format_persistent_fc(row) -> str:
-    lines = [f"{row['layer']} (w {row['weight_bytes']:,} B resident in the LDMs): a launch per "
-             f"sample {row['t_launch']:,} cycles; persistent {row['per_sample']:,.1f} per sample "
-             f"= {row['bound_ratio']:.3f} x max(T_c {row['t_c']:,.1f}, T_in + T_out "
-             f"{row['t_transfer']:,.1f}); first sample {row['first']:,.0f} (the weights' DMA); "
-             "N totals checked against whole runs: " + ", ".join(
-                 f"N = {n:,} {error:.2%}" for n, error in row["whole_errors"].items())]
-    return "\n".join(lines + _persistent_totals(row["totals"]))
+    return _resident_row(row, f"{row['t_launch']:,} cycles")
+
+
+def format_persistent_conv(row) -> str:
+    return _resident_row(row, f"{row['t_launch']:,} cycles (the compiled net), "
+                              f"{row['t_kernel_launch']:,} (this kernel, a stream of 1)")
 
 
 def format_persistent(row) -> str:
