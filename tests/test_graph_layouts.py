@@ -94,3 +94,24 @@ def test_at_batch_1_a_transform_between_nchw_and_cnhw_is_a_view():
     assert launched[1] == (0, 0, [("view", 0)] * 2)
     assert launched[2][:2] == (6, 2) and all(device == "CPE" and cycles > 0
                                              for device, cycles in launched[2][2])
+
+
+def test_a_training_graph_keeps_its_gradients_in_their_convolutions_layouts():
+    """The backward nodes are planned too: each ConvGrad in its forward's layout, the pools'
+    and activations' gradients in their operands'; against every Conv and ConvGrad
+    transforming its operands, 16 transforms become 3 (x into CNHW, the pooled map out of it
+    for Flatten and its gradient back), with the same loss and gradients."""
+    from swsim.hostlib.graph.autodiff import derive_training, with_loss
+    feeds = {"x": np.random.default_rng(0).standard_normal((2, 3, 8, 8)).astype(np.float32),
+             "labels": np.array([1, 2])}
+    training = [derive_training(with_loss(import_onnx(convstack(2, 8, 4)), "y"), "loss")
+                for _ in range(2)]
+    sessions, outputs = both(lambda: training.pop().graph, feeds)
+    per_node, planned = sessions
+    assert (per_node.layout_transforms, planned.layout_transforms) == (16, 3)
+    assert planned.transforms_planned == 3 and planned.cycles < per_node.cycles
+    for name, value in outputs[0].items():      # the loss and every parameter's gradient
+        assert np.array_equal(outputs[1][name], value), name
+    layouts = {n.attr("layout") for n in planned.graph.nodes if n.op_type in ("Conv",
+                                                                               "ConvGrad")}
+    assert layouts == {"CNHW"}
