@@ -25,7 +25,8 @@ def assert_fewer_transforms_same_bits(sessions, outputs):
     per_node, planned = sessions
     for name, value in outputs[0].items():
         assert np.array_equal(outputs[1][name], value), name
-    assert planned.layout_transforms == planned.transforms_planned
+    views = [r for r in planned.records if r.op_type == "Transpose" and r.device == "view"]
+    assert planned.layout_transforms + len(views) == planned.transforms_planned
     assert planned.layout_transforms < per_node.layout_transforms
     assert planned.cycles < per_node.cycles
 
@@ -73,3 +74,44 @@ def test_an_unknown_conv_layout_is_refused_naming_the_node():
     graph.info = {}
     with pytest.raises(GraphError, match="node 'conv'.*layout 'HWNC'"):
         graph.infer()
+
+
+def test_at_batch_1_a_transform_between_nchw_and_cnhw_is_a_view():
+    """NCHW and CNHW hold the same bytes when N = 1: the planned Transposes run as views (no
+    launch, 0 cycles), a conv's own transforms are skipped too; at batch 2 they launch."""
+    launched = {}
+    for batch in (1, 2):
+        feeds = {"x": np.random.default_rng(0).standard_normal((batch, 3, 16, 16))
+                 .astype(np.float32)}
+        sessions, outputs = both(lambda: import_onnx(convstack(batch=batch)), feeds)
+        per_node, planned = sessions
+        for name, value in outputs[0].items():
+            assert np.array_equal(outputs[1][name], value), name
+        transposes = [r for r in planned.records if r.op_type == "Transpose"]
+        assert planned.transforms_planned == len(transposes) == 2
+        launched[batch] = (per_node.layout_transforms, planned.layout_transforms,
+                           [(r.device, r.cycles) for r in transposes])
+    assert launched[1] == (0, 0, [("view", 0)] * 2)
+    assert launched[2][:2] == (6, 2) and all(device == "CPE" and cycles > 0
+                                             for device, cycles in launched[2][2])
+
+
+def test_a_training_graph_keeps_its_gradients_in_their_convolutions_layouts():
+    """The backward nodes are planned too: each ConvGrad in its forward's layout, the pools'
+    and activations' gradients in their operands'; against every Conv and ConvGrad
+    transforming its operands, 16 transforms become 3 (x into CNHW, the pooled map out of it
+    for Flatten and its gradient back), with the same loss and gradients."""
+    from swsim.hostlib.graph.autodiff import derive_training, with_loss
+    feeds = {"x": np.random.default_rng(0).standard_normal((2, 3, 8, 8)).astype(np.float32),
+             "labels": np.array([1, 2])}
+    training = [derive_training(with_loss(import_onnx(convstack(2, 8, 4)), "y"), "loss")
+                for _ in range(2)]
+    sessions, outputs = both(lambda: training.pop().graph, feeds)
+    per_node, planned = sessions
+    assert (per_node.layout_transforms, planned.layout_transforms) == (16, 3)
+    assert planned.transforms_planned == 3 and planned.cycles < per_node.cycles
+    for name, value in outputs[0].items():      # the loss and every parameter's gradient
+        assert np.array_equal(outputs[1][name], value), name
+    layouts = {n.attr("layout") for n in planned.graph.nodes if n.op_type in ("Conv",
+                                                                               "ConvGrad")}
+    assert layouts == {"CNHW"}

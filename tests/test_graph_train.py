@@ -171,7 +171,9 @@ def test_debug_check_compares_every_backward_node():
     session = Session(training.graph, minimum_work=False, check=True)
     session.run({"x": x, "labels": np.array([2, 9])})
     checked = [r for r in session.records if r.device == "CPE"]
-    assert len(checked) == 10 and all(r.check_error <= 1e-3 for r in checked)
+    # the training graph's 10 nodes and the layout pass's 2 transforms (to and from CNHW)
+    assert len(checked) == 12 and all(r.check_error <= 1e-3 for r in checked)
+    assert sum(r.node.startswith("layout ") for r in checked) == 2
 
 
 def digits_model(**options):

@@ -7,12 +7,15 @@ convolution: rows, columns, channels, batch = H, W, C, N with the batch innermos
 
 ``transform(x, src_layout, dst_layout)`` takes x laid out (shaped) as `src_layout` and returns
 it laid out as `dst_layout`. Each pass on the VM swaps two adjacent groups of axes,
-(A, P, Q, D) -> (A, Q, P, D); the host chains the fewest passes that reach the target (a
-transform to the same layout is one copying pass).
+(A, P, Q, D) -> (A, Q, P, D); the host chains the fewest passes that reach the target over
+the axes longer than 1 (a pass with P or Q = 1 moves nothing); a transform to the same layout,
+or one that only relabels axes of length 1 (``moves_nothing``: NCHW to CNHW at batch 1), is one
+copying pass.
 """
 from __future__ import annotations
 
 import itertools
+import math
 from collections import deque
 
 import numpy as np
@@ -77,20 +80,63 @@ def swap_plan(config, es, a, p, q, d, source, target) -> dict:
                 es=es, ints=[p, q, d, pb, qb, db, *counts, int(db == d)], kernel=stream.KERNEL)
 
 
-def swap_passes(shape, src_layout: str, dst_layout: str) -> list:
-    """(A, P, Q, D) of each pass taking a tensor of `shape` (in `src_layout`) to `dst_layout`
-    (one copying pass (1, 1, 1, size) when they are the same)."""
-    src, dst = axes(src_layout), axes(dst_layout)
+def _moving_axes(shape, src_layout: str, dst_layout: str):
+    """The axis orders of `src_layout` and `dst_layout` without the axes of length 1 (those
+    move nothing) and the sizes of the axes, for a tensor of `shape` laid out as
+    `src_layout`."""
+    src, dst = axes(src_layout, "src_layout"), axes(dst_layout, "dst_layout")
     sizes = dict(zip(src, shape))
-    swaps = group_swaps(src, dst)
-    if not swaps:
-        return [(1, 1, 1, int(np.prod(shape, dtype=np.int64)))]
-    order, passes = src, []
-    for i, j, k in swaps:
-        passes.append(tuple(int(np.prod([sizes[c] for c in order[lo:hi]], dtype=np.int64))
-                            for lo, hi in ((0, i), (i, j), (j, k), (k, len(order)))))
+    return ("".join(c for c in src if sizes[c] != 1), "".join(c for c in dst if sizes[c] != 1),
+            sizes)
+
+
+def moves_nothing(shape, src_layout: str, dst_layout: str) -> bool:
+    """Whether the tensor of `shape` has the same bytes in both (different) layouts: only
+    axes of length 1 change places, e.g. NCHW and CNHW at batch 1 -- a relabelling, which a
+    caller may take as a view of its operand instead of a ``transform``."""
+    src, dst, _ = _moving_axes(shape, src_layout, dst_layout)
+    return src_layout != dst_layout and src == dst
+
+
+def swap_groups(shape, src_layout: str, dst_layout: str) -> list:
+    """The axis letters (A, P, Q, D) of each pass of ``swap_passes`` (empty when nothing
+    moves: the one copying pass)."""
+    order, dst, _ = _moving_axes(shape, src_layout, dst_layout)
+    groups = []
+    for i, j, k in group_swaps(order, dst):
+        groups.append((order[:i], order[i:j], order[j:k], order[k:]))
         order = order[:i] + order[j:k] + order[i:j] + order[k:]
-    return passes
+    return groups
+
+
+def swap_passes(shape, src_layout: str, dst_layout: str) -> list:
+    """(A, P, Q, D) of each pass taking a tensor of `shape` (in `src_layout`) to `dst_layout`,
+    the fewest over the axes longer than 1 (one copying pass (1, 1, 1, size) when nothing
+    moves)."""
+    sizes = dict(zip(axes(src_layout, "src_layout"), shape))
+    groups = swap_groups(shape, src_layout, dst_layout)
+    if not groups:
+        return [(1, 1, 1, int(np.prod(shape, dtype=np.int64)))]
+    return [tuple(int(np.prod([sizes[c] for c in group], dtype=np.int64)) for group in pass_)
+            for pass_ in groups]
+
+
+def tile_round(shape, src_layout: str, dst_layout: str, axis: str, es: int, config) -> int:
+    """The smallest length of `axis` (a letter of `src_layout`) whose multiples are cut into
+    the tiles of the full tensor's passes: along a pass's P or Q (and a D cut into pieces)
+    the tiles are whole rows of the group, so a sample of the tensor that keeps the tiles
+    must hold whole tiles (a sample of fewer rows than a tile runs smaller tiles, whose
+    transactions cost more per byte: its cycles are not proportional)."""
+    sizes = dict(zip(axes(src_layout, "src_layout"), shape))
+    round_ = 1
+    for groups, (_, p, q, d) in zip(swap_groups(shape, src_layout, dst_layout),
+                                    swap_passes(shape, src_layout, dst_layout)):
+        tiles = _tile(config, p, q, d, es)
+        for group, tile, whole in zip(groups[1:], tiles, (False, False, tiles[2] == d)):
+            if axis in group and not whole:
+                inner = int(np.prod([sizes[c] for c in group[group.index(axis) + 1:]]))
+                round_ = math.lcm(round_, tile // math.gcd(tile, inner))
+    return round_
 
 
 def _swap_pass(machine, cgs, data_addr, es, a, p, q, d, engine):

@@ -1,5 +1,6 @@
 """The CPE implementations of the graph's operators (swHMAE's accelerated path): each maps an
-ONNX node onto an operator of ``hostlib.dnn`` / ``hostlib.blas`` (every multiply, compare and
+ONNX node onto an operator of ``hostlib.dnn`` / ``hostlib.blas`` or a kernel the Souffle code
+generator writes for it (``generated``; every multiply, compare and
 exp runs as CPE code on the VM; the host only reshapes, broadcasts, pads or transposes
 operands, i.e. copies) or raises ``NotSuitable`` with the reason, and ``dispatch`` falls back
 to the MPE. ``CPE[op_type](node, inputs, on) -> (outputs, stats, algorithm)`` with ``on`` the
@@ -10,6 +11,8 @@ import numpy as np
 
 from ...errors import ArgumentError
 from .. import blas, dnn
+from . import souffle, souffle_codegen
+from .ir import Graph, GraphError, Node, TensorInfo
 from .ops import FLOATS, legacy_broadcast, window_geometry
 
 
@@ -251,6 +254,32 @@ def concat(node, inputs, on):
     return (np.concatenate(copies, axis=axis),), parts, "copy passes (transform)"
 
 
+def generated(node, inputs, on):
+    """Gelu (tanh form) and LayerNormalization (its y only) as the Souffle code generator's
+    kernels (docs/souffle.md): the node alone lowered to tensor expressions, planned on one
+    CG's mesh and run; the generator computes in float64, the result is cast back."""
+    x, *constants = inputs
+    _floats(node, *inputs)
+    if node.op_type == "Gelu" and node.attr("approximate", "none") != "tanh":
+        raise NotSuitable("Gelu's exact (erf) form: the generated kernels have the tanh form")
+    if any(node.outputs[1:]):
+        raise NotSuitable("LayerNormalization's mean and inverse deviation outputs: the "
+                          "generated kernel writes y only")
+    names = ["x"] + [f"c{i}" for i in range(len(constants))]
+    graph = Graph(node.name, [Node(node.name, node.op_type, names, ["y"], node.attrs,
+                                   node.opset)], {"x": TensorInfo(x.dtype, x.shape)}, ["y"],
+                  dict(zip(names[1:], constants)), {})
+    machine = on["machine"]
+    try:
+        program = souffle.lower(graph)
+        launches = souffle_codegen.plan(program, machine.config)
+        outputs, stats = souffle_codegen.run(program, launches, machine, {"x": x},
+                                             on["engine"])
+    except GraphError as refusal:
+        raise NotSuitable(f"the code generator refused it: {refusal}") from None
+    return (outputs["y"].astype(x.dtype),), stats, "generated (Souffle)"
+
+
 CPE = {
     "Conv": conv, "Gemm": gemm, "MatMul": matmul,
     "MaxPool": pool, "AveragePool": pool,
@@ -259,6 +288,7 @@ CPE = {
     "BatchNormalization": batchnorm,
     "Add": add_sub, "Sub": add_sub, "Sum": add_sub, "Mul": mul_div, "Div": mul_div,
     "Transpose": transpose, "Concat": concat,
+    "Gelu": generated, "LayerNormalization": generated,
 }
 
 
@@ -275,7 +305,7 @@ def dma_bytes(stats) -> int:
     """Bytes the CPEs asked the DMA engine to move over a dnn/blas result's launches."""
     if isinstance(stats, list):
         return sum(dma_bytes(s) for s in stats)
-    if hasattr(type(stats), "dma_bytes"):          # ConvStats
+    if hasattr(type(stats), "dma_bytes") or isinstance(stats, souffle_codegen.LaunchStats):
         return stats.dma_bytes
     nested = stats.details.get("per_cg") or stats.details.get("parts")
     if nested:

@@ -14,7 +14,7 @@ import numpy as np
 
 from .cpe import CPE, NotSuitable, dma_bytes, layout_transforms
 from .ir import GraphError, Node, TensorInfo
-from .ops import flops, infer_node, operator, output_size
+from .ops import flops, infer_node, moves_no_data, operator, output_size
 
 CHECK_RTOL = 1e-3          # debug mode: CPE vs MPE, relative to the result's largest value
 
@@ -67,7 +67,7 @@ def run_node(node: Node, inputs: list, *, machine, cgs=1, engine="c", check=Fals
         inputs = inputs[:-1]
     implementation = CPE.get(node.op_type)
     reason = "no CPE operator" if implementation is None else ""
-    if operator(node.op_type).cost == "view":
+    if moves_no_data(node, [x.shape for x in inputs if x is not None]):
         outputs = _mpe(node, inputs)
         return outputs, Record(node.name, node.op_type, "view", "view", 0, 0,
                                host_seconds=time.perf_counter() - start)

@@ -18,7 +18,8 @@ import numpy as np
 from .. import blas, dnn
 from .cpe import CPE, NotSuitable, _floats, _launch, pool_window
 from .ir import GraphError
-from .ops import OPS, TRAINING, Op, TensorInfo, _ints, _like_input, _windows, window_geometry
+from .ops import (OPS, TRAINING, Op, TensorInfo, _ints, _like_input, _windows, conv_layout, perm,
+                  permute, window_geometry)
 
 
 # ---- shapes and costs -------------------------------------------------------------------
@@ -69,6 +70,15 @@ def _scatter_windows(grads, shape, node, kernel):
 
 
 def conv_grad(node, dy, x, w):
+    """(dx, dw, db) of a 2-D Conv; dy, x and dx stored in the node's layout (its forward's,
+    set by the layout pass), computed in NCHW."""
+    order = conv_layout(node)
+    dx, dw, db = _conv_grad_nchw(node, *(np.transpose(a, perm(order, "NCHW")) for a in (dy, x)),
+                                 w)
+    return np.ascontiguousarray(np.transpose(dx, perm("NCHW", order))), dw, db
+
+
+def _conv_grad_nchw(node, dy, x, w):
     """(dx, dw, db) of a 2-D Conv (any group count, dilation, pads): per group, the adjoint
     of ``ops._windows``'s view."""
     kernel = list(w.shape[2:])
@@ -287,27 +297,33 @@ def _symmetric_padding(node, x_shape, kernel):
 
 
 def cpe_conv_grad(node, inputs, on):
-    """The DNN library's backward operators, once per group (as the forward's CPE path)."""
+    """The DNN library's backward operators, once per group (as the forward's CPE path), with
+    dy, x and dx in the node's layout."""
     dy, x, w = inputs
     _floats(node, dy, x, w)
-    strides, padding = _symmetric_padding(node, x.shape, list(w.shape[2:]))
-    geometry = dict(stride=tuple(strides), padding=tuple(padding), algo="auto", **on)
+    layout, order = node.attr("layout", "NCHW"), conv_layout(node)
+    strides, padding = _symmetric_padding(node, permute(x.shape, order, "NCHW"),
+                                          list(w.shape[2:]))
+    geometry = dict(stride=tuple(strides), padding=tuple(padding), algo="auto", layout=layout,
+                    **on)
     want_dx, want_dw, want_db = (_needed(node) + [False] * 3)[:3]
     group = int(node.attr("group", 1))
+    if layout != "NCHW" and group != 1:
+        raise NotSuitable(f"layout {layout}: the CPE path takes groups in NCHW only")
     cg, og = x.shape[1] // group, w.shape[0] // group
     dxs, dws, parts, algorithms = [], [], [], []
     for g in range(group):
-        dy_g = np.ascontiguousarray(dy[:, g * og:(g + 1) * og])
+        dy_g = np.ascontiguousarray(dy[:, g * og:(g + 1) * og]) if group > 1 else dy
         if want_dx:
+            shape = x.shape if group == 1 else (x.shape[0], cg) + x.shape[2:]
             dx, stats = _launch(dnn.conv2d_backward_data, dy_g,
-                                np.ascontiguousarray(w[g * og:(g + 1) * og]),
-                                (x.shape[0], cg) + x.shape[2:], **geometry)
+                                np.ascontiguousarray(w[g * og:(g + 1) * og]), shape, **geometry)
             dxs.append(dx)
             parts.append(stats)
         if want_dw:
-            dw, stats = _launch(dnn.conv2d_backward_filter, dy_g,
-                                np.ascontiguousarray(x[:, g * cg:(g + 1) * cg]),
-                                (og,) + w.shape[1:], **geometry)
+            x_g = np.ascontiguousarray(x[:, g * cg:(g + 1) * cg]) if group > 1 else x
+            dw, stats = _launch(dnn.conv2d_backward_filter, dy_g, x_g, (og,) + w.shape[1:],
+                                **geometry)
             dws.append(dw)
             parts.append(stats)
     outputs = [np.concatenate(dxs, axis=1) if want_dx else None,
@@ -316,19 +332,25 @@ def cpe_conv_grad(node, inputs, on):
         algorithms.append(f"data {parts[0].algo}")
     if want_dw:
         algorithms.append(f"filter {parts[int(want_dx)].algo}")
-    if want_db:        # sums of dy over N, H, W: two swGEMMs with vectors of ones
-        n, c = dy.shape[:2]
-        on_gemm = dict(machine=on["machine"], engine=on["engine"])
-        rows, stats = _launch(blas.gemm, np.ones((1, n), dy.dtype), dy.reshape(n, -1),
-                              **on_gemm)
-        parts.append(stats)
-        sums, stats = _launch(blas.gemm, np.ascontiguousarray(rows).reshape(c, -1),
-                              np.ones((dy[0, 0].size, 1), dy.dtype), **on_gemm)
-        parts.append(stats)
-        outputs[2] = np.ascontiguousarray(sums).reshape(c)
+    if want_db:
+        outputs[2], sums = _channel_sums(dy, order, on)
+        parts += sums
         algorithms.append("bias swGEMM")
     suffix = f" x{group} groups" if group > 1 else ""
     return tuple(outputs[:len(node.outputs)]), parts, ", ".join(algorithms) + suffix
+
+
+def _channel_sums(dy, order, on):
+    """dy (stored in axis ``order``) summed over all but its channels: the axes outside the
+    channels summed by a row of ones, those inside by a column of ones (two swGEMMs)."""
+    c = dy.shape[order.index("C")]
+    outer = int(np.prod(dy.shape[:order.index("C")]))
+    on_gemm = dict(machine=on["machine"], engine=on["engine"])
+    rows, first = _launch(blas.gemm, np.ones((1, outer), dy.dtype), dy.reshape(outer, -1),
+                          **on_gemm)
+    sums, second = _launch(blas.gemm, np.ascontiguousarray(rows).reshape(c, -1),
+                           np.ones((dy.size // (outer * c), 1), dy.dtype), **on_gemm)
+    return np.ascontiguousarray(sums).reshape(c), [first, second]
 
 
 def cpe_gemm_grad(node, inputs, on):

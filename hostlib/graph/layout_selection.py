@@ -16,13 +16,16 @@ from ..dnn.conv.common import make_geometry
 from ...errors import SwsimError
 from .dispatch import mpe_cycles
 from .ir import Graph, Node
-from .ops import FLOATS, LAYOUTS, OPS, perm, window_geometry
+from .ops import FLOATS, LAYOUTS, perm, window_geometry
 
 CANONICAL = "NCHW"
-POOLS = ("MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool")
+# plane-wise operators (their planes the innermost two axes), forward and backward
+POOLS = ("MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool", "MaxPoolTraining",
+         "MaxPoolGrad", "AveragePoolGrad", "GlobalAveragePoolGrad")
 POOL_LAYOUTS = (CANONICAL, "CNHW")
 ELEMENTWISE = ("Relu", "LeakyRelu", "Sigmoid", "Tanh", "Identity", "Add", "Sub", "Mul", "Div",
-               "Sum")
+               "Sum", "ReluGrad", "LeakyReluGrad", "SigmoidGrad", "TanhGrad")
+ACTIVATIONS_OUT = {"ConvGrad": 1}     # outputs in the node's layout (dx; not dw)
 
 
 def plan_layouts(graph: Graph, config, cgs: int = 1, minimum_work: bool = True) -> int:
@@ -30,10 +33,10 @@ def plan_layouts(graph: Graph, config, cgs: int = 1, minimum_work: bool = True) 
     algorithm, tensors are stored in their producer's layout, Transform nodes are inserted
     where a consumer takes another. ``cgs``/``minimum_work``: as the Session runs the nodes
     (the conv models' choice and swHMAE's minimum-work rule). Returns the Transforms inserted.
-    A training graph (one with operators autodiff adds) is left as it is: its gradient
-    operators read NCHW, and their layouts are not planned yet."""
-    if any(node.op_type not in OPS for node in graph.nodes):
-        return 0
+    In a training graph a ConvGrad takes its forward's layout, the gradients of the pools and
+    activations any their forward takes, other operators NCHW. Where a node takes several
+    layouts, the one its 4-D operands already have the most bytes in is kept (ties: its
+    first operand's)."""
     info = graph.info or graph.infer()
     current = {}                   # tensor -> (the name its producer wrote, that layout)
     stored = {}                    # (tensor, layout) -> the name of its copy in that layout
@@ -59,14 +62,21 @@ def plan_layouts(graph: Graph, config, cgs: int = 1, minimum_work: bool = True) 
         operands = [i for i, name in enumerate(node.inputs)
                     if name and name not in graph.initializers and len(info[name].shape) == 4]
         accepted = _accepted(node, info, operands, config, cgs, minimum_work)
-        arriving = current.get(node.inputs[operands[0]], (None, CANONICAL))[1] \
-            if operands else CANONICAL
-        layout = arriving if accepted is None or arriving in accepted else accepted[0]
+        names = [node.inputs[i] for i in operands]
+        held = [current.get(name, (name, CANONICAL))[1] for name in names]
+        candidates = list(dict.fromkeys(held + [CANONICAL] if accepted is None else accepted))
+
+        def to_move(layout):
+            return sum(info[name].size for name, now in zip(names, held)
+                       if now != layout and (name, layout) not in stored)
+        layout = min(candidates, key=lambda c: (to_move(c), c not in held[:1],
+                                                candidates.index(c)))
         node.inputs = [version(name, layout) if i in operands else name
                        for i, name in enumerate(node.inputs)]
-        if node.op_type == "Conv" and layout != CANONICAL:
+        if node.op_type in ("Conv", "ConvGrad") and layout != CANONICAL:
             node.attrs = dict(node.attrs, layout=layout)
-        produced = [name for name in node.outputs if name and len(info[name].shape) == 4]
+        produced = [name for name in node.outputs[:ACTIVATIONS_OUT.get(node.op_type)]
+                    if name and len(info[name].shape) == 4]
         if layout == CANONICAL or not operands or not produced:
             nodes.append(node)
             continue
@@ -88,7 +98,11 @@ def _accepted(node, info, operands, config, cgs, minimum_work):
     """The layouts ``node`` takes its 4-D activations in, best first (None: any, all alike)."""
     if node.op_type == "Conv" and operands == [0]:
         return (_conv_layout(node, info, config, cgs, minimum_work),)
-    if node.op_type in POOLS and operands == [0]:
+    if node.op_type == "ConvGrad" and operands == [0, 1]:       # its forward's layout
+        forward = Node(node.name, "Conv", node.inputs[1:3], node.inputs[:1], node.attrs,
+                       node.opset)
+        return (_conv_layout(forward, info, config, cgs, minimum_work),)
+    if node.op_type in POOLS and operands:
         return POOL_LAYOUTS
     shapes = {info[name].shape for name in node.inputs if name}
     if node.op_type in ELEMENTWISE and operands and len(shapes) == 1 and \

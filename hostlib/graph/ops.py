@@ -126,6 +126,19 @@ def permute(shape, src: str, dst: str) -> tuple:
     return tuple(sizes[axis] for axis in dst)
 
 
+def moves_no_data(node: Node, shapes) -> bool:
+    """Whether ``node`` (given its inputs' shapes) only relabels its input's bytes: a view
+    operator, or a Transpose whose axes longer than 1 keep their order (NCHW to CNHW at
+    batch 1), which dispatch then runs as a view."""
+    if operator(node.op_type).cost == "view":
+        return True
+    if node.op_type != "Transpose" or not shapes:
+        return False
+    shape = shapes[0]
+    moving = [p for p in _ints(node, "perm", list(range(len(shape)))[::-1]) if shape[p] != 1]
+    return moving == sorted(moving)
+
+
 def perm(src: str, dst: str) -> list:
     """The Transpose ``perm`` taking a tensor stored in axis order ``src`` to ``dst``."""
     return [src.index(axis) for axis in dst]

@@ -11,7 +11,7 @@ import numpy as np
 
 from ...vm import Machine
 from .. import dnn
-from ..dnn.layout_transform import LAYOUTS, group_swaps
+from ..dnn.layout_transform import LAYOUTS, swap_passes
 from .common import DTYPE, stream_seconds
 
 CANONICAL = "NCHW"          # Caffe's: data, pooling, BatchNorm, Scale, InnerProduct's input
@@ -61,7 +61,7 @@ class Transform:
         nbytes = int(np.prod(self.shape)) * np.dtype(DTYPE).itemsize
         if nbytes <= SIMULATED_BYTES:
             return _simulated_seconds(physical(self.shape, self.src), self.src, self.dst, config)
-        passes = max(1, len(group_swaps(LAYOUTS[self.src], LAYOUTS[self.dst])))
+        passes = len(swap_passes(physical(self.shape, self.src), self.src, self.dst))
         return passes * stream_seconds(2 * nbytes, config)
 
 

@@ -31,7 +31,7 @@ from ...runtime import host_operator
 from . import explicit, generated, implicit, winograd
 from .common import ConvGeometry, ConvStats, as_array, as_shape, make_geometry, same_dtype
 from ..elementwise import add
-from ..layout_transform import LAYOUTS, transform
+from ..layout_transform import LAYOUTS, moves_nothing, transform
 
 ALGORITHMS = {module.NAME: module for module in (explicit, implicit, winograd, generated)}
 DIRECTIONS = ("forward", "backward_data", "backward_filter")
@@ -215,10 +215,11 @@ def _from(module, array, order, machine, stats, engine):
 
 
 def _convert(array, src, dst, machine, stats, engine):
-    """`array` from axis order `src` to `dst` by dnn.transform (phase "layout")."""
-    if src == dst:
-        return array
+    """`array` from axis order `src` to `dst` by dnn.transform (phase "layout"); a view of it
+    when the two orders hold the same bytes (only axes of length 1 move: batch 1)."""
     name = {order: key for key, order in LAYOUTS.items()}
+    if src == dst or moves_nothing(array.shape, name[src], name[dst]):
+        return array.reshape([dict(zip(src, array.shape))[axis] for axis in dst])
     out, run = transform(array, name[src], name[dst], machine=machine, engine=engine)
     stats.phases["layout"].append(run)
     return out

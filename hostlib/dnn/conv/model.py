@@ -159,18 +159,8 @@ def transform_cycles(shape, src: str, dst: str, es: int, config) -> float:
     stands for all), against one CPE's share of the tiles' LDM loop; the driver's DMAs are
     double-buffered, so a pass takes the longer of the two, plus a latency and every CPE's
     job fetch."""
-    order = layout.axes(src)
-    sizes = dict(zip(order, shape))
-    swaps = layout.group_swaps(order, layout.axes(dst)) or [(0, 0, 0)]
-    cpes, line = config.num_cpes, config.dma_transaction_bytes
-    total = 0.0
-    for i, j, k in swaps:
-        if i == j == k:                     # the same layout: one copying pass
-            a, p, q, d = 1, 1, 1, int(np.prod(shape))
-        else:
-            a, p, q, d = (int(np.prod([sizes[c] for c in order[lo:hi]], dtype=np.int64))
-                          for lo, hi in ((0, i), (i, j), (j, k), (k, len(order))))
-            order = order[:i] + order[j:k] + order[i:j] + order[k:]
+    cpes, total = config.num_cpes, 0.0
+    for a, p, q, d in layout.swap_passes(shape, src, dst):
         pb, qb, db = layout._tile(config, p, q, d, es)
         units = a * -(-p // pb) * -(-q // qb) * -(-d // db)
         full = db == d

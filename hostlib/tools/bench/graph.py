@@ -33,7 +33,7 @@ from ...graph.cpe import CPE
 from ...graph.dataflow import schedule, split
 from ...graph.dispatch import mpe_cycles
 from ...dnn.layout_transform import LAYOUTS
-from ...graph.ops import OPS, conv_layout, permute, window_geometry
+from ...graph.ops import conv_layout, moves_no_data, permute, window_geometry
 from . import graph_sampled, graph_train, ops
 from .light import path
 from .train_nets import Estimator
@@ -114,7 +114,7 @@ class NodeCosts:
         return found
 
     def _cpe(self, graph, node):
-        if OPS[node.op_type].cost == "view":
+        if moves_no_data(node, [graph.info[n].shape for n in node.inputs if n]):
             return 0, "view", "none"
         try:
             found = self._on_cpes(graph, node)

@@ -22,6 +22,7 @@ only). Target: >= 80 % of the ceiling for every operator.
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
 from dataclasses import dataclass
 from typing import Optional
@@ -31,7 +32,7 @@ import numpy as np
 from ....vm import Machine
 from ... import dnn
 from ...dnn import activation, batchnorm, stream
-from ...dnn.layout_transform import group_swaps
+from ...dnn.layout_transform import swap_passes, swap_plan, tile_round
 from . import fidelity
 
 SAMPLE_ROUNDS = (2, 6)
@@ -177,8 +178,9 @@ class PoolCase:
 @dataclass(frozen=True)
 class TransformCase:
     """A layout transform of a (batch, channels, h, w) NCHW map, sampled along `axis`: the
-    one the passes' work is proportional to with the tiles unchanged (a round: 8 channels, or
-    1 image)."""
+    one the passes' work is proportional to with the tiles unchanged (a round: 8 channels or
+    1 image, and whole tiles of every pass that cuts that axis into tiles:
+    ``layout_transform.tile_round``)."""
     name: str
     dst: str
     shape: tuple
@@ -190,7 +192,19 @@ class TransformCase:
         return 1 if self.axis == "channels" else 0
 
     def round_size(self, config):
-        return 8 if self.axis == "channels" else 1
+        """8 channels or 1 image, and whole tiles of every pass along that axis; doubled
+        until the first sample gives every CPE a tile in each pass (fewer tiles than CPEs
+        run side by side: a launch's cycles grow slower than its tiles), unless the case
+        then runs whole."""
+        es = np.dtype(self.dtype).itemsize
+        size = math.lcm(8 if self.axis == "channels" else 1, tile_round(
+            self.shape, "NCHW", self.dst, "NCHW"[self._index], es, config))
+        while SAMPLE_ROUNDS[1] * size < self.full and min(
+                swap_plan(config, es, *piece, 0, 0)["units"] for piece in
+                swap_passes(self._shape(SAMPLE_ROUNDS[0] * size), "NCHW", self.dst)) \
+                < config.num_cpes:
+            size *= 2
+        return size
 
     @property
     def full(self):
@@ -202,7 +216,7 @@ class TransformCase:
         return tuple(shape)
 
     def bytes_moved(self, n):     # read once and written once per pass
-        passes = max(1, len(group_swaps(dnn.LAYOUTS["NCHW"], dnn.LAYOUTS[self.dst])))
+        passes = len(swap_passes(self._shape(n), "NCHW", self.dst))
         return 2 * passes * int(np.prod(self._shape(n))) * np.dtype(self.dtype).itemsize
 
     def run(self, n, engine, rng, machine=None):
