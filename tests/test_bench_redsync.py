@@ -79,6 +79,10 @@ def test_every_accuracy_run_is_a_configuration_four_ranks_accept():
         if run != "sgd":
             config = accuracy.compression(run).check(accuracy.RANKS)
             assert config.layers == "sparse" and config.warmup_iter == accuracy.WARMUP
+    # LeNet at 0.1 % diverges after 10 dense steps: it warms up 5 epochs (1 437 images at 64)
+    assert accuracy.default_warmup("lenet") == 113 == accuracy.warmup_steps("lenet", 5)
+    assert accuracy.default_warmup("mlp") == accuracy.default_warmup("lstm") == accuracy.WARMUP
+    assert accuracy.warmup_steps("lstm", 1) == 45               # 1 437 images at 32 per step
     row = dict(name="RGC 1%", accuracy={"150": 0.9}, final_loss=0.5, bytes_sent=[10, 30],
                replan="table")
     assert accuracy.format_row(row, 40.0).startswith(

@@ -175,8 +175,9 @@ def register(subparsers) -> None:
                          help="--accuracy's MPI ranks")
     redsync.add_argument("--seed", type=count_argument(0),
                          help="--accuracy: the solver's random_seed instead of its prototxt's")
-    redsync.add_argument("--warmup", type=count_argument(0), default=redsync_accuracy.WARMUP,
-                         help="--accuracy: the RGC runs' dense warm-up steps")
+    redsync.add_argument("--warmup", type=count_argument(0),
+                         help="--accuracy: the RGC runs' dense warm-up steps (default: "
+                              f"{redsync_accuracy.WARMUP}, LeNet 5 epochs)")
     redsync.add_argument("--runs", nargs="+", choices=list(redsync_accuracy.RUNS),
                          metavar="RUN", help="--accuracy's runs, of: "
                          f"{', '.join(redsync_accuracy.RUNS)} (default: "
