@@ -170,8 +170,8 @@ def _run(args, spec, solver, reducer) -> int:
                 records.append(record)
                 if compressed and lead:               # blobs re-planned sparse <-> dense
                     switches = trainer.gradient_reducer.switches
-                    for step, plan in switches[switches_shown:]:
-                        tqdm.write(f"step {step}: "
+                    for iteration, plan in switches[switches_shown:]:   # 0-based
+                        tqdm.write(f"step {iteration + 1}: "
                                    + trainer.gradient_reducer.format_plan([plan]))
                     switches_shown = len(switches)
                 if log:
