@@ -79,7 +79,22 @@ def test_every_accuracy_run_is_a_configuration_four_ranks_accept():
         if run != "sgd":
             config = accuracy.compression(run).check(accuracy.RANKS)
             assert config.layers == "sparse" and config.warmup_iter == accuracy.WARMUP
+    # LeNet at 0.1 % diverges after 10 dense steps: it warms up 5 epochs (1 437 images at 64)
+    assert accuracy.default_warmup("lenet") == 113 == accuracy.warmup_steps("lenet", 5)
+    assert accuracy.default_warmup("mlp") == accuracy.default_warmup("lstm") == accuracy.WARMUP
+    assert accuracy.warmup_steps("lstm", 1) == 45               # 1 437 images at 32 per step
     row = dict(name="RGC 1%", accuracy={"150": 0.9}, final_loss=0.5, bytes_sent=[10, 30],
                replan="table")
     assert accuracy.format_row(row, 40.0).startswith(
         "RGC 1%                  90.00 % @150  loss 0.5000  bytes per rank 10..30 (50.00 % of")
+
+
+def test_the_replay_shows_lenets_residual_growing_after_a_short_warm_up():
+    """docs/redsync.md "Why LeNet diverged": at 0.1 % after 10 dense steps rank 0's residual
+    and the weight steps grow step after step (the emulated runs then diverge)."""
+    from swsim.hostlib.tools.bench.redsync_replay import replay
+    rows = list(replay("lenet", steps=45, warmup=10, seed=2, test_every=15))
+    norms = [row["residual_norm"] for row in rows]
+    steps = [row["largest_step"] for row in rows]
+    assert norms[0] > 0 and norms[1] > 2 * norms[0] and norms[2] > norms[1]
+    assert steps[2] > steps[0]

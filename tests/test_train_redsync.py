@@ -105,9 +105,9 @@ def test_two_mpi_ranks_exchange_and_apply_the_same_update():
 
 def test_the_solver_prototxt_compression_message_is_the_python_config():
     solver = parse_solver("compression { method: RGC density: 0.01 select: SAMPLED "
-                          "quantize: NONE warmup_iter: 10 }")
+                          "quantize: NONE warmup_iter: 10 replan_every: 5 }")
     assert Compression.from_proto(solver.compression) == Compression(
-        "RGC", float(np.float32(0.01)), "SAMPLED", "NONE", 10)
+        "RGC", float(np.float32(0.01)), "SAMPLED", "NONE", 10, replan_every=5)
     assert Compression.from_proto(SolverParameter().compression) == Compression(
         density=float(np.float32(0.001)))        # the proto's float
 
@@ -117,6 +117,7 @@ def test_the_solver_prototxt_compression_message_is_the_python_config():
     ("compression { method: RGC density: 0 }", "density"),
     ("compression { method: RGC density: 1.5 }", "density"),
     ("compression { method: RGC select: SAMPLED quantize: ASQ }", "sampled"),
+    ("compression { method: RGC replan_every: -1 }", "replan_every must be an integer >= 0"),
 ])
 def test_the_solver_refuses_impossible_compression(text, needle):
     with pytest.raises(TrainError, match=needle):
@@ -165,7 +166,9 @@ def test_two_mpi_ranks_train_deterministically_and_resume_bit_exact():
     line = mpi.mpiexec(2, sys.executable, str(Path(__file__).parent / "redsync_train_ranks.py"))
     assert json.loads(line) == {"ranks": 2, "same_on_every_rank": True, "deterministic": True,
                                 "resumed_bit_exact": True, "residual_kept": True,
-                                "sparse_bytes_below_dense": True, "overlap_saves_time": True}
+                                "sparse_bytes_below_dense": True, "overlap_saves_time": True,
+                                "replanned_after_the_warm_up": True,
+                                "replanned_alike_on_every_rank": True}
 
 
 def test_local_gradient_clipping_scales_each_rank_to_clip_over_sqrt_ranks():

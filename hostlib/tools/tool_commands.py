@@ -159,7 +159,8 @@ def register(subparsers) -> None:
     redsync.add_argument("--quick", action="store_true",
                          help="sizes up to 1 MB simulated, AlexNet only; with --accuracy: "
                               f"{redsync_accuracy.QUICK_STEPS} steps, runs "
-                              f"{', '.join(redsync_accuracy.QUICK_RUNS)}")
+                              f"{', '.join(redsync_accuracy.QUICK_RUNS)}, "
+                              f"{redsync_accuracy.WARMUP} warm-up steps")
     _json_argument(redsync)
     engine_argument(redsync)
     redsync.add_argument("--accuracy", action="store_true",
@@ -175,8 +176,9 @@ def register(subparsers) -> None:
                          help="--accuracy's MPI ranks")
     redsync.add_argument("--seed", type=count_argument(0),
                          help="--accuracy: the solver's random_seed instead of its prototxt's")
-    redsync.add_argument("--warmup", type=count_argument(0), default=redsync_accuracy.WARMUP,
-                         help="--accuracy: the RGC runs' dense warm-up steps")
+    redsync.add_argument("--warmup", type=count_argument(0),
+                         help="--accuracy: the RGC runs' dense warm-up steps (default: "
+                              f"{redsync_accuracy.WARMUP}, LeNet 5 epochs)")
     redsync.add_argument("--runs", nargs="+", choices=list(redsync_accuracy.RUNS),
                          metavar="RUN", help="--accuracy's runs, of: "
                          f"{', '.join(redsync_accuracy.RUNS)} (default: "
@@ -540,8 +542,10 @@ def _redsync_accuracy(args) -> int:
         if row["run"] == "sgd":
             dense.append(accuracy.mean_bytes(row))
         print(accuracy.format_row(row, dense[0] if dense else None), flush=True)
+    # a quick run keeps a short warm-up, or LeNet's RGC would be dense throughout
+    warmup = accuracy.WARMUP if args.warmup is None and args.quick else args.warmup
     rows = accuracy.run(args.net, steps, runs, args.ranks, args.test_every, args.seed,
-                        args.warmup, progress=report)
+                        warmup, progress=report)
     if args.json:
         as_json.dump(args.json, dict(quick=quick, rows=rows))
     return 0

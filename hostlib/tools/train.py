@@ -147,7 +147,7 @@ def _run(args, spec, solver, reducer) -> int:
     steps = args.steps or solver.max_iter or DEFAULT_STEPS
     log = _open_log(args.log, trainer.step_count if args.resume else None) \
         if args.log and lead else None
-    records = []
+    records, switches_shown = [], 0
     try:
         with tqdm(total=steps, initial=trainer.step_count, unit="step",
                   dynamic_ncols=True, disable=not lead) as bar:
@@ -168,6 +168,12 @@ def _run(args, spec, solver, reducer) -> int:
                 if lead and solver.test_interval and result.step % solver.test_interval == 0:
                     record["test_accuracy"] = trainer.test()
                 records.append(record)
+                if compressed and lead:               # blobs re-planned sparse <-> dense
+                    switches = trainer.gradient_reducer.switches
+                    for iteration, plan in switches[switches_shown:]:   # 0-based
+                        tqdm.write(f"step {iteration + 1}: "
+                                   + trainer.gradient_reducer.format_plan([plan]))
+                    switches_shown = len(switches)
                 if log:
                     log.write(json.dumps(record) + "\n")
                     log.flush()

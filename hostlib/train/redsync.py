@@ -31,7 +31,8 @@ __all__ = ["Compression", "LayerResidual", "RedSync", "decompress", "overlap_sav
 
 @dataclass(frozen=True)
 class Compression:
-    """The solver's ``compression { method density select quantize warmup_iter }``."""
+    """The solver's ``compression { method density select quantize warmup_iter
+    replan_every }``."""
     method: str = "NONE"
     density: float = 0.001
     select: str = "BINARY"
@@ -45,8 +46,8 @@ class Compression:
     # applies its momentum to the synchronised update
     momentum_correction: bool = True
     momentum_masking: bool = True
-    # Python API only: every replan_every compressed steps the plan is re-predicted from the
-    # selections measured since it was made and applied (RedSync._apply_replan); 0: never
+    # every replan_every compressed steps the plan is re-predicted from the selections
+    # measured since it was made and applied (RedSync._apply_replan); 0: never
     replan_every: int = 0
 
     @classmethod
@@ -56,7 +57,7 @@ class Compression:
             enum = parameter.DESCRIPTOR.fields_by_name[field].enum_type
             return enum.values_by_number[getattr(parameter, field)].name
         return cls(name("method"), float(parameter.density), name("select"), name("quantize"),
-                   parameter.warmup_iter)
+                   parameter.warmup_iter, replan_every=parameter.replan_every)
 
     def check(self, ranks: int) -> "Compression":
         """The configuration if it can run on `ranks` ranks; else a TrainError saying why."""

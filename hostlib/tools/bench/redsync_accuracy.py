@@ -1,7 +1,7 @@
 """`swsim bench redsync --accuracy`: RedSync's accuracy on the digits (thesis Table 8.1's
 shape). The command launches `mpiexec -n RANKS` on this module itself (``run``); under MPI
 (``main``) every rank trains the same net from the same seed once per run — dense allreduce
-(SGD), RGC and RGC+ASQ at densities 1 % and 0.1 % (BINARY search, WARMUP dense warm-up steps,
+(SGD), RGC and RGC+ASQ at densities 1 % and 0.1 % (BINARY search, the net's dense warm-up,
 every blob sent sparse: on these small nets the eq. 8-1/8-2 model would send every blob dense,
 which would make RGC the dense run) and the diagnosis runs of docs/redsync.md (DGC's momentum
 masking or correction off) — testing on the held-out images every `test_every` steps, with
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -19,9 +20,12 @@ from pathlib import Path
 NETS = {"lenet": "lenet_solver", "mlp": "lenet_solver", "lstm": "lstm_solver"}
 STEPS, QUICK_STEPS = 150, 30
 RANKS = 4                     # as Table 8.1's Cifar10 and LSTM runs
-WARMUP = 10
+WARMUP = 10                   # dense warm-up steps of the MLP and the LSTM: enough at 0.1 %
+# the thesis' remedy for RGC that would not converge (§8.2.5): dense SGD first, 5 epochs for its
+# ResNet-50 and VGG-16; LeNet needs it (at 10 steps it diverges at 0.1 %, docs/redsync.md)
+WARMUP_EPOCHS = {"lenet": 5}
 # run id: (its name in the table, Compression's arguments after "RGC" or None for dense SGD);
-# every RGC run: BINARY search, WARMUP dense steps, every blob sparse
+# every RGC run: BINARY search, the net's dense warm-up (default_warmup), every blob sparse
 RUNS = {"sgd": ("SGD (dense)", None),
         "rgc-1": ("RGC 1%", dict(density=0.01)),
         "asq-1": ("RGC+ASQ 1%", dict(density=0.01, quantize="ASQ")),
@@ -33,6 +37,23 @@ RUNS = {"sgd": ("SGD (dense)", None),
                                                       momentum_correction=False))}
 TABLE_RUNS = ("sgd", "rgc-1", "asq-1", "rgc-0.1", "asq-0.1")
 QUICK_RUNS = ("sgd", "rgc-1")
+
+
+def warmup_steps(net: str, epochs: float) -> int:
+    """The steps of `epochs` passes over the net's training images (its TRAIN Data layer's
+    source and batch size), rounded up."""
+    from ...train import example, parse_net
+    from ...train.caffe_pb2 import TRAIN
+    from ...train.data import Dataset
+    layer = next(layer for layer in parse_net(example(net)).layer if layer.type == "Data"
+                 and any(rule.phase == TRAIN for rule in layer.include))
+    images = len(Dataset(layer.data_param.source, "TRAIN"))
+    return math.ceil(epochs * images / layer.data_param.batch_size)
+
+
+def default_warmup(net: str) -> int:
+    """The RGC runs' dense warm-up steps for `net`: WARMUP_EPOCHS, else WARMUP steps."""
+    return warmup_steps(net, WARMUP_EPOCHS[net]) if net in WARMUP_EPOCHS else WARMUP
 
 
 def compression(run: str, warmup: int = WARMUP):
@@ -75,8 +96,10 @@ def main(argv=None) -> int:
     parser.add_argument("--test-every", type=int, default=STEPS)
     parser.add_argument("--runs", nargs="+", choices=list(RUNS), default=list(TABLE_RUNS))
     parser.add_argument("--seed", type=int, help="the solver's random_seed instead")
-    parser.add_argument("--warmup", type=int, default=WARMUP)
+    parser.add_argument("--warmup", type=int, help="dense warm-up steps (default_warmup)")
     args = parser.parse_args(argv)
+    if args.warmup is None:
+        args.warmup = default_warmup(args.net)
     from ...train.allreduce import world
     comm = world()
     for run_id in args.runs:
@@ -89,16 +112,16 @@ def main(argv=None) -> int:
 
 
 def run(net: str = "lenet", steps: int = STEPS, runs=TABLE_RUNS, ranks: int = RANKS,
-        test_every: int = None, seed: int = None, warmup: int = WARMUP, progress=None) -> list:
+        test_every: int = None, seed: int = None, warmup: int = None, progress=None) -> list:
     """Rows of ``main``'s runs, launched as `mpiexec -n ranks` on this module; `progress(row)`
     as each run ends (the runs are long: minutes each)."""
     mpiexec = Path(sys.executable).parent / "mpiexec"
     if not mpiexec.exists():
         raise RuntimeError("no mpiexec beside this python: pip install -e '.[mpi]'")
     command = [str(mpiexec), "-n", str(ranks), sys.executable, "-m", __name__, "--net", net,
-               "--steps", str(steps), "--test-every", str(test_every or steps), "--warmup",
-               str(warmup), *(["--seed", str(seed)] if seed is not None else []), "--runs",
-               *runs]
+               "--steps", str(steps), "--test-every", str(test_every or steps),
+               *(["--warmup", str(warmup)] if warmup is not None else []),
+               *(["--seed", str(seed)] if seed is not None else []), "--runs", *runs]
     rows = []
     with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                           text=True) as ranks_process:
