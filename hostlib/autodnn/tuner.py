@@ -85,8 +85,7 @@ def predict(gen: Generated, config: VMConfig) -> float:
     C tiles' zeroing, and the first call's exposed DMA."""
     plan = gen.plan
     consts = plan.seed.registry.const_values()
-    trips = [-(-(l.max.value(consts) - l.min.value(consts)) // l.stride.value(consts))
-             for l in plan.loops]
+    trips = list(plan.trips.values())
     calls = int(np.prod(trips)) if trips else 1
     first = {**consts, **{l.iter: l.min.value(consts) for l in plan.loops}}
     engine = 0.0
@@ -134,9 +133,10 @@ def space(programs, dtype: str = "float64") -> list:
     from .optimize import plan, primitive_extents
     from .schedule import apply, bindings, bound_values
     scheduled_gemms = {}      # structure -> the gemm_op of one scheduled seed
+    structures = {}           # structure -> its number (hashed once per program)
     out = []
     for program in programs:
-        structure = _structure(program)
+        structure = structures.setdefault(_structure(program), len(structures))
         for binding in bindings(program):
             cand = Candidate(program, binding)
             try:
@@ -155,10 +155,33 @@ def space(programs, dtype: str = "float64") -> list:
 
 
 def _structure(program: Program) -> tuple:
-    """What scheduling a program does, constants aside: its loop nest and strategies."""
-    from .ir import format_nodes
-    return (tuple(format_nodes(program.seed.body)),
+    """What scheduling a program does, constants aside: its loop nest and strategies (a key
+    of the nodes' fields, the Exprs themselves: printing the nest was a tenth of tuning)."""
+    return (_nest(program.seed.body),
             tuple((s.op, tuple(map(str, s.args))) for s in program.strategies))
+
+
+def _nest(nodes) -> tuple:
+    """A loop nest's key: Exprs as their terms in order (equal nests written alike compare
+    equal; a differently ordered Expr only makes another structure) -- no sorting hash."""
+    from .ir import For, GemmOp
+
+    def expr(e):
+        return tuple(e.terms.items()), e.const
+    key = []
+    for node in nodes:
+        if isinstance(node, For):
+            key.append((node.iter, expr(node.min), expr(node.stride), expr(node.max),
+                        _nest(node.body)))
+        elif isinstance(node, GemmOp):
+            key.append((node.name, tuple(node.m), tuple(node.n), tuple(node.k), node.layout,
+                        node.vector, *((acc.tensor, tuple((dim, expr(e))
+                                                          for dim, e in acc.index.items()))
+                                       for acc in (node.a, node.b, node.c))))
+        else:
+            raise ScheduleError("one gemm_op", f"a seed's nest holds loops and a gemm_op, "
+                                f"not {type(node).__name__}", node.line)
+    return tuple(key)
 
 
 def _sampled(program: Program, sample: int) -> tuple:
