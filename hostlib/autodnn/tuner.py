@@ -72,12 +72,10 @@ def with_consts(program: Program, **values) -> Program:
 def _block_rows(op, es, at_env) -> tuple:
     """(starts, ends, valid) byte ranges of the 64 CPEs' rows of an operand's block, at the
     iteration `at_env`."""
-    base = op.base.value(at_env) * es
-    i, j = np.divmod(np.arange(MESH * MESH), MESH)
-    cpe = base + (np.array(op.offsets["i"])[i] + np.array(op.offsets["j"])[j]) * es
-    starts = cpe[:, None] + np.arange(op.rows)[None, :] * op.pitch * es
-    ends = starts + op.vec * es - 1
-    return starts, ends, np.ones_like(starts, bool)
+    cpe = (np.add.outer(op.offsets["i"], op.offsets["j"]).ravel() + op.base.value(at_env)) * es
+    starts = cpe[:, None] + np.arange(op.rows)[None, :] * (op.pitch * es)
+    ends = starts + (op.vec * es - 1)
+    return starts, ends, np.ones(starts.shape, bool)
 
 
 def predict(gen: Generated, config: VMConfig) -> float:
