@@ -245,14 +245,20 @@ _SHARED = {Expr, str, int, bool, tuple, type(None)}
 
 
 def walk(nodes, loops=()):
-    """Yield (node, enclosing For nodes outermost first) for every node, depth first."""
-    for node in nodes:
+    """Yield (node, enclosing For nodes outermost first) for every node, depth first. (A stack
+    of iterators: nested generators passed every node up through each level.)"""
+    stack = [(iter(nodes), loops)]
+    while stack:
+        children, loops = stack[-1]
+        node = next(children, None)
+        if node is None:
+            stack.pop()
+            continue
         yield node, loops
         if isinstance(node, For):
-            yield from walk(node.body, loops + (node,))
+            stack.append((iter(node.body), loops + (node,)))
         elif isinstance(node, If):
-            yield from walk(node.then, loops)
-            yield from walk(node.orelse, loops)
+            stack += [(iter(node.orelse), loops), (iter(node.then), loops)]
 
 
 def gemms(seed: Seed) -> list:
