@@ -618,6 +618,18 @@ def test_tuner_prechecks_refuse_as_building_does():
             assert cand.generated.text == built.text
 
 
+def test_tuning_shares_dma_costs_without_changing_predictions():
+    # the model remembers the engine cycles of block geometries across a tuning's candidates;
+    # each candidate's prediction is the one it gets alone
+    from swsim.hostlib.autodnn import conv, tuner
+    from swsim.vm.config import VMConfig
+    config = VMConfig.preset()
+    tuning = tuner.tune(conv.programs(32, 64, 64, 4, 4, 3, 3), "model", config=config)
+    assert len(tuning.feasible) > 5
+    for cand in tuning.feasible:
+        assert cand.predicted == tuner.predict(cand.generated, config)
+
+
 def test_large_kernels_are_estimated_from_two_smaller_ones():
     # more than MAX_TAPS taps: the same schedule at kernel sizes 2 and 4, extrapolated
     # linearly in the taps' count, against the whole run
