@@ -357,6 +357,25 @@ def test_bench_compares_generated_with_implicit_on_a_small_layer():
     assert len(bench.listing(True)) == 3 * len(bench.QUICK_LISTING)
 
 
+def test_bench_samples_listing_6_1_and_extrapolates_implicit_over_the_taps():
+    from swsim.hostlib.tools.bench import autodnn as bench
+    assert len(bench.LISTING_61) == 120
+    sampled = bench.large_kernels(False)
+    assert {(b, layer[5]) for layer, b in sampled} == \
+        {(b, k) for b in bench.LARGE_BATCHES for k in bench.LARGE_KERNELS}
+    assert len(bench.large_kernels(True)) == 2
+    # implicit's blocking of a 5 x 5 kernel run at 2 x 2 and 4 x 4, extrapolated: its whole
+    # estimate with that blocking
+    geo = bench.geometry(("listing6.1", "B=32", 16, 32, 2, 5), 32)
+    blocking = bench.conv_implicit.choose(geo, 8, bench.CONFIG)
+    whole = bench._implicit(geo, "c", blocking)
+    assert bench.implicit_taps(geo, "c") == pytest.approx(whole, rel=1e-3)
+    row = bench.Row("listing6.1", "B=32", (32, 16, 32, 2, 5), geo.flops, 2.0 * whole, None,
+                    "conv[...]", whole)
+    report = bench.format_report({"batch": 128, "rows": [row], "tuning": []}, 1.0)
+    assert "Listing 6.1 (large kernels, sampled): 1 of 1 cases" in report
+
+
 def test_accumulating_kernel_revisits_c_correctly():
     text = shrink(CONV, Ro=2, Co=4, Kr=2, Kc=2, Ni=16, No=32, B=128).replace(
         "reorder({cRo, cCo_out, cKr, cKc, cCo_in});", "reorder({cRo, cKr, cCo_out, cKc, cCo_in});")
@@ -597,6 +616,18 @@ def test_tuner_prechecks_refuse_as_building_does():
         if built is not None:
             assert cand.generated.ldm_bytes == built.ldm_bytes
             assert cand.generated.text == built.text
+
+
+def test_tuning_shares_dma_costs_without_changing_predictions():
+    # the model remembers the engine cycles of block geometries across a tuning's candidates;
+    # each candidate's prediction is the one it gets alone
+    from swsim.hostlib.autodnn import conv, tuner
+    from swsim.vm.config import VMConfig
+    config = VMConfig.preset()
+    tuning = tuner.tune(conv.programs(32, 64, 64, 4, 4, 3, 3), "model", config=config)
+    assert len(tuning.feasible) > 5
+    for cand in tuning.feasible:
+        assert cand.predicted == tuner.predict(cand.generated, config)
 
 
 def test_large_kernels_are_estimated_from_two_smaller_ones():

@@ -7,7 +7,8 @@ Children execute left to right. A ``Seed`` is the registry plus the root's child
 from __future__ import annotations
 
 from dataclasses import dataclass, field, is_dataclass
-from typing import Optional
+from types import MappingProxyType
+from typing import Mapping, Optional
 
 from ...errors import ArgumentError
 
@@ -94,8 +95,11 @@ class Expr:
         return Expr(terms, const)
 
     def value(self, env: dict) -> int:
+        value = self.const
         try:
-            return self.const + sum(coef * env[name] for name, coef in self.terms.items())
+            for name, coef in self.terms.items():      # a loop: sum() of a generator costs more
+                value += coef * env[name]
+            return value
         except KeyError:
             missing = sorted(self.names - set(env))
             raise ArgumentError(f"expression {self} has unbound symbols {missing}") from None
@@ -196,19 +200,19 @@ class Registry:
     params: dict = field(default_factory=dict)    # name -> list of candidate values
     tensors: dict = field(default_factory=dict)   # name -> Tensor
 
-    def const_values(self) -> dict:
-        """Every ConstVar's integer value (in declaration order, each over the earlier).
-        Remembered while the consts hold the same (immutable) Exprs: the optimiser and the
-        tuner ask thousands of times per space."""
+    def const_values(self) -> Mapping:
+        """Every ConstVar's integer value (in declaration order, each over the earlier), read
+        only. Remembered while the consts hold the same (immutable) Exprs: the optimiser and
+        the tuner ask thousands of times per space (a copy per call was a tenth of tuning)."""
         items = tuple(self.consts.items())
         cached = self.__dict__.get("_values")
         if cached is not None and cached[0] == items:     # identical Exprs compare at C speed
-            return dict(cached[1])
+            return cached[1]
         values = {}
         for name, expr in items:
             values[name] = expr.value(values)
-        self._values = (items, values)
-        return dict(values)
+        self._values = (items, MappingProxyType(values))
+        return self._values[1]
 
 
 @dataclass
@@ -225,14 +229,15 @@ def _clone(value):
     strings, numbers and tuples of them shared. The tuner copies a seed per candidate, and
     copy.deepcopy's generic walk was most of its time."""
     kind = type(value)
-    if kind is list:
-        return [_clone(v) for v in value]
+    if kind is list:      # shared leaves tested inline: a call per leaf was half the copy
+        return [v if type(v) in _SHARED else _clone(v) for v in value]
     if kind is dict:
-        return {k: _clone(v) for k, v in value.items()}
+        return {k: v if type(v) in _SHARED else _clone(v) for k, v in value.items()}
     if kind in _SHARED or not is_dataclass(value):
         return value
     out = kind.__new__(kind)
-    out.__dict__.update({k: _clone(v) for k, v in value.__dict__.items()})
+    out.__dict__.update({k: v if type(v) in _SHARED else _clone(v)
+                         for k, v in value.__dict__.items()})
     return out
 
 
@@ -240,14 +245,20 @@ _SHARED = {Expr, str, int, bool, tuple, type(None)}
 
 
 def walk(nodes, loops=()):
-    """Yield (node, enclosing For nodes outermost first) for every node, depth first."""
-    for node in nodes:
+    """Yield (node, enclosing For nodes outermost first) for every node, depth first. (A stack
+    of iterators: nested generators passed every node up through each level.)"""
+    stack = [(iter(nodes), loops)]
+    while stack:
+        children, loops = stack[-1]
+        node = next(children, None)
+        if node is None:
+            stack.pop()
+            continue
         yield node, loops
         if isinstance(node, For):
-            yield from walk(node.body, loops + (node,))
+            stack.append((iter(node.body), loops + (node,)))
         elif isinstance(node, If):
-            yield from walk(node.then, loops)
-            yield from walk(node.orelse, loops)
+            stack += [(iter(node.orelse), loops), (iter(node.then), loops)]
 
 
 def gemms(seed: Seed) -> list:

@@ -58,24 +58,25 @@ class Plan:
     operands: dict              # "a", "b", "c" -> Operand
     body: list                  # the optimised IR: the seed's nest with the Dma nodes
     strides: dict               # tensor -> {dim: element stride}
+    trips: dict                 # loop iterator -> its iterations
 
     @property
     def flops(self) -> int:
-        trips = 1
-        for loop in self.loops:
-            trips *= _trip_count(loop, self.seed)
-        return 2 * trips * self.extents["m"] * self.extents["n"] * self.extents["k"]
+        calls = 1
+        for count in self.trips.values():
+            calls *= count
+        return 2 * calls * self.extents["m"] * self.extents["n"] * self.extents["k"]
 
 
-def _const(seed: Seed, expr: Expr, what: str, line) -> int:
+def _const(consts, expr: Expr, what: str, line) -> int:
     try:
-        return expr.value(seed.registry.const_values())
+        return expr.value(consts)
     except ValueError:
         raise ScheduleError("constant bounds", f"{what} {expr} is not a constant", line) from None
 
 
-def _trip_count(loop: For, seed: Seed) -> int:
-    lo, step, hi = (_const(seed, e, f"loop {loop.iter}'s bound", loop.line)
+def _trip_count(loop: For, consts) -> int:
+    lo, step, hi = (_const(consts, e, f"loop {loop.iter}'s bound", loop.line)
                     for e in (loop.min, loop.stride, loop.max))
     if step < 1 or hi <= lo:
         raise ScheduleError("loop bounds", f"loop {loop.iter} must run at least once with a "
@@ -95,20 +96,19 @@ def tensor_strides(seed: Seed) -> dict:
     return strides
 
 
-def _ranges(seed: Seed, loops, gemm: GemmOp) -> dict:
+def _ranges(consts, loops, trips, gemm: GemmOp) -> dict:
     """iterator -> (lowest, highest) value."""
     ranges = {}
     for loop in loops:
-        lo = _const(seed, loop.min, "a loop bound", loop.line)
-        step = _const(seed, loop.stride, "a loop bound", loop.line)
-        ranges[loop.iter] = (lo, lo + (_trip_count(loop, seed) - 1) * step)
+        lo = _const(consts, loop.min, "a loop bound", loop.line)
+        step = _const(consts, loop.stride, "a loop bound", loop.line)
+        ranges[loop.iter] = (lo, lo + (trips[loop.iter] - 1) * step)
     for it, extent in gemm.fused.items():
-        ranges[it] = (0, _const(seed, extent, "a fused extent", gemm.line) - 1)
+        ranges[it] = (0, _const(consts, extent, "a fused extent", gemm.line) - 1)
     return ranges
 
 
-def _check_bounds(seed: Seed, acc, ranges) -> None:
-    consts = seed.registry.const_values()
+def _check_bounds(consts, acc, ranges) -> None:
     for dim, expr in acc.index.items():
         lo = hi = expr.subs(consts).const
         for name, coef in expr.subs(consts).terms.items():
@@ -120,15 +120,14 @@ def _check_bounds(seed: Seed, acc, ranges) -> None:
                                 f"spans {lo}..{hi}, outside 0..{consts[dim] - 1}", acc.line)
 
 
-def _parts(seed, gemm, acc, dim_key, strides) -> list:
+def _parts(consts, gemm, acc, dim_key, strides) -> list:
     """[(extent, memory stride)] of a primitive dimension for an operand, outermost first."""
-    consts = seed.registry.const_values()
     parts = []
     for part in getattr(gemm, dim_key):
         if part in gemm.fused:
             stride = sum(expr.terms.get(part, 0) * strides[dim]
                          for dim, expr in acc.index.items())
-            parts.append((_const(seed, gemm.fused[part], "a fused extent", gemm.line), stride))
+            parts.append((_const(consts, gemm.fused[part], "a fused extent", gemm.line), stride))
         else:
             parts.append((consts[part], strides[part]))
     merged = [parts[-1]]
@@ -155,8 +154,9 @@ def _chunk_offsets(parts, chunk) -> list:
 def _operand(seed, gemm, key, acc, dims, blocks, strides, ranges) -> Operand:
     vec_dim, row_dim, vec_coord, row_coord = dims
     tstrides = strides[acc.tensor]
-    vec_parts = _parts(seed, gemm, acc, vec_dim, tstrides)
-    row_parts = _parts(seed, gemm, acc, row_dim, tstrides)
+    consts = seed.registry.const_values()
+    vec_parts = _parts(consts, gemm, acc, vec_dim, tstrides)
+    row_parts = _parts(consts, gemm, acc, row_dim, tstrides)
     vec, rows = blocks[vec_dim], blocks[row_dim]
     if vec_parts[-1][1] != 1 or vec_parts[-1][0] % vec:
         raise ScheduleError("contiguous DMA", f"operand {acc.tensor}: a CPE's "
@@ -170,7 +170,7 @@ def _operand(seed, gemm, key, acc, dims, blocks, strides, ranges) -> Operand:
     fixed = {it: 0 for it in gemm.fused}
     base = Expr()
     for dim, expr in acc.index.items():
-        base = base + expr.subs(fixed).subs(seed.registry.const_values()) * tstrides[dim]
+        base = base + expr.subs(fixed).subs(consts) * tstrides[dim]
     loops_in_order = [it for it in ranges if it not in gemm.fused]
     deps = tuple(it for it in loops_in_order if it in base.names)
     offsets = {vec_coord: _chunk_offsets(vec_parts, vec), row_coord: _chunk_offsets(row_parts, rows)}
@@ -198,11 +198,13 @@ def plan(seed: Seed) -> Plan:
     if gemm.layout[2] != ("notrans" if gemm.vector == "M" else "trans"):
         raise ScheduleError("layout", f"vectorising {gemm.vector} needs C "
                             f"{'notrans' if gemm.vector == 'M' else 'trans'}", gemm.line)
-    extents = primitive_extents(gemm, seed.registry.const_values())
+    consts = seed.registry.const_values()
+    extents = primitive_extents(gemm, consts)
     blocks = {key: extents[key] // MESH for key in "mnk"}
-    ranges = _ranges(seed, loops, gemm)
+    trips = {loop.iter: _trip_count(loop, consts) for loop in loops}
+    ranges = _ranges(consts, loops, trips, gemm)
     for acc in (gemm.a, gemm.b, gemm.c):
-        _check_bounds(seed, acc, ranges)
+        _check_bounds(consts, acc, ranges)
     strides = tensor_strides(seed)
     dims = dict(OPERAND_DIMS, c=C_DIMS[gemm.vector])
     operands = {key: _operand(seed, gemm, key, getattr(gemm, key), dims[key], blocks, strides,
@@ -210,13 +212,13 @@ def plan(seed: Seed) -> Plan:
     for key, op in operands.items():
         op.depth = placement(loops, op.deps)
         if key != "c":
-            op.depth, op.spans = _resident(seed, loops, op)
+            op.depth, op.spans = _resident(consts, loops, trips, op)
             if not op.spans:
-                op.window = _window(seed, loops, op)
+                op.window = _window(consts, loops, trips, op)
             if op.window:
                 op.depth = [l.iter for l in loops].index(op.window[0])
     return Plan(seed, gemm, tuple(loops), extents, blocks, operands,
-                place_dmas(seed, gemm, loops, operands), strides)
+                place_dmas(seed, gemm, loops, operands), strides, trips)
 
 
 def primitive_extents(gemm: GemmOp, consts: dict) -> dict:
@@ -258,7 +260,7 @@ def placement(loops, deps) -> int:
 RESIDENT_BYTES = 36 * 1024
 
 
-def _resident(seed: Seed, loops, op: Operand) -> tuple:
+def _resident(consts, loops, trips, op: Operand) -> tuple:
     """(depth, spans): the thesis' hoisted DMA. An input whose block does not change over a
     loop inside its placement's nest is fetched once outside that loop -- every block of the
     loops it depends on inside, kept in LDM -- at the outermost depth where those blocks fit
@@ -266,38 +268,38 @@ def _resident(seed: Seed, loops, op: Operand) -> tuple:
     depth = placement(loops, op.deps)
     for outer in range(-1, depth):
         inside = loops[outer + 1:depth + 1]
-        if all(l.iter in op.deps or _trip_count(l, seed) == 1 for l in inside):
+        if all(l.iter in op.deps or trips[l.iter] == 1 for l in inside):
             break                           # nothing to reuse from here inwards
         spans = [l for l in inside if l.iter in op.deps]
-        if any(_const(seed, l.min, "a loop bound", l.line) != 0 or
-               _const(seed, l.stride, "a loop bound", l.line) != 1 for l in spans):
+        if any(_const(consts, l.min, "a loop bound", l.line) != 0 or
+               _const(consts, l.stride, "a loop bound", l.line) != 1 for l in spans):
             continue
         count = 1
         for l in spans:
-            count *= _trip_count(l, seed)
+            count *= trips[l.iter]
         if count * op.elements * 8 <= RESIDENT_BYTES:
             return outer, tuple(l.iter for l in spans)
     return depth, ()
 
 
-def _window(seed: Seed, loops, op: Operand) -> tuple:
+def _window(consts, loops, trips, op: Operand) -> tuple:
     """(p, q) when the operand's block is the same at (p, q) as at (p + 1, q - 1) -- its
     address uses the loops p (outer) and q (innermost) with the same coefficient and no
     other loop of more than one iteration inside p, both from 0 by 1: a convolution's input rows over the output rows p and
     the kernel rows q. Its blocks are then kept in a ring of trips(q) + 1 LDM blocks (when
     they fit RESIDENT_BYTES) over p's iterations, and each later iteration of p fetches one
     new block instead of trips(q). Else ()."""
-    deps = [l for l in loops if l.iter in op.deps and _trip_count(l, seed) > 1]
+    deps = [l for l in loops if l.iter in op.deps and trips[l.iter] > 1]
     if len(deps) < 2:
         return ()
     p, q = deps[-2], deps[-1]
     if op.base.terms[p.iter] != op.base.terms[q.iter]:
         return ()
-    if any(_const(seed, l.min, "a loop bound", l.line) != 0 or
-           _const(seed, l.stride, "a loop bound", l.line) != 1 for l in (p, q)):
+    if any(_const(consts, l.min, "a loop bound", l.line) != 0 or
+           _const(consts, l.stride, "a loop bound", l.line) != 1 for l in (p, q)):
         return ()
-    q_trips = _trip_count(q, seed)
-    if q_trips < 2 or _trip_count(p, seed) < 2 or \
+    q_trips = trips[q.iter]
+    if q_trips < 2 or trips[p.iter] < 2 or \
             (q_trips + 1) * op.elements * 8 > RESIDENT_BYTES:
         return ()
     return p.iter, q.iter

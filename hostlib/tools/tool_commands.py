@@ -120,10 +120,12 @@ def register(subparsers) -> None:
     conv.set_defaults(func=_conv)
 
     generated = which.add_parser("autodnn", help="swAutoDNN: generated vs hand-written implicit "
-                                 "convolution on VGG-16/ResNet-50/YOLO layers and Listing 5.1, "
-                                 "model vs measured tuning (sampled)")
+                                 "convolution on VGG-16/ResNet-50/YOLO layers, Listing 5.1 and "
+                                 "Listing 6.1's large kernels, model vs measured tuning "
+                                 "(sampled)")
     generated.add_argument("--quick", action="store_true",
-                           help="no network layers, 2 Listing 5.1 cases per B")
+                           help="no network layers, 2 Listing 5.1 cases per B, 2 Listing 6.1 "
+                           "cases")
     _json_argument(generated)
     engine_argument(generated)
     generated.set_defaults(func=_autodnn_bench)

@@ -17,12 +17,15 @@ output rows of at most 4 column tiles). Efficiency = flops / (cycles x the CG's 
 Listing 5.1 (``bench conv``'s cases: K = 3, N_i >= N_o, R_o = C_o, B = 1 / 32 / 128) the same
 way, float64, one CG, with the generated-vs-implicit mean per B; generated covers B = 1 by
 zero padding the batch (docs/autodnn.md, "Boundaries"). The tuning comparison runs at every
-B. ``--quick``: no network layers, Listing 5.1's QUICK_LISTING cases at every B, the tuning.
+B. Listing 6.1's large kernels (C_o = 3, K = 32..256; ``LISTING_61``), sampled (every
+LARGE_STRIDE-th case), both algorithms' taps extrapolated from two smaller kernels.
+``--quick``: no network layers, Listing 5.1's QUICK_LISTING cases at every B, two Listing 6.1
+cases, the tuning.
 """
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 
@@ -56,9 +59,21 @@ LAYERS = (
 BATCH = 128
 # Listing 5.1 in --quick: (N_i, N_o, R_o) at each of conv_bench.BATCHES
 QUICK_LISTING = ((64, 64, 16), (128, 128, 16))
+# Listing 6.1 (thesis §6.6): large kernels on a 3 x 3 output, where the image-aware blocking
+# cannot block C_o; (B, N_i, N_o, K) in the listing's order, N_i >= N_o: 120 cases. A case
+# simulates two smaller kernels of its schedule (autodnn.conv's tap sampler; implicit's
+# estimate the same way, ``implicit_taps``) at its full channels and batch, too slow for all
+# 120 within the bench's budget: the run takes every LARGE_STRIDE-th case (one per B and K,
+# the channel pairs spread), --quick every QUICK_LARGE_STRIDE-th.
+LARGE_BATCHES, LARGE_CHANNELS, LARGE_KERNELS = (32, 128), (64, 128, 256, 384, 512), \
+    (32, 64, 128, 256)
+LARGE_OUTPUT = 3
+LARGE_STRIDE, QUICK_LARGE_STRIDE = 15, 60
+# the kernel sizes implicit's taps are extrapolated from (its blocking fixed to the layer's)
+IMPLICIT_TAP_SIZES = (2, 4)
 # the tuning comparison: the measured search runs every candidate, so a small layer
 TUNE_LAYER = ("tune", "small", 64, 64, 4, 3)
-THESIS = {"speedup_mean": 1.44, "tuning_loss_mean": 0.02, "tuning_loss_worst": 0.08,
+THESIS = {"speedup_mean": 1.44, "large_kernel_efficiency": 0.785, "tuning_loss_mean": 0.02, "tuning_loss_worst": 0.08,
           "tuning_speedup_min": 353}
 
 
@@ -98,12 +113,31 @@ def measure(layer, batch, engine="c") -> Row:
         row.refused["generated"] = refusal
     refusal = conv_implicit.supports(geo, "forward", DTYPE, CONFIG)
     if refusal is None:
-        cycles, details = conv_implicit.estimate(geo, "forward", DTYPE, Machine(CONFIG), engine)
-        row.implicit = cycles - sum(details.get(p, 0) for p in ("weights", "operands"))
+        row.implicit = implicit_taps(geo, engine) if geo.k_r * geo.k_c > \
+            autodnn_conv.MAX_TAPS else _implicit(geo, engine)
     else:
         row.refused["implicit"] = refusal
     row.seconds = time.perf_counter() - start
     return row
+
+
+def _implicit(geo, engine, blocking=None) -> float:
+    """Implicit's kernel cycles (its rearrangements excluded), sampled as `bench conv` does."""
+    cycles, details = conv_implicit.estimate(geo, "forward", DTYPE, Machine(CONFIG), engine,
+                                             blocking=blocking)
+    return cycles - sum(details.get(p, 0) for p in ("weights", "operands"))
+
+
+def implicit_taps(geo, engine) -> float:
+    """Implicit's cycles on a large kernel: its blocking for the layer run on two smaller
+    square kernels (IMPLICIT_TAP_SIZES, the same output), extrapolated linearly in the taps'
+    count (the taps are a reduction inside each output tile; exact on 64 -> 64, B = 32, 3 x 3
+    output: K = 2 and 4 give K = 8 and 12 to the cycle)."""
+    blocking = conv_implicit.choose(geo, np.dtype(DTYPE).itemsize, CONFIG)
+    (taps1, cycles1), (taps2, cycles2) = (
+        (k * k, _implicit(replace(geo, r_i=geo.r_o + k - 1, c_i=geo.c_o + k - 1, k_r=k, k_c=k),
+                          engine, blocking)) for k in IMPLICIT_TAP_SIZES)
+    return cycles1 + (geo.k_r * geo.k_c - taps1) * (cycles2 - cycles1) / (taps2 - taps1)
 
 
 @dataclass
@@ -138,10 +172,20 @@ def listing(quick: bool) -> list:
             for b, n_i, n_o, r_o in cases]
 
 
+LISTING_61 = tuple((b, n_i, n_o, k) for b in LARGE_BATCHES for n_i in LARGE_CHANNELS
+                   for n_o in LARGE_CHANNELS if n_i >= n_o for k in LARGE_KERNELS)
+
+
+def large_kernels(quick: bool) -> list:
+    """Listing 6.1's sampled cases as (layer, batch)."""
+    return [(("listing6.1", f"B={b}", n_i, n_o, LARGE_OUTPUT, k), b)
+            for b, n_i, n_o, k in LISTING_61[::QUICK_LARGE_STRIDE if quick else LARGE_STRIDE]]
+
+
 def jobs(quick: bool) -> list:
     """The run's steps as (measure or tuning, (layer, batch))."""
     return [(measure, (layer, BATCH)) for layer in LAYERS if not quick] + \
-        [(measure, case) for case in listing(quick)] + \
+        [(measure, case) for case in listing(quick) + large_kernels(quick)] + \
         [(tuning, (TUNE_LAYER, b)) for b in conv_bench.BATCHES]
 
 
@@ -167,7 +211,7 @@ def _means(rows) -> dict:
 
 
 def summary(results) -> dict:
-    networks = [r for r in results["rows"] if r.net != "listing5.1"]
+    networks = [r for r in results["rows"] if not r.net.startswith("listing")]
     listing_rows = [r for r in results["rows"] if r.net == "listing5.1"]
     losses = [t.loss for t in results["tuning"]]
     return {**_means(networks), "layers": len(networks),
@@ -175,6 +219,7 @@ def summary(results) -> dict:
                           if r.generated and r.implicit),
             "listing": {b: _means([r for r in listing_rows if r.geometry[0] == b])
                         for b in sorted({r.geometry[0] for r in listing_rows})},
+            "large_kernels": _means([r for r in results["rows"] if r.net == "listing6.1"]),
             "tuning_loss_mean": float(np.mean(losses)) if losses else None,
             "tuning_loss_worst": float(np.max(losses)) if losses else None,
             "tuning_speedup": [t.measured_seconds / t.model_seconds for t in results["tuning"]]}
@@ -212,6 +257,13 @@ def format_report(results, seconds: float) -> str:
                          f"efficiency generated {pct(m['generated_efficiency_mean'])}, implicit "
                          f"{pct(m['implicit_efficiency_mean'])}, mean speedup "
                          f"{m['speedup_mean']:.2f}x")
+    m = s["large_kernels"]
+    if m["speedup_mean"] is not None:
+        lines.append(f"Listing 6.1 (large kernels, sampled): {m['both']} of {m['cases']} cases, "
+                     f"mean efficiency generated {pct(m['generated_efficiency_mean'])} (thesis "
+                     f"{THESIS['large_kernel_efficiency']:.1%}), implicit "
+                     f"{pct(m['implicit_efficiency_mean'])}, mean speedup "
+                     f"{m['speedup_mean']:.2f}x")
     for t in results["tuning"]:
         lines.append(f"tuning {t.layer}, B = {t.batch}: {t.candidates} candidates; model pick {t.model_pick}, "
                      f"measured best {t.measured_best}, loss {t.loss:.1%} (thesis mean < 2%, "
