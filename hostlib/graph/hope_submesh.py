@@ -11,9 +11,9 @@ run at once between their dependences.
 
 The blocks share the CG's one DMA engine, which the alone latencies cannot see. ``predict``
 (the problem's ``model``) therefore times a plan's launch as the executor builds it: every CPE
-runs the steps in order (its barriers, the table get every CPE makes, then, if it is active,
-its gets, its loop nest and its puts); each request costs the engine the cycles of the VM's
-DMA model (vm/config.py's dma_* parameters through pyengine.transaction_cycles) and the
+runs the steps in order (its barriers; if the step's grid has it, the step's table get, its
+gets, its loop nest and its puts); each request costs the engine the cycles of the VM's DMA
+model (vm/config.py's dma_* parameters through pyengine.transaction_cycles) and the
 engine serves the requests first come first served after dma_latency. A TE's loop-nest cycles
 on a block are the part of its alone latency this model does not account for DMA
 (``_compute_cycles``)."""
@@ -172,7 +172,8 @@ def _cpe_actions(launch, requests, compute, cpe: int, cols: int):
         mask = step.barrier or (codegen.FULL_MESH if step.bcast_rows else 0)
         if mask >> (cpe // cols) & 1:
             yield "barrier", k, mask
-        yield "dma", [table[cpe]]
+        if cpe in gets or not launch.confined:
+            yield "dma", [table[cpe]]
         if cpe in gets:
             if gets[cpe]:
                 yield "dma", gets[cpe]
@@ -226,7 +227,7 @@ def _compute_cycles(t: te.Tensor, device: str, alone: int, config) -> tuple:
         else:
             high = middle
     table, gets, puts = requests[0]
-    engine = sum(table) + sum(map(sum, gets.values())) + \
+    engine = sum(table[cpe] for cpe in gets) + sum(map(sum, gets.values())) + \
         sum(map(sum, puts.values()))
     return (low, math.prod(launch.steps[0].grid)), engine
 
