@@ -15,6 +15,7 @@ scheduling; ``execute`` runs a plan on the VM and replays its measured cycles.""
 from __future__ import annotations
 
 import itertools
+import math
 import time
 from dataclasses import dataclass, field
 
@@ -30,6 +31,7 @@ EPSILONS = (0.1, 0.2)        # balance slack of a bisection: tight first, then l
 SUPER_OP_RATIO = 0.1         # a node below this share of its predecessor's latency merges
 ILP_NODES = 2000             # HiGHS branch-and-bound nodes per part (a node limit, unlike a
 ILP_SECONDS = 120.0          # time limit, gives the same plan on any host; the time is a guard)
+SEARCH_SWEEPS = 2            # local search: passes over the units, each unit tries every device
 
 
 def devices(machine, cgs=None, mpe=True) -> list:
@@ -467,10 +469,34 @@ def ilp_whole(problem: Problem, time_limit=ILP_SECONDS) -> Plan:
     return plan
 
 
+def search(problem: Problem, plan: Plan, sweeps=SEARCH_SWEEPS) -> Plan:
+    """Local search from ``plan``: one unit moves to another device (the units keep their
+    order) when ``problem.model`` (without one: the replay) gives a shorter makespan; at
+    most ``sweeps`` passes over the units, fewer if a pass moves none."""
+    began = time.perf_counter()
+    cost = problem.model or (lambda p: p.makespan)
+    order, device, best = plan.order(), dict(plan.device), cost(plan)
+    for _ in range(sweeps):
+        moved = False
+        for unit in order:
+            for d in problem.devices:
+                if d == device[unit] or problem.latency[unit][d] == math.inf:
+                    continue
+                trial = replay(problem, {**device, unit: d}, order)
+                makespan = cost(trial)
+                if makespan < best:
+                    best, device, moved = makespan, trial.device, True
+        if not moved:
+            break
+    found = replay(problem, device, order, scheduler=plan.scheduler + " + search")
+    found.solve_seconds = plan.solve_seconds + time.perf_counter() - began
+    return found
+
+
 SCHEDULERS = {"sequential": sequential, "chain DP": chain_dp,
               "StarPU-like greedy": lambda p: greedy(p, k=1),
               "greedy top-4": lambda p: greedy(p, k=4), "HOPE ILP": ilp,
-              "HOPE ILP whole": ilp_whole}
+              "HOPE ILP whole": ilp_whole, "HOPE ILP + search": lambda p: search(p, ilp(p))}
 
 
 # --------------------------------------------------------------------------- executor

@@ -19,6 +19,7 @@ on a block are the part of its alone latency this model does not account for DMA
 (``_compute_cycles``)."""
 from __future__ import annotations
 
+import functools
 import heapq
 import math
 import re
@@ -130,6 +131,7 @@ def execute(program: Program, plan: Plan, machine, feeds: dict):
 
 # ---- the launch model: the blocks share the CG's DMA engine --------------------------------
 
+@functools.lru_cache(maxsize=4096)
 def _request_cycles(config, size: int, block: int, stride: int, put: bool,
                     memory: int = 0) -> int:
     """Engine cycles of one DMA request in the VM's model (docs/timing.md "DMA")."""
