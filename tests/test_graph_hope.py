@@ -122,6 +122,24 @@ def test_super_ops_merge_short_single_predecessor_units():
     assert merged.members["conv"] == ["conv", "relu"]
     assert merged.latency["conv"] == {"A": 105, "B": 309}
     assert merged.preds["add"] == ["conv", "other"]
+    problem.engine = {u: {"A": 10, "B": 20} for u in problem.units}
+    assert hope.merge_super_ops(problem).engine["conv"] == {"A": 20, "B": 40}
+
+
+def test_search_follows_the_model_and_the_ilp_the_engine_bound():
+    """Two independent units on two devices that share one DMA engine: the replay splits
+    them; a model that charges the sharing makes the search put them on one device."""
+    problem = make_problem({"a": [], "b": []}, {u: {"A": 10, "B": 12} for u in "ab"})
+    split = hope.ilp(problem)
+    assert set(split.device.values()) == {"A", "B"} and split.makespan == 12
+    problem.model = lambda plan: plan.makespan + 15 * (len(set(plan.device.values())) - 1)
+    found = hope.search(problem, split)
+    assert len(set(found.device.values())) == 1
+    assert problem.model(found) < problem.model(split) == 27
+    assert hope.search(problem, found).device == found.device          # a local minimum
+    # the ILP: the makespan is at least the engine's cycles, which B's requests hold longer
+    problem.engine = {u: {"A": 10, "B": 15} for u in "ab"}
+    assert set(hope.ilp(problem).device.values()) == {"A"}
 
 
 def test_bad_arguments_are_refused_by_name():

@@ -15,6 +15,7 @@ scheduling; ``execute`` runs a plan on the VM and replays its measured cycles.""
 from __future__ import annotations
 
 import itertools
+import math
 import time
 from dataclasses import dataclass, field
 
@@ -30,6 +31,7 @@ EPSILONS = (0.1, 0.2)        # balance slack of a bisection: tight first, then l
 SUPER_OP_RATIO = 0.1         # a node below this share of its predecessor's latency merges
 ILP_NODES = 2000             # HiGHS branch-and-bound nodes per part (a node limit, unlike a
 ILP_SECONDS = 120.0          # time limit, gives the same plan on any host; the time is a guard)
+SEARCH_SWEEPS = 2            # local search: passes over the units, each unit tries every device
 
 
 def devices(machine, cgs=None, mpe=True) -> list:
@@ -45,13 +47,17 @@ def devices(machine, cgs=None, mpe=True) -> list:
 class Problem:
     """What a scheduler sees: units (graph nodes, or super-ops of several) in topological
     order, their predecessors, latency[unit][device] in cycles (math.inf: unsupported) and the
-    bytes each edge carries."""
+    bytes each edge carries. Devices that share one DMA engine (CPE sub-meshes of a CG) also
+    give engine[unit][device], the cycles the unit holds that engine (the ILP bounds the
+    makespan by their sum), and ``model``, plan -> cycles with the sharing (hope_submesh)."""
     units: list
     preds: dict                                        # unit -> list of units
     latency: dict                                      # unit -> {device: cycles}
     edge_bytes: dict = field(default_factory=dict)     # (from, to) -> bytes
     members: dict = field(default_factory=dict)        # unit -> graph node names, in order
     transfer: object = None                            # (bytes, src, dst) -> cycles
+    engine: dict = None                                # unit -> {device: DMA engine cycles}
+    model: object = None                               # Plan -> cycles, or None: the replay
 
     @property
     def devices(self) -> list:
@@ -137,6 +143,7 @@ def merge_super_ops(problem: Problem, ratio=SUPER_OP_RATIO) -> Problem:
     a single-predecessor unit into its predecessor cannot create a cycle."""
     owner = {u: u for u in problem.units}
     latency = {u: dict(problem.latency[u]) for u in problem.units}
+    engine = problem.engine and {u: dict(problem.engine[u]) for u in problem.units}
     members = {u: list(problem.members[u]) for u in problem.units}
     for unit in problem.units:
         if len(problem.preds[unit]) != 1:
@@ -146,6 +153,8 @@ def merge_super_ops(problem: Problem, ratio=SUPER_OP_RATIO) -> Problem:
             owner[unit] = head
             for device in latency[head]:
                 latency[head][device] += latency[unit][device]
+                if engine:
+                    engine[head][device] += engine[unit][device]
             members[head] += members.pop(unit)
             del latency[unit]
     units = [u for u in problem.units if owner[u] == u]
@@ -158,7 +167,8 @@ def merge_super_ops(problem: Problem, ratio=SUPER_OP_RATIO) -> Problem:
                     preds[b].append(a)
                 edge_bytes[(a, b)] = edge_bytes.get((a, b), 0) + \
                     problem.edge_bytes.get((pred, unit), 0)
-    return Problem(units, preds, latency, edge_bytes, members, problem.transfer)
+    return Problem(units, preds, latency, edge_bytes, members, problem.transfer,
+                   engine and {u: engine[u] for u in units}, problem.model)
 
 
 def _successors(problem: Problem) -> dict:
@@ -220,7 +230,7 @@ def _chained(problem: Problem) -> Problem:
         if prev not in preds[unit]:
             preds[unit].append(prev)
     return Problem(problem.units, preds, problem.latency, problem.edge_bytes, problem.members,
-                   problem.transfer)
+                   problem.transfer, problem.engine, problem.model)
 
 
 def greedy(problem: Problem, k=4) -> Plan:
@@ -323,12 +333,16 @@ def ilp(problem: Problem, limit=PART_NODES, time_limit=ILP_SECONDS) -> Plan:
     makespan τ; precedence with the receive cost C·(b[i,j] − b[k,j]); for independent pairs
     on one device a binary order ψ with big-M disjunctions; minimise τ. Earlier parts'
     placements are fixed: their finishes are release times, their devices' busy ends device
-    release times. Solved by scipy.optimize.milp (HiGHS)."""
+    release times. With ``problem.engine`` the makespan is at least the DMA engine cycles of
+    every unit (the engine serves one request at a time). Solved by scipy.optimize.milp
+    (HiGHS)."""
     began = time.perf_counter()
     device, start, finish = {}, {}, {}
     free = {d: 0 for d in problem.devices}
     for part in partition(problem, limit):
-        placed = _solve_part(problem, part, device, finish, free, time_limit)
+        engine_before = sum(problem.engine[u][device[u]] for u in device) \
+            if problem.engine else 0
+        placed = _solve_part(problem, part, device, finish, free, time_limit, engine_before)
         for unit in part:
             device[unit] = placed[unit][0]
         # exact starts: replay the part in the solver's order after the fixed ones
@@ -342,7 +356,7 @@ def ilp(problem: Problem, limit=PART_NODES, time_limit=ILP_SECONDS) -> Plan:
     return plan
 
 
-def _solve_part(problem, part, fixed_device, fixed_finish, free, time_limit):
+def _solve_part(problem, part, fixed_device, fixed_finish, free, time_limit, engine_before=0):
     try:
         from scipy.optimize import Bounds, LinearConstraint, milp
     except ImportError as missing:      # an optional dependency: swsim[hope]
@@ -403,6 +417,9 @@ def _solve_part(problem, part, fixed_device, fixed_finish, free, time_limit):
                 for j, d in enumerate(names):
                     c = problem.cost(p, part[i], fixed_device[p], d)
                     row([(nb + i, 1), (b(i, j), -c)], fixed_finish[p], np.inf)
+    if problem.engine:                                                   # one DMA engine
+        row([(tau, 1)] + [(b(i, j), -problem.engine[u][d]) for i, u in enumerate(part)
+                          for j, d in enumerate(names)], engine_before, np.inf)
     for q, (i, k) in enumerate(pairs):
         psi = nb + ns + 1 + q
         for j in range(m):
@@ -452,10 +469,34 @@ def ilp_whole(problem: Problem, time_limit=ILP_SECONDS) -> Plan:
     return plan
 
 
+def search(problem: Problem, plan: Plan, sweeps=SEARCH_SWEEPS) -> Plan:
+    """Local search from ``plan``: one unit moves to another device (the units keep their
+    order) when ``problem.model`` (without one: the replay) gives a shorter makespan; at
+    most ``sweeps`` passes over the units, fewer if a pass moves none."""
+    began = time.perf_counter()
+    cost = problem.model or (lambda p: p.makespan)
+    order, device, best = plan.order(), dict(plan.device), cost(plan)
+    for _ in range(sweeps):
+        moved = False
+        for unit in order:
+            for d in problem.devices:
+                if d == device[unit] or problem.latency[unit][d] == math.inf:
+                    continue
+                trial = replay(problem, {**device, unit: d}, order)
+                makespan = cost(trial)
+                if makespan < best:
+                    best, device, moved = makespan, trial.device, True
+        if not moved:
+            break
+    found = replay(problem, device, order, scheduler=plan.scheduler + " + search")
+    found.solve_seconds = plan.solve_seconds + time.perf_counter() - began
+    return found
+
+
 SCHEDULERS = {"sequential": sequential, "chain DP": chain_dp,
               "StarPU-like greedy": lambda p: greedy(p, k=1),
               "greedy top-4": lambda p: greedy(p, k=4), "HOPE ILP": ilp,
-              "HOPE ILP whole": ilp_whole}
+              "HOPE ILP whole": ilp_whole, "HOPE ILP + search": lambda p: search(p, ilp(p))}
 
 
 # --------------------------------------------------------------------------- executor

@@ -212,6 +212,8 @@ class Step:
 class Launch:
     steps: list
     buffer_bytes: int = 0       # LDM from SF_BUF the launch uses
+    confined: bool = False      # a CPE outside a step's grid skips the step, its table get too
+                                # (HOPE's sub-mesh launches: no broadcast, no prefetch)
 
 
 def _tile_elements(t, grid) -> int:
@@ -395,12 +397,15 @@ def plan(program, config, fused: bool = True, broadcast: bool = True,
 def plan_ranges(placed, config, outputs: list) -> list:
     """Launches of ``placed`` ((TE, first CPE, CPEs, row mask) in order, the TEs fused): each
     TE on its range of CPEs, confined to the rows of the mask (its barriers join only those
-    rows and its writers'); no broadcast gets. HOPE's sub-mesh executor (hope_submesh)."""
+    rows and its writers'); no broadcast gets; a CPE outside a TE's grid
+    skips its step (``Launch.confined``). HOPE's sub-mesh executor (hope_submesh)."""
     state = _Planner(config, fused=True, broadcast=False, tables=1)
     for t, first, cpes, rows in placed:
         state.add(t, first, cpes, None)
         state.launches[-1].steps[-1].rows = rows
     _puts_and_barriers(state.launches, outputs)
+    for launch in state.launches:
+        launch.confined = True
     return state.launches
 
 
@@ -585,6 +590,8 @@ class _Code:
         skip = self.label()
         table, (_, _, puts, bcasts) = self.table(k), self.offsets[k]
         gets, active = 8, 0
+        if self.launch.confined:
+            self.outside(step, skip)
         if not step.prefetched:
             self.fetch_table(k)
         if step.bcast_rows:                    # CPE 0's list; the others' is empty
@@ -632,6 +639,16 @@ class _Code:
             self.emit(f"{done}:")
         else:
             self.emit(f"{skip}:")
+
+    def outside(self, step: Step, skip: str):
+        """CPEs outside the step's grid (ids first .. first + CPEs - 1) branch to ``skip``
+        before its table get: one request fewer each for the CG's DMA engine."""
+        self.emit("rcid\t$1")
+        self.emit(f"ldi\t$2, {step.first}")
+        self.emit("subl\t$1, $2, $1")
+        self.emit(f"ldi\t$2, {math.prod(step.grid)}")
+        self.emit("cmpult\t$1, $2, $2             # unsigned: below first wraps around")
+        self.emit(f"beq\t$2, {skip}")
 
     def fetch_table(self, k: int):
         """Step k's part of this CPE's table row into its table buffer (waited for)."""
