@@ -77,6 +77,8 @@ CASES = [
     (32, 256, 20, np.float64, True, False, False, (4, 16, 4)),
     (72, 200, 20, np.float64, True, False, False, (4, 16, 4)),
     (40, 300, 28, np.float32, False, True, False, (4, 16, 4)),
+    # transposed operands in panels: K = 72 is the memory row of both (3 panels of 32)
+    (32, 128, 72, np.float64, False, True, False, (4, 16, 4)),
 ]
 
 
