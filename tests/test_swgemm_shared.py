@@ -14,11 +14,12 @@ CONFIG = Machine().config
 
 
 def run(A, B, C=None, beta=0.0, trans_a=False, trans_b=False, shared=True, **kw):
-    """gemm with the model's sharing, or with every operand in PE mode."""
+    """gemm with the model's sharing, or with every operand in PE mode (placed row-major)."""
     if shared:
         return gemm(A, B, C, 1.5, beta, trans_a, trans_b, **kw)
     pe_only = pytest.MonkeyPatch()
     pe_only.setattr(gemm_model, "sharing", lambda *args: (DMA_PE,) * 3)
+    pe_only.setattr(gemm_model, "panels", lambda *args: (None,) * 3)
     memoised = (gemm_model._predicted, gemm_model._best)   # they remember the real sharing
     try:
         for cache in memoised:
@@ -43,15 +44,19 @@ def test_ragged_rows_are_placed_padded_to_the_group():
 
 def test_modes_follow_the_memory_rows():
     # A natural (K x M) is shared by a column of CPEs (RANK), B (K x N) and C by a row (ROW);
-    # a transposed operand the other way; a row wider than its 8 blocks, or beta, is PE.
+    # a transposed operand the other way; a row wider than its 8 blocks shares when swGEMM
+    # places it (in column panels), not when it is given in memory; C with beta is PE.
     square = Problem(m=256, n=256, k=256, itemsize=8)
     assert gemm_model.sharing(square, Blocking(32, 32, 8), CONFIG) == (DMA_RANK, DMA_ROW,
                                                                           DMA_ROW)
     transposed = Problem(m=256, n=256, k=64, itemsize=8, a_transposed=True, b_transposed=True)
     assert gemm_model.sharing(transposed, Blocking(32, 32, 8), CONFIG) == (DMA_ROW, DMA_RANK,
                                                                               DMA_ROW)
-    assert gemm_model.sharing(square, Blocking(16, 32, 8), CONFIG) == (DMA_PE, DMA_ROW,
+    assert gemm_model.sharing(square, Blocking(16, 32, 8), CONFIG) == (DMA_RANK, DMA_ROW,
                                                                           DMA_ROW)
+    given = Problem(m=256, n=256, k=256, itemsize=8, lda=256)
+    assert gemm_model.sharing(given, Blocking(16, 32, 8), CONFIG) == (DMA_PE, DMA_ROW,
+                                                                         DMA_ROW)
     beta = Problem(m=256, n=256, k=256, itemsize=8, has_beta=True)
     assert gemm_model.sharing(beta, Blocking(32, 32, 8), CONFIG)[2] == DMA_PE
 
@@ -67,6 +72,13 @@ CASES = [
     # K 28 -> 32 where K is the memory row)
     (28, 100, 20, np.float64, True, False, False, (4, 16, 4)),
     (28, 100, 28, np.float32, False, True, False, (4, 16, 4)),
+    # rows wider than 8 blocks, placed in column panels: B and C (N = 256, 2 panels of 128),
+    # A too (M = 72: 3 panels of 32, the last zero-padded), C of 3 panels (N = 300, f32)
+    (32, 256, 20, np.float64, True, False, False, (4, 16, 4)),
+    (72, 200, 20, np.float64, True, False, False, (4, 16, 4)),
+    (40, 300, 28, np.float32, False, True, False, (4, 16, 4)),
+    # transposed operands in panels: K = 72 is the memory row of both (3 panels of 32)
+    (32, 128, 72, np.float64, False, True, False, (4, 16, 4)),
 ]
 
 
@@ -90,6 +102,26 @@ def test_shared_dma_is_bit_identical_to_pe_mode(m, n, k, dtype, trans_a, trans_b
     expected = 1.5 * op_a.astype(np.float64) @ op_b + (0.5 * C if beta else 0)
     assert np.allclose(shared, expected, rtol=0, atol=1e-4 * k)
     assert stats.run.counters["dma_requests"] > 0
+
+
+def test_wide_rows_are_placed_in_column_panels():
+    # K x N = 20 x 300 f64 with Nb = 16: panels of 8 x 16 = 128 columns, 3 of them (the last
+    # 44 columns zero-padded), each 20 rows of 128 doubles; C likewise (M = 32 rows); A's 32
+    # columns are one CG block (group-padded, no panels). Not with beta (C_in is PE mode),
+    # for a result kept in memory, or for an operand given in memory.
+    wide = Problem(m=32, n=300, k=20, itemsize=8)
+    blocking = Blocking(4, 16, 4)
+    assert gemm_model.panels(wide, CONFIG, blocking) == (
+        None, gemm_model.Panels(3, 20 * 128), gemm_model.Panels(3, 32 * 128))
+    assert gemm_model.leading_dims(wide, CONFIG, blocking) == (32, 128, 128)
+    assert gemm_model.sharing(wide, blocking, CONFIG) == (DMA_RANK, DMA_ROW, DMA_ROW)
+    for kept in (dict(has_beta=True), dict(row_major_result=True)):
+        problem = Problem(m=32, n=300, k=20, itemsize=8, **kept)
+        assert gemm_model.panels(problem, CONFIG, blocking)[2] is None
+        assert gemm_model.sharing(problem, blocking, CONFIG)[2] == DMA_PE
+    given = Problem(m=32, n=300, k=20, itemsize=8, ldb=304)
+    assert gemm_model.panels(given, CONFIG, blocking)[1] is None
+    assert gemm_model.sharing(given, blocking, CONFIG)[1] == DMA_PE
 
 
 def test_both_engines_agree_on_a_shared_run():

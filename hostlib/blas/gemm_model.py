@@ -59,6 +59,7 @@ class Problem:
     lda: Optional[int] = None
     ldb: Optional[int] = None
     ldc: Optional[int] = None
+    row_major_result: bool = False   # the caller keeps C in memory row-major (gemm_in_memory)
 
 
 def _ceil_div(a: int, b: int) -> int:
@@ -85,6 +86,40 @@ def group_padded(cols: int, block: int, itemsize: int, config: VMConfig) -> int:
     return group if mesh(config) == SHARING_MESH and ld < group < 2 * cols else ld
 
 
+class Panels(NamedTuple):
+    """An operand swGEMM places as column panels: `count` panels of one CG block's columns
+    (the memory row's ld), `stride` elements from one panel to the next."""
+    count: int
+    stride: int
+
+
+def panels(problem: Problem, config: VMConfig, blocking: Blocking) -> tuple:
+    """Per operand (A, B, C), its ``Panels`` or None (docs/gemm.md "Wide rows"): an operand
+    swGEMM places whose memory rows are wider than its 8 sharers' blocks (one CG block) is
+    stored as panels one CG block wide, each panel's rows contiguous (the last panel's
+    columns zero-padded, each panel starting on a line), so that its sharers move a panel's
+    rows whole as for a matrix one CG block wide (``sharing``). Not an operand given in
+    memory, an empty product (its operands are not moved), C with beta (C_in is read in PE
+    mode) or C that the caller keeps in memory row-major."""
+    if mesh(config) != SHARING_MESH or problem.k == 0:
+        return None, None, None
+    es, line = problem.itemsize, config.dma_transaction_bytes
+    widths, blocks = _memory_widths(problem, blocking)
+    mem_rows = ((problem.m if problem.a_transposed else problem.k),
+                (problem.n if problem.b_transposed else problem.k), problem.m)
+    placed = (problem.lda is None, problem.ldb is None,
+              problem.ldc is None and not problem.has_beta and not problem.row_major_result)
+    result = []
+    for width, block, rows, ours in zip(widths, blocks, mem_rows, placed):
+        group = SHARING_MESH * block
+        if not ours or width <= group or block * es >= 1 << 20:
+            result.append(None)
+            continue
+        result.append(Panels(_ceil_div(width, group),
+                             _ceil_div(rows * group * es, line) * line // es))
+    return tuple(result)
+
+
 def _memory_widths(problem: Problem, blocking: Optional[Blocking]) -> tuple:
     """Elements per memory row of A, B and C as stored, and the per-CPE block along them."""
     widths = ((problem.k if problem.a_transposed else problem.m),
@@ -98,13 +133,14 @@ def _memory_widths(problem: Problem, blocking: Optional[Blocking]) -> tuple:
 def leading_dims(problem: Problem, config: VMConfig, blocking: Optional[Blocking] = None
                  ) -> tuple:
     """(lda, ldb, ldc) of the problem: the given ones, else as swGEMM places the matrix:
-    ``line_padded``, for `blocking` ``group_padded``."""
+    ``line_padded``, for `blocking` ``group_padded`` or, in ``panels``, the panel's width."""
     es = problem.itemsize
     widths, blocks = _memory_widths(problem, blocking)
+    panelled = (None,) * 3 if blocking is None else panels(problem, config, blocking)
     return tuple(ld if ld is not None else line_padded(cols, es, config) if block is None
-                 else group_padded(cols, block, es, config)
-                 for ld, cols, block in zip((problem.lda, problem.ldb, problem.ldc), widths,
-                                            blocks))
+                 else SHARING_MESH * block if panel else group_padded(cols, block, es, config)
+                 for ld, cols, block, panel in zip((problem.lda, problem.ldb, problem.ldc),
+                                                   widths, blocks, panelled))
 
 
 def c_grain(problem: Problem, blocking: Blocking, config: VMConfig) -> int:
@@ -130,10 +166,11 @@ def _memory_shape(rows, cols, r, l, transposed):
 def sharing(problem: Problem, blocking: Blocking, config: VMConfig) -> tuple:
     """The DMA mode of A, B and C (docs/gemm.md "Shared DMA"): DMA_ROW or DMA_RANK when the
     8 CPEs that share an operand's memory rows cover each row exactly (the memory row is 8
-    of their blocks wide, one CG block: no padding, or zero padding swGEMM placed,
-    ``group_padded``), so that they move whole rows together as contiguous requests dealt
-    block by block instead of 8 strided requests of short blocks; else DMA_PE. C shares
-    only its put (not with beta: C_in stays PE mode)."""
+    of their blocks wide, one CG block: no padding, zero padding swGEMM placed,
+    ``group_padded``, or the column panels of a wider matrix it placed, ``panels``), so that
+    they move whole rows together as contiguous requests dealt block by block instead of 8
+    strided requests of short blocks; else DMA_PE. C shares only its put (not with beta:
+    C_in stays PE mode)."""
     if mesh(config) != SHARING_MESH or problem.k == 0:
         return DMA_PE, DMA_PE, DMA_PE
     es = problem.itemsize

@@ -82,17 +82,22 @@ class _Stored:
         a numpy array, which swGEMM places (``gemm_model.leading_dims``)."""
         return self.array.lead if self.in_memory else None
 
-    def address(self, mem, ld: int) -> int:
+    def address(self, mem, ld: int, panels: Optional[gemm_model.Panels] = None) -> int:
         """Where the matrix lies, placing a numpy array first with `ld` elements per row (its
-        row padding zero)."""
+        row padding zero), or in `panels` of `ld` columns (``gemm_model.panels``)."""
         if self.in_memory:
             return self.array.address
         array = self.array
-        if ld == array.shape[1]:
+        if panels is None and ld == array.shape[1]:
             return mem.put(array)
-        padded = np.zeros((array.shape[0], ld), array.dtype)
-        padded[:, :array.shape[1]] = array
-        return mem.put(padded)
+        rows, cols = array.shape
+        count, stride = panels or (1, rows * ld)
+        padded = np.zeros((rows, count * ld), array.dtype)
+        padded[:, :cols] = array
+        placed = np.zeros((count, stride), array.dtype)
+        placed[:, :rows * ld] = padded.reshape(rows, count, ld).transpose(1, 0, 2).reshape(
+            count, rows * ld)
+        return mem.put(placed)
 
 
 def _stored(view) -> _Stored:
@@ -154,7 +159,8 @@ def _problem(a_km: _Stored, b_kn: _Stored, c: Optional[_Stored], m, n, k, dtype,
     """The kernel's problem. A and B keep the rows of the arrays given (their K columns even
     when alpha = 0 makes the product's K 0); C's leading dimension is left to
     ``gemm_model.leading_dims`` unless it is an ``InMemory`` matrix (or, for an empty
-    product, the arrays' own rows line-padded)."""
+    product, the arrays' own rows line-padded). Operands in memory (``gemm_in_memory``) keep
+    the result row-major in memory."""
     def lead(stored):
         if stored.lead is not None or k > 0:
             return stored.lead
@@ -163,7 +169,7 @@ def _problem(a_km: _Stored, b_kn: _Stored, c: Optional[_Stored], m, n, k, dtype,
     return Problem(m=m, n=n, k=k, itemsize=np.dtype(dtype).itemsize,
                    a_transposed=a_km.transposed, b_transposed=b_kn.transposed,
                    has_beta=has_beta, lda=lead(a_km), ldb=lead(b_kn),
-                   ldc=c.lead if c is not None else None)
+                   ldc=c.lead if c is not None else None, row_major_result=a_km.in_memory)
 
 
 @host_operator
@@ -185,11 +191,13 @@ def gemm(A, B, C=None, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, *, eng
     A, B = numeric_array("A", A), numeric_array("B", B)
     C = None if C is None else numeric_array("C", C)
     machine = machine or Machine()
-    result, stats = _gemm(A, B, C, alpha, beta, trans_a, trans_b, engine, blocking, machine,
-                          progress, max_cycles)
+    result, stats, panels = _gemm(A, B, C, alpha, beta, trans_a, trans_b, engine, blocking,
+                                  machine, progress, max_cycles)
     rows, cols = result.shape
-    array = np.ascontiguousarray(machine.mem.get(result.address, (rows, result.lead),
-                                                 result.dtype)[:, :cols])
+    count, stride = panels or (1, rows * result.lead)
+    placed = machine.mem.get(result.address, (count, stride), result.dtype)
+    array = np.ascontiguousarray(placed[:, :rows * result.lead].reshape(
+        count, rows, result.lead).transpose(1, 0, 2).reshape(rows, -1)[:, :cols])
     return (array.T if stats.swapped else array), stats
 
 
@@ -209,13 +217,15 @@ def gemm_in_memory(A: InMemory, B: InMemory, C: Optional[InMemory] = None, alpha
                             f"got {operand.ld}")
     if machine is None:
         raise GemmError("gemm_in_memory needs the machine whose memory holds the operands")
-    return _gemm(A, B, C, alpha, beta, trans_a, trans_b, engine, blocking, machine, progress,
-                 max_cycles)
+    result, stats, _ = _gemm(A, B, C, alpha, beta, trans_a, trans_b, engine, blocking,
+                             machine, progress, max_cycles)
+    return result, stats
 
 
 def _gemm(A, B, C, alpha, beta, trans_a, trans_b, engine, blocking, machine, progress,
           max_cycles):
-    """Plan, check and run one swgemm launch; returns (C' as an ``InMemory``, Stats)."""
+    """Plan, check and run one swgemm launch; returns (C' as an ``InMemory`` of its panels'
+    width, Stats, C's ``gemm_model.Panels`` or None)."""
     if max_cycles is not None and (isinstance(max_cycles, bool)
                                    or not isinstance(max_cycles, numbers.Integral)
                                    or max_cycles < 1):
@@ -308,9 +318,11 @@ def _placed_bytes(problem: Problem, blocking: Blocking, operands, config) -> int
     rows = (a_km.array.shape[0], b_kn.array.shape[0], problem.m)
     placed = (not a_km.in_memory, not b_kn.in_memory, c is None or not c.in_memory)
     align = config.mem_align
-    return sum(-(-r * ld * problem.itemsize // align) * align
-               for r, ld, new in zip(rows, gemm_model.leading_dims(problem, config, blocking),
-                                     placed)
+    elements = (r * ld if panels is None else panels.count * panels.stride
+                for r, ld, panels in zip(rows, gemm_model.leading_dims(problem, config, blocking),
+                                         gemm_model.panels(problem, config, blocking)))
+    return sum(-(-count * problem.itemsize // align) * align
+               for count, new in zip(elements, placed)
                if new) + KERNEL.record("J_", "JOB_BYTES").nbytes
 
 
@@ -347,9 +359,11 @@ def _run(problem, blocking, a_km, b_kn, c, alpha, beta, dtype, engine, machine, 
         raise GemmError(f"blocking {blocking} does not fit in LDM for {problem}")
     mem, config = machine.mem, machine.config
     lda, ldb, ldc = gemm_model.leading_dims(problem, config, blocking)
-    a_addr, b_addr = a_km.address(mem, lda), b_kn.address(mem, ldb)
-    c_addr = c.address(mem, ldc) if c is not None else mem.alloc(
-        problem.m * ldc * problem.itemsize)
+    a_panels, b_panels, c_panels = gemm_model.panels(problem, config, blocking)
+    a_addr, b_addr = a_km.address(mem, lda, a_panels), b_kn.address(mem, ldb, b_panels)
+    c_elements = (problem.m * ldc if c_panels is None else c_panels.count * c_panels.stride)
+    c_addr = c.address(mem, ldc, c_panels) if c is not None else mem.alloc(
+        c_elements * problem.itemsize)
     job = _job(problem, blocking, layout, (a_addr, b_addr, c_addr), alpha, beta, config)
     (m, n) = (problem.n, problem.m) if swapped else (problem.m, problem.n)
     stats = KERNEL.launch(machine, [mem.put(job)], flops=2 * m * n * k,
@@ -358,7 +372,7 @@ def _run(problem, blocking, a_km, b_kn, c, alpha, beta, dtype, engine, machine, 
                                        blocking=blocking, swapped=swapped,
                                        predicted_cycles=predicted),
                           progress=progress)
-    return InMemory(c_addr, (problem.m, problem.n), dtype, ldc), stats
+    return InMemory(c_addr, (problem.m, problem.n), dtype, ldc), stats, c_panels
 
 
 def _job(problem: Problem, blocking: Blocking, layout: dict, addresses, alpha, beta, config):
@@ -375,6 +389,8 @@ def _job(problem: Problem, blocking: Blocking, layout: dict, addresses, alpha, b
     a_addr, b_addr, c_addr = addresses
     lda, ldb, ldc = gemm_model.leading_dims(problem, config, blocking)
     a_mode, b_mode, c_mode = gemm_model.sharing(problem, blocking, config)
+    panel_strides = [0 if panels is None else panels.stride * es
+                     for panels in gemm_model.panels(problem, config, blocking)]
     operands = {
         # name: base, ld (elements), transposed, rows, cols, R, L, swap, raw slots, pack,
         # grain, DMA mode
@@ -386,14 +402,15 @@ def _job(problem: Problem, blocking: Blocking, layout: dict, addresses, alpha, b
               blocking.mb, blocking.nb, 0, (layout["c_in"], layout["c_out"]), 0,
               gemm_model.c_grain(problem, blocking, config), c_mode),
     }
-    for name, (base, ld, trans, rows, cols, r, l, swap, raws, pack, grain,
-               mode) in operands.items():
+    for (name, (base, ld, trans, rows, cols, r, l, swap, raws, pack, grain,
+                mode)), panel in zip(operands.items(), panel_strides):
         if mode != gemm_model.DMA_PE:   # a shared row is whole: its zero padding is data
-            rows, cols = (ld, cols) if trans else (rows, ld)
+            width = ld * max(1, -(-(rows if trans else cols) // ld))
+            rows, cols = (width, cols) if trans else (rows, width)
         op = job.offset(f"op_{name}")
         operand.write(words, op, base=base, ldb=ld * es, trans=int(trans), rows=rows,
                       cols=cols, r=r, l=l, swap=swap, pack=pack, grain=grain, cur=1,
-                      shared=mode)
+                      shared=mode, panel=panel)
         for index, raw in enumerate(raws):
             slot.write(words, op + operand.offset("slot") + index * slot.nbytes, raw=raw)
     return words

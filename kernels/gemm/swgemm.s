@@ -44,9 +44,9 @@
 	J_HAS_BETA = 72       # 0: C is not read
 	J_CLDM = 80           # LDM: the C block (Mb x Nb doubles)
 	J_OP_A = 128          # operand records
-	J_OP_B = 432
-	J_OP_C = 736
-	JOB_BYTES = 1040
+	J_OP_B = 440
+	J_OP_C = 752
+	JOB_BYTES = 1064
 
 # Operand record (host fills O_BASE..O_PACK, O_GRAIN and the slots' SL_RAW, zeroes the rest,
 # O_CUR = 1).
@@ -71,9 +71,11 @@
 	                      # moved by its CPEs together in that mode (docs/gemm.md "Shared
 	                      # DMA"); 0: each CPE moves its own block in PE mode
 	O_SHARE = 136         # this CPE's place in its sharing group (its column j for ROW, row i)
-	O_SLOT = 144          # two slots (A, B: the double buffer; C: 0 = C_in, 1 = C_out)
+	O_PANEL = 144         # shared: bytes from one column panel (one CG block of the memory
+	                      # row, its rows contiguous) to the next (docs/gemm.md "Wide rows")
+	O_SLOT = 152          # two slots (A, B: the double buffer; C: 0 = C_in, 1 = C_out)
 	SLOT_BYTES = 80
-	OP_BYTES = 304
+	OP_BYTES = 312
 # Slot fields: the geometry of the block it holds and its DMA bookkeeping.
 	SL_RV = 0             # valid rows / columns of the block
 	SL_CV = 8
@@ -129,9 +131,10 @@ swgemm_ldm_end:
 # into the slot: valid rows rv = clamp(rows - r0, 0, R), cols likewise (rounded up to the
 # grain), and the DMA that moves it, landing contiguous in LDM. PE mode: exactly this CPE's
 # part, one strided DMA (natural: rv memory rows of cv elements; transposed: cv rows of rv).
-# Shared: the group's memory rows are whole rows of the memory (one block per sharer), so
-# this CPE moves its share of them, [share * rows / 8, (share + 1) * rows / 8), contiguous,
-# dealt block by block to the sharers (whose buffers lie at the same LDM address).
+# Shared: the group's memory rows are whole rows of a column panel (one block per sharer;
+# the panel of the CG block along the memory row), so this CPE moves its share of them,
+# [share * rows / 8, (share + 1) * rows / 8), contiguous, dealt block by block to the
+# sharers (whose buffers lie at the same LDM address).
 	.ent	locate
 locate:
 	SLOT_ADDRESS $16, $19
@@ -173,7 +176,12 @@ locate:
 	addl	$3, $21, $3
 	stl	$3, SL_ADDR($19)
 	ret
-3:	ldl	$0, O_SHARE($16)
+3:	ldl	$2, O_TRANS($16)
+	seleq	$2, $18, $17, $2      # the CG block along the memory row: its panel
+	ldl	$6, O_PANEL($16)
+	mull	$2, $6, $2
+	addl	$3, $2, $3
+	ldl	$0, O_SHARE($16)
 	mull	$0, $23, $4
 	srl	$4, 3, $4             # first row of this CPE's share
 	addl	$0, 1, $0

@@ -275,14 +275,15 @@ class GemmPlan:
 
 
 def _gemm_problem(kind: str, p: int, a: int, b: int, es: int, swapped: bool) -> Problem:
-    """The kernel's problem for operands of P x a and (forward) a x b or (filter) P x b."""
+    """The kernel's problem for operands of P x a and (forward) a x b or (filter) P x b,
+    numpy arrays that gemm() places (padded, or in column panels: ``gemm_model.panels``)."""
     if kind == "filter":    # V^T Z: both stored P x ., the kernel's natural K-major operands
         if swapped:
-            return Problem(m=b, n=a, k=p, itemsize=es, lda=b, ldb=a)
-        return Problem(m=a, n=b, k=p, itemsize=es, lda=a, ldb=b)
+            return Problem(m=b, n=a, k=p, itemsize=es)
+        return Problem(m=a, n=b, k=p, itemsize=es)
     if swapped:      # A' = U (K x N, natural), B' = V^T (V stored P x K: transposed)
-        return Problem(m=b, n=p, k=a, itemsize=es, b_transposed=True, lda=b, ldb=a)
-    return Problem(m=p, n=b, k=a, itemsize=es, a_transposed=True, lda=a, ldb=b)
+        return Problem(m=b, n=p, k=a, itemsize=es, b_transposed=True)
+    return Problem(m=p, n=b, k=a, itemsize=es, a_transposed=True)
 
 
 def gemm_plan(kind: str, p: int, a: int, b: int, es: int, config) -> GemmPlan:
