@@ -640,3 +640,15 @@ def test_large_kernels_are_estimated_from_two_smaller_ones():
     assert details["taps"] == (4, 16)
     whole = tuner.measure(best, Machine(), None)
     assert abs(cycles / whole - 1) < 0.01, (cycles, whole)
+
+
+def test_a_large_kernel_without_two_like_samples_simulates_every_tap(monkeypatch):
+    # (ResNet-50's conv1 backward-filter: its "kernel" is dy, 112 x 112, and every size up to
+    # 24 keeps the weights resident where the layer cannot) estimated, not refused
+    from swsim.hostlib.autodnn import conv, tuner
+    from swsim.vm import Machine
+    best = tuner.tune(conv.programs(128, 8, 32, 2, 2, 5, 5), "model").best
+    monkeypatch.setattr(conv, "TAP_SAMPLE_SIZES", (2,))
+    cycles, details = conv.estimate(best, Machine())
+    assert "taps" not in details
+    assert (cycles, details) == conv._estimate_pixels(best, Machine(), "c")

@@ -287,7 +287,9 @@ def _estimate_pixels(candidate, machine, engine) -> tuple:
 # A kernel of more taps than this (Listing 6.1's K = 32..256: up to 65 536 a pixel) is
 # estimated from two smaller kernels of the same schedule (``_estimate_taps``)
 MAX_TAPS = 16
-TAP_SAMPLE_SIZES = (2, 4, 8, 12, 16, 24)
+# (a swapped backward-filter's "kernel" is dy: a small one can keep the weights resident where
+# the layer's cannot, so larger sizes are tried too before every tap is simulated)
+TAP_SAMPLE_SIZES = (2, 4, 8, 12, 16, 24, 32, 48, 64)
 
 
 def _estimate_taps(candidate, machine, engine) -> tuple:
@@ -295,8 +297,8 @@ def _estimate_taps(candidate, machine, engine) -> tuple:
     two of TAP_SAMPLE_SIZES, smaller than the kernel, that keep every operand fetched as in
     the whole layer: resident or not), each sampled over rows and columns, extrapolated
     linearly in the taps' count (the taps are a reduction inside each output tile: a tap
-    costs the same primitive calls and DMAs at any kernel size). Raises ScheduleError when
-    no two sizes keep the structure."""
+    costs the same primitive calls and DMAs at any kernel size). When no two sizes keep the
+    structure, every tap is simulated (``_estimate_pixels``)."""
     from . import build
     from .ir import ScheduleError
     from .tuner import with_consts
@@ -321,9 +323,7 @@ def _estimate_taps(candidate, machine, engine) -> tuple:
         if len(runs) == 2:
             break
     if len(runs) < 2:
-        raise ScheduleError("tap sample", f"{candidate.label}: no two kernel sizes of "
-                            f"{TAP_SAMPLE_SIZES} fetch the operands as the {k_r} x {k_c} "
-                            "kernel does; it is not estimated")
+        return _estimate_pixels(candidate, machine, engine)
     (taps1, cycles1), (taps2, cycles2) = runs
     per_tap = (cycles2 - cycles1) / (taps2 - taps1)
     return cycles1 + (k_r * k_c - taps1) * per_tap, {"sampled": True, "taps": (taps1, taps2)}
