@@ -13,11 +13,11 @@ from swsim.vm import Machine
 
 def test_recorded_runs_count_every_launch_of_a_call():
     m = Machine()
-    runs = speed.recorded_runs(m)
+    runs = speed.RecordedRuns(m)
     prog = program("bench/speed.s")
     first = m.run(prog, entry="vmad_comm", args=[10])
     second = m.core_group(1).run(prog, entry="int_chain", args=[5])   # a core group's view too
-    assert [h.result for h in runs] == [first, second]
+    assert runs.results() == [first, second]
     instructions, cycles = speed._totals(runs)
     assert instructions == speed.issued(first) + speed.issued(second) > 0
     assert cycles == first.kernel_cycles + second.kernel_cycles

@@ -65,7 +65,7 @@ class CpeStatsMap(Mapping):
     a short kernel's simulation)."""
 
     def __init__(self, cpes, mesh_cols: int, counters: np.ndarray, pcs: np.ndarray):
-        self._ids = sorted(int(c) for c in cpes)
+        self._ids = sorted(np.asarray(cpes).tolist())
         self._known = set(self._ids)
         self._mesh_cols, self._counters, self._pcs = mesh_cols, counters, pcs
         self._made: dict[int, CpeStats] = {}

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import itertools
 import statistics
+import threading
 import time
 from dataclasses import dataclass
 
@@ -150,22 +151,44 @@ def format_table(rows: list[SpeedRow]) -> str:
     return "\n".join(lines)
 
 
-def recorded_runs(machine) -> list:
-    """The list to which every later run or spawn on `machine` (or its core groups) appends
-    its CgRun, to count what a host function launched (both go through ``Machine._spawn``)."""
-    runs, spawn = [], machine._spawn
+class RecordedRuns:
+    """Every later run or spawn on a machine (or its core groups: both go through
+    ``Machine._spawn``), to count what a host function launched: ``results()`` are the
+    RunResults of those joined so far. A joined run is kept as its RunResult only (its CgRun
+    would keep the job's LDM from being reused, vm/ldm_pool.py, and slow the launches timed)."""
 
-    def recording(*args, **kwargs):
-        handle = spawn(*args, **kwargs)
-        runs.append(handle)
-        return handle
-    machine._spawn = recording
-    return runs
+    def __init__(self, machine):
+        self._results, self._pending = [], []
+        self._lock = threading.Lock()   # the core groups' host threads spawn at once
+        spawn = machine._spawn
+
+        def recording(*args, **kwargs):
+            handle = spawn(*args, **kwargs)
+            with self._lock:
+                self._settle()
+                self._pending.append(handle)
+            return handle
+        machine._spawn = recording
+
+    def _settle(self) -> None:
+        joined = [handle for handle in self._pending if handle.result is not None]
+        self._results += [handle.result for handle in joined]
+        self._pending = [handle for handle in self._pending if handle.result is None]
+
+    def results(self) -> list:
+        with self._lock:
+            self._settle()
+            return list(self._results)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._results, self._pending = [], []
 
 
-def _totals(runs) -> tuple:
+def _totals(runs: RecordedRuns) -> tuple:
     """(instructions, kernel cycles) summed over the joined runs."""
-    return sum(issued(h.result) for h in runs), sum(h.result.kernel_cycles for h in runs)
+    results = runs.results()
+    return sum(issued(r) for r in results), sum(r.kernel_cycles for r in results)
 
 
 def _kernel_cases(quick: bool):
@@ -220,7 +243,7 @@ def kernels(repeats: int = 3, quick: bool = False) -> list[SpeedRow]:
         times, cpu_times = [], []
         for _ in range(repeats):
             m = Machine()
-            runs = recorded_runs(m)
+            runs = RecordedRuns(m)
             start, cpu_start = time.perf_counter(), time.process_time()
             call(m)
             times.append(time.perf_counter() - start)
@@ -255,7 +278,7 @@ def lenet_step(repeats: int = 3) -> SpeedRow:
     median of `repeats` steps after a first one (which sets the solver up)."""
     from ... import train
     solver = train.Solver(train.example("lenet"), train.example("lenet_solver"), cgs=4)
-    runs = recorded_runs(solver.chip)
+    runs = RecordedRuns(solver.chip)
     solver.step()
     times, cpu_times = [], []
     for _ in range(repeats):
