@@ -323,7 +323,9 @@ def test_bench_quick_json(tmp_path, capsys):
     assert fc["layer"].startswith("FC") and fc["whole_error"] < 1e-9
     big = fc["totals"]["1000"]
     assert big["constants_once"] < big["compile_once"]     # FC: constants dominate
-    assert abs(fc["t_c"] - fc["t_op"]) <= 0.01 * fc["t_op"]  # the same launches but the binding
+    # the operator stores x and w as column panels (rows wider than a CG block: docs/gemm.md
+    # "Wide rows"); the Net's launch reads them row-major from its segments, as placed
+    assert fc["t_op"] < fc["t_c"] < 1.15 * fc["t_op"]
     rows = {row["layer"].split()[0]: row for row in result["layers"]}
     assert set(rows) == {"FC", "Scale", "BN", "Conv", "AlexNet-like"}
     for row in rows.values():       # the paper's shape: the gain grows with N
