@@ -80,6 +80,13 @@ def swap_plan(config, es, a, p, q, d, source, target) -> dict:
                 es=es, ints=[p, q, d, pb, qb, db, *counts, int(db == d)], kernel=stream.KERNEL)
 
 
+def permute(shape, src: str, dst: str) -> tuple:
+    """A 4-D shape in axis order ``src`` (e.g. "NCHW") as the same tensor's shape in order
+    ``dst``."""
+    sizes = dict(zip(src, shape))
+    return tuple(sizes[axis] for axis in dst)
+
+
 def _moving_axes(shape, src_layout: str, dst_layout: str):
     """The axis orders of `src_layout` and `dst_layout` without the axes of length 1 (those
     move nothing) and the sizes of the axes, for a tensor of `shape` laid out as

@@ -14,7 +14,7 @@ from typing import Callable, Optional
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from ..dnn.layout_transform import LAYOUTS
+from ..dnn.layout_transform import LAYOUTS, permute
 from .ir import GraphError, Node, TensorInfo
 
 FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
@@ -118,12 +118,6 @@ def conv_layout(node: Node) -> str:
     """The axis order a Conv's x and y are stored in: its ``layout`` attribute (set by the
     layout pass, ``layouts.plan_layouts``; not an ONNX attribute), NCHW by default."""
     return LAYOUTS[node.attr("layout", "NCHW")]
-
-
-def permute(shape, src: str, dst: str) -> tuple:
-    """A 4-D shape in axis order ``src`` as the same tensor's shape in order ``dst``."""
-    sizes = dict(zip(src, shape))
-    return tuple(sizes[axis] for axis in dst)
 
 
 def moves_no_data(node: Node, shapes) -> bool:

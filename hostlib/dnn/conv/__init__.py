@@ -31,7 +31,7 @@ from ...runtime import host_operator
 from . import explicit, generated, implicit, winograd
 from .common import ConvGeometry, ConvStats, as_array, as_shape, make_geometry, same_dtype
 from ..elementwise import add
-from ..layout_transform import LAYOUTS, moves_nothing, transform
+from ..layout_transform import LAYOUTS, moves_nothing, permute, transform
 
 ALGORITHMS = {module.NAME: module for module in (explicit, implicit, winograd, generated)}
 DIRECTIONS = ("forward", "backward_data", "backward_filter")
@@ -51,7 +51,7 @@ def conv2d_forward(x, w, bias=None, stride=1, padding=0, algo="auto", *, machine
     order = _layout(layout)
     x, w = as_array("x", x, 4), as_array("w", w, 4)
     same_dtype(("x", x), ("w", w))
-    geo = make_geometry(_nchw(x.shape, order), w.shape, stride, padding, "w")
+    geo = make_geometry(permute(x.shape, order, "NCHW"), w.shape, stride, padding, "w")
     if bias is not None:
         bias = as_array("bias", bias, 1)
         same_dtype(("x", x), ("bias", bias))
@@ -72,8 +72,8 @@ def conv2d_backward_data(dy, w, x_shape, stride=1, padding=0, algo="auto", *, ma
     order = _layout(layout)
     dy, w = as_array("dy", dy, 4), as_array("w", w, 4)
     same_dtype(("dy", dy), ("w", w))
-    geo = make_geometry(_nchw(as_shape("x_shape", x_shape), order), w.shape, stride, padding,
-                        "w")
+    geo = make_geometry(permute(as_shape("x_shape", x_shape), order, "NCHW"), w.shape, stride,
+                        padding, "w")
     _check_dy(dy, geo, order)
     return _pass("backward_data", geo, dy.dtype, algo, machine, cgs, engine, order,
                  activations=dict(dy=dy), w=w)
@@ -90,8 +90,8 @@ def conv2d_backward_filter(dy, x, w_shape, stride=1, padding=0, algo="auto", *, 
     order = _layout(layout)
     x, dy = as_array("x", x, 4), as_array("dy", dy, 4)
     same_dtype(("x", x), ("dy", dy))
-    geo = make_geometry(_nchw(x.shape, order), as_shape("w_shape", w_shape), stride, padding,
-                        "w_shape")
+    geo = make_geometry(permute(x.shape, order, "NCHW"), as_shape("w_shape", w_shape), stride,
+                        padding, "w_shape")
     _check_dy(dy, geo, order)
     return _pass("backward_filter", geo, x.dtype, algo, machine, cgs, engine, order,
                  activations=dict(x=x, dy=dy))
@@ -128,17 +128,10 @@ def _layout(layout) -> str:
 
 
 def _check_dy(dy, geo, order):
-    sizes = dict(zip("NCHW", geo.y_shape))
-    expected = tuple(sizes[axis] for axis in order)
+    expected = permute(geo.y_shape, "NCHW", order)
     if dy.shape != expected:
         raise HostError(f"dy must have shape {expected} (B, N_o, R_o, C_o in the layout's "
                         f"order {order}), got {dy.shape}")
-
-
-def _nchw(shape, order: str) -> tuple:
-    """A shape given in axis `order` (e.g. "HWCN") as (N, C, H, W)."""
-    sizes = dict(zip(order, shape))
-    return tuple(sizes[axis] for axis in "NCHW")
 
 
 def _module(algo, direction, geo, dtype, config, cgs):
@@ -219,7 +212,7 @@ def _convert(array, src, dst, machine, stats, engine):
     when the two orders hold the same bytes (only axes of length 1 move: batch 1)."""
     name = {order: key for key, order in LAYOUTS.items()}
     if src == dst or moves_nothing(array.shape, name[src], name[dst]):
-        return array.reshape([dict(zip(src, array.shape))[axis] for axis in dst])
+        return array.reshape(permute(array.shape, src, dst))
     out, run = transform(array, name[src], name[dst], machine=machine, engine=engine)
     stats.phases["layout"].append(run)
     return out
