@@ -47,12 +47,12 @@ def _symbol(name: str) -> int:
     return KERNEL.symbol(name)
 
 
-def _chunk(n: int, instances: int, strategy: str) -> int:
+def _chunk(n: int, instances: int, strategy: str, config) -> int:
     """f32 per chunk, whole 128-byte lines, at most the kernel's CHUNK: PS's one server takes
     all of W; GS cuts it into about P chunks so that every instance's CPE takes a share of
     the reduction (fixed 4 KiB chunks left all but ceil(n / 1024) CPEs idle)."""
     shares = instances if strategy == "GS" else 1
-    line = 32
+    line = config.dma_transaction_bytes // 4        # f32 per DMA line
     return min(_symbol("CHUNK"), -(-n // (shares * line)) * line)
 
 
@@ -79,7 +79,7 @@ def synchronise(gradients, w, lr: float, *, strategy: str = "GS", machine=None,
     if not 1 <= needed <= cpes:
         raise ArgumentError(f"{strategy} with {instances} instances needs {needed} CPEs, the "
                             f"core group has {cpes}")
-    chunk = _chunk(n, instances, strategy)
+    chunk = _chunk(n, instances, strategy, config)
     chunks = -(-n // chunk)
     padded = chunks * chunk
     grads, wpad = _padded(gradients, padded), _padded(w, padded)
